@@ -1,0 +1,5 @@
+"""Allow ``python -m dateeval``."""
+
+from dateeval.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,208 @@
+"""The transformers backend: load a model once, score next-token distributions fast.
+
+Speed matters because a sweep is hundreds of dates times thousands of items.
+Within one date every prompt starts with the same tokens (chat header,
+system message, the date), so that shared prefix runs once and its KV cache
+is reused by every batch; the item-specific suffixes run batched, sorted by
+length to keep padding small, and only the positions whose logits are read
+go through the output layer.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import json
+import os
+import platform
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from dateeval.errors import DateEvalError
+from dateeval.models import ModelSource, converted_gguf_dir
+from dateeval.prompting import ChatTemplate
+
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+DEVICES = ("auto", "cuda", "mps", "cpu")
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What produced a result: recorded with every stored row and hashed into its key."""
+
+    model: str
+    source: str
+    revision: str | None
+    dtype: str
+    device: str
+    hardware: str
+    torch_version: str
+    transformers_version: str
+
+    @property
+    def key(self) -> str:
+        # Library versions and the exact hardware model are recorded, not keyed: keying them
+        # would discard a whole store on every upgrade. Device and dtype do change numbers.
+        keyed = {k: v for k, v in asdict(self).items() if k not in ("hardware", "torch_version", "transformers_version")}
+        return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _pick_device(device: str) -> str:
+    import torch
+
+    if device not in DEVICES:
+        raise DateEvalError(f"unknown device {device!r}: choose one of {', '.join(DEVICES)}")
+    if device == "auto":
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if torch.backends.mps.is_available() else "cpu"
+    available = {"cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available(), "cpu": True}
+    if not available[device]:
+        raise DateEvalError(f"device {device} is not available on this machine")
+    return device
+
+
+def _pick_dtype(dtype: str, device: str) -> str:
+    """``auto``: bfloat16 on a GPU that supports it, float16 on other GPUs, float32 on CPU.
+
+    float32 on CPU because half precision there is emulated on many
+    processors and because it is the reference precision of the paper's
+    comparison (Table 5); pass ``--dtype bfloat16`` for speed.
+    """
+    import torch
+
+    if dtype not in DTYPES:
+        raise DateEvalError(f"unknown dtype {dtype!r}: choose one of {', '.join(DTYPES)}")
+    if dtype != "auto":
+        return dtype
+    if device == "cuda":
+        return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
+    return "float16" if device == "mps" else "float32"
+
+
+def _hardware(device: str) -> str:
+    import torch
+
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    return f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
+
+
+class TransformersBackend:
+    """A causal LM and its tokenizer, loaded once per sweep."""
+
+    def __init__(self, source: ModelSource, *, dtype: str = "auto", device: str = "auto", trust_remote_code: bool = False) -> None:
+        import torch
+        import transformers
+
+        self.device = _pick_device(device)
+        self.dtype = _pick_dtype(dtype, self.device)
+        location, kwargs = source.location, {}
+        if source.kind == "gguf":
+            location = str(converted_gguf_dir(source))
+        elif source.kind == "hub" and source.revision:
+            kwargs["revision"] = source.revision
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code, **kwargs)
+            self.model = transformers.AutoModelForCausalLM.from_pretrained(
+                location, dtype=getattr(torch, self.dtype), trust_remote_code=trust_remote_code, **kwargs
+            ).to(self.device)
+        except (OSError, ValueError) as error:
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            raise DateEvalError(f"cannot load model {source.name}: {first_line}") from None
+        self.model.eval()
+        if self.device == "cuda":
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+        revision = source.revision or getattr(self.model.config, "_commit_hash", None)
+        self.identity = ModelIdentity(
+            model=source.name,
+            source=f"{source.kind}:{source.location if source.kind == 'hub' else (source.gguf_file or source.name)}",
+            revision=revision,
+            dtype=self.dtype,
+            device=self.device,
+            hardware=_hardware(self.device),
+            torch_version=torch.__version__,
+            transformers_version=transformers.__version__,
+        )
+        self.template = ChatTemplate.from_tokenizer(self.tokenizer, name=source.name)
+        # transformers 5.x renamed the forward argument `past_key_values` to `cache`.
+        self._cache_argument = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else (self.tokenizer.eos_token_id or 0)
+
+    def encode(self, prompts: list[str]) -> list[list[int]]:
+        """Token ids of rendered prompts (the template already wrote any BOS token)."""
+        return [self.tokenizer.encode(prompt, add_special_tokens=False) for prompt in prompts]
+
+    def next_token_logprobs(self, encoded: list[list[int]], token_ids: list[list[int]], batch_size: int = 32) -> list[np.ndarray]:
+        """Log-probabilities (over the full vocabulary) of chosen next tokens after each prompt.
+
+        ``token_ids[i]`` are the candidate tokens for prompt ``i`` (its option
+        labels). Returns one float64 array per prompt, in input order.
+        """
+        import torch
+
+        if not encoded:
+            return []
+        prefix_len = _common_prefix_length(encoded)
+        results: list[np.ndarray | None] = [None] * len(encoded)
+        order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i))
+        with torch.inference_mode():
+            prefix_cache = self._prefix_cache(encoded[0][:prefix_len])
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                logprobs = self._score_batch([encoded[i][prefix_len:] for i in chunk], prefix_cache, prefix_len)
+                for row, index in enumerate(chunk):
+                    results[index] = logprobs[row, token_ids[index]].astype(np.float64)
+        return results  # type: ignore[return-value]
+
+    def _prefix_cache(self, prefix: list[int]):  # noqa: ANN202 - a transformers Cache or None
+        import torch
+
+        if not prefix:
+            return None
+        ids = torch.tensor([prefix], device=self.device)
+        out = self.model(input_ids=ids, use_cache=True)
+        return out.cache if hasattr(out, "cache") else out.past_key_values
+
+    def _score_batch(self, suffixes: list[list[int]], prefix_cache, prefix_len: int) -> np.ndarray:  # noqa: ANN001
+        """Run right-padded suffixes after the shared prefix; log-softmax at each row's last token."""
+        import torch
+
+        width = max(len(s) for s in suffixes)
+        ids = torch.full((len(suffixes), width), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((len(suffixes), prefix_len + width), dtype=torch.long)
+        mask[:, :prefix_len] = 1
+        for row, suffix in enumerate(suffixes):
+            ids[row, : len(suffix)] = torch.tensor(suffix)
+            mask[row, prefix_len : prefix_len + len(suffix)] = 1
+        last = torch.tensor([len(s) - 1 for s in suffixes])
+        keep = torch.unique(last)
+        kwargs = {}
+        if prefix_cache is not None:
+            cache = copy.deepcopy(prefix_cache)
+            cache.batch_repeat_interleave(len(suffixes))
+            kwargs[self._cache_argument] = cache
+        out = self.model(
+            input_ids=ids.to(self.device),
+            attention_mask=mask.to(self.device),
+            use_cache=prefix_cache is not None,
+            logits_to_keep=keep.to(self.device),
+            **kwargs,
+        )
+        column = torch.searchsorted(keep, last)
+        logits = out.logits[torch.arange(len(suffixes)), column.to(self.device)].float()
+        return torch.log_softmax(logits, dim=-1).cpu().numpy()
+
+
+def _common_prefix_length(encoded: list[list[int]]) -> int:
+    """Tokens shared by every prompt, leaving at least one token of each prompt to run."""
+    first = encoded[0]
+    length = min(len(e) for e in encoded) - 1
+    for tokens in encoded[1:]:
+        limit = min(length, len(tokens))
+        mismatch = next((i for i in range(limit) if tokens[i] != first[i]), limit)
+        length = mismatch
+    return max(length, 0)

@@ -1,0 +1,211 @@
+"""Command line: ``python -m dateeval run | summary | template``.
+
+Every user error ends as one line on stderr and a non-zero exit status;
+tracebacks are for bugs only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+from dateeval.errors import DateEvalError
+
+EXIT_ERROR = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line instead of usage + error."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise DateEvalError(f"{message} (see `python -m dateeval {self.prog.split()[-1]} --help`)")
+
+
+def _quiet_libraries() -> None:
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+    except ImportError:
+        pass
+
+
+def _add_run(commands: argparse._SubParsersAction) -> None:
+    from dateeval.backends.transformers import DEVICES, DTYPES
+    from dateeval.models import DEFAULT_MODEL
+    from dateeval.prompting import POSITIONS
+
+    run = commands.add_parser("run", help="score datasets under every date (and baseline) condition")
+    run.add_argument("--model", action="append", help=f"model name, Hub id, folder or .gguf (repeatable; default {DEFAULT_MODEL})")
+    run.add_argument("--dataset", action="append", help="mmlu, arc_challenge, arc_easy, gpqa_main, gpqa_diamond, gpqa_extended (repeatable)")
+    run.add_argument("--data-dir", help="folder with the benchmarks' original files (offline); default: the Hugging Face Hub")
+    run.add_argument("--subjects", help="MMLU subjects, comma-separated")
+    run.add_argument("--limit", type=int, help="first N items (after --sample)")
+    run.add_argument("--sample", type=int, help="a seeded random sample of N items")
+    run.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
+    run.add_argument("--dates", help="dates: 2024-01-01..2024-12-31[/7d], or a comma list (default: all of 2024)")
+    run.add_argument("--no-date", action="store_true", help="also run the no-date baseline (the template without any date)")
+    run.add_argument("--template-default", action="store_true", help="also run the template as shipped (its own default date or the real clock)")
+    run.add_argument("--system-prompt", action="append", help="system message wording (repeatable: each one is a factor value)")
+    run.add_argument("--date-format", default="%d %b %Y", help="strftime format of injected dates (default %%d %%b %%Y)")
+    run.add_argument("--date-line", default="Today Date: {date}", help="the injected line; {date} is replaced")
+    run.add_argument("--date-position", default="system_start", choices=POSITIONS, help="where an injected date goes")
+    run.add_argument("--dtype", default="auto", choices=DTYPES)
+    run.add_argument("--device", default="auto", choices=DEVICES)
+    run.add_argument("--batch-size", type=int, default=32)
+    run.add_argument("--label-style", default="auto", choices=("auto", "space+label", "label"), help="token read for option labels")
+    run.add_argument("--trust-remote-code", action="store_true", help="allow model code from the Hub to run (off by default)")
+    run.add_argument("--store", default="cache/results", help="results folder (default cache/results)")
+
+
+def _add_summary(commands: argparse._SubParsersAction) -> None:
+    summary = commands.add_parser("summary", help="accuracy and ECE over dates: min/mean/max, worst-to-best delta, baselines")
+    summary.add_argument("--store", default="cache/results")
+    summary.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _add_template(commands: argparse._SubParsersAction) -> None:
+    template = commands.add_parser("template", help="show how chat templates inject a date, and render one")
+    template.add_argument("paths", nargs="+", help="template files (.jinja)")
+    template.add_argument("--date", help="render a prompt with this date (YYYY-MM-DD)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="dateeval", description="How much do benchmark results move when only the date in the system prompt changes?")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_run(commands)
+    _add_summary(commands)
+    _add_template(commands)
+    return parser
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
+    from dateeval.data import Subset
+    from dateeval.dates import parse_dates
+    from dateeval.models import DEFAULT_MODEL
+    from dateeval.prompting import DateInjection
+    from dateeval.store import Store
+    from dateeval.sweep import Sweep, SweepSpec
+
+    if not args.dataset:
+        raise DateEvalError("give at least one --dataset (e.g. --dataset arc_challenge)")
+    subjects = tuple(s.strip() for s in args.subjects.split(",") if s.strip()) if args.subjects else ()
+    conditions = expand(
+        parse_dates(args.dates),
+        no_date=args.no_date,
+        template_default=args.template_default,
+        system_prompts=tuple(args.system_prompt or [DEFAULT_SYSTEM_PROMPT]),
+        injection=DateInjection(line=args.date_line, format=args.date_format, position=args.date_position),
+    )
+    spec = SweepSpec(
+        models=tuple(args.model or [DEFAULT_MODEL]),
+        datasets=tuple(args.dataset),
+        conditions=tuple(conditions),
+        data_dir=args.data_dir,
+        subset=Subset(subjects=subjects, sample=args.sample, seed=args.seed, limit=args.limit),
+        dtype=args.dtype,
+        device=args.device,
+        batch_size=args.batch_size,
+        label_style=args.label_style,
+        trust_remote_code=args.trust_remote_code,
+    )
+    bar = None
+
+    def show(progress) -> None:  # noqa: ANN001
+        nonlocal bar
+        if bar is None:
+            bar = tqdm(total=progress.units_total, unit="date", desc="dates", dynamic_ncols=True, file=sys.stderr)
+        bar.total = progress.units_total
+        bar.n = progress.units_done
+        bar.set_postfix_str(f"{progress.items_per_second:.1f} items/s, {progress.units_skipped} cached, {progress.current}")
+        bar.refresh()
+
+    try:
+        final = Sweep(spec, Store(args.store), on_progress=show).run()
+    finally:
+        if bar is not None:
+            bar.close()
+    for message in final.messages:
+        print(f"dateeval: warning: {message}", file=sys.stderr)
+    print(
+        f"done: {final.units_done} units ({final.units_skipped} already in the store), "
+        f"{final.items_scored} item-dates scored in {final.seconds:.1f}s -> {args.store}"
+    )
+    return 0
+
+
+def _percent(value: object) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * float(value):.2f}"
+
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    from dateeval.analysis import condition_metrics, summarize
+    from dateeval.store import SUMMARY_COLUMNS, Store
+
+    store = Store(args.store)
+    if not store.root.is_dir():
+        raise DateEvalError(f"store {store.root} does not exist: run `python -m dateeval run ... --store {store.root}` first")
+    frame, problems = store.read(columns=SUMMARY_COLUMNS)
+    for message in problems.messages():
+        print(f"dateeval: warning: {message}", file=sys.stderr)
+    table = summarize(condition_metrics(frame))
+    if args.json:
+        print(json.dumps(table.to_dict(orient="records"), indent=2, default=str))
+        return 0
+    if table.empty:
+        print(f"no results in {store.root}")
+        return 0
+    for row in table.to_dict(orient="records"):
+        print(f"{row['entry']} on {row['dataset']}: {row['n_items']} items x {row['n_dates']} dates")
+        for metric in ("accuracy", "ece"):
+            if row["n_dates"]:
+                print(
+                    f"  {metric:8s} min {_percent(row[metric + '_min'])}  mean {_percent(row[metric + '_mean'])}  "
+                    f"max {_percent(row[metric + '_max'])}  delta {_percent(row[metric + '_delta'])}  "
+                    f"(worst {row[metric + '_worst_date']}, best {row[metric + '_best_date']})"
+                )
+            print(f"  {'':8s} no-date {_percent(row['no_date_' + metric])}  template-default {_percent(row['template_default_' + metric])}")
+    return 0
+
+
+def _cmd_template(args: argparse.Namespace) -> int:
+    from dateeval.dates import parse_date
+    from dateeval.prompting import ChatTemplate
+
+    day = parse_date(args.date) if args.date else None
+    for path in args.paths:
+        template = ChatTemplate.from_file(Path(path))
+        print(f"{path}: {template.support.kind} - {template.support.describe()}")
+        if day is not None:
+            messages = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Hello"}]
+            print(template.render(messages, mode="date", day=day).text)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the process exit status."""
+    commands = {"run": _cmd_run, "summary": _cmd_summary, "template": _cmd_template}
+    try:
+        args = _parser().parse_args(argv)
+        _quiet_libraries()
+        return commands[args.command](args)
+    except DateEvalError as error:
+        print(f"dateeval: error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("dateeval: interrupted; finished units are saved, run the same command again to resume", file=sys.stderr)
+        return 130

