@@ -81,12 +81,18 @@ def _add_template(commands: argparse._SubParsersAction) -> None:
     template.add_argument("--date", help="render a prompt with this date (YYYY-MM-DD)")
 
 
+def _add_compact(commands: argparse._SubParsersAction) -> None:
+    compact = commands.add_parser("compact", help="merge a store's many unit files into one file per model and dataset")
+    compact.add_argument("--store", default="cache/results")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dateeval", description="How much do benchmark results move when only the date in the system prompt changes?")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(commands)
     _add_summary(commands)
     _add_template(commands)
+    _add_compact(commands)
     return parser
 
 
@@ -196,9 +202,23 @@ def _cmd_template(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_compact(args: argparse.Namespace) -> int:
+    from dateeval.store import Store
+
+    store = Store(args.store)
+    if not store.root.is_dir():
+        raise DateEvalError(f"store {store.root} does not exist")
+    store.ensure_writable()
+    folders, removed, problems = store.compact()
+    for message in problems.messages():
+        print(f"dateeval: warning: {message}", file=sys.stderr)
+    print(f"compacted {folders} folders, merged and removed {removed} files")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
-    commands = {"run": _cmd_run, "summary": _cmd_summary, "template": _cmd_template}
+    commands = {"run": _cmd_run, "summary": _cmd_summary, "template": _cmd_template, "compact": _cmd_compact}
     try:
         args = _parser().parse_args(argv)
         _quiet_libraries()
@@ -206,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     except DateEvalError as error:
         print(f"dateeval: error: {error}", file=sys.stderr)
         return EXIT_ERROR
+    except BrokenPipeError:  # output piped into `head`: not an error
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print("dateeval: interrupted; finished units are saved, run the same command again to resume", file=sys.stderr)
         return 130

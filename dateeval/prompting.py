@@ -149,16 +149,13 @@ def _analyse(source: str) -> DateSupport:
             fmt = call.args[0].value if call.args and isinstance(call.args[0], nodes.Const) else "%Y-%m-%d"
             return DateSupport("clock", format=fmt)
     free = jinja2.meta.find_undeclared_variables(tree)
+    # A variable the caller may set, whose fallback is a literal date ("26 Jul 2024").
     for assign in tree.find_all(nodes.Assign):
         target, value = assign.target, assign.node
-        if (
-            isinstance(target, nodes.Name)
-            and "date" in target.name.lower()
-            and target.name in free
-            and isinstance(value, nodes.Const)
-            and isinstance(value.value, str)
-        ):
-            return DateSupport("variable", variable=target.name, format=_infer_format(value.value) or "%d %b %Y", default=value.value)
+        if isinstance(target, nodes.Name) and target.name in free and isinstance(value, nodes.Const) and isinstance(value.value, str):
+            fmt = _infer_format(value.value)
+            if fmt:
+                return DateSupport("variable", variable=target.name, format=fmt, default=value.value)
     return DateSupport("none")
 
 

