@@ -89,6 +89,14 @@ class Store:
             staging.unlink(missing_ok=True)
             raise DateEvalError(f"cannot write results to {path}: {error.strerror or error}") from None
 
+    @staticmethod
+    def readable(path: Path) -> bool:
+        try:
+            pq.read_metadata(path)
+        except (OSError, pa.ArrowException):
+            return False
+        return True
+
     def claim(self, path: Path) -> bool:
         """Take a unit for this worker (a lock file next to it); False if another live worker has it."""
         lock = path.with_name(f".{path.name}.lock")

@@ -153,8 +153,11 @@ class Sweep:
             return
         unit_key = hashlib.sha256("|".join([model_key, labels.key, condition.key, *(hashes[i] for i in todo)]).encode()).hexdigest()[:16]
         path = self.store.unit_path(model_dir, dataset, _slug(condition.label), unit_key)
+        if path.exists() and not self.store.readable(path):
+            # The same unit's earlier file is corrupted: recompute beside it, never over it.
+            path = self.store.unit_path(model_dir, dataset, _slug(condition.label), f"{unit_key}-{self.run_id}")
         if path.exists() or not self.store.claim(path):
-            progress.units_skipped += 1
+            progress.units_skipped += 1  # finished meanwhile, or running, in another worker
             return
         try:
             encoded = backend.encode([rendered[i].text for i in todo])

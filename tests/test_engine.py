@@ -1,0 +1,130 @@
+"""End to end with the real default model on real ARC-Challenge and MMLU items."""
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ROOT, run_cli
+from dateeval.conditions import expand
+from dateeval.data import Subset, load_items
+from dateeval.store import ROW_KEY, Store
+from dateeval.sweep import Sweep, SweepSpec
+from dateeval.tasks import mcqa
+
+DATES = "2024-01-01,2024-06-15,2024-12-31"
+
+
+def _spec(data_dir, **overrides):
+    values = dict(
+        models=("smollm2-135m",),
+        datasets=("arc_challenge", "mmlu"),
+        conditions=tuple(expand([dt.date(2024, 1, 1), dt.date(2024, 6, 15), dt.date(2024, 12, 31)], no_date=True)),
+        data_dir=str(data_dir),
+        subset=Subset(subjects=("high_school_geography",), limit=6),
+        dtype="float32",
+        device="cpu",
+        batch_size=4,
+    )
+    values.update(overrides)
+    return SweepSpec(**values)
+
+
+def test_label_tokens_for_the_default_tokenizer(backend):
+    tokens = mcqa.label_tokens(backend.tokenizer, 5)
+    assert tokens.variant == "space+label"
+    assert [backend.tokenizer.decode([t]) for t in tokens.token_ids] == [" A", " B", " C", " D", " E"]
+    bare = mcqa.label_tokens(backend.tokenizer, 4, style="label")
+    assert [backend.tokenizer.decode([t]) for t in bare.token_ids] == ["A", "B", "C", "D"]
+
+
+def test_sweep_summary_and_rerun_does_nothing(data_dir, tmp_path):
+    store = tmp_path / "store"
+    args = ["run", "--dataset", "arc_challenge", "--dataset", "mmlu", "--subjects", "high_school_geography", "--data-dir", str(data_dir),
+            "--limit", "6", "--dates", DATES, "--no-date", "--dtype", "float32", "--store", str(store)]
+    first = run_cli(*args)
+    assert first.returncode == 0, first.stderr
+    assert "8 units (0 already in the store), 48 item-dates scored" in first.stdout
+    frame, problems = Store(store).read()
+    assert len(frame) == 48 and not problems.corrupted
+    assert set(frame["condition"]) == {"2024-01-01", "2024-06-15", "2024-12-31", "no-date"}
+    assert frame["probs"].map(lambda p: abs(sum(p) - 1) < 1e-9).all()
+    assert (frame["confidence"] == frame["probs"].map(max)).all()
+    assert ((frame["pred"] == frame["answer"]) == frame["correct"]).all()
+    assert set(frame["model_revision"]) == {frame["model_revision"].iloc[0]} and len(frame["model_revision"].iloc[0]) == 64
+    second = run_cli(*args)
+    assert "8 units (8 already in the store), 0 item-dates scored" in second.stdout
+    summary = run_cli("summary", "--store", str(store), "--json")
+    table = pd.DataFrame(json.loads(summary.stdout))
+    assert set(table["dataset"]) == {"arc_challenge", "mmlu"}
+    assert (table["n_dates"] == 3).all() and (table["n_items"] == 6).all()
+    for row in table.to_dict(orient="records"):
+        sub = frame[(frame["dataset"] == row["dataset"]) & (frame["date_mode"] == "date")]
+        accuracy = sub.groupby("condition")["correct"].mean()
+        assert row["accuracy_delta"] == pytest.approx(accuracy.max() - accuracy.min())
+        assert row["no_date_accuracy"] == pytest.approx(frame[(frame["dataset"] == row["dataset"]) & (frame["condition"] == "no-date")]["correct"].mean())
+    text = run_cli("summary", "--store", str(store)).stdout
+    assert "smollm2-135m (float32, cpu) on arc_challenge: 6 items x 3 dates" in text and "no-date" in text
+
+
+def test_determinism_and_batch_independence(data_dir, tmp_path):
+    spec = _spec(data_dir, datasets=("arc_challenge",), subset=Subset(limit=8))
+    runs = []
+    for name, batch_size in (("a", 4), ("b", 4), ("c", 1)):
+        Sweep(_spec(data_dir, datasets=("arc_challenge",), subset=Subset(limit=8), batch_size=batch_size), Store(tmp_path / name)).run()
+        frame, _ = Store(tmp_path / name).read()
+        runs.append(frame.sort_values(["condition", "item_id"], ignore_index=True))
+    assert spec.batch_size == 4
+    first, again, unbatched = runs
+    # Same date, same batch: bit-identical probabilities.
+    assert (np.vstack(first["probs"]) == np.vstack(again["probs"])).all()
+    # Different batch composition (float32): same predictions, probabilities equal to float32 rounding.
+    assert (first["pred"] == unbatched["pred"]).all()
+    assert np.abs(np.vstack(first["probs"]) - np.vstack(unbatched["probs"])).max() < 1e-5
+
+
+def test_dates_that_render_the_same_prompt_are_refused(data_dir, tmp_path):
+    result = run_cli("run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "2", "--dates", "2024-01-01,2024-01-02",
+                     "--date-format", "%B %Y", "--store", str(tmp_path))
+    assert result.returncode == 2 and "render identical prompts" in result.stderr
+
+
+def test_killed_sweep_resumes_without_duplicates(data_dir, tmp_path):
+    store = tmp_path / "store"
+    args = [sys.executable, "-m", "dateeval", "run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "12",
+            "--dates", "2024-03-01..2024-03-06", "--dtype", "float32", "--batch-size", "4", "--store", str(store)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while time.time() < deadline and len(Store(store).files()) < 2:
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    finished = len(Store(store).files())
+    assert 2 <= finished < 6, "the sweep should have been killed part-way"
+    result = run_cli(*args[3:])
+    assert result.returncode == 0, result.stderr
+    assert f"6 units ({finished} already in the store)" in result.stdout
+    frame, problems = Store(store).read()
+    assert not problems.corrupted and len(frame) == 72 and not frame.duplicated(ROW_KEY).any()
+    assert not list(store.rglob("*.tmp")) or all(p.name.startswith(".") for p in store.rglob("*.tmp"))
+
+
+def test_corrupted_store_file_is_reported_not_fatal(data_dir, tmp_path):
+    Sweep(_spec(data_dir, datasets=("arc_challenge",), subset=Subset(limit=3)), Store(tmp_path)).run()
+    victim = Store(tmp_path).files()[0]
+    victim.write_bytes(b"garbage")
+    result = run_cli("summary", "--store", str(tmp_path))
+    assert result.returncode == 0 and "Traceback" not in result.stderr
+    assert f"cannot read {victim}" in result.stderr and victim.exists()
+    rerun = run_cli("run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "3", "--dates", DATES, "--no-date",
+                    "--dtype", "float32", "--batch-size", "4", "--store", str(tmp_path))
+    assert rerun.returncode == 0 and "4 units (3 already in the store), 3 item-dates scored" in rerun.stdout
+    assert victim.exists()
