@@ -108,3 +108,92 @@ def summarize(metrics: pd.DataFrame) -> pd.DataFrame:
             row[f"{name}_ece"] = float(baseline["ece"].iloc[0]) if len(baseline) else None
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def dated(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Only the date conditions, with ``date`` as a real date for plotting and sorting."""
+    out = metrics[metrics["date_mode"] == "date"].copy()
+    out["date"] = pd.to_datetime(out["date"])
+    return out.sort_values(["entry", "dataset", "date"], ignore_index=True)
+
+
+def ranks(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
+    """Rank of each entry on each date and dataset (1 = best; ties share the best rank), Figure 1b."""
+    frame = dated(metrics)
+    frame["rank"] = frame.groupby(["dataset", "date"])[metric].rank(ascending=False, method="min").astype(int)
+    return frame
+
+
+def kendall_taus(metrics: pd.DataFrame, dataset: str, metric: str = "accuracy") -> pd.DataFrame:
+    """Kendall tau between the entry rankings of every pair of dates (needs at least two entries)."""
+    from scipy.stats import kendalltau
+
+    table = dated(metrics[metrics["dataset"] == dataset]).pivot_table(index="date", columns="entry", values=metric)
+    table = table.dropna(axis=0)
+    if table.shape[1] < 2:
+        return pd.DataFrame(columns=["date_a", "date_b", "tau"])
+    values, dates = table.to_numpy(), table.index
+    rows = []
+    for a in range(len(dates)):
+        for b in range(a + 1, len(dates)):
+            tau = kendalltau(values[a], values[b]).statistic
+            rows.append((dates[a], dates[b], 1.0 if np.isnan(tau) else float(tau)))
+    return pd.DataFrame(rows, columns=["date_a", "date_b", "tau"])
+
+
+def top_k_reorders(metrics: pd.DataFrame, dataset: str, k: int, metric: str = "accuracy") -> float:
+    """Share of consecutive date pairs whose top-k entries (in order) differ."""
+    frame = ranks(metrics[metrics["dataset"] == dataset], metric).sort_values(["date", "rank", "entry"])
+    tops = frame.groupby("date")["entry"].apply(lambda entries: tuple(entries.iloc[:k]))
+    if len(tops) < 2:
+        return float("nan")
+    return float(np.mean([a != b for a, b in zip(tops.iloc[:-1], tops.iloc[1:])]))
+
+
+def item_flips(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per item and entry over the date conditions: how often right, how often the prediction changes (Table 7).
+
+    ``changes`` counts prediction changes between consecutive dates;
+    ``consistent`` means one prediction on every date.
+    """
+    columns = ["entry", "dataset", "item_id", "n_dates", "n_correct", "n_wrong", "changes", "n_predictions", "consistent",
+               "mean_confidence", "min_confidence", "answer"]  # fmt: skip
+    rows = frame[frame["date_mode"] == "date"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    rows = rows.assign(entry=entry_label(rows)).sort_values(["entry", "dataset", "item_id", "date"])
+    group = rows.groupby(["entry", "dataset", "item_id"], sort=False)
+    previous = group["pred"].shift()
+    rows = rows.assign(changed=(previous.notna() & (rows["pred"] != previous)).astype(int))
+    group = rows.groupby(["entry", "dataset", "item_id"], sort=False)
+    out = group.agg(
+        n_dates=("pred", "size"),
+        n_correct=("correct", "sum"),
+        changes=("changed", "sum"),
+        n_predictions=("pred", "nunique"),
+        mean_confidence=("confidence", "mean"),
+        min_confidence=("confidence", "min"),
+        answer=("answer", "first"),
+    ).reset_index()
+    out["n_correct"] = out["n_correct"].astype(int)
+    out["n_wrong"] = out["n_dates"] - out["n_correct"]
+    out["consistent"] = out["n_predictions"] == 1
+    return out[columns].sort_values(["changes", "mean_confidence"], ascending=[False, True], ignore_index=True)
+
+
+def confidence_by_consistency(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean confidence of consistent vs inconsistent predictions per entry and dataset (paper Table 7)."""
+    rows = frame[frame["date_mode"] == "date"]
+    if rows.empty:
+        return pd.DataFrame(columns=["entry", "dataset", "consistent_confidence", "inconsistent_confidence", "n_inconsistent", "n_items"])
+    rows = rows.assign(entry=entry_label(rows))
+    stable = rows.groupby(["entry", "dataset", "item_id"])["pred"].nunique().eq(1).rename("consistent").reset_index()
+    rows = rows.merge(stable, on=["entry", "dataset", "item_id"])
+    table = rows.pivot_table(index=["entry", "dataset"], columns="consistent", values="confidence", aggfunc="mean")
+    table = table.rename(columns={True: "consistent_confidence", False: "inconsistent_confidence"})
+    counts = stable.groupby(["entry", "dataset"]).agg(n_items=("consistent", "size"), n_inconsistent=("consistent", lambda c: int((~c).sum())))
+    table = table.join(counts).reset_index()
+    for column in ("consistent_confidence", "inconsistent_confidence"):
+        if column not in table:
+            table[column] = np.nan
+    return table[["entry", "dataset", "consistent_confidence", "inconsistent_confidence", "n_inconsistent", "n_items"]]

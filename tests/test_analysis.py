@@ -51,3 +51,43 @@ def test_conditions_compare_only_common_items():
     metrics = condition_metrics(frame)
     assert set(metrics["n_items"]) == {2}
     assert set(metrics["accuracy"]) == {1.0}
+
+
+def _pred_frame(preds_by_date: dict[str, list[int]], answers: list[int], confidence: float = 0.6) -> pd.DataFrame:
+    rows = []
+    for date, preds in preds_by_date.items():
+        for i, (pred, answer) in enumerate(zip(preds, answers)):
+            rows.append(dict(model="m", dtype="float32", device="cpu", model_key="k", dataset="d", task_key="t", system_prompt="s",
+                             condition=date, condition_key=date, date_mode="date", date=date, item_id=f"i{i}", pred=pred, answer=answer,
+                             correct=pred == answer, confidence=confidence if i else 0.9))
+    return pd.DataFrame(rows)
+
+
+def test_item_flips_and_table7():
+    from dateeval.analysis import confidence_by_consistency, item_flips
+
+    frame = _pred_frame({"2024-01-01": [0, 1, 2], "2024-01-02": [0, 2, 2], "2024-01-03": [0, 1, 2]}, answers=[0, 1, 3])
+    flips = item_flips(frame).set_index("item_id")
+    assert flips.loc["i1", "changes"] == 2 and flips.loc["i1", "n_correct"] == 2 and not flips.loc["i1", "consistent"]
+    assert flips.loc["i0", "changes"] == 0 and flips.loc["i0", "consistent"] and flips.loc["i2", "n_wrong"] == 3
+    table = confidence_by_consistency(frame).iloc[0]
+    assert table["n_inconsistent"] == 1 and table["n_items"] == 3
+    assert table["inconsistent_confidence"] == pytest.approx(0.6)
+    assert table["consistent_confidence"] == pytest.approx((0.9 * 3 + 0.6 * 3) / 6)
+
+
+def test_ranks_and_kendall_tau_against_scipy():
+    from scipy.stats import kendalltau
+
+    from dateeval.analysis import kendall_taus, ranks, top_k_reorders
+
+    accuracy = {"a": [0.5, 0.6, 0.7], "b": [0.6, 0.5, 0.8], "c": [0.7, 0.7, 0.6]}
+    rows = [dict(entry=e, dataset="d", date_mode="date", date=f"2024-01-0{j + 1}", accuracy=v) for e, vs in accuracy.items() for j, v in enumerate(vs)]
+    metrics = pd.DataFrame(rows)
+    ranked = ranks(metrics)
+    assert ranked[(ranked["entry"] == "c") & (ranked["date"] == "2024-01-01")]["rank"].item() == 1
+    taus = kendall_taus(metrics, "d")
+    assert len(taus) == 3
+    expected = kendalltau([0.5, 0.6, 0.7], [0.6, 0.5, 0.7]).statistic
+    assert taus.iloc[0]["tau"] == pytest.approx(expected)
+    assert top_k_reorders(metrics, "d", 1) == pytest.approx(0.5)  # c, c, b
