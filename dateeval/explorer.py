@@ -1,0 +1,105 @@
+"""What every explorer page shares: the store choice, cached loading, and the sidebar filters.
+
+Pages stay thin: they call :func:`load` and :func:`filters`, then draw with
+``dateeval.plots``. Aggregates are cached with ``st.cache_data`` keyed on the
+store's fingerprint (files, sizes, mtimes), so a finished run shows up
+without restarting the app.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from dateeval import analysis
+from dateeval.models import cache_dir
+from dateeval.store import SUMMARY_COLUMNS, Store
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_STORE = ROOT / "demo" / "store"
+ITEM_COLUMNS = SUMMARY_COLUMNS + ["probs", "n_options", "subject", "date_text"]
+
+
+def store_choices() -> dict[str, Path]:
+    choices = {"Built-in demo": DEMO_STORE, "My results (cache/results)": cache_dir() / "results"}
+    if os.environ.get("DATEEVAL_STORE"):
+        choices = {"Selected store": Path(os.environ["DATEEVAL_STORE"]), **choices}
+    return choices
+
+
+def current_store() -> Store:
+    choices = store_choices()
+    name = st.session_state.get("store_name", next(iter(choices)))
+    return Store(choices.get(name, next(iter(choices.values()))))
+
+
+def store_picker() -> None:
+    choices = store_choices()
+    st.sidebar.selectbox("Results store", list(choices), key="store_name", help="Where results are read from; runs write to 'My results'.")
+
+
+@st.cache_data(show_spinner="Reading results...", max_entries=8)
+def _load(root: str, fingerprint: tuple) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    del fingerprint  # only part of the cache key
+    frame, problems = Store(root).read(columns=ITEM_COLUMNS)
+    metrics = analysis.condition_metrics(frame)
+    if len(frame):
+        frame = frame.assign(entry=analysis.entry_label(frame))
+    return frame, metrics, problems.messages()
+
+
+def load() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-item rows and per-condition metrics of the chosen store (cached)."""
+    store = current_store()
+    frame, metrics, problems = _load(str(store.root), store.fingerprint())
+    for message in problems:
+        st.warning(message)
+    return frame, metrics
+
+
+@dataclass(frozen=True)
+class Selection:
+    entries: list[str]
+    dataset: str
+    start: pd.Timestamp
+    end: pd.Timestamp
+
+
+def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection | None:
+    """Sidebar: dataset, entries (model x precision x device) and date range."""
+    if metrics.empty:
+        return None
+    datasets = sorted(metrics["dataset"].unique())
+    dataset = st.sidebar.selectbox("Dataset", datasets, key="dataset")
+    available = sorted(metrics[metrics["dataset"] == dataset]["entry"].unique())
+    if multi_entry:
+        entries = st.sidebar.multiselect("Models", available, default=available, key=f"entries-{dataset}")
+    else:
+        entries = [st.sidebar.selectbox("Model", available, key=f"entry-{dataset}")]
+    dated = analysis.dated(metrics[metrics["dataset"] == dataset])
+    if dated.empty:
+        return Selection(entries, dataset, pd.Timestamp("2024-01-01"), pd.Timestamp("2024-12-31"))
+    first, last = dated["date"].min().date(), dated["date"].max().date()
+    picked = st.sidebar.date_input("Date range", value=(first, last), min_value=first, max_value=last, key=f"range-{dataset}")
+    start, end = (picked if isinstance(picked, tuple) and len(picked) == 2 else (first, last))
+    return Selection(entries, dataset, pd.Timestamp(start), pd.Timestamp(end))
+
+
+def select(frame: pd.DataFrame, selection: Selection) -> pd.DataFrame:
+    """Rows of the chosen entries and dataset; date rows inside the range, baselines kept."""
+    rows = frame[(frame["dataset"] == selection.dataset) & frame["entry"].isin(selection.entries)]
+    dates = pd.to_datetime(rows["date"], errors="coerce")
+    inside = dates.between(selection.start, selection.end) | (rows["date_mode"] != "date")
+    return rows[inside]
+
+
+def empty_state() -> None:
+    st.info("No results yet: run a sweep on the **Run** page, or pick the built-in demo store in the sidebar.")
+
+
+def intro(text: str) -> None:
+    st.caption(text)

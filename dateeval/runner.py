@@ -1,0 +1,50 @@
+"""Run a sweep in a background thread so the explorer stays responsive.
+
+The thread only reports through a :class:`Progress` snapshot and an error
+message; cancelling sets an event the sweep checks between units, so what
+finished is stored and a later run resumes from there.
+"""
+
+from __future__ import annotations
+
+import threading
+import traceback
+from dataclasses import dataclass, field, replace
+
+from dateeval.errors import DateEvalError
+from dateeval.store import Store
+from dateeval.sweep import Progress, Sweep, SweepSpec
+
+
+@dataclass
+class BackgroundSweep:
+    spec: SweepSpec
+    store: Store
+    progress: Progress | None = None
+    error: str | None = None
+    finished: bool = False
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> BackgroundSweep:
+        threading.Thread(target=self._run, daemon=True, name="dateeval-sweep").start()
+        return self
+
+    def _update(self, progress: Progress) -> None:
+        self.progress = replace(progress, messages=list(progress.messages))
+
+    def _run(self) -> None:
+        try:
+            self._update(Sweep(self.spec, self.store, on_progress=self._update, cancel=self.cancel).run())
+        except DateEvalError as error:
+            self.error = str(error)
+        except MemoryError:
+            self.error = "out of memory: try a smaller --batch-size, fewer items or a smaller model"
+        except Exception as error:  # noqa: BLE001 - shown in the page instead of killing the thread silently
+            self.error = f"unexpected error: {type(error).__name__}: {error}"
+            traceback.print_exc()
+        finally:
+            self.finished = True
+
+    @property
+    def running(self) -> bool:
+        return not self.finished

@@ -1,0 +1,51 @@
+"""Leaderboard: how the ranking of models changes with the date (paper Figure 1b)."""
+
+import pandas as pd
+import streamlit as st
+
+from dateeval import analysis, explorer, plots
+
+st.title("Leaderboard by date")
+explorer.intro(
+    "Models ranked by accuracy on each date. If the date did not matter the lines would never cross. Below: the "
+    "leaderboard on two dates side by side, how often consecutive dates reorder the top k, and Kendall tau between the "
+    "rankings of every pair of dates (1 = identical order)."
+)
+frame, metrics = explorer.load()
+selection = explorer.filters(metrics)
+if selection is None:
+    explorer.empty_state()
+    st.stop()
+chosen = metrics[(metrics["dataset"] == selection.dataset) & metrics["entry"].isin(selection.entries)]
+ranked = analysis.ranks(chosen)
+ranked = ranked[ranked["date"].between(selection.start, selection.end)]
+if ranked["entry"].nunique() < 2:
+    st.info("A leaderboard needs at least two models with results on this dataset: select more in the sidebar or run another model.")
+    st.stop()
+st.plotly_chart(plots.bump(ranked), width="stretch")
+dates = sorted(ranked["date"].dt.date.unique())
+left, right = st.columns(2)
+first = left.selectbox("First date", dates, index=0)
+second = right.selectbox("Second date", dates, index=min(1, len(dates) - 1))
+
+
+def board(day) -> pd.DataFrame:  # noqa: ANN001
+    rows = ranked[ranked["date"].dt.date == day].sort_values("rank")
+    return rows[["rank", "entry", "accuracy"]].assign(accuracy=lambda r: 100 * r["accuracy"]).set_index("entry")
+
+
+a, b = board(first), board(second)
+moved = a.index[a["rank"] != b.reindex(a.index)["rank"]]
+style = lambda table: table.style.format({"accuracy": "{:.2f}"}).apply(  # noqa: E731
+    lambda row: ["background-color: #fff3b0" if row.name in moved else "" for _ in row], axis=1
+)
+left.dataframe(style(a), width="stretch")
+right.dataframe(style(b), width="stretch")
+st.caption(f"{len(moved)} of {len(a)} models change position between {first} and {second} (highlighted).")
+k = st.slider("Top k", 1, max(1, ranked["entry"].nunique()), min(3, ranked["entry"].nunique()))
+share = analysis.top_k_reorders(chosen, selection.dataset, k)
+st.metric(f"Consecutive date pairs whose top {k} differs", f"{100 * share:.1f}%")
+taus = analysis.kendall_taus(chosen[chosen["entry"].isin(selection.entries)], selection.dataset)
+if len(taus):
+    st.plotly_chart(plots.tau_histogram(taus), width="stretch")
+    st.caption(f"Mean Kendall tau {taus['tau'].mean():.3f}; {100 * (taus['tau'] < 1).mean():.1f}% of date pairs rank the models differently.")

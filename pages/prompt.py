@@ -1,0 +1,68 @@
+"""Prompt: what the model really sees on two dates, and how its template injects the date."""
+
+import datetime as dt
+from pathlib import Path
+
+import streamlit as st
+
+from dateeval import explorer, plots
+from dateeval.errors import DateEvalError
+from dateeval.prompting import POSITIONS, ChatTemplate, DateInjection
+
+st.title("The prompt each model really sees")
+explorer.intro(
+    "Chat templates differ in how they date a prompt: some set a variable (Llama 3.1's fixed '26 Jul 2024'), some read the "
+    "machine's clock (GPT-OSS), most have none, and then the date comes from whoever builds the system message (API "
+    "providers, or dateeval here). Pick a template and two dates: the characters that differ are highlighted."
+)
+shared_templates = Path(explorer.ROOT).parent / "shared" / "templates"
+files = sorted(shared_templates.glob("*.jinja")) if shared_templates.is_dir() else []
+source = st.radio("Template", ["Default model (SmolLM2-135M-Instruct)", "A template file"], horizontal=True)
+try:
+    if source.startswith("Default"):
+        @st.cache_resource(show_spinner="Loading the default model's tokenizer...")
+        def default_template() -> tuple[ChatTemplate, object]:
+            from transformers import AutoTokenizer
+
+            from dateeval.models import converted_gguf_dir, resolve
+
+            tokenizer = AutoTokenizer.from_pretrained(converted_gguf_dir(resolve("smollm2-135m")))
+            return ChatTemplate.from_tokenizer(tokenizer, name="smollm2-135m"), tokenizer
+
+        template, tokenizer = default_template()
+    else:
+        options = [str(f) for f in files] + ["other path..."]
+        choice = st.selectbox("File", options, format_func=lambda p: Path(p).name)
+        path = st.text_input("Path to a .jinja file") if choice == "other path..." else choice
+        template, tokenizer = (ChatTemplate.from_file(path, bos_token="<|begin_of_text|>") if path else None), None
+    if template is None:
+        st.stop()
+    st.info(f"This template {template.support.describe()}.")
+    left, right = st.columns(2)
+    first = left.date_input("First date", dt.date(2024, 1, 1), min_value=dt.date(1900, 1, 1), max_value=dt.date(2100, 12, 31))
+    second = right.date_input("Second date", dt.date(2024, 7, 26), min_value=dt.date(1900, 1, 1), max_value=dt.date(2100, 12, 31))
+    system = st.text_input("System message", "You are a helpful assistant.")
+    user = st.text_area("User message", "The following is a multiple-choice question. Reply with the letter of the correct answer.\n\nWhat is 2+2?\nA. 3\nB. 4\nAnswer:")
+    with st.expander("Injection settings (templates without a date of their own)"):
+        line = st.text_input("Date line", "Today Date: {date}")
+        fmt = st.text_input("Date format (strftime)", "%d %b %Y")
+        position = st.selectbox("Position", POSITIONS)
+    injection = DateInjection(line=line, format=fmt, position=position)
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+    prompts = [template.render(messages, mode="date", day=day, injection=injection).text for day in (first, second)]
+    bare = template.render(messages, mode="none").text
+except DateEvalError as error:
+    st.error(str(error))
+    st.stop()
+a, b = plots.highlighted_diff(*prompts)
+left.markdown(a, unsafe_allow_html=True)
+right.markdown(b, unsafe_allow_html=True)
+if tokenizer is not None:
+    counts = [len(tokenizer.encode(p, add_special_tokens=False)) for p in prompts]
+    left.caption(f"{counts[0]} tokens")
+    right.caption(f"{counts[1]} tokens")
+else:
+    left.caption(f"{len(prompts[0])} characters")
+    right.caption(f"{len(prompts[1])} characters")
+with st.expander("The same template with no date (the no-date baseline)"):
+    st.code(bare, language=None)

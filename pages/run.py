@@ -1,0 +1,108 @@
+"""Run: start a date sweep from the browser; it runs in the background and resumes from the store."""
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import streamlit as st
+
+from dateeval import explorer
+from dateeval.backends.transformers import DTYPES
+from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
+from dateeval.data import LOADERS, Subset
+from dateeval.dates import parse_dates
+from dateeval.errors import DateEvalError
+from dateeval.models import DEFAULT_MODEL, cache_dir
+from dateeval.prompting import POSITIONS, DateInjection
+from dateeval.runner import BackgroundSweep
+from dateeval.store import Store
+from dateeval.sweep import SweepSpec
+
+st.title("Run a date sweep")
+explorer.intro(
+    "Score a model on a dataset once per date. Results go to the 'My results' store and are reused: rerunning the same "
+    "sweep (or a wider one) only computes what is missing, and a cancelled or interrupted sweep resumes where it stopped."
+)
+default_dir = os.environ.get("DATEEVAL_DATA_DIR", str(Path(explorer.ROOT).parent / "shared" / "data"))
+with st.form("sweep"):
+    left, right = st.columns(2)
+    model = left.text_input("Model", DEFAULT_MODEL, help="smollm2-135m, a Hub id (org/name), a model folder or a .gguf file")
+    dataset = right.selectbox("Dataset", list(LOADERS), index=list(LOADERS).index("arc_challenge"))
+    data_dir = left.text_input("Data folder (empty: the Hugging Face Hub)", default_dir)
+    subjects = right.text_input("MMLU subjects (comma-separated, empty: all)")
+    limit = left.number_input("First N items", min_value=1, value=10)
+    sample = right.number_input("Random sample of N items first (0: off)", min_value=0, value=0)
+    seed = left.number_input("Sample seed", min_value=0, value=0)
+    start = right.date_input("From", dt.date(2024, 1, 1))
+    end = left.date_input("To", dt.date(2024, 1, 7))
+    step = right.number_input("Every N days", min_value=1, value=1)
+    no_date = left.checkbox("Also run without any date (baseline)", value=True)
+    template_default = right.checkbox("Also run the template as shipped", value=False)
+    with st.expander("Date injection (templates without a date of their own) and compute"):
+        line = st.text_input("Date line", "Today Date: {date}")
+        fmt = st.text_input("Date format", "%d %b %Y")
+        position = st.selectbox("Position", POSITIONS)
+        system = st.text_input("System message", DEFAULT_SYSTEM_PROMPT)
+        dtype = st.selectbox("Precision", DTYPES)
+        batch_size = st.number_input("Batch size", min_value=1, value=16)
+    submitted = st.form_submit_button("Start sweep", type="primary")
+
+state = st.session_state
+if submitted:
+    if state.get("sweep") is not None and state["sweep"].running:
+        st.warning("A sweep is already running: cancel it first.")
+    else:
+        try:
+            spec = SweepSpec(
+                models=(model.strip(),),
+                datasets=(dataset,),
+                conditions=tuple(
+                    expand(
+                        parse_dates(f"{start}..{end}/{step}"),
+                        no_date=no_date,
+                        template_default=template_default,
+                        system_prompts=(system,),
+                        injection=DateInjection(line=line, format=fmt, position=position),
+                    )
+                ),
+                data_dir=data_dir.strip() or None,
+                subset=Subset(
+                    subjects=tuple(s.strip() for s in subjects.split(",") if s.strip()), sample=int(sample) or None, seed=int(seed), limit=int(limit)
+                ),
+                dtype=dtype,
+                batch_size=int(batch_size),
+            )
+            state["sweep"] = BackgroundSweep(spec, Store(cache_dir() / "results")).start()
+        except DateEvalError as error:
+            st.error(str(error))
+
+
+@st.fragment(run_every=1.0)
+def progress_panel() -> None:
+    sweep = state.get("sweep")
+    if sweep is None:
+        st.caption("No sweep started in this session.")
+        return
+    progress = sweep.progress
+    if progress is not None and progress.units_total:
+        st.progress(progress.units_done / progress.units_total, text=f"{progress.units_done} / {progress.units_total} dates")
+        remaining = progress.units_total - progress.units_done
+        per_unit = progress.seconds / max(progress.units_done - progress.units_skipped, 1)
+        st.caption(
+            f"{progress.items_per_second:.1f} items/s · {progress.units_skipped} already stored · "
+            f"ETA {remaining * per_unit:.0f} s · {progress.current}"
+        )
+        for message in progress.messages:
+            st.warning(message)
+    elif sweep.running:
+        st.caption("Loading model and data...")
+    if sweep.error:
+        st.error(sweep.error)
+    elif sweep.finished:
+        label = "Cancelled" if sweep.cancel.is_set() else "Finished"
+        st.success(f"{label}. Pick 'My results' as the store in the sidebar to explore the results.", icon="✅")
+    if sweep.running and st.button("Cancel sweep"):
+        sweep.cancel.set()
+
+
+progress_panel()
