@@ -2,8 +2,6 @@
 
 import streamlit as st
 
-from dateeval.explorer import store_picker
-
 st.set_page_config(page_title="dateeval", page_icon="📅", layout="wide")
 PAGES = [
     st.Page("pages/overview.py", title="Overview", icon="📋", default=True),
@@ -14,5 +12,4 @@ PAGES = [
     st.Page("pages/run.py", title="Run", icon="▶️"),
 ]
 navigation = st.navigation(PAGES)
-store_picker()
 navigation.run()

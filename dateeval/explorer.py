@@ -24,22 +24,28 @@ DEMO_STORE = ROOT / "demo" / "store"
 ITEM_COLUMNS = SUMMARY_COLUMNS + ["probs", "n_options", "subject", "date_text"]
 
 
+def results_store() -> Path:
+    """Where the Run page writes (``DATEEVAL_STORE`` overrides ``cache/results``)."""
+    return Path(os.environ.get("DATEEVAL_STORE", cache_dir() / "results"))
+
+
 def store_choices() -> dict[str, Path]:
-    choices = {"Built-in demo": DEMO_STORE, "My results (cache/results)": cache_dir() / "results"}
-    if os.environ.get("DATEEVAL_STORE"):
-        choices = {"Selected store": Path(os.environ["DATEEVAL_STORE"]), **choices}
-    return choices
+    return {"Built-in demo": DEMO_STORE, "My results": results_store()}
 
 
 def current_store() -> Store:
     choices = store_choices()
-    name = st.session_state.get("store_name", next(iter(choices)))
-    return Store(choices.get(name, next(iter(choices.values()))))
+    return Store(choices.get(st.session_state.get("store_choice", ""), next(iter(choices.values()))))
 
 
 def store_picker() -> None:
-    choices = store_choices()
-    st.sidebar.selectbox("Results store", list(choices), key="store_name", help="Where results are read from; runs write to 'My results'.")
+    """Sidebar store choice, mirrored in a plain session key so it survives page switches."""
+    names = list(store_choices())
+    if st.session_state.get("store_widget") not in names:
+        st.session_state["store_widget"] = st.session_state.get("store_choice", names[0])
+    st.session_state["store_choice"] = st.sidebar.selectbox(
+        "Results store", names, key="store_widget", help="Where results are read from; the Run page writes to 'My results'."
+    )
 
 
 @st.cache_data(show_spinner="Reading results...", max_entries=8)
@@ -53,7 +59,8 @@ def _load(root: str, fingerprint: tuple) -> tuple[pd.DataFrame, pd.DataFrame, li
 
 
 def load() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-item rows and per-condition metrics of the chosen store (cached)."""
+    """Draw the store picker, then return the chosen store's per-item rows and per-condition metrics (cached)."""
+    store_picker()
     store = current_store()
     frame, metrics, problems = _load(str(store.root), store.fingerprint())
     for message in problems:

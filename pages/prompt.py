@@ -32,7 +32,7 @@ try:
         template, tokenizer = default_template()
     else:
         options = [str(f) for f in files] + ["other path..."]
-        choice = st.selectbox("File", options, format_func=lambda p: Path(p).name)
+        choice = st.selectbox("File", options, format_func=lambda p: Path(p).name, key="template_file")
         path = st.text_input("Path to a .jinja file") if choice == "other path..." else choice
         template, tokenizer = (ChatTemplate.from_file(path, bos_token="<|begin_of_text|>") if path else None), None
     if template is None:

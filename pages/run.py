@@ -12,7 +12,7 @@ from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
 from dateeval.data import LOADERS, Subset
 from dateeval.dates import parse_dates
 from dateeval.errors import DateEvalError
-from dateeval.models import DEFAULT_MODEL, cache_dir
+from dateeval.models import DEFAULT_MODEL
 from dateeval.prompting import POSITIONS, DateInjection
 from dateeval.runner import BackgroundSweep
 from dateeval.store import Store
@@ -49,7 +49,7 @@ with st.form("sweep"):
 
 state = st.session_state
 if submitted:
-    if state.get("sweep") is not None and state["sweep"].running:
+    if state.get("background_sweep") is not None and state["background_sweep"].running:
         st.warning("A sweep is already running: cancel it first.")
     else:
         try:
@@ -72,14 +72,14 @@ if submitted:
                 dtype=dtype,
                 batch_size=int(batch_size),
             )
-            state["sweep"] = BackgroundSweep(spec, Store(cache_dir() / "results")).start()
+            state["background_sweep"] = BackgroundSweep(spec, Store(explorer.results_store())).start()
         except DateEvalError as error:
             st.error(str(error))
 
 
 @st.fragment(run_every=1.0)
 def progress_panel() -> None:
-    sweep = state.get("sweep")
+    sweep = state.get("background_sweep")
     if sweep is None:
         st.caption("No sweep started in this session.")
         return

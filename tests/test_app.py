@@ -1,0 +1,106 @@
+"""Every explorer page through Streamlit's AppTest: on the demo, on an empty store, and reacting to widgets."""
+
+import re
+import time
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import ROOT
+
+PAGES = ["pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/flips.py", "pages/prompt.py", "pages/run.py"]
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    monkeypatch.setenv("DATEEVAL_STORE", str(tmp_path / "results"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def open_page(page: str, store: str = "Built-in demo") -> AppTest:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+        at.run()
+        at.switch_page(page).run()
+        if store != "Built-in demo" and any(box.key == "store_widget" for box in at.selectbox):
+            at.selectbox(key="store_widget").set_value(store).run()
+        assert not at.exception, [e.message for e in at.exception]
+        return at
+
+    return open_page
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_renders_on_the_demo(app, page):
+    at = app(page)
+    assert at.title and not at.error
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_renders_on_an_empty_store(app, page):
+    at = app(page, store="My results")
+    assert not at.error
+    if page in ("pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/flips.py"):
+        assert any("No results yet" in info.value for info in at.info)
+
+
+def test_overview_lists_every_demo_entry(app):
+    table = app("pages/overview.py").dataframe[0].value
+    assert len(table) >= 3 and table["n_dates"].max() >= 300
+
+
+def test_curves_metric_switch_changes_the_figure(app):
+    at = app("pages/curves.py")
+    accuracy = at.get("plotly_chart")[0].proto.spec
+    at.radio[0].set_value("ece").run()
+    ece = at.get("plotly_chart")[0].proto.spec
+    assert "Accuracy by date" in accuracy and "ECE by date" in ece
+
+
+def test_leaderboard_second_date_changes_the_board(app):
+    at = app("pages/leaderboard.py")
+    before = at.dataframe[1].value.copy()
+    at.selectbox[-1].set_value(at.selectbox[-1].options[-1]).run()
+    assert not at.exception
+    assert not before.equals(at.dataframe[1].value) or "change position" in at.caption[-1].value
+
+
+def test_flips_checkbox_changes_the_list(app):
+    at = app("pages/flips.py")
+    only_flipping = len(at.dataframe[1].value)
+    at.checkbox[0].uncheck().run()
+    assert len(at.dataframe[1].value) >= only_flipping and len(at.dataframe[1].value) == 20
+
+
+def test_prompt_dates_change_the_prompt(app, templates_dir):
+    at = app("pages/prompt.py")
+    at.radio[0].set_value("A template file").run()
+    files = at.selectbox(key="template_file")
+    files.set_value(next(o for o in files.options if "Llama-3.1-8B" in o)).run()
+    assert any("variable" in info.value and "date_string" in info.value for info in at.info)
+    shown = " ".join(m.value for m in at.markdown)
+    assert "<mark" in shown  # the differing characters are highlighted
+    plain = re.sub(r"<[^>]+>", "", shown)
+    assert "Today Date: 01 Jan 2024" in plain and "Today Date: 26 Jul 2024" in plain
+
+
+def test_run_page_starts_a_background_sweep_and_reports_errors(app, data_dir, tmp_path):
+    at = app("pages/run.py")
+    at.text_input[0].set_value("no-such-model")
+    at.button[0].click().run()
+    for _ in range(60):
+        at.run()
+        if at.error:
+            break
+        time.sleep(0.5)
+    assert "unknown model" in at.error[0].value
+    at.text_input[0].set_value("smollm2-135m")
+    at.text_input[1].set_value(str(data_dir))
+    at.number_input[0].set_value(2)
+    at.date_input[1].set_value(at.date_input[0].value)
+    at.button[0].click().run()
+    for _ in range(240):
+        at.run()
+        if at.success:
+            break
+        time.sleep(0.5)
+    assert at.success, [e.value for e in at.error]
+    assert list((tmp_path / "results").rglob("*.parquet"))
