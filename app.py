@@ -2,14 +2,14 @@
 
 import streamlit as st
 
-st.set_page_config(page_title="dateeval", page_icon="📅", layout="wide")
+st.set_page_config(page_title="dateeval", page_icon=":material/calendar_month:", layout="wide")
 PAGES = [
-    st.Page("pages/overview.py", title="Overview", icon="📋", default=True),
-    st.Page("pages/curves.py", title="Curves", icon="📈"),
-    st.Page("pages/leaderboard.py", title="Leaderboard", icon="🏆"),
-    st.Page("pages/flips.py", title="Flips", icon="🔀"),
-    st.Page("pages/prompt.py", title="Prompt", icon="🔎"),
-    st.Page("pages/run.py", title="Run", icon="▶️"),
+    st.Page("pages/overview.py", title="Overview", icon=":material/table_chart:", default=True),
+    st.Page("pages/curves.py", title="Curves", icon=":material/show_chart:"),
+    st.Page("pages/leaderboard.py", title="Leaderboard", icon=":material/leaderboard:"),
+    st.Page("pages/flips.py", title="Flips", icon=":material/swap_horiz:"),
+    st.Page("pages/prompt.py", title="Prompt", icon=":material/search:"),
+    st.Page("pages/run.py", title="Run", icon=":material/play_arrow:"),
 ]
 navigation = st.navigation(PAGES)
 navigation.run()

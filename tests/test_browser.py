@@ -1,0 +1,116 @@
+"""End to end in a real browser: every page opens without an exception, and a sweep runs from the Run page.
+
+Needs Debian's chromium (``.ci/run`` installs it); skips with the reason otherwise.
+Screenshots of every page are saved under ``test-artifacts/``.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from conftest import ROOT
+
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = ROOT / "test-artifacts"
+PAGES = {"overview": "", "curves": "curves", "leaderboard": "leaderboard", "flips": "flips", "prompt": "prompt", "run": "run"}
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, data_dir):
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
+    port = _free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DATEEVAL_STORE": str(tmp_path_factory.mktemp("results")), "DATEEVAL_DATA_DIR": str(data_dir),
+           "PYTHONPATH": str(ROOT)}  # fmt: skip
+    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address", "127.0.0.1",
+               "--server.headless", "true", "--browser.gatherUsageStats", "false"]  # fmt: skip
+    process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.5)
+    yield url
+    process.terminate()
+    process.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
+        yield browser
+        browser.close()
+
+
+def _is_base_path_probe(url: str) -> bool:
+    """Streamlit's frontend, opened on /<page>, first probes /<page>/_stcore/{health,host-config} to find its base path."""
+    return url.endswith(("/_stcore/health", "/_stcore/host-config")) and urlparse(url).path.count("/") > 2
+
+
+def _open(browser, url: str):
+    """Open a page and collect console errors, page errors and failed requests (except the base-path probes)."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 and not _is_base_path_probe(r.url) else None)
+    page.goto(url)
+    page.wait_for_selector("h1", timeout=60_000)
+    # Wait until the script has finished: no spinner, and the app reports it is not running.
+    page.wait_for_timeout(500)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stSpinner]') && !document.querySelector('[data-testid=stStatusWidget]')",
+        timeout=120_000,
+    )
+    page.wait_for_timeout(1000)
+    return page, errors
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_every_page_opens_cleanly(browser, server, name):
+    page, errors = _open(browser, f"{server}/{PAGES[name]}")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert not errors, errors
+    page.close()
+
+
+def test_a_sweep_runs_from_the_run_page(browser, server):
+    page, errors = _open(browser, f"{server}/run")
+    limit = page.get_by_label("First N items")
+    limit.fill("2")
+    limit.press("Enter")
+    page.get_by_role("button", name="Start sweep").click()
+    page.get_by_text("Finished.").wait_for(timeout=300_000)
+    page.screenshot(path=str(ARTIFACTS / "run-finished.png"), full_page=True)
+    assert page.locator("[data-testid='stException']").count() == 0
+    assert not errors, errors
+    # The new results appear in the explorer without a restart.
+    page.get_by_role("link", name="Overview").click()
+    page.wait_for_selector("h1")
+    page.get_by_role("combobox", name="Results store").click()
+    page.get_by_role("option", name="My results").click()
+    page.get_by_text("arc_challenge").first.wait_for(state="attached", timeout=60_000)  # a canvas grid cell
+    page.screenshot(path=str(ARTIFACTS / "overview-my-results.png"), full_page=True)
+    page.close()
