@@ -21,7 +21,8 @@ from dateeval.store import SUMMARY_COLUMNS, Store
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_STORE = ROOT / "demo" / "store"
-ITEM_COLUMNS = SUMMARY_COLUMNS + ["probs", "n_options", "subject", "date_text"]
+# Per-item option probabilities are read on demand (item_probs), not with everything else.
+ITEM_COLUMNS = SUMMARY_COLUMNS + ["n_options"]
 
 
 def results_store() -> Path:
@@ -66,6 +67,15 @@ def load() -> tuple[pd.DataFrame, pd.DataFrame]:
     for message in problems:
         st.warning(message)
     return frame, metrics
+
+
+@st.cache_data(max_entries=64)
+def item_probs(root: str, fingerprint: tuple, model_key: str, dataset: str, item_id: str) -> pd.DataFrame:
+    """Option probabilities of one item on every condition (the flips heatmap), read with a filter."""
+    del fingerprint
+    filters = [("model_key", "=", model_key), ("dataset", "=", dataset), ("item_id", "=", item_id)]
+    frame, _ = Store(root).read(columns=["model_key", "dataset", "item_id", "date_mode", "date", "condition_key", "task_key", "prompt_hash", "probs"], filters=filters)
+    return frame
 
 
 @dataclass(frozen=True)

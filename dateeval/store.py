@@ -146,13 +146,17 @@ class Store:
                     removed += 1
         return len(folders), removed, all_problems
 
-    def read(self, columns: list[str] | None = None, paths: Iterable[Path] | None = None) -> tuple[pd.DataFrame, StoreProblems]:
-        """All rows (or the chosen columns), duplicates removed, plus any unreadable files."""
+    def read(
+        self, columns: list[str] | None = None, paths: Iterable[Path] | None = None, filters: list[tuple] | None = None
+    ) -> tuple[pd.DataFrame, StoreProblems]:
+        """All rows (or the chosen columns and pyarrow ``filters``), duplicates removed, plus any unreadable files."""
         problems = StoreProblems()
         frames = []
         for path in self.files() if paths is None else paths:
             try:
-                frames.append(pq.read_table(path, columns=columns).to_pandas())
+                table = pq.read_table(path, columns=columns, filters=filters)
+                if table.num_rows:
+                    frames.append(table.to_pandas())
             except (OSError, pa.ArrowException, ValueError) as error:
                 problems.corrupted.append((path, str(error).splitlines()[0][:160] if str(error) else type(error).__name__))
         if not frames:

@@ -91,3 +91,13 @@ def test_ranks_and_kendall_tau_against_scipy():
     expected = kendalltau([0.5, 0.6, 0.7], [0.6, 0.5, 0.7]).statistic
     assert taus.iloc[0]["tau"] == pytest.approx(expected)
     assert top_k_reorders(metrics, "d", 1) == pytest.approx(0.5)  # c, c, b
+
+
+def test_vectorised_ece_matches_the_reference():
+    from dateeval.analysis import ece_by_group
+
+    rng = np.random.default_rng(1)
+    frame = pd.DataFrame({"g": rng.integers(0, 5, 2000), "confidence": rng.uniform(0.25, 1, 2000), "correct": rng.uniform(0, 1, 2000) < 0.6})
+    fast = ece_by_group(frame, ["g"])
+    for group, rows in frame.groupby("g"):
+        assert fast[group] == pytest.approx(ece(rows["confidence"].to_numpy(), rows["correct"].to_numpy()))
