@@ -1,0 +1,64 @@
+"""Model resolution and the Hub-format loading paths, exercised on local files (the Hub is unreachable here)."""
+
+import datetime as dt
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from dateeval.data import load_items
+from dateeval.errors import DateEvalError
+from dateeval.models import converted_gguf_dir, resolve
+
+
+def test_named_model_is_the_packaged_gguf():
+    source = resolve("smollm2-135m")
+    assert source.kind == "gguf" and source.gguf_file == "SmolLM2-135M-Instruct.Q4_1.gguf" and len(source.revision) == 64
+
+
+def test_hub_ids_and_unknown_names():
+    assert resolve("HuggingFaceTB/SmolLM2-135M-Instruct@main").revision == "main"
+    with pytest.raises(DateEvalError, match="unknown model"):
+        resolve("not a model")
+
+
+def test_local_folder_and_gguf_path_score_like_the_named_model(backend, tmp_path):
+    from dateeval.backends.transformers import TransformersBackend
+    from dateeval.tasks import mcqa
+
+    folder = tmp_path / "smollm2-copy"
+    shutil.copytree(converted_gguf_dir(resolve("smollm2-135m")), folder)
+    local = TransformersBackend(resolve(str(folder)), dtype="float32", device="cpu")
+    assert local.identity.source.startswith("dir:") and local.identity.key != backend.identity.key
+    gguf = resolve(str(resolve("smollm2-135m").location) + "/SmolLM2-135M-Instruct.Q4_1.gguf")
+    assert gguf.kind == "gguf" and gguf.revision == resolve("smollm2-135m").revision
+    messages = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Pick one.\nA. x\nB. y\nAnswer:"}]
+    prompt = backend.template.render(messages, day=dt.date(2024, 5, 5)).text
+    assert local.template.render(messages, day=dt.date(2024, 5, 5)).text == prompt
+    tokens = mcqa.label_tokens(backend.tokenizer, 2).token_ids
+    ours = backend.next_token_logprobs(backend.encode([prompt]), [list(tokens)])[0]
+    theirs = local.next_token_logprobs(local.encode([prompt]), [list(tokens)])[0]
+    assert np.array_equal(ours, theirs)
+
+
+def test_hub_rows_are_converted_like_local_files(monkeypatch, data_dir):
+    """The Hub code path, fed with rows in the Hub's schema built from the local ARC file."""
+    local = load_items("arc_challenge", data_dir)[:5]
+    lines = (data_dir / "arc" / "ARC-Challenge" / "ARC-Challenge-Test.jsonl").read_text().splitlines()[:5]
+    hub_rows = []
+    for line in lines:
+        row = json.loads(line)
+        choices = row["question"]["choices"]
+        hub_rows.append({"id": row["id"], "question": row["question"]["stem"], "answerKey": row["answerKey"],
+                         "choices": {"text": [c["text"] for c in choices], "label": [c["label"] for c in choices]}})  # fmt: skip
+    calls = []
+
+    def fake_load_dataset(path, config, split):
+        calls.append((path, config, split))
+        return hub_rows
+
+    monkeypatch.setattr("datasets.load_dataset", fake_load_dataset)
+    assert load_items("arc_challenge") == load_items("arc_challenge")
+    assert load_items("arc_challenge") == local
+    assert calls[0] == ("allenai/ai2_arc", "ARC-Challenge", "test")
