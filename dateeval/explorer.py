@@ -106,6 +106,21 @@ def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection | None
     return Selection(entries, dataset, pd.Timestamp(start), pd.Timestamp(end))
 
 
+def page_data(multi_entry: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, Selection]:
+    """Load the store and draw the filters; stops the page with the empty state when there is nothing.
+
+    Returns per-item rows, the per-condition metrics of the selected entries
+    and dataset, and the selection itself.
+    """
+    frame, metrics = load()
+    selection = filters(metrics, multi_entry=multi_entry)
+    if selection is None:
+        empty_state()
+        st.stop()
+    chosen = metrics[(metrics["dataset"] == selection.dataset) & metrics["entry"].isin(selection.entries)]
+    return frame, chosen, selection
+
+
 def select(frame: pd.DataFrame, selection: Selection) -> pd.DataFrame:
     """Rows of the chosen entries and dataset; date rows inside the range, baselines kept."""
     rows = frame[(frame["dataset"] == selection.dataset) & frame["entry"].isin(selection.entries)]

@@ -10,12 +10,7 @@ explorer.intro(
     "worst date; dashed lines are the same model with no date at all (the paper's recommended mitigation). If the date "
     "did not matter, the lines would be flat and sit on the dashed line."
 )
-frame, metrics = explorer.load()
-selection = explorer.filters(metrics)
-if selection is None:
-    explorer.empty_state()
-    st.stop()
-chosen = metrics[(metrics["dataset"] == selection.dataset) & metrics["entry"].isin(selection.entries)]
+frame, chosen, selection = explorer.page_data()
 dated = analysis.dated(chosen)
 dated = dated[dated["date"].between(selection.start, selection.end)]
 if dated.empty:

@@ -15,11 +15,7 @@ explorer.intro(
     "For each question: on how many dates the model is right, how often its answer changes from one date to the next, "
     "and its confidence. Fragile answers are the low-confidence ones (paper Table 7): accuracy alone hides them."
 )
-frame, metrics = explorer.load()
-selection = explorer.filters(metrics, multi_entry=False)
-if selection is None:
-    explorer.empty_state()
-    st.stop()
+frame, _, selection = explorer.page_data(multi_entry=False)
 rows = explorer.select(frame, selection)
 flips = analysis.item_flips(rows)
 if flips.empty:

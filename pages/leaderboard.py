@@ -11,12 +11,7 @@ explorer.intro(
     "leaderboard on two dates side by side, how often consecutive dates reorder the top k, and Kendall tau between the "
     "rankings of every pair of dates (1 = identical order)."
 )
-frame, metrics = explorer.load()
-selection = explorer.filters(metrics)
-if selection is None:
-    explorer.empty_state()
-    st.stop()
-chosen = metrics[(metrics["dataset"] == selection.dataset) & metrics["entry"].isin(selection.entries)]
+frame, chosen, selection = explorer.page_data()
 ranked = analysis.ranks(chosen)
 ranked = ranked[ranked["date"].between(selection.start, selection.end)]
 if ranked["entry"].nunique() < 2:
@@ -45,7 +40,7 @@ st.caption(f"{len(moved)} of {len(a)} models change position between {first} and
 k = st.slider("Top k", 1, max(1, ranked["entry"].nunique()), min(3, ranked["entry"].nunique()))
 share = analysis.top_k_reorders(chosen, selection.dataset, k)
 st.metric(f"Consecutive date pairs whose top {k} differs", f"{100 * share:.1f}%")
-taus = analysis.kendall_taus(chosen[chosen["entry"].isin(selection.entries)], selection.dataset)
+taus = analysis.kendall_taus(chosen, selection.dataset)
 if len(taus):
     st.plotly_chart(plots.tau_histogram(taus), width="stretch")
     st.caption(f"Mean Kendall tau {taus['tau'].mean():.3f}; {100 * (taus['tau'] < 1).mean():.1f}% of date pairs rank the models differently.")
