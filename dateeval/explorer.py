@@ -49,24 +49,31 @@ def store_picker() -> None:
     )
 
 
-@st.cache_data(show_spinner="Reading results...", max_entries=8)
-def _load(root: str, fingerprint: tuple) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
-    del fingerprint  # only part of the cache key
+# The per-item frame can be tens of millions of rows: cache_resource hands out the cached object
+# itself (callers treat it as read-only), where cache_data would copy it on every rerun.
+@st.cache_resource(show_spinner="Reading results...", max_entries=2)
+def _rows(root: str, fingerprint: tuple) -> tuple[pd.DataFrame, list[str]]:
+    del fingerprint  # only part of the cache key: a new or replaced file invalidates it
     frame, problems = Store(root).read(columns=ITEM_COLUMNS)
-    metrics = analysis.condition_metrics(frame)
     if len(frame):
         frame = frame.assign(entry=analysis.entry_label(frame))
-    return frame, metrics, problems.messages()
+    return frame, problems.messages()
+
+
+@st.cache_data(show_spinner="Computing metrics...", max_entries=8)
+def _metrics(root: str, fingerprint: tuple) -> pd.DataFrame:
+    return analysis.condition_metrics(_rows(root, fingerprint)[0])
 
 
 def load() -> tuple[pd.DataFrame, pd.DataFrame]:
     """Draw the store picker, then return the chosen store's per-item rows and per-condition metrics (cached)."""
     store_picker()
     store = current_store()
-    frame, metrics, problems = _load(str(store.root), store.fingerprint())
+    fingerprint = store.fingerprint()
+    frame, problems = _rows(str(store.root), fingerprint)
     for message in problems:
         st.warning(message)
-    return frame, metrics
+    return frame, _metrics(str(store.root), fingerprint)
 
 
 @st.cache_data(max_entries=64)
@@ -80,7 +87,7 @@ def item_probs(root: str, fingerprint: tuple, model_key: str, dataset: str, item
 
 @dataclass(frozen=True)
 class Selection:
-    entries: list[str]
+    entries: tuple[str, ...]
     dataset: str
     start: pd.Timestamp
     end: pd.Timestamp
@@ -99,11 +106,11 @@ def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection | None
         entries = [st.sidebar.selectbox("Model", available, key=f"entry-{dataset}")]
     dated = analysis.dated(metrics[metrics["dataset"] == dataset])
     if dated.empty:
-        return Selection(entries, dataset, pd.Timestamp("2024-01-01"), pd.Timestamp("2024-12-31"))
+        return Selection(tuple(entries), dataset, pd.Timestamp("2024-01-01"), pd.Timestamp("2024-12-31"))
     first, last = dated["date"].min().date(), dated["date"].max().date()
     picked = st.sidebar.date_input("Date range", value=(first, last), min_value=first, max_value=last, key=f"range-{dataset}")
     start, end = (picked if isinstance(picked, tuple) and len(picked) == 2 else (first, last))
-    return Selection(entries, dataset, pd.Timestamp(start), pd.Timestamp(end))
+    return Selection(tuple(entries), dataset, pd.Timestamp(start), pd.Timestamp(end))
 
 
 def page_data(multi_entry: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, Selection]:
@@ -121,12 +128,25 @@ def page_data(multi_entry: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, Sel
     return frame, chosen, selection
 
 
-def select(frame: pd.DataFrame, selection: Selection) -> pd.DataFrame:
-    """Rows of the chosen entries and dataset; date rows inside the range, baselines kept."""
+@st.cache_resource(max_entries=8)
+def _selected(root: str, fingerprint: tuple, selection: Selection) -> pd.DataFrame:
+    frame = _rows(root, fingerprint)[0]
     rows = frame[(frame["dataset"] == selection.dataset) & frame["entry"].isin(selection.entries)]
     dates = pd.to_datetime(rows["date"], errors="coerce")
-    inside = dates.between(selection.start, selection.end) | (rows["date_mode"] != "date")
-    return rows[inside]
+    return rows[dates.between(selection.start, selection.end) | (rows["date_mode"] != "date")]
+
+
+def select(selection: Selection) -> pd.DataFrame:
+    """Rows of the chosen entries and dataset; date rows inside the range, baselines kept (cached, read-only)."""
+    store = current_store()
+    return _selected(str(store.root), store.fingerprint(), selection)
+
+
+@st.cache_data(show_spinner="Finding the questions that flip...", max_entries=16)
+def flips(root: str, fingerprint: tuple, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Per-question flip counts and Table 7 for a selection (cached on the store's contents)."""
+    rows = _selected(root, fingerprint, selection)
+    return analysis.item_flips(rows), analysis.confidence_by_consistency(rows)
 
 
 def empty_state() -> None:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dateeval import analysis, explorer, plots
+from dateeval import explorer, plots
 from dateeval.data import load_items
 from dateeval.data.items import LABELS
 from dateeval.errors import DateEvalError
@@ -15,13 +15,13 @@ explorer.intro(
     "For each question: on how many dates the model is right, how often its answer changes from one date to the next, "
     "and its confidence. Fragile answers are the low-confidence ones (paper Table 7): accuracy alone hides them."
 )
-frame, _, selection = explorer.page_data(multi_entry=False)
-rows = explorer.select(frame, selection)
-flips = analysis.item_flips(rows)
+_, _, selection = explorer.page_data(multi_entry=False)
+store = explorer.current_store()
+flips, table7 = explorer.flips(str(store.root), store.fingerprint(), selection)
 if flips.empty:
     st.info("No dated results for this selection.")
     st.stop()
-table7 = analysis.confidence_by_consistency(rows)
+rows = explorer.select(selection)
 st.subheader("Confidence of consistent vs inconsistent predictions (Table 7)")
 st.dataframe(table7, hide_index=True, width="stretch")
 only_flipping = st.checkbox("Only questions whose answer changes", value=True)
@@ -34,7 +34,6 @@ if shown.empty:
 item_id = st.selectbox("Question", shown["item_id"].tolist())
 item_rows = rows[(rows["item_id"] == item_id) & (rows["date_mode"] == "date")].sort_values("date")
 n_options = int(item_rows["n_options"].iloc[0])
-store = explorer.current_store()
 probs = explorer.item_probs(str(store.root), store.fingerprint(), item_rows["model_key"].iloc[0], selection.dataset, item_id)
 probs = probs[(probs["date_mode"] == "date") & probs["task_key"].isin(item_rows["task_key"])].drop_duplicates("condition_key")
 probs = probs[probs["date"].isin(item_rows["date"])].sort_values("date")
