@@ -20,8 +20,8 @@ if ranked["entry"].nunique() < 2:
 st.plotly_chart(plots.bump(ranked), width="stretch")
 dates = sorted(ranked["date"].dt.date.unique())
 left, right = st.columns(2)
-first = left.selectbox("First date", dates, index=0)
-second = right.selectbox("Second date", dates, index=min(1, len(dates) - 1))
+first = left.selectbox("First date", dates, index=0, key="board_first")
+second = right.selectbox("Second date", dates, index=min(1, len(dates) - 1), key="board_second")
 
 
 def board(day) -> pd.DataFrame:  # noqa: ANN001

@@ -57,7 +57,7 @@ def test_curves_metric_switch_changes_the_figure(app):
 
 def test_leaderboard_second_date_changes_the_board(app):
     at = app("pages/leaderboard.py")
-    second = at.selectbox[-1]
+    second = at.selectbox(key="board_second")
     last = second.options[-1]
     second.set_value(last).run()
     assert not at.exception
