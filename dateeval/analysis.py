@@ -80,6 +80,16 @@ def condition_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     return metrics[columns].sort_values(ENTRY + ["date_mode", "date"], ignore_index=True)
 
 
+def template_default_dates(frame: pd.DataFrame) -> dict[str, pd.Timestamp]:
+    """The date each entry's template uses when left alone (e.g. Llama 3.1's 26 Jul 2024), where it has one."""
+    rows = frame[(frame["date_mode"] == "default") & frame["date_text"].notna()]
+    if rows.empty:
+        return {}
+    first = rows.assign(entry=entry_label(rows)).groupby("entry")["date_text"].first()
+    parsed = {entry: pd.to_datetime(text, errors="coerce") for entry, text in first.items()}
+    return {entry: day for entry, day in parsed.items() if not pd.isna(day)}
+
+
 def _extremes(dated: pd.DataFrame, metric: str, higher_is_better: bool) -> dict[str, object]:
     values = dated[metric].to_numpy()
     best = int(np.argmax(values) if higher_is_better else np.argmin(values))

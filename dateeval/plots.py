@@ -19,7 +19,7 @@ def _layout(figure: go.Figure, title: str, y_title: str, x_title: str = "Date") 
     return figure
 
 
-def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: int = 1, default_dates: dict[str, str] | None = None) -> go.Figure:
+def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: int = 1, default_dates: dict[str, pd.Timestamp] | None = None) -> go.Figure:
     """Metric against date, one line per entry (paper Figures 2, 11-13).
 
     Worst and best dates are marked; each entry's no-date value is a dashed
@@ -42,7 +42,7 @@ def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: i
         if len(baseline):
             figure.add_hline(y=100 * baseline[metric].iloc[0], line_dash="dash", annotation_text=f"{entry}: no date", opacity=0.7)
         if default_dates and default_dates.get(entry):
-            figure.add_vline(x=pd.Timestamp(default_dates[entry]).timestamp() * 1000, line_dash="dot", annotation_text="template default date")
+            figure.add_vline(x=default_dates[entry].timestamp() * 1000, line_dash="dot", annotation_text=f"{entry}: template default date")
     return _layout(figure, f"{_LABELS[metric].split(' (')[0]} by date in the system prompt", _LABELS[metric])
 
 

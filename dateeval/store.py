@@ -32,7 +32,7 @@ from dateeval.errors import DateEvalError
 ROW_KEY = ["model_key", "task_key", "condition_key", "item_id", "prompt_hash"]
 SUMMARY_COLUMNS = [
     "model", "model_key", "dtype", "device", "dataset", "task_key", "condition", "condition_key", "date_mode", "date",
-    "system_prompt", "item_id", "correct", "confidence", "pred", "answer", "prompt_hash", "created_at",
+    "system_prompt", "item_id", "correct", "confidence", "pred", "answer", "prompt_hash", "created_at", "date_text",
 ]  # fmt: skip
 
 

@@ -101,3 +101,11 @@ def test_vectorised_ece_matches_the_reference():
     fast = ece_by_group(frame, ["g"])
     for group, rows in frame.groupby("g"):
         assert fast[group] == pytest.approx(ece(rows["confidence"].to_numpy(), rows["correct"].to_numpy()))
+
+
+def test_template_default_dates():
+    from dateeval.analysis import template_default_dates
+
+    frame = pd.DataFrame({"model": ["llama", "smol"], "dtype": ["bfloat16"] * 2, "device": ["cpu"] * 2, "date_mode": ["default"] * 2,
+                          "date_text": ["26 Jul 2024", None]})  # fmt: skip
+    assert template_default_dates(frame) == {"llama (bfloat16, cpu)": pd.Timestamp("2024-07-26")}
