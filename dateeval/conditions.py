@@ -18,21 +18,39 @@ from dataclasses import asdict, dataclass, field, fields
 from dateeval.prompting import DATE_MODES, DateInjection
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+# Paper Appendix C.4: the six system-prompt wordings of Table 5's "System Instruction" row.
+PAPER_SYSTEM_PROMPTS = (
+    "",
+    "You are a helpful assistant.",
+    "You are an expert multiple-choice question answerer.",
+    "You are a highly intelligent and knowledgeable assistant specialized in answering multiple-choice questions accurately.",
+    "Follow the user's instructions carefully and provide accurate answers.",
+    "Answer the user's multiple-choice questions to the best of your ability.",
+)
+LOCATION_LINE = "User location: {location}"
 
 
 @dataclass(frozen=True)
 class Condition:
-    """Everything about the prompt that a sweep varies.
+    """Everything about a prompt or its execution that a sweep varies.
 
     ``date_mode`` is ``date`` (use ``date``), ``none`` (no date anywhere: the
     paper's mitigation, Table 9) or ``default`` (the template left alone: what
-    a user gets by default today).
+    a user gets by default today). The other factors (paper §5.5-5.6, App. F):
+    ``option_order`` (0 = as published, k = the k-th seeded permutation of
+    each question's options), ``location`` (a user-location line in the
+    system message), ``batch_size`` (0 = the sweep's) and ``repeat`` (the
+    r-th repetition of an identical condition: the determinism check).
     """
 
     date_mode: str = "date"
     date: dt.date | None = None
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     injection: DateInjection = field(default_factory=DateInjection)
+    option_order: int = 0
+    location: str = ""
+    batch_size: int = 0
+    repeat: int = 0
 
     def __post_init__(self) -> None:
         if self.date_mode not in DATE_MODES:
@@ -40,12 +58,18 @@ class Condition:
         if (self.date_mode == "date") != (self.date is not None):
             raise ValueError("a date is given exactly when date_mode is 'date'")
 
+    def varied(self) -> dict[str, object]:
+        """The factors (other than the date) that differ from their defaults."""
+        return {name: getattr(self, name) for name in OPTIONAL_FACTORS if getattr(self, name) != OPTIONAL_FACTORS[name]}
+
     @property
     def label(self) -> str:
-        """Short name for tables and file names: the ISO date, ``no-date`` or ``template-default``."""
+        """Short name for tables and file names: the ISO date, ``no-date`` or ``template-default``, plus varied factors."""
         if self.date_mode == "date":
-            return self.date.isoformat()
-        return "no-date" if self.date_mode == "none" else "template-default"
+            base = self.date.isoformat()
+        else:
+            base = "no-date" if self.date_mode == "none" else "template-default"
+        return ",".join([base, *(f"{name}={value}" for name, value in self.varied().items())])
 
     def record(self) -> dict[str, object]:
         """Flat factor values, one column each in the store."""
@@ -56,8 +80,24 @@ class Condition:
 
     @property
     def key(self) -> str:
-        """Stable hash of every factor value: part of each stored result's identity."""
-        return hashlib.sha256(json.dumps(self.record(), sort_keys=True).encode()).hexdigest()[:16]
+        """Stable hash of every factor value: part of each stored result's identity.
+
+        Optional factors enter the hash only when they differ from their
+        defaults, so adding a factor never invalidates existing stores.
+        """
+        values = {name: value for name, value in self.record().items() if name not in OPTIONAL_FACTORS}
+        values.update(self.varied())
+        return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
+
+    def system_message(self) -> str:
+        """The system text before any date is added: the location line (if any), then the wording."""
+        if not self.location:
+            return self.system_prompt
+        line = LOCATION_LINE.format(location=self.location)
+        return f"{line}\n\n{self.system_prompt}" if self.system_prompt else line
+
+
+OPTIONAL_FACTORS: dict[str, object] = {"option_order": 0, "location": "", "batch_size": 0, "repeat": 0}
 
 
 def expand(
