@@ -12,7 +12,7 @@ import pandas as pd
 
 ECE_BINS = 10
 # Rows that share these columns were produced the same way except for the condition.
-ENTRY = ["model", "dtype", "device", "model_key", "dataset", "task_key", "system_prompt"]
+ENTRY = ["model", "dtype", "device", "model_key", "dataset", "task_key"]
 
 
 def ece(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> float:
@@ -64,13 +64,21 @@ def ece_by_group(frame: pd.DataFrame, group: list[str], bins: int = ECE_BINS) ->
     return (totals["gap"] / totals["n"]).rename("ece")
 
 
+def with_factor(frame: pd.DataFrame) -> pd.DataFrame:
+    """Fill the ``factor`` column for rows stored before it existed (they are date sweeps or baselines)."""
+    if "factor" in frame and frame["factor"].notna().all():
+        return frame
+    derived = frame["date_mode"].map({"date": "date", "none": "no-date", "default": "template-default"})
+    return frame.assign(factor=frame["factor"].fillna(derived) if "factor" in frame else derived)
+
+
 def condition_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     """Accuracy, ECE and mean confidence per entry x condition, on the items common to all conditions."""
-    columns = ENTRY + ["entry", "condition", "date_mode", "date", "n_items", "accuracy", "ece", "mean_confidence"]
+    columns = ENTRY + ["entry", "condition", "factor", "date_mode", "date", "n_items", "accuracy", "ece", "mean_confidence"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
-    frame = common_items(frame)
-    group = ENTRY + ["condition", "date_mode", "date"]
+    frame = common_items(with_factor(frame))
+    group = ENTRY + ["condition", "factor", "date_mode", "date"]
     metrics = frame.assign(_correct=frame["correct"].astype(float)).groupby(group, dropna=False).agg(
         n_items=("_correct", "size"), accuracy=("_correct", "mean"), mean_confidence=("confidence", "mean")
     )
@@ -109,7 +117,7 @@ def summarize(metrics: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for keys, group in metrics.groupby(ENTRY + ["entry"], dropna=False, sort=True):
         row = dict(zip(ENTRY + ["entry"], keys))
-        dated = group[group["date_mode"] == "date"].sort_values("date")
+        dated = group[group["factor"] == "date"].sort_values("date")
         row["n_dates"] = len(dated)
         row["n_items"] = int(group["n_items"].iloc[0])
         if len(dated):
@@ -124,8 +132,8 @@ def summarize(metrics: pd.DataFrame) -> pd.DataFrame:
 
 
 def dated(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Only the date conditions, with ``date`` as a real date for plotting and sorting."""
-    out = metrics[metrics["date_mode"] == "date"].copy()
+    """Only the date sweep's conditions, with ``date`` as a real date for plotting and sorting."""
+    out = metrics[metrics["factor"] == "date"].copy()
     out["date"] = pd.to_datetime(out["date"])
     return out.sort_values(["entry", "dataset", "date"], ignore_index=True)
 
@@ -171,7 +179,8 @@ def item_flips(frame: pd.DataFrame) -> pd.DataFrame:
     """
     columns = ["entry", "dataset", "item_id", "n_dates", "n_correct", "n_wrong", "changes", "n_predictions", "consistent",
                "mean_confidence", "min_confidence", "answer"]  # fmt: skip
-    rows = frame[frame["date_mode"] == "date"]
+    rows = with_factor(frame)
+    rows = rows[rows["factor"] == "date"]
     if rows.empty:
         return pd.DataFrame(columns=columns)
     rows = rows.assign(entry=entry_label(rows)).sort_values(["entry", "dataset", "item_id", "date"])
@@ -196,7 +205,8 @@ def item_flips(frame: pd.DataFrame) -> pd.DataFrame:
 
 def confidence_by_consistency(frame: pd.DataFrame) -> pd.DataFrame:
     """Mean confidence of consistent vs inconsistent predictions per entry and dataset (paper Table 7)."""
-    rows = frame[frame["date_mode"] == "date"]
+    rows = with_factor(frame)
+    rows = rows[rows["factor"] == "date"]
     if rows.empty:
         return pd.DataFrame(columns=["entry", "dataset", "consistent_confidence", "inconsistent_confidence", "n_inconsistent", "n_items"])
     rows = rows.assign(entry=entry_label(rows))

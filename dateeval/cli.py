@@ -57,11 +57,18 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--dates", help="dates: 2024-01-01..2024-12-31[/7d], or a comma list (default: all of 2024)")
     run.add_argument("--no-date", action="store_true", help="also run the no-date baseline (the template without any date)")
     run.add_argument("--template-default", action="store_true", help="also run the template as shipped (its own default date or the real clock)")
-    run.add_argument("--system-prompt", action="append", help="system message wording (repeatable: each one is a factor value)")
+    run.add_argument("--system-prompt", default=None, help="the system message wording used throughout (default: 'You are a helpful assistant.')")
+    factors = run.add_argument_group("other factors, each swept alone at --factor-date with the rest at their defaults (paper Table 5)")
+    factors.add_argument("--factor-date", help="the date at which the other factors are swept (default: the first date)")
+    factors.add_argument("--batch-sizes", help="comma-separated batch sizes, e.g. 1,2,4,8,16,32,64,128")
+    factors.add_argument("--option-orders", type=int, help="K seeded permutations of every question's options (orders 1..K)")
+    factors.add_argument("--system-prompts", help="'paper' for the six wordings of App. C.4, or wordings separated by |")
+    factors.add_argument("--locations", help="user locations separated by |, e.g. 'Berlin|Tokyo|Lagos' (App. F)")
+    factors.add_argument("--repeat", type=int, default=0, help="also run the factor date R more times: measured run-to-run variation")
     run.add_argument("--date-format", default="%d %b %Y", help="strftime format of injected dates (default %%d %%b %%Y)")
     run.add_argument("--date-line", default="Today Date: {date}", help="the injected line; {date} is replaced")
     run.add_argument("--date-position", default="system_start", choices=POSITIONS, help="where an injected date goes")
-    run.add_argument("--dtype", default="auto", choices=DTYPES)
+    run.add_argument("--dtype", action="append", choices=DTYPES, help="numerical precision (repeatable: one entry per precision; default auto)")
     run.add_argument("--device", default="auto", choices=DEVICES)
     run.add_argument("--batch-size", type=int, default=32)
     run.add_argument("--label-style", default="auto", choices=("auto", "space+label", "label"), help="token read for option labels")
@@ -101,7 +108,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
     from dateeval.data import Subset
-    from dateeval.dates import parse_dates
+    from dateeval.dates import parse_date, parse_dates
     from dateeval.models import DEFAULT_MODEL
     from dateeval.prompting import DateInjection
     from dateeval.store import Store
@@ -114,8 +121,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         parse_dates(args.dates),
         no_date=args.no_date,
         template_default=args.template_default,
-        system_prompts=tuple(args.system_prompt or [DEFAULT_SYSTEM_PROMPT]),
+        system_prompt=DEFAULT_SYSTEM_PROMPT if args.system_prompt is None else args.system_prompt,
         injection=DateInjection(line=args.date_line, format=args.date_format, position=args.date_position),
+        factors=_factor_levels(args),
+        factor_date=parse_date(args.factor_date) if args.factor_date else None,
     )
     spec = SweepSpec(
         models=tuple(args.model or [DEFAULT_MODEL]),
@@ -123,7 +132,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         conditions=tuple(conditions),
         data_dir=args.data_dir,
         subset=Subset(subjects=subjects, sample=args.sample, seed=args.seed, limit=args.limit),
-        dtype=args.dtype,
+        dtypes=tuple(args.dtype or ["auto"]),
         device=args.device,
         batch_size=args.batch_size,
         label_style=args.label_style,
@@ -152,6 +161,29 @@ def _cmd_run(args: argparse.Namespace) -> int:
         f"{final.items_scored} item-dates scored in {final.seconds:.1f}s -> {args.store}"
     )
     return 0
+
+
+def _factor_levels(args: argparse.Namespace) -> dict[str, list]:
+    """The other factors' levels from the command line (each swept alone)."""
+    from dateeval.conditions import PAPER_SYSTEM_PROMPTS
+
+    levels: dict[str, list] = {}
+    if args.batch_sizes:
+        try:
+            levels["batch_size"] = [int(size) for size in args.batch_sizes.split(",")]
+        except ValueError:
+            raise DateEvalError(f"malformed --batch-sizes {args.batch_sizes!r}: give integers like 1,2,4,8") from None
+        if min(levels["batch_size"]) < 1:
+            raise DateEvalError("batch sizes must be at least 1")
+    if args.option_orders:
+        levels["option_order"] = list(range(1, args.option_orders + 1))
+    if args.system_prompts:
+        levels["system_prompt"] = list(PAPER_SYSTEM_PROMPTS) if args.system_prompts == "paper" else args.system_prompts.split("|")
+    if args.locations:
+        levels["location"] = [place.strip() for place in args.locations.split("|") if place.strip()]
+    if args.repeat:
+        levels["repeat"] = list(range(1, args.repeat + 1))
+    return levels
 
 
 def _percent(value: object) -> str:

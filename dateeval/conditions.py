@@ -13,8 +13,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 
+from dateeval.errors import DateEvalError
 from dateeval.prompting import DATE_MODES, DateInjection
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
@@ -58,9 +59,17 @@ class Condition:
         if (self.date_mode == "date") != (self.date is not None):
             raise ValueError("a date is given exactly when date_mode is 'date'")
 
+    @property
+    def factor(self) -> str:
+        """Which one-at-a-time sweep this condition belongs to: ``date``, a factor name, or a baseline."""
+        varied = list(self.varied())
+        if self.date_mode != "date":
+            return "no-date" if self.date_mode == "none" else "template-default"
+        return varied[0] if len(varied) == 1 else ("date" if not varied else "+".join(varied))
+
     def varied(self) -> dict[str, object]:
         """The factors (other than the date) that differ from their defaults."""
-        return {name: getattr(self, name) for name in OPTIONAL_FACTORS if getattr(self, name) != OPTIONAL_FACTORS[name]}
+        return {name: getattr(self, name) for name, default in FACTOR_DEFAULTS.items() if getattr(self, name) != default}
 
     @property
     def label(self) -> str:
@@ -69,7 +78,7 @@ class Condition:
             base = self.date.isoformat()
         else:
             base = "no-date" if self.date_mode == "none" else "template-default"
-        return ",".join([base, *(f"{name}={value}" for name, value in self.varied().items())])
+        return ",".join([base, *(f"{name}={_short(value)}" for name, value in self.varied().items())])
 
     def record(self) -> dict[str, object]:
         """Flat factor values, one column each in the store."""
@@ -86,7 +95,7 @@ class Condition:
         defaults, so adding a factor never invalidates existing stores.
         """
         values = {name: value for name, value in self.record().items() if name not in OPTIONAL_FACTORS}
-        values.update(self.varied())
+        values.update({name: value for name, value in self.varied().items() if name in OPTIONAL_FACTORS})
         return hashlib.sha256(json.dumps(values, sort_keys=True).encode()).hexdigest()[:16]
 
     def system_message(self) -> str:
@@ -97,7 +106,17 @@ class Condition:
         return f"{line}\n\n{self.system_prompt}" if self.system_prompt else line
 
 
+# Factors added after the first release: hashed into keys only when not at their default.
 OPTIONAL_FACTORS: dict[str, object] = {"option_order": 0, "location": "", "batch_size": 0, "repeat": 0}
+FACTOR_DEFAULTS: dict[str, object] = {"system_prompt": DEFAULT_SYSTEM_PROMPT, **OPTIONAL_FACTORS}
+
+
+def _short(value: object) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 24 else text[:21] + "...'"
+
+
+FACTORS = tuple(FACTOR_DEFAULTS)
 
 
 def expand(
@@ -105,16 +124,25 @@ def expand(
     *,
     no_date: bool = False,
     template_default: bool = False,
-    system_prompts: tuple[str, ...] = (DEFAULT_SYSTEM_PROMPT,),
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT,
     injection: DateInjection = DateInjection(),
+    factors: dict[str, list] | None = None,
+    factor_date: dt.date | None = None,
 ) -> list[Condition]:
-    """The product of factor values: every date (plus baselines) under every system wording."""
-    conditions = []
-    for system_prompt in system_prompts:
-        base = {"system_prompt": system_prompt, "injection": injection}
-        conditions += [Condition(date_mode="date", date=day, **base) for day in dates]
-        if no_date:
-            conditions.append(Condition(date_mode="none", **base))
-        if template_default:
-            conditions.append(Condition(date_mode="default", **base))
-    return conditions
+    """Every date (plus baselines), then each other factor swept alone at ``factor_date``.
+
+    One factor at a time, the others at their defaults, on the same items,
+    as in the paper's Table 5: ``factors`` maps a factor name (see
+    ``FACTORS``) to its levels; ``factor_date`` defaults to the first date.
+    """
+    base = Condition(date_mode="date", date=factor_date or dates[0], system_prompt=system_prompt, injection=injection)
+    conditions = [replace(base, date=day) for day in dates]
+    if no_date:
+        conditions.append(replace(base, date_mode="none", date=None))
+    if template_default:
+        conditions.append(replace(base, date_mode="default", date=None))
+    for name, levels in (factors or {}).items():
+        if name not in FACTORS:
+            raise DateEvalError(f"unknown factor {name!r}: choose from {', '.join(FACTORS)}")
+        conditions += [replace(base, **{name: level}) for level in levels]
+    return list(dict.fromkeys(conditions))  # a level equal to the default is the base condition itself

@@ -56,7 +56,7 @@ def _rows(root: str, fingerprint: tuple) -> tuple[pd.DataFrame, list[str]]:
     del fingerprint  # only part of the cache key: a new or replaced file invalidates it
     frame, problems = Store(root).read(columns=ITEM_COLUMNS)
     if len(frame):
-        frame = frame.assign(entry=analysis.entry_label(frame))
+        frame = analysis.with_factor(frame).assign(entry=analysis.entry_label(frame))
     return frame, problems.messages()
 
 

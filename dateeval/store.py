@@ -32,7 +32,7 @@ from dateeval.errors import DateEvalError
 ROW_KEY = ["model_key", "task_key", "condition_key", "item_id", "prompt_hash"]
 SUMMARY_COLUMNS = [
     "model", "model_key", "dtype", "device", "dataset", "task_key", "condition", "condition_key", "date_mode", "date",
-    "system_prompt", "item_id", "correct", "confidence", "pred", "answer", "prompt_hash", "created_at", "date_text",
+    "system_prompt", "item_id", "correct", "confidence", "pred", "answer", "prompt_hash", "created_at", "date_text", "factor",
 ]  # fmt: skip
 
 
@@ -154,7 +154,9 @@ class Store:
         frames = []
         for path in self.files() if paths is None else paths:
             try:
-                table = pq.read_table(path, columns=columns, filters=filters)
+                # Files written before a column existed (e.g. `factor`) still read; the column comes back empty.
+                wanted = None if columns is None else [c for c in columns if c in pq.read_schema(path).names]
+                table = pq.read_table(path, columns=wanted, filters=filters)
                 if table.num_rows:
                     frames.append(table.to_pandas())
             except (OSError, pa.ArrowException, ValueError) as error:
@@ -162,6 +164,9 @@ class Store:
         if not frames:
             return pd.DataFrame(columns=columns or []), problems
         frame = pd.concat(frames, ignore_index=True)
+        for column in columns or []:
+            if column not in frame.columns:
+                frame[column] = None
         key = [column for column in ROW_KEY if column in frame.columns]
         if key and len(key) == len(ROW_KEY):
             frame = frame.drop_duplicates(subset=key, keep="first", ignore_index=True)

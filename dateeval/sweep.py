@@ -36,7 +36,7 @@ class SweepSpec:
     conditions: tuple[Condition, ...]
     data_dir: str | None = None
     subset: Subset = Subset()
-    dtype: str = "auto"
+    dtypes: tuple[str, ...] = ("auto",)
     device: str = "auto"
     batch_size: int = 32
     label_style: str = "auto"
@@ -76,9 +76,9 @@ def check_dates_distinct(backend: TransformersBackend, item: MCItem, conditions:
     """Refuse to sweep dates that render identical prompts (the date would not be varied at all)."""
     seen: dict[tuple, dt.date] = {}
     for condition in conditions:
-        if condition.date_mode != "date":
+        if condition.factor != "date":
             continue
-        text = backend.template.render(mcqa.messages(item, condition.system_prompt), mode="date", day=condition.date, injection=condition.injection).text
+        text = backend.template.render(mcqa.messages(item, condition.system_message()), mode="date", day=condition.date, injection=condition.injection).text
         key = (condition.system_prompt, condition.injection, text)
         if key in seen:
             raise DateEvalError(
@@ -105,10 +105,10 @@ class Sweep:
         self.store.ensure_writable()
         sources = [resolve(model) for model in self.spec.models]
         datasets = {name: load_items(name, self.spec.data_dir, self._subset(name)) for name in self.spec.datasets}
-        progress = Progress(units_total=len(sources) * len(datasets) * len(self.spec.conditions))
+        progress = Progress(units_total=len(sources) * len(self.spec.dtypes) * len(datasets) * len(self.spec.conditions))
         started = time.perf_counter()
-        for source in sources:
-            backend = TransformersBackend(source, dtype=self.spec.dtype, device=self.spec.device, trust_remote_code=self.spec.trust_remote_code)
+        for source, dtype in ((source, dtype) for source in sources for dtype in self.spec.dtypes):
+            backend = TransformersBackend(source, dtype=dtype, device=self.spec.device, trust_remote_code=self.spec.trust_remote_code)
             for dataset, items in datasets.items():
                 check_dates_distinct(backend, items[0], list(self.spec.conditions))
                 self._run_dataset(backend, dataset, items, progress, started)
@@ -141,9 +141,10 @@ class Sweep:
             self.on_progress(progress)
 
     def _run_unit(self, backend, dataset, items, condition, labels, model_dir, done, progress) -> None:  # noqa: ANN001, PLR0913
+        shown = [mcqa.permute(item, condition.option_order) for item in items]
         rendered = [
-            backend.template.render(mcqa.messages(item, condition.system_prompt), mode=condition.date_mode, day=condition.date, injection=condition.injection)
-            for item in items
+            backend.template.render(mcqa.messages(item, condition.system_message()), mode=condition.date_mode, day=condition.date, injection=condition.injection)
+            for item, _ in shown
         ]
         hashes = [_prompt_hash(prompt.text) for prompt in rendered]
         model_key = backend.identity.key
@@ -159,14 +160,16 @@ class Sweep:
         if path.exists() or not self.store.claim(path):
             progress.units_skipped += 1  # finished meanwhile, or running, in another worker
             return
+        batch_size = condition.batch_size or self.spec.batch_size
         try:
             encoded = backend.encode([rendered[i].text for i in todo])
             candidates = [list(labels.token_ids[: len(items[i].options)]) for i in todo]
-            scores = backend.next_token_logprobs(encoded, candidates, self.spec.batch_size)
-            rows = [
-                self._row(backend, dataset, items[i], condition, labels, rendered[i].date_text, hashes[i], len(tokens), score)
-                for i, tokens, score in zip(todo, encoded, scores)
-            ]
+            scores = backend.next_token_logprobs(encoded, candidates, batch_size)
+            rows = []
+            for i, tokens, score in zip(todo, encoded, scores):
+                original = mcqa.to_original_order(score, shown[i][1])
+                unit = UnitContext(dataset, condition, labels, batch_size)
+                rows.append(self._row(backend, unit, items[i], shown[i][1], rendered[i].date_text, hashes[i], len(tokens), original))
             self.store.write(path, rows)
         finally:
             self.store.release(path)
@@ -174,7 +177,8 @@ class Sweep:
         progress.items_scored += len(todo)
         progress.tokens_scored += sum(len(tokens) for tokens in encoded)
 
-    def _row(self, backend, dataset, item, condition, labels, date_text, prompt_hash, n_tokens, logprobs) -> dict:  # noqa: ANN001, PLR0913
+    def _row(self, backend, unit, item, shown_from, date_text, prompt_hash, n_tokens, logprobs) -> dict:  # noqa: ANN001, PLR0913
+        """One stored result: the item's outcome and everything that produced it."""
         graded = mcqa.grade(logprobs, item.answer)
         identity = backend.identity
         return {
@@ -190,26 +194,38 @@ class Sweep:
             "torch_version": identity.torch_version,
             "transformers_version": identity.transformers_version,
             "template_date_kind": backend.template.support.kind,
-            "dataset": dataset,
-            "subset": self._subset(dataset).describe(),
+            "dataset": unit.dataset,
+            "subset": self._subset(unit.dataset).describe(),
             "item_id": item.id,
             "subject": item.subject,
             "n_options": len(item.options),
             "answer": item.answer,
-            "condition": condition.label,
-            "condition_key": condition.key,
-            **condition.record(),
+            "shown_order": shown_from,
+            "condition": unit.condition.label,
+            "condition_key": unit.condition.key,
+            "factor": unit.condition.factor,
+            **unit.condition.record(),
             "date_text": date_text,
             "task": "mcqa",
-            "task_key": labels.key,
-            "label_variant": labels.variant,
+            "task_key": unit.labels.key,
+            "label_variant": unit.labels.variant,
             "prompt_version": mcqa.PROMPT_VERSION,
             "prompt_hash": prompt_hash,
             "prompt_tokens": n_tokens,
-            "batch_size": self.spec.batch_size,
+            "batch_size": unit.batch_size,
             "probs": [float(p) for p in graded.probs],
             "label_mass": graded.label_mass,
             "pred": graded.pred,
             "correct": graded.correct,
             "confidence": graded.confidence,
         }
+
+
+@dataclass(frozen=True)
+class UnitContext:
+    """What every row of one work unit shares."""
+
+    dataset: str
+    condition: Condition
+    labels: mcqa.LabelTokens
+    batch_size: int

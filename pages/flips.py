@@ -32,11 +32,11 @@ st.download_button("Download (CSV)", shown.to_csv(index=False), "flips.csv", "te
 if shown.empty:
     st.stop()
 item_id = st.selectbox("Question", shown["item_id"].tolist())
-item_rows = rows[(rows["item_id"] == item_id) & (rows["date_mode"] == "date")].sort_values("date")
+item_rows = rows[(rows["item_id"] == item_id) & (rows["factor"] == "date")].sort_values("date")
 n_options = int(item_rows["n_options"].iloc[0])
 probs = explorer.item_probs(str(store.root), store.fingerprint(), item_rows["model_key"].iloc[0], selection.dataset, item_id)
-probs = probs[(probs["date_mode"] == "date") & probs["task_key"].isin(item_rows["task_key"])].drop_duplicates("condition_key")
-probs = probs[probs["date"].isin(item_rows["date"])].sort_values("date")
+probs = probs[probs["condition_key"].isin(item_rows["condition_key"]) & probs["task_key"].isin(item_rows["task_key"])]
+probs = probs.drop_duplicates("condition_key").sort_values("date")
 figure = plots.option_heatmap(probs, list(LABELS[:n_options]))
 st.plotly_chart(figure, width="stretch")
 answer = int(item_rows["answer"].iloc[0])

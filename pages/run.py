@@ -61,7 +61,7 @@ if submitted:
                         parse_dates(f"{start}..{end}/{step}"),
                         no_date=no_date,
                         template_default=template_default,
-                        system_prompts=(system,),
+                        system_prompt=system,
                         injection=DateInjection(line=line, format=fmt, position=position),
                     )
                 ),
@@ -69,7 +69,7 @@ if submitted:
                 subset=Subset(
                     subjects=tuple(s.strip() for s in subjects.split(",") if s.strip()), sample=int(sample) or None, seed=int(seed), limit=int(limit)
                 ),
-                dtype=dtype,
+                dtypes=(dtype,),
                 batch_size=int(batch_size),
             )
             state["background_sweep"] = BackgroundSweep(spec, Store(explorer.results_store())).start()

@@ -82,7 +82,7 @@ def test_ranks_and_kendall_tau_against_scipy():
     from dateeval.analysis import kendall_taus, ranks, top_k_reorders
 
     accuracy = {"a": [0.5, 0.6, 0.7], "b": [0.6, 0.5, 0.8], "c": [0.7, 0.7, 0.6]}
-    rows = [dict(entry=e, dataset="d", date_mode="date", date=f"2024-01-0{j + 1}", accuracy=v) for e, vs in accuracy.items() for j, v in enumerate(vs)]
+    rows = [dict(entry=e, dataset="d", factor="date", date_mode="date", date=f"2024-01-0{j + 1}", accuracy=v) for e, vs in accuracy.items() for j, v in enumerate(vs)]
     metrics = pd.DataFrame(rows)
     ranked = ranks(metrics)
     assert ranked[(ranked["entry"] == "c") & (ranked["date"] == "2024-01-01")]["rank"].item() == 1

@@ -29,7 +29,7 @@ def _spec(data_dir, **overrides):
         conditions=tuple(expand([dt.date(2024, 1, 1), dt.date(2024, 6, 15), dt.date(2024, 12, 31)], no_date=True)),
         data_dir=str(data_dir),
         subset=Subset(subjects=("high_school_geography",), limit=6),
-        dtype="float32",
+        dtypes=("float32",),
         device="cpu",
         batch_size=4,
     )

@@ -9,6 +9,7 @@ argmax and the confidence its probability (the quantity ECE bins, App. C.1).
 from __future__ import annotations
 
 import hashlib
+import random
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,6 +31,27 @@ def user_message(item: MCItem) -> str:
 def messages(item: MCItem, system_prompt: str) -> list[dict]:
     """System + user messages; the date is added later by the chat template or injection."""
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_message(item)}]
+
+
+def permute(item: MCItem, order: int) -> tuple[MCItem, list[int]]:
+    """The item with its options in the ``order``-th seeded permutation (0 = as published).
+
+    Returns the shown item and ``shown_from``: position j shows original
+    option ``shown_from[j]``. The seed is the item id and ``order``, so a
+    permutation is the same on every date, run and machine (paper §5.5).
+    """
+    shown_from = list(range(len(item.options)))
+    if order:
+        random.Random(f"{item.id}#{order}").shuffle(shown_from)
+    shown = MCItem(item.id, item.question, tuple(item.options[i] for i in shown_from), shown_from.index(item.answer), item.subject)
+    return shown, shown_from
+
+
+def to_original_order(shown_values: np.ndarray, shown_from: list[int]) -> np.ndarray:
+    """Map per-option values from shown positions back to the original options."""
+    original = np.empty_like(shown_values)
+    original[shown_from] = shown_values
+    return original
 
 
 @dataclass(frozen=True)
