@@ -128,3 +128,40 @@ def test_corrupted_store_file_is_reported_not_fatal(data_dir, tmp_path):
                     "--dtype", "float32", "--batch-size", "4", "--store", str(tmp_path))
     assert rerun.returncode == 0 and "4 units (3 already in the store), 3 item-dates scored" in rerun.stdout
     assert victim.exists()
+
+
+def test_option_permutations_map_back_to_the_original_options():
+    from dateeval.data.items import MCItem
+
+    item = MCItem("q1", "Which?", ("w", "x", "y", "z"), 2)
+    for order in range(4):
+        shown, shown_from = mcqa.permute(item, order)
+        assert sorted(shown.options) == sorted(item.options) and shown.options[shown.answer] == "y"
+        one_hot = np.eye(4)[shown.answer]
+        assert np.array_equal(mcqa.to_original_order(one_hot, shown_from), np.eye(4)[item.answer])
+        assert mcqa.permute(item, order) == (shown, shown_from)  # seeded: identical every time
+    assert mcqa.permute(item, 0)[1] == [0, 1, 2, 3]
+    assert len({mcqa.permute(item, order)[0].options for order in range(1, 6)}) > 1
+
+
+def test_factor_sweep_end_to_end(data_dir, tmp_path):
+    """Two batch sizes, two precisions, two option orders, two wordings, a repeat: one sweep, same items."""
+    store = tmp_path / "store"
+    result = run_cli("run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "4", "--dates", "2024-02-01,2024-02-02",
+                     "--batch-sizes", "1,4", "--option-orders", "1", "--system-prompts", "|You are an expert multiple-choice question answerer.",
+                     "--repeat", "1", "--dtype", "float32", "--dtype", "bfloat16", "--store", str(store))  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    frame, _ = Store(store).read()
+    # Per precision: 2 dates + 2 batch sizes + 1 permutation + 2 wordings + 1 repeat = 8 conditions x 4 items.
+    assert len(frame) == 2 * 8 * 4
+    assert set(frame["factor"]) == {"date", "batch_size", "option_order", "system_prompt", "repeat"}
+    assert set(frame["dtype"]) == {"float32", "bfloat16"}
+    permuted = frame[frame["factor"] == "option_order"]
+    base_answers = frame[frame["condition"] == "2024-02-01"].set_index(["dtype", "item_id"])["answer"]
+    assert (permuted.set_index(["dtype", "item_id"])["answer"] == base_answers.loc[permuted.set_index(["dtype", "item_id"]).index]).all()
+    assert permuted["shown_order"].map(lambda order: sorted(order) == [0, 1, 2, 3]).all()
+    assert permuted["shown_order"].map(lambda order: list(order) != [0, 1, 2, 3]).any()  # really permuted
+    repeat = frame[frame["factor"] == "repeat"].sort_values(["dtype", "item_id"])
+    base = frame[(frame["condition"] == "2024-02-01")].sort_values(["dtype", "item_id"])
+    assert np.array_equal(np.vstack(repeat["probs"]), np.vstack(base["probs"]))  # run-to-run: identical
+    assert set(frame[frame["factor"] == "batch_size"]["batch_size"]) == {1, 4}
