@@ -1,0 +1,254 @@
+"""Is the date effect real, and how big is it next to other factors? (paper §5.1, §5.5, Tables 3, 5, 7)
+
+Inferential statistics over stored per-item outcomes, kept apart from the
+descriptive metrics in :mod:`dateeval.analysis`:
+
+* coefficient of variation per factor with bootstrap confidence intervals (Table 5);
+* trend over the year and correlations across datasets and models (Table 3);
+* the null band of the worst-to-best delta (what max - min over the same
+  number of dates would be if the date had no effect), by permuting each
+  item's outcomes across dates;
+* Cochran's Q test of "accuracy is the same on every date";
+* how many sampled dates estimate the full-year delta and CV;
+* the measured run-to-run variation (repeats of one condition).
+
+Every function takes plain arrays or frames read from the store and is tested
+against hand-computed or scipy values on synthetic data.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+from scipy import stats as scipy_stats
+
+from dateeval.analysis import ECE_BINS, entry_label, with_factor
+
+SAME_RUN = ["model", "device", "dataset", "task_key"]  # what stays fixed when comparing precisions
+
+
+def cv(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Coefficient of variation: sample standard deviation over mean (paper §5.5)."""
+    values = np.asarray(values, dtype=float)
+    return np.std(values, axis=axis, ddof=1) / np.mean(values, axis=axis)
+
+
+def _ece_rows(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> np.ndarray:
+    """ECE of every row of (rows x items) matrices at once."""
+    index = np.clip(np.ceil(confidence * bins).astype(int) - 1, 0, bins - 1)
+    n = confidence.shape[-1]
+    total = np.zeros(confidence.shape[:-1])
+    for m in range(bins):
+        in_bin = index == m
+        count = in_bin.sum(-1)
+        gap = np.abs((correct * in_bin).sum(-1) - (confidence * in_bin).sum(-1))
+        total += np.where(count > 0, gap, 0.0) / n
+    return total
+
+
+def outcome_matrices(rows: pd.DataFrame, level: str = "condition") -> tuple[list, np.ndarray, np.ndarray]:
+    """(levels, correct, confidence): levels x items matrices over the items every level has."""
+    correct = rows.pivot_table(index=level, columns="item_id", values="correct", aggfunc="first").dropna(axis=1)
+    confidence = rows.pivot_table(index=level, columns="item_id", values="confidence", aggfunc="first")[correct.columns]
+    return list(correct.index), correct.to_numpy(dtype=float), confidence.loc[correct.index].to_numpy(dtype=float)
+
+
+def bootstrap_cv(correct: np.ndarray, confidence: np.ndarray, n_boot: int = 200, seed: int = 0) -> dict[str, float]:
+    """CV of accuracy and ECE across levels (rows), with 95% intervals from resampling items (columns)."""
+    rng = np.random.default_rng(seed)
+    accuracy, ece = correct.mean(1), _ece_rows(confidence, correct)
+    samples = rng.integers(0, correct.shape[1], (n_boot, correct.shape[1]))
+    boot_acc = np.array([cv(correct[:, s].mean(1)) for s in samples])
+    boot_ece = np.array([cv(_ece_rows(confidence[:, s], correct[:, s])) for s in samples])
+    return {
+        "accuracy_cv": float(cv(accuracy)),
+        "accuracy_cv_low": float(np.nanpercentile(boot_acc, 2.5)),
+        "accuracy_cv_high": float(np.nanpercentile(boot_acc, 97.5)),
+        "ece_cv": float(cv(ece)),
+        "ece_cv_low": float(np.nanpercentile(boot_ece, 2.5)),
+        "ece_cv_high": float(np.nanpercentile(boot_ece, 97.5)),
+    }
+
+
+def factor_table(frame: pd.DataFrame, n_boot: int = 200) -> pd.DataFrame:
+    """Table 5: CV of accuracy and ECE for every factor swept, per entry and dataset, same items.
+
+    A factor's levels are its own conditions plus the base condition (the
+    date sweep's condition on the factor's date, every other factor at its
+    default). Precision compares entries of one model that differ only in
+    dtype, on the base condition.
+    """
+    frame = with_factor(frame)
+    frame = frame.assign(entry=entry_label(frame))
+    rows = []
+    for (entry, dataset), group in frame.groupby(["entry", "dataset"], sort=True):
+        rows += _entry_factors(entry, dataset, group, n_boot)
+    rows += _precision_rows(frame, n_boot)
+    columns = ["entry", "dataset", "factor", "levels", "n_items", "accuracy_cv", "accuracy_cv_low", "accuracy_cv_high", "ece_cv", "ece_cv_low", "ece_cv_high"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _entry_factors(entry: str, dataset: str, group: pd.DataFrame, n_boot: int) -> list[dict]:
+    out = []
+    dated = group[group["factor"] == "date"]
+    for factor in sorted(set(group["factor"]) - {"no-date", "template-default"}):
+        levels = group[group["factor"] == factor]
+        if factor != "date":
+            day = levels["date"].iloc[0]
+            levels = pd.concat([levels, dated[dated["date"] == day]])
+        names, correct, confidence = outcome_matrices(levels, "condition_key")
+        if len(names) < 2 or correct.shape[1] == 0:
+            continue
+        out.append({"entry": entry, "dataset": dataset, "factor": factor, "levels": len(names), "n_items": correct.shape[1],
+                    **bootstrap_cv(correct, confidence, n_boot)})  # fmt: skip
+    return out
+
+
+def _precision_rows(frame: pd.DataFrame, n_boot: int) -> list[dict]:
+    out = []
+    dated = frame[frame["factor"] == "date"]
+    for keys, group in dated.groupby(SAME_RUN, sort=True):
+        if group["dtype"].nunique() < 2:
+            continue
+        common = set.intersection(*(set(g["date"]) for _, g in group.groupby("dtype")))
+        if not common:
+            continue
+        day = min(common)
+        names, correct, confidence = outcome_matrices(group[group["date"] == day], "dtype")
+        out.append({"entry": f"{keys[0]} ({keys[1]})", "dataset": keys[2], "factor": "precision", "levels": len(names),
+                    "n_items": correct.shape[1], **bootstrap_cv(correct, confidence, n_boot)})  # fmt: skip
+    return out
+
+
+def date_trend(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Table 3 (i): Spearman correlation between date and accuracy per entry and dataset."""
+    rows = []
+    for (entry, dataset), group in metrics[metrics["factor"] == "date"].groupby(["entry", "dataset"]):
+        if len(group) >= 3:
+            ordinal = pd.to_datetime(group["date"]).map(pd.Timestamp.toordinal)
+            result = scipy_stats.spearmanr(ordinal, group["accuracy"])
+            rows.append({"entry": entry, "dataset": dataset, "n_dates": len(group), "spearman": float(result.statistic), "p_value": float(result.pvalue)})
+    return pd.DataFrame(rows, columns=["entry", "dataset", "n_dates", "spearman", "p_value"])
+
+
+def same_direction(a: np.ndarray, b: np.ndarray) -> float:
+    """Share of dates where both series are above, or both below, their own mean (50% = chance)."""
+    return float(np.mean(np.sign(a - a.mean()) == np.sign(b - b.mean())))
+
+
+def cross_correlations(metrics: pd.DataFrame) -> pd.DataFrame:
+    """Table 3 (ii, iii): Pearson correlation of accuracy over common dates, across datasets and across models."""
+    table = metrics[metrics["factor"] == "date"].pivot_table(index="date", columns=["entry", "dataset"], values="accuracy")
+    rows = []
+    for (entry_a, data_a), (entry_b, data_b) in combinations(table.columns, 2):
+        if entry_a != entry_b and data_a != data_b:
+            continue
+        pair = table[[(entry_a, data_a), (entry_b, data_b)]].dropna()
+        a, b = pair.iloc[:, 0].to_numpy(), pair.iloc[:, 1].to_numpy()
+        if len(pair) < 3 or a.std() == 0 or b.std() == 0:
+            continue
+        kind = "same model, two datasets" if entry_a == entry_b else "two models, same dataset"
+        rows.append({"comparison": kind, "a": f"{entry_a} / {data_a}", "b": f"{entry_b} / {data_b}", "n_dates": len(pair),
+                     "pearson": float(scipy_stats.pearsonr(a, b).statistic), "same_direction": same_direction(a, b)})  # fmt: skip
+    return pd.DataFrame(rows, columns=["comparison", "a", "b", "n_dates", "pearson", "same_direction"])
+
+
+def null_band(correct: np.ndarray, n_perm: int = 500, level: float = 0.95, seed: int = 0) -> dict[str, float]:
+    """Worst-to-best delta against what chance alone gives over the same dates and items.
+
+    ``correct`` is dates x items. Under "the date has no effect" each item's
+    outcomes are exchangeable across dates, so shuffling every item's column
+    independently gives draws of max - min per-date accuracy with the same
+    per-item flip counts. Returns the observed delta, the ``level`` quantile
+    of the null draws (the band's upper edge) and the permutation p-value.
+    """
+    rng = np.random.default_rng(seed)
+    observed = float(np.ptp(correct.mean(1)))
+    n_dates, n_items = correct.shape
+    draws = np.empty(n_perm)
+    columns = np.arange(n_items)
+    for p in range(n_perm):
+        order = rng.random((n_dates, n_items)).argsort(0)
+        draws[p] = np.ptp(correct[order, columns].mean(1))
+    return {
+        "delta": observed,
+        "null_median": float(np.median(draws)),
+        "null_upper": float(np.quantile(draws, level)),
+        "p_value": float((1 + np.sum(draws >= observed - 1e-12)) / (n_perm + 1)),
+    }
+
+
+def cochran_q(correct: np.ndarray) -> dict[str, float]:
+    """Cochran's Q test that all dates (rows) have the same accuracy on the same items (columns)."""
+    x = np.asarray(correct, dtype=float).T  # items x dates
+    k = x.shape[1]
+    columns, rows_total, total = x.sum(0), x.sum(1), x.sum()
+    denominator = k * total - np.sum(rows_total**2)
+    if denominator == 0:  # every item right on every date, or wrong on every date: nothing varies
+        return {"q": 0.0, "df": k - 1, "p_value": 1.0}
+    q = (k - 1) * (k * np.sum(columns**2) - total**2) / denominator
+    return {"q": float(q), "df": k - 1, "p_value": float(scipy_stats.chi2.sf(q, k - 1))}
+
+
+def date_budget(accuracy: np.ndarray, sizes: tuple[int, ...] = (7, 14, 30, 60, 120, 180), tolerance: float = 0.2,
+                n_draws: int = 500, seed: int = 0) -> pd.DataFrame:  # fmt: skip
+    """How well m randomly sampled dates estimate the full-year delta and CV.
+
+    For each m: the share of draws whose delta (max - min) and CV fall within
+    ``tolerance`` (relative) of the full-year values, and the mean ratio.
+    A user with a small budget picks the smallest m with shares near 1.
+    """
+    rng = np.random.default_rng(seed)
+    accuracy = np.asarray(accuracy, dtype=float)
+    full_delta, full_cv = np.ptp(accuracy), float(cv(accuracy))
+    rows = []
+    for m in sizes:
+        if m > len(accuracy):
+            continue
+        picks = np.array([rng.choice(len(accuracy), m, replace=False) for _ in range(n_draws)])
+        deltas, cvs = np.ptp(accuracy[picks], axis=1), cv(accuracy[picks], axis=1)
+        rows.append({
+            "dates": m,
+            "delta_within": float(np.mean(np.abs(deltas - full_delta) <= tolerance * full_delta)) if full_delta else 1.0,
+            "delta_ratio": float(np.mean(deltas) / full_delta) if full_delta else 1.0,
+            "cv_within": float(np.mean(np.abs(cvs - full_cv) <= tolerance * full_cv)) if full_cv else 1.0,
+            "cv_ratio": float(np.mean(cvs) / full_cv) if full_cv else 1.0,
+        })  # fmt: skip
+    return pd.DataFrame(rows, columns=["dates", "delta_within", "delta_ratio", "cv_within", "cv_ratio"])
+
+
+def run_to_run(frame: pd.DataFrame) -> pd.DataFrame:
+    """Measured run-to-run variation: repeats of one condition against the original run (zero when deterministic)."""
+    frame = with_factor(frame)
+    rows = []
+    for (entry, dataset), group in frame.assign(entry=entry_label(frame)).groupby(["entry", "dataset"]):
+        repeats = group[group["factor"] == "repeat"]
+        if repeats.empty:
+            continue
+        base = group[(group["factor"] == "date") & (group["date"] == repeats["date"].iloc[0])]
+        runs = pd.concat([base, repeats])
+        _, correct, _ = outcome_matrices(runs, "condition_key")
+        probs = runs.pivot_table(index="item_id", columns="condition_key", values="confidence", aggfunc="first").dropna()
+        rows.append({"entry": entry, "dataset": dataset, "runs": correct.shape[0],
+                     "accuracy_cv": float(cv(correct.mean(1))) if correct.mean() else 0.0,
+                     "max_confidence_difference": float((probs.max(1) - probs.min(1)).max()),
+                     "prediction_changes": int((runs.groupby("item_id")["pred"].nunique() > 1).sum())})  # fmt: skip
+    return pd.DataFrame(rows, columns=["entry", "dataset", "runs", "accuracy_cv", "max_confidence_difference", "prediction_changes"])
+
+
+def date_significance(frame: pd.DataFrame, n_perm: int = 500) -> pd.DataFrame:
+    """Per entry and dataset: the observed delta, its null band and p-value, and Cochran's Q."""
+    frame = with_factor(frame)
+    rows = []
+    for (entry, dataset), group in frame.assign(entry=entry_label(frame)).groupby(["entry", "dataset"]):
+        dated = group[group["factor"] == "date"]
+        if dated["condition_key"].nunique() < 2:
+            continue
+        _, correct, _ = outcome_matrices(dated, "condition_key")
+        band, q = null_band(correct, n_perm), cochran_q(correct)
+        rows.append({"entry": entry, "dataset": dataset, "n_dates": correct.shape[0], "n_items": correct.shape[1], **band,
+                     "exceeds_chance": band["delta"] > band["null_upper"], "cochran_q": q["q"], "cochran_p": q["p_value"]})  # fmt: skip
+    columns = ["entry", "dataset", "n_dates", "n_items", "delta", "null_median", "null_upper", "p_value", "exceeds_chance", "cochran_q", "cochran_p"]
+    return pd.DataFrame(rows, columns=columns)
