@@ -8,6 +8,7 @@ PAGES = [
     st.Page("pages/curves.py", title="Curves", icon=":material/show_chart:"),
     st.Page("pages/leaderboard.py", title="Leaderboard", icon=":material/leaderboard:"),
     st.Page("pages/flips.py", title="Flips", icon=":material/swap_horiz:"),
+    st.Page("pages/factors.py", title="Factors", icon=":material/tune:"),
     st.Page("pages/prompt.py", title="Prompt", icon=":material/search:"),
     st.Page("pages/run.py", title="Run", icon=":material/play_arrow:"),
 ]

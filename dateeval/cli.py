@@ -88,6 +88,12 @@ def _add_template(commands: argparse._SubParsersAction) -> None:
     template.add_argument("--date", help="render a prompt with this date (YYYY-MM-DD)")
 
 
+def _add_report(commands: argparse._SubParsersAction) -> None:
+    report = commands.add_parser("report", help="write an HTML report with the paper's tables for whatever the store holds")
+    report.add_argument("--store", default="cache/results")
+    report.add_argument("--out", required=True, help="output folder (index.html and one CSV per table)")
+
+
 def _add_compact(commands: argparse._SubParsersAction) -> None:
     compact = commands.add_parser("compact", help="merge a store's many unit files into one file per model and dataset")
     compact.add_argument("--store", default="cache/results")
@@ -100,6 +106,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_summary(commands)
     _add_template(commands)
     _add_compact(commands)
+    _add_report(commands)
     return parser
 
 
@@ -190,22 +197,34 @@ def _percent(value: object) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * float(value):.2f}"
 
 
-def _cmd_summary(args: argparse.Namespace) -> int:
-    from dateeval.analysis import condition_metrics, summarize
+def _read_store(path: str) -> "pd.DataFrame":  # noqa: F821 - pandas is imported lazily
     from dateeval.store import SUMMARY_COLUMNS, Store
 
-    store = Store(args.store)
+    store = Store(path)
     if not store.root.is_dir():
         raise DateEvalError(f"store {store.root} does not exist: run `python -m dateeval run ... --store {store.root}` first")
     frame, problems = store.read(columns=SUMMARY_COLUMNS)
     for message in problems.messages():
         print(f"dateeval: warning: {message}", file=sys.stderr)
-    table = summarize(condition_metrics(frame))
+    return frame
+
+
+def _cmd_summary(args: argparse.Namespace) -> int:
+    from dateeval.report import summary_table
+    from dateeval.stats import factor_table
+
+    frame = _read_store(args.store)
+    table = summary_table(frame)
+    factors = factor_table(frame) if len(frame) else None
     if args.json:
-        print(json.dumps(table.to_dict(orient="records"), indent=2, default=str))
+        records = table.to_dict(orient="records")
+        for record in records:
+            mine = factors[(factors["entry"] == record["entry"]) & (factors["dataset"] == record["dataset"])]
+            record["factors"] = mine.drop(columns=["entry", "dataset"]).to_dict(orient="records")
+        print(json.dumps(records, indent=2, default=str))
         return 0
     if table.empty:
-        print(f"no results in {store.root}")
+        print(f"no results in {args.store}")
         return 0
     for row in table.to_dict(orient="records"):
         print(f"{row['entry']} on {row['dataset']}: {row['n_items']} items x {row['n_dates']} dates")
@@ -217,6 +236,29 @@ def _cmd_summary(args: argparse.Namespace) -> int:
                     f"(worst {row[metric + '_worst_date']}, best {row[metric + '_best_date']})"
                 )
             print(f"  {'':8s} no-date {_percent(row['no_date_' + metric])}  template-default {_percent(row['template_default_' + metric])}")
+        if row["n_dates"] > 1 and not math.isnan(row.get("delta_p_value", math.nan)):
+            verdict = "exceeds" if row["exceeds_chance"] else "within"
+            print(
+                f"  chance    accuracy delta {verdict} the null band (95% of chance deltas <= {_percent(row['delta_null_upper'])}, "
+                f"p = {row['delta_p_value']:.3f}); Cochran's Q p = {row['cochran_p']:.3g}"
+            )
+        mine = factors[(factors["entry"] == row["entry"]) & (factors["dataset"] == row["dataset"])]
+        for factor in mine.to_dict(orient="records"):
+            print(
+                f"  CV {factor['factor']:13s} accuracy {100 * factor['accuracy_cv']:.2f}% [{100 * factor['accuracy_cv_low']:.2f}, "
+                f"{100 * factor['accuracy_cv_high']:.2f}]  ECE {100 * factor['ece_cv']:.2f}%  ({factor['levels']} levels)"
+            )
+    for factor in factors[factors["factor"] == "precision"].to_dict(orient="records") if factors is not None else []:
+        print(f"{factor['entry']} on {factor['dataset']}: CV precision accuracy {100 * factor['accuracy_cv']:.2f}% ({factor['levels']} dtypes)")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from dateeval.report import write_report
+
+    frame = _read_store(args.store)
+    page = write_report(frame, Path(args.out), Path(args.store))
+    print(f"report written to {page}")
     return 0
 
 
@@ -250,7 +292,7 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
-    commands = {"run": _cmd_run, "summary": _cmd_summary, "template": _cmd_template, "compact": _cmd_compact}
+    commands = {"run": _cmd_run, "summary": _cmd_summary, "template": _cmd_template, "compact": _cmd_compact, "report": _cmd_report}
     try:
         args = _parser().parse_args(argv)
         _quiet_libraries()

@@ -155,3 +155,19 @@ def empty_state() -> None:
 
 def intro(text: str) -> None:
     st.caption(text)
+
+
+@st.cache_data(show_spinner="Computing statistics (bootstrap and permutations)...", max_entries=4)
+def statistics(root: str, fingerprint: tuple) -> dict[str, pd.DataFrame]:
+    """Table 5, the date effect against chance, run-to-run variation and Table 3, for the whole store."""
+    from dateeval import stats
+
+    frame = _rows(root, fingerprint)[0]
+    metrics = _metrics(root, fingerprint)
+    return {
+        "factors": stats.factor_table(frame, n_boot=100),
+        "significance": stats.date_significance(frame, n_perm=200),
+        "run_to_run": stats.run_to_run(frame),
+        "trend": stats.date_trend(metrics),
+        "correlations": stats.cross_correlations(metrics),
+    }

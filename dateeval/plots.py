@@ -84,3 +84,14 @@ def highlighted_diff(first: str, second: str) -> tuple[str, str]:
             right.append(f"<mark style='background:#b3ffb3'>{b}</mark>" if b else "")
     wrap = "<pre style='white-space:pre-wrap;font-size:0.8rem'>{}</pre>"
     return wrap.format("".join(left)), wrap.format("".join(right))
+
+
+def factor_bars(table: pd.DataFrame, metric: str = "accuracy") -> go.Figure:
+    """Table 5 as bars: CV of a metric per factor, with bootstrap 95% intervals, one colour per entry."""
+    figure = go.Figure()
+    for entry, group in table.groupby("entry", sort=True):
+        value, low, high = 100 * group[f"{metric}_cv"], 100 * group[f"{metric}_cv_low"], 100 * group[f"{metric}_cv_high"]
+        figure.add_trace(go.Bar(x=group["factor"], y=value, name=entry, error_y={"type": "data", "symmetric": False, "array": high - value,
+                                                                                   "arrayminus": value - low}))  # fmt: skip
+    figure.update_layout(barmode="group")
+    return _layout(figure, f"Variation of {_LABELS[metric].split(' (')[0]} by source (coefficient of variation)", "CV (%)", x_title="Factor")

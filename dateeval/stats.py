@@ -126,10 +126,14 @@ def date_trend(metrics: pd.DataFrame) -> pd.DataFrame:
     """Table 3 (i): Spearman correlation between date and accuracy per entry and dataset."""
     rows = []
     for (entry, dataset), group in metrics[metrics["factor"] == "date"].groupby(["entry", "dataset"]):
-        if len(group) >= 3:
-            ordinal = pd.to_datetime(group["date"]).map(pd.Timestamp.toordinal)
-            result = scipy_stats.spearmanr(ordinal, group["accuracy"])
-            rows.append({"entry": entry, "dataset": dataset, "n_dates": len(group), "spearman": float(result.statistic), "p_value": float(result.pvalue)})
+        if len(group) < 3:
+            continue
+        if group["accuracy"].nunique() == 1:  # a flat line has no trend (and no defined correlation)
+            rows.append({"entry": entry, "dataset": dataset, "n_dates": len(group), "spearman": float("nan"), "p_value": float("nan")})
+            continue
+        ordinal = pd.to_datetime(group["date"]).map(pd.Timestamp.toordinal)
+        result = scipy_stats.spearmanr(ordinal, group["accuracy"])
+        rows.append({"entry": entry, "dataset": dataset, "n_dates": len(group), "spearman": float(result.statistic), "p_value": float(result.pvalue)})
     return pd.DataFrame(rows, columns=["entry", "dataset", "n_dates", "spearman", "p_value"])
 
 
@@ -147,7 +151,7 @@ def cross_correlations(metrics: pd.DataFrame) -> pd.DataFrame:
             continue
         pair = table[[(entry_a, data_a), (entry_b, data_b)]].dropna()
         a, b = pair.iloc[:, 0].to_numpy(), pair.iloc[:, 1].to_numpy()
-        if len(pair) < 3 or a.std() == 0 or b.std() == 0:
+        if len(pair) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
             continue
         kind = "same model, two datasets" if entry_a == entry_b else "two models, same dataset"
         rows.append({"comparison": kind, "a": f"{entry_a} / {data_a}", "b": f"{entry_b} / {data_b}", "n_dates": len(pair),

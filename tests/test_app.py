@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT
 
-PAGES = ["pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/flips.py", "pages/prompt.py", "pages/run.py"]
+PAGES = ["pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/flips.py", "pages/factors.py", "pages/prompt.py", "pages/run.py"]
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def test_page_renders_on_the_demo(app, page):
 def test_page_renders_on_an_empty_store(app, page):
     at = app(page, store="My results")
     assert not at.error
-    if page in ("pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/flips.py"):
+    if page in ("pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/flips.py", "pages/factors.py"):
         assert any("No results yet" in info.value for info in at.info)
 
 
@@ -106,3 +106,15 @@ def test_run_page_starts_a_background_sweep_and_reports_errors(app, data_dir, tm
         time.sleep(0.5)
     assert at.success, [e.value for e in at.error]
     assert list((tmp_path / "results").rglob("*.parquet"))
+
+
+def test_factors_page_shows_precision_and_reacts_to_the_metric(app):
+    at = app("pages/factors.py")
+    factors = at.dataframe[0].value
+    assert {"date", "precision"} <= set(factors["factor"])
+    before = at.get("plotly_chart")[0].proto.spec
+    at.radio(key="factors-metric").set_value("ece").run()
+    assert "Accuracy" in before and "ECE" in at.get("plotly_chart")[0].proto.spec
+    budget = at.dataframe[-1].value
+    at.slider[0].set_value(0.05).run()
+    assert not at.dataframe[-1].value.equals(budget) or budget["delta_within"].eq(1).all()

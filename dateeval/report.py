@@ -1,0 +1,106 @@
+"""Paper-style tables for whatever a store holds, and a self-contained HTML report.
+
+``paper_tables`` is the single place where the paper's tables are assembled
+from stored rows; the CLI summary, the report and the explorer read them
+from here. A table the store cannot fill is listed with the command that
+would fill it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import html
+from pathlib import Path
+
+import pandas as pd
+
+from dateeval import analysis, plots, stats
+
+MISSING = {
+    "Table 2 (GSM8K, HumanEval, WMT16 deltas)": "needs the open-ended generation tasks, not implemented yet",
+    "Table 4 (5-shot deltas)": "needs few-shot prompting, not implemented yet",
+}
+
+
+def summary_table(frame: pd.DataFrame, n_perm: int = 200) -> pd.DataFrame:
+    """Tables 1, 8, 9 per entry and dataset, with the null band and Cochran's Q of the date effect."""
+    table = analysis.summarize(analysis.condition_metrics(frame))
+    if table.empty:
+        return table
+    significance = stats.date_significance(frame, n_perm=n_perm)
+    extra = significance.rename(columns={"delta": "delta_check", "p_value": "delta_p_value", "null_upper": "delta_null_upper",
+                                         "null_median": "delta_null_median"})  # fmt: skip
+    keep = ["entry", "dataset", "delta_null_median", "delta_null_upper", "delta_p_value", "exceeds_chance", "cochran_q", "cochran_p"]
+    return table.merge(extra[keep], on=["entry", "dataset"], how="left")
+
+
+def paper_tables(frame: pd.DataFrame, n_perm: int = 200, n_boot: int = 200) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+    """Every paper table the store can fill, and the missing ones with what would fill them."""
+    metrics = analysis.condition_metrics(frame)
+    summary = summary_table(frame, n_perm)
+    tables: dict[str, pd.DataFrame] = {}
+    missing = dict(MISSING)
+    if summary.empty:
+        missing["Tables 1, 8, 9"] = "the store has no results: `python -m dateeval run --dataset mmlu --data-dir DIR --no-date`"
+        return tables, missing
+    delta = ["entry", "dataset", "n_items", "n_dates"]
+    tables["Table 1: accuracy, worst-to-best date"] = summary[delta + ["accuracy_min", "accuracy_max", "accuracy_delta", "accuracy_worst_date",
+                                                                        "accuracy_best_date", "delta_null_upper", "delta_p_value", "cochran_p"]]  # fmt: skip
+    tables["Table 8: ECE, worst-to-best date"] = summary[delta + ["ece_min", "ece_max", "ece_delta", "ece_worst_date", "ece_best_date"]]
+    if summary["no_date_accuracy"].notna().any():
+        tables["Table 9: no date in the prompt"] = summary[["entry", "dataset", "no_date_accuracy", "no_date_ece", "accuracy_min", "accuracy_max"]]
+    else:
+        missing["Table 9 (no-date baseline)"] = "rerun the same sweep with `--no-date` (only the baseline is computed)"
+    trend, correlations = stats.date_trend(metrics), stats.cross_correlations(metrics)
+    if len(trend):
+        tables["Table 3: trend over the year (Spearman)"] = trend
+    if len(correlations):
+        tables["Table 3: correlation across datasets and models (Pearson)"] = correlations
+    else:
+        missing["Table 3 (correlations)"] = "needs a second dataset or model over the same dates (repeat `--dataset` or `--model`)"
+    factors = stats.factor_table(frame, n_boot=n_boot)
+    if set(factors["factor"]) - {"date"}:
+        tables["Table 5: coefficient of variation per factor"] = factors
+    else:
+        missing["Table 5 (other factors)"] = "add `--batch-sizes 1,8,32 --option-orders 5 --system-prompts paper --dtype float32 --dtype bfloat16`"
+    tables["Table 7: confidence of consistent vs inconsistent predictions"] = analysis.confidence_by_consistency(frame)
+    determinism = stats.run_to_run(frame)
+    if len(determinism):
+        tables["Run-to-run variation (repeats of one condition)"] = determinism
+    else:
+        missing["Run-to-run variation"] = "add `--repeat 3`"
+    return tables, missing
+
+
+def _format(table: pd.DataFrame) -> pd.DataFrame:
+    """Percent for the rates, three decimals for the rest."""
+    out = table.copy()
+    for column in out.columns:
+        if out[column].dtype.kind == "f":
+            percent = any(word in column for word in ("accuracy", "ece", "delta", "confidence")) and "cv" not in column and "p_value" not in column
+            out[column] = out[column].map(lambda v, p=percent: "" if pd.isna(v) else (f"{100 * v:.2f}" if p else f"{v:.4f}"))
+    return out
+
+
+def write_report(frame: pd.DataFrame, out: Path, store: Path) -> Path:
+    """A self-contained HTML report (tables, figures, missing cells) plus one CSV per table."""
+    out.mkdir(parents=True, exist_ok=True)
+    tables, missing = paper_tables(frame)
+    parts = [f"<h1>dateeval report</h1><p>Store <code>{html.escape(str(store))}</code>, written {dt.datetime.now():%Y-%m-%d %H:%M}. "
+             "Rates are percentages; CVs and p-values are plain numbers.</p>"]  # fmt: skip
+    for number, (title, table) in enumerate(tables.items(), 1):
+        table.to_csv(out / f"table-{number}.csv", index=False)
+        parts.append(f"<h2>{html.escape(title)}</h2>{_format(table).to_html(index=False, border=0)}<p><a href='table-{number}.csv'>CSV</a></p>")
+    metrics = analysis.condition_metrics(frame)
+    dated = analysis.dated(metrics)
+    for index, (dataset, group) in enumerate(dated.groupby("dataset")):
+        figure = plots.curves(group, "accuracy", metrics[metrics["dataset"] == dataset])
+        figure.update_layout(title=f"Accuracy by date: {dataset}")
+        parts.append(figure.to_html(full_html=False, include_plotlyjs=index == 0))
+    if missing:
+        items = "".join(f"<li><b>{html.escape(name)}</b>: {html.escape(how)}</li>" for name, how in missing.items())
+        parts.append(f"<h2>Not in this store</h2><ul>{items}</ul>")
+    page = out / "index.html"
+    style = "body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:.85rem}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
+    page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>dateeval report</title><style>{style}</style></head><body>{''.join(parts)}</body></html>")
+    return page

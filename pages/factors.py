@@ -1,0 +1,54 @@
+"""Factors: the date next to other sources of variation, and next to chance (paper Table 5, §5.1)."""
+
+import streamlit as st
+
+from dateeval import analysis, explorer, plots, stats
+
+st.title("Is the date effect real, and how big is it next to the rest?")
+explorer.intro(
+    "A worst-to-best delta over 366 dates is never zero, even by chance. Here each source of variation (the date, batch "
+    "size, precision, option order, system-prompt wording, user location) is measured on the same questions as a "
+    "coefficient of variation (CV = standard deviation / mean across its levels), with 95% bootstrap intervals over "
+    "questions; the date's delta is compared with the deltas chance alone produces; and repeats of one condition show "
+    "the run-to-run variation (zero on a deterministic setup)."
+)
+frame, metrics = explorer.load()
+if metrics.empty:
+    explorer.empty_state()
+    st.stop()
+store = explorer.current_store()
+tables = explorer.statistics(str(store.root), store.fingerprint())
+dataset = st.sidebar.selectbox("Dataset", sorted(metrics["dataset"].unique()), key="factors-dataset")
+factors = tables["factors"][tables["factors"]["dataset"] == dataset]
+metric = st.radio("Metric", ["accuracy", "ece"], horizontal=True, format_func=lambda m: "Accuracy" if m == "accuracy" else "ECE", key="factors-metric")
+if factors.empty:
+    st.info("No factor sweeps in this store yet. Run e.g. `python -m dateeval run ... --batch-sizes 1,8,32 --option-orders 5 "
+            "--system-prompts paper --dtype float32 --dtype bfloat16 --repeat 2` to compare factors.")  # fmt: skip
+else:
+    figure = plots.factor_bars(factors, metric)
+    st.plotly_chart(figure, width="stretch")
+    st.download_button("Download figure (HTML)", figure.to_html(include_plotlyjs="cdn"), "factors.html", "text/html")
+    st.dataframe(factors, hide_index=True, width="stretch")
+st.subheader("The date's delta against chance")
+significance = tables["significance"][tables["significance"]["dataset"] == dataset]
+st.caption(
+    "`null_upper`: 95% of the deltas you would see if every question's answers were shuffled across dates (the date having no "
+    "effect) are at most this; `p_value`: share of those deltas at least as large as the observed one. Cochran's Q tests "
+    "whether accuracy is equal on all dates."
+)
+st.dataframe(significance, hide_index=True, width="stretch")
+if len(tables["run_to_run"]):
+    st.subheader("Run-to-run variation (repeats of one condition)")
+    st.dataframe(tables["run_to_run"], hide_index=True, width="stretch")
+st.subheader("Is there a good date? (Table 3)")
+st.dataframe(tables["trend"][tables["trend"]["dataset"] == dataset], hide_index=True, width="stretch")
+if len(tables["correlations"]):
+    st.dataframe(tables["correlations"], hide_index=True, width="stretch")
+st.subheader("How many dates does a budget need?")
+entries = sorted(metrics[metrics["dataset"] == dataset]["entry"].unique())
+entry = st.selectbox("Model", entries, key="budget-entry")
+dated = analysis.dated(metrics[(metrics["dataset"] == dataset) & (metrics["entry"] == entry)])
+tolerance = st.slider("Tolerance (relative to the full-range value)", 0.05, 0.5, 0.2, 0.05)
+budget = stats.date_budget(dated["accuracy"].to_numpy(), tolerance=tolerance)
+st.caption(f"From {len(dated)} dates: share of random samples of m dates whose delta / CV is within {tolerance:.0%} of the full value.")
+st.dataframe(budget, hide_index=True, width="stretch")
