@@ -12,7 +12,7 @@ import pandas as pd
 
 ECE_BINS = 10
 # Rows that share these columns were produced the same way except for the condition.
-ENTRY = ["model", "dtype", "device", "model_key", "dataset", "task_key"]
+ENTRY = ["model", "dtype", "device", "hardware", "model_key", "dataset", "task_key"]
 
 
 def ece(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> float:
@@ -35,8 +35,9 @@ def ece(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> fl
 
 
 def entry_label(frame: pd.DataFrame) -> pd.Series:
-    """How a leaderboard entry is named: the model, with its precision and device."""
-    return frame["model"] + " (" + frame["dtype"] + ", " + frame["device"] + ")"
+    """How a leaderboard entry is named: the model with its precision and device (and the GPU's name on GPUs)."""
+    device = frame["device"].where(frame["device"] == "cpu", frame["device"] + ": " + frame.get("hardware", frame["device"]).astype(str))
+    return frame["model"] + " (" + frame["dtype"] + ", " + device + ")"
 
 
 def common_items(frame: pd.DataFrame) -> pd.DataFrame:

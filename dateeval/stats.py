@@ -26,7 +26,9 @@ from scipy import stats as scipy_stats
 
 from dateeval.analysis import ECE_BINS, entry_label, with_factor
 
-SAME_RUN = ["model", "device", "dataset", "task_key"]  # what stays fixed when comparing precisions
+# What stays fixed when comparing entries across precisions or across machines.
+SAME_PRECISION_RUN = ["model", "device", "hardware", "dataset", "task_key"]
+SAME_MACHINE_RUN = ["model_key", "dataset", "task_key"]
 
 
 def cv(values: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -78,14 +80,16 @@ def factor_table(frame: pd.DataFrame, n_boot: int = 200) -> pd.DataFrame:
     A factor's levels are its own conditions plus the base condition (the
     date sweep's condition on the factor's date, every other factor at its
     default). Precision compares entries of one model that differ only in
-    dtype, on the base condition.
+    dtype, hardware those that differ only in the machine (e.g. two GPU
+    models), each on a date they share.
     """
     frame = with_factor(frame)
     frame = frame.assign(entry=entry_label(frame))
     rows = []
     for (entry, dataset), group in frame.groupby(["entry", "dataset"], sort=True):
         rows += _entry_factors(entry, dataset, group, n_boot)
-    rows += _precision_rows(frame, n_boot)
+    rows += _across(frame, SAME_PRECISION_RUN, "dtype", "precision", n_boot)
+    rows += _across(frame, SAME_MACHINE_RUN, "hardware", "hardware", n_boot)
     columns = ["entry", "dataset", "factor", "levels", "n_items", "accuracy_cv", "accuracy_cv_low", "accuracy_cv_high", "ece_cv", "ece_cv_low", "ece_cv_high"]
     return pd.DataFrame(rows, columns=columns)
 
@@ -106,19 +110,21 @@ def _entry_factors(entry: str, dataset: str, group: pd.DataFrame, n_boot: int) -
     return out
 
 
-def _precision_rows(frame: pd.DataFrame, n_boot: int) -> list[dict]:
+def _across(frame: pd.DataFrame, fixed: list[str], varying: str, factor: str, n_boot: int) -> list[dict]:
+    """CV across entries that differ only in ``varying`` (dtype or hardware), on the earliest date they share."""
     out = []
     dated = frame[frame["factor"] == "date"]
-    for keys, group in dated.groupby(SAME_RUN, sort=True):
-        if group["dtype"].nunique() < 2:
+    for keys, group in dated.groupby(fixed, sort=True):
+        if group[varying].nunique() < 2:
             continue
-        common = set.intersection(*(set(g["date"]) for _, g in group.groupby("dtype")))
+        common = set.intersection(*(set(g["date"]) for _, g in group.groupby(varying)))
         if not common:
             continue
-        day = min(common)
-        names, correct, confidence = outcome_matrices(group[group["date"] == day], "dtype")
-        out.append({"entry": f"{keys[0]} ({keys[1]})", "dataset": keys[2], "factor": "precision", "levels": len(names),
-                    "n_items": correct.shape[1], **bootstrap_cv(correct, confidence, n_boot)})  # fmt: skip
+        names, correct, confidence = outcome_matrices(group[group["date"] == min(common)], varying)
+        first = group.iloc[0]
+        entry = f"{first['model']} ({first['device']})" if factor == "precision" else f"{first['model']} ({first['dtype']}, {first['device']})"
+        out.append({"entry": entry, "dataset": first["dataset"], "factor": factor, "levels": len(names), "n_items": correct.shape[1],
+                    **bootstrap_cv(correct, confidence, n_boot)})  # fmt: skip
     return out
 
 

@@ -9,8 +9,8 @@ store alone. Layout::
 
 A file appears only complete (written to a hidden temporary name, fsynced,
 then renamed), so a sweep killed at any instant leaves no partial rows. A
-row's identity is (model_key, task_key, condition_key, item_id,
-prompt_hash); reads drop any duplicate of it (two workers racing on one
+row's identity is (model_key, hardware, task_key, condition_key,
+item_id, prompt_hash); reads drop any duplicate of it (two workers racing on one
 unit), and a corrupted file is reported, never deleted or silently skipped.
 """
 
@@ -29,9 +29,11 @@ import pyarrow.parquet as pq
 
 from dateeval.errors import DateEvalError
 
-ROW_KEY = ["model_key", "task_key", "condition_key", "item_id", "prompt_hash"]
+# What makes a result unique. The hardware is part of it so that results of one model from two
+# machines (two GPU models, say) both stay in one store and can be compared.
+ROW_KEY = ["model_key", "hardware", "task_key", "condition_key", "item_id", "prompt_hash"]
 SUMMARY_COLUMNS = [
-    "model", "model_key", "dtype", "device", "dataset", "task_key", "condition", "condition_key", "date_mode", "date",
+    "model", "model_key", "dtype", "device", "hardware", "dataset", "task_key", "condition", "condition_key", "date_mode", "date",
     "system_prompt", "item_id", "correct", "confidence", "pred", "answer", "prompt_hash", "created_at", "date_text", "factor",
 ]  # fmt: skip
 

@@ -147,12 +147,12 @@ class Sweep:
             for item, _ in shown
         ]
         hashes = [_prompt_hash(prompt.text) for prompt in rendered]
-        model_key = backend.identity.key
-        todo = [i for i, item in enumerate(items) if (model_key, labels.key, condition.key, item.id, hashes[i]) not in done]
+        model_key, hardware = backend.identity.key, backend.identity.hardware
+        todo = [i for i, item in enumerate(items) if (model_key, hardware, labels.key, condition.key, item.id, hashes[i]) not in done]
         if not todo:
             progress.units_skipped += 1
             return
-        unit_key = hashlib.sha256("|".join([model_key, labels.key, condition.key, *(hashes[i] for i in todo)]).encode()).hexdigest()[:16]
+        unit_key = hashlib.sha256("|".join([model_key, hardware, labels.key, condition.key, *(hashes[i] for i in todo)]).encode()).hexdigest()[:16]
         path = self.store.unit_path(model_dir, dataset, _slug(condition.label), unit_key)
         if path.exists() and not self.store.readable(path):
             # The same unit's earlier file is corrupted: recompute beside it, never over it.
@@ -173,7 +173,7 @@ class Sweep:
             self.store.write(path, rows)
         finally:
             self.store.release(path)
-        done.update((model_key, labels.key, condition.key, items[i].id, hashes[i]) for i in todo)
+        done.update((model_key, hardware, labels.key, condition.key, items[i].id, hashes[i]) for i in todo)
         progress.items_scored += len(todo)
         progress.tokens_scored += sum(len(tokens) for tokens in encoded)
 

@@ -28,7 +28,7 @@ def _frame(results: dict[str, list[int]], mode="date") -> pd.DataFrame:
         date_mode = "none" if condition == "no-date" else "date"
         for i, c in enumerate(correct):
             rows.append(
-                dict(model="m", dtype="float32", device="cpu", model_key="k", dataset="d", task_key="t", system_prompt="s",
+                dict(model="m", dtype="float32", device="cpu", hardware="x86", model_key="k", dataset="d", task_key="t", system_prompt="s",
                      condition=condition, condition_key=condition, date_mode=date_mode, date=None if date_mode == "none" else condition,
                      item_id=f"i{i}", correct=bool(c), confidence=0.8)
             )
@@ -57,7 +57,7 @@ def _pred_frame(preds_by_date: dict[str, list[int]], answers: list[int], confide
     rows = []
     for date, preds in preds_by_date.items():
         for i, (pred, answer) in enumerate(zip(preds, answers)):
-            rows.append(dict(model="m", dtype="float32", device="cpu", model_key="k", dataset="d", task_key="t", system_prompt="s",
+            rows.append(dict(model="m", dtype="float32", device="cpu", hardware="x86", model_key="k", dataset="d", task_key="t", system_prompt="s",
                              condition=date, condition_key=date, date_mode="date", date=date, item_id=f"i{i}", pred=pred, answer=answer,
                              correct=pred == answer, confidence=confidence if i else 0.9))
     return pd.DataFrame(rows)

@@ -163,12 +163,13 @@ def test_factor_sweep_end_to_end(data_dir, tmp_path):
     assert permuted["shown_order"].map(lambda order: list(order) != [0, 1, 2, 3]).any()  # really permuted
     repeat = frame[frame["factor"] == "repeat"].sort_values(["dtype", "item_id"])
     base = frame[(frame["condition"] == "2024-02-01")].sort_values(["dtype", "item_id"])
-    assert np.array_equal(np.vstack(repeat["probs"]), np.vstack(base["probs"]))  # run-to-run: identical
+    difference = np.abs(np.vstack(repeat["probs"]) - np.vstack(base["probs"])).max()
+    assert difference == 0, f"run-to-run difference {difference} ({repeat['dtype'].tolist()})"  # identical on a deterministic setup
     assert set(frame[frame["factor"] == "batch_size"]["batch_size"]) == {1, 4}
     summary = json.loads(run_cli("summary", "--store", str(store), "--json").stdout)
     factors = {(record["entry"], factor["factor"]) for record in summary for factor in record["factors"]}
     assert ("smollm2-135m (float32, cpu)", "batch_size") in factors and ("smollm2-135m (bfloat16, cpu)", "option_order") in factors
-    assert all(record["delta_p_value"] <= 1 for record in summary)
+    assert all(0 < record["delta_p_value"] <= 1 for record in summary), [record["delta_p_value"] for record in summary]
     report = run_cli("report", "--store", str(store), "--out", str(tmp_path / "report"))
     assert report.returncode == 0, report.stderr
     page = (tmp_path / "report" / "index.html").read_text()

@@ -82,7 +82,7 @@ def _rows(correct: np.ndarray, factor: str, conditions: list[str], date: str = "
     rows = []
     for name, outcomes in zip(conditions, correct):
         for i, c in enumerate(outcomes):
-            rows.append({"model": "m", "dtype": dtype, "device": "cpu", "model_key": dtype, "dataset": "d", "task_key": "t",
+            rows.append({"model": "m", "dtype": dtype, "device": "cpu", "hardware": "x86", "model_key": dtype, "dataset": "d", "task_key": "t",
                          "condition": name, "condition_key": f"{dtype}-{name}", "factor": factor, "date_mode": "date",
                          "date": name if factor == "date" else date, "item_id": f"i{i}", "correct": bool(c),
                          "confidence": 0.7, "pred": int(c), "answer": 1})  # fmt: skip
@@ -117,3 +117,18 @@ def test_run_to_run_and_significance_tables():
     assert significance["n_dates"] == 6 and 0 < significance["p_value"] <= 1
     metrics = condition_metrics(frame)
     assert set(metrics["factor"]) == {"date", "repeat"}
+
+
+def test_hardware_factor_and_gpu_entry_labels():
+    from dateeval.analysis import entry_label
+
+    outcomes = _synthetic(n_dates=2, n_items=30, seed=4)
+    rows = []
+    for gpu, correct in zip(("NVIDIA A100", "NVIDIA A40"), outcomes):
+        for row in _rows(correct[None], "date", ["2024-01-01"]):
+            rows.append({**row, "device": "cuda", "hardware": gpu, "model_key": "same"})
+    frame = pd.DataFrame(rows)
+    assert set(entry_label(frame)) == {"m (float32, cuda: NVIDIA A100)", "m (float32, cuda: NVIDIA A40)"}
+    table = stats.factor_table(frame, n_boot=20)
+    hardware = table[table["factor"] == "hardware"].iloc[0]
+    assert hardware["levels"] == 2 and hardware["accuracy_cv"] == pytest.approx(stats.cv(outcomes.mean(1)))

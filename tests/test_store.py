@@ -5,7 +5,7 @@ from dateeval.store import ROW_KEY, Store
 
 def _rows(n, condition="c1", start=0):
     return [
-        {"model_key": "m", "task_key": "t", "condition_key": condition, "item_id": f"i{i}", "prompt_hash": f"h{i}", "correct": True}
+        {"model_key": "m", "hardware": "cpu", "task_key": "t", "condition_key": condition, "item_id": f"i{i}", "prompt_hash": f"h{i}", "correct": True}
         for i in range(start, start + n)
     ]
 
