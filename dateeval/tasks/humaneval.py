@@ -1,0 +1,50 @@
+"""HumanEval (paper Figure 9): the model completes a function; the program plus its tests run in the sandbox.
+
+Generation is not wired into sweeps yet (see the open-ended tasks issue);
+this module loads the problems and builds the exact program that is
+executed, so grading is shared by every caller.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from dateeval.data.hub import load_hub_rows
+from dateeval.errors import DateEvalError
+from dateeval.sandbox import Limits, Outcome, run_many
+
+
+@dataclass(frozen=True)
+class Problem:
+    task_id: str
+    prompt: str
+    canonical_solution: str
+    test: str
+    entry_point: str
+
+
+def load_problems(data_dir: Path | None = None) -> list[Problem]:
+    """The 164 problems: ``DIR/humaneval/HumanEval.jsonl.gz`` (the original release), or the Hub."""
+    if data_dir is None:
+        rows = load_hub_rows("openai/openai_humaneval", None, "test", "pass --data-dir DIR with DIR/humaneval/HumanEval.jsonl.gz")
+    else:
+        path = Path(data_dir) / "humaneval" / "HumanEval.jsonl.gz"
+        if not path.is_file():
+            raise DateEvalError(f"no HumanEval file under {data_dir}: expected {path}")
+        with gzip.open(path, "rt", encoding="utf-8") as handle:
+            rows = [json.loads(line) for line in handle if line.strip()]
+    fields = Problem.__dataclass_fields__
+    return [Problem(**{name: row[name] for name in fields}) for row in rows]
+
+
+def program(problem: Problem, completion: str) -> str:
+    """What runs: the prompt, the model's completion, the problem's tests, and the call of ``check``."""
+    return f"{problem.prompt}{completion}\n\n{problem.test}\n\ncheck({problem.entry_point})\n"
+
+
+def grade(problems: list[Problem], completions: list[str], limits: Limits = Limits()) -> list[Outcome]:
+    """Run every completion against its problem's tests, in parallel; pass@1 is the share passed."""
+    return run_many([program(p, c) for p, c in zip(problems, completions)], limits)
