@@ -1,0 +1,61 @@
+"""Reading final answers out of generated text (paper Figures 7 and 8), robustly.
+
+Chain-of-thought MCQA ends with "The answer is X."; GSM8K with
+"Answer: {number}". Models decorate both ("**B**", "(B)", "$1,200.00",
+"18 dollars"), repeat themselves, or never finish: the last well-formed
+occurrence wins, and anything unparseable is ``None``, graded as wrong
+and recorded as unparseable.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+
+_CHOICE = re.compile(
+    r"answer\s*(?:is|:)?\s*(?:option\s*)?[\s:]*[\(\[\*\"'`]*\s*([A-Z])\s*[\)\]\*\"'`]*(?=[\s.,;:!)]|$)", re.IGNORECASE
+)
+_DECORATED_LETTER = re.compile(r"(?:\*\*|\(|\[)\s*([A-Z])\s*(?:\*\*|\)|\])")
+_NUMBER = re.compile(r"-?\s*[$€£]?\s*-?\d[\d,]*(?:\.\d+)?")
+_ANSWER_LINE = re.compile(r"answer\s*[:=]\s*(.*)", re.IGNORECASE)
+
+
+def parse_choice(text: str, n_options: int) -> int | None:
+    """The option index from "The answer is X" (last occurrence), else the last decorated letter."""
+    labels = {chr(ord("A") + i) for i in range(n_options)}
+    for pattern in (_CHOICE, _DECORATED_LETTER):
+        found = [m.group(1).upper() for m in pattern.finditer(text) if m.group(1).upper() in labels]
+        if found:
+            return ord(found[-1]) - ord("A")
+    return None
+
+
+def normalize_number(text: str) -> Decimal | None:
+    """A number from text like "$1,200.00", "-3", "18 dollars", "0.50": commas, currency and units dropped."""
+    match = _NUMBER.search(text)
+    if not match:
+        return None
+    cleaned = re.sub(r"[\s$€£,]", "", match.group(0))
+    try:
+        return Decimal(cleaned).normalize() + 0  # "+ 0" turns -0 into 0
+    except InvalidOperation:
+        return None
+
+
+def parse_number(text: str) -> Decimal | None:
+    """The final number: after the last "Answer:", else the last number in the text."""
+    lines = _ANSWER_LINE.findall(text)
+    for candidate in reversed(lines):
+        number = normalize_number(candidate)
+        if number is not None:
+            return number
+    numbers = _NUMBER.findall(text)
+    return normalize_number(numbers[-1]) if numbers else None
+
+
+def gsm8k_reference(answer: str) -> Decimal:
+    """The reference number after ``####`` in a GSM8K answer."""
+    value = normalize_number(answer.rsplit("####", 1)[-1])
+    if value is None:
+        raise ValueError(f"GSM8K answer without a final number: {answer[-80:]!r}")
+    return value
