@@ -146,7 +146,7 @@ class TransformersBackend:
 
         if not encoded:
             return []
-        prefix_len = _common_prefix_length(encoded)
+        prefix_len = common_prefix_length(encoded)
         results: list[np.ndarray | None] = [None] * len(encoded)
         order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i))
         with torch.inference_mode():
@@ -197,7 +197,7 @@ class TransformersBackend:
         return torch.log_softmax(logits, dim=-1).cpu().numpy()
 
 
-def _common_prefix_length(encoded: list[list[int]]) -> int:
+def common_prefix_length(encoded: list[list[int]]) -> int:
     """Tokens shared by every prompt, leaving at least one token of each prompt to run."""
     first = encoded[0]
     length = min(len(e) for e in encoded) - 1
