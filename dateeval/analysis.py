@@ -35,34 +35,59 @@ def ece(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> fl
 
 
 def entry_label(frame: pd.DataFrame) -> pd.Series:
-    """How a leaderboard entry is named: the model with its precision and device (and the GPU's name on GPUs)."""
-    device = frame["device"].where(frame["device"] == "cpu", frame["device"] + ": " + frame.get("hardware", frame["device"]).astype(str))
-    return frame["model"] + " (" + frame["dtype"] + ", " + device + ")"
+    """How a leaderboard entry is named: the model with its precision and device (and the GPU's name on GPUs).
+
+    Built once per distinct combination and mapped back, so naming 18 million rows stays cheap.
+    """
+    columns = ["model", "dtype", "device"] + (["hardware"] if "hardware" in frame else [])
+    codes = _codes(frame, columns)
+    unique = frame.iloc[np.unique(codes, return_index=True)[1]]
+    hardware = unique["hardware"].astype(str) if "hardware" in unique else unique["device"]
+    device = unique["device"].where(unique["device"] == "cpu", unique["device"] + ": " + hardware)
+    labels = (unique["model"] + " (" + unique["dtype"] + ", " + device + ")").to_numpy()
+    return pd.Series(labels[codes], index=frame.index, dtype=object)
+
+
+# An entry is fixed by these (model_key fixes model, dtype and device); a condition by condition_key.
+# Grouping on them as integer codes keeps the explorer fast on tens of millions of rows.
+ENTRY_KEY = ["model_key", "hardware", "dataset", "task_key"]
+
+
+def _codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
+    """Dense int64 codes of the row's combination of ``columns`` (one hash pass per column)."""
+    combined = np.zeros(len(frame), dtype=np.int64)
+    for column in columns:
+        codes, uniques = pd.factorize(frame[column], use_na_sentinel=False)
+        combined = combined * (len(uniques) + 1) + codes
+    return np.unique(combined, return_inverse=True)[1].reshape(-1)
 
 
 def common_items(frame: pd.DataFrame) -> pd.DataFrame:
     """Keep only items scored under every condition of their entry, so conditions compare like with like."""
     if frame.empty:
         return frame
-    per_condition = frame.groupby(ENTRY + ["condition_key"], dropna=False).size()
-    per_entry = frame.groupby(ENTRY, dropna=False)["item_id"].nunique()
-    if (per_condition.groupby(level=list(range(len(ENTRY))), dropna=False).min() == per_entry).all():
-        return frame  # every condition holds every item: nothing to drop (the common, fast case)
-    coverage = frame.groupby(ENTRY + ["item_id"], dropna=False)["condition_key"].nunique().rename("n_conditions").reset_index()
-    totals = frame.groupby(ENTRY, dropna=False)["condition_key"].nunique().rename("n_total").reset_index()
-    keep = coverage.merge(totals, on=ENTRY)
-    keep = keep[keep["n_conditions"] == keep["n_total"]][ENTRY + ["item_id"]]
-    return frame.merge(keep, on=ENTRY + ["item_id"])
+    entry, condition = _codes(frame, ENTRY_KEY), _codes(frame, ENTRY_KEY + ["condition_key"])
+    item = pd.factorize(frame["item_id"])[0].astype(np.int64)
+    n_items = item.max() + 1
+    pairs = np.unique(condition * n_items + item)  # distinct (condition, item)
+    entry_of_condition = np.zeros(condition.max() + 1, dtype=np.int64)
+    entry_of_condition[condition] = entry
+    pair_entry, pair_item = entry_of_condition[pairs // n_items], pairs % n_items
+    coverage = np.unique(pair_entry * n_items + pair_item, return_counts=True)
+    conditions_per_entry = np.bincount(entry_of_condition, minlength=entry.max() + 1)
+    full = coverage[0][coverage[1] == conditions_per_entry[coverage[0] // n_items]]
+    if len(full) == len(coverage[0]):
+        return frame  # every condition holds every item (the common, fast case)
+    return frame[np.isin(entry * n_items + item, full)]
 
 
-def ece_by_group(frame: pd.DataFrame, group: list[str], bins: int = ECE_BINS) -> pd.Series:
-    """:func:`ece` for every group at once, vectorised (one pass, no Python loop per group)."""
-    index = np.clip(np.ceil(frame["confidence"].to_numpy() * bins).astype(int) - 1, 0, bins - 1)
-    binned = frame[group].assign(_bin=index, _correct=frame["correct"].astype(float), _confidence=frame["confidence"])
-    stats = binned.groupby(group + ["_bin"], dropna=False).agg(n=("_correct", "size"), acc=("_correct", "mean"), conf=("_confidence", "mean"))
-    stats["gap"] = stats["n"] * (stats["acc"] - stats["conf"]).abs()
-    totals = stats.groupby(level=list(range(len(group))), dropna=False)[["gap", "n"]].sum()
-    return (totals["gap"] / totals["n"]).rename("ece")
+def ece_by_code(codes: np.ndarray, confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> np.ndarray:
+    """:func:`ece` of every group (``codes`` = dense group numbers) in one vectorised pass."""
+    groups = codes.max() + 1
+    index = codes * bins + np.clip(np.ceil(confidence * bins).astype(int) - 1, 0, bins - 1)
+    sum_correct = np.bincount(index, weights=correct, minlength=groups * bins).reshape(groups, bins)
+    sum_confidence = np.bincount(index, weights=confidence, minlength=groups * bins).reshape(groups, bins)
+    return np.abs(sum_correct - sum_confidence).sum(1) / np.bincount(codes, minlength=groups)
 
 
 def with_factor(frame: pd.DataFrame) -> pd.DataFrame:
@@ -79,12 +104,15 @@ def condition_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     if frame.empty:
         return pd.DataFrame(columns=columns)
     frame = common_items(with_factor(frame))
-    group = ENTRY + ["condition", "factor", "date_mode", "date"]
-    metrics = frame.assign(_correct=frame["correct"].astype(float)).groupby(group, dropna=False).agg(
-        n_items=("_correct", "size"), accuracy=("_correct", "mean"), mean_confidence=("confidence", "mean")
-    )
-    metrics = metrics.join(ece_by_group(frame, group)).reset_index()
-    metrics["n_items"] = metrics["n_items"].astype(int)
+    codes = _codes(frame, ENTRY_KEY + ["condition_key"])
+    correct, confidence = frame["correct"].to_numpy(dtype=float), frame["confidence"].to_numpy(dtype=float)
+    count = np.bincount(codes)
+    first = np.unique(codes, return_index=True)[1]
+    metrics = frame.iloc[first][ENTRY + ["condition", "factor", "date_mode", "date"]].reset_index(drop=True)
+    metrics["n_items"] = count
+    metrics["accuracy"] = np.bincount(codes, weights=correct) / count
+    metrics["ece"] = ece_by_code(codes, confidence, correct)
+    metrics["mean_confidence"] = np.bincount(codes, weights=confidence) / count
     metrics["entry"] = entry_label(metrics)
     return metrics[columns].sort_values(ENTRY + ["date_mode", "date"], ignore_index=True)
 
