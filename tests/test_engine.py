@@ -175,3 +175,18 @@ def test_factor_sweep_end_to_end(data_dir, tmp_path):
     page = (tmp_path / "report" / "index.html").read_text()
     assert "Table 5: coefficient of variation per factor" in page and "Run-to-run variation" in page
     assert "Table 2 (GSM8K, HumanEval, WMT16 deltas)" in page  # listed as missing, with why
+
+
+def test_generation_is_deterministic_and_stops(backend):
+    from dateeval.backends.transformers import GenerationSettings
+
+    messages = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Count from 1 to 20, separated by commas."}]
+    prompts = [backend.template.render(messages, day=dt.date(2024, month, 1)).text for month in (1, 6)]
+    settings = GenerationSettings(max_new_tokens=24)
+    first, again = backend.generate(prompts, settings), backend.generate(prompts, settings)
+    assert first == again and all(first)
+    stopped = backend.generate(prompts, GenerationSettings(max_new_tokens=24, stop=("5",)))
+    assert all("5" not in text for text in stopped)
+    assert all(full.startswith(cut) for full, cut in zip(first, stopped))
+    sampled = GenerationSettings(max_new_tokens=16, sample=True, seed=3)
+    assert backend.generate(prompts, sampled) == backend.generate(prompts, sampled)

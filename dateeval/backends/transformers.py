@@ -90,6 +90,21 @@ def _hardware(device: str) -> str:
     return f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
 
 
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Decoding for open-ended tasks: greedy by default; sampling uses the model's own temperature/top-p and a fixed seed (App. C.2)."""
+
+    max_new_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    sample: bool = False
+    seed: int = 0
+
+
+def _cut_at_stop(text: str, stop: tuple[str, ...]) -> str:
+    cuts = [text.index(s) for s in stop if s in text]
+    return text[: min(cuts)] if cuts else text
+
+
 class TransformersBackend:
     """A causal LM and its tokenizer, loaded once per sweep."""
 
@@ -157,6 +172,43 @@ class TransformersBackend:
                 for row, index in enumerate(chunk):
                     results[index] = logprobs[row, token_ids[index]].astype(np.float64)
         return results  # type: ignore[return-value]
+
+    def generate(self, prompts: list[str], settings: GenerationSettings = GenerationSettings(), batch_size: int = 8) -> list[str]:
+        """Batched generation with the KV cache; texts in input order, cut at the first stop sequence.
+
+        Prompts are batched by length with left padding. At a fixed batch
+        composition the output is identical run to run (greedy, or sampling
+        with the seed reset before every batch).
+        """
+        import torch
+
+        encoded = self.encode(prompts)
+        order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
+        texts: list[str] = [""] * len(prompts)
+        config = self.model.generation_config
+        options = {"do_sample": settings.sample, "max_new_tokens": settings.max_new_tokens, "pad_token_id": self._pad_id}
+        if settings.sample:
+            options.update(temperature=config.temperature or 1.0, top_p=config.top_p or 1.0)
+        else:
+            options.update(temperature=None, top_p=None, top_k=None)
+        if settings.stop:
+            options.update(stop_strings=list(settings.stop), tokenizer=self.tokenizer)
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                width = max(len(encoded[i]) for i in chunk)
+                ids = torch.full((len(chunk), width), self._pad_id, dtype=torch.long)
+                mask = torch.zeros((len(chunk), width), dtype=torch.long)
+                for row, index in enumerate(chunk):
+                    tokens = encoded[index]
+                    ids[row, width - len(tokens) :] = torch.tensor(tokens)
+                    mask[row, width - len(tokens) :] = 1
+                torch.manual_seed(settings.seed)
+                out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **options)
+                for row, index in enumerate(chunk):
+                    text = self.tokenizer.decode(out[row, width:], skip_special_tokens=True)
+                    texts[index] = _cut_at_stop(text, settings.stop)
+        return texts
 
     def _prefix_cache(self, prefix: list[int]):  # noqa: ANN202 - a transformers Cache or None
         import torch
