@@ -65,3 +65,11 @@ def test_gsm8k_reference(data_dir):
     first = json.loads((data_dir / "gsm8k" / "test.jsonl").read_text().splitlines()[0])
     assert gsm8k_reference(first["answer"]) == Decimal("18")
     assert gsm8k_reference("... #### 1,000") == Decimal("1000")
+
+
+def test_cot_prompt_asks_for_the_parseable_ending():
+    from dateeval.data.items import MCItem
+    from dateeval.tasks.mcqa import cot_user_message
+
+    text = cot_user_message(MCItem("q", "What is 2+2?", ("3", "4"), 1, "arithmetic"))
+    assert "The answer is X." in text and "A. 3\nB. 4" in text and "about arithmetic" in text

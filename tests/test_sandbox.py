@@ -97,3 +97,14 @@ def test_every_canonical_humaneval_solution_passes_and_empty_bodies_fail(data_di
     assert [p.task_id for p, o in zip(problems, passed) if not o.passed] == []
     empty = humaneval.grade(problems[:10], ["    pass\n"] * 10)
     assert not any(o.passed for o in empty)
+
+
+def test_completions_as_body_or_whole_function_both_run(data_dir):
+    problem = humaneval.load_problems(data_dir)[0]
+    body_only = "```python\n" + problem.canonical_solution + "```"
+    whole = f"Here it is:\n```python\n{problem.prompt}{problem.canonical_solution}```\nDone."
+    broken = "```python\ndef has_close_elements(numbers, threshold):\n    return True\n```"
+    completions = [humaneval.extract_completion(text, problem) for text in (body_only, whole, broken)]
+    outcomes = humaneval.grade([problem] * 3, completions)
+    assert [o.status for o in outcomes] == ["passed", "passed", "failed"]
+    assert "```python" in humaneval.user_message(problem)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,6 +39,30 @@ def load_problems(data_dir: Path | None = None) -> list[Problem]:
             rows = [json.loads(line) for line in handle if line.strip()]
     fields = Problem.__dataclass_fields__
     return [Problem(**{name: row[name] for name in fields}) for row in rows]
+
+
+INSTRUCTION = "Complete the following Python function. Reply with the whole function in a ```python code block."
+_CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
+
+
+def user_message(problem: Problem) -> str:
+    return f"{INSTRUCTION}\n\n```python\n{problem.prompt}```"
+
+
+def extract_completion(output: str, problem: Problem) -> str:
+    """What to append to the prompt, from a reply that may repeat the whole function or only its body.
+
+    The first code block is taken (or the whole reply when it has none). A
+    reply that redefines the function replaces the prompt's stub: the stub
+    gets a placeholder body (``...``) and the reply's definition follows, so
+    prompt + completion is valid Python and the reply's version is the one tested.
+    """
+    match = _CODE_BLOCK.search(output)
+    code = match.group(1) if match else output
+    if re.search(rf"^\s*def\s+{re.escape(problem.entry_point)}\s*\(", code, re.MULTILINE):
+        # The prompt ends inside the stub's docstring body; close it with a body, then redefine.
+        return f"    ...\n\n{code}"
+    return code
 
 
 def program(problem: Problem, completion: str) -> str:

@@ -28,6 +28,19 @@ def user_message(item: MCItem) -> str:
     return f"{INSTRUCTION.format(about=about)}\n\n{item.question}\n{options}\nAnswer:"
 
 
+COT_INSTRUCTION = (
+    "Answer the following multiple-choice question{about}. Think step by step, then finish with "
+    "'The answer is X.' where X is the letter of the correct option."
+)
+
+
+def cot_user_message(item: MCItem) -> str:
+    """Chain-of-thought variant (paper Figure 7); the reply is parsed with ``parsing.parse_choice``."""
+    about = f" about {item.subject.replace('_', ' ')}" if item.subject else ""
+    options = "\n".join(f"{label}. {text}" for label, text in zip(item.labels, item.options))
+    return f"{COT_INSTRUCTION.format(about=about)}\n\n{item.question}\n{options}"
+
+
 def messages(item: MCItem, system_prompt: str) -> list[dict]:
     """System + user messages; the date is added later by the chat template or injection."""
     return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_message(item)}]
