@@ -175,20 +175,25 @@ def ranks(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
 
 
 def kendall_taus(metrics: pd.DataFrame, dataset: str, metric: str = "accuracy") -> pd.DataFrame:
-    """Kendall tau between the entry rankings of every pair of dates (needs at least two entries)."""
-    from scipy.stats import kendalltau
+    """Kendall tau-b between the entry rankings of every pair of dates (needs at least two entries).
 
+    Vectorised over all pairs: each date's ranking becomes the signs of its
+    pairwise differences, and tau-b is their normalised dot product, so 366
+    dates (66,795 pairs) take milliseconds. A date on which every entry ties
+    has no defined tau with any other date; it counts as 1 (same order).
+    """
     table = dated(metrics[metrics["dataset"] == dataset]).pivot_table(index="date", columns="entry", values=metric)
     table = table.dropna(axis=0)
     if table.shape[1] < 2:
         return pd.DataFrame(columns=["date_a", "date_b", "tau"])
-    values, dates = table.to_numpy(), table.index
-    rows = []
-    for a in range(len(dates)):
-        for b in range(a + 1, len(dates)):
-            tau = kendalltau(values[a], values[b]).statistic
-            rows.append((dates[a], dates[b], 1.0 if np.isnan(tau) else float(tau)))
-    return pd.DataFrame(rows, columns=["date_a", "date_b", "tau"])
+    values = table.to_numpy()
+    first, second = np.triu_indices(values.shape[1], k=1)
+    signs = np.sign(values[:, first] - values[:, second])
+    norms = np.sqrt((signs**2).sum(1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tau = (signs @ signs.T) / np.outer(norms, norms)
+    a, b = np.triu_indices(len(values), k=1)
+    return pd.DataFrame({"date_a": table.index[a], "date_b": table.index[b], "tau": np.nan_to_num(tau[a, b], nan=1.0)})
 
 
 def top_k_reorders(metrics: pd.DataFrame, dataset: str, k: int, metric: str = "accuracy") -> float:

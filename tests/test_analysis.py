@@ -88,8 +88,16 @@ def test_ranks_and_kendall_tau_against_scipy():
     assert ranked[(ranked["entry"] == "c") & (ranked["date"] == "2024-01-01")]["rank"].item() == 1
     taus = kendall_taus(metrics, "d")
     assert len(taus) == 3
-    expected = kendalltau([0.5, 0.6, 0.7], [0.6, 0.5, 0.7]).statistic
-    assert taus.iloc[0]["tau"] == pytest.approx(expected)
+    values = np.array([accuracy[e] for e in ("a", "b", "c")]).T  # dates x entries
+    for row in taus.itertuples():
+        i, j = [list(sorted(set(ranked["date"]))).index(d) for d in (row.date_a, row.date_b)]
+        assert row.tau == pytest.approx(kendalltau(values[i], values[j]).statistic)
+    ties = pd.DataFrame([dict(entry=e, dataset="d", factor="date", date_mode="date", date=f"2024-02-0{j + 1}", accuracy=v)
+                         for e, vs in {"a": [0.5, 0.5, 0.6], "b": [0.5, 0.6, 0.5], "c": [0.7, 0.6, 0.6]}.items() for j, v in enumerate(vs)])  # fmt: skip
+    tied = kendall_taus(ties, "d")
+    tied_values = np.array([[0.5, 0.5, 0.7], [0.5, 0.6, 0.6], [0.6, 0.5, 0.6]])
+    for row, (i, j) in zip(tied.itertuples(), [(0, 1), (0, 2), (1, 2)]):
+        assert row.tau == pytest.approx(kendalltau(tied_values[i], tied_values[j]).statistic)  # tau-b with ties
     assert top_k_reorders(metrics, "d", 1) == pytest.approx(0.5)  # c, c, b
 
 
