@@ -28,8 +28,7 @@ def summary_table(frame: pd.DataFrame, n_perm: int = 200) -> pd.DataFrame:
     if table.empty:
         return table
     significance = stats.date_significance(frame, n_perm=n_perm)
-    extra = significance.rename(columns={"delta": "delta_check", "p_value": "delta_p_value", "null_upper": "delta_null_upper",
-                                         "null_median": "delta_null_median"})  # fmt: skip
+    extra = significance.rename(columns={"p_value": "delta_p_value", "null_upper": "delta_null_upper", "null_median": "delta_null_median"})
     keep = ["entry", "dataset", "delta_null_median", "delta_null_upper", "delta_p_value", "exceeds_chance", "cochran_q", "cochran_p"]
     return table.merge(extra[keep], on=["entry", "dataset"], how="left")
 
