@@ -114,7 +114,7 @@ def _across(frame: pd.DataFrame, fixed: list[str], varying: str, factor: str, n_
     """CV across entries that differ only in ``varying`` (dtype or hardware), on the earliest date they share."""
     out = []
     dated = frame[frame["factor"] == "date"]
-    for keys, group in dated.groupby(fixed, sort=True):
+    for _, group in dated.groupby(fixed, sort=True):
         if group[varying].nunique() < 2:
             continue
         common = set.intersection(*(set(g["date"]) for _, g in group.groupby(varying)))

@@ -12,7 +12,7 @@ explorer.intro(
     "questions; the date's delta is compared with the deltas chance alone produces; and repeats of one condition show "
     "the run-to-run variation (zero on a deterministic setup)."
 )
-frame, metrics = explorer.load()
+_, metrics = explorer.load()
 if metrics.empty:
     explorer.empty_state()
     st.stop()

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT, run_cli
 from dateeval.conditions import expand
-from dateeval.data import Subset, load_items
+from dateeval.data import Subset
 from dateeval.store import ROW_KEY, Store
 from dateeval.sweep import Sweep, SweepSpec
 from dateeval.tasks import mcqa

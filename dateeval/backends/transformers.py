@@ -196,19 +196,27 @@ class TransformersBackend:
         with torch.inference_mode():
             for start in range(0, len(order), batch_size):
                 chunk = order[start : start + batch_size]
-                width = max(len(encoded[i]) for i in chunk)
-                ids = torch.full((len(chunk), width), self._pad_id, dtype=torch.long)
-                mask = torch.zeros((len(chunk), width), dtype=torch.long)
-                for row, index in enumerate(chunk):
-                    tokens = encoded[index]
-                    ids[row, width - len(tokens) :] = torch.tensor(tokens)
-                    mask[row, width - len(tokens) :] = 1
+                ids, mask = self._pad([encoded[i] for i in chunk], left=True)
+                width = ids.shape[1]
                 torch.manual_seed(settings.seed)
                 out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **options)
                 for row, index in enumerate(chunk):
                     text = self.tokenizer.decode(out[row, width:], skip_special_tokens=True)
                     texts[index] = _cut_at_stop(text, settings.stop)
         return texts
+
+    def _pad(self, sequences: list[list[int]], *, left: bool):  # noqa: ANN202 - (ids, mask) tensors
+        """Pad token sequences to one width: left for generation, right for scoring after a shared prefix."""
+        import torch
+
+        width = max(len(tokens) for tokens in sequences)
+        ids = torch.full((len(sequences), width), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((len(sequences), width), dtype=torch.long)
+        for row, tokens in enumerate(sequences):
+            span = slice(width - len(tokens), width) if left else slice(0, len(tokens))
+            ids[row, span] = torch.tensor(tokens)
+            mask[row, span] = 1
+        return ids, mask
 
     def _prefix_cache(self, prefix: list[int]):  # noqa: ANN202 - a transformers Cache or None
         import torch
@@ -223,13 +231,8 @@ class TransformersBackend:
         """Run right-padded suffixes after the shared prefix; log-softmax at each row's last token."""
         import torch
 
-        width = max(len(s) for s in suffixes)
-        ids = torch.full((len(suffixes), width), self._pad_id, dtype=torch.long)
-        mask = torch.zeros((len(suffixes), prefix_len + width), dtype=torch.long)
-        mask[:, :prefix_len] = 1
-        for row, suffix in enumerate(suffixes):
-            ids[row, : len(suffix)] = torch.tensor(suffix)
-            mask[row, prefix_len : prefix_len + len(suffix)] = 1
+        ids, suffix_mask = self._pad(suffixes, left=False)
+        mask = torch.cat([torch.ones((len(suffixes), prefix_len), dtype=torch.long), suffix_mask], dim=1)
         last = torch.tensor([len(s) - 1 for s in suffixes])
         keep = torch.unique(last)
         kwargs = {}
