@@ -13,6 +13,23 @@ import pandas as pd
 ECE_BINS = 10
 # Rows that share these columns were produced the same way except for the condition.
 ENTRY = ["model", "dtype", "device", "hardware", "model_key", "dataset", "task_key"]
+# Per-condition metrics. Accuracy is pass@1 on HumanEval; ECE needs a confidence (next-token MCQA);
+# BLEU and chrF are corpus scores (translation), already on a 0-100 scale.
+METRICS = ("accuracy", "ece", "bleu", "chrf")
+SCALE = {"accuracy": 100.0, "ece": 100.0, "bleu": 1.0, "chrf": 1.0}
+HIGHER_IS_BETTER = {"accuracy": True, "ece": False, "bleu": True, "chrf": True}
+
+
+def metric_label(metric: str, dataset: str = "") -> str:
+    """How a metric is called on a dataset (accuracy on HumanEval is pass@1)."""
+    if metric == "accuracy" and dataset.startswith("humaneval"):
+        return "pass@1"
+    return {"accuracy": "accuracy", "ece": "ECE", "bleu": "BLEU", "chrf": "chrF"}[metric]
+
+
+def available_metrics(metrics: pd.DataFrame) -> list[str]:
+    """The metrics with at least one value in a metrics frame (e.g. BLEU and chrF only for translation)."""
+    return [m for m in METRICS if m in metrics and metrics[m].notna().any()]
 
 
 def ece(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> float:
@@ -81,13 +98,48 @@ def common_items(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[np.isin(entry * n_items + item, full)]
 
 
-def ece_by_code(codes: np.ndarray, confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> np.ndarray:
-    """:func:`ece` of every group (``codes`` = dense group numbers) in one vectorised pass."""
-    groups = codes.max() + 1
+def ece_by_code(codes: np.ndarray, confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS, groups: int | None = None) -> np.ndarray:
+    """:func:`ece` of every group (``codes`` = dense group numbers) in one vectorised pass.
+
+    Rows without a confidence or a grade (generated answers, translations)
+    are left out; a group with none left has no ECE (NaN).
+    """
+    groups = groups or int(codes.max()) + 1
+    keep = np.isfinite(confidence) & np.isfinite(correct)
+    codes, confidence, correct = codes[keep], confidence[keep], correct[keep]
     index = codes * bins + np.clip(np.ceil(confidence * bins).astype(int) - 1, 0, bins - 1)
     sum_correct = np.bincount(index, weights=correct, minlength=groups * bins).reshape(groups, bins)
     sum_confidence = np.bincount(index, weights=confidence, minlength=groups * bins).reshape(groups, bins)
-    return np.abs(sum_correct - sum_confidence).sum(1) / np.bincount(codes, minlength=groups)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.abs(sum_correct - sum_confidence).sum(1) / np.bincount(codes, minlength=groups)
+
+
+def _mean_by_code(codes: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """Mean of the finite values per group; NaN for a group without any."""
+    keep = np.isfinite(values)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.bincount(codes[keep], weights=values[keep], minlength=groups) / np.bincount(codes[keep], minlength=groups)
+
+
+def _corpus_scores(frame: pd.DataFrame, codes: np.ndarray, groups: int) -> dict[str, np.ndarray]:
+    """Corpus BLEU and chrF per group from the rows' stored sufficient statistics (NaN where a group has none)."""
+    from dateeval.tasks.translation import METRICS as MT_METRICS
+    from dateeval.tasks.translation import score_from_stats
+
+    out = {}
+    for name in MT_METRICS:
+        scores = np.full(groups, np.nan)
+        column = f"{name}_stats"
+        if column in frame:
+            has = frame[column].notna().to_numpy()
+            if has.any():
+                stats = np.vstack(frame[column].to_numpy()[has])
+                sums = np.zeros((groups, stats.shape[1]))
+                np.add.at(sums, codes[has], stats)
+                for group in np.unique(codes[has]):
+                    scores[group] = score_from_stats(name, sums[group : group + 1])
+        out[name] = scores
+    return out
 
 
 def with_factor(frame: pd.DataFrame) -> pd.DataFrame:
@@ -99,20 +151,22 @@ def with_factor(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def condition_metrics(frame: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy, ECE and mean confidence per entry x condition, on the items common to all conditions."""
-    columns = ENTRY + ["entry", "condition", "factor", "date_mode", "date", "n_items", "accuracy", "ece", "mean_confidence"]
+    """Accuracy, ECE, mean confidence, BLEU and chrF per entry x condition, on the items common to all conditions."""
+    columns = ENTRY + ["entry", "condition", "factor", "date_mode", "date", "n_items", *METRICS, "mean_confidence"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
     frame = common_items(with_factor(frame))
     codes = _codes(frame, ENTRY_KEY + ["condition_key"])
-    correct, confidence = frame["correct"].to_numpy(dtype=float), frame["confidence"].to_numpy(dtype=float)
-    count = np.bincount(codes)
+    groups = int(codes.max()) + 1
+    correct, confidence = frame["correct"].astype(float).to_numpy(), frame["confidence"].astype(float).to_numpy()
     first = np.unique(codes, return_index=True)[1]
     metrics = frame.iloc[first][ENTRY + ["condition", "factor", "date_mode", "date"]].reset_index(drop=True)
-    metrics["n_items"] = count
-    metrics["accuracy"] = np.bincount(codes, weights=correct) / count
-    metrics["ece"] = ece_by_code(codes, confidence, correct)
-    metrics["mean_confidence"] = np.bincount(codes, weights=confidence) / count
+    metrics["n_items"] = np.bincount(codes)
+    metrics["accuracy"] = _mean_by_code(codes, correct, groups)
+    metrics["ece"] = ece_by_code(codes, confidence, correct, groups=groups)
+    metrics["mean_confidence"] = _mean_by_code(codes, confidence, groups)
+    for name, scores in _corpus_scores(frame, codes, groups).items():
+        metrics[name] = scores
     metrics["entry"] = entry_label(metrics)
     return metrics[columns].sort_values(ENTRY + ["date_mode", "date"], ignore_index=True)
 
@@ -128,6 +182,7 @@ def template_default_dates(frame: pd.DataFrame) -> dict[str, pd.Timestamp]:
 
 
 def _extremes(dated: pd.DataFrame, metric: str, higher_is_better: bool) -> dict[str, object]:
+    dated = dated[dated[metric].notna()]
     values = dated[metric].to_numpy()
     best = int(np.argmax(values) if higher_is_better else np.argmin(values))
     worst = int(np.argmin(values) if higher_is_better else np.argmax(values))
@@ -142,20 +197,23 @@ def _extremes(dated: pd.DataFrame, metric: str, higher_is_better: bool) -> dict[
 
 
 def summarize(metrics: pd.DataFrame) -> pd.DataFrame:
-    """Per entry x dataset: min/mean/max and worst-to-best delta over dates (Tables 1 and 8), plus baselines (Table 9)."""
+    """Per entry x dataset: min/mean/max and worst-to-best delta over dates (Tables 1, 2 and 8), plus baselines (Table 9).
+
+    Every metric the dataset has gets its columns (``accuracy_delta``,
+    ``bleu_delta``...); a metric it lacks (ECE of a translation) gets none.
+    """
     rows = []
     for keys, group in metrics.groupby(ENTRY + ["entry"], dropna=False, sort=True):
         row = dict(zip(ENTRY + ["entry"], keys))
         dated = group[group["factor"] == "date"].sort_values("date")
         row["n_dates"] = len(dated)
         row["n_items"] = int(group["n_items"].iloc[0])
-        if len(dated):
-            row.update(_extremes(dated, "accuracy", higher_is_better=True))
-            row.update(_extremes(dated, "ece", higher_is_better=False))
-        for mode, name in (("none", "no_date"), ("default", "template_default")):
-            baseline = group[group["date_mode"] == mode]
-            row[f"{name}_accuracy"] = float(baseline["accuracy"].iloc[0]) if len(baseline) else None
-            row[f"{name}_ece"] = float(baseline["ece"].iloc[0]) if len(baseline) else None
+        for metric in available_metrics(group):
+            if dated[metric].notna().any():
+                row.update(_extremes(dated, metric, HIGHER_IS_BETTER[metric]))
+            for mode, name in (("none", "no_date"), ("default", "template_default")):
+                baseline = group[group["date_mode"] == mode]
+                row[f"{name}_{metric}"] = float(baseline[metric].iloc[0]) if len(baseline) else None
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -205,52 +263,83 @@ def top_k_reorders(metrics: pd.DataFrame, dataset: str, k: int, metric: str = "a
     return float(np.mean([a != b for a, b in zip(tops.iloc[:-1], tops.iloc[1:])]))
 
 
-def item_flips(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per item and entry over the date conditions: how often right, how often the prediction changes (Table 7).
+UNPARSEABLE = "(unparseable)"
 
-    ``changes`` counts prediction changes between consecutive dates;
-    ``consistent`` means one prediction on every date.
+
+def predictions(rows: pd.DataFrame) -> pd.Series:
+    """What the model answered, comparable across dates: the option for MCQA, else the parsed answer.
+
+    The parsed answer is the final number (GSM8K), option letter (chain of
+    thought), extracted code (HumanEval) or translation; an answer that could
+    not be parsed is one value of its own.
+    """
+    pred = rows["pred"].astype(object)
+    if "parsed" not in rows:
+        return pred
+    parsed = rows["parsed"].astype(object)
+    return parsed.where(parsed.notna(), pred.where(rows["task"].eq("mcqa") if "task" in rows else pred.notna(), UNPARSEABLE)).fillna(UNPARSEABLE)
+
+
+def item_flips(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per item and entry over the date conditions: how often right, how often the answer changes (Table 7).
+
+    ``changes`` counts answer changes between consecutive dates (for
+    generated outputs: a different parsed answer, code or translation);
+    ``consistent`` means one answer on every date. ``mean_score`` is the
+    mean sentence chrF of translations.
     """
     columns = ["entry", "dataset", "item_id", "n_dates", "n_correct", "n_wrong", "changes", "n_predictions", "consistent",
-               "mean_confidence", "min_confidence", "answer"]  # fmt: skip
+               "mean_confidence", "min_confidence", "mean_score", "answer"]  # fmt: skip
     rows = with_factor(frame)
     rows = rows[rows["factor"] == "date"]
     if rows.empty:
         return pd.DataFrame(columns=columns)
-    rows = rows.assign(entry=entry_label(rows)).sort_values(["entry", "dataset", "item_id", "date"])
+    rows = rows.assign(entry=entry_label(rows), prediction=predictions(rows), correct=rows["correct"].astype(float),
+                       score=rows["score"].astype(float) if "score" in rows else np.nan)  # fmt: skip
+    rows = rows.sort_values(["entry", "dataset", "item_id", "date"])
     group = rows.groupby(["entry", "dataset", "item_id"], sort=False)
-    previous = group["pred"].shift()
-    rows = rows.assign(changed=(previous.notna() & (rows["pred"] != previous)).astype(int))
+    previous = group["prediction"].shift()
+    rows = rows.assign(changed=(previous.notna() & (rows["prediction"] != previous)).astype(int))
     group = rows.groupby(["entry", "dataset", "item_id"], sort=False)
     out = group.agg(
-        n_dates=("pred", "size"),
+        n_dates=("prediction", "size"),
         n_correct=("correct", "sum"),
+        n_graded=("correct", "count"),
         changes=("changed", "sum"),
-        n_predictions=("pred", "nunique"),
+        n_predictions=("prediction", "nunique"),
         mean_confidence=("confidence", "mean"),
         min_confidence=("confidence", "min"),
+        mean_score=("score", "mean"),
         answer=("answer", "first"),
     ).reset_index()
     out["n_correct"] = out["n_correct"].astype(int)
-    out["n_wrong"] = out["n_dates"] - out["n_correct"]
+    out["n_wrong"] = out["n_graded"] - out["n_correct"]
     out["consistent"] = out["n_predictions"] == 1
     return out[columns].sort_values(["changes", "mean_confidence"], ascending=[False, True], ignore_index=True)
 
 
 def confidence_by_consistency(frame: pd.DataFrame) -> pd.DataFrame:
     """Mean confidence of consistent vs inconsistent predictions per entry and dataset (paper Table 7)."""
+    columns = ["entry", "dataset", "consistent_confidence", "inconsistent_confidence", "n_inconsistent", "n_items"]
     rows = with_factor(frame)
     rows = rows[rows["factor"] == "date"]
     if rows.empty:
-        return pd.DataFrame(columns=["entry", "dataset", "consistent_confidence", "inconsistent_confidence", "n_inconsistent", "n_items"])
-    rows = rows.assign(entry=entry_label(rows))
-    stable = rows.groupby(["entry", "dataset", "item_id"])["pred"].nunique().eq(1).rename("consistent").reset_index()
+        return pd.DataFrame(columns=columns)
+    rows = rows.assign(entry=entry_label(rows), prediction=predictions(rows), confidence=rows["confidence"].astype(float))
+    stable = rows.groupby(["entry", "dataset", "item_id"])["prediction"].nunique().eq(1).rename("consistent").reset_index()
     rows = rows.merge(stable, on=["entry", "dataset", "item_id"])
-    table = rows.pivot_table(index=["entry", "dataset"], columns="consistent", values="confidence", aggfunc="mean")
+    table = rows.pivot_table(index=["entry", "dataset"], columns="consistent", values="confidence", aggfunc="mean", dropna=False)
     table = table.rename(columns={True: "consistent_confidence", False: "inconsistent_confidence"})
     counts = stable.groupby(["entry", "dataset"]).agg(n_items=("consistent", "size"), n_inconsistent=("consistent", lambda c: int((~c).sum())))
-    table = table.join(counts).reset_index()
+    table = counts.join(table).reset_index()
     for column in ("consistent_confidence", "inconsistent_confidence"):
         if column not in table:
             table[column] = np.nan
-    return table[["entry", "dataset", "consistent_confidence", "inconsistent_confidence", "n_inconsistent", "n_items"]]
+    return table[columns]
+
+
+def first_divergence(first: str, second: str) -> int | None:
+    """Where two outputs stop agreeing (character offset), None when identical: the start of the paper's cascade (§5.3)."""
+    if first == second:
+        return None
+    return next((i for i, (a, b) in enumerate(zip(first, second)) if a != b), min(len(first), len(second)))

@@ -48,7 +48,12 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
 
     run = commands.add_parser("run", help="score datasets under every date (and baseline) condition")
     run.add_argument("--model", action="append", help=f"model name, Hub id, folder or .gguf (repeatable; default {DEFAULT_MODEL})")
-    run.add_argument("--dataset", action="append", help="mmlu, arc_challenge, arc_easy, gpqa_main, gpqa_diamond, gpqa_extended (repeatable)")
+    run.add_argument(
+        "--dataset", action="append",
+        help="repeatable: mmlu, arc_challenge, arc_easy, gpqa_main|diamond|extended (next-token MCQA; add _cot for chain of thought), "
+        "gsm8k, humaneval, wmt16_en_de|fi|cs; _<k>shot for few-shot (e.g. mmlu_5shot)",
+    )  # fmt: skip
+    run.add_argument("--shots", type=int, default=0, help="few-shot exemplars for every dataset that has them (paper Table 4 uses 5)")
     run.add_argument("--data-dir", help="folder with the benchmarks' original files (offline); default: the Hugging Face Hub")
     run.add_argument("--subjects", help="MMLU subjects, comma-separated")
     run.add_argument("--limit", type=int, help="first N items (after --sample)")
@@ -72,6 +77,10 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--device", default="auto", choices=DEVICES)
     run.add_argument("--batch-size", type=int, default=32)
     run.add_argument("--label-style", default="auto", choices=("auto", "space+label", "label"), help="token read for option labels")
+    generation = run.add_argument_group("open-ended tasks (chain of thought, GSM8K, HumanEval, WMT16)")
+    generation.add_argument("--max-new-tokens", type=int, help="longest reply (default per task: 384 CoT/HumanEval, 320 GSM8K, 192 WMT)")
+    generation.add_argument("--sampling", action="store_true", help="sample with the model's own temperature/top-p and a fixed seed (App. C.2); default greedy")
+    generation.add_argument("--generation-seed", type=int, default=0, help="seed for --sampling (default 0)")
     run.add_argument("--trust-remote-code", action="store_true", help="allow model code from the Hub to run (off by default)")
     run.add_argument("--store", default="cache/results", help="results folder (default cache/results)")
 
@@ -120,9 +129,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from dateeval.prompting import DateInjection
     from dateeval.store import Store
     from dateeval.sweep import Sweep, SweepSpec
+    from dateeval.tasks import GenerationOptions, with_shots
 
     if not args.dataset:
         raise DateEvalError("give at least one --dataset (e.g. --dataset arc_challenge)")
+    if args.shots < 0:
+        raise DateEvalError(f"--shots must be 0 or more, not {args.shots}")
     subjects = tuple(s.strip() for s in args.subjects.split(",") if s.strip()) if args.subjects else ()
     conditions = expand(
         parse_dates(args.dates),
@@ -135,7 +147,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     spec = SweepSpec(
         models=tuple(args.model or [DEFAULT_MODEL]),
-        datasets=tuple(args.dataset),
+        datasets=tuple(with_shots(name, args.shots) for name in args.dataset),
         conditions=tuple(conditions),
         data_dir=args.data_dir,
         subset=Subset(subjects=subjects, sample=args.sample, seed=args.seed, limit=args.limit),
@@ -144,6 +156,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         label_style=args.label_style,
         trust_remote_code=args.trust_remote_code,
+        generation=GenerationOptions(max_new_tokens=args.max_new_tokens, sample=args.sampling, seed=args.generation_seed),
     )
     bar = None
 
@@ -153,7 +166,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             bar = tqdm(total=progress.units_total, unit="date", desc="dates", dynamic_ncols=True, file=sys.stderr)
         bar.total = progress.units_total
         bar.n = progress.units_done
-        bar.set_postfix_str(f"{progress.items_per_second:.1f} items/s, {progress.units_skipped} cached, {progress.current}")
+        generated = f", {progress.tokens_generated / progress.seconds:.0f} tokens/s" if progress.tokens_generated and progress.seconds else ""
+        bar.set_postfix_str(f"{progress.items_per_second:.1f} items/s{generated}, {progress.units_skipped} cached, {progress.current}")
         bar.refresh()
 
     try:
@@ -193,23 +207,47 @@ def _factor_levels(args: argparse.Namespace) -> dict[str, list]:
     return levels
 
 
+def _missing(value: object) -> bool:
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
+def _has(row: dict, metric: str) -> bool:
+    """Whether a summary row has any value of a metric (dated or baseline)."""
+    return any(not _missing(row.get(f"{prefix}{metric}{suffix}")) for prefix, suffix in (("", "_min"), ("", ""), ("no_date_", ""), ("template_default_", "")))
+
+
+def _json_safe(value: object) -> object:
+    """NaN is not JSON: missing numbers become null."""
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(item) for item in value]
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
 def _percent(value: object) -> str:
-    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{100 * float(value):.2f}"
+    return "-" if _missing(value) else f"{100 * float(value):.2f}"
+
+
+def _points(value: object) -> str:
+    """BLEU and chrF are already on a 0-100 scale."""
+    return "-" if _missing(value) else f"{float(value):.2f}"
 
 
 def _read_store(path: str) -> "pd.DataFrame":  # noqa: F821 - pandas is imported lazily
-    from dateeval.store import SUMMARY_COLUMNS, Store
+    from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
 
     store = Store(path)
     if not store.root.is_dir():
         raise DateEvalError(f"store {store.root} does not exist: run `python -m dateeval run ... --store {store.root}` first")
-    frame, problems = store.read(columns=SUMMARY_COLUMNS)
+    frame, problems = store.read(columns=SUMMARY_COLUMNS, optional=GENERATION_COLUMNS)
     for message in problems.messages():
         print(f"dateeval: warning: {message}", file=sys.stderr)
     return frame
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
+    from dateeval.analysis import METRICS, SCALE, metric_label
     from dateeval.report import summary_table
     from dateeval.stats import factor_table
 
@@ -221,21 +259,23 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         for record in records:
             mine = factors[(factors["entry"] == record["entry"]) & (factors["dataset"] == record["dataset"])]
             record["factors"] = mine.drop(columns=["entry", "dataset"]).to_dict(orient="records")
-        print(json.dumps(records, indent=2, default=str))
+        print(json.dumps(_json_safe(records), indent=2, default=str))
         return 0
     if table.empty:
         print(f"no results in {args.store}")
         return 0
     for row in table.to_dict(orient="records"):
         print(f"{row['entry']} on {row['dataset']}: {row['n_items']} items x {row['n_dates']} dates")
-        for metric in ("accuracy", "ece"):
-            if row["n_dates"]:
+        for metric in (m for m in METRICS if f"no_date_{m}" in row and _has(row, m)):
+            show = _percent if SCALE[metric] == 100 else _points
+            name = metric_label(metric, row["dataset"])
+            if _has(row, f"{metric}_delta"):
                 print(
-                    f"  {metric:8s} min {_percent(row[metric + '_min'])}  mean {_percent(row[metric + '_mean'])}  "
-                    f"max {_percent(row[metric + '_max'])}  delta {_percent(row[metric + '_delta'])}  "
+                    f"  {name:8s} min {show(row[metric + '_min'])}  mean {show(row[metric + '_mean'])}  "
+                    f"max {show(row[metric + '_max'])}  delta {show(row[metric + '_delta'])}  "
                     f"(worst {row[metric + '_worst_date']}, best {row[metric + '_best_date']})"
                 )
-            print(f"  {'':8s} no-date {_percent(row['no_date_' + metric])}  template-default {_percent(row['template_default_' + metric])}")
+            print(f"  {'':8s} no-date {show(row['no_date_' + metric])}  template-default {show(row['template_default_' + metric])}")
         if row["n_dates"] > 1 and not math.isnan(row.get("delta_p_value", math.nan)):
             verdict = "exceeds" if row["exceeds_chance"] else "within"
             print(
@@ -245,8 +285,8 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         mine = factors[(factors["entry"] == row["entry"]) & (factors["dataset"] == row["dataset"])]
         for factor in mine.to_dict(orient="records"):
             print(
-                f"  CV {factor['factor']:13s} accuracy {100 * factor['accuracy_cv']:.2f}% [{100 * factor['accuracy_cv_low']:.2f}, "
-                f"{100 * factor['accuracy_cv_high']:.2f}]  ECE {100 * factor['ece_cv']:.2f}%  ({factor['levels']} levels)"
+                f"  CV {factor['factor']:13s} accuracy {_percent(factor['accuracy_cv'])} [{_percent(factor['accuracy_cv_low'])}, "
+                f"{_percent(factor['accuracy_cv_high'])}]  ECE {_percent(factor['ece_cv'])}  (%, {factor['levels']} levels)"
             )
     for factor in factors[factors["factor"] == "precision"].to_dict(orient="records") if factors is not None else []:
         print(f"{factor['entry']} on {factor['dataset']}: CV precision accuracy {100 * factor['accuracy_cv']:.2f}% ({factor['levels']} dtypes)")

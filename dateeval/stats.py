@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from dateeval.analysis import ECE_BINS, entry_label, with_factor
+from dateeval.analysis import ECE_BINS, entry_label, predictions, with_factor
 
 # What stays fixed when comparing entries across precisions or across machines.
 SAME_PRECISION_RUN = ["model", "device", "hardware", "dataset", "task_key"]
@@ -34,7 +34,14 @@ SAME_MACHINE_RUN = ["model_key", "dataset", "task_key"]
 def cv(values: np.ndarray, axis: int = -1) -> np.ndarray:
     """Coefficient of variation: sample standard deviation over mean (paper §5.5)."""
     values = np.asarray(values, dtype=float)
-    return np.std(values, axis=axis, ddof=1) / np.mean(values, axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):  # a zero mean (accuracy 0 on every level) has no CV: NaN
+        return np.std(values, axis=axis, ddof=1) / np.mean(values, axis=axis)
+
+
+def _interval(samples: np.ndarray) -> tuple[float, float]:
+    """The 95% percentile interval of bootstrap samples, NaN when no sample is defined."""
+    finite = samples[np.isfinite(samples)]
+    return (float(np.percentile(finite, 2.5)), float(np.percentile(finite, 97.5))) if finite.size else (float("nan"), float("nan"))
 
 
 def _ece_rows(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> np.ndarray:
@@ -53,24 +60,39 @@ def _ece_rows(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS)
 def outcome_matrices(rows: pd.DataFrame, level: str = "condition") -> tuple[list, np.ndarray, np.ndarray]:
     """(levels, correct, confidence): levels x items matrices over the items every level has."""
     correct = rows.pivot_table(index=level, columns="item_id", values="correct", aggfunc="first").dropna(axis=1)
-    confidence = rows.pivot_table(index=level, columns="item_id", values="confidence", aggfunc="first")[correct.columns]
-    return list(correct.index), correct.to_numpy(dtype=float), confidence.loc[correct.index].to_numpy(dtype=float)
+    confidence = rows.pivot_table(index=level, columns="item_id", values="confidence", aggfunc="first", dropna=False)
+    confidence = confidence.reindex(index=correct.index, columns=correct.columns)
+    return list(correct.index), correct.to_numpy(dtype=float), confidence.to_numpy(dtype=float)
+
+
+def graded(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a right/wrong grade (translations have scores instead), ``correct`` and ``confidence`` as floats.
+
+    Generated answers have a grade but no confidence (NaN): their ECE
+    statistics come out NaN, their accuracy statistics as usual.
+    """
+    rows = with_factor(frame)
+    rows = rows[rows["correct"].notna()]
+    return rows.assign(correct=rows["correct"].astype(float), confidence=rows["confidence"].astype(float))
 
 
 def bootstrap_cv(correct: np.ndarray, confidence: np.ndarray, n_boot: int = 200, seed: int = 0) -> dict[str, float]:
     """CV of accuracy and ECE across levels (rows), with 95% intervals from resampling items (columns)."""
     rng = np.random.default_rng(seed)
-    accuracy, ece = correct.mean(1), _ece_rows(confidence, correct)
     samples = rng.integers(0, correct.shape[1], (n_boot, correct.shape[1]))
-    boot_acc = np.array([cv(correct[:, s].mean(1)) for s in samples])
-    boot_ece = np.array([cv(_ece_rows(confidence[:, s], correct[:, s])) for s in samples])
+    accuracy, boot_acc = correct.mean(1), np.array([cv(correct[:, s].mean(1)) for s in samples])
+    ece_cv = ece_low = ece_high = float("nan")  # generated answers have no confidence, hence no ECE
+    if np.isfinite(confidence).all():
+        boot_ece = np.array([cv(_ece_rows(confidence[:, s], correct[:, s])) for s in samples])
+        ece_cv = float(cv(_ece_rows(confidence, correct)))
+        ece_low, ece_high = _interval(boot_ece)
     return {
         "accuracy_cv": float(cv(accuracy)),
-        "accuracy_cv_low": float(np.nanpercentile(boot_acc, 2.5)),
-        "accuracy_cv_high": float(np.nanpercentile(boot_acc, 97.5)),
-        "ece_cv": float(cv(ece)),
-        "ece_cv_low": float(np.nanpercentile(boot_ece, 2.5)),
-        "ece_cv_high": float(np.nanpercentile(boot_ece, 97.5)),
+        "accuracy_cv_low": _interval(boot_acc)[0],
+        "accuracy_cv_high": _interval(boot_acc)[1],
+        "ece_cv": ece_cv,
+        "ece_cv_low": ece_low,
+        "ece_cv_high": ece_high,
     }
 
 
@@ -83,7 +105,7 @@ def factor_table(frame: pd.DataFrame, n_boot: int = 200) -> pd.DataFrame:
     dtype, hardware those that differ only in the machine (e.g. two GPU
     models), each on a date they share.
     """
-    frame = with_factor(frame)
+    frame = graded(frame)
     frame = frame.assign(entry=entry_label(frame))
     rows = []
     for (entry, dataset), group in frame.groupby(["entry", "dataset"], sort=True):
@@ -232,6 +254,7 @@ def date_budget(accuracy: np.ndarray, sizes: tuple[int, ...] = (7, 14, 30, 60, 1
 def run_to_run(frame: pd.DataFrame) -> pd.DataFrame:
     """Measured run-to-run variation: repeats of one condition against the original run (zero when deterministic)."""
     frame = with_factor(frame)
+    frame = frame.assign(prediction=predictions(frame), correct=frame["correct"].astype(float), confidence=frame["confidence"].astype(float))
     rows = []
     for (entry, dataset), group in frame.assign(entry=entry_label(frame)).groupby(["entry", "dataset"]):
         repeats = group[group["factor"] == "repeat"]
@@ -241,16 +264,17 @@ def run_to_run(frame: pd.DataFrame) -> pd.DataFrame:
         runs = pd.concat([base, repeats])
         _, correct, _ = outcome_matrices(runs, "condition_key")
         probs = runs.pivot_table(index="item_id", columns="condition_key", values="confidence", aggfunc="first").dropna()
+        changes = int((runs.groupby("item_id")["prediction"].nunique() > 1).sum())
         rows.append({"entry": entry, "dataset": dataset, "runs": correct.shape[0],
-                     "accuracy_cv": float(cv(correct.mean(1))) if correct.mean() else 0.0,
-                     "max_confidence_difference": float((probs.max(1) - probs.min(1)).max()),
-                     "prediction_changes": int((runs.groupby("item_id")["pred"].nunique() > 1).sum())})  # fmt: skip
+                     "accuracy_cv": float(cv(correct.mean(1))) if correct.size and correct.mean() else 0.0,
+                     "max_confidence_difference": float((probs.max(1) - probs.min(1)).max()) if len(probs) else float("nan"),
+                     "prediction_changes": changes})  # fmt: skip
     return pd.DataFrame(rows, columns=["entry", "dataset", "runs", "accuracy_cv", "max_confidence_difference", "prediction_changes"])
 
 
 def date_significance(frame: pd.DataFrame, n_perm: int = 500) -> pd.DataFrame:
-    """Per entry and dataset: the observed delta, its null band and p-value, and Cochran's Q."""
-    frame = with_factor(frame)
+    """Per entry and dataset: the observed delta, its null band and p-value, and Cochran's Q (graded rows only)."""
+    frame = graded(frame)
     rows = []
     for (entry, dataset), group in frame.assign(entry=entry_label(frame)).groupby(["entry", "dataset"]):
         dated = group[group["factor"] == "date"]

@@ -36,6 +36,9 @@ SUMMARY_COLUMNS = [
     "model", "model_key", "dtype", "device", "hardware", "dataset", "task_key", "condition", "condition_key", "date_mode", "date",
     "system_prompt", "item_id", "correct", "confidence", "pred", "answer", "prompt_hash", "created_at", "date_text", "factor",
 ]  # fmt: skip
+# Columns only open-ended tasks have: read where present, never filled in for stores of MCQA only
+# (filling them would add four empty columns to tens of millions of rows).
+GENERATION_COLUMNS = ["task", "parsed", "score", "bleu_stats", "chrf_stats"]
 
 
 @dataclass
@@ -149,15 +152,20 @@ class Store:
         return len(folders), removed, all_problems
 
     def read(
-        self, columns: list[str] | None = None, paths: Iterable[Path] | None = None, filters: list[tuple] | None = None
-    ) -> tuple[pd.DataFrame, StoreProblems]:
-        """All rows (or the chosen columns and pyarrow ``filters``), duplicates removed, plus any unreadable files."""
+        self, columns: list[str] | None = None, paths: Iterable[Path] | None = None, filters: list[tuple] | None = None,
+        optional: Iterable[str] = (),
+    ) -> tuple[pd.DataFrame, StoreProblems]:  # fmt: skip
+        """All rows (or the chosen columns and pyarrow ``filters``), duplicates removed, plus any unreadable files.
+
+        A chosen column missing from every file comes back empty, except the
+        ``optional`` ones, which are read where present and otherwise left out.
+        """
         problems = StoreProblems()
         frames = []
         for path in self.files() if paths is None else paths:
             try:
                 # Files written before a column existed (e.g. `factor`) still read; the column comes back empty.
-                wanted = None if columns is None else [c for c in columns if c in pq.read_schema(path).names]
+                wanted = None if columns is None else [c for c in [*columns, *optional] if c in pq.read_schema(path).names]
                 table = pq.read_table(path, columns=wanted, filters=filters)
                 if table.num_rows:
                     frames.append(table.to_pandas())

@@ -20,11 +20,12 @@ from dataclasses import dataclass, field, replace
 
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.conditions import Condition
-from dateeval.data import MCItem, Subset, load_items
+from dateeval.data import Subset
 from dateeval.errors import DateEvalError
 from dateeval.models import resolve
 from dateeval.store import ROW_KEY, Store
-from dateeval.tasks import mcqa
+from dateeval.tasks import GenerationOptions, build_task, parse_name
+from dateeval.tasks.base import Task
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,7 @@ class SweepSpec:
     batch_size: int = 32
     label_style: str = "auto"
     trust_remote_code: bool = False
+    generation: GenerationOptions = GenerationOptions()
 
 
 @dataclass
@@ -52,6 +54,7 @@ class Progress:
     units_skipped: int = 0
     items_scored: int = 0
     tokens_scored: int = 0
+    tokens_generated: int = 0
     seconds: float = 0.0
     current: str = ""
     messages: list[str] = field(default_factory=list)
@@ -72,13 +75,15 @@ def _prompt_hash(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def check_dates_distinct(backend: TransformersBackend, item: MCItem, conditions: list[Condition]) -> None:
+def check_dates_distinct(backend: TransformersBackend, task: Task, conditions: list[Condition]) -> None:
     """Refuse to sweep dates that render identical prompts (the date would not be varied at all)."""
     seen: dict[tuple, dt.date] = {}
+    item = task.items[0]
     for condition in conditions:
         if condition.factor != "date":
             continue
-        text = backend.template.render(mcqa.messages(item, condition.system_message()), mode="date", day=condition.date, injection=condition.injection).text
+        messages = task.prompt(item, condition).messages
+        text = backend.template.render(messages, mode="date", day=condition.date, injection=condition.injection).text
         key = (condition.system_prompt, condition.injection, text)
         if key in seen:
             raise DateEvalError(
@@ -104,82 +109,83 @@ class Sweep:
             raise DateEvalError(f"batch size must be at least 1, not {self.spec.batch_size}")
         self.store.ensure_writable()
         sources = [resolve(model) for model in self.spec.models]
-        datasets = {name: load_items(name, self.spec.data_dir, self._subset(name)) for name in self.spec.datasets}
-        progress = Progress(units_total=len(sources) * len(self.spec.dtypes) * len(datasets) * len(self.spec.conditions))
+        tasks = [self._task(name) for name in dict.fromkeys(self.spec.datasets)]
+        progress = Progress(units_total=len(sources) * len(self.spec.dtypes) * len(tasks) * len(self.spec.conditions))
         started = time.perf_counter()
         for source, dtype in ((source, dtype) for source in sources for dtype in self.spec.dtypes):
             backend = TransformersBackend(source, dtype=dtype, device=self.spec.device, trust_remote_code=self.spec.trust_remote_code)
-            for dataset, items in datasets.items():
-                check_dates_distinct(backend, items[0], list(self.spec.conditions))
-                self._run_dataset(backend, dataset, items, progress, started)
+            for task in tasks:
+                task.prepare(backend)
+                check_dates_distinct(backend, task, list(self.spec.conditions))
+                self._run_task(backend, task, progress, started)
                 if self.cancel.is_set():
                     return progress
         return progress
 
-    def _subset(self, dataset: str) -> Subset:
+    def _task(self, name: str) -> Task:
         """Subjects select within MMLU only; other datasets in the same sweep take the rest of the subset."""
-        return self.spec.subset if dataset == "mmlu" else replace(self.spec.subset, subjects=())
+        subset = self.spec.subset if parse_name(name).base == "mmlu" else replace(self.spec.subset, subjects=())
+        task = build_task(name, self.spec.data_dir, subset, self.spec.generation, self.spec.label_style)
+        if not task.choice and any(condition.option_order for condition in self.spec.conditions):
+            raise DateEvalError(f"option orders apply to multiple-choice datasets only, not {name}")
+        return task
 
     def _model_dir(self, backend: TransformersBackend) -> str:
         identity = backend.identity
         return f"{_slug(identity.model)}-{identity.dtype}-{identity.key[:8]}"
 
-    def _run_dataset(self, backend: TransformersBackend, dataset: str, items: list[MCItem], progress: Progress, started: float) -> None:
-        labels = mcqa.label_tokens(backend.tokenizer, max(len(item.options) for item in items), self.spec.label_style)
+    def _run_task(self, backend: TransformersBackend, task: Task, progress: Progress, started: float) -> None:
         model_dir = self._model_dir(backend)
-        folder = self.store.root / model_dir / dataset
+        folder = self.store.root / model_dir / task.dataset
         existing, problems = self.store.read(columns=ROW_KEY, paths=sorted(folder.glob("*.parquet")))
         progress.messages += problems.messages()
         done = set(map(tuple, existing[ROW_KEY].itertuples(index=False))) if len(existing) else set()
         for condition in self.spec.conditions:
             if self.cancel.is_set():
                 return
-            progress.current = f"{backend.identity.model} / {dataset} / {condition.label}"
-            self._run_unit(backend, dataset, items, condition, labels, model_dir, done, progress)
+            progress.current = f"{backend.identity.model} / {task.dataset} / {condition.label}"
+            self._run_unit(backend, task, condition, model_dir, done, progress)
             progress.units_done += 1
             progress.seconds = time.perf_counter() - started
             self.on_progress(progress)
 
-    def _run_unit(self, backend, dataset, items, condition, labels, model_dir, done, progress) -> None:  # noqa: ANN001, PLR0913
-        shown = [mcqa.permute(item, condition.option_order) for item in items]
-        rendered = [
-            backend.template.render(mcqa.messages(item, condition.system_message()), mode=condition.date_mode, day=condition.date, injection=condition.injection)
-            for item, _ in shown
-        ]
+    def _run_unit(self, backend: TransformersBackend, task: Task, condition: Condition, model_dir: str, done: set, progress: Progress) -> None:
+        prompts = [task.prompt(item, condition) for item in task.items]
+        rendered = [backend.template.render(p.messages, mode=condition.date_mode, day=condition.date, injection=condition.injection) for p in prompts]
         hashes = [_prompt_hash(prompt.text) for prompt in rendered]
-        model_key, hardware = backend.identity.key, backend.identity.hardware
-        todo = [i for i, item in enumerate(items) if (model_key, hardware, labels.key, condition.key, item.id, hashes[i]) not in done]
+        identity = (backend.identity.key, backend.identity.hardware, task.key(), condition.key)
+        todo = [i for i, item in enumerate(task.items) if (*identity, item.id, hashes[i]) not in done]
         if not todo:
             progress.units_skipped += 1
             return
-        unit_key = hashlib.sha256("|".join([model_key, hardware, labels.key, condition.key, *(hashes[i] for i in todo)]).encode()).hexdigest()[:16]
-        path = self.store.unit_path(model_dir, dataset, _slug(condition.label), unit_key)
+        unit_key = hashlib.sha256("|".join([*identity, *(hashes[i] for i in todo)]).encode()).hexdigest()[:16]
+        path = self.store.unit_path(model_dir, task.dataset, _slug(condition.label), unit_key)
         if path.exists() and not self.store.readable(path):
             # The same unit's earlier file is corrupted: recompute beside it, never over it.
-            path = self.store.unit_path(model_dir, dataset, _slug(condition.label), f"{unit_key}-{self.run_id}")
+            path = self.store.unit_path(model_dir, task.dataset, _slug(condition.label), f"{unit_key}-{self.run_id}")
         if path.exists() or not self.store.claim(path):
             progress.units_skipped += 1  # finished meanwhile, or running, in another worker
             return
         batch_size = condition.batch_size or self.spec.batch_size
         try:
-            encoded = backend.encode([rendered[i].text for i in todo])
-            candidates = [list(labels.token_ids[: len(items[i].options)]) for i in todo]
-            scores = backend.next_token_logprobs(encoded, candidates, batch_size)
-            rows = []
-            for i, tokens, score in zip(todo, encoded, scores):
-                original = mcqa.to_original_order(score, shown[i][1])
-                unit = UnitContext(dataset, condition, labels, batch_size)
-                rows.append(self._row(backend, unit, items[i], shown[i][1], rendered[i].date_text, hashes[i], len(tokens), original))
+            items = [task.items[i] for i in todo]
+            results = task.evaluate(backend, items, [prompts[i] for i in todo], [rendered[i].text for i in todo], batch_size)
+            shared = self._shared(backend, task, condition, batch_size)
+            rows = [
+                {**shared, "item_id": item.id, **task.item_record(item), "shown_order": prompts[i].shown_from,
+                 "date_text": rendered[i].date_text, "prompt_hash": hashes[i], **result}
+                for i, item, result in zip(todo, items, results)
+            ]  # fmt: skip
             self.store.write(path, rows)
         finally:
             self.store.release(path)
-        done.update((model_key, hardware, labels.key, condition.key, items[i].id, hashes[i]) for i in todo)
+        done.update((*identity, task.items[i].id, hashes[i]) for i in todo)
         progress.items_scored += len(todo)
-        progress.tokens_scored += sum(len(tokens) for tokens in encoded)
+        progress.tokens_scored += sum(result.get("prompt_tokens", 0) for result in results)
+        progress.tokens_generated += sum(result.get("output_tokens", 0) for result in results)
 
-    def _row(self, backend, unit, item, shown_from, date_text, prompt_hash, n_tokens, logprobs) -> dict:  # noqa: ANN001, PLR0913
-        """One stored result: the item's outcome and everything that produced it."""
-        graded = mcqa.grade(logprobs, item.answer)
+    def _shared(self, backend: TransformersBackend, task: Task, condition: Condition, batch_size: int) -> dict:
+        """What every row of one work unit shares: who produced it, under which condition and task settings."""
         identity = backend.identity
         return {
             "run_id": self.run_id,
@@ -194,38 +200,11 @@ class Sweep:
             "torch_version": identity.torch_version,
             "transformers_version": identity.transformers_version,
             "template_date_kind": backend.template.support.kind,
-            "dataset": unit.dataset,
-            "subset": self._subset(unit.dataset).describe(),
-            "item_id": item.id,
-            "subject": item.subject,
-            "n_options": len(item.options),
-            "answer": item.answer,
-            "shown_order": shown_from,
-            "condition": unit.condition.label,
-            "condition_key": unit.condition.key,
-            "factor": unit.condition.factor,
-            **unit.condition.record(),
-            "date_text": date_text,
-            "task": "mcqa",
-            "task_key": unit.labels.key,
-            "label_variant": unit.labels.variant,
-            "prompt_version": mcqa.PROMPT_VERSION,
-            "prompt_hash": prompt_hash,
-            "prompt_tokens": n_tokens,
-            "batch_size": unit.batch_size,
-            "probs": [float(p) for p in graded.probs],
-            "label_mass": graded.label_mass,
-            "pred": graded.pred,
-            "correct": graded.correct,
-            "confidence": graded.confidence,
+            "dataset": task.dataset,
+            "condition": condition.label,
+            "condition_key": condition.key,
+            "factor": condition.factor,
+            **condition.record(),
+            **task.record(),
+            "batch_size": batch_size,
         }
-
-
-@dataclass(frozen=True)
-class UnitContext:
-    """What every row of one work unit shares."""
-
-    dataset: str
-    condition: Condition
-    labels: mcqa.LabelTokens
-    batch_size: int

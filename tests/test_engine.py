@@ -184,8 +184,9 @@ def test_generation_is_deterministic_and_stops(backend):
     prompts = [backend.template.render(messages, day=dt.date(2024, month, 1)).text for month in (1, 6)]
     settings = GenerationSettings(max_new_tokens=24)
     first, again = backend.generate(prompts, settings), backend.generate(prompts, settings)
-    assert first == again and all(first)
-    stopped = backend.generate(prompts, GenerationSettings(max_new_tokens=24, stop=("5",)))
+    assert first == again and all(reply.text for reply in first) and all(0 < reply.n_tokens <= 24 for reply in first)
+    first = [reply.text for reply in first]
+    stopped = [reply.text for reply in backend.generate(prompts, GenerationSettings(max_new_tokens=24, stop=("5",)))]
     assert all("5" not in text for text in stopped)
     assert all(full.startswith(cut) for full, cut in zip(first, stopped))
     sampled = GenerationSettings(max_new_tokens=16, sample=True, seed=3)

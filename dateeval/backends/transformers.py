@@ -100,6 +100,15 @@ class GenerationSettings:
     seed: int = 0
 
 
+@dataclass(frozen=True)
+class Generation:
+    """One generated reply: the text (cut at the first stop sequence), tokens generated, and the prompt's length."""
+
+    text: str
+    n_tokens: int
+    prompt_tokens: int
+
+
 def _cut_at_stop(text: str, stop: tuple[str, ...]) -> str:
     cuts = [text.index(s) for s in stop if s in text]
     return text[: min(cuts)] if cuts else text
@@ -131,6 +140,9 @@ class TransformersBackend:
         if self.device == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
+            # Deterministic CUDA kernels (App. C.2); cuBLAS needs its workspace setting for that.
+            os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+            torch.use_deterministic_algorithms(True, warn_only=True)
         revision = source.revision or getattr(self.model.config, "_commit_hash", None)
         self.identity = ModelIdentity(
             model=source.name,
@@ -173,8 +185,8 @@ class TransformersBackend:
                     results[index] = logprobs[row, token_ids[index]].astype(np.float64)
         return results  # type: ignore[return-value]
 
-    def generate(self, prompts: list[str], settings: GenerationSettings = GenerationSettings(), batch_size: int = 8) -> list[str]:
-        """Batched generation with the KV cache; texts in input order, cut at the first stop sequence.
+    def generate(self, prompts: list[str], settings: GenerationSettings = GenerationSettings(), batch_size: int = 8) -> list[Generation]:
+        """Batched generation with the KV cache; replies in input order, cut at the first stop sequence.
 
         Prompts are batched by length with left padding. At a fixed batch
         composition the output is identical run to run (greedy, or sampling
@@ -184,7 +196,20 @@ class TransformersBackend:
 
         encoded = self.encode(prompts)
         order = sorted(range(len(prompts)), key=lambda i: (len(encoded[i]), i))
-        texts: list[str] = [""] * len(prompts)
+        replies: list[Generation | None] = [None] * len(prompts)
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                ids, mask = self._pad([encoded[i] for i in chunk], left=True)
+                width = ids.shape[1]
+                torch.manual_seed(settings.seed)
+                out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **self._decoding(settings))
+                for row, index in enumerate(chunk):
+                    replies[index] = self._reply(out[row, width:].tolist(), settings.stop, len(encoded[index]))
+        return replies  # type: ignore[return-value]
+
+    def _decoding(self, settings: GenerationSettings) -> dict:
+        """``generate`` options: greedy, or the model's own temperature/top-p (App. C.2); stop strings."""
         config = self.model.generation_config
         options = {"do_sample": settings.sample, "max_new_tokens": settings.max_new_tokens, "pad_token_id": self._pad_id}
         if settings.sample:
@@ -193,17 +218,15 @@ class TransformersBackend:
             options.update(temperature=None, top_p=None, top_k=None)
         if settings.stop:
             options.update(stop_strings=list(settings.stop), tokenizer=self.tokenizer)
-        with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
-                ids, mask = self._pad([encoded[i] for i in chunk], left=True)
-                width = ids.shape[1]
-                torch.manual_seed(settings.seed)
-                out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **options)
-                for row, index in enumerate(chunk):
-                    text = self.tokenizer.decode(out[row, width:], skip_special_tokens=True)
-                    texts[index] = _cut_at_stop(text, settings.stop)
-        return texts
+        return options
+
+    def _reply(self, tokens: list[int], stop: tuple[str, ...], prompt_tokens: int) -> Generation:
+        """Decode generated tokens up to the end-of-sequence (finished rows are padded after it)."""
+        ends = self.model.generation_config.eos_token_id
+        ends = set(ends if isinstance(ends, list) else [ends]) - {None}
+        length = next((i + 1 for i, token in enumerate(tokens) if token in ends), len(tokens))
+        text = self.tokenizer.decode(tokens[:length], skip_special_tokens=True)
+        return Generation(_cut_at_stop(text, stop), length, prompt_tokens)
 
     def _pad(self, sequences: list[list[int]], *, left: bool):  # noqa: ANN202 - (ids, mask) tensors
         """Pad token sequences to one width: left for generation, right for scoring after a shared prefix."""

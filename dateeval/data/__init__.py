@@ -28,7 +28,23 @@ LOADERS: dict[str, Loader] = {
     "gpqa_extended": lambda subjects, data_dir: load_gpqa("extended", data_dir),
 }
 
-__all__ = ["LOADERS", "MCItem", "Subset", "load_items"]
+# Where few-shot exemplars come from (paper §5.4): MMLU's dev split (5 per subject), ARC's train split.
+EXEMPLAR_LOADERS: dict[str, Callable[[Path | None], list[MCItem]]] = {
+    "mmlu": lambda data_dir: load_mmlu((), data_dir, split="dev"),
+    "arc_challenge": lambda data_dir: load_arc("ARC-Challenge", data_dir, split="train"),
+    "arc_easy": lambda data_dir: load_arc("ARC-Easy", data_dir, split="train"),
+}
+
+__all__ = ["EXEMPLAR_LOADERS", "LOADERS", "MCItem", "Subset", "load_exemplars", "load_items"]
+
+
+def _directory(data_dir: str | Path | None) -> Path | None:
+    if data_dir is None:
+        return None
+    directory = Path(data_dir)
+    if not directory.is_dir():
+        raise DateEvalError(f"data directory {directory} does not exist")
+    return directory
 
 
 def load_items(name: str, data_dir: str | Path | None = None, subset: Subset = Subset()) -> list[MCItem]:
@@ -37,12 +53,15 @@ def load_items(name: str, data_dir: str | Path | None = None, subset: Subset = S
         raise DateEvalError(f"unknown dataset {name!r}: choose one of {', '.join(LOADERS)}")
     if subset.subjects and name != "mmlu":
         raise DateEvalError(f"--subjects applies to mmlu only, not {name}")
-    directory = None
-    if data_dir is not None:
-        directory = Path(data_dir)
-        if not directory.is_dir():
-            raise DateEvalError(f"data directory {directory} does not exist")
+    directory = _directory(data_dir)
     items = LOADERS[name](subset.subjects, directory)
     if not items:
         raise DateEvalError(f"{name} has no items in {directory or 'the Hub copy'}")
     return subset.select(items, name)
+
+
+def load_exemplars(name: str, data_dir: str | Path | None = None) -> list[MCItem]:
+    """The pool few-shot exemplars are drawn from (never the test split)."""
+    if name not in EXEMPLAR_LOADERS:
+        raise DateEvalError(f"few-shot prompting needs exemplars; {name} has none here (available for {', '.join(EXEMPLAR_LOADERS)})")
+    return EXEMPLAR_LOADERS[name](_directory(data_dir))

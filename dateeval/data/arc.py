@@ -17,10 +17,10 @@ def _item(item_id: str, stem: str, texts: list[str], labels: list[str], key: str
     return MCItem(item_id, stem, tuple(texts), labels.index(key))
 
 
-def _local(data_dir: Path, config: str) -> list[MCItem]:
-    path = data_dir / "arc" / config / f"{config}-Test.jsonl"
+def _local(data_dir: Path, config: str, split: str) -> list[MCItem]:
+    path = data_dir / "arc" / config / f"{config}-{split.title()}.jsonl"
     if not path.is_file():
-        raise DateEvalError(f"no {config} test file under {data_dir}: expected {path} (the ARC-V1 release's JSONL)")
+        raise DateEvalError(f"no {config} {split} file under {data_dir}: expected {path} (the ARC-V1 release's JSONL)")
     items = []
     for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -34,9 +34,10 @@ def _local(data_dir: Path, config: str) -> list[MCItem]:
     return items
 
 
-def load_arc(config: str, data_dir: Path | None) -> list[MCItem]:
-    """ARC-Challenge or ARC-Easy test split (config is ``ARC-Challenge`` or ``ARC-Easy``)."""
+def load_arc(config: str, data_dir: Path | None, split: str = "test") -> list[MCItem]:
+    """ARC-Challenge or ARC-Easy (config ``ARC-Challenge`` or ``ARC-Easy``); ``train`` holds the few-shot pool."""
     if data_dir is not None:
-        return _local(data_dir, config)
-    rows = load_hub_rows("allenai/ai2_arc", config, "test", f"pass --data-dir DIR with DIR/arc/{config}/{config}-Test.jsonl")
+        return _local(data_dir, config, split)
+    hint = f"pass --data-dir DIR with DIR/arc/{config}/{config}-{split.title()}.jsonl"
+    rows = load_hub_rows("allenai/ai2_arc", config, split, hint)
     return [_item(r["id"], r["question"], list(r["choices"]["text"]), list(r["choices"]["label"]), r["answerKey"]) for r in rows]

@@ -9,14 +9,14 @@ from dateeval.data.hub import load_hub_rows
 from dateeval.data.items import LABELS, MCItem, content_id, dedupe_ids
 from dateeval.errors import DateEvalError
 
-_LAYOUT = "DIR/mmlu/<any>/test/<subject>_test.csv (the original hendrycks/test layout)"
+_LAYOUT = "DIR/mmlu/<any>/{split}/<subject>_{split}.csv (the original hendrycks/test layout)"
 
 
-def _test_dir(data_dir: Path) -> Path:
-    """The first ``test`` folder of subject CSVs under DIR/mmlu (sorted, so the choice is stable)."""
-    candidates = sorted({path.parent for path in (data_dir / "mmlu").glob("**/test/*_test.csv")})
+def _split_dir(data_dir: Path, split: str) -> Path:
+    """The first ``split`` folder of subject CSVs under DIR/mmlu (sorted, so the choice is stable)."""
+    candidates = sorted({path.parent for path in (data_dir / "mmlu").glob(f"**/{split}/*_{split}.csv")})
     if not candidates:
-        raise DateEvalError(f"no MMLU test files under {data_dir}: expected {_LAYOUT}")
+        raise DateEvalError(f"no MMLU {split} files under {data_dir}: expected {_LAYOUT.format(split=split)}")
     return candidates[0]
 
 
@@ -48,20 +48,20 @@ def _read_subject(path: Path, subject: str) -> list[MCItem]:
     return items
 
 
-def load_mmlu(subjects: tuple[str, ...], data_dir: Path | None) -> list[MCItem]:
-    """MMLU test split, all subjects or the chosen ones, in subject order."""
+def load_mmlu(subjects: tuple[str, ...], data_dir: Path | None, split: str = "test") -> list[MCItem]:
+    """An MMLU split (``test``; ``dev`` holds the 5 few-shot exemplars per subject), all subjects or the chosen ones."""
     if data_dir is None:
         configs = subjects or ("all",)
         items = []
         for config in configs:
-            rows = load_hub_rows("cais/mmlu", config, "test", f"pass --data-dir DIR with {_LAYOUT}")
+            rows = load_hub_rows("cais/mmlu", config, split, f"pass --data-dir DIR with {_LAYOUT.format(split=split)}")
             for row in rows:
                 options = tuple(row["choices"])
                 items.append(MCItem(content_id(f"mmlu/{row['subject']}", row["question"], options), row["question"], options, int(row["answer"]), row["subject"]))
         return dedupe_ids(items)
-    test_dir = _test_dir(data_dir)
-    available = sorted(path.name.removesuffix("_test.csv") for path in test_dir.glob("*_test.csv"))
+    folder = _split_dir(data_dir, split)
+    available = sorted(path.name.removesuffix(f"_{split}.csv") for path in folder.glob(f"*_{split}.csv"))
     unknown = sorted(set(subjects) - set(available))
     if unknown:
         raise DateEvalError(f"unknown MMLU subject(s) {', '.join(unknown)}: available are {', '.join(available)}")
-    return dedupe_ids([item for subject in (subjects or tuple(available)) for item in _read_subject(test_dir / f"{subject}_test.csv", subject)])
+    return dedupe_ids([item for subject in (subjects or tuple(available)) for item in _read_subject(folder / f"{subject}_{split}.csv", subject)])

@@ -1,8 +1,9 @@
 """HumanEval (paper Figure 9): the model completes a function; the program plus its tests run in the sandbox.
 
-Generation is not wired into sweeps yet (see the open-ended tasks issue);
-this module loads the problems and builds the exact program that is
-executed, so grading is shared by every caller.
+Generated code never runs in the tool's process: every program goes to
+:mod:`dateeval.sandbox`, in parallel across cores. The exact program that
+ran is rebuilt from the stored output by :func:`program`, so a grade can be
+reproduced (or redone under other limits) from the store alone.
 """
 
 from __future__ import annotations
@@ -13,18 +14,30 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from dateeval.backends.transformers import GenerationSettings
+from dateeval.conditions import Condition
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
 from dateeval.sandbox import Limits, Outcome, run_many
+from dateeval.tasks.base import GenerationTask, Prompt
+
+PROMPT_VERSION = "humaneval-v1"
+SETTINGS = GenerationSettings(max_new_tokens=384)
 
 
 @dataclass(frozen=True)
 class Problem:
+    """One HumanEval problem; ``id`` is its task id ("HumanEval/0")."""
+
     task_id: str
     prompt: str
     canonical_solution: str
     test: str
     entry_point: str
+
+    @property
+    def id(self) -> str:
+        return self.task_id
 
 
 def load_problems(data_dir: Path | None = None) -> list[Problem]:
@@ -73,3 +86,26 @@ def program(problem: Problem, completion: str) -> str:
 def grade(problems: list[Problem], completions: list[str], limits: Limits = Limits()) -> list[Outcome]:
     """Run every completion against its problem's tests, in parallel; pass@1 is the share passed."""
     return run_many([program(p, c) for p, c in zip(problems, completions)], limits)
+
+
+class HumanEvalTask(GenerationTask):
+    """Code generation graded by execution: pass@1 is the share of problems whose program passes its tests."""
+
+    kind = "humaneval"
+    prompt_version = PROMPT_VERSION
+
+    def __init__(self, dataset: str, items: list[Problem], settings: GenerationSettings = SETTINGS,
+                 limits: Limits = Limits()) -> None:  # fmt: skip
+        self.dataset, self.items, self.settings, self.limits = dataset, items, settings, limits
+
+    def prompt(self, item: Problem, condition: Condition) -> Prompt:
+        return Prompt([{"role": "system", "content": condition.system_message()}, {"role": "user", "content": user_message(item)}])
+
+    def item_record(self, item: Problem) -> dict:
+        return {"subject": item.entry_point}
+
+    def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
+        completions = [extract_completion(output, item) for output, item in zip(outputs, items)]
+        outcomes = grade(items, completions, self.limits)
+        return [{"parsed": completion, "correct": outcome.passed, "outcome": outcome.status, "outcome_message": outcome.message[-2000:],
+                 "run_seconds": outcome.seconds} for completion, outcome in zip(completions, outcomes)]  # fmt: skip

@@ -10,40 +10,57 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from dateeval.backends.transformers import GenerationSettings, TransformersBackend
+from dateeval.conditions import Condition
 from dateeval.data.items import LABELS, MCItem
 from dateeval.errors import DateEvalError
+from dateeval.tasks import fewshot
+from dateeval.tasks.base import GenerationTask, Prompt, Task, settings_key
+from dateeval.tasks.parsing import parse_choice
 
 PROMPT_VERSION = "mcqa-v1"
 INSTRUCTION = "The following is a multiple-choice question{about}. Reply with the letter of the correct answer."
-
-
-def user_message(item: MCItem) -> str:
-    """The user turn: instruction, question, lettered options, and ``Answer:``."""
-    about = f" about {item.subject.replace('_', ' ')}" if item.subject else ""
-    options = "\n".join(f"{label}. {text}" for label, text in zip(item.labels, item.options))
-    return f"{INSTRUCTION.format(about=about)}\n\n{item.question}\n{options}\nAnswer:"
-
-
+COT_PROMPT_VERSION = "mcqa-cot-v1"
 COT_INSTRUCTION = (
     "Answer the following multiple-choice question{about}. Think step by step, then finish with "
     "'The answer is X.' where X is the letter of the correct option."
 )
 
 
-def cot_user_message(item: MCItem) -> str:
-    """Chain-of-thought variant (paper Figure 7); the reply is parsed with ``parsing.parse_choice``."""
-    about = f" about {item.subject.replace('_', ' ')}" if item.subject else ""
+def _about(item: MCItem) -> str:
+    return f" about {item.subject.replace('_', ' ')}" if item.subject else ""
+
+
+def _question(item: MCItem) -> str:
     options = "\n".join(f"{label}. {text}" for label, text in zip(item.labels, item.options))
-    return f"{COT_INSTRUCTION.format(about=about)}\n\n{item.question}\n{options}"
+    return f"{item.question}\n{options}"
 
 
-def messages(item: MCItem, system_prompt: str) -> list[dict]:
+def user_message(item: MCItem, exemplars: Sequence[MCItem] = ()) -> str:
+    """The user turn: instruction, solved exemplars (few-shot), the question, lettered options, and ``Answer:``."""
+    shots = "".join(f"{_question(e)}\nAnswer: {LABELS[e.answer]}\n\n" for e in exemplars)
+    return f"{INSTRUCTION.format(about=_about(item))}\n\n{shots}{_question(item)}\nAnswer:"
+
+
+def cot_user_message(item: MCItem, exemplars: Sequence[MCItem] = ()) -> str:
+    """Chain-of-thought variant (paper Figure 7); the reply is parsed with ``parsing.parse_choice``.
+
+    Exemplars show the expected ending ("The answer is X.") only: the
+    benchmarks ship no reasoning chains, and invented ones would be a
+    confound of their own.
+    """
+    shots = "".join(f"{_question(e)}\nThe answer is {LABELS[e.answer]}.\n\n" for e in exemplars)
+    return f"{COT_INSTRUCTION.format(about=_about(item))}\n\n{shots}{_question(item)}"
+
+
+def messages(item: MCItem, system_prompt: str, exemplars: Sequence[MCItem] = ()) -> list[dict]:
     """System + user messages; the date is added later by the chat template or injection."""
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_message(item)}]
+    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_message(item, exemplars)}]
 
 
 def permute(item: MCItem, order: int) -> tuple[MCItem, list[int]]:
@@ -125,3 +142,86 @@ def grade(label_logprobs: np.ndarray, answer: int) -> Graded:
     probs = shifted / shifted.sum()
     pred = int(np.argmax(probs))
     return Graded(probs, pred, float(probs[pred]), pred == answer, float(np.exp(label_logprobs).sum()))
+
+
+class _Choice:
+    """What scored and chain-of-thought MCQA share: items, per-item exemplars, option permutation."""
+
+    choice = True
+
+    def __init__(self, dataset: str, items: list[MCItem], exemplar_pool: Sequence[MCItem] = (), shots: int = 0) -> None:
+        self.dataset, self.items, self.shots = dataset, items, shots
+        self.exemplars = {item.id: fewshot.choose(item.id, item.subject, exemplar_pool, shots) for item in items} if shots else {}
+
+    def shown(self, item: MCItem, condition: Condition) -> tuple[MCItem, list[int], list[MCItem]]:
+        shown, shown_from = permute(item, condition.option_order)
+        return shown, shown_from, self.exemplars.get(item.id, [])
+
+    def item_record(self, item: MCItem) -> dict:
+        return {"subject": item.subject, "n_options": len(item.options), "answer": item.answer}
+
+
+class MCQATask(_Choice, Task):
+    """Next-token multiple-choice QA (paper Figure 6): one forward pass per prompt, probabilities over the labels."""
+
+    kind = "mcqa"
+    prompt_version = PROMPT_VERSION
+
+    def __init__(self, dataset: str, items: list[MCItem], exemplar_pool: Sequence[MCItem] = (), shots: int = 0, label_style: str = "auto") -> None:
+        super().__init__(dataset, items, exemplar_pool, shots)
+        self.label_style = label_style
+        self.labels: LabelTokens | None = None
+
+    def prompt(self, item: MCItem, condition: Condition) -> Prompt:
+        shown, shown_from, exemplars = self.shown(item, condition)
+        return Prompt(messages(shown, condition.system_message(), exemplars), shown_from)
+
+    def prepare(self, backend: TransformersBackend) -> None:
+        self.labels = label_tokens(backend.tokenizer, max(len(item.options) for item in self.items), self.label_style)
+
+    def key(self) -> str:
+        # Zero-shot keeps the first release's key, so existing stores stay valid.
+        return self.labels.key if not self.shots else settings_key(self.labels.key, self.shots)
+
+    def record(self) -> dict:
+        return {**super().record(), "label_variant": self.labels.variant}
+
+    def evaluate(self, backend: TransformersBackend, items: list, prompts: list[Prompt], texts: list[str], batch_size: int) -> list[dict]:
+        encoded = backend.encode(texts)
+        candidates = [list(self.labels.token_ids[: len(item.options)]) for item in items]
+        scores = backend.next_token_logprobs(encoded, candidates, batch_size)
+        results = []
+        for item, prompt, tokens, score in zip(items, prompts, encoded, scores):
+            graded = grade(to_original_order(score, prompt.shown_from), item.answer)
+            results.append({"prompt_tokens": len(tokens), "probs": [float(p) for p in graded.probs], "label_mass": graded.label_mass,
+                            "pred": graded.pred, "correct": graded.correct, "confidence": graded.confidence})  # fmt: skip
+        return results
+
+
+COT_SETTINGS = GenerationSettings(max_new_tokens=384)
+
+
+class ChainOfThoughtTask(_Choice, GenerationTask):
+    """MCQA with reasoning (paper Figure 7, §5.3): the model reasons, ends with "The answer is X.", X is parsed."""
+
+    kind = "cot"
+    prompt_version = COT_PROMPT_VERSION
+
+    def __init__(self, dataset: str, items: list[MCItem], exemplar_pool: Sequence[MCItem] = (), shots: int = 0,
+                 settings: GenerationSettings = COT_SETTINGS) -> None:  # fmt: skip
+        super().__init__(dataset, items, exemplar_pool, shots)
+        self.settings = settings
+
+    def prompt(self, item: MCItem, condition: Condition) -> Prompt:
+        shown, shown_from, exemplars = self.shown(item, condition)
+        user = cot_user_message(shown, exemplars)
+        return Prompt([{"role": "system", "content": condition.system_message()}, {"role": "user", "content": user}], shown_from)
+
+    def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
+        """The last "The answer is X" (shown letter), mapped back to the original option; unparseable is wrong."""
+        results = []
+        for item, output, prompt in zip(items, outputs, prompts):
+            shown = parse_choice(output, len(item.options))
+            pred = None if shown is None else prompt.shown_from[shown]
+            results.append({"pred": pred, "parsed": None if pred is None else LABELS[pred], "correct": pred == item.answer})
+        return results

@@ -1,14 +1,29 @@
 """WMT16 newstest2016 English to German, Finnish, Czech (paper Figure 10): corpus BLEU and chrF with sacrebleu.
 
-Prompting, data and scoring only; wiring into sweeps comes with the open-ended tasks issue.
+Corpus BLEU and chrF are not averages of sentence scores, yet they must be
+recomputed per date over whatever items a comparison keeps. So each stored
+row carries sacrebleu's *sufficient statistics* for its segment (n-gram
+matches and totals, lengths); summing them over any set of segments and
+scoring the sums gives exactly sacrebleu's corpus score
+(:func:`score_from_stats`), without storing the references.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from dateeval.backends.transformers import GenerationSettings
+from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
+from dateeval.tasks.base import GenerationTask, Prompt
+
+PROMPT_VERSION = "wmt16-v1"
+SETTINGS = GenerationSettings(max_new_tokens=192)
 
 LANGUAGES = {"de": "German", "fi": "Finnish", "cs": "Czech"}
 
@@ -20,10 +35,16 @@ class Segment:
     reference: str
 
 
-def load_segments(target: str, data_dir: Path) -> list[Segment]:
-    """Aligned plain-text files ``DIR/wmt16/en-XX/newstest2016-enXX.{en,XX}`` (sacrebleu's wmt16 test sets)."""
+def load_segments(target: str, data_dir: Path | None) -> list[Segment]:
+    """Aligned plain-text files ``DIR/wmt16/en-XX/newstest2016-enXX.{en,XX}`` (sacrebleu's wmt16 test sets), or the Hub."""
     if target not in LANGUAGES:
         raise DateEvalError(f"unknown target language {target!r}: choose one of {', '.join(LANGUAGES)}")
+    if data_dir is None:
+        from dateeval.data.hub import load_hub_rows
+
+        hint = f"pass --data-dir DIR with DIR/wmt16/en-{target}/newstest2016-en{target}.{{en,{target}}}"
+        rows = load_hub_rows("wmt/wmt16", f"{target}-en", "test", hint)
+        return [Segment(f"wmt16-en{target}/{n}", r["translation"]["en"], r["translation"][target]) for n, r in enumerate(rows)]
     folder = Path(data_dir) / "wmt16" / f"en-{target}"
     source_path, reference_path = folder / f"newstest2016-en{target}.en", folder / f"newstest2016-en{target}.{target}"
     if not source_path.is_file() or not reference_path.is_file():
@@ -37,6 +58,42 @@ def load_segments(target: str, data_dir: Path) -> list[Segment]:
 
 def user_message(segment: Segment, target: str) -> str:
     return f"Translate the following English text into {LANGUAGES[target]}. Reply with the translation only.\n\n{segment.source}"
+
+
+def hypothesis(output: str) -> str:
+    """The translation in a reply: its first non-empty line (segments are single lines; models may add notes after)."""
+    return next((line.strip() for line in output.splitlines() if line.strip()), "")
+
+
+METRICS = ("bleu", "chrf")
+
+
+def _metric(name: str):  # noqa: ANN202 - a sacrebleu metric with its standard settings
+    from sacrebleu.metrics import BLEU, CHRF
+
+    return {"bleu": BLEU, "chrf": CHRF}[name]()
+
+
+@functools.cache
+def signatures() -> dict[str, str]:
+    """sacrebleu's signatures of the settings used (recorded with every row; known once a metric has scored with one reference)."""
+    out = {}
+    for name in METRICS:
+        metric = _metric(name)
+        metric.corpus_score(["a"], [["a"]])
+        out[f"{name}_signature"] = str(metric.get_signature())
+    return out
+
+
+def segment_stats(hypotheses: list[str], references: list[str]) -> dict[str, list[list[float]]]:
+    """Per-segment sufficient statistics of BLEU and chrF, one list per segment."""
+    return {name: [list(map(float, row)) for row in _metric(name)._extract_corpus_statistics(hypotheses, [references])] for name in METRICS}
+
+
+def score_from_stats(name: str, stats: Sequence[Sequence[float]]) -> float:
+    """Corpus BLEU or chrF from segments' summed statistics (equal to sacrebleu's ``corpus_score``)."""
+    total = np.asarray(stats, dtype=float).sum(0)
+    return float(_metric(name)._compute_score_from_stats([int(v) if float(v).is_integer() else v for v in total]).score)
 
 
 def corpus_scores(hypotheses: list[str], references: list[str]) -> dict[str, object]:
@@ -57,3 +114,28 @@ def sentence_chrf(hypothesis: str, reference: str) -> float:
     from sacrebleu.metrics import CHRF
 
     return CHRF().sentence_score(hypothesis, [reference]).score
+
+
+class TranslationTask(GenerationTask):
+    """English to ``target``: the reply's first line is the hypothesis; sentence chrF per item, corpus scores per date."""
+
+    kind = "translation"
+    prompt_version = PROMPT_VERSION
+
+    def __init__(self, dataset: str, items: list[Segment], target: str, settings: GenerationSettings = SETTINGS) -> None:
+        self.dataset, self.items, self.target, self.settings = dataset, items, target, settings
+
+    def prompt(self, item: Segment, condition: Condition) -> Prompt:
+        return Prompt([{"role": "system", "content": condition.system_message()}, {"role": "user", "content": user_message(item, self.target)}])
+
+    def item_record(self, item: Segment) -> dict:
+        return {"subject": f"en-{self.target}"}
+
+    def record(self) -> dict:
+        return {**super().record(), **signatures()}
+
+    def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
+        hypotheses = [hypothesis(output) for output in outputs]
+        stats = segment_stats(hypotheses, [item.reference for item in items])
+        return [{"parsed": text, "correct": None, "score": sentence_chrf(text, item.reference), "bleu_stats": bleu, "chrf_stats": chrf}
+                for text, item, bleu, chrf in zip(hypotheses, items, stats["bleu"], stats["chrf"])]  # fmt: skip

@@ -1,0 +1,100 @@
+"""The task interface a sweep runs: build each item's messages, then evaluate rendered prompts.
+
+A task owns everything benchmark-specific (prompt wording, few-shot
+exemplars, how an output is graded, which settings change results); the
+sweep owns dates, templates, the store and resumption. Two kinds exist:
+
+* scoring tasks read the next-token distribution (multiple-choice QA);
+* generation tasks decode a reply per prompt, store it verbatim, and grade it
+  (chain-of-thought MCQA, GSM8K, HumanEval, translation), so grading can be
+  redone and outputs compared across dates from the store alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dateeval.backends.transformers import GenerationSettings, TransformersBackend
+from dateeval.conditions import Condition
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One item's chat messages under one condition (``shown_from``: the option order shown, for MC items)."""
+
+    messages: list[dict]
+    shown_from: list[int] | None = None
+
+
+class Task(ABC):
+    """One benchmark, as a sweep sees it. ``dataset`` is the name results are stored and shown under."""
+
+    dataset: str
+    items: Sequence[Any]
+    prompt_version: str
+    shots: int = 0
+    choice: bool = False  # items have lettered options (option order can be permuted)
+    subset: str = "all"  # how the items were selected, recorded with every row
+
+    @abstractmethod
+    def prompt(self, item: Any, condition: Condition) -> Prompt:
+        """The messages for ``item`` (the date is added later by the template or injection)."""
+
+    def prepare(self, backend: TransformersBackend) -> None:
+        """Settle anything that depends on the model (e.g. which token stands for each option label)."""
+
+    @abstractmethod
+    def key(self) -> str:
+        """Hash of every task setting that changes results: part of each stored row's identity."""
+
+    @abstractmethod
+    def evaluate(self, backend: TransformersBackend, items: list, prompts: list[Prompt], texts: list[str], batch_size: int) -> list[dict]:
+        """Per-item result columns for rendered prompts ``texts``, in order."""
+
+    @abstractmethod
+    def item_record(self, item: Any) -> dict:
+        """Columns describing the item itself (subject, options, reference)."""
+
+    def record(self) -> dict:
+        """Columns describing the task's settings, stored with every row."""
+        return {"task": self.kind, "task_key": self.key(), "prompt_version": self.prompt_version, "shots": self.shots, "subset": self.subset}
+
+    @property
+    @abstractmethod
+    def kind(self) -> str:
+        """``mcqa``, ``cot``, ``gsm8k``, ``humaneval`` or ``translation``."""
+
+
+def settings_key(*parts: object) -> str:
+    """A short stable hash of task settings."""
+    return hashlib.sha256(json.dumps([str(part) for part in parts]).encode()).hexdigest()[:16]
+
+
+class GenerationTask(Task):
+    """A task graded on a decoded reply; subclasses say how to grade one (or a batch of) replies."""
+
+    settings: GenerationSettings
+
+    def key(self) -> str:
+        return settings_key(self.prompt_version, self.shots, json.dumps(asdict(self.settings), sort_keys=True))
+
+    def record(self) -> dict:
+        decoding = "sample" if self.settings.sample else "greedy"
+        return {**super().record(), "decoding": decoding, "max_new_tokens": self.settings.max_new_tokens, "generation_seed": self.settings.seed}
+
+    def evaluate(self, backend: TransformersBackend, items: list, prompts: list[Prompt], texts: list[str], batch_size: int) -> list[dict]:
+        replies = backend.generate(texts, self.settings, batch_size)
+        graded = self.grade(items, [reply.text for reply in replies], prompts)
+        return [
+            {"prompt_tokens": reply.prompt_tokens, "output": reply.text, "output_tokens": reply.n_tokens, "confidence": float("nan"), **result}
+            for reply, result in zip(replies, graded)
+        ]
+
+    @abstractmethod
+    def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
+        """Per-item grading columns: ``parsed`` (the extracted answer, None when unparseable), ``correct``, ..."""
