@@ -17,7 +17,8 @@ import streamlit as st
 
 from dateeval import analysis
 from dateeval.models import cache_dir
-from dateeval.store import SUMMARY_COLUMNS, Store
+from dateeval.errors import DateEvalError
+from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_STORE = ROOT / "demo" / "store"
@@ -54,7 +55,7 @@ def store_picker() -> None:
 @st.cache_resource(show_spinner="Reading results...", max_entries=2)
 def _rows(root: str, fingerprint: tuple) -> tuple[pd.DataFrame, list[str]]:
     del fingerprint  # only part of the cache key: a new or replaced file invalidates it
-    frame, problems = Store(root).read(columns=ITEM_COLUMNS)
+    frame, problems = Store(root).read(columns=ITEM_COLUMNS, optional=GENERATION_COLUMNS)
     if len(frame):
         frame = analysis.with_factor(frame).assign(entry=analysis.entry_label(frame))
     return frame, problems.messages()
@@ -83,6 +84,46 @@ def item_probs(root: str, fingerprint: tuple, model_key: str, dataset: str, item
     filters = [("model_key", "=", model_key), ("dataset", "=", dataset), ("item_id", "=", item_id)]
     frame, _ = Store(root).read(columns=["model_key", "dataset", "item_id", "date_mode", "date", "condition_key", "task_key", "prompt_hash", "probs"], filters=filters)
     return frame
+
+
+OUTPUT_COLUMNS = ["date_mode", "date", "condition_key", "task_key", "output", "output_tokens", "parsed", "correct", "score", "outcome", "outcome_message"]
+
+
+@st.cache_data(max_entries=64)
+def item_outputs(root: str, fingerprint: tuple, model_key: str, dataset: str, item_id: str) -> pd.DataFrame:
+    """Generated outputs of one item on every condition (read with a filter: outputs are the store's bulk)."""
+    del fingerprint
+    filters = [("model_key", "=", model_key), ("dataset", "=", dataset), ("item_id", "=", item_id)]
+    frame, _ = Store(root).read(columns=["model_key", "dataset", "item_id", "prompt_hash", *OUTPUT_COLUMNS], filters=filters)
+    return frame
+
+
+def default_data_dir() -> str:
+    """Where benchmark text is read from for display: ``DATEEVAL_DATA_DIR``, else ``../shared/data`` beside the checkout."""
+    return os.environ.get("DATEEVAL_DATA_DIR", str(ROOT.parent / "shared" / "data"))
+
+
+@st.cache_data(show_spinner="Loading the benchmark's text...", max_entries=8)
+def item_descriptions(dataset: str, folder: str) -> dict[str, str]:
+    """Markdown of every item of a dataset, by id (the store keeps ids and results, not the benchmark's text)."""
+    from dateeval.tasks import build_task
+
+    task = build_task(dataset, folder or None)
+    return {item.id: task.describe(item) for item in task.items}
+
+
+def describe_item(dataset: str, item_id: str) -> None:
+    """Show an item's text, with a data-folder box; one error box when the text cannot be loaded."""
+    folder = st.text_input("Data folder for the item's text (the store keeps ids and numbers only)", value=default_data_dir())
+    try:
+        text = item_descriptions(dataset, folder).get(item_id)
+    except DateEvalError as error:
+        st.error(f"Item text unavailable: {error}")
+        return
+    if text is None:
+        st.warning("This item id is not in that data folder.")
+    else:
+        st.markdown(text)
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,12 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
-_LABELS = {"accuracy": "Accuracy (%)", "ece": "ECE (%)"}
+from dateeval.analysis import HIGHER_IS_BETTER, SCALE, metric_label
+
+
+def axis_label(metric: str, dataset: str = "") -> str:
+    name = metric_label(metric, dataset)
+    return (name.capitalize() if name == "accuracy" else name) + (" (%)" if SCALE[metric] == 100 else "")
 
 
 def _layout(figure: go.Figure, title: str, y_title: str, x_title: str = "Date") -> go.Figure:
@@ -19,16 +24,17 @@ def _layout(figure: go.Figure, title: str, y_title: str, x_title: str = "Date") 
     return figure
 
 
-def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: int = 1, default_dates: dict[str, pd.Timestamp] | None = None) -> go.Figure:
+def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: int = 1, default_dates: dict[str, pd.Timestamp] | None = None,
+           dataset: str = "") -> go.Figure:  # fmt: skip
     """Metric against date, one line per entry (paper Figures 2, 11-13).
 
     Worst and best dates are marked; each entry's no-date value is a dashed
     horizontal line; ``rolling`` > 1 adds a centred rolling mean.
     """
     figure = go.Figure()
-    higher_is_better = metric == "accuracy"
+    higher_is_better = HIGHER_IS_BETTER[metric]
     for entry, group in dated.groupby("entry", sort=True):
-        values = 100 * group[metric]
+        values = SCALE[metric] * group[metric]
         figure.add_trace(go.Scatter(x=group["date"], y=values, mode="lines", name=entry, opacity=0.45 if rolling > 1 else 1))
         if rolling > 1:
             figure.add_trace(go.Scatter(x=group["date"], y=values.rolling(rolling, center=True, min_periods=1).mean(), mode="lines",
@@ -40,10 +46,10 @@ def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: i
                                         name=f"{entry}: {name} {group.loc[index, 'date']:%Y-%m-%d} ({values[index]:.2f})"))  # fmt: skip
         baseline = baselines[(baselines["entry"] == entry) & (baselines["date_mode"] == "none")]
         if len(baseline):
-            figure.add_hline(y=100 * baseline[metric].iloc[0], line_dash="dash", annotation_text=f"{entry}: no date", opacity=0.7)
+            figure.add_hline(y=SCALE[metric] * baseline[metric].iloc[0], line_dash="dash", annotation_text=f"{entry}: no date", opacity=0.7)
         if default_dates and default_dates.get(entry):
             figure.add_vline(x=default_dates[entry].timestamp() * 1000, line_dash="dot", annotation_text=f"{entry}: template default date")
-    return _layout(figure, f"{_LABELS[metric].split(' (')[0]} by date in the system prompt", _LABELS[metric])
+    return _layout(figure, f"{metric_label(metric, dataset)} by date in the system prompt", axis_label(metric, dataset))
 
 
 def bump(ranked: pd.DataFrame) -> go.Figure:
@@ -94,4 +100,16 @@ def factor_bars(table: pd.DataFrame, metric: str = "accuracy") -> go.Figure:
         figure.add_trace(go.Bar(x=group["factor"], y=value, name=entry, error_y={"type": "data", "symmetric": False, "array": high - value,
                                                                                    "arrayminus": value - low}))  # fmt: skip
     figure.update_layout(barmode="group")
-    return _layout(figure, f"Variation of {_LABELS[metric].split(' (')[0]} by source (coefficient of variation)", "CV (%)", x_title="Factor")
+    return _layout(figure, f"Variation of {metric_label(metric)} by source (coefficient of variation)", "CV (%)", x_title="Factor")
+
+
+def item_over_dates(outputs: pd.DataFrame, dataset: str) -> go.Figure:
+    """One item's result on each date: right/wrong (with the parsed answer on hover), or sentence chrF for translations."""
+    graded = outputs["correct"].notna().any()
+    y = outputs["correct"].astype(float) if graded else outputs["score"].astype(float)
+    hover = outputs["parsed"].fillna("(unparseable)").astype(str).str.slice(0, 80)
+    figure = go.Figure(go.Scatter(x=pd.to_datetime(outputs["date"]), y=y, mode="markers", marker={"size": 7}, text=hover,
+                                  hovertemplate="%{x|%Y-%m-%d}: %{y}<br>%{text}<extra></extra>"))  # fmt: skip
+    if graded:
+        figure.update_yaxes(tickvals=[0, 1], ticktext=["wrong", "right"], range=[-0.3, 1.3])
+    return _layout(figure, "This item on each date", metric_label("accuracy", dataset) if graded else "Sentence chrF")

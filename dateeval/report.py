@@ -15,11 +15,33 @@ from pathlib import Path
 import pandas as pd
 
 from dateeval import analysis, plots, stats
+from dateeval.errors import DateEvalError
+from dateeval.tasks import GENERATION_BENCHMARKS, parse_name
 
+# Tables that need a kind of dataset the store may not hold: (name, how to fill it) per kind.
 MISSING = {
-    "Table 2 (GSM8K, HumanEval, WMT16 deltas)": "needs the open-ended generation tasks, not implemented yet",
-    "Table 4 (5-shot deltas)": "needs few-shot prompting, not implemented yet",
+    "generation": ("Table 2 (GSM8K, HumanEval, WMT16 deltas)", "`python -m dateeval run --dataset gsm8k --dataset humaneval --dataset wmt16_en_de ...`"),
+    "fewshot": ("Table 4 (5-shot deltas)", "`python -m dateeval run --dataset mmlu --shots 5 ...`"),
+    "cot": ("Figure 4 (chain of thought vs next-token)", "`python -m dateeval run --dataset mmlu --dataset mmlu_cot ...`"),
 }
+
+
+def _variant(dataset: str) -> str:
+    """Which of the paper's tables a dataset belongs to: mcqa (Table 1), generation (Table 2), fewshot (Table 4), cot (Figure 4)."""
+    try:
+        name = parse_name(dataset)
+    except DateEvalError:
+        return "mcqa"  # a dataset this version does not know: treat as plain MCQA
+    if name.shots:
+        return "fewshot"
+    if name.cot:
+        return "cot"
+    return "generation" if name.base in GENERATION_BENCHMARKS else "mcqa"
+
+
+def _pick(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """The columns a table has values in (a store of MCQA only has no BLEU)."""
+    return table[[c for c in columns if c in table and (c in ("entry", "dataset") or table[c].notna().any())]]
 
 
 def summary_table(frame: pd.DataFrame, n_perm: int = 200) -> pd.DataFrame:
@@ -38,16 +60,29 @@ def paper_tables(frame: pd.DataFrame, n_perm: int = 200, n_boot: int = 200) -> t
     metrics = analysis.condition_metrics(frame)
     summary = summary_table(frame, n_perm)
     tables: dict[str, pd.DataFrame] = {}
-    missing = dict(MISSING)
+    kinds = set(summary["dataset"].map(_variant)) if len(summary) else set()
+    missing = dict(value for kind, value in MISSING.items() if kind not in kinds)
     if summary.empty:
         missing["Tables 1, 8, 9"] = "the store has no results: `python -m dateeval run --dataset mmlu --data-dir DIR --no-date`"
         return tables, missing
     delta = ["entry", "dataset", "n_items", "n_dates"]
-    tables["Table 1: accuracy, worst-to-best date"] = summary[delta + ["accuracy_min", "accuracy_max", "accuracy_delta", "accuracy_worst_date",
-                                                                        "accuracy_best_date", "delta_null_upper", "delta_p_value", "cochran_p"]]  # fmt: skip
-    tables["Table 8: ECE, worst-to-best date"] = summary[delta + ["ece_min", "ece_max", "ece_delta", "ece_worst_date", "ece_best_date"]]
-    if summary["no_date_accuracy"].notna().any():
-        tables["Table 9: no date in the prompt"] = summary[["entry", "dataset", "no_date_accuracy", "no_date_ece", "accuracy_min", "accuracy_max"]]
+    accuracy = ["accuracy_min", "accuracy_max", "accuracy_delta", "accuracy_worst_date", "accuracy_best_date", "delta_null_upper", "delta_p_value", "cochran_p"]
+    variant = summary["dataset"].map(_variant)
+    titles = {
+        "mcqa": ("Table 1: accuracy, worst-to-best date", accuracy),
+        "generation": ("Table 2: open-ended tasks, worst-to-best date (accuracy; pass@1 on HumanEval; BLEU and chrF on WMT16)",
+                       accuracy[:3] + ["bleu_min", "bleu_max", "bleu_delta", "chrf_min", "chrf_max", "chrf_delta", "delta_p_value"]),
+        "fewshot": ("Table 4: few-shot accuracy, worst-to-best date", accuracy),
+        "cot": ("Figure 4: chain-of-thought accuracy, worst-to-best date (compare with the next-token rows of Table 1)", accuracy),
+    }  # fmt: skip
+    for kind, (title, columns) in titles.items():
+        if (variant == kind).any():
+            tables[title] = _pick(summary[variant == kind], delta + columns)
+    if "ece_delta" in summary and summary["ece_delta"].notna().any():
+        tables["Table 8: ECE, worst-to-best date"] = _pick(summary[summary["ece_delta"].notna()], delta + ["ece_min", "ece_max", "ece_delta", "ece_worst_date", "ece_best_date"])
+    baselines = [c for c in summary if c.startswith("no_date_")]
+    if any(summary[c].notna().any() for c in baselines):
+        tables["Table 9: no date in the prompt"] = _pick(summary, ["entry", "dataset", *baselines, "accuracy_min", "accuracy_max", "bleu_min", "bleu_max"])
     else:
         missing["Table 9 (no-date baseline)"] = "rerun the same sweep with `--no-date` (only the baseline is computed)"
     trend, correlations = stats.date_trend(metrics), stats.cross_correlations(metrics)
@@ -76,7 +111,8 @@ def _format(table: pd.DataFrame) -> pd.DataFrame:
     out = table.copy()
     for column in out.columns:
         if out[column].dtype.kind == "f":
-            percent = any(word in column for word in ("accuracy", "ece", "delta", "confidence")) and "cv" not in column and "p_value" not in column
+            rate = any(word in column for word in ("accuracy", "ece", "confidence")) or column.startswith("delta_null")
+            percent = rate and "cv" not in column and "p_value" not in column  # BLEU and chrF are already 0-100
             out[column] = out[column].map(lambda v, p=percent: "" if pd.isna(v) else (f"{100 * v:.2f}" if p else f"{v:.4f}"))
     return out
 
@@ -93,8 +129,9 @@ def write_report(frame: pd.DataFrame, out: Path, store: Path) -> Path:
     metrics = analysis.condition_metrics(frame)
     dated = analysis.dated(metrics)
     for index, (dataset, group) in enumerate(dated.groupby("dataset")):
-        figure = plots.curves(group, "accuracy", metrics[metrics["dataset"] == dataset])
-        figure.update_layout(title=f"Accuracy by date: {dataset}")
+        metric = analysis.available_metrics(group)[0]
+        figure = plots.curves(group, metric, metrics[metrics["dataset"] == dataset], dataset=dataset)
+        figure.update_layout(title=f"{plots.axis_label(metric, dataset)} by date: {dataset}")
         parts.append(figure.to_html(full_html=False, include_plotlyjs=index == 0))
     if missing:
         items = "".join(f"<li><b>{html.escape(name)}</b>: {html.escape(how)}</li>" for name, how in missing.items())

@@ -6,7 +6,7 @@ from dateeval import analysis, explorer, plots
 
 st.title("Accuracy and calibration by date")
 explorer.intro(
-    "One line per model: the score when the system prompt says it is that day. Triangles mark each model's best and "
+    "One line per model: the score (accuracy, ECE, pass@1, BLEU or chrF, whichever the dataset has) when the system prompt says it is that day. Triangles mark each model's best and "
     "worst date; dashed lines are the same model with no date at all (the paper's recommended mitigation). If the date "
     "did not matter, the lines would be flat and sit on the dashed line."
 )
@@ -16,14 +16,15 @@ dated = dated[dated["date"].between(selection.start, selection.end)]
 if dated.empty:
     st.info("No dated results for this selection: widen the date range or pick other models.")
     st.stop()
-metric = st.radio("Metric", ["accuracy", "ece"], horizontal=True, format_func=lambda m: "Accuracy" if m == "accuracy" else "ECE")
+metrics = analysis.available_metrics(dated)
+metric = st.radio("Metric", metrics, horizontal=True, format_func=lambda m: plots.axis_label(m, selection.dataset))
 rolling = st.slider("Rolling mean over days (1 = off)", 1, 31, 1)
 defaults = analysis.template_default_dates(explorer.select(selection))
-figure = plots.curves(dated, metric, chosen, rolling=rolling, default_dates=defaults)
+figure = plots.curves(dated, metric, chosen, rolling=rolling, default_dates=defaults, dataset=selection.dataset)
 st.plotly_chart(figure, width="stretch")
 st.download_button("Download figure (HTML)", figure.to_html(include_plotlyjs="cdn"), f"curves-{metric}.html", "text/html")
 st.download_button("Download plotted data (CSV)", dated[["entry", "dataset", "date", "n_items", metric]].to_csv(index=False), f"curves-{metric}.csv", "text/csv")
-st.subheader("Worst-to-best delta (Tables 1 and 8)")
+st.subheader("Worst-to-best delta (Tables 1, 2 and 8)")
 summary = analysis.summarize(dated.assign(date=dated["date"].dt.strftime("%Y-%m-%d")))
 st.dataframe(
     summary[["entry", "n_dates", f"{metric}_min", f"{metric}_max", f"{metric}_delta", f"{metric}_worst_date", f"{metric}_best_date"]],

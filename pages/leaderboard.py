@@ -12,7 +12,9 @@ explorer.intro(
     "rankings of every pair of dates (1 = identical order)."
 )
 frame, chosen, selection = explorer.page_data()
-ranked = analysis.ranks(chosen)
+scores = [m for m in analysis.available_metrics(chosen) if analysis.HIGHER_IS_BETTER[m]]
+metric = st.radio("Ranked by", scores, horizontal=True, format_func=lambda m: plots.axis_label(m, selection.dataset)) if scores else "accuracy"
+ranked = analysis.ranks(chosen, metric)
 ranked = ranked[ranked["date"].between(selection.start, selection.end)]
 if ranked["entry"].nunique() < 2:
     st.info("A leaderboard needs at least two models with results on this dataset: select more in the sidebar or run another model.")
@@ -26,21 +28,21 @@ second = right.selectbox("Second date", dates, index=min(1, len(dates) - 1), key
 
 def board(day) -> pd.DataFrame:  # noqa: ANN001
     rows = ranked[ranked["date"].dt.date == day].sort_values("rank")
-    return rows[["rank", "entry", "accuracy"]].assign(accuracy=lambda r: 100 * r["accuracy"]).set_index("entry")
+    return rows[["rank", "entry", metric]].assign(**{metric: lambda r: analysis.SCALE[metric] * r[metric]}).set_index("entry")
 
 
 a, b = board(first), board(second)
 moved = a.index[a["rank"] != b.reindex(a.index)["rank"]]
-style = lambda table: table.style.format({"accuracy": "{:.2f}"}).apply(  # noqa: E731
+style = lambda table: table.style.format({metric: "{:.2f}"}).apply(  # noqa: E731
     lambda row: ["background-color: #fff3b0" if row.name in moved else "" for _ in row], axis=1
 )
 left.dataframe(style(a), width="stretch")
 right.dataframe(style(b), width="stretch")
 st.caption(f"{len(moved)} of {len(a)} models change position between {first} and {second} (highlighted).")
 k = st.slider("Top k", 1, max(1, ranked["entry"].nunique()), min(3, ranked["entry"].nunique()))
-share = analysis.top_k_reorders(chosen, selection.dataset, k)
+share = analysis.top_k_reorders(chosen, selection.dataset, k, metric)
 st.metric(f"Consecutive date pairs whose top {k} differs", f"{100 * share:.1f}%")
-taus = analysis.kendall_taus(chosen, selection.dataset)
+taus = analysis.kendall_taus(chosen, selection.dataset, metric)
 if len(taus):
     st.plotly_chart(plots.tau_histogram(taus), width="stretch")
     st.caption(f"Mean Kendall tau {taus['tau'].mean():.3f}; {100 * (taus['tau'] < 1).mean():.1f}% of date pairs rank the models differently.")

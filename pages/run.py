@@ -9,7 +9,7 @@ import streamlit as st
 from dateeval import explorer
 from dateeval.backends.transformers import DTYPES
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
-from dateeval.data import LOADERS, Subset
+from dateeval.data import Subset
 from dateeval.dates import parse_dates
 from dateeval.errors import DateEvalError
 from dateeval.models import DEFAULT_MODEL
@@ -17,6 +17,7 @@ from dateeval.prompting import POSITIONS, DateInjection
 from dateeval.runner import BackgroundSweep
 from dateeval.store import Store
 from dateeval.sweep import SweepSpec
+from dateeval.tasks import BENCHMARKS, GenerationOptions, TaskName
 
 st.title("Run a date sweep")
 explorer.intro(
@@ -27,7 +28,7 @@ default_dir = os.environ.get("DATEEVAL_DATA_DIR", str(Path(explorer.ROOT).parent
 with st.form("sweep"):
     left, right = st.columns(2)
     model = left.text_input("Model", DEFAULT_MODEL, help="smollm2-135m, a Hub id (org/name), a model folder or a .gguf file")
-    dataset = right.selectbox("Dataset", list(LOADERS), index=list(LOADERS).index("arc_challenge"))
+    dataset = right.selectbox("Dataset", BENCHMARKS, index=BENCHMARKS.index("arc_challenge"))
     data_dir = left.text_input("Data folder (empty: the Hugging Face Hub)", default_dir)
     subjects = right.text_input("MMLU subjects (comma-separated, empty: all)")
     limit = left.number_input("First N items", min_value=1, value=10)
@@ -38,6 +39,11 @@ with st.form("sweep"):
     step = right.number_input("Every N days", min_value=1, value=1)
     no_date = left.checkbox("Also run without any date (baseline)", value=True)
     template_default = right.checkbox("Also run the template as shipped", value=False)
+    with st.expander("Prompting: chain of thought, few-shot, generation length"):
+        cot = st.checkbox("Chain of thought (multiple-choice datasets: the model reasons, then 'The answer is X.')")
+        shots = st.number_input("Few-shot exemplars (MMLU, ARC, GSM8K; the paper's Table 4 uses 5)", min_value=0, max_value=8, value=0)
+        max_new_tokens = st.number_input("Longest reply in tokens (0: the task's default)", min_value=0, value=0)
+        sampling = st.checkbox("Sample with the model's temperature/top-p and a fixed seed (default: greedy)")
     with st.expander("Date injection (templates without a date of their own) and compute"):
         line = st.text_input("Date line", "Today Date: {date}")
         fmt = st.text_input("Date format", "%d %b %Y")
@@ -55,7 +61,7 @@ if submitted:
         try:
             spec = SweepSpec(
                 models=(model.strip(),),
-                datasets=(dataset,),
+                datasets=(str(TaskName(dataset, cot, int(shots))),),
                 conditions=tuple(
                     expand(
                         parse_dates(f"{start}..{end}/{step}"),
@@ -71,6 +77,7 @@ if submitted:
                 ),
                 dtypes=(dtype,),
                 batch_size=int(batch_size),
+                generation=GenerationOptions(max_new_tokens=int(max_new_tokens) or None, sample=sampling),
             )
             state["background_sweep"] = BackgroundSweep(spec, Store(explorer.results_store())).start()
         except DateEvalError as error:
@@ -89,7 +96,9 @@ def progress_panel() -> None:
         remaining = progress.units_total - progress.units_done
         per_unit = progress.seconds / max(progress.units_done - progress.units_skipped, 1)
         st.caption(
-            f"{progress.items_per_second:.1f} items/s · {progress.units_skipped} already stored · "
+            f"{progress.items_per_second:.1f} items/s · "
+            + (f"{progress.tokens_generated / progress.seconds:.0f} generated tokens/s · " if progress.tokens_generated and progress.seconds else "")
+            + f"{progress.units_skipped} already stored · "
             f"ETA {remaining * per_unit:.0f} s · {progress.current}"
         )
         for message in progress.messages:

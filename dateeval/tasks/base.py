@@ -60,6 +60,10 @@ class Task(ABC):
     def item_record(self, item: Any) -> dict:
         """Columns describing the item itself (subject, options, reference)."""
 
+    @abstractmethod
+    def describe(self, item: Any) -> str:
+        """The item as Markdown, for people reading flips (the store keeps ids and results, not benchmark text)."""
+
     def record(self) -> dict:
         """Columns describing the task's settings, stored with every row."""
         return {"task": self.kind, "task_key": self.key(), "prompt_version": self.prompt_version, "shots": self.shots, "subset": self.subset}

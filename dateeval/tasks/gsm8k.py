@@ -91,6 +91,9 @@ class GSM8KTask(GenerationTask):
     def item_record(self, item: MathItem) -> dict:
         return {"reference": str(item.reference)}
 
+    def describe(self, item: MathItem) -> str:
+        return f"**{item.question}**\n\nReference answer: **{item.reference}**"
+
     def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
         results = []
         for item, output in zip(items, outputs):

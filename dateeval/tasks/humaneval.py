@@ -104,6 +104,9 @@ class HumanEvalTask(GenerationTask):
     def item_record(self, item: Problem) -> dict:
         return {"subject": item.entry_point}
 
+    def describe(self, item: Problem) -> str:
+        return f"```python\n{item.prompt}```"
+
     def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
         completions = [extract_completion(output, item) for output, item in zip(outputs, items)]
         outcomes = grade(items, completions, self.limits)

@@ -160,6 +160,10 @@ class _Choice:
     def item_record(self, item: MCItem) -> dict:
         return {"subject": item.subject, "n_options": len(item.options), "answer": item.answer}
 
+    def describe(self, item: MCItem) -> str:
+        options = "\n".join(f"- {'✅' if i == item.answer else '▫️'} **{label}.** {text}" for i, (label, text) in enumerate(zip(item.labels, item.options)))
+        return f"**{item.question}**\n\n{options}"
+
 
 class MCQATask(_Choice, Task):
     """Next-token multiple-choice QA (paper Figure 6): one forward pass per prompt, probabilities over the labels."""

@@ -131,6 +131,9 @@ class TranslationTask(GenerationTask):
     def item_record(self, item: Segment) -> dict:
         return {"subject": f"en-{self.target}"}
 
+    def describe(self, item: Segment) -> str:
+        return f"**Source (English):** {item.source}\n\n**Reference ({LANGUAGES[self.target]}):** {item.reference}"
+
     def record(self) -> dict:
         return {**super().record(), **signatures()}
 
