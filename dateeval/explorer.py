@@ -16,9 +16,11 @@ import pandas as pd
 import streamlit as st
 
 from dateeval import analysis
-from dateeval.models import cache_dir
 from dateeval.errors import DateEvalError
+from dateeval.models import cache_dir
 from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
+from dateeval.tasks import build_task
+from dateeval.tasks.base import Task
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_STORE = ROOT / "demo" / "store"
@@ -103,12 +105,16 @@ def default_data_dir() -> str:
     return os.environ.get("DATEEVAL_DATA_DIR", str(ROOT.parent / "shared" / "data"))
 
 
-@st.cache_data(show_spinner="Loading the benchmark's text...", max_entries=8)
+@st.cache_resource(show_spinner="Loading the benchmark...", max_entries=8)
+def task_for(dataset: str, folder: str) -> Task:
+    """A dataset's task (items, exemplars, prompts) from a data folder, or the Hub when the folder is empty."""
+    return build_task(dataset, folder or None)
+
+
+@st.cache_data(max_entries=8)
 def item_descriptions(dataset: str, folder: str) -> dict[str, str]:
     """Markdown of every item of a dataset, by id (the store keeps ids and results, not the benchmark's text)."""
-    from dateeval.tasks import build_task
-
-    task = build_task(dataset, folder or None)
+    task = task_for(dataset, folder)
     return {item.id: task.describe(item) for item in task.items}
 
 

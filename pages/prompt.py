@@ -6,6 +6,7 @@ from pathlib import Path
 import streamlit as st
 
 from dateeval import explorer, plots
+from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
 from dateeval.prompting import POSITIONS, ChatTemplate, DateInjection
 
@@ -13,7 +14,8 @@ st.title("The prompt each model really sees")
 explorer.intro(
     "Chat templates differ in how they date a prompt: some set a variable (Llama 3.1's fixed '26 Jul 2024'), some read the "
     "machine's clock (GPT-OSS), most have none, and then the date comes from whoever builds the system message (API "
-    "providers, or dateeval here). Pick a template and two dates: the characters that differ are highlighted."
+    "providers, or dateeval here). Pick a template, two dates and a message (your own or a real benchmark item): the "
+    "characters that differ are highlighted."
 )
 shared_templates = Path(explorer.ROOT).parent / "shared" / "templates"
 files = sorted(shared_templates.glob("*.jinja")) if shared_templates.is_dir() else []
@@ -42,7 +44,15 @@ try:
     first = left.date_input("First date", dt.date(2024, 1, 1), min_value=dt.date(1900, 1, 1), max_value=dt.date(2100, 12, 31))
     second = right.date_input("Second date", dt.date(2024, 7, 26), min_value=dt.date(1900, 1, 1), max_value=dt.date(2100, 12, 31))
     system = st.text_input("System message", "You are a helpful assistant.")
-    user = st.text_area("User message", "The following is a multiple-choice question. Reply with the letter of the correct answer.\n\nWhat is 2+2?\nA. 3\nB. 4\nAnswer:")
+    if st.toggle("Use a real benchmark item (the exact user message a sweep sends, few-shot exemplars included)"):
+        name = st.text_input("Dataset", "gsm8k", help="e.g. mmlu, mmlu_5shot, arc_challenge_cot, gsm8k_5shot, humaneval, wmt16_en_de")
+        number = st.number_input("Item number", min_value=0, value=0)
+        task = explorer.task_for(name.strip(), explorer.default_data_dir())
+        item = task.items[min(int(number), len(task.items) - 1)]
+        user = task.prompt(item, Condition(system_prompt=system)).messages[-1]["content"]
+        st.caption(f"{item.id} ({len(task.items)} items)")
+    else:
+        user = st.text_area("User message", "The following is a multiple-choice question. Reply with the letter of the correct answer.\n\nWhat is 2+2?\nA. 3\nB. 4\nAnswer:")
     with st.expander("Injection settings (templates without a date of their own)"):
         line = st.text_input("Date line", "Today Date: {date}")
         fmt = st.text_input("Date format (strftime)", "%d %b %Y")
