@@ -145,7 +145,8 @@ def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection | None
     if metrics.empty:
         return None
     datasets = sorted(metrics["dataset"].unique())
-    dataset = st.sidebar.selectbox("Dataset", datasets, key="dataset")
+    richest = metrics["dataset"].value_counts().idxmax()  # open on the dataset with the most entries x conditions
+    dataset = st.sidebar.selectbox("Dataset", datasets, index=datasets.index(richest), key="dataset")
     available = sorted(metrics[metrics["dataset"] == dataset]["entry"].unique())
     if multi_entry:
         entries = st.sidebar.multiselect("Models", available, default=available, key=f"entries-{dataset}")
@@ -158,6 +159,12 @@ def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection | None
     picked = st.sidebar.date_input("Date range", value=(first, last), min_value=first, max_value=last, key=f"range-{dataset}")
     start, end = (picked if isinstance(picked, tuple) and len(picked) == 2 else (first, last))
     return Selection(tuple(entries), dataset, pd.Timestamp(start), pd.Timestamp(end))
+
+
+def store_metrics() -> pd.DataFrame:
+    """Per-condition metrics of the whole chosen store (cached), for pages that compare datasets."""
+    store = current_store()
+    return _metrics(str(store.root), store.fingerprint())
 
 
 def page_data(multi_entry: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, Selection]:

@@ -1,5 +1,6 @@
 """Curves: accuracy and ECE against the date (paper Figures 2, 11-13)."""
 
+import pandas as pd
 import streamlit as st
 
 from dateeval import analysis, explorer, plots
@@ -20,6 +21,15 @@ metrics = analysis.available_metrics(dated)
 metric = st.radio("Metric", metrics, horizontal=True, format_func=lambda m: plots.axis_label(m, selection.dataset))
 rolling = st.slider("Rolling mean over days (1 = off)", 1, 31, 1)
 defaults = analysis.template_default_dates(explorer.select(selection))
+everything = explorer.store_metrics()
+others = sorted(set(everything.loc[everything[metric].notna(), "dataset"]) - {selection.dataset})
+overlay = st.selectbox("Compare with another dataset, same models (e.g. chain of thought vs next-token, paper Figure 4)", ["(none)", *others])
+if overlay != "(none)":
+    extra = everything[(everything["dataset"] == overlay) & everything["entry"].isin(selection.entries)]
+    dated_extra = analysis.dated(extra)
+    dated_extra = dated_extra[dated_extra["date"].between(selection.start, selection.end) & dated_extra[metric].notna()]
+    tag = lambda table, name: table.assign(entry=table["entry"] + " · " + name)  # noqa: E731
+    dated, chosen = pd.concat([tag(dated, selection.dataset), tag(dated_extra, overlay)]), pd.concat([tag(chosen, selection.dataset), tag(extra, overlay)])
 figure = plots.curves(dated, metric, chosen, rolling=rolling, default_dates=defaults, dataset=selection.dataset)
 st.plotly_chart(figure, width="stretch")
 st.download_button("Download figure (HTML)", figure.to_html(include_plotlyjs="cdn"), f"curves-{metric}.html", "text/html")

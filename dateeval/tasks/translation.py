@@ -11,6 +11,7 @@ scoring the sums gives exactly sacrebleu's corpus score
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,13 +31,51 @@ LANGUAGES = {"de": "German", "fi": "Finnish", "cs": "Czech"}
 
 @dataclass(frozen=True)
 class Segment:
+    """One test segment; ``origlang`` (from the official SGML files) says which side was originally written."""
+
     id: str
     source: str
     reference: str
+    origlang: str = ""
+
+
+_DOC = re.compile(r"<doc\b([^>]*)>(.*?)</doc>", re.DOTALL)
+_SEG = re.compile(r"<seg\b[^>]*>(.*?)</seg>", re.DOTALL)
+
+
+def _sgml(path: Path) -> list[tuple[str, str]]:
+    """(text, origlang) of every segment of a WMT SGML file, in document order."""
+    out = []
+    for attributes, body in _DOC.findall(path.read_text(encoding="utf-8")):
+        origlang = re.search(r'origlang="([^"]*)"', attributes)
+        out += [(text.strip(), origlang.group(1) if origlang else "") for text in _SEG.findall(body)]
+    return out
+
+
+def _local(target: str, data_dir: Path) -> list[Segment]:
+    """The official SGML files (``DIR/wmt16/en-XX-sgm/newstest2016-enXX-{src.en,ref.XX}.sgm``, with origlang) if
+    present, else aligned plain text (``DIR/wmt16/en-XX/newstest2016-enXX.{en,XX}``, sacrebleu's wmt16 test sets)."""
+    sgml = data_dir / "wmt16" / f"en-{target}-sgm"
+    source_sgml, reference_sgml = sgml / f"newstest2016-en{target}-src.en.sgm", sgml / f"newstest2016-en{target}-ref.{target}.sgm"
+    folder = data_dir / "wmt16" / f"en-{target}"
+    source_path, reference_path = folder / f"newstest2016-en{target}.en", folder / f"newstest2016-en{target}.{target}"
+    if source_sgml.is_file() and reference_sgml.is_file():
+        sources, references = _sgml(source_sgml), _sgml(reference_sgml)
+        origlangs = [origlang for _, origlang in sources]
+        sources, references = [text for text, _ in sources], [text for text, _ in references]
+    elif source_path.is_file() and reference_path.is_file():
+        sources = source_path.read_text(encoding="utf-8").splitlines()
+        references = reference_path.read_text(encoding="utf-8").splitlines()
+        origlangs = [""] * len(sources)
+    else:
+        raise DateEvalError(f"no WMT16 en-{target} files: expected {source_path} and {reference_path} (or the SGML pair in {sgml})")
+    if len(sources) != len(references):
+        raise DateEvalError(f"WMT16 en-{target}: {len(sources)} source segments but {len(references)} reference segments")
+    return [Segment(f"wmt16-en{target}/{n}", s, r, o) for n, (s, r, o) in enumerate(zip(sources, references, origlangs))]
 
 
 def load_segments(target: str, data_dir: Path | None) -> list[Segment]:
-    """Aligned plain-text files ``DIR/wmt16/en-XX/newstest2016-enXX.{en,XX}`` (sacrebleu's wmt16 test sets), or the Hub."""
+    """newstest2016 English-to-``target`` from local files (SGML or plain text) or the Hub (``wmt/wmt16``)."""
     if target not in LANGUAGES:
         raise DateEvalError(f"unknown target language {target!r}: choose one of {', '.join(LANGUAGES)}")
     if data_dir is None:
@@ -45,15 +84,7 @@ def load_segments(target: str, data_dir: Path | None) -> list[Segment]:
         hint = f"pass --data-dir DIR with DIR/wmt16/en-{target}/newstest2016-en{target}.{{en,{target}}}"
         rows = load_hub_rows("wmt/wmt16", f"{target}-en", "test", hint)
         return [Segment(f"wmt16-en{target}/{n}", r["translation"]["en"], r["translation"][target]) for n, r in enumerate(rows)]
-    folder = Path(data_dir) / "wmt16" / f"en-{target}"
-    source_path, reference_path = folder / f"newstest2016-en{target}.en", folder / f"newstest2016-en{target}.{target}"
-    if not source_path.is_file() or not reference_path.is_file():
-        raise DateEvalError(f"no WMT16 en-{target} files: expected {source_path} and {reference_path}")
-    sources = source_path.read_text(encoding="utf-8").splitlines()
-    references = reference_path.read_text(encoding="utf-8").splitlines()
-    if len(sources) != len(references):
-        raise DateEvalError(f"WMT16 en-{target}: {len(sources)} source lines but {len(references)} reference lines")
-    return [Segment(f"wmt16-en{target}/{n}", s, r) for n, (s, r) in enumerate(zip(sources, references))]
+    return _local(target, Path(data_dir))
 
 
 def user_message(segment: Segment, target: str) -> str:
@@ -129,7 +160,7 @@ class TranslationTask(GenerationTask):
         return Prompt([{"role": "system", "content": condition.system_message()}, {"role": "user", "content": user_message(item, self.target)}])
 
     def item_record(self, item: Segment) -> dict:
-        return {"subject": f"en-{self.target}"}
+        return {"subject": f"en-{self.target}", "origlang": item.origlang}
 
     def describe(self, item: Segment) -> str:
         return f"**Source (English):** {item.source}\n\n**Reference ({LANGUAGES[self.target]}):** {item.reference}"
