@@ -103,6 +103,14 @@ def _add_report(commands: argparse._SubParsersAction) -> None:
     report.add_argument("--out", required=True, help="output folder (index.html and one CSV per table)")
 
 
+def _add_regrade(commands: argparse._SubParsersAction) -> None:
+    regrade = commands.add_parser("regrade", help="grade the stored outputs of generation tasks again and compare (the store is not changed)")
+    regrade.add_argument("--store", default="cache/results")
+    regrade.add_argument("--data-dir", help="the benchmarks' files the outputs were graded against (default: the Hub)")
+    regrade.add_argument("--dataset", action="append", help="only these datasets (repeatable)")
+    regrade.add_argument("--csv", help="write every regraded output, stored and new grade side by side, to this CSV")
+
+
 def _add_compact(commands: argparse._SubParsersAction) -> None:
     compact = commands.add_parser("compact", help="merge a store's many unit files into one file per model and dataset")
     compact.add_argument("--store", default="cache/results")
@@ -116,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_template(commands)
     _add_compact(commands)
     _add_report(commands)
+    _add_regrade(commands)
     return parser
 
 
@@ -302,6 +311,22 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_regrade(args: argparse.Namespace) -> int:
+    from dateeval.regrade import regrade
+    from dateeval.store import Store
+
+    store = Store(args.store)
+    if not store.root.is_dir():
+        raise DateEvalError(f"store {store.root} does not exist")
+    table = regrade(store, args.data_dir, tuple(args.dataset or ()))
+    for dataset, rows in table.groupby("dataset", sort=True):
+        print(f"{dataset}: {len(rows)} stored outputs regraded, {int(rows['changed'].sum())} grades differ from the stored ones")
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+        print(f"comparison written to {args.csv}")
+    return 0
+
+
 def _cmd_template(args: argparse.Namespace) -> int:
     from dateeval.dates import parse_date
     from dateeval.prompting import ChatTemplate
@@ -332,7 +357,8 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
-    commands = {"run": _cmd_run, "summary": _cmd_summary, "template": _cmd_template, "compact": _cmd_compact, "report": _cmd_report}
+    commands = {"run": _cmd_run, "summary": _cmd_summary, "template": _cmd_template, "compact": _cmd_compact, "report": _cmd_report,
+                "regrade": _cmd_regrade}  # fmt: skip
     try:
         args = _parser().parse_args(argv)
         _quiet_libraries()

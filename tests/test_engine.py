@@ -226,6 +226,8 @@ def test_open_ended_tasks_end_to_end(data_dir, tmp_path):
     assert 0 <= by_dataset["humaneval"]["accuracy_max"] <= 1 and by_dataset["gsm8k"]["ece_delta"] is None
     again = run_cli(*args)
     assert again.returncode == 0 and "15 units (15 already in the store), 0 item-dates scored" in again.stdout
+    regraded = run_cli("regrade", "--store", str(store), "--data-dir", str(data_dir))  # grading is reproducible from the store alone
+    assert regraded.returncode == 0 and regraded.stdout.count("0 grades differ") == 4, regraded.stdout + regraded.stderr
     report = run_cli("report", "--store", str(store), "--out", str(tmp_path / "report"))
     page = (tmp_path / "report" / "index.html").read_text()
     assert report.returncode == 0 and "Table 2: open-ended tasks" in page and "Table 4: few-shot" in page and "Figure 4: chain-of-thought" in page
