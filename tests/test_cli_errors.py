@@ -54,3 +54,28 @@ def test_summary_of_missing_store(tmp_path):
 
 def test_unknown_command_is_one_line():
     _assert_one_line_error(run_cli("frobnicate"), "invalid choice")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--dataset", "gsm8k_cot"], "chain-of-thought (_cot) applies to the multiple-choice datasets"),
+        (["--dataset", "humaneval_5shot"], "few-shot prompting is available for"),
+        (["--dataset", "gsm8k", "--shots", "-1"], "--shots must be 0 or more"),
+        (["--dataset", "gsm8k", "--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
+        (["--dataset", "gsm8k", "--shots", "9"], "GSM8K has 8 fixed exemplars"),
+        (["--dataset", "humaneval", "--option-orders", "2"], "option orders apply to multiple-choice datasets only"),
+        (["--dataset", "arc_easy", "--shots", "5"], "no ARC-Easy train file"),
+        (["--dataset", "wmt16_en_cs", "--data-dir", "/tmp"], "no WMT16 en-cs files"),
+    ],
+)
+def test_run_rejects_bad_open_ended_input(args, fragment, data_dir, tmp_path):
+    if "--data-dir" not in args:
+        args = [*args, "--data-dir", str(data_dir)]
+    _assert_one_line_error(run_cli("run", *args, "--limit", "2", "--dates", "2024-01-01", "--store", str(tmp_path / "store")), fragment)
+
+
+def test_regrade_rejects_bad_input(data_dir, tmp_path):
+    _assert_one_line_error(run_cli("regrade", "--store", str(tmp_path / "none")), "does not exist")
+    (tmp_path / "empty").mkdir()
+    _assert_one_line_error(run_cli("regrade", "--store", str(tmp_path / "empty"), "--data-dir", str(data_dir)), "no stored outputs to regrade")
