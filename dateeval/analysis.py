@@ -277,7 +277,7 @@ def predictions(rows: pd.DataFrame) -> pd.Series:
     if "parsed" not in rows:
         return pred
     parsed = rows["parsed"].astype(object)
-    return parsed.where(parsed.notna(), pred.where(rows["task"].eq("mcqa") if "task" in rows else pred.notna(), UNPARSEABLE)).fillna(UNPARSEABLE)
+    return parsed.where(parsed.notna(), pred).fillna(UNPARSEABLE)
 
 
 def item_flips(frame: pd.DataFrame) -> pd.DataFrame:

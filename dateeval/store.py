@@ -38,7 +38,7 @@ SUMMARY_COLUMNS = [
 ]  # fmt: skip
 # Columns only open-ended tasks have: read where present, never filled in for stores of MCQA only
 # (filling them would add four empty columns to tens of millions of rows).
-GENERATION_COLUMNS = ["task", "parsed", "score", "bleu_stats", "chrf_stats"]
+GENERATION_COLUMNS = ["parsed", "score", "bleu_stats", "chrf_stats"]
 
 
 @dataclass

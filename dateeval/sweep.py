@@ -1,8 +1,9 @@
 """Sweeps: models x datasets x conditions, split into independent work units.
 
 A work unit is one (model, dataset, condition): render every item's prompt
-under that condition, score the items the store does not hold yet, write
-them as one file. Units share nothing but the store, so they can run in any
+under that condition, evaluate the items the store does not hold yet (score
+the next token or generate and grade a reply: the dataset's task decides, see
+``dateeval.tasks``), write them as one file. Units share nothing but the store, so they can run in any
 order, be interrupted at any point and resume, or (later) be spread across
 workers: each unit is claimed with a lock file before it runs.
 """
