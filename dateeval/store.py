@@ -79,12 +79,14 @@ class Store:
     def unit_path(self, model_dir: str, dataset: str, condition: str, unit_key: str) -> Path:
         return self.root / model_dir / dataset / f"{condition}-{unit_key}.parquet"
 
-    def write(self, path: Path, rows: list[dict]) -> None:
-        """Write a unit's rows atomically: temporary file, fsync, rename."""
+    def write(self, path: Path, rows: list[dict] | pd.DataFrame) -> None:
+        """Write a unit's rows (or a merged frame) atomically: temporary file, fsync, rename."""
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = path.parent / f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+        # A merged frame holds NaN where a unit lacked a value (e.g. a generated answer nobody could parse):
+        # from_pandas reads that as missing, where from_pylist would take the column for a float one.
+        table = pa.Table.from_pandas(rows, preserve_index=False) if isinstance(rows, pd.DataFrame) else pa.Table.from_pylist(rows)
         try:
-            table = pa.Table.from_pylist(rows)
             with staging.open("wb") as handle:
                 pq.write_table(table, handle, compression="zstd")
                 handle.flush()
@@ -144,7 +146,7 @@ class Store:
                 continue
             digest = uuid.uuid5(uuid.NAMESPACE_URL, "|".join(p.name for p in readable)).hex[:16]
             target = folder / f"compacted-{digest}.parquet"
-            self.write(target, frame.to_dict(orient="records"))
+            self.write(target, frame)
             for path in readable:
                 if path != target:
                     path.unlink()

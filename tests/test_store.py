@@ -58,3 +58,17 @@ def test_claims_exclude_live_workers_and_take_over_dead_ones(tmp_path):
     lock = path.with_name(f".{path.name}.lock")
     lock.write_text(f"{os.uname().nodename} 999999")  # a pid that does not exist
     assert store.claim(path)
+
+
+def test_compaction_keeps_text_columns_with_missing_values(tmp_path):
+    """Text columns with missing values (replies nobody could parse) come back as NaN in pandas; merged, they stay text."""
+    store = Store(tmp_path)
+    store.write(store.unit_path("model", "data", "2024-01-01", "a"), [{**row, "parsed": None, "probs": None} for row in _rows(2)])
+    store.write(store.unit_path("model", "data", "2024-01-02", "b"), [{**row, "parsed": p, "probs": [0.5, 0.5]} for row, p in zip(_rows(2, "c2"), ["D", "D"])])
+    store.write(store.unit_path("model", "data", "2024-01-03", "c"), [{**row, "parsed": p, "probs": None} for row, p in zip(_rows(2, "c3"), [None, "B"])])
+    before, _ = store.read()
+    folders, removed, problems = store.compact()
+    after, _ = store.read()
+    assert (folders, removed) == (1, 3) and not problems.corrupted and len(store.files()) == 1
+    assert sorted(after["parsed"].dropna()) == ["B", "D", "D"] and after["parsed"].isna().sum() == 3
+    assert after["probs"].dropna().map(list).tolist() == [[0.5, 0.5]] * 2 and len(after) == len(before)
