@@ -140,13 +140,18 @@ class Selection:
     end: pd.Timestamp
 
 
+def dataset_picker(metrics: pd.DataFrame, key: str) -> str:
+    """Sidebar dataset choice, opening on the dataset with the most entries x conditions (the richest view)."""
+    datasets = sorted(metrics["dataset"].unique())
+    richest = metrics["dataset"].value_counts().idxmax()
+    return st.sidebar.selectbox("Dataset", datasets, index=datasets.index(richest), key=key)
+
+
 def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection | None:
     """Sidebar: dataset, entries (model x precision x device) and date range."""
     if metrics.empty:
         return None
-    datasets = sorted(metrics["dataset"].unique())
-    richest = metrics["dataset"].value_counts().idxmax()  # open on the dataset with the most entries x conditions
-    dataset = st.sidebar.selectbox("Dataset", datasets, index=datasets.index(richest), key="dataset")
+    dataset = dataset_picker(metrics, key="dataset")
     available = sorted(metrics[metrics["dataset"] == dataset]["entry"].unique())
     if multi_entry:
         entries = st.sidebar.multiselect("Models", available, default=available, key=f"entries-{dataset}")

@@ -49,7 +49,7 @@ def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: i
             figure.add_hline(y=SCALE[metric] * baseline[metric].iloc[0], line_dash="dash", annotation_text=f"{entry}: no date", opacity=0.7)
         if default_dates and default_dates.get(entry):
             figure.add_vline(x=default_dates[entry].timestamp() * 1000, line_dash="dot", annotation_text=f"{entry}: template default date")
-    return _layout(figure, f"{metric_label(metric, dataset)} by date in the system prompt", axis_label(metric, dataset))
+    return _layout(figure, f"{axis_label(metric, dataset).removesuffix(' (%)')} by date in the system prompt", axis_label(metric, dataset))
 
 
 def bump(ranked: pd.DataFrame) -> go.Figure:
@@ -100,7 +100,7 @@ def factor_bars(table: pd.DataFrame, metric: str = "accuracy") -> go.Figure:
         figure.add_trace(go.Bar(x=group["factor"], y=value, name=entry, error_y={"type": "data", "symmetric": False, "array": high - value,
                                                                                    "arrayminus": value - low}))  # fmt: skip
     figure.update_layout(barmode="group")
-    return _layout(figure, f"Variation of {metric_label(metric)} by source (coefficient of variation)", "CV (%)", x_title="Factor")
+    return _layout(figure, f"Variation of {axis_label(metric).removesuffix(' (%)')} by source (coefficient of variation)", "CV (%)", x_title="Factor")
 
 
 def item_over_dates(outputs: pd.DataFrame, dataset: str) -> go.Figure:

@@ -18,9 +18,10 @@ if metrics.empty:
     st.stop()
 store = explorer.current_store()
 tables = explorer.statistics(str(store.root), store.fingerprint())
-dataset = st.sidebar.selectbox("Dataset", sorted(metrics["dataset"].unique()), key="factors-dataset")
+dataset = explorer.dataset_picker(metrics, key="factors-dataset")
 factors = tables["factors"][tables["factors"]["dataset"] == dataset]
-metric = st.radio("Metric", ["accuracy", "ece"], horizontal=True, format_func=lambda m: "Accuracy" if m == "accuracy" else "ECE", key="factors-metric")
+rates = [m for m in ("accuracy", "ece") if f"{m}_cv" in factors and factors[f"{m}_cv"].notna().any()] or ["accuracy"]
+metric = st.radio("Metric", rates, horizontal=True, format_func=lambda m: plots.axis_label(m, dataset).removesuffix(" (%)"), key="factors-metric")
 if factors.empty:
     st.info("No factor sweeps in this store yet. Run e.g. `python -m dateeval run ... --batch-sizes 1,8,32 --option-orders 5 "
             "--system-prompts paper --dtype float32 --dtype bfloat16 --repeat 2` to compare factors.")  # fmt: skip

@@ -49,7 +49,7 @@ try:
         number = st.number_input("Item number", min_value=0, value=0)
         task = explorer.task_for(name.strip(), explorer.default_data_dir())
         item = task.items[min(int(number), len(task.items) - 1)]
-        user = task.prompt(item, Condition(system_prompt=system)).messages[-1]["content"]
+        user = task.prompt(item, Condition(date_mode="none", system_prompt=system)).messages[-1]["content"]
         st.caption(f"{item.id} ({len(task.items)} items)")
     else:
         user = st.text_area("User message", "The following is a multiple-choice question. Reply with the letter of the correct answer.\n\nWhat is 2+2?\nA. 3\nB. 4\nAnswer:")
