@@ -5,7 +5,7 @@ import streamlit as st
 
 from dateeval import analysis, explorer, plots
 
-st.title("Accuracy and calibration by date")
+st.title("Scores by date: accuracy, calibration, pass@1, BLEU, chrF")
 explorer.intro(
     "One line per model: the score (accuracy, ECE, pass@1, BLEU or chrF, whichever the dataset has) when the system prompt says it is that day. Triangles mark each model's best and "
     "worst date; dashed lines are the same model with no date at all (the paper's recommended mitigation). If the date "
