@@ -114,3 +114,17 @@ def test_a_sweep_runs_from_the_run_page(browser, server):
     page.get_by_text("arc_challenge").first.wait_for(state="attached", timeout=60_000)  # a canvas grid cell
     page.screenshot(path=str(ARTIFACTS / "overview-my-results.png"), full_page=True)
     page.close()
+
+
+def test_generated_outputs_side_by_side_in_the_browser(browser, server):
+    """A flipped GSM8K problem of the demo: two dates' solutions, differing text highlighted, and the problem's text."""
+    page, errors = _open(browser, f"{server}/flips")
+    page.get_by_role("combobox", name="Dataset").click()
+    page.get_by_role("option", name="gsm8k").click()
+    page.get_by_text("Identical for the first").wait_for(timeout=60_000)
+    page.locator("mark").first.wait_for(timeout=60_000)  # the differing text, highlighted
+    page.get_by_text("Reference answer").wait_for(timeout=60_000)  # read from the data folder, not the store
+    assert page.locator("[data-testid='stException']").count() == 0
+    page.screenshot(path=str(ARTIFACTS / "flips-gsm8k.png"), full_page=True)
+    assert not errors, errors
+    page.close()
