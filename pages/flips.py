@@ -5,6 +5,7 @@ import streamlit as st
 
 from dateeval import analysis, explorer, plots
 from dateeval.data.items import LABELS
+from dateeval.tasks import generates
 
 st.title("Questions that flip with the date")
 explorer.intro(
@@ -41,10 +42,10 @@ def option_probabilities() -> None:
     n_options = int(item_rows["n_options"].iloc[0])
     probs = explorer.item_probs(str(store.root), store.fingerprint(), model_key, selection.dataset, item_id)
     probs = probs[probs["condition_key"].isin(item_rows["condition_key"]) & probs["task_key"].isin(item_rows["task_key"])]
-    probs = probs.drop_duplicates("condition_key").sort_values("date")
+    probs = probs[probs["probs"].notna()].drop_duplicates("condition_key").sort_values("date")  # CoT: none where unparseable
     st.plotly_chart(plots.option_heatmap(probs, list(LABELS[:n_options])), width="stretch")
     answer = int(item_rows["answer"].iloc[0])
-    counts = ", ".join(f"{LABELS[int(p)]}×{n}" for p, n in item_rows["pred"].value_counts().items())
+    counts = ", ".join(f"{LABELS[int(p)]}×{n}" for p, n in item_rows["pred"].dropna().value_counts().items())
     st.caption(f"Correct option: {LABELS[answer]}. Predictions over dates: {counts}")
 
 
@@ -85,6 +86,6 @@ def outputs_side_by_side() -> None:
 
 if item_rows["confidence"].notna().any():
     option_probabilities()
-else:
+if generates(selection.dataset):
     outputs_side_by_side()
 explorer.describe_item(selection.dataset, item_id)

@@ -207,7 +207,9 @@ def test_open_ended_tasks_end_to_end(data_dir, tmp_path):
     assert not problems.corrupted and set(frame["dataset"]) == set(datasets)
     generated = frame[frame["dataset"] != "mmlu_5shot"]
     assert generated["output"].map(len).gt(0).all() and generated["output_tokens"].between(1, 40).all()
-    assert generated["confidence"].isna().all() and (generated["decoding"] == "greedy").all()
+    assert generated[generated["dataset"] != "mmlu_cot"]["confidence"].isna().all() and (generated["decoding"] == "greedy").all()
+    cot = frame[frame["dataset"] == "mmlu_cot"]  # a parsed reasoned answer has a confidence: its letter's probability where written
+    assert (cot["confidence"].notna() == cot["parsed"].notna()).all() and cot["confidence"].dropna().between(0, 1).all()
     code = frame[frame["dataset"] == "humaneval"]
     assert set(code["outcome"]) <= {"passed", "failed", "timeout", "error"} and (code["correct"] == (code["outcome"] == "passed")).all()
     mt = frame[frame["dataset"] == "wmt16_en_fi"]

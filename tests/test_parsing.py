@@ -73,3 +73,12 @@ def test_cot_prompt_asks_for_the_parseable_ending():
 
     text = cot_user_message(MCItem("q", "What is 2+2?", ("3", "4"), 1, "arithmetic"))
     assert "The answer is X." in text and "A. 3\nB. 4" in text and "about arithmetic" in text
+
+
+def test_find_choice_gives_the_letter_position():
+    from dateeval.tasks.parsing import find_choice
+
+    text = "Option A looks right, but no. The answer is **C**."
+    index, start = find_choice(text, 4)
+    assert index == 2 and text[start] == "C" and text[:start].endswith("**")
+    assert find_choice("no answer here", 4) is None

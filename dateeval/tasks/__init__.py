@@ -50,6 +50,15 @@ def parse_name(name: str) -> TaskName:
     return parsed
 
 
+def generates(name: str) -> bool:
+    """Whether a dataset's results come from generated replies (stored outputs to compare), not the next token alone."""
+    try:
+        parsed = parse_name(name)
+    except DateEvalError:
+        return False
+    return parsed.cot or parsed.base in GENERATION_BENCHMARKS
+
+
 def with_shots(name: str, shots: int) -> str:
     """The dataset name with ``shots`` exemplars (the CLI's ``--shots``); names that already say theirs keep it."""
     parsed = parse_name(name)

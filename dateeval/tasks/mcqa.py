@@ -21,7 +21,7 @@ from dateeval.data.items import LABELS, MCItem
 from dateeval.errors import DateEvalError
 from dateeval.tasks import fewshot
 from dateeval.tasks.base import GenerationTask, Prompt, Task, settings_key
-from dateeval.tasks.parsing import parse_choice
+from dateeval.tasks.parsing import find_choice, parse_choice
 
 PROMPT_VERSION = "mcqa-v1"
 INSTRUCTION = "The following is a multiple-choice question{about}. Reply with the letter of the correct answer."
@@ -215,6 +215,46 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
                  settings: GenerationSettings = COT_SETTINGS) -> None:  # fmt: skip
         super().__init__(dataset, items, exemplar_pool, shots)
         self.settings = settings
+        self.labels: dict[str, LabelTokens] = {}
+
+    def prepare(self, backend: TransformersBackend) -> None:
+        n_labels = max(len(item.options) for item in self.items)
+        for style in LABEL_STYLES:
+            try:
+                self.labels[style] = label_tokens(backend.tokenizer, n_labels, style)
+            except DateEvalError:
+                pass  # this tokenizer has no single token per label in that form: such answers get no confidence
+
+    def evaluate(self, backend: TransformersBackend, items: list, prompts: list[Prompt], texts: list[str], batch_size: int) -> list[dict]:
+        results = super().evaluate(backend, items, prompts, texts, batch_size)
+        self._answer_confidence(backend, items, prompts, texts, results, batch_size)
+        return results
+
+    def _answer_confidence(self, backend, items, prompts, texts, results, batch_size) -> None:  # noqa: ANN001, PLR0913
+        """The confidence of a reasoned answer, so that ECE and Table 7 extend to chain of thought.
+
+        At the position where the model wrote its answer letter, the
+        next-token probabilities of every option letter are read (one forward
+        pass over prompt + reasoning, the same way as next-token MCQA: " X"
+        after a space, the bare letter after "**" or "("), renormalised over
+        the options and mapped back to the original order; the confidence is
+        the probability of the letter the model wrote. Unparseable replies
+        have none (NaN) and are left out of ECE; they still count as wrong.
+        """
+        todo = []
+        for index, (item, text, result) in enumerate(zip(items, texts, results)):
+            found = find_choice(result["output"], len(item.options))
+            if found is None:
+                continue
+            before = result["output"][: found[1]]
+            style = "space+label" if before.endswith(" ") else "label"
+            if style in self.labels:
+                todo.append((index, text + (before[:-1] if style == "space+label" else before), list(self.labels[style].token_ids[: len(item.options)])))
+        scores = backend.next_token_logprobs(backend.encode([context for _, context, _ in todo]), [ids for _, _, ids in todo], batch_size)
+        for (index, _, _), score in zip(todo, scores):
+            graded = grade(to_original_order(score, prompts[index].shown_from), items[index].answer)
+            pred = results[index]["pred"]
+            results[index].update(probs=[float(p) for p in graded.probs], label_mass=graded.label_mass, confidence=float(graded.probs[pred]))
 
     def prompt(self, item: MCItem, condition: Condition) -> Prompt:
         shown, shown_from, exemplars = self.shown(item, condition)

@@ -20,14 +20,20 @@ _NUMBER = re.compile(r"-?\s*[$€£]?\s*-?\d[\d,]*(?:\.\d+)?")
 _ANSWER_LINE = re.compile(r"answer\s*[:=]\s*(.*)", re.IGNORECASE)
 
 
-def parse_choice(text: str, n_options: int) -> int | None:
-    """The option index from "The answer is X" (last occurrence), else the last decorated letter."""
+def find_choice(text: str, n_options: int) -> tuple[int, int] | None:
+    """(option index, character offset of its letter) from "The answer is X" (last occurrence), else the last decorated letter."""
     labels = {chr(ord("A") + i) for i in range(n_options)}
     for pattern in (_CHOICE, _DECORATED_LETTER):
-        found = [m.group(1).upper() for m in pattern.finditer(text) if m.group(1).upper() in labels]
+        found = [m for m in pattern.finditer(text) if m.group(1).upper() in labels]
         if found:
-            return ord(found[-1]) - ord("A")
+            return ord(found[-1].group(1).upper()) - ord("A"), found[-1].start(1)
     return None
+
+
+def parse_choice(text: str, n_options: int) -> int | None:
+    """The option index from "The answer is X" (last occurrence), else the last decorated letter."""
+    found = find_choice(text, n_options)
+    return None if found is None else found[0]
 
 
 def normalize_number(text: str) -> Decimal | None:
