@@ -84,7 +84,7 @@ def outputs_side_by_side() -> None:
                 st.code(row["outcome_message"] or "(no output)")
 
 
-if item_rows["confidence"].notna().any():
+if item_rows["n_options"].notna().any() and item_rows["confidence"].notna().any():  # a choice task with option probabilities
     option_probabilities()
 if generates(selection.dataset):
     outputs_side_by_side()

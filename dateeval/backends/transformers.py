@@ -185,6 +185,35 @@ class TransformersBackend:
                     results[index] = logprobs[row, token_ids[index]].astype(np.float64)
         return results  # type: ignore[return-value]
 
+    def continuation_logprobs(self, contexts: list[str], continuations: list[str], batch_size: int = 16) -> list[float]:
+        """Total log-probability of each continuation after its context (a generated answer's tokens, say).
+
+        The continuation's tokens are those that tokenising context +
+        continuation adds after the context's own tokens, so the split follows
+        the model's tokenisation of the whole text. Batched, right-padded,
+        with logits computed only at the positions that are read.
+        """
+        import torch
+
+        pairs = []  # (tokens of the whole text, index of the first continuation token)
+        for context, continuation in zip(contexts, continuations):
+            head, whole = self.encode([context, context + continuation])
+            first = next((i for i, (a, b) in enumerate(zip(head, whole)) if a != b), min(len(head), len(whole)))
+            pairs.append((whole, max(first, 1)))
+        totals: list[float] = [0.0] * len(pairs)
+        order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][0]), i))
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                chunk = order[start : start + batch_size]
+                ids, mask = self._pad([pairs[i][0] for i in chunk], left=False)
+                reads = [(row, position, pairs[i][0][position + 1]) for row, i in enumerate(chunk) for position in range(pairs[i][1] - 1, len(pairs[i][0]) - 1)]
+                keep = torch.unique(torch.tensor([position for _, position, _ in reads]))
+                out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), logits_to_keep=keep.to(self.device))
+                logprobs = torch.log_softmax(out.logits.float(), dim=-1).cpu()
+                for row, position, token in reads:
+                    totals[chunk[row]] += float(logprobs[row, int(torch.searchsorted(keep, position)), token])
+        return totals
+
     def generate(self, prompts: list[str], settings: GenerationSettings = GenerationSettings(), batch_size: int = 8) -> list[Generation]:
         """Batched generation with the KV cache; replies in input order, cut at the first stop sequence.
 

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from dateeval.backends.transformers import GenerationSettings
+from dateeval.backends.transformers import GenerationSettings, TransformersBackend
 from dateeval.conditions import Condition
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
 from dateeval.tasks.base import GenerationTask, Prompt
-from dateeval.tasks.parsing import gsm8k_reference, parse_number
+from dateeval.tasks.parsing import find_number, gsm8k_reference, parse_number
 
 PROMPT_VERSION = "gsm8k-v1"
 SETTINGS = GenerationSettings(max_new_tokens=320, stop=("\nQuestion:",))  # a reply that starts a new exemplar has ended
@@ -93,6 +94,23 @@ class GSM8KTask(GenerationTask):
 
     def describe(self, item: MathItem) -> str:
         return f"**{item.question}**\n\nReference answer: **{item.reference}**"
+
+    def evaluate(self, backend: TransformersBackend, items: list, prompts: list[Prompt], texts: list[str], batch_size: int) -> list[dict]:
+        """Generate and grade, then the confidence of each final number: its probability where the model wrote it.
+
+        One forward pass over prompt + reply reads the probability of the
+        answer's own tokens (e.g. " 18") after the text before it; this puts
+        GSM8K answers on ECE's and Table 7's confidence scale. Replies without
+        a number have none (NaN).
+        """
+        results = super().evaluate(backend, items, prompts, texts, batch_size)
+        found = [(index, find_number(result["output"])) for index, result in enumerate(results)]
+        found = [(index, span) for index, span in found if span is not None]
+        contexts = [texts[i] + results[i]["output"][: span[1]].rstrip(" ") for i, span in found]
+        answers = [results[i]["output"][len(contexts[n]) - len(texts[i]) : span[2]] for n, (i, span) in enumerate(found)]
+        for (index, _), logprob in zip(found, backend.continuation_logprobs(contexts, answers, batch_size)):
+            results[index]["confidence"] = math.exp(logprob)
+        return results
 
     def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
         results = []

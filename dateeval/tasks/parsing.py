@@ -36,27 +36,36 @@ def parse_choice(text: str, n_options: int) -> int | None:
     return None if found is None else found[0]
 
 
-def normalize_number(text: str) -> Decimal | None:
-    """A number from text like "$1,200.00", "-3", "18 dollars", "0.50": commas, currency and units dropped."""
-    match = _NUMBER.search(text)
-    if not match:
-        return None
-    cleaned = re.sub(r"[\s$€£,]", "", match.group(0))
+def _value(number_text: str) -> Decimal | None:
+    cleaned = re.sub(r"[\s$€£,]", "", number_text)
     try:
         return Decimal(cleaned).normalize() + 0  # "+ 0" turns -0 into 0
     except InvalidOperation:
         return None
 
 
+def normalize_number(text: str) -> Decimal | None:
+    """A number from text like "$1,200.00", "-3", "18 dollars", "0.50": commas, currency and units dropped."""
+    match = _NUMBER.search(text)
+    return _value(match.group(0)) if match else None
+
+
+def find_number(text: str) -> tuple[Decimal, int, int] | None:
+    """(value, start, end) of the final number: after the last "Answer:", else the last number in the text."""
+    for line in reversed(list(_ANSWER_LINE.finditer(text))):
+        match = _NUMBER.search(line.group(1))
+        if match and (value := _value(match.group(0))) is not None:
+            return value, line.start(1) + match.start(), line.start(1) + match.end()
+    numbers = list(_NUMBER.finditer(text))
+    if not numbers or (value := _value(numbers[-1].group(0))) is None:
+        return None
+    return value, numbers[-1].start(), numbers[-1].end()
+
+
 def parse_number(text: str) -> Decimal | None:
     """The final number: after the last "Answer:", else the last number in the text."""
-    lines = _ANSWER_LINE.findall(text)
-    for candidate in reversed(lines):
-        number = normalize_number(candidate)
-        if number is not None:
-            return number
-    numbers = _NUMBER.findall(text)
-    return normalize_number(numbers[-1]) if numbers else None
+    found = find_number(text)
+    return None if found is None else found[0]
 
 
 def gsm8k_reference(answer: str) -> Decimal:
