@@ -20,6 +20,11 @@ SCALE = {"accuracy": 100.0, "ece": 100.0, "bleu": 1.0, "chrf": 1.0}
 HIGHER_IS_BETTER = {"accuracy": True, "ece": False, "bleu": True, "chrf": True}
 
 
+def is_rate(column: str) -> bool:
+    """Whether a table column holds a rate in [0, 1] (shown as a percentage); BLEU and chrF are already 0-100."""
+    return any(word in column for word in ("accuracy", "ece", "confidence"))
+
+
 def metric_label(metric: str, dataset: str = "") -> str:
     """How a metric is called on a dataset (accuracy on HumanEval is pass@1)."""
     if metric == "accuracy" and dataset.startswith("humaneval"):

@@ -24,7 +24,7 @@ from dateeval.tasks.base import Task
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_STORE = ROOT / "demo" / "store"
-# Per-item option probabilities are read on demand (item_probs), not with everything else.
+# Per-item option probabilities and outputs are read on demand (item_history), not with everything else.
 ITEM_COLUMNS = SUMMARY_COLUMNS + ["n_options"]
 
 
@@ -69,34 +69,30 @@ def _metrics(root: str, fingerprint: tuple) -> pd.DataFrame:
 
 
 def load() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Draw the store picker, then return the chosen store's per-item rows and per-condition metrics (cached)."""
+    """Draw the store picker, then return the chosen store's per-item rows and per-condition metrics (cached).
+
+    A store without results stops the page with the empty state.
+    """
     store_picker()
     store = current_store()
     fingerprint = store.fingerprint()
     frame, problems = _rows(str(store.root), fingerprint)
     for message in problems:
         st.warning(message)
-    return frame, _metrics(str(store.root), fingerprint)
+    metrics = _metrics(str(store.root), fingerprint)
+    if metrics.empty:
+        empty_state()
+        st.stop()
+    return frame, metrics
 
 
 @st.cache_data(max_entries=64)
-def item_probs(root: str, fingerprint: tuple, model_key: str, dataset: str, item_id: str) -> pd.DataFrame:
-    """Option probabilities of one item on every condition (the flips heatmap), read with a filter."""
+def item_history(root: str, fingerprint: tuple, model_key: str, dataset: str, item_id: str, columns: tuple[str, ...]) -> pd.DataFrame:
+    """Chosen columns of one item on every condition, read with a filter (option probabilities and outputs are the
+    store's bulk, so they are never loaded with everything else)."""
     del fingerprint
     filters = [("model_key", "=", model_key), ("dataset", "=", dataset), ("item_id", "=", item_id)]
-    frame, _ = Store(root).read(columns=["model_key", "dataset", "item_id", "date_mode", "date", "condition_key", "task_key", "prompt_hash", "probs"], filters=filters)
-    return frame
-
-
-OUTPUT_COLUMNS = ["date_mode", "date", "condition_key", "task_key", "output", "output_tokens", "parsed", "correct", "score", "outcome", "outcome_message"]
-
-
-@st.cache_data(max_entries=64)
-def item_outputs(root: str, fingerprint: tuple, model_key: str, dataset: str, item_id: str) -> pd.DataFrame:
-    """Generated outputs of one item on every condition (read with a filter: outputs are the store's bulk)."""
-    del fingerprint
-    filters = [("model_key", "=", model_key), ("dataset", "=", dataset), ("item_id", "=", item_id)]
-    frame, _ = Store(root).read(columns=["model_key", "dataset", "item_id", "prompt_hash", *OUTPUT_COLUMNS], filters=filters)
+    frame, _ = Store(root).read(columns=["date_mode", "date", "condition_key", "task_key", *columns], filters=filters)
     return frame
 
 
@@ -147,10 +143,8 @@ def dataset_picker(metrics: pd.DataFrame, key: str) -> str:
     return st.sidebar.selectbox("Dataset", datasets, index=datasets.index(richest), key=key)
 
 
-def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection | None:
+def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection:
     """Sidebar: dataset, entries (model x precision x device) and date range."""
-    if metrics.empty:
-        return None
     dataset = dataset_picker(metrics, key="dataset")
     available = sorted(metrics[metrics["dataset"] == dataset]["entry"].unique())
     if multi_entry:
@@ -180,9 +174,6 @@ def page_data(multi_entry: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, Sel
     """
     frame, metrics = load()
     selection = filters(metrics, multi_entry=multi_entry)
-    if selection is None:
-        empty_state()
-        st.stop()
     chosen = metrics[(metrics["dataset"] == selection.dataset) & metrics["entry"].isin(selection.entries)]
     return frame, chosen, selection
 

@@ -111,8 +111,8 @@ def _format(table: pd.DataFrame) -> pd.DataFrame:
     out = table.copy()
     for column in out.columns:
         if out[column].dtype.kind == "f":
-            rate = any(word in column for word in ("accuracy", "ece", "confidence")) or column.startswith("delta_null")
-            percent = rate and "cv" not in column and "p_value" not in column  # BLEU and chrF are already 0-100
+            rate = analysis.is_rate(column) or column.startswith("delta_null")
+            percent = rate and "cv" not in column and "p_value" not in column
             out[column] = out[column].map(lambda v, p=percent: "" if pd.isna(v) else (f"{100 * v:.2f}" if p else f"{v:.4f}"))
     return out
 

@@ -13,9 +13,6 @@ explorer.intro(
     "the run-to-run variation (zero on a deterministic setup)."
 )
 _, metrics = explorer.load()
-if metrics.empty:
-    explorer.empty_state()
-    st.stop()
 store = explorer.current_store()
 tables = explorer.statistics(str(store.root), store.fingerprint())
 dataset = explorer.dataset_picker(metrics, key="factors-dataset")

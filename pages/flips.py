@@ -37,12 +37,18 @@ item_rows = rows[(rows["item_id"] == item_id) & (rows["factor"] == "date")].sort
 model_key = item_rows["model_key"].iloc[0]
 
 
+def history(*columns: str) -> pd.DataFrame:
+    """The item's chosen columns on each of the selected dates, one row per date."""
+    rows = explorer.item_history(str(store.root), store.fingerprint(), model_key, selection.dataset, item_id, columns)
+    rows = rows[rows["condition_key"].isin(item_rows["condition_key"]) & rows["task_key"].isin(item_rows["task_key"])]
+    return rows.drop_duplicates("condition_key").sort_values("date").reset_index(drop=True)
+
+
 def option_probabilities() -> None:
     """Next-token MCQA: each option's probability on each date, and the predictions."""
     n_options = int(item_rows["n_options"].iloc[0])
-    probs = explorer.item_probs(str(store.root), store.fingerprint(), model_key, selection.dataset, item_id)
-    probs = probs[probs["condition_key"].isin(item_rows["condition_key"]) & probs["task_key"].isin(item_rows["task_key"])]
-    probs = probs[probs["probs"].notna()].drop_duplicates("condition_key").sort_values("date")  # CoT: none where unparseable
+    probs = history("probs")
+    probs = probs[probs["probs"].notna()]  # CoT: none where the answer was unparseable
     st.plotly_chart(plots.option_heatmap(probs, list(LABELS[:n_options])), width="stretch")
     answer = int(item_rows["answer"].iloc[0])
     counts = ", ".join(f"{LABELS[int(p)]}×{n}" for p, n in item_rows["pred"].dropna().value_counts().items())
@@ -57,9 +63,7 @@ def verdict(row: pd.Series) -> str:
 
 def outputs_side_by_side() -> None:
     """Generated tasks: the item's result on each date, then two dates' outputs with their first divergence."""
-    outputs = explorer.item_outputs(str(store.root), store.fingerprint(), model_key, selection.dataset, item_id)
-    outputs = outputs[outputs["condition_key"].isin(item_rows["condition_key"]) & outputs["task_key"].isin(item_rows["task_key"])]
-    outputs = outputs.drop_duplicates("condition_key").sort_values("date").reset_index(drop=True)
+    outputs = history("output", "parsed", "correct", "score", "outcome", "outcome_message")
     st.plotly_chart(plots.item_over_dates(outputs, selection.dataset), width="stretch")
     dates = outputs["date"].tolist()
     right, wrong = outputs.index[outputs["correct"] == True], outputs.index[outputs["correct"] == False]  # noqa: E712 - may hold None

@@ -12,13 +12,10 @@ explorer.intro(
     "baseline (Table 9). A large delta means a score reported on one day may not "
     "be reproducible on another."
 )
-frame, metrics = explorer.load()
-if metrics.empty:
-    explorer.empty_state()
-    st.stop()
+_, metrics = explorer.load()
 table = analysis.summarize(metrics)
 numbers = [c for c in table.columns if table[c].dtype.kind == "f"]
-percent = [c for c in numbers if "accuracy" in c or "ece" in c]  # rates shown as percentages; BLEU and chrF already are
+percent = [c for c in numbers if analysis.is_rate(c)]
 table[percent] = table[percent] * 100
 columns = ["entry", "dataset", "n_items", "n_dates"] + [
     f"{metric}_{part}" for metric in analysis.METRICS for part in ("min", "mean", "max", "delta", "worst_date", "best_date")
