@@ -27,11 +27,11 @@ import torch  # noqa: E402
 from dateeval.backends.transformers import TransformersBackend, common_prefix_length  # noqa: E402
 from dateeval.cli import _quiet_libraries  # noqa: E402
 from dateeval.conditions import expand  # noqa: E402
-from dateeval.data import Subset, load_items  # noqa: E402
+from dateeval.data import Subset  # noqa: E402
 from dateeval.models import resolve  # noqa: E402
 from dateeval.store import Store  # noqa: E402
 from dateeval.sweep import Sweep, SweepSpec  # noqa: E402
-from dateeval.tasks import mcqa  # noqa: E402
+from dateeval.tasks import build_task  # noqa: E402
 
 
 def matmul_flops(dtype: torch.dtype, size: int = 2048, repeats: int = 8, trials: int = 5) -> float:
@@ -78,8 +78,8 @@ def main() -> None:
         start = time.perf_counter()
         progress = Sweep(spec, Store(folder)).run()
         sweep_seconds = time.perf_counter() - start
-    items = load_items("arc_challenge", args.data_dir, Subset(limit=args.items))
-    prompts = [backend.template.render(mcqa.messages(item, spec.conditions[0].system_prompt), day=days[0]).text for item in items]
+    task = build_task("arc_challenge", args.data_dir, Subset(limit=args.items))
+    prompts = [backend.template.render(task.prompt(item, spec.conditions[0]).messages, day=days[0]).text for item in task.items]
     naive = naive_seconds(backend, prompts) * args.dates
 
     encoded = backend.encode(prompts)

@@ -31,6 +31,11 @@ class Prompt:
     shown_from: list[int] | None = None
 
 
+def chat(condition: Condition, user: str, shown_from: list[int] | None = None) -> Prompt:
+    """The system message of the condition (wording, location) and the task's user turn; every task's prompt."""
+    return Prompt([{"role": "system", "content": condition.system_message()}, {"role": "user", "content": user}], shown_from)
+
+
 class Task(ABC):
     """One benchmark, as a sweep sees it. ``dataset`` is the name results are stored and shown under."""
 

@@ -13,7 +13,7 @@ from dateeval.backends.transformers import GenerationSettings, TransformersBacke
 from dateeval.conditions import Condition
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
-from dateeval.tasks.base import GenerationTask, Prompt
+from dateeval.tasks.base import GenerationTask, Prompt, chat
 from dateeval.tasks.parsing import find_number, gsm8k_reference, parse_number
 
 PROMPT_VERSION = "gsm8k-v1"
@@ -87,7 +87,7 @@ class GSM8KTask(GenerationTask):
         user_message(items[0], shots)  # fail early on an impossible shot count
 
     def prompt(self, item: MathItem, condition: Condition) -> Prompt:
-        return Prompt([{"role": "system", "content": condition.system_message()}, {"role": "user", "content": user_message(item, self.shots)}])
+        return chat(condition, user_message(item, self.shots))
 
     def item_record(self, item: MathItem) -> dict:
         return {"reference": str(item.reference)}
@@ -104,11 +104,17 @@ class GSM8KTask(GenerationTask):
         a number have none (NaN).
         """
         results = super().evaluate(backend, items, prompts, texts, batch_size)
-        found = [(index, find_number(result["output"])) for index, result in enumerate(results)]
-        found = [(index, span) for index, span in found if span is not None]
-        contexts = [texts[i] + results[i]["output"][: span[1]].rstrip(" ") for i, span in found]
-        answers = [results[i]["output"][len(contexts[n]) - len(texts[i]) : span[2]] for n, (i, span) in enumerate(found)]
-        for (index, _), logprob in zip(found, backend.continuation_logprobs(contexts, answers, batch_size)):
+        indices, contexts, answers = [], [], []
+        for index, (text, result) in enumerate(zip(texts, results)):
+            found = find_number(result["output"])
+            if found is None:
+                continue
+            _, start, end = found
+            split = len(result["output"][:start].rstrip(" "))  # the space before the number belongs to its first token
+            indices.append(index)
+            contexts.append(text + result["output"][:split])
+            answers.append(result["output"][split:end])
+        for index, logprob in zip(indices, backend.continuation_logprobs(contexts, answers, batch_size)):
             results[index]["confidence"] = math.exp(logprob)
         return results
 

@@ -20,7 +20,7 @@ from dateeval.conditions import Condition
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
 from dateeval.sandbox import Limits, Outcome, run_many
-from dateeval.tasks.base import GenerationTask, Prompt
+from dateeval.tasks.base import GenerationTask, Prompt, chat
 
 PROMPT_VERSION = "humaneval-v1"
 SETTINGS = GenerationSettings(max_new_tokens=384)
@@ -109,7 +109,7 @@ class HumanEvalTask(GenerationTask):
         self.dataset, self.items, self.settings, self.limits = dataset, items, settings, limits
 
     def prompt(self, item: Problem, condition: Condition) -> Prompt:
-        return Prompt([{"role": "system", "content": condition.system_message()}, {"role": "user", "content": user_message(item)}])
+        return chat(condition, user_message(item))
 
     def item_record(self, item: Problem) -> dict:
         return {"subject": item.entry_point}

@@ -20,7 +20,7 @@ from dateeval.conditions import Condition
 from dateeval.data.items import LABELS, MCItem
 from dateeval.errors import DateEvalError
 from dateeval.tasks import fewshot
-from dateeval.tasks.base import GenerationTask, Prompt, Task, settings_key
+from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, settings_key
 from dateeval.tasks.parsing import find_choice, parse_choice
 
 PROMPT_VERSION = "mcqa-v1"
@@ -56,11 +56,6 @@ def cot_user_message(item: MCItem, exemplars: Sequence[MCItem] = ()) -> str:
     """
     shots = "".join(f"{_question(e)}\nThe answer is {LABELS[e.answer]}.\n\n" for e in exemplars)
     return f"{COT_INSTRUCTION.format(about=_about(item))}\n\n{shots}{_question(item)}"
-
-
-def messages(item: MCItem, system_prompt: str, exemplars: Sequence[MCItem] = ()) -> list[dict]:
-    """System + user messages; the date is added later by the chat template or injection."""
-    return [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_message(item, exemplars)}]
 
 
 def permute(item: MCItem, order: int) -> tuple[MCItem, list[int]]:
@@ -178,7 +173,7 @@ class MCQATask(_Choice, Task):
 
     def prompt(self, item: MCItem, condition: Condition) -> Prompt:
         shown, shown_from, exemplars = self.shown(item, condition)
-        return Prompt(messages(shown, condition.system_message(), exemplars), shown_from)
+        return chat(condition, user_message(shown, exemplars), shown_from)
 
     def prepare(self, backend: TransformersBackend) -> None:
         self.labels = label_tokens(backend.tokenizer, max(len(item.options) for item in self.items), self.label_style)
@@ -258,8 +253,7 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
 
     def prompt(self, item: MCItem, condition: Condition) -> Prompt:
         shown, shown_from, exemplars = self.shown(item, condition)
-        user = cot_user_message(shown, exemplars)
-        return Prompt([{"role": "system", "content": condition.system_message()}, {"role": "user", "content": user}], shown_from)
+        return chat(condition, cot_user_message(shown, exemplars), shown_from)
 
     def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
         """The last "The answer is X" (shown letter), mapped back to the original option; unparseable is wrong."""

@@ -21,7 +21,7 @@ import numpy as np
 from dateeval.backends.transformers import GenerationSettings
 from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
-from dateeval.tasks.base import GenerationTask, Prompt
+from dateeval.tasks.base import GenerationTask, Prompt, chat
 
 PROMPT_VERSION = "wmt16-v1"
 SETTINGS = GenerationSettings(max_new_tokens=192)
@@ -157,7 +157,7 @@ class TranslationTask(GenerationTask):
         self.dataset, self.items, self.target, self.settings = dataset, items, target, settings
 
     def prompt(self, item: Segment, condition: Condition) -> Prompt:
-        return Prompt([{"role": "system", "content": condition.system_message()}, {"role": "user", "content": user_message(item, self.target)}])
+        return chat(condition, user_message(item, self.target))
 
     def item_record(self, item: Segment) -> dict:
         return {"subject": f"en-{self.target}", "origlang": item.origlang}
