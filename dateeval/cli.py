@@ -7,10 +7,14 @@ tracebacks are for bugs only.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import math
 import os
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from dateeval.errors import DateEvalError
@@ -23,6 +27,22 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise DateEvalError(f"{message} (see `python -m dateeval {self.prog.split()[-1]} --help`)")
+
+
+def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type for a whole number in a range: a negative count fails here instead of being silently ignored."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"invalid int value: {text!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f"{minimum} or more" if maximum is None else f"between {minimum} and {maximum}"
+            raise argparse.ArgumentTypeError(f"must be {bound}, not {value}")
+        return value
+
+    return parse
 
 
 def _quiet_libraries() -> None:
@@ -53,7 +73,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
         help="repeatable: mmlu, arc_challenge, arc_easy, gpqa_main|diamond|extended (next-token MCQA; add _cot for chain of thought), "
         "gsm8k, humaneval, wmt16_en_de|fi|cs; _<k>shot for few-shot (e.g. mmlu_5shot)",
     )  # fmt: skip
-    run.add_argument("--shots", type=int, default=0, help="few-shot exemplars for every dataset that has them (paper Table 4 uses 5)")
+    run.add_argument("--shots", type=_integer(0), default=0, help="few-shot exemplars for every dataset that has them (paper Table 4 uses 5)")
     run.add_argument("--data-dir", help="folder with the benchmarks' original files (offline); default: the Hugging Face Hub")
     run.add_argument("--subjects", help="MMLU subjects, comma-separated")
     run.add_argument("--limit", type=int, help="first N items (after --sample)")
@@ -66,21 +86,21 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     factors = run.add_argument_group("other factors, each swept alone at --factor-date with the rest at their defaults (paper Table 5)")
     factors.add_argument("--factor-date", help="the date at which the other factors are swept (default: the first date)")
     factors.add_argument("--batch-sizes", help="comma-separated batch sizes, e.g. 1,2,4,8,16,32,64,128")
-    factors.add_argument("--option-orders", type=int, help="K seeded permutations of every question's options (orders 1..K)")
+    factors.add_argument("--option-orders", type=_integer(1), help="K seeded permutations of every question's options (orders 1..K)")
     factors.add_argument("--system-prompts", help="'paper' for the six wordings of App. C.4, or wordings separated by |")
     factors.add_argument("--locations", help="user locations separated by |, e.g. 'Berlin|Tokyo|Lagos' (App. F)")
-    factors.add_argument("--repeat", type=int, default=0, help="also run the factor date R more times: measured run-to-run variation")
+    factors.add_argument("--repeat", type=_integer(0), default=0, help="also run the factor date R more times: measured run-to-run variation")
     run.add_argument("--date-format", default="%d %b %Y", help="strftime format of injected dates (default %%d %%b %%Y)")
     run.add_argument("--date-line", default="Today Date: {date}", help="the injected line; {date} is replaced")
     run.add_argument("--date-position", default="system_start", choices=POSITIONS, help="where an injected date goes")
     run.add_argument("--dtype", action="append", choices=DTYPES, help="numerical precision (repeatable: one entry per precision; default auto)")
     run.add_argument("--device", default="auto", choices=DEVICES)
-    run.add_argument("--batch-size", type=int, default=32)
+    run.add_argument("--batch-size", type=_integer(1), default=32)
     run.add_argument("--label-style", default="auto", choices=("auto", "space+label", "label"), help="token read for option labels")
     generation = run.add_argument_group("open-ended tasks (chain of thought, GSM8K, HumanEval, WMT16)")
-    generation.add_argument("--max-new-tokens", type=int, help="longest reply (default per task: 384 CoT/HumanEval, 320 GSM8K, 192 WMT)")
+    generation.add_argument("--max-new-tokens", type=_integer(1), help="longest reply (default per task: 384 CoT/HumanEval, 320 GSM8K, 192 WMT)")
     generation.add_argument("--sampling", action="store_true", help="sample with the model's own temperature/top-p and a fixed seed (App. C.2); default greedy")
-    generation.add_argument("--generation-seed", type=int, default=0, help="seed for --sampling (default 0)")
+    generation.add_argument("--generation-seed", type=_integer(0, 2**63 - 1), default=0, help="seed for --sampling (default 0)")
     run.add_argument("--trust-remote-code", action="store_true", help="allow model code from the Hub to run (off by default)")
     run.add_argument("--store", default="cache/results", help="results folder (default cache/results)")
 
@@ -138,13 +158,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from dateeval.prompting import DateInjection
     from dateeval.store import Store
     from dateeval.sweep import Sweep, SweepSpec
-    from dateeval.tasks import GenerationOptions, with_shots
+    from dateeval.tasks import GenerationOptions, parse_name, with_shots
 
     if not args.dataset:
         raise DateEvalError("give at least one --dataset (e.g. --dataset arc_challenge)")
-    if args.shots < 0:
-        raise DateEvalError(f"--shots must be 0 or more, not {args.shots}")
+    datasets = tuple(with_shots(name, args.shots) for name in args.dataset)
     subjects = tuple(s.strip() for s in args.subjects.split(",") if s.strip()) if args.subjects else ()
+    other = next((name for name in datasets if subjects and parse_name(name).base != "mmlu"), None)
+    if other:
+        raise DateEvalError(f"--subjects applies to mmlu datasets only, not {other}: run {other} in a sweep of its own")
     conditions = expand(
         parse_dates(args.dates),
         no_date=args.no_date,
@@ -156,7 +178,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     spec = SweepSpec(
         models=tuple(args.model or [DEFAULT_MODEL]),
-        datasets=tuple(with_shots(name, args.shots) for name in args.dataset),
+        datasets=datasets,
         conditions=tuple(conditions),
         data_dir=args.data_dir,
         subset=Subset(subjects=subjects, sample=args.sample, seed=args.seed, limit=args.limit),
@@ -302,11 +324,28 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     return 0
 
 
+def _output_folder(path: Path) -> Path:
+    """Create ``path`` and prove it writable before any table is computed, so a bad ``--out`` costs nothing."""
+    if path.exists() and not path.is_dir():
+        raise DateEvalError(f"--out {path} is a file, not a folder: give a folder for index.html and the CSVs")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        raise DateEvalError(f"cannot write the report to {path}: {error.strerror or error}") from None
+    return path
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     from dateeval.report import write_report
 
+    out = _output_folder(Path(args.out))
     frame = _read_store(args.store)
-    page = write_report(frame, Path(args.out), Path(args.store))
+    try:
+        page = write_report(frame, out, Path(args.store))
+    except OSError as error:  # a disk that fills up while the tables are written
+        raise DateEvalError(f"cannot write the report to {out}: {error.strerror or error}") from None
     print(f"report written to {page}")
     return 0
 
@@ -348,11 +387,26 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     if not store.root.is_dir():
         raise DateEvalError(f"store {store.root} does not exist")
     store.ensure_writable()
-    folders, removed, problems = store.compact()
+    with _exclusive(store.root / ".compact.lock", f"store {store.root} is being compacted by another process: wait until it finishes"):
+        folders, removed, problems = store.compact()
     for message in problems.messages():
         print(f"dateeval: warning: {message}", file=sys.stderr)
     print(f"compacted {folders} folders, merged and removed {removed} files")
     return 0
+
+
+@contextlib.contextmanager
+def _exclusive(lock: Path, busy: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``lock`` (released by the kernel when the process ends, however it ends), or fail with ``busy``.
+
+    Two compactions of one store would each merge and delete the other's inputs.
+    """
+    with lock.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise DateEvalError(busy) from None
+        yield
 
 
 def main(argv: list[str] | None = None) -> int:

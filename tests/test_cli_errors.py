@@ -61,8 +61,8 @@ def test_unknown_command_is_one_line():
     [
         (["--dataset", "gsm8k_cot"], "chain-of-thought (_cot) applies to the multiple-choice datasets"),
         (["--dataset", "humaneval_5shot"], "few-shot prompting is available for"),
-        (["--dataset", "gsm8k", "--shots", "-1"], "--shots must be 0 or more"),
-        (["--dataset", "gsm8k", "--max-new-tokens", "0"], "--max-new-tokens must be at least 1"),
+        (["--dataset", "gsm8k", "--shots", "-1"], "argument --shots: must be 0 or more, not -1"),
+        (["--dataset", "gsm8k", "--max-new-tokens", "0"], "argument --max-new-tokens: must be 1 or more, not 0"),
         (["--dataset", "gsm8k", "--shots", "9"], "GSM8K has 8 fixed exemplars"),
         (["--dataset", "humaneval", "--option-orders", "2"], "option orders apply to multiple-choice datasets only"),
         (["--dataset", "arc_easy", "--shots", "5"], "no ARC-Easy train file"),

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from dateeval.data.files import parse_jsonl, read_text, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
@@ -17,21 +17,16 @@ def _item(item_id: str, stem: str, texts: list[str], labels: list[str], key: str
     return MCItem(item_id, stem, tuple(texts), labels.index(key))
 
 
+def _row(row: dict) -> MCItem:
+    choices = row["question"]["choices"]
+    return _item(row["id"], row["question"]["stem"], [c["text"] for c in choices], [c["label"] for c in choices], row["answerKey"])
+
+
 def _local(data_dir: Path, config: str, split: str) -> list[MCItem]:
     path = data_dir / "arc" / config / f"{config}-{split.title()}.jsonl"
     if not path.is_file():
         raise DateEvalError(f"no {config} {split} file under {data_dir}: expected {path} (the ARC-V1 release's JSONL)")
-    items = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            choices = row["question"]["choices"]
-            items.append(_item(row["id"], row["question"]["stem"], [c["text"] for c in choices], [c["label"] for c in choices], row["answerKey"]))
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
-            raise DateEvalError(f"malformed ARC file {path}, line {number}: {type(error).__name__} {error}") from None
-    return items
+    return unique_ids(parse_jsonl(read_text(path, "ARC").splitlines(), path, "ARC", _row), path)
 
 
 def load_arc(config: str, data_dir: Path | None, split: str = "test") -> list[MCItem]:
@@ -40,4 +35,4 @@ def load_arc(config: str, data_dir: Path | None, split: str = "test") -> list[MC
         return _local(data_dir, config, split)
     hint = f"pass --data-dir DIR with DIR/arc/{config}/{config}-{split.title()}.jsonl"
     rows = load_hub_rows("allenai/ai2_arc", config, split, hint)
-    return [_item(r["id"], r["question"], list(r["choices"]["text"]), list(r["choices"]["label"]), r["answerKey"]) for r in rows]
+    return unique_ids([_item(r["id"], r["question"], list(r["choices"]["text"]), list(r["choices"]["label"]), r["answerKey"]) for r in rows], f"the Hub copy of allenai/ai2_arc ({config})")

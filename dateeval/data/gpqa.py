@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import random
 from pathlib import Path
 
+from dateeval.data.files import read_text, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
@@ -35,12 +37,14 @@ def load_gpqa(config: str, data_dir: Path | None) -> list[MCItem]:
         if not path.is_file():
             raise DateEvalError(f"no GPQA file {path}. {_ACCESS.replace('{config}', config)}")
         try:
-            return [_item(row, config) for row in csv.DictReader(path.open(encoding="utf-8", newline=""))]
-        except (KeyError, csv.Error) as error:
+            return unique_ids([_item(row, config) for row in csv.DictReader(io.StringIO(read_text(path, "GPQA"), newline=""))], path)
+        except KeyError as error:
             raise DateEvalError(f"malformed GPQA file {path}: missing column {error}") from None
+        except (csv.Error, AttributeError) as error:  # AttributeError: a short row has None for its missing columns
+            raise DateEvalError(f"malformed GPQA file {path}: {error}") from None
     from huggingface_hub import get_token
 
     if get_token() is None:
         raise DateEvalError(f"no Hugging Face token found. {_ACCESS.replace('{config}', config)}")
     rows = load_hub_rows("Idavidrein/gpqa", f"gpqa_{config}", "train", f"pass --data-dir DIR with DIR/gpqa/gpqa_{config}.csv")
-    return [_item(row, config) for row in rows]
+    return unique_ids([_item(row, config) for row in rows], f"the Hub copy of Idavidrein/gpqa (gpqa_{config})")

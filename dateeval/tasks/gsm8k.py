@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from dataclasses import dataclass
 from decimal import Decimal
@@ -11,6 +10,7 @@ from pathlib import Path
 
 from dateeval.backends.transformers import GenerationSettings, TransformersBackend
 from dateeval.conditions import Condition
+from dateeval.data.files import parse_jsonl, read_text, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
 from dateeval.tasks.base import GenerationTask, Prompt, chat
@@ -50,16 +50,19 @@ class MathItem:
     reference: Decimal
 
 
+def _item(row: dict) -> MathItem:
+    return MathItem(f"gsm8k/{hashlib.sha1(row['question'].encode()).hexdigest()[:12]}", row["question"], gsm8k_reference(row["answer"]))
+
+
 def load_items(data_dir: Path | None = None) -> list[MathItem]:
     """The 1,319 test problems: ``DIR/gsm8k/test.jsonl`` (the original release), or the Hub."""
     if data_dir is None:
         rows = load_hub_rows("openai/gsm8k", "main", "test", "pass --data-dir DIR with DIR/gsm8k/test.jsonl")
-    else:
-        path = Path(data_dir) / "gsm8k" / "test.jsonl"
-        if not path.is_file():
-            raise DateEvalError(f"no GSM8K file under {data_dir}: expected {path}")
-        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-    return [MathItem(f"gsm8k/{hashlib.sha1(r['question'].encode()).hexdigest()[:12]}", r["question"], gsm8k_reference(r["answer"])) for r in rows]
+        return unique_ids([_item(row) for row in rows], "the Hub copy of openai/gsm8k")
+    path = Path(data_dir) / "gsm8k" / "test.jsonl"
+    if not path.is_file():
+        raise DateEvalError(f"no GSM8K file under {data_dir}: expected {path}")
+    return unique_ids(parse_jsonl(read_text(path, "GSM8K").splitlines(), path, "GSM8K", _item), path)
 
 
 def user_message(item: MathItem, shots: int = 0) -> str:

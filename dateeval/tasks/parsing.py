@@ -70,7 +70,10 @@ def parse_number(text: str) -> Decimal | None:
 
 def gsm8k_reference(answer: str) -> Decimal:
     """The reference number after ``####`` in a GSM8K answer."""
-    value = normalize_number(answer.rsplit("####", 1)[-1])
+    _, marker, final = answer.rpartition("####")
+    if not marker:
+        raise ValueError(f"GSM8K answer without '####' before its final number: {answer[-80:]!r}")
+    value = normalize_number(final)
     if value is None:
         raise ValueError(f"GSM8K answer without a final number: {answer[-80:]!r}")
     return value

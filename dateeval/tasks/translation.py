@@ -20,6 +20,7 @@ import numpy as np
 
 from dateeval.backends.transformers import GenerationSettings
 from dateeval.conditions import Condition
+from dateeval.data.files import read_text
 from dateeval.errors import DateEvalError
 from dateeval.tasks.base import GenerationTask, Prompt, chat
 
@@ -46,7 +47,7 @@ _SEG = re.compile(r"<seg\b[^>]*>(.*?)</seg>", re.DOTALL)
 def _sgml(path: Path) -> list[tuple[str, str]]:
     """(text, origlang) of every segment of a WMT SGML file, in document order."""
     out = []
-    for attributes, body in _DOC.findall(path.read_text(encoding="utf-8")):
+    for attributes, body in _DOC.findall(read_text(path, "WMT16")):
         origlang = re.search(r'origlang="([^"]*)"', attributes)
         out += [(text.strip(), origlang.group(1) if origlang else "") for text in _SEG.findall(body)]
     return out
@@ -64,8 +65,8 @@ def _local(target: str, data_dir: Path) -> list[Segment]:
         origlangs = [origlang for _, origlang in sources]
         sources, references = [text for text, _ in sources], [text for text, _ in references]
     elif source_path.is_file() and reference_path.is_file():
-        sources = source_path.read_text(encoding="utf-8").splitlines()
-        references = reference_path.read_text(encoding="utf-8").splitlines()
+        sources = read_text(source_path, "WMT16").splitlines()
+        references = read_text(reference_path, "WMT16").splitlines()
         origlangs = [""] * len(sources)
     else:
         raise DateEvalError(f"no WMT16 en-{target} files: expected {source_path} and {reference_path} (or the SGML pair in {sgml})")

@@ -1,0 +1,74 @@
+"""Reading benchmark files, so that every bad file ends in one line naming it.
+
+A data file may be in another encoding, truncated, not JSON, or lack a field
+in one row; each loader reads through these helpers, and the message says
+which file (and line) to fix instead of a traceback from deep in a parser.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from dateeval.errors import DateEvalError
+
+T = TypeVar("T")
+
+
+class _HasId(Protocol):
+    @property
+    def id(self) -> str: ...
+
+
+Item = TypeVar("Item", bound=_HasId)
+
+
+def read_text(path: Path, what: str) -> str:
+    """The file's UTF-8 text (every benchmark release is UTF-8), decompressed when it ends in ``.gz``."""
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                return handle.read()
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as error:
+        raise DateEvalError(f"{what} file {path} is not UTF-8 text (byte {error.start}): convert it or restore the original") from None
+    except (OSError, EOFError, zlib.error) as error:  # gzip: not gzip at all, or cut short
+        raise DateEvalError(f"cannot read {what} file {path}: {error.strerror or error}") from None
+
+
+def parse_jsonl(lines: Iterable[str], path: Path, what: str, build: Callable[[dict], T]) -> list[T]:
+    """One item per non-empty JSON line, built by ``build``; a line that is not JSON or lacks a field is named by its number."""
+    items = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise TypeError(f"expected a JSON object, found {type(row).__name__}")
+            items.append(build(row))
+        except json.JSONDecodeError as error:
+            raise DateEvalError(f"malformed {what} file {path}, line {number}: not JSON ({error.msg})") from None
+        except KeyError as error:
+            raise DateEvalError(f"malformed {what} file {path}, line {number}: no field {error}") from None
+        except (AttributeError, TypeError, ValueError) as error:  # a field of the wrong type, a value out of place
+            raise DateEvalError(f"malformed {what} file {path}, line {number}: {error}") from None
+    return items
+
+
+def unique_ids(items: list[Item], where: str | Path) -> list[Item]:
+    """``items`` unchanged, once every id is known to occur once.
+
+    Results are keyed by item id: two items sharing one would both be
+    scored and stored, then count as one in every table.
+    """
+    seen: set[str] = set()
+    for item in items:
+        if item.id in seen:
+            raise DateEvalError(f"duplicate item id {item.id!r} in {where}: every item needs its own id")
+        seen.add(item.id)
+    return items
