@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -70,10 +71,12 @@ def resolve(model: str) -> ModelSource:
     if path.suffix == ".gguf":
         if not path.is_file():
             raise DateEvalError(f"GGUF file {path} does not exist")
+        check_gguf(path)
         return ModelSource(path.stem, "gguf", str(path.parent.resolve()), sha256_file(path), path.name)
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise DateEvalError(f"model directory {path} has no config.json: not a transformers model folder")
+        check_weights(path)
         return ModelSource(path.name, "dir", str(path.resolve()), _dir_fingerprint(path))
     name, _, revision = model.partition("@")
     if _HUB_ID.match(name):
@@ -81,6 +84,54 @@ def resolve(model: str) -> ModelSource:
     raise DateEvalError(
         f"unknown model {model!r}: give {', '.join(NAMED_GGUF)}, a Hub id (org/name[@revision]), a model directory or a .gguf file"
     )
+
+
+def check_gguf(path: Path) -> None:
+    """Refuse a file that is not GGUF, or a GGUF cut short, before anything is converted or loaded.
+
+    Reading the header and tensor table costs about two seconds; a damaged
+    file would otherwise fail deep inside the conversion with a traceback.
+    """
+    with path.open("rb") as handle:
+        if handle.read(4) != b"GGUF":
+            raise DateEvalError(f"{path} is not a GGUF file (it does not start with the GGUF magic bytes)")
+    from gguf import GGUFReader
+
+    try:
+        tensors = GGUFReader(path).tensors
+    except Exception as error:  # noqa: BLE001 - the reader fails with numpy's errors on any damage
+        raise DateEvalError(f"GGUF file {path} is damaged or truncated: {error}") from None
+    expected = max((tensor.data_offset + int(tensor.n_bytes) for tensor in tensors), default=0)
+    if path.stat().st_size < expected:
+        raise DateEvalError(f"GGUF file {path} is truncated: {path.stat().st_size:,} bytes, its tensors need {expected:,}")
+
+
+def check_weights(folder: Path) -> None:
+    """Refuse a model folder whose safetensors weights are cut short or whose shards are missing, before loading.
+
+    A safetensors file states its layout in its header: the file must hold
+    8 bytes, the header, and every tensor's byte range.
+    """
+    index = folder / "model.safetensors.index.json"
+    if index.is_file():
+        try:
+            shards = set(json.loads(index.read_text(encoding="utf-8"))["weight_map"].values())
+        except (OSError, ValueError, KeyError, AttributeError) as error:
+            raise DateEvalError(f"model directory {folder}: unreadable {index.name} ({error})") from None
+        missing = sorted(shard for shard in shards if not (folder / shard).is_file())
+        if missing:
+            raise DateEvalError(f"model directory {folder} lacks the weight shard(s) {', '.join(missing)} named in {index.name}")
+    for weights in sorted(folder.glob("*.safetensors")):
+        size = weights.stat().st_size
+        try:
+            with weights.open("rb") as handle:
+                length = int.from_bytes(handle.read(8), "little")
+                header = json.loads(handle.read(length)) if 0 < length <= size - 8 else None
+            end = max((entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"), default=0)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
+            raise DateEvalError(f"weights file {weights} is damaged: its safetensors header cannot be read") from None
+        if size < 8 + length + end:
+            raise DateEvalError(f"weights file {weights} is truncated: {size:,} bytes, its tensors need {8 + length + end:,}")
 
 
 def _dir_fingerprint(path: Path) -> str:

@@ -8,15 +8,14 @@ reproduced (or redone under other limits) from the store alone.
 
 from __future__ import annotations
 
-import gzip
 import importlib.util
-import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from dateeval.backends.transformers import GenerationSettings
 from dateeval.conditions import Condition
+from dateeval.data.files import parse_jsonl, read_text, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
 from dateeval.sandbox import Limits, Outcome, run_many
@@ -55,13 +54,16 @@ def load_problems(data_dir: Path | None = None) -> list[Problem]:
     path = Path(data_dir) / "humaneval" / "HumanEval.jsonl.gz" if data_dir is not None else _packaged()
     if path is None:
         rows = load_hub_rows("openai/openai_humaneval", None, "test", "pass --data-dir DIR with DIR/humaneval/HumanEval.jsonl.gz")
-    else:
-        if not path.is_file():
-            raise DateEvalError(f"no HumanEval file under {data_dir}: expected {path}")
-        with gzip.open(path, "rt", encoding="utf-8") as handle:
-            rows = [json.loads(line) for line in handle if line.strip()]
-    fields = Problem.__dataclass_fields__
-    return [Problem(**{name: row[name] for name in fields}) for row in rows]
+        return unique_ids([_problem(row) for row in rows], "the Hub copy of openai/openai_humaneval")
+    if not path.is_file():
+        raise DateEvalError(f"no HumanEval file under {data_dir}: expected {path}")
+    return unique_ids(parse_jsonl(read_text(path, "HumanEval").splitlines(), path, "HumanEval", _problem), path)
+
+
+def _problem(row: dict) -> Problem:
+    return Problem(**{name: row[name] for name in Problem.__dataclass_fields__})
+
+
 
 
 INSTRUCTION = "Complete the following Python function. Reply with the whole function in a ```python code block."
