@@ -138,15 +138,17 @@ def _infer_format(text: str) -> str | None:
     return None
 
 
-def _analyse(source: str) -> DateSupport:
+def _analyse(source: str, name: str) -> DateSupport:
     """Find the template's date mechanism by reading its Jinja syntax tree."""
     try:
         tree = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(source)
     except jinja2.TemplateSyntaxError as error:
-        raise DateEvalError(f"chat template does not parse: {error}") from None
+        raise DateEvalError(f"chat template {name} does not parse: {error}") from None
     for call in tree.find_all(nodes.Call):
         if isinstance(call.node, nodes.Name) and call.node.name == "strftime_now":
             fmt = call.args[0].value if call.args and isinstance(call.args[0], nodes.Const) else "%Y-%m-%d"
+            if not isinstance(fmt, str):
+                raise DateEvalError(f"chat template {name} calls strftime_now({fmt!r}): the format must be a string such as '%d %b %Y'")
             return DateSupport("clock", format=fmt)
     free = jinja2.meta.find_undeclared_variables(tree)
     # A variable the caller may set, whose fallback is a literal date ("26 Jul 2024").
@@ -205,6 +207,8 @@ class ChatTemplate:
         path = Path(path)
         try:
             source = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise DateEvalError(f"chat template {path} is not UTF-8 text") from None
         except OSError as error:
             raise DateEvalError(f"cannot read chat template {path}: {error.strerror}") from None
         return cls(source, bos_token=bos_token, eos_token=eos_token, name=path.stem)
@@ -219,7 +223,7 @@ class ChatTemplate:
     @cached_property
     def support(self) -> DateSupport:
         """How this template dates its prompts, verified by rendering a sentinel."""
-        support = _analyse(self.source)
+        support = _analyse(self.source, self.name)
         if support.kind != "none":
             probe = [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}]
             text = self._render(probe, variables={support.variable: _SENTINEL} if support.variable else {}, clock=_SENTINEL)
@@ -240,8 +244,9 @@ class ChatTemplate:
                     eos_token=self.eos_token,
                     **variables,
                 )[0][0]
-            except jinja2.TemplateError as error:
-                raise DateEvalError(f"chat template {self.name} failed to render: {error}") from None
+            except Exception as error:  # noqa: BLE001 - the template is the user's code: any error in it is theirs
+                detail = error if isinstance(error, jinja2.TemplateError) else f"{type(error).__name__}: {error}"
+                raise DateEvalError(f"chat template {self.name} failed to render: {detail}") from None
 
     def render(
         self,

@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.conditions import Condition
@@ -94,6 +95,41 @@ def check_dates_distinct(backend: TransformersBackend, task: Task, conditions: l
         seen[key] = condition.date
 
 
+def _render(backend: TransformersBackend, task: Task, item: object, condition: Condition) -> str:
+    messages = task.prompt(item, condition).messages
+    return backend.template.render(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection).text
+
+
+def _reply_budget(task: Task) -> int:
+    """Tokens a task may add after its prompt: the longest reply of a generation task, none for next-token scoring."""
+    settings = getattr(task, "settings", None)
+    return settings.max_new_tokens if settings is not None else 0
+
+
+def check_context(backend: TransformersBackend, task: Task, conditions: list[Condition]) -> None:
+    """Refuse, before any item is evaluated, prompts that (with the longest reply) exceed the model's context.
+
+    Past its context a model runs on positions it was never trained on and
+    its numbers come out silently wrong. Conditions differ only in text that
+    every item shares (system message, date), so every item is measured
+    under the condition that makes the first item's prompt longest.
+    """
+    limit = backend.context_length
+    if limit is None:
+        return
+    first = task.items[0]
+    longest = max(conditions, key=lambda condition: len(backend.encode([_render(backend, task, first, condition)])[0]))
+    lengths = [len(tokens) for tokens in backend.encode([_render(backend, task, item, longest) for item in task.items])]
+    worst = max(range(len(lengths)), key=lengths.__getitem__)
+    reply = _reply_budget(task)
+    if lengths[worst] + reply > limit:
+        with_reply = f" plus up to {reply} generated" if reply else ""
+        raise DateEvalError(
+            f"{task.dataset} item {task.items[worst].id} needs {lengths[worst]:,} prompt tokens{with_reply} under {longest.label}, "
+            f"beyond {backend.identity.model}'s context of {limit:,}: shorten the system prompt, use fewer shots or a smaller --max-new-tokens"
+        )
+
+
 class Sweep:
     """Runs a :class:`SweepSpec` against a store, skipping what is already there."""
 
@@ -118,6 +154,7 @@ class Sweep:
             for task in tasks:
                 task.prepare(backend)
                 check_dates_distinct(backend, task, list(self.spec.conditions))
+                check_context(backend, task, list(self.spec.conditions))
                 self._run_task(backend, task, progress, started)
                 if self.cancel.is_set():
                     return progress
@@ -164,7 +201,7 @@ class Sweep:
         if path.exists() and not self.store.readable(path):
             # The same unit's earlier file is corrupted: recompute beside it, never over it.
             path = self.store.unit_path(model_dir, task.dataset, _slug(condition.label), f"{unit_key}-{self.run_id}")
-        if path.exists() or not self.store.claim(path):
+        if path.exists() or not self._claim(path):
             progress.units_skipped += 1  # finished meanwhile, or running, in another worker
             return
         batch_size = condition.batch_size or self.spec.batch_size
@@ -184,6 +221,14 @@ class Sweep:
         progress.items_scored += len(todo)
         progress.tokens_scored += sum(result.get("prompt_tokens", 0) for result in results)
         progress.tokens_generated += sum(result.get("output_tokens", 0) for result in results)
+
+    def _claim(self, path: Path) -> bool:
+        """Claim a unit; a lock that cannot be written (a full disk) is removed again and ends the sweep in one line."""
+        try:
+            return self.store.claim(path)
+        except OSError as error:
+            self.store.release(path)
+            raise DateEvalError(f"cannot write to the store {self.store.root}: {error.strerror or error}") from None
 
     def _shared(self, backend: TransformersBackend, task: Task, condition: Condition, batch_size: int) -> dict:
         """What every row of one work unit shares: who produced it, under which condition and task settings."""

@@ -159,6 +159,13 @@ class TransformersBackend:
         self._cache_argument = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else (self.tokenizer.eos_token_id or 0)
 
+    @property
+    def context_length(self) -> int | None:
+        """The longest sequence (prompt plus reply) the model was trained on, where its config states it."""
+        config = self.model.config
+        lengths = (getattr(config, name, None) for name in ("max_position_embeddings", "n_positions", "max_sequence_length"))
+        return next((length for length in lengths if isinstance(length, int)), None)
+
     def encode(self, prompts: list[str]) -> list[list[int]]:
         """Token ids of rendered prompts (the template already wrote any BOS token)."""
         return [self.tokenizer.encode(prompt, add_special_tokens=False) for prompt in prompts]
