@@ -1,8 +1,15 @@
 """Bad input: one line on stderr, exit status 2, no traceback, nothing stored lost."""
 
+import fcntl
+import gzip
+import json
+import os
+import shutil
+import subprocess
+
 import pytest
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 
 def _assert_one_line_error(result, fragment):
@@ -79,3 +86,250 @@ def test_regrade_rejects_bad_input(data_dir, tmp_path):
     _assert_one_line_error(run_cli("regrade", "--store", str(tmp_path / "none")), "does not exist")
     (tmp_path / "empty").mkdir()
     _assert_one_line_error(run_cli("regrade", "--store", str(tmp_path / "empty"), "--data-dir", str(data_dir)), "no stored outputs to regrade")
+
+
+# --- Issue 9, part 3: every class of bad input, answered in one line before any model is loaded, or run correctly. ---
+
+FAST = 180  # seconds: a refusal that takes longer than this counts as a hang
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--dates", "0001-01-01..9999-12-31"], "--dates asks for 3,652,059 dates; at most 10,000"),
+        (["--dates", "2024-01-01..2024-12-31,1990-01-01..2020-12-31"], "--dates asks for 11,689 dates"),
+        (["--dates", "9999-12-31..10000-01-01"], "malformed date '10000-01-01'"),
+        (["--option-orders", "-1"], "argument --option-orders: must be 1 or more, not -1"),
+        (["--repeat", "-2"], "argument --repeat: must be 0 or more, not -2"),
+        (["--batch-size", "0"], "argument --batch-size: must be 1 or more, not 0"),
+        (["--generation-seed", "-1"], "argument --generation-seed: must be between 0 and"),
+        (["--subjects", "anatomy"], "--subjects applies to mmlu datasets only, not arc_challenge"),
+    ],
+)
+def test_run_options_refused_before_any_work(args, fragment, data_dir, tmp_path):
+    result = run_cli("run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--store", str(tmp_path / "store"), *args, timeout=FAST)
+    _assert_one_line_error(result, fragment)
+    assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize(
+    ("dataset", "fragment"),
+    [("mmlu", "1000-shot prompting needs 1000 exemplars; only 5 available"), ("gsm8k", "GSM8K has 8 fixed exemplars")],
+)
+def test_more_shots_than_exemplars(dataset, fragment, data_dir, tmp_path):
+    result = run_cli("run", "--dataset", dataset, "--shots", "1000", "--data-dir", str(data_dir), "--limit", "1", "--store", str(tmp_path), timeout=FAST)
+    _assert_one_line_error(result, fragment)
+
+
+GSM8K = "gsm8k/test.jsonl"
+HUMANEVAL = "humaneval/HumanEval.jsonl.gz"
+ARC = "arc/ARC-Challenge/ARC-Challenge-Test.jsonl"
+_ARC_ROW = {"id": "q1", "question": {"stem": "Why?", "choices": [{"label": "A", "text": "yes"}, {"label": "B", "text": "no"}]}, "answerKey": "A"}
+_PROBLEM = {"task_id": "HumanEval/0", "prompt": "def f():\n", "canonical_solution": "    return 1\n", "test": "def check(c):\n    pass\n", "entry_point": "f"}
+
+
+def _lines(*rows: object) -> bytes:
+    return "".join(json.dumps(row) + "\n" for row in rows).encode()
+
+
+@pytest.mark.parametrize(
+    ("dataset", "relative", "content", "fragment"),
+    [
+        ("arc_challenge", ARC, "é".encode("latin-1") + _lines(_ARC_ROW), "ARC-Challenge-Test.jsonl is not UTF-8 text (byte 0)"),
+        ("arc_challenge", ARC, _lines(_ARC_ROW, {**_ARC_ROW, "question": {**_ARC_ROW["question"], "stem": "How?"}}), "duplicate item id 'q1' in"),
+        ("arc_challenge", ARC, b"[1, 2]\n", "line 1: expected a JSON object, found list"),
+        ("gsm8k", GSM8K, _lines({"question": "1+1?"}), "test.jsonl, line 1: no field 'answer'"),
+        ("gsm8k", GSM8K, _lines({"question": "1+1?", "answer": "It is 2"}), "line 1: GSM8K answer without '####'"),
+        ("gsm8k", GSM8K, _lines({"question": "1+1?", "answer": "#### 2"}) + b"{not json\n", "test.jsonl, line 2: not JSON"),
+        ("gsm8k", GSM8K, _lines({"question": "1+1?", "answer": "#### 2"}) * 2, "duplicate item id 'gsm8k/"),
+        ("gsm8k", GSM8K, b"\xff\xfe" + _lines({"question": "1+1?", "answer": "#### 2"}), "is not UTF-8 text"),
+        ("humaneval", HUMANEVAL, _lines(_PROBLEM), "HumanEval.jsonl.gz: Not a gzipped file"),
+        ("humaneval", HUMANEVAL, gzip.compress(b"not json\n"), "HumanEval.jsonl.gz, line 1: not JSON"),
+        ("humaneval", HUMANEVAL, gzip.compress(_lines({k: v for k, v in _PROBLEM.items() if k != "test"})), "line 1: no field 'test'"),
+        ("humaneval", HUMANEVAL, gzip.compress(_lines(_PROBLEM, _PROBLEM)), "duplicate item id 'HumanEval/0'"),
+        ("humaneval", HUMANEVAL, gzip.compress(_lines(_PROBLEM) * 50)[:60], "Compressed file ended before the end-of-stream marker"),
+        ("humaneval", HUMANEVAL, gzip.compress(b"\xff\xfe\n"), "HumanEval.jsonl.gz is not UTF-8 text"),
+        ("wmt16_en_de", "wmt16/en-de/newstest2016-ende.en", b"caf\xe9\n", "newstest2016-ende.en is not UTF-8 text"),
+        ("mmlu", "mmlu/data/test/anatomy_test.csv", b"Qu\xe9?,a,b,c,d,A\n", "cannot read MMLU file"),
+    ],
+    ids=lambda value: value if isinstance(value, str) and len(value) < 60 else "",
+)
+def test_bad_data_files_are_named(dataset, relative, content, fragment, tmp_path):
+    data = tmp_path / "data"
+    (data / relative).parent.mkdir(parents=True)
+    (data / relative).write_bytes(content)
+    if dataset == "wmt16_en_de":
+        (data / "wmt16/en-de/newstest2016-ende.de").write_bytes(b"Kaffee\n")
+    result = run_cli("run", "--dataset", dataset, "--data-dir", str(data), "--dates", "2024-01-01", "--store", str(tmp_path / "store"), timeout=FAST)
+    _assert_one_line_error(result, fragment)
+
+
+def _truncated_safetensors(folder):
+    header = json.dumps({"w": {"dtype": "F32", "shape": [256], "data_offsets": [0, 1024]}}).encode()
+    (folder / "model.safetensors").write_bytes(len(header).to_bytes(8, "little") + header + bytes(100))
+
+
+def _missing_shard(folder):
+    (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": {"w": "model-00001-of-00002.safetensors"}}))
+
+
+@pytest.mark.parametrize(
+    ("make", "fragment"),
+    [
+        (lambda path: path.with_suffix(".gguf").write_text("not a model"), "is not a GGUF file"),
+        (lambda path: path.with_suffix(".gguf").write_bytes(b""), "is not a GGUF file"),
+        (lambda path: path.with_suffix(".gguf").write_bytes(_named_gguf().read_bytes()[:2_000_000]), "is damaged or truncated"),
+        (lambda path: path.with_suffix(".gguf").write_bytes(_named_gguf().read_bytes()[:-1000]), "is damaged or truncated"),
+        (lambda path: _model_folder(path, _truncated_safetensors), "model.safetensors is truncated:"),
+        (lambda path: _model_folder(path, lambda folder: (folder / "model.safetensors").write_bytes(b"\xff" * 8)), "safetensors header cannot be read"),
+        (lambda path: _model_folder(path, _missing_shard), "lacks the weight shard(s) model-00001-of-00002.safetensors"),
+    ],
+)
+def test_damaged_model_files_refused_before_loading(make, fragment, data_dir, tmp_path):
+    model = tmp_path / "model"
+    make(model)
+    target = model.with_suffix(".gguf") if model.with_suffix(".gguf").exists() else model
+    result = run_cli("run", "--model", str(target), "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--store", str(tmp_path / "store"), timeout=FAST)
+    _assert_one_line_error(result, fragment)
+    assert str(target) in result.stderr
+
+
+def _named_gguf():
+    from dateeval.models import _named_gguf as packaged
+
+    return packaged("smollm2-135m")
+
+
+def _model_folder(folder, damage):
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "llama"}')
+    damage(folder)
+
+
+@pytest.mark.parametrize(
+    ("source", "fragment"),
+    [
+        ('{{ messages[0]["content"] + 1 }}', "failed to render: TypeError: can only concatenate str"),
+        ("{{ 1 / 0 }}", "failed to render: ZeroDivisionError: division by zero"),
+        ("{% macro r(n) %}{{ r(n) }}{% endmacro %}{{ r(1) }}", "failed to render: RecursionError: maximum recursion depth exceeded"),
+        ("{{ strftime_now(5) }}{{ messages[0].content }}", "calls strftime_now(5): the format must be a string"),
+        ("{{ strftime_now(fmt) }}{{ messages[0].content }}", "failed to render: TypeError: strftime() argument 1 must be str"),
+        ("{{ raise_exception('no system messages') }}", "failed to render: no system messages"),
+        ("{{ nothing.here }}", "failed to render: 'nothing' is undefined"),
+        ("{% for m in messages %}", "does not parse"),
+    ],
+)
+def test_templates_that_raise_are_named(source, fragment, tmp_path):
+    path = tmp_path / "bad.jinja"
+    path.write_text(source)
+    result = run_cli("template", str(path), "--date", "2024-01-01", timeout=FAST)
+    assert result.stderr.count("dateeval: error: chat template") == 1, result.stderr
+    assert fragment in result.stderr and "Traceback" not in result.stderr and result.returncode == 2
+
+
+def test_template_that_is_not_utf8(tmp_path):
+    (tmp_path / "latin.jinja").write_bytes(b"\xe9t\xe9 {{ messages }}")
+    _assert_one_line_error(run_cli("template", str(tmp_path / "latin.jinja"), timeout=FAST), "latin.jinja is not UTF-8 text")
+
+
+@pytest.fixture
+def mount(tmp_path):
+    """A fresh tmpfs (a small or read-only disk, for real), unmounted afterwards; skipped where mounting is not allowed."""
+    mounted = []
+
+    def make(name: str, options: str):
+        point = tmp_path / name
+        point.mkdir()
+        if shutil.which("mount") is None or subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(point)], capture_output=True).returncode:
+            pytest.skip("mounting a tmpfs needs root (CAP_SYS_ADMIN)")
+        mounted.append(point)
+        return point
+
+    yield make
+    for point in mounted:
+        subprocess.run(["umount", str(point)], check=True)
+
+
+def _fill(point):
+    """Fill a tmpfs to the last byte."""
+    descriptor = os.open(point / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while os.write(descriptor, bytes(4096)):
+            pass
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
+
+
+@pytest.fixture
+def small_store(tmp_path):
+    """One unit of real results (the demo's compacted MMLU file) in a store of its own."""
+    source = next((ROOT / "demo" / "store").glob("smollm2-135m-float32-*/mmlu/*.parquet"))
+    folder = tmp_path / "small" / source.parent.parent.name / "mmlu"
+    folder.mkdir(parents=True)
+    shutil.copy(source, folder)
+    return tmp_path / "small"
+
+
+def test_report_out_that_is_a_file(small_store, tmp_path):
+    (tmp_path / "report.html").write_text("mine")
+    _assert_one_line_error(run_cli("report", "--store", str(small_store), "--out", str(tmp_path / "report.html"), timeout=FAST), "is a file, not a folder")
+    assert (tmp_path / "report.html").read_text() == "mine"
+
+
+def test_report_out_in_an_unwritable_place(small_store, tmp_path, mount):
+    (tmp_path / "file").write_text("")
+    _assert_one_line_error(run_cli("report", "--store", str(small_store), "--out", str(tmp_path / "file" / "out"), timeout=FAST), "Not a directory")
+    readonly = mount("readonly", "size=64k,ro")
+    _assert_one_line_error(run_cli("report", "--store", str(small_store), "--out", str(readonly / "out"), timeout=FAST), "Read-only file system")
+
+
+def test_report_on_a_full_disk(small_store, mount):
+    full = mount("full", "size=64k")
+    _fill(full)
+    result = run_cli("report", "--store", str(small_store), "--out", str(full / "out"), timeout=FAST)
+    _assert_one_line_error(result, "No space left on device")
+
+
+def test_two_compactions_at_once(small_store):
+    shutil.copy(next(small_store.glob("*/mmlu/*.parquet")), next(small_store.glob("*/mmlu")) / "copy.parquet")
+    with (small_store / ".compact.lock").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # what a running compaction holds
+        _assert_one_line_error(run_cli("compact", "--store", str(small_store), timeout=FAST), "is being compacted by another process")
+    assert len(list(small_store.glob("*/mmlu/*.parquet"))) == 2  # nothing merged under the other compaction
+    done = run_cli("compact", "--store", str(small_store), timeout=FAST)
+    assert done.returncode == 0 and len(list(small_store.glob("*/mmlu/*.parquet"))) == 1, done.stderr
+
+
+# The few that need the model (loaded once per command): what is only known once the tokenizer is there.
+
+
+def test_run_on_a_full_disk_leaves_no_lock(data_dir, mount):
+    full = mount("full", "size=64k")
+    _fill(full)
+    result = run_cli("run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "2", "--dates", "2024-01-01", "--store", str(full / "store"))
+    _assert_one_line_error(result, "No space left on device")
+    assert not list(full.rglob("*.lock")) and not list(full.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--system-prompt", "word " * 9000], "needs 9,131 prompt tokens under 2024-01-01,system_prompt='word word word"),
+        (["--shots", "1000"], "arc_challenge_1000shot item"),
+    ],
+)
+def test_prompts_beyond_the_context_are_refused(args, fragment, data_dir, tmp_path):
+    result = run_cli("run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "2", "--dates", "2024-01-01", "--store", str(tmp_path), *args)
+    _assert_one_line_error(result, fragment)
+    assert "beyond smollm2-135m's context of 8,192" in result.stderr and not list(tmp_path.rglob("*.parquet"))
+
+
+def test_dates_next_to_9999_12_31_run(data_dir, tmp_path):
+    """Steps that would pass 9999-12-31 end the range; the dates before it run and are stored."""
+    dates = "9999-12-25..9999-12-31/7d,9999-11-30..9999-12-31/1m"
+    result = run_cli("run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "1", "--dates", dates, "--store", str(tmp_path))
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    summary = json.loads(run_cli("summary", "--store", str(tmp_path), "--json").stdout)
+    assert summary[0]["n_dates"] == 3 and summary[0]["accuracy_worst_date"].startswith("9999-")

@@ -37,7 +37,7 @@ def read_text(path: Path, what: str) -> str:
     except UnicodeDecodeError as error:
         raise DateEvalError(f"{what} file {path} is not UTF-8 text (byte {error.start}): convert it or restore the original") from None
     except (OSError, EOFError, zlib.error) as error:  # gzip: not gzip at all, or cut short
-        raise DateEvalError(f"cannot read {what} file {path}: {error.strerror or error}") from None
+        raise DateEvalError(f"cannot read {what} file {path}: {getattr(error, 'strerror', None) or error}") from None
 
 
 def parse_jsonl(lines: Iterable[str], path: Path, what: str, build: Callable[[dict], T]) -> list[T]:
