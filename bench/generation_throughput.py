@@ -5,9 +5,10 @@ Prints, measured in this one run so machine noise cancels in the ratios:
 * generated tokens per second for the default model on real GSM8K prompts,
   one prompt at a time (unbatched) against batched generation with the KV
   cache, and the speed-up;
-* HumanEval programs (the 164 canonical solutions with their tests) executed
-  per second in the sandbox with one worker against one worker per core,
-  and the speed-up.
+* HumanEval checks (the 164 canonical solutions with their tests) per second
+  in the sandbox (two bubblewrap containers per check) with one worker and
+  with one worker per core, against the same programs run bare (one plain
+  ``python -I`` subprocess each, no isolation): the ratio is the sandbox's cost.
 
     .venv/bin/python bench/generation_throughput.py [--prompts 16] [--tokens 64] [--batch-size 16] [--dtype bfloat16]
 """
@@ -17,8 +18,10 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -29,7 +32,7 @@ from dateeval.cli import _quiet_libraries  # noqa: E402
 from dateeval.conditions import Condition  # noqa: E402
 from dateeval.data import Subset  # noqa: E402
 from dateeval.models import resolve  # noqa: E402
-from dateeval.sandbox import run_many  # noqa: E402
+from dateeval.sandbox import Check, run_many  # noqa: E402
 from dateeval.tasks import build_task, humaneval  # noqa: E402
 
 
@@ -40,10 +43,23 @@ def generated_tokens_per_second(backend: TransformersBackend, prompts: list[str]
     return tokens / (time.perf_counter() - started), tokens
 
 
-def programs_per_second(programs: list[str], workers: int) -> tuple[float, int]:
+def checks_per_second(checks: list[Check], workers: int) -> tuple[float, int]:
     started = time.perf_counter()
-    outcomes = run_many(programs, workers=workers)
-    return len(programs) / (time.perf_counter() - started), sum(outcome.passed for outcome in outcomes)
+    outcomes = run_many(checks, workers=workers)
+    return len(checks) / (time.perf_counter() - started), sum(outcome.passed for outcome in outcomes)
+
+
+def bare_per_second(problems: list, workers: int) -> tuple[float, int]:
+    """The baseline: each whole program (prompt, solution, tests) in a bare interpreter, in the harness's old form."""
+    programs = [f"{p.prompt}{p.canonical_solution}\n\n{p.test}\n\ncheck({p.entry_point})\n" for p in problems]
+
+    def run(program: str) -> bool:
+        return subprocess.run([sys.executable, "-I", "-c", program], capture_output=True, timeout=60).returncode == 0
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        passed = sum(pool.map(run, programs))
+    return len(programs) / (time.perf_counter() - started), passed
 
 
 def main() -> None:
@@ -71,14 +87,14 @@ def main() -> None:
     print(f"  speed-up             {batched / single:8.2f}x")
 
     problems = humaneval.load_problems(Path(args.data_dir))
-    programs = [humaneval.program(p, p.canonical_solution) for p in problems]
-    one, passed_one = programs_per_second(programs, 1)
+    checks = [humaneval.check(p, p.canonical_solution) for p in problems]
     cores = os.cpu_count() or 1
-    many, passed_many = programs_per_second(programs, cores)
-    print(f"HumanEval execution in the sandbox ({len(programs)} canonical solutions):")
-    print(f"  1 worker             {one:8.1f} programs/s ({passed_one} passed)")
-    print(f"  {cores} workers            {many:8.1f} programs/s ({passed_many} passed)")
-    print(f"  speed-up             {many / one:8.2f}x")
+    print(f"HumanEval execution ({len(checks)} canonical solutions):")
+    for workers in (1, cores):
+        bare, passed_bare = bare_per_second(problems, workers)
+        sandboxed, passed = checks_per_second(checks, workers)
+        print(f"  {workers} worker(s): bare {bare:7.1f} programs/s ({passed_bare} passed), "
+              f"sandbox {sandboxed:7.1f} checks/s ({passed} passed), sandbox/bare {sandboxed / bare:5.2f}")  # fmt: skip
 
 
 if __name__ == "__main__":

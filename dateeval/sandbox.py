@@ -1,62 +1,194 @@
-"""Run untrusted generated programs (HumanEval completions) away from the tool's own process.
+"""Run untrusted generated code (HumanEval completions) where it cannot reach the host, other programs or the grade.
 
-Each program runs in a fresh Python interpreter, in its own session and
-process group, in a new temporary working directory that is removed
-afterwards, with:
+Every check runs as **two** sandboxes, each a fresh ``bwrap`` (bubblewrap)
+container with new user, mount, PID, network, IPC, UTS and cgroup
+namespaces, creating further user namespaces disabled, its own ``/proc``,
+a private size-capped tmpfs for ``/tmp`` (its working folder) and
+``/dev/shm``, and read-only binds of only what the interpreter needs: no
+site-packages (the benchmark's canonical solutions live there), no data
+folder, no store, no ``/etc``, no host sockets.
 
-* a wall-clock timeout (the whole process group is killed), and CPU-time,
-  address-space, process-count and file-size limits (``setrlimit``);
-* an environment with nothing inherited (no tokens, no keys);
-* no network, through a new network namespace where the OS allows it
-  (``unshare --net``), and a drop to the unprivileged ``nobody`` user when
-  the tool runs as root, so nothing outside the sandbox can be written or
-  deleted;
-* a pass verdict that the program cannot fake by exiting early
-  (``sys.exit(0)``, ``os._exit(0)``): the harness reports success through a
-  secret token read from a pipe before the program starts, written only
-  after the tests have run.
+* The **solution** sandbox runs the model's code and answers calls to its
+  function over a pipe.
+* The **checker** sandbox runs the benchmark's own tests against a proxy of
+  that function. Values cross as plain data (tagged JSON: numbers, strings,
+  lists, tuples, dicts, sets, bytes, ``None``), so a returned object cannot
+  override ``==``, and the model's code cannot patch the checker's builtins,
+  read its memory or write its verdict: the verdict leaves the checker on a
+  pipe only the checker holds. Exiting early, faking a pass token,
+  ``sys.exit(0)`` in the solution — none of them can produce "passed".
 
-Programs run in parallel, one per core by default.
+The parent never opens a path either program controls: code goes in as an
+argument, output comes back through pipes it created, drained continuously
+(a program printing megabytes is not blocked) and kept up to a cap. Limits
+(CPU seconds, address space, file size, process count) are set inside each
+sandbox, so they count only that program's processes: a fork bomb in one
+cannot starve another. Each sandbox gets its own user id. A wall-clock
+timeout kills the whole container (its PID namespace dies with ``bwrap``).
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import os
-import pwd
-import resource
-import secrets
+import platform
+import select
+import selectors
 import shutil
 import signal
 import subprocess
 import sys
-import tempfile
+import sysconfig
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
-OUTCOMES = ("passed", "failed", "timeout", "error")
-# The harness: read the token, run the program, then report. Exceptions in the program are
-# failures (AssertionError) or errors (anything else); reaching the end writes the token.
-_HARNESS = r"""
-def main():
-    import os, traceback
-    assertion_error = AssertionError  # bound before the program can rebind the builtin
-    token = os.read(0, 64)
-    os.close(0)
-    source = open("program.py", encoding="utf-8").read()
-    try:
-        exec(compile(source, "program.py", "exec"), {"__name__": "__main__"})
-    except assertion_error:
-        traceback.print_exc()
-        os._exit(3)
-    except BaseException:
-        traceback.print_exc()
-        os._exit(4)
-    os.write(1, b"\n" + token + b"\n")
-    os._exit(0)
+from dateeval import seccomp
+from dateeval.errors import DateEvalError
 
+OUTCOMES = ("passed", "failed", "timeout", "error")
+MAX_SOURCE_BYTES = 100_000  # code travels as an argument; Linux caps one argument at 128 KiB
+
+# Shared by both sandboxes: limits (set here, inside the sandbox, so they count only its own processes)
+# and the tagged-JSON codec for values crossing between solution and checker.
+_COMMON = r"""
+import json, os, resource, sys
+
+def limit(uid, cpu_s, memory_mb, file_mb, processes):
+    if os.getuid() == 0:  # started privileged by bwrap (we run as root): become this sandbox's own unprivileged user
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
+    for name, value in (("RLIMIT_CPU", cpu_s), ("RLIMIT_AS", memory_mb << 20), ("RLIMIT_FSIZE", file_mb << 20),
+                        ("RLIMIT_NPROC", processes), ("RLIMIT_CORE", 0)):
+        resource.setrlimit(getattr(resource, name), (value, value))
+
+def encode(value):
+    if value is None or isinstance(value, (bool, str)) or type(value) in (int, float):
+        return value
+    if type(value) is list:
+        return {"list": [encode(v) for v in value]}
+    if type(value) is tuple:
+        return {"tuple": [encode(v) for v in value]}
+    if type(value) in (set, frozenset):
+        return {type(value).__name__: [encode(v) for v in value]}
+    if type(value) is dict:
+        return {"dict": [[encode(k), encode(v)] for k, v in value.items()]}
+    if type(value) in (bytes, bytearray):
+        return {"bytes": bytes(value).hex()}
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return encode(type(value).__mro__[-2](value))  # an int/float subclass becomes the plain value
+    return {"unsupported": type(value).__name__}
+
+class Unsupported:
+    "A value of a type that cannot cross: equal to nothing, so a comparison with it fails."
+    def __init__(self, name):
+        self.name = name
+    def __eq__(self, other):
+        return False
+    __hash__ = object.__hash__
+    def __repr__(self):
+        return f"<unsupported {self.name}>"
+
+TAGS = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}
+
+def decode(value):
+    if not isinstance(value, dict):
+        return value
+    (tag, body), = value.items()
+    if tag in TAGS:
+        return TAGS[tag](decode(v) for v in body)
+    if tag == "dict":
+        return {decode(k): decode(v) for k, v in body}
+    if tag == "bytes":
+        return bytes.fromhex(body)
+    return Unsupported(body)
+
+def send(fd, message):
+    data = json.dumps(message, allow_nan=True).encode() + b"\n"
+    while data:
+        data = data[os.write(fd, data):]
+
+def receive(handle, limit_bytes):
+    line = handle.readline(limit_bytes + 1)
+    if not line.endswith(b"\n"):
+        raise EOFError("the other side closed the channel or sent more than the size limit")
+    return json.loads(line)
+"""
+
+# The solution side: load the model's code, then answer calls until the checker closes the channel.
+_SOLUTION = _COMMON + r"""
+def main():
+    requests, replies, name, limits = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+    source = sys.argv[5]
+    del sys.argv[1:]
+    limit(*limits)
+    handle = os.fdopen(requests, "rb")
+    namespace = {"__name__": "__main__"}
+    try:
+        exec(compile(source, "solution.py", "exec"), namespace)
+        function = namespace[name]
+    except BaseException as error:
+        send(replies, {"raise": f"{type(error).__name__} while loading the solution: {error}"[:2000]})
+        return
+    send(replies, {"ready": True})
+    while True:
+        try:
+            call = receive(handle, 1 << 24)
+        except EOFError:
+            return
+        try:
+            send(replies, {"value": encode(function(*decode(call["args"])))})
+        except BaseException as error:
+            send(replies, {"raise": f"{type(error).__name__}: {error}"[:2000]})
+
+main()
+"""
+
+# The checker side: the benchmark's tests against a proxy; the verdict goes out on a pipe only it holds.
+_CHECKER = _COMMON + r"""
+import traceback
+
+class SolutionError(Exception):
+    "The solution raised, or could not be loaded or reached."
+
+def main():
+    requests, replies, verdict, limits = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
+    source = sys.argv[5]
+    del sys.argv[1:]
+    limit(*limits)
+    handle = os.fdopen(replies, "rb")
+    assertion_error = AssertionError
+
+    def reply():
+        message = receive(handle, 1 << 24)
+        if "raise" in message:
+            raise SolutionError(message["raise"])
+        return message
+
+    ready = []
+
+    def candidate(*args):
+        if not ready:
+            ready.append(reply())
+        send(requests, {"args": encode(list(args))})
+        return decode(reply()["value"])
+
+    try:
+        exec(compile(source, "checker.py", "exec"), {"__name__": "__main__", "candidate": candidate})
+    except assertion_error as error:
+        status, message = "failed", traceback.format_exception_only(error)[-1].strip()
+    except EOFError:
+        status, message = "error", "the solution exited before answering"
+    except BaseException as error:
+        status, message = "error", traceback.format_exception_only(error)[-1].strip()
+    else:
+        status, message = "passed", ""
+    send(verdict, {"status": status, "message": message[:2000]})
 
 main()
 """
@@ -64,19 +196,21 @@ main()
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits for one program."""
+    """Resource limits for one check (each of its two sandboxes)."""
 
     timeout_s: float = 10.0
     cpu_s: int = 10
     memory_mb: int = 1024
     processes: int = 64
     file_mb: int = 16
-    output_kb: int = 64
+    tmp_mb: int = 64
+    output_mb: int = 8  # beyond this the program is stopped: output is drained, never left to block it
+    message_kb: int = 64  # how much of each output stream is kept for the outcome message
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """``status`` is passed, failed (an assertion failed), timeout or error, with the program's message."""
+    """``status`` is passed, failed (an assertion failed), timeout or error, with a message."""
 
     status: str
     message: str
@@ -87,111 +221,259 @@ class Outcome:
         return self.status == "passed"
 
 
-def _isolation() -> list[str]:
-    """The command prefix that isolates a program as far as this OS allows.
+@dataclass(frozen=True)
+class Check:
+    """What to grade: the model's ``solution`` (defines ``entry_point``) and a ``checker`` that calls ``candidate``."""
 
-    ``unshare --net --pid --fork --kill-child``: no network interfaces but a
-    down loopback, and a PID namespace whose processes all die with it (a
-    fork bomb cannot outlive its run). As root, ``setpriv`` then drops to
-    ``nobody`` so nothing outside the sandbox folder can be written.
-    """
-    prefix = []
-    unshare = shutil.which("unshare")
-    candidate = [unshare, "--net", "--pid", "--fork", "--kill-child"] if unshare else []
-    if candidate and subprocess.run([*candidate, "true"], capture_output=True).returncode == 0:
-        prefix = candidate
-    setpriv = shutil.which("setpriv")
-    if os.geteuid() == 0 and setpriv and _nobody():
-        uid, gid = _nobody()
-        prefix += [setpriv, f"--reuid={uid}", f"--regid={gid}", "--clear-groups"]
-    return prefix
+    solution: str
+    checker: str
+    entry_point: str
 
 
-def _nobody() -> tuple[int, int] | None:
+class SandboxUnavailable(DateEvalError):
+    """bubblewrap is missing or cannot create namespaces here: generated code is never run unsandboxed."""
+
+
+def bwrap_path() -> str:
+    """The bwrap binary, or one clear error naming how to install it (or why this machine cannot sandbox)."""
+    if not seccomp.supported():
+        raise SandboxUnavailable(f"the sandbox's syscall filter supports x86_64 and aarch64, not {platform.machine()}")
+    path = shutil.which("bwrap")
+    if path is None:
+        raise SandboxUnavailable(
+            "running generated code (HumanEval) needs bubblewrap: install it with `apt-get install -y bubblewrap` "
+            "(./run.sh does this when it can)"
+        )
+    return path
+
+
+def _interpreter() -> Path:
+    """The real interpreter behind this (possibly virtual) environment: the venv itself is never bound."""
+    return Path(os.path.realpath(getattr(sys, "_base_executable", sys.executable)))
+
+
+def _hidden_package_dirs(bound: Sequence[Path]) -> list[Path]:
+    """Installed-package folders inside the binds (where a benchmark's solutions could be read): each is masked."""
+    candidates = {Path(p) for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
+    candidates |= {Path(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})[key]) for key in ("purelib", "platlib")}
+    candidates |= set(Path("/usr/lib").glob("python3*/dist-packages")) | set(Path("/usr/local/lib").glob("python3*/*-packages"))
+    return sorted(p for p in candidates if p.is_dir() and any(p.is_relative_to(root) for root in bound))
+
+
+AS_ROOT = os.geteuid() == 0
+# Run as root, bwrap starts each sandbox privileged and the harness drops, before any program code, to an
+# unused host user id of its own: never to a root-mapped id, which the kernel exempts from the per-user
+# process limit (a fork bomb could exhaust the host's PIDs). Run as a user, bwrap's user namespace does it.
+HOST_UID_BASE = 200_000
+_ISOLATION_AS_ROOT = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
+                      "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # fmt: skip
+_ISOLATION_AS_USER = ["--unshare-all", "--unshare-user", "--disable-userns"]
+
+
+@lru_cache(maxsize=1)
+def _base_command() -> tuple[str, ...]:
+    """The bwrap arguments every sandbox shares: what is visible, and how it is isolated."""
+    roots = [Path("/usr")]
+    prefix = Path(sys.base_prefix).resolve()
+    if not prefix.is_relative_to("/usr"):
+        roots.append(prefix)
+    roots += [Path(link) for link in ("/lib", "/lib64", "/bin") if Path(link).is_dir() and not Path(link).is_symlink()]
+    args = [bwrap_path(), *(_ISOLATION_AS_ROOT if AS_ROOT else _ISOLATION_AS_USER), "--die-with-parent", "--new-session",
+            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8",
+            "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]  # fmt: skip
+    for root in roots:
+        for folder in reversed(root.parents[:-1]):  # made world-traversable: bwrap would create /root as 0700
+            args += ["--perms", "0755", "--dir", str(folder)]
+        args += ["--ro-bind", str(root), str(root)]
+    for link, target in (("/lib", "usr/lib"), ("/lib64", "usr/lib64"), ("/bin", "usr/bin")):
+        if Path(link).is_symlink():
+            args += ["--symlink", target, link]
+    for hidden in _hidden_package_dirs(roots):
+        args += ["--tmpfs", str(hidden), "--remount-ro", str(hidden)]
+    return (*args, "--proc", "/proc", "--dev", "/dev")
+
+
+def _command(limits: Limits, uid: int, seccomp_fd: int) -> list[str]:
+    """One sandbox's command line up to the interpreter: fresh size-capped tmpfs, its own user id, its syscall filter."""
+    tmp = str(limits.tmp_mb << 20)
+    identity = [] if AS_ROOT else ["--uid", str(uid), "--gid", str(uid)]
+    return [*_base_command(), "--perms", "1777", "--size", tmp, "--tmpfs", "/tmp", "--perms", "1777", "--size", tmp, "--tmpfs", "/dev/shm", "--chdir", "/tmp",
+            *identity, "--seccomp", str(seccomp_fd), str(_interpreter()), "-I", "-S", "-c"]  # fmt: skip
+
+
+_uids = itertools.count()
+
+
+def _next_uid() -> int:
+    """A different user id for every sandbox: no two programs share an identity (as root, on the host too)."""
+    return HOST_UID_BASE + next(_uids) % 50_000
+
+
+@lru_cache(maxsize=1)
+def ensure_available() -> None:
+    """Fail once, clearly, when sandboxes cannot start here (no bwrap, or namespaces refused)."""
+    filter_read, filter_write = os.pipe()
+    os.write(filter_write, seccomp.program())
+    os.close(filter_write)
+    command = [*_command(Limits(), _next_uid(), filter_read), "pass"]
     try:
-        user = pwd.getpwnam("nobody")
-    except KeyError:
-        return None
-    return user.pw_uid, user.pw_gid
-
-
-_ISOLATION = _isolation()
-NETWORK_ISOLATED = "--net" in _ISOLATION
-UNPRIVILEGED = any(part.endswith("setpriv") for part in _ISOLATION) or os.geteuid() != 0
-
-
-def _limit(limits: Limits):  # noqa: ANN202 - a preexec_fn
-    def apply() -> None:
-        os.setsid()
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s))
-        memory = limits.memory_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-        size = limits.file_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-
-    return apply
-
-
-def _tail(path: Path, limit: int) -> str:
-    with path.open("rb") as handle:
-        data = handle.read(limit)
-    return data.decode("utf-8", "replace")
-
-
-def run_program(program: str, limits: Limits = Limits()) -> Outcome:
-    """Run one program (code plus its tests) in the sandbox and classify the result."""
-    folder = Path(tempfile.mkdtemp(prefix="dateeval-sandbox-"))
-    user = _nobody() if os.geteuid() == 0 and "--clear-groups" in _ISOLATION else None
-    token = secrets.token_hex(16).encode()
-    started = time.perf_counter()
-    try:
-        (folder / "program.py").write_text(program, encoding="utf-8")
-        (folder / "harness.py").write_text(_HARNESS, encoding="utf-8")
-        if user is not None:
-            os.chown(folder, *user)
-        stdout, stderr = (folder / "stdout"), (folder / "stderr")
-        env = {"PATH": "/usr/bin:/bin", "HOME": str(folder), "LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
-        command = [*_ISOLATION, sys.executable, "-I", "-S", "harness.py"]
-        with stdout.open("wb") as out, stderr.open("wb") as err:
-            process = subprocess.Popen(command, cwd=folder, env=env, stdin=subprocess.PIPE, stdout=out, stderr=err,
-                                       preexec_fn=_limit(limits), close_fds=True)  # fmt: skip
-            try:
-                process.stdin.write(token)
-                process.stdin.close()
-            except BrokenPipeError:
-                pass
-            try:
-                code = process.wait(timeout=limits.timeout_s)
-            except subprocess.TimeoutExpired:
-                _kill_group(process)
-                return Outcome("timeout", f"no result within {limits.timeout_s:g} s", time.perf_counter() - started)
-            finally:
-                _kill_group(process)  # children the program left behind
-        seconds = time.perf_counter() - started
-        output, errors = _tail(stdout, limits.output_kb * 1024), _tail(stderr, limits.output_kb * 1024)
-        if code == 0 and output.rstrip().endswith(token.decode()):
-            return Outcome("passed", "", seconds)
-        if code == 3:
-            return Outcome("failed", errors.strip().splitlines()[-1] if errors.strip() else "AssertionError", seconds)
-        reason = errors.strip().splitlines()[-1] if errors.strip() else f"exit status {code} before the tests finished"
-        if code < 0:
-            reason = f"killed by signal {signal.Signals(-code).name}"
-        return Outcome("error", reason, seconds)
+        with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={}, pass_fds=(filter_read,)) as probe:
+            _, stderr = probe.communicate(timeout=30)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        os.close(filter_read)
+    if probe.returncode != 0:
+        reason = stderr.decode("utf-8", "replace").strip().splitlines()
+        raise SandboxUnavailable(f"bubblewrap cannot start a sandbox here: {reason[-1] if reason else f'exit status {probe.returncode}'}")
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+class _Stream:
+    """One output pipe, drained to the end; keeps its head and tail up to ``keep`` bytes each."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep, self.head, self.tail, self.total = keep, bytearray(), bytearray(), 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = max(self.keep - len(self.head), 0)
+        self.head += data[:room]
+        if len(data) > room:
+            self.tail = (self.tail + data[room:])[-self.keep :]
+
+    def text(self) -> str:
+        cut = self.total > len(self.head) + len(self.tail)
+        return (bytes(self.head) + (b"\n[...]\n" if cut else b"") + bytes(self.tail)).decode("utf-8", "replace")
+
+
+class _Container:
+    """One running sandbox: the ``bwrap`` process and the host PID of its namespace's init."""
+
+    def __init__(self, code: str, argv: list[str], limits: list[int], pass_fds: tuple[int, ...], sizes: Limits) -> None:
+        status_read, status_write = os.pipe()
+        filter_read, filter_write = os.pipe()
+        try:
+            os.write(filter_write, seccomp.program())  # a few hundred bytes: fits the pipe, bwrap reads it at start
+            os.close(filter_write)
+            uid = _next_uid()
+            command = [*_command(sizes, uid, filter_read), code, *argv[:-1], json.dumps([uid, *limits]), argv[-1]]
+            command[1:1] = ["--json-status-fd", str(status_write)]
+            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={},
+                                            pass_fds=(*pass_fds, status_write, filter_read), start_new_session=True)  # fmt: skip
+        finally:
+            os.close(status_write)
+            os.close(filter_read)
+        with os.fdopen(status_read, "rb") as status:
+            line = status.readline(4096)  # written by bwrap right after it creates the namespaces, before any program code
+        self.init = _pidfd(line)
+
+    def kill(self) -> None:
+        """Kill the namespace's init (through a pidfd: never a recycled PID), so the kernel kills all in it, then bwrap."""
+        if self.init is not None:
+            try:
+                signal.pidfd_send_signal(self.init, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)  # our own child, not yet reaped: its group is still ours
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def wait(self) -> None:
+        """Reap bwrap and wait until init has exited, which the kernel allows only once its namespace is empty."""
+        self.process.wait()
+        if self.init is not None:
+            select.select([self.init], [], [], 5)
+            os.close(self.init)
+            self.init = None
+
+
+def _pidfd(status: bytes) -> int | None:
+    """A pidfd for the namespace's init, from bwrap's ``--json-status-fd`` line (None when it already exited)."""
     try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    process.wait()
+        return os.pidfd_open(int(json.loads(status)["child-pid"]))
+    except (ValueError, KeyError, TypeError, ProcessLookupError):
+        return None
 
 
-def run_many(programs: Sequence[str], limits: Limits = Limits(), workers: int | None = None) -> list[Outcome]:
-    """Run programs in parallel (one per core by default), results in input order."""
+def run_check(check: Check, limits: Limits = Limits()) -> Outcome:
+    """Grade one solution against its checker, each in its own sandbox; the verdict comes only from the checker."""
+    started = time.perf_counter()
+    if max(len(check.solution.encode()), len(check.checker.encode())) > MAX_SOURCE_BYTES:
+        return Outcome("error", f"program longer than {MAX_SOURCE_BYTES} bytes", 0.0)
+    ensure_available()
+    to_solution, from_checker = os.pipe()  # checker writes calls, solution reads them
+    from_solution, to_checker = os.pipe()  # solution writes replies, checker reads them
+    verdict_read, verdict_write = os.pipe()
+    shared_limits = [limits.cpu_s, limits.memory_mb, limits.file_mb, limits.processes]
+    containers: list[_Container] = []
+    try:
+        containers.append(_Container(_SOLUTION, [str(to_solution), str(to_checker), check.entry_point, check.solution],
+                                     shared_limits, (to_solution, to_checker), limits))  # fmt: skip
+        containers.append(_Container(_CHECKER, [str(from_checker), str(from_solution), str(verdict_write), check.checker],
+                                     shared_limits, (from_checker, from_solution, verdict_write), limits))  # fmt: skip
+    finally:
+        for fd in (to_solution, to_checker, from_checker, from_solution, verdict_write):
+            os.close(fd)
+    try:
+        return _collect([c.process for c in containers], verdict_read, limits, started)
+    finally:
+        for container in containers:
+            container.kill()
+        for container in containers:
+            container.wait()
+        os.close(verdict_read)
+
+
+def _collect(processes: list[subprocess.Popen], verdict_fd: int, limits: Limits, started: float) -> Outcome:
+    """Drain every pipe until the checker's verdict is complete, the output cap is passed or time runs out."""
+    solution, checker = processes
+    streams = {
+        solution.stdout.fileno(): _Stream(limits.message_kb << 10), solution.stderr.fileno(): _Stream(limits.message_kb << 10),
+        checker.stdout.fileno(): _Stream(limits.message_kb << 10), checker.stderr.fileno(): _Stream(limits.message_kb << 10),
+    }  # fmt: skip
+    verdict = bytearray()
+    deadline = started + limits.timeout_s
+    with selectors.DefaultSelector() as selector:
+        for fd in [*streams, verdict_fd]:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                return Outcome("timeout", f"no result within {limits.timeout_s:g} s", time.perf_counter() - started)
+            for key, _ in selector.select(remaining):
+                data = os.read(key.fd, 1 << 16)
+                if not data and key.fd == verdict_fd:
+                    return _verdict(bytes(verdict), checker, streams[checker.stderr.fileno()], time.perf_counter() - started)
+                if not data:
+                    selector.unregister(key.fd)
+                elif key.fd == verdict_fd:
+                    verdict += data[: 1 << 16]
+                else:
+                    streams[key.fd].add(data)
+            if sum(stream.total for stream in streams.values()) > limits.output_mb << 20:
+                return Outcome("error", f"more than {limits.output_mb} MB of output", time.perf_counter() - started)
+            if verdict.endswith(b"\n"):
+                break
+    return _verdict(bytes(verdict), checker, streams[checker.stderr.fileno()], time.perf_counter() - started)
+
+
+def _verdict(verdict: bytes, checker: subprocess.Popen, errors: _Stream, seconds: float) -> Outcome:
+    try:
+        message = json.loads(verdict)
+        return Outcome(message["status"], str(message["message"]), seconds)
+    except (ValueError, KeyError, TypeError):
+        try:
+            code = checker.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            code = None
+        detail = errors.text().strip().splitlines()
+        if code is not None and code < 0:
+            return Outcome("error", f"checker killed by signal {signal.Signals(-code).name}", seconds)
+        return Outcome("error", detail[-1] if detail else f"checker exited (status {code}) without a verdict", seconds)
+
+
+def run_many(checks: Sequence[Check], limits: Limits = Limits(), workers: int | None = None) -> list[Outcome]:
+    """Run checks in parallel (one per core by default), results in input order."""
+    if checks:
+        ensure_available()
     with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 1) as pool:
-        return list(pool.map(lambda program: run_program(program, limits), programs))
+        return list(pool.map(lambda check: run_check(check, limits), checks))

@@ -109,7 +109,9 @@ def test_humaneval_task_runs_programs_in_the_sandbox(data_dir):
     assert [g["outcome"] for g in graded[:2]] == ["passed", "passed"] and all(g["correct"] for g in graded[:2])
     stub = task.grade(task.items[:1], ["    return None\n"], [])[0]
     assert stub["correct"] is False and stub["outcome"] in ("failed", "error")
-    assert humaneval.program(task.items[0], stub["parsed"]).endswith(f"check({task.items[0].entry_point})\n")
+    rebuilt = humaneval.check(task.items[0], stub["parsed"])  # the check that ran, rebuilt from the stored output
+    assert rebuilt.solution.endswith("    return None\n\n") and rebuilt.checker.endswith("check(candidate)\n")
+    assert "return None" not in rebuilt.checker  # the model's code never enters the checker
 
 
 def test_corpus_scores_from_stored_statistics_equal_sacrebleu(data_dir):

@@ -50,6 +50,9 @@ class Task(ABC):
     def prompt(self, item: Any, condition: Condition) -> Prompt:
         """The messages for ``item`` (the date is added later by the template or injection)."""
 
+    def ensure_runnable(self) -> None:
+        """Fail with one clear line, before any model is loaded, when something grading needs is missing."""
+
     def prepare(self, backend: TransformersBackend) -> None:
         """Settle anything that depends on the model (e.g. which token stands for each option label)."""
 

@@ -1,8 +1,9 @@
 """HumanEval (paper Figure 9): the model completes a function; the program plus its tests run in the sandbox.
 
-Generated code never runs in the tool's process: every program goes to
-:mod:`dateeval.sandbox`, in parallel across cores. The exact program that
-ran is rebuilt from the stored output by :func:`program`, so a grade can be
+Generated code never runs in the tool's process: every completion goes to
+:mod:`dateeval.sandbox`, in parallel across cores, where the model's code and
+the benchmark's tests run in two separate sandboxes. The exact check that
+ran is rebuilt from the stored output by :func:`check`, so a grade can be
 reproduced (or redone under other limits) from the store alone.
 """
 
@@ -18,7 +19,7 @@ from dateeval.conditions import Condition
 from dateeval.data.files import parse_jsonl, read_text, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
-from dateeval.sandbox import Limits, Outcome, run_many
+from dateeval.sandbox import Check, Limits, Outcome, ensure_available, run_many
 from dateeval.tasks.base import GenerationTask, Prompt, chat
 
 PROMPT_VERSION = "humaneval-v1"
@@ -64,10 +65,9 @@ def _problem(row: dict) -> Problem:
     return Problem(**{name: row[name] for name in Problem.__dataclass_fields__})
 
 
-
-
 INSTRUCTION = "Complete the following Python function. Reply with the whole function in a ```python code block."
-_CODE_BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
+# A code block; a reply cut by the token limit has no closing fence, and then runs to the end of the reply.
+_CODE_BLOCK = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 
 
 def user_message(problem: Problem) -> str:
@@ -90,14 +90,21 @@ def extract_completion(output: str, problem: Problem) -> str:
     return code
 
 
-def program(problem: Problem, completion: str) -> str:
-    """What runs: the prompt, the model's completion, the problem's tests, and the call of ``check``."""
-    return f"{problem.prompt}{completion}\n\n{problem.test}\n\ncheck({problem.entry_point})\n"
+def check(problem: Problem, completion: str) -> Check:
+    """What runs: the prompt plus the model's completion, and apart from it the prompt's helpers plus the tests.
+
+    The checker gets the prompt with a placeholder body for the function (so
+    helpers the prompt defines, such as ``poly`` for ``find_zero``, are the
+    benchmark's own) and calls the model's function only through the sandbox's proxy, under
+    its own name too (HumanEval/33's tests call ``sort_third`` directly, as in OpenAI's harness).
+    """
+    checker = f"{problem.prompt}    ...\n\n{problem.entry_point} = candidate\n\n{problem.test}\n\ncheck(candidate)\n"
+    return Check(solution=f"{problem.prompt}{completion}\n", checker=checker, entry_point=problem.entry_point)
 
 
 def grade(problems: list[Problem], completions: list[str], limits: Limits = Limits()) -> list[Outcome]:
     """Run every completion against its problem's tests, in parallel; pass@1 is the share passed."""
-    return run_many([program(p, c) for p, c in zip(problems, completions)], limits)
+    return run_many([check(p, c) for p, c in zip(problems, completions)], limits)
 
 
 class HumanEvalTask(GenerationTask):
@@ -109,6 +116,9 @@ class HumanEvalTask(GenerationTask):
     def __init__(self, dataset: str, items: list[Problem], settings: GenerationSettings = SETTINGS,
                  limits: Limits = Limits()) -> None:  # fmt: skip
         self.dataset, self.items, self.settings, self.limits = dataset, items, settings, limits
+
+    def ensure_runnable(self) -> None:
+        ensure_available()  # no bubblewrap, no grading: said before the model loads, not after hours of generation
 
     def prompt(self, item: Problem, condition: Condition) -> Prompt:
         return chat(condition, user_message(item))

@@ -1,0 +1,75 @@
+"""A seccomp filter (classic BPF) for sandboxed programs: no new namespaces, mounts, tracing or kernel keyrings.
+
+bubblewrap loads it (``--seccomp FD``) just before the program's interpreter
+starts. Namespaces are what a program would need to build a view of the
+system other than the one the sandbox gives it; ``ptrace``, ``bpf``,
+``perf_event_open``, ``userfaultfd`` and the key syscalls are kernel surface
+no benchmark solution needs. ``clone3`` answers "not implemented", so the C
+library falls back to ``clone``, whose flags a classic filter can read
+(``clone3`` passes them in memory it cannot). Built here rather than with
+libseccomp so that nothing beyond bubblewrap has to be installed.
+"""
+
+from __future__ import annotations
+
+import errno
+import platform
+import struct
+
+# struct sock_filter opcodes (linux/bpf_common.h) and seccomp return values (linux/seccomp.h).
+_LOAD_WORD = 0x20  # BPF_LD | BPF_W | BPF_ABS
+_JUMP_EQUAL, _JUMP_AT_LEAST, _JUMP_ANY_BIT = 0x15, 0x35, 0x45  # BPF_JMP | BPF_JEQ/BPF_JGE/BPF_JSET | BPF_K
+_RETURN = 0x06  # BPF_RET | BPF_K
+_ALLOW, _KILL_PROCESS, _ERRNO = 0x7FFF0000, 0x80000000, 0x00050000
+_NR, _ARCH, _FIRST_ARGUMENT = 0, 4, 16  # offsets in struct seccomp_data (the argument's low 32 bits, little-endian)
+_NEW_NAMESPACES = 0x7E020080  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
+_X32_BIT = 0x40000000
+
+# Per architecture: the audit value of the ABI, the syscalls checked for namespace flags, and those denied outright.
+_TABLES = {
+    "x86_64": (0xC000003E, {"clone": 56, "unshare": 272}, {
+        "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "ptrace": 101, "add_key": 248, "request_key": 249,
+        "keyctl": 250, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "open_tree": 428, "move_mount": 429,
+        "fsopen": 430, "fsmount": 432,
+    }),
+    "aarch64": (0xC00000B7, {"clone": 220, "unshare": 97}, {
+        "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "ptrace": 117, "add_key": 217, "request_key": 218,
+        "keyctl": 219, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "open_tree": 428, "move_mount": 429,
+        "fsopen": 430, "fsmount": 432,
+    }),
+}  # fmt: skip
+_CLONE3 = 435  # the same number on both
+
+
+def supported() -> bool:
+    return platform.machine() in _TABLES
+
+
+def program() -> bytes:
+    """The compiled filter for this machine's architecture (a sequence of ``struct sock_filter``)."""
+    arch, flagged, denied = _TABLES[platform.machine()]
+    # Jump targets are resolved at the end: each conditional names the label it jumps to when true.
+    code: list[tuple[int, int, str | None]] = [
+        (_LOAD_WORD, _ARCH, None),
+        (_JUMP_EQUAL, arch, "syscall"),
+        (_RETURN, _KILL_PROCESS, None),  # another ABI (e.g. 32-bit calls): its numbers mean other syscalls
+    ]
+    labels = {"syscall": len(code)}
+    code.append((_LOAD_WORD, _NR, None))
+    if platform.machine() == "x86_64":
+        code.append((_JUMP_AT_LEAST, _X32_BIT, "deny"))  # x32 calls share the x86-64 audit value
+    code.append((_JUMP_EQUAL, _CLONE3, "not_implemented"))
+    code += [(_JUMP_EQUAL, number, "flags") for number in flagged.values()]
+    code += [(_JUMP_EQUAL, number, "deny") for number in denied.values()]
+    code.append((_RETURN, _ALLOW, None))
+    labels["flags"] = len(code)
+    code += [(_LOAD_WORD, _FIRST_ARGUMENT, None), (_JUMP_ANY_BIT, _NEW_NAMESPACES, "deny"), (_RETURN, _ALLOW, None)]
+    labels["deny"] = len(code)
+    code.append((_RETURN, _ERRNO | errno.EPERM, None))
+    labels["not_implemented"] = len(code)
+    code.append((_RETURN, _ERRNO | errno.ENOSYS, None))
+    compiled = b""
+    for index, (opcode, value, target) in enumerate(code):
+        jump = 0 if target is None else labels[target] - index - 1
+        compiled += struct.pack("=HBBI", opcode, jump, 0, value)
+    return compiled
