@@ -39,7 +39,9 @@ case "${1:-}" in
   app)
     shift
     setup
-    exec .venv/bin/python -m streamlit run app.py --server.headless=false "$@"
+    # Local only by default (Streamlit alone listens on every interface): the explorer reads files on this
+    # machine and starts sweeps. Expose it deliberately with e.g. DATEEVAL_ADDRESS=0.0.0.0 ./run.sh app.
+    exec .venv/bin/python -m streamlit run app.py --server.headless=false --server.address "${DATEEVAL_ADDRESS:-127.0.0.1}" "$@"
     ;;
   test)
     shift

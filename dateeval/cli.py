@@ -113,7 +113,7 @@ def _add_summary(commands: argparse._SubParsersAction) -> None:
 
 def _add_template(commands: argparse._SubParsersAction) -> None:
     template = commands.add_parser("template", help="show how chat templates inject a date, and render one")
-    template.add_argument("paths", nargs="+", help="template files (.jinja)")
+    template.add_argument("paths", nargs="+", help="chat templates: .jinja files, tokenizer_config.json files or model folders")
     template.add_argument("--date", help="render a prompt with this date (YYYY-MM-DD)")
 
 

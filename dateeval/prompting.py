@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ from dateeval.errors import DateEvalError
 
 DATE_MODES = ("date", "none", "default")
 POSITIONS = ("system_start", "system_end", "user_start")
+# The files in a model folder that hold its chat template, in the order they are looked for.
+TEMPLATE_FILES = ("chat_template.jinja", "tokenizer_config.json")
 # Formats tried, in order, to read the format of a template's default date string.
 _KNOWN_FORMATS = ("%d %b %Y", "%d %B %Y", "%Y-%m-%d", "%B %d, %Y", "%b %d, %Y", "%m/%d/%Y", "%d/%m/%Y")
 _SENTINEL = "DATEEVALSENTINEL"
@@ -192,6 +195,47 @@ def _inject(messages: list[dict], date_line: str, position: str) -> list[dict]:
     return out
 
 
+def _check_template_name(filename: str) -> None:
+    """Refuse, by its name alone, a file that cannot be a chat template (the app shows what it reads)."""
+    if Path(filename).suffix != ".jinja" and Path(filename).name != "tokenizer_config.json":
+        raise DateEvalError(f"{filename} is not a chat template: give a .jinja file, a tokenizer_config.json or a model folder")
+
+
+def template_file(path: Path) -> Path:
+    """The chat-template file ``path`` names: itself (a .jinja or tokenizer_config.json) or the one in a model folder.
+
+    Checked before anything is read, so that no other file on disk (a
+    password file, a key) is ever opened, let alone displayed.
+    """
+    if path.is_dir():
+        found = next((path / name for name in TEMPLATE_FILES if (path / name).is_file()), None)
+        if found is None:
+            raise DateEvalError(f"folder {path} holds no chat template ({' or '.join(TEMPLATE_FILES)})")
+        return found
+    _check_template_name(str(path))
+    if not path.is_file():
+        raise DateEvalError(f"chat template {path} does not exist")
+    return path
+
+
+def _tokenizer_config(text: str, filename: str) -> tuple[str, str, str]:
+    """(template, BOS, EOS) of a tokenizer_config.json; named templates give their ``default``."""
+    try:
+        config = json.loads(text)
+    except ValueError:
+        raise DateEvalError(f"{filename} is not JSON") from None
+    source = config.get("chat_template") if isinstance(config, dict) else None
+    if isinstance(source, list):
+        source = next((entry.get("template") for entry in source if isinstance(entry, dict) and entry.get("name") == "default"), None)
+    if not isinstance(source, str) or not source:
+        raise DateEvalError(f"{filename} has no chat_template")
+
+    def token(value: object) -> str:  # a plain string, or an AddedToken written out as {"content": ...}
+        return value.get("content", "") if isinstance(value, dict) else value if isinstance(value, str) else ""
+
+    return source, token(config.get("bos_token")), token(config.get("eos_token"))
+
+
 class ChatTemplate:
     """A chat template (from a tokenizer or a file) rendered with a controlled date."""
 
@@ -203,15 +247,31 @@ class ChatTemplate:
 
     @classmethod
     def from_file(cls, path: str | Path, *, bos_token: str = "", eos_token: str = "") -> ChatTemplate:
-        """Load a template file (e.g. ``../shared/templates/*.jinja``)."""
-        path = Path(path)
+        """Load a template: a ``.jinja`` file, a ``tokenizer_config.json``, or a model folder holding either."""
+        path = template_file(Path(path))
         try:
-            source = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError:
-            raise DateEvalError(f"chat template {path} is not UTF-8 text") from None
+            data = path.read_bytes()
         except OSError as error:
             raise DateEvalError(f"cannot read chat template {path}: {error.strerror}") from None
-        return cls(source, bos_token=bos_token, eos_token=eos_token, name=path.stem)
+        name = path.parent.name if path.name in TEMPLATE_FILES else path.stem
+        return cls.from_bytes(data, str(path), name=name, bos_token=bos_token, eos_token=eos_token)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, filename: str, *, name: str = "", bos_token: str = "", eos_token: str = "") -> ChatTemplate:
+        """A template from a file's content (read or uploaded): a ``.jinja`` as is, or a ``tokenizer_config.json``'s ``chat_template``.
+
+        A tokenizer config brings its own BOS/EOS tokens; the arguments are the
+        fallback for a bare ``.jinja``, which names none.
+        """
+        _check_template_name(filename)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise DateEvalError(f"chat template {filename} is not UTF-8 text") from None
+        if Path(filename).suffix == ".jinja":
+            return cls(text, bos_token=bos_token, eos_token=eos_token, name=name)
+        source, bos, eos = _tokenizer_config(text, filename)
+        return cls(source, bos_token=bos or bos_token, eos_token=eos or eos_token, name=name)
 
     @classmethod
     def from_tokenizer(cls, tokenizer, name: str = "") -> ChatTemplate:  # noqa: ANN001 - any HF tokenizer

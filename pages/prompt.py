@@ -19,6 +19,21 @@ explorer.intro(
 )
 shared_templates = Path(explorer.ROOT).parent / "shared" / "templates"
 files = sorted(shared_templates.glob("*.jinja")) if shared_templates.is_dir() else []
+OTHER, UPLOAD = "other path...", "upload..."
+# Llama's templates start with the BOS token; a bare .jinja names none (a tokenizer_config.json brings its own).
+BOS = "<|begin_of_text|>"
+
+
+def chosen_template() -> ChatTemplate | None:
+    """A shared template, one at a path, or an uploaded one; only chat templates are read (see ``template_file``)."""
+    choice = st.selectbox("File", [str(f) for f in files] + [OTHER, UPLOAD], format_func=lambda p: Path(p).name, key="template_file")
+    if choice == UPLOAD:
+        upload = st.file_uploader("A .jinja file or a tokenizer_config.json", type=["jinja", "json"], key="template_upload")
+        return ChatTemplate.from_bytes(upload.getvalue(), upload.name, name=Path(upload.name).stem, bos_token=BOS) if upload else None
+    path = st.text_input("Path to a .jinja file, a tokenizer_config.json or a model folder", key="template_path") if choice == OTHER else choice
+    return ChatTemplate.from_file(path, bos_token=BOS) if path else None
+
+
 source = st.radio("Template", ["Default model (SmolLM2-135M-Instruct)", "A template file"], horizontal=True)
 try:
     if source.startswith("Default"):
@@ -33,10 +48,7 @@ try:
 
         template, tokenizer = default_template()
     else:
-        options = [str(f) for f in files] + ["other path..."]
-        choice = st.selectbox("File", options, format_func=lambda p: Path(p).name, key="template_file")
-        path = st.text_input("Path to a .jinja file") if choice == "other path..." else choice
-        template, tokenizer = (ChatTemplate.from_file(path, bos_token="<|begin_of_text|>") if path else None), None
+        template, tokenizer = chosen_template(), None
     if template is None:
         st.stop()
     st.info(f"This template {template.support.describe()}.")

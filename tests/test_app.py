@@ -1,5 +1,7 @@
 """Every explorer page through Streamlit's AppTest: on the demo, on an empty store, and reacting to widgets."""
 
+import html
+import json
 import re
 import time
 
@@ -157,3 +159,39 @@ def test_prompt_page_renders_a_real_benchmark_item(app, data_dir, monkeypatch):
     next(box for box in at.text_input if box.label == "Dataset").set_value("mmlu_5shot").run()
     plain = re.sub(r"<[^>]+>", "", " ".join(m.value for m in at.markdown))
     assert plain.count("Answer: ") >= 5 and not at.error
+
+
+def _shown(at: AppTest) -> str:
+    """Every text the page shows, in any element."""
+    elements = [*at.markdown, *at.code, *at.info, *at.error, *at.caption, *at.text, *at.exception]
+    return " ".join(str(getattr(element, "value", None) or getattr(element, "message", "")) for element in elements)
+
+
+def _template_by(at: AppTest, choice: str) -> AppTest:
+    at.radio[0].set_value("A template file").run()
+    at.selectbox(key="template_file").set_value(choice).run()
+    return at
+
+
+def test_prompt_page_reads_only_chat_templates(app, tmp_path):
+    at = _template_by(app("pages/prompt.py"), "other path...")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    for path in ("/etc/passwd", str(secret), str(tmp_path)):
+        at.text_input(key="template_path").set_value(path).run()
+        assert at.error and ("is not a chat template" in at.error[0].value or "holds no chat template" in at.error[0].value)
+        assert "root:x:0:0" not in _shown(at)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ bos_token }}{% for m in messages %}{{ m.content }}\n{% endfor %}", "bos_token": "<s>"}))
+    at.text_input(key="template_path").set_value(str(model)).run()
+    assert not at.error and "<s>Today Date: 01 Jan 2024" in html.unescape(re.sub(r"<[^>]+>", "", _shown(at)))
+
+
+def test_prompt_page_takes_an_uploaded_template(app, templates_dir):
+    at = _template_by(app("pages/prompt.py"), "upload...")
+    llama = (templates_dir / "meta-llama__Llama-3.1-8B-Instruct.jinja").read_bytes()
+    at.file_uploader(key="template_upload").set_value(("llama.jinja", llama, "text/plain")).run()
+    assert not at.error and any("date_string" in info.value for info in at.info)
+    at.file_uploader(key="template_upload").set_value(("passwd.json", b'{"root": "x:0:0"}', "application/json")).run()
+    assert at.error and "is not a chat template" in at.error[0].value and "x:0:0" not in _shown(at)
