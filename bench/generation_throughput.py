@@ -27,7 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from dateeval.backends.transformers import GenerationSettings, TransformersBackend  # noqa: E402
+from dateeval.backends.base import GenerationSettings  # noqa: E402
+from dateeval.backends.transformers import TransformersBackend  # noqa: E402
 from dateeval.cli import _quiet_libraries  # noqa: E402
 from dateeval.conditions import Condition  # noqa: E402
 from dateeval.data import Subset  # noqa: E402
@@ -38,7 +39,7 @@ from dateeval.tasks import build_task, humaneval  # noqa: E402
 
 def generated_tokens_per_second(backend: TransformersBackend, prompts: list[str], settings: GenerationSettings, batch_size: int) -> tuple[float, int]:
     started = time.perf_counter()
-    replies = backend.generate(prompts, settings, batch_size)
+    replies = backend.generate_texts(prompts, settings, batch_size)
     tokens = sum(reply.n_tokens for reply in replies)
     return tokens / (time.perf_counter() - started), tokens
 
@@ -78,7 +79,7 @@ def main() -> None:
     prompts = [backend.template.render(task.prompt(item, condition).messages, day=condition.date).text for item in task.items]
     # Tokens are counted up to each reply's end-of-sequence, so both runs are credited with the same useful work.
     settings = GenerationSettings(max_new_tokens=args.tokens)
-    backend.generate(prompts[:2], GenerationSettings(max_new_tokens=4), 2)  # warm-up
+    backend.generate_texts(prompts[:2], GenerationSettings(max_new_tokens=4), 2)  # warm-up
     single, single_tokens = generated_tokens_per_second(backend, prompts, settings, 1)
     batched, batched_tokens = generated_tokens_per_second(backend, prompts, settings, args.batch_size)
     print(f"generation ({args.dtype}, {len(prompts)} GSM8K prompts, <= {args.tokens} new tokens, {os.cpu_count()} cores):")

@@ -30,6 +30,7 @@ from dateeval.conditions import expand  # noqa: E402
 from dateeval.data import Subset  # noqa: E402
 from dateeval.models import resolve  # noqa: E402
 from dateeval.store import Store  # noqa: E402
+from dateeval.backends import BackendOptions  # noqa: E402
 from dateeval.sweep import Sweep, SweepSpec  # noqa: E402
 from dateeval.tasks import build_task  # noqa: E402
 
@@ -69,7 +70,7 @@ def main() -> None:
 
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=30 * i) for i in range(args.dates)]
     spec = SweepSpec(models=("smollm2-135m",), datasets=("arc_challenge",), conditions=tuple(expand(days)), data_dir=args.data_dir,
-                     subset=Subset(limit=args.items), dtypes=(args.dtype,), device="cpu", batch_size=args.batch_size)  # fmt: skip
+                     subset=Subset(limit=args.items), dtypes=(args.dtype,), options=BackendOptions(device="cpu"), batch_size=args.batch_size)  # fmt: skip
     backend = TransformersBackend(resolve("smollm2-135m"), dtype=args.dtype, device="cpu")
     params = sum(p.numel() for name, p in backend.model.named_parameters() if "embed" not in name)
     peak = matmul_flops(getattr(torch, args.dtype))

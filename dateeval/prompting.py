@@ -359,3 +359,20 @@ class _SentinelTime:
 
     def strftime(self, fmt: str) -> str:  # noqa: ARG002 - same signature as datetime.strftime
         return _SENTINEL
+
+
+def dated_messages(messages: list[dict], *, mode: str, day: dt.date | None, injection: DateInjection) -> tuple[list[dict], str | None]:
+    """The messages a server that applies its own chat template gets under one date condition.
+
+    Only the system line is ours there: ``date`` adds the injection's date
+    line, ``none`` sends the messages as they are, and ``default`` too (the
+    server, like an API provider, may add its own date: see the probe).
+    Returns the messages and the date text they carry.
+    """
+    if mode not in DATE_MODES:
+        raise DateEvalError(f"unknown date mode {mode!r}: choose one of {', '.join(DATE_MODES)}")
+    if mode != "date":
+        return messages, None
+    if day is None:
+        raise DateEvalError("date mode needs a date")
+    return _inject(messages, injection.text(day), injection.position), day.strftime(injection.format)

@@ -103,7 +103,7 @@ FAST = 180  # seconds: a refusal that takes longer than this counts as a hang
         (["--repeat", "-2"], "argument --repeat: must be 0 or more, not -2"),
         (["--batch-size", "0"], "argument --batch-size: must be 1 or more, not 0"),
         (["--generation-seed", "-1"], "argument --generation-seed: must be between 0 and"),
-        (["--subjects", "anatomy"], "--subjects applies to mmlu datasets only, not arc_challenge"),
+        (["--subjects", "anatomy"], "--subjects selects MMLU subjects, and this sweep has no mmlu dataset"),
     ],
 )
 def test_run_options_refused_before_any_work(args, fragment, data_dir, tmp_path):

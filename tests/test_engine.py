@@ -10,12 +10,14 @@ import time
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import ROOT, run_cli
 from dateeval.conditions import expand
 from dateeval.data import Subset
 from dateeval.store import ROW_KEY, Store
+from dateeval.backends import BackendOptions
 from dateeval.sweep import Sweep, SweepSpec
 from dateeval.tasks import mcqa
 
@@ -30,7 +32,7 @@ def _spec(data_dir, **overrides):
         data_dir=str(data_dir),
         subset=Subset(subjects=("high_school_geography",), limit=6),
         dtypes=("float32",),
-        device="cpu",
+        options=BackendOptions(device="cpu"),
         batch_size=4,
     )
     values.update(overrides)
@@ -127,7 +129,28 @@ def test_corrupted_store_file_is_reported_not_fatal(data_dir, tmp_path):
     rerun = run_cli("run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "3", "--dates", DATES, "--no-date",
                     "--dtype", "float32", "--batch-size", "4", "--store", str(tmp_path))
     assert rerun.returncode == 0 and "4 units (3 already in the store), 3 item-dates scored" in rerun.stdout
-    assert victim.exists()
+    aside = list(victim.parent.glob(f"{victim.name}.damaged-*"))
+    assert f"{victim} is damaged" in rerun.stderr and len(aside) == 1 and aside[0].read_bytes() == b"garbage"
+
+
+def test_a_unit_damaged_by_one_flipped_bit_is_computed_again(data_dir, tmp_path):
+    """A bit flipped inside a data page: the next run moves the file aside, says so, and recomputes the same values."""
+    store = Store(tmp_path)
+    spec = _spec(data_dir, datasets=("arc_challenge",), subset=Subset(limit=3), conditions=tuple(expand([dt.date(2024, 1, 1)])))
+    Sweep(spec, store).run()
+    (victim,) = store.files()
+    before, _ = store.read()
+    metadata = pq.ParquetFile(victim).metadata.row_group(0)
+    probs = next(metadata.column(i) for i in range(metadata.num_columns) if metadata.column(i).path_in_schema.startswith("probs."))
+    data = bytearray(victim.read_bytes())
+    start = probs.dictionary_page_offset if probs.has_dictionary_page else probs.data_page_offset
+    data[start + probs.total_compressed_size - 2] ^= 0x04
+    victim.write_bytes(bytes(data))
+    progress = Sweep(spec, store).run()
+    assert progress.items_scored == 3 and any(f"{victim} is damaged" in message for message in progress.messages)
+    after, problems = store.read()
+    assert not problems.corrupted and len(list(victim.parent.glob("*.damaged-*"))) == 1
+    pd.testing.assert_frame_equal(before[["item_id", "probs", "pred"]], after[["item_id", "probs", "pred"]])
 
 
 def test_option_permutations_map_back_to_the_original_options():
@@ -178,19 +201,19 @@ def test_factor_sweep_end_to_end(data_dir, tmp_path):
 
 
 def test_generation_is_deterministic_and_stops(backend):
-    from dateeval.backends.transformers import GenerationSettings
+    from dateeval.backends.base import GenerationSettings
 
     messages = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Count from 1 to 20, separated by commas."}]
     prompts = [backend.template.render(messages, day=dt.date(2024, month, 1)).text for month in (1, 6)]
     settings = GenerationSettings(max_new_tokens=24)
-    first, again = backend.generate(prompts, settings), backend.generate(prompts, settings)
+    first, again = backend.generate_texts(prompts, settings), backend.generate_texts(prompts, settings)
     assert first == again and all(reply.text for reply in first) and all(0 < reply.n_tokens <= 24 for reply in first)
     first = [reply.text for reply in first]
-    stopped = [reply.text for reply in backend.generate(prompts, GenerationSettings(max_new_tokens=24, stop=("5",)))]
+    stopped = [reply.text for reply in backend.generate_texts(prompts, GenerationSettings(max_new_tokens=24, stop=("5",)))]
     assert all("5" not in text for text in stopped)
     assert all(full.startswith(cut) for full, cut in zip(first, stopped))
     sampled = GenerationSettings(max_new_tokens=16, sample=True, seed=3)
-    assert backend.generate(prompts, sampled) == backend.generate(prompts, sampled)
+    assert backend.generate_texts(prompts, sampled) == backend.generate_texts(prompts, sampled)
 
 
 def test_open_ended_tasks_end_to_end(data_dir, tmp_path):
@@ -240,7 +263,7 @@ def test_continuation_logprobs_equal_a_full_forward_pass(backend):
     import torch
 
     context = backend.template.render([{"role": "user", "content": "What is the capital of France?"}], mode="none").text + "The capital is"
-    totals = backend.continuation_logprobs([context, context], [" Paris.", " Lyon."], batch_size=2)
+    totals = backend.continuation_texts([context, context], [" Paris.", " Lyon."], batch_size=2)
     ids, first = backend.encode([context + " Paris."])[0], len(backend.encode([context])[0])
     with torch.inference_mode():
         logprobs = torch.log_softmax(backend.model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)

@@ -11,42 +11,23 @@ go through the output layer.
 from __future__ import annotations
 
 import copy
-import hashlib
 import inspect
-import json
 import os
 import platform
-from dataclasses import asdict, dataclass
+from itertools import groupby
 
 import numpy as np
 
+from dateeval.backends.base import (
+    CONTINUATION_LOGPROBS, GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, ContinuationRequest, Generation,
+    GenerationRequest, GenerationSettings, LabelRequest, ModelIdentity, register_backend,
+)  # fmt: skip
 from dateeval.errors import DateEvalError
-from dateeval.models import ModelSource, converted_gguf_dir
+from dateeval.models import ModelSource, converted_gguf_dir, resolve
 from dateeval.prompting import ChatTemplate
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 DEVICES = ("auto", "cuda", "mps", "cpu")
-
-
-@dataclass(frozen=True)
-class ModelIdentity:
-    """What produced a result: recorded with every stored row and hashed into its key."""
-
-    model: str
-    source: str
-    revision: str | None
-    dtype: str
-    device: str
-    hardware: str
-    torch_version: str
-    transformers_version: str
-
-    @property
-    def key(self) -> str:
-        # Library versions and the exact hardware model are recorded, not keyed: keying them
-        # would discard a whole store on every upgrade. Device and dtype do change numbers.
-        keyed = {k: v for k, v in asdict(self).items() if k not in ("hardware", "torch_version", "transformers_version")}
-        return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _pick_device(device: str) -> str:
@@ -90,32 +71,24 @@ def _hardware(device: str) -> str:
     return f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
 
 
-@dataclass(frozen=True)
-class GenerationSettings:
-    """Decoding for open-ended tasks: greedy by default; sampling uses the model's own temperature/top-p and a fixed seed (App. C.2)."""
-
-    max_new_tokens: int = 256
-    stop: tuple[str, ...] = ()
-    sample: bool = False
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One generated reply: the text (cut at the first stop sequence), tokens generated, and the prompt's length."""
-
-    text: str
-    n_tokens: int
-    prompt_tokens: int
-
-
 def _cut_at_stop(text: str, stop: tuple[str, ...]) -> str:
     cuts = [text.index(s) for s in stop if s in text]
     return text[: min(cuts)] if cuts else text
 
 
-class TransformersBackend:
-    """A causal LM and its tokenizer, loaded once per sweep."""
+@register_backend("transformers")
+class TransformersBackend(Backend):
+    """A causal LM and its tokenizer in this process, loaded once per sweep; dateeval renders every prompt."""
+
+    capabilities = Capabilities(frozenset({LABEL_LOGPROBS, GENERATE, CONTINUATION_LOGPROBS}))
+
+    @classmethod
+    def locate(cls, spec: str) -> ModelSource:
+        return resolve(spec)
+
+    @classmethod
+    def open(cls, located: ModelSource, options: BackendOptions) -> TransformersBackend:
+        return cls(located, dtype=options.dtype, device=options.device, trust_remote_code=options.trust_remote_code)
 
     def __init__(self, source: ModelSource, *, dtype: str = "auto", device: str = "auto", trust_remote_code: bool = False) -> None:
         import torch
@@ -151,8 +124,7 @@ class TransformersBackend:
             dtype=self.dtype,
             device=self.device,
             hardware=_hardware(self.device),
-            torch_version=torch.__version__,
-            transformers_version=transformers.__version__,
+            versions={"torch": torch.__version__, "transformers": transformers.__version__},
         )
         self.template = ChatTemplate.from_tokenizer(self.tokenizer, name=source.name)
         # transformers 5.x renamed the forward argument `past_key_values` to `cache`.
@@ -166,9 +138,22 @@ class TransformersBackend:
         lengths = (getattr(config, name, None) for name in ("max_position_embeddings", "n_positions", "max_sequence_length"))
         return next((length for length in lengths if isinstance(length, int)), None)
 
-    def encode(self, prompts: list[str]) -> list[list[int]]:
-        """Token ids of rendered prompts (the template already wrote any BOS token)."""
-        return [self.tokenizer.encode(prompt, add_special_tokens=False) for prompt in prompts]
+    def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[np.ndarray]:
+        return self.next_token_logprobs(self.encode([r.prompt for r in requests]), [[label.token_id for label in r.labels] for r in requests], batch_size)
+
+    def generate(self, requests: list[GenerationRequest], batch_size: int) -> list[Generation]:
+        """Requests with the same settings are generated together (a task's requests all share theirs)."""
+        replies: list[Generation | None] = [None] * len(requests)
+        by_settings = sorted(range(len(requests)), key=lambda i: repr(requests[i].settings))
+        for _, group in groupby(by_settings, key=lambda i: repr(requests[i].settings)):
+            indices = list(group)
+            texts = [requests[i].prompt for i in indices]
+            for index, reply in zip(indices, self.generate_texts(texts, requests[indices[0]].settings, batch_size)):
+                replies[index] = reply
+        return replies  # type: ignore[return-value]
+
+    def continuation_logprobs(self, requests: list[ContinuationRequest], batch_size: int) -> list[float]:
+        return self.continuation_texts([r.context for r in requests], [r.continuation for r in requests], batch_size)
 
     def next_token_logprobs(self, encoded: list[list[int]], token_ids: list[list[int]], batch_size: int = 32) -> list[np.ndarray]:
         """Log-probabilities (over the full vocabulary) of chosen next tokens after each prompt.
@@ -192,7 +177,7 @@ class TransformersBackend:
                     results[index] = logprobs[row, token_ids[index]].astype(np.float64)
         return results  # type: ignore[return-value]
 
-    def continuation_logprobs(self, contexts: list[str], continuations: list[str], batch_size: int = 16) -> list[float]:
+    def continuation_texts(self, contexts: list[str], continuations: list[str], batch_size: int = 16) -> list[float]:
         """Total log-probability of each continuation after its context (a generated answer's tokens, say).
 
         The continuation's tokens are those that tokenising context +
@@ -221,7 +206,7 @@ class TransformersBackend:
                     totals[chunk[row]] += float(logprobs[row, int(torch.searchsorted(keep, position)), token])
         return totals
 
-    def generate(self, prompts: list[str], settings: GenerationSettings = GenerationSettings(), batch_size: int = 8) -> list[Generation]:
+    def generate_texts(self, prompts: list[str], settings: GenerationSettings = GenerationSettings(), batch_size: int = 8) -> list[Generation]:
         """Batched generation with the KV cache; replies in input order, cut at the first stop sequence.
 
         Prompts are batched by length with left padding. At a fixed batch

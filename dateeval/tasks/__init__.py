@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from dateeval.backends.transformers import GenerationSettings
+from dateeval.backends.base import GenerationSettings
 from dateeval.data import EXEMPLAR_LOADERS, LOADERS, Subset, load_exemplars, load_items
 from dateeval.errors import DateEvalError
 from dateeval.tasks.base import Task

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dateeval.backends.transformers import GenerationSettings, TransformersBackend
+from dateeval.backends.base import Backend, GenerationRequest, GenerationSettings, PromptInput
 from dateeval.conditions import Condition
 
 
@@ -53,7 +53,7 @@ class Task(ABC):
     def ensure_runnable(self) -> None:
         """Fail with one clear line, before any model is loaded, when something grading needs is missing."""
 
-    def prepare(self, backend: TransformersBackend) -> None:
+    def prepare(self, backend: Backend) -> None:
         """Settle anything that depends on the model (e.g. which token stands for each option label)."""
 
     @abstractmethod
@@ -61,8 +61,8 @@ class Task(ABC):
         """Hash of every task setting that changes results: part of each stored row's identity."""
 
     @abstractmethod
-    def evaluate(self, backend: TransformersBackend, items: list, prompts: list[Prompt], texts: list[str], batch_size: int) -> list[dict]:
-        """Per-item result columns for rendered prompts ``texts``, in order."""
+    def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
+        """Per-item result columns, in order, for ``inputs``: rendered prompt texts, or messages for a server's template."""
 
     @abstractmethod
     def item_record(self, item: Any) -> dict:
@@ -82,6 +82,13 @@ class Task(ABC):
         """``mcqa``, ``cot``, ``gsm8k``, ``humaneval`` or ``translation``."""
 
 
+def prompt_lengths(backend: Backend, inputs: list[PromptInput]) -> list[int | None]:
+    """Prompt lengths in tokens where the backend tokenizes the text it is sent (None for a server's own template)."""
+    if backend.tokenizer is None or not all(isinstance(prompt, str) for prompt in inputs):
+        return [None] * len(inputs)
+    return [len(tokens) for tokens in backend.encode(list(inputs))]
+
+
 def settings_key(*parts: object) -> str:
     """A short stable hash of task settings."""
     return hashlib.sha256(json.dumps([str(part) for part in parts]).encode()).hexdigest()[:16]
@@ -99,13 +106,14 @@ class GenerationTask(Task):
         decoding = "sample" if self.settings.sample else "greedy"
         return {**super().record(), "decoding": decoding, "max_new_tokens": self.settings.max_new_tokens, "generation_seed": self.settings.seed}
 
-    def evaluate(self, backend: TransformersBackend, items: list, prompts: list[Prompt], texts: list[str], batch_size: int) -> list[dict]:
-        replies = backend.generate(texts, self.settings, batch_size)
+    def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
+        replies = backend.generate([GenerationRequest(prompt, self.settings) for prompt in inputs], batch_size)
         graded = self.grade(items, [reply.text for reply in replies], prompts)
         return [
-            {"prompt_tokens": reply.prompt_tokens, "output": reply.text, "output_tokens": reply.n_tokens, "confidence": float("nan"), **result}
+            {"prompt_tokens": reply.prompt_tokens, "output": reply.text, "output_tokens": reply.n_tokens, "confidence": float("nan"),
+             **reply.usage, **result}
             for reply, result in zip(replies, graded)
-        ]
+        ]  # fmt: skip
 
     @abstractmethod
     def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from dateeval.backends.transformers import GenerationSettings, TransformersBackend
+from dateeval.backends.base import CONTINUATION_LOGPROBS, Backend, ContinuationRequest, GenerationSettings, PromptInput
 from dateeval.conditions import Condition
 from dateeval.data.files import parse_jsonl, read_text, unique_ids
 from dateeval.data.hub import load_hub_rows
@@ -98,26 +98,27 @@ class GSM8KTask(GenerationTask):
     def describe(self, item: MathItem) -> str:
         return f"**{item.question}**\n\nReference answer: **{item.reference}**"
 
-    def evaluate(self, backend: TransformersBackend, items: list, prompts: list[Prompt], texts: list[str], batch_size: int) -> list[dict]:
+    def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
         """Generate and grade, then the confidence of each final number: its probability where the model wrote it.
 
         One forward pass over prompt + reply reads the probability of the
         answer's own tokens (e.g. " 18") after the text before it; this puts
         GSM8K answers on ECE's and Table 7's confidence scale. Replies without
-        a number have none (NaN).
+        a number have none (NaN), and so do all replies of a backend that cannot score a continuation.
         """
-        results = super().evaluate(backend, items, prompts, texts, batch_size)
-        indices, contexts, answers = [], [], []
-        for index, (text, result) in enumerate(zip(texts, results)):
+        results = super().evaluate(backend, items, prompts, inputs, batch_size)
+        if not (backend.supports(CONTINUATION_LOGPROBS) and backend.capabilities.renders_locally):
+            return results
+        indices, requests = [], []
+        for index, (text, result) in enumerate(zip(inputs, results)):
             found = find_number(result["output"])
             if found is None:
                 continue
             _, start, end = found
             split = len(result["output"][:start].rstrip(" "))  # the space before the number belongs to its first token
             indices.append(index)
-            contexts.append(text + result["output"][:split])
-            answers.append(result["output"][split:end])
-        for index, logprob in zip(indices, backend.continuation_logprobs(contexts, answers, batch_size)):
+            requests.append(ContinuationRequest(text + result["output"][:split], result["output"][split:end]))
+        for index, logprob in zip(indices, backend.continuation_logprobs(requests, batch_size)):
             results[index]["confidence"] = math.exp(logprob)
         return results
 

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dateeval.backends.transformers import GenerationSettings, TransformersBackend
+from dateeval.backends.base import LABEL_LOGPROBS, Backend, GenerationSettings, Label, LabelRequest, PromptInput
 from dateeval.conditions import Condition
 from dateeval.data.items import LABELS, MCItem
 from dateeval.errors import DateEvalError
 from dateeval.tasks import fewshot
-from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, settings_key
+from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, prompt_lengths, settings_key
 from dateeval.tasks.parsing import find_choice, parse_choice
 
 PROMPT_VERSION = "mcqa-v1"
@@ -88,7 +88,11 @@ class LabelTokens:
     """
 
     variant: str
-    token_ids: tuple[int, ...]
+    labels: tuple[Label, ...]
+
+    @property
+    def token_ids(self) -> tuple[int | None, ...]:
+        return tuple(label.token_id for label in self.labels)
 
     @property
     def key(self) -> str:
@@ -99,21 +103,26 @@ class LabelTokens:
 LABEL_STYLES = {"space+label": " {}", "label": "{}"}
 
 
-def label_tokens(tokenizer, n_labels: int, style: str = "auto") -> LabelTokens:  # noqa: ANN001 - any HF tokenizer
+def label_tokens(tokenizer, n_labels: int, style: str = "auto") -> LabelTokens:  # noqa: ANN001 - any HF tokenizer, or None
     """Decide, per tokenizer, the single token for each of the first ``n_labels`` labels.
 
     ``style`` ``auto`` follows the paper (space + label when single tokens,
-    else the bare label); ``space+label`` or ``label`` force one form.
+    else the bare label); ``space+label`` or ``label`` force one form. Without
+    a tokenizer (a chat endpoint) the labels are matched as text, and ``auto``
+    is the bare label: what a reply's first token is.
     """
     if style != "auto" and style not in LABEL_STYLES:
         raise DateEvalError(f"unknown label style {style!r}: choose auto, {', '.join(LABEL_STYLES)}")
     labels = LABELS[:n_labels]
+    if tokenizer is None:
+        variant = "label" if style == "auto" else style
+        return LabelTokens(variant, tuple(Label(LABEL_STYLES[variant].format(label)) for label in labels))
     for variant, template in LABEL_STYLES.items():
         if style not in ("auto", variant):
             continue
         ids = [tokenizer.encode(template.format(label), add_special_tokens=False) for label in labels]
         if all(len(token) == 1 for token in ids) and len({token[0] for token in ids}) == n_labels:
-            return LabelTokens(variant, tuple(token[0] for token in ids))
+            return LabelTokens(variant, tuple(Label(template.format(label), token[0]) for label, token in zip(labels, ids)))
     raise DateEvalError(f"tokenizer {tokenizer.name_or_path} has no single {style} token for each option label {labels}")
 
 
@@ -175,7 +184,9 @@ class MCQATask(_Choice, Task):
         shown, shown_from, exemplars = self.shown(item, condition)
         return chat(condition, user_message(shown, exemplars), shown_from)
 
-    def prepare(self, backend: TransformersBackend) -> None:
+    def prepare(self, backend: Backend) -> None:
+        if not backend.supports(LABEL_LOGPROBS):
+            raise DateEvalError(f"{self.dataset} reads next-token probabilities, which backend {backend.name} cannot give: use {self.dataset}_cot")
         self.labels = label_tokens(backend.tokenizer, max(len(item.options) for item in self.items), self.label_style)
 
     def key(self) -> str:
@@ -185,14 +196,14 @@ class MCQATask(_Choice, Task):
     def record(self) -> dict:
         return {**super().record(), "label_variant": self.labels.variant}
 
-    def evaluate(self, backend: TransformersBackend, items: list, prompts: list[Prompt], texts: list[str], batch_size: int) -> list[dict]:
-        encoded = backend.encode(texts)
-        candidates = [list(self.labels.token_ids[: len(item.options)]) for item in items]
-        scores = backend.next_token_logprobs(encoded, candidates, batch_size)
+    def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
+        requests = [LabelRequest(text, self.labels.labels[: len(item.options)]) for item, text in zip(items, inputs)]
+        scores = backend.label_logprobs(requests, batch_size)
+        lengths = prompt_lengths(backend, inputs)
         results = []
-        for item, prompt, tokens, score in zip(items, prompts, encoded, scores):
+        for item, prompt, length, score in zip(items, prompts, lengths, scores):
             graded = grade(to_original_order(score, prompt.shown_from), item.answer)
-            results.append({"prompt_tokens": len(tokens), "probs": [float(p) for p in graded.probs], "label_mass": graded.label_mass,
+            results.append({"prompt_tokens": length, "probs": [float(p) for p in graded.probs], "label_mass": graded.label_mass,
                             "pred": graded.pred, "correct": graded.correct, "confidence": graded.confidence})  # fmt: skip
         return results
 
@@ -212,7 +223,9 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
         self.settings = settings
         self.labels: dict[str, LabelTokens] = {}
 
-    def prepare(self, backend: TransformersBackend) -> None:
+    def prepare(self, backend: Backend) -> None:
+        if not (backend.supports(LABEL_LOGPROBS) and backend.capabilities.renders_locally):
+            return  # answers keep no confidence: the backend cannot read probabilities after a reply we continue
         n_labels = max(len(item.options) for item in self.items)
         for style in LABEL_STYLES:
             try:
@@ -220,9 +233,10 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
             except DateEvalError:
                 pass  # this tokenizer has no single token per label in that form: such answers get no confidence
 
-    def evaluate(self, backend: TransformersBackend, items: list, prompts: list[Prompt], texts: list[str], batch_size: int) -> list[dict]:
-        results = super().evaluate(backend, items, prompts, texts, batch_size)
-        self._answer_confidence(backend, items, prompts, texts, results, batch_size)
+    def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
+        results = super().evaluate(backend, items, prompts, inputs, batch_size)
+        if self.labels:
+            self._answer_confidence(backend, items, prompts, inputs, results, batch_size)
         return results
 
     def _answer_confidence(self, backend, items, prompts, texts, results, batch_size) -> None:  # noqa: ANN001, PLR0913
@@ -244,9 +258,9 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
             before = result["output"][: found[1]]
             style = "space+label" if before.endswith(" ") else "label"
             if style in self.labels:
-                todo.append((index, text + (before[:-1] if style == "space+label" else before), list(self.labels[style].token_ids[: len(item.options)])))
-        scores = backend.next_token_logprobs(backend.encode([context for _, context, _ in todo]), [ids for _, _, ids in todo], batch_size)
-        for (index, _, _), score in zip(todo, scores):
+                todo.append((index, LabelRequest(text + (before[:-1] if style == "space+label" else before), self.labels[style].labels[: len(item.options)])))
+        scores = backend.label_logprobs([request for _, request in todo], batch_size)
+        for (index, _), score in zip(todo, scores):
             graded = grade(to_original_order(score, prompts[index].shown_from), items[index].answer)
             pred = results[index]["pred"]
             results[index].update(probs=[float(p) for p in graded.probs], label_mass=graded.label_mass, confidence=float(graded.probs[pred]))

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dateeval.backends.transformers import GenerationSettings
+from dateeval.backends.base import GenerationSettings
 from dateeval.conditions import Condition
 from dateeval.data.files import read_text
 from dateeval.errors import DateEvalError

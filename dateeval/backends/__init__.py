@@ -1,0 +1,6 @@
+"""Backends: the interface (:mod:`.base`) and the implementations, registered by importing them here."""
+
+from dateeval.backends import transformers as _transformers  # noqa: F401  (registers "transformers")
+from dateeval.backends.base import BACKENDS, Backend, BackendOptions, locate, split_model
+
+__all__ = ["BACKENDS", "Backend", "BackendOptions", "locate", "split_model"]

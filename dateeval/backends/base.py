@@ -1,0 +1,214 @@
+"""The backend interface: the requests a task may make, what a backend declares, and the registry.
+
+Tasks build requests and grade answers; backends answer requests; nothing
+else crosses (as lm-evaluation-harness's ``loglikelihood``/``generate_until``
+and Inspect's ``ModelAPI``). Three request kinds exist:
+
+* :class:`LabelRequest`: next-token log-probabilities of given option labels
+  (MCQA, and a chain-of-thought answer's confidence);
+* :class:`GenerationRequest`: a decoded reply, greedy or seeded sampling, cut
+  at stop strings;
+* :class:`ContinuationRequest`: the total log-probability of a given
+  continuation (a GSM8K answer's confidence).
+
+A prompt is either text that dateeval's own templating rendered (the backend
+*takes text*: every template kind keeps full date control) or the chat
+messages themselves (the *server* applies its own template: only the system
+line is ours). :class:`Capabilities` says which, and which requests a backend
+answers. Adding a backend is one module with a class decorated by
+:func:`register_backend` plus its import in ``dateeval/backends/__init__.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from dateeval.errors import DateEvalError
+from dateeval.prompting import ChatTemplate
+
+LABEL_LOGPROBS, GENERATE, CONTINUATION_LOGPROBS = "label_logprobs", "generate", "continuation_logprobs"
+Messages = tuple[dict, ...]
+PromptInput = str | Messages  # rendered text, or chat messages for a server that applies its own template
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    """Decoding for open-ended tasks: greedy by default; sampling uses the model's own temperature/top-p and a fixed seed (App. C.2)."""
+
+    max_new_tokens: int = 256
+    stop: tuple[str, ...] = ()
+    sample: bool = False
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generated reply: the text (cut at the first stop sequence), tokens generated, the prompt's length, usage."""
+
+    text: str
+    n_tokens: int
+    prompt_tokens: int
+    usage: dict = field(default_factory=dict)  # what a server reported (tokens, request date), stored with the row
+
+
+@dataclass(frozen=True)
+class Label:
+    """An option label as the model writes it (``" A"``) and, where the backend tokenizes, its single token."""
+
+    text: str
+    token_id: int | None = None
+
+
+@dataclass(frozen=True)
+class LabelRequest:
+    prompt: PromptInput
+    labels: tuple[Label, ...]
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    prompt: PromptInput
+    settings: GenerationSettings
+
+
+@dataclass(frozen=True)
+class ContinuationRequest:
+    context: str
+    continuation: str
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do: the requests it answers, who renders the chat template, whether results repeat."""
+
+    requests: frozenset[str]
+    renders_locally: bool = True  # dateeval renders the template and sends text (else: the server applies its own)
+    deterministic: bool = True
+    date_control: str = "full"  # full | system-line (chat endpoints) | server-clock (the provider sets the date)
+
+
+@dataclass(frozen=True)
+class ModelIdentity:
+    """What produced a result: recorded with every stored row and hashed into its key."""
+
+    model: str
+    source: str
+    revision: str | None
+    dtype: str
+    device: str
+    hardware: str
+    backend: str = "transformers"
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        # Library versions and the exact hardware model are recorded, not keyed: keying them would discard a
+        # whole store on every upgrade. The backend is keyed except for transformers (the first one), so
+        # stores written before backends existed keep their keys.
+        keyed = {k: v for k, v in asdict(self).items() if k not in ("hardware", "versions", "backend")}
+        if self.backend != "transformers":
+            keyed["backend"] = self.backend
+        return hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """Everything the user can set about how a model runs; each backend reads what applies to it."""
+
+    dtype: str = "auto"
+    device: str = "auto"
+    trust_remote_code: bool = False
+    api_key_env: str | None = None  # the *name* of the environment variable holding an API key
+    concurrency: int = 8
+    timeout_s: float = 120.0
+    retries: int = 5
+    mode: str = "completions"  # HTTP: completions (our template) | chat (server's template) | server-clock
+    tokenizer: str | None = None  # HTTP completions: where the model's tokenizer and chat template come from
+
+
+class Backend(ABC):
+    """A model that answers requests. Subclasses set ``name`` and implement the requests they declare."""
+
+    name: ClassVar[str]
+    identity: ModelIdentity
+    capabilities: Capabilities
+    template: ChatTemplate | None  # the model's chat template, where dateeval renders prompts itself
+    tokenizer: Any = None  # a Hugging Face tokenizer, where the backend has one (label tokens, prompt lengths)
+    context_length: int | None = None
+
+    @classmethod
+    @abstractmethod
+    def locate(cls, spec: str) -> Any:
+        """Check ``spec`` (the part of ``--model`` after ``name:``) without loading anything: errors come first."""
+
+    @classmethod
+    @abstractmethod
+    def open(cls, located: Any, options: BackendOptions) -> Backend:
+        """Load or connect: the expensive step, once per sweep."""
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of rendered prompts (prompt lengths and context checks); needs a tokenizer."""
+        if self.tokenizer is None:
+            raise DateEvalError(f"backend {self.name} has no tokenizer to count prompt tokens with")
+        return [self.tokenizer.encode(text, add_special_tokens=False) for text in texts]
+
+    def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[np.ndarray]:
+        """Per request, each label's log-probability under the full next-token distribution (NaN where unknown)."""
+        raise self._unsupported(LABEL_LOGPROBS)
+
+    def generate(self, requests: list[GenerationRequest], batch_size: int) -> list[Generation]:
+        raise self._unsupported(GENERATE)
+
+    def continuation_logprobs(self, requests: list[ContinuationRequest], batch_size: int) -> list[float]:
+        raise self._unsupported(CONTINUATION_LOGPROBS)
+
+    def supports(self, request: str) -> bool:
+        return request in self.capabilities.requests
+
+    def close(self) -> None:
+        """Release engines, connections and worker processes."""
+
+    def _unsupported(self, request: str) -> DateEvalError:
+        return DateEvalError(f"backend {self.name} cannot answer {request} requests")
+
+
+BACKENDS: dict[str, type[Backend]] = {}
+DEFAULT_BACKEND = "transformers"
+
+
+def register_backend(name: str) -> Callable[[type[Backend]], type[Backend]]:
+    """Class decorator: ``@register_backend("vllm")`` makes ``--model vllm:PATH`` and ``--backend vllm`` work."""
+
+    def register(cls: type[Backend]) -> type[Backend]:
+        cls.name = name
+        BACKENDS[name] = cls
+        return cls
+
+    return register
+
+
+def split_model(model: str, backend: str | None = None) -> tuple[str, str]:
+    """``vllm:PATH`` → (vllm, PATH); a plain model goes to ``backend`` (default transformers)."""
+    prefix, _, rest = model.partition(":")
+    if rest and prefix in BACKENDS:
+        if backend is not None and backend != prefix:
+            raise DateEvalError(f"model {model!r} names backend {prefix}, but --backend says {backend}")
+        return prefix, rest
+    name = backend or DEFAULT_BACKEND
+    if name not in BACKENDS:
+        raise DateEvalError(f"unknown backend {name!r}: choose one of {', '.join(sorted(BACKENDS))}")
+    return name, model
+
+
+def locate(model: str, backend: str | None = None) -> tuple[type[Backend], Any]:
+    """Resolve ``--model`` (and ``--backend``) to a backend class and its checked spec, loading nothing."""
+    name, spec = split_model(model, backend)
+    cls = BACKENDS[name]
+    return cls, cls.locate(spec)
