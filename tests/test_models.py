@@ -2,11 +2,15 @@
 
 import datetime as dt
 import json
+import os
 import shutil
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
+from dateeval import leftovers
 from dateeval.data import load_items
 from dateeval.errors import DateEvalError
 from dateeval.models import converted_gguf_dir, resolve
@@ -62,3 +66,23 @@ def test_hub_rows_are_converted_like_local_files(monkeypatch, data_dir):
     assert load_items("arc_challenge") == load_items("arc_challenge")
     assert load_items("arc_challenge") == local
     assert calls[0] == ("allenai/ai2_arc", "ARC-Challenge", "test")
+
+
+def test_conversions_left_by_killed_processes_are_removed_and_live_ones_kept(monkeypatch, tmp_path):
+    monkeypatch.setenv("DATEEVAL_CACHE", str(tmp_path))
+    source = resolve("smollm2-135m")
+    models = tmp_path / "models"
+    target = models / f"{source.name}-{source.revision[:12]}"
+    target.mkdir(parents=True)
+    (target / "config.json").write_text("{}")  # already converted: nothing is loaded
+    dead_pid = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1  # no process can have it
+    dead = models / f".{target.name}.tmp-{leftovers.host()}-{dead_pid}"
+    live = models / f".{target.name}.tmp-{leftovers.owner()}"
+    old = models / f".{target.name}.tmp-{dead_pid}"  # from before the host was recorded: only its age tells
+    for folder in (dead, live, old):
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(b"partial")
+    for path in (old, old / "model.safetensors"):
+        os.utime(path, (time.time() - 2 * 86400,) * 2)
+    assert converted_gguf_dir(source) == target
+    assert not dead.exists() and not old.exists() and live.exists()

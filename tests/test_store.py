@@ -1,5 +1,13 @@
 import os
+import random
+import time
+from pathlib import Path
 
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dateeval import leftovers
 from dateeval.store import ROW_KEY, Store
 
 
@@ -72,3 +80,119 @@ def test_compaction_keeps_text_columns_with_missing_values(tmp_path):
     assert (folders, removed) == (1, 3) and not problems.corrupted and len(store.files()) == 1
     assert sorted(after["parsed"].dropna()) == ["B", "D", "D"] and after["parsed"].isna().sum() == 3
     assert after["probs"].dropna().map(list).tolist() == [[0.5, 0.5]] * 2 and len(after) == len(before)
+
+
+def _unit_rows(n):
+    """Rows shaped like a real unit's: option probabilities, replies, a parsed answer that is sometimes missing."""
+    rng = random.Random(7)
+    rows = []
+    for i, row in enumerate(_rows(n)):
+        weights = [rng.random() for _ in range(4)]
+        rows.append({**row, "correct": rng.random() < 0.5, "confidence": rng.random(), "pred": "ABCD"[i % 4],
+                     "probs": [w / sum(weights) for w in weights], "parsed": None if i % 5 == 0 else str(rng.randint(0, 999)),
+                     "output_tokens": rng.randint(1, 300), "reply": "The answer is " + "x" * rng.randint(0, 40)})  # fmt: skip
+    return rows
+
+
+def _flip_inside_page(path, column):
+    """Flip one bit near the end of a column's last page body (what a bad sector or RAM bit does)."""
+    metadata = pq.ParquetFile(path).metadata.row_group(0)
+    chunk = next(metadata.column(i) for i in range(metadata.num_columns) if metadata.column(i).path_in_schema.split(".")[0] == column)
+    start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+    data = bytearray(path.read_bytes())
+    data[start + chunk.total_compressed_size - 2] ^= 0x10
+    path.write_bytes(bytes(data))
+
+
+def test_no_flipped_bit_changes_values_silently(tmp_path):
+    """One bit flipped at a time across a whole unit file: every read either reports the file or returns the written values."""
+    store = Store(tmp_path)
+    path = store.unit_path("model", "data", "2024-01-01", "k")
+    store.write(path, _unit_rows(12))
+    intact = path.read_bytes()
+    reads = [dict(), dict(columns=["item_id", "probs", "correct"]), dict(columns=["probs"], filters=[("item_id", "=", "i3")])]
+    expected = [store.read(**read)[0] for read in reads]
+    tried = detected = 0
+    for offset in range(0, len(intact), 7):
+        damaged = bytearray(intact)
+        damaged[offset] ^= 1 << (offset % 8)
+        path.write_bytes(bytes(damaged))
+        for read, reference in zip(reads, expected):
+            frame, problems = store.read(**read)
+            tried += 1
+            if problems.corrupted:
+                detected += 1
+                assert "cannot read" in problems.messages()[0] and path.exists()
+            else:
+                pd.testing.assert_frame_equal(frame, reference)
+    print(f"{tried} reads of single-bit flips: {detected} reported, {tried - detected} read back identical")
+    assert detected > tried / 3
+
+
+def test_files_without_checksums_still_read(tmp_path):
+    store = Store(tmp_path)
+    path = store.unit_path("model", "data", "2024-01-01", "old")
+    path.parent.mkdir(parents=True)
+    pq.write_table(pa.Table.from_pylist(_unit_rows(3)), path)
+    frame, problems = store.read(columns=["item_id", "probs"])
+    assert len(frame) == 3 and not problems.corrupted and store.readable(path)
+
+
+def test_a_damaged_column_fails_reads_of_it_and_full_checks(tmp_path):
+    store = Store(tmp_path)
+    path = store.unit_path("model", "data", "2024-01-01", "k")
+    store.write(path, _unit_rows(20))
+    _flip_inside_page(path, "reply")
+    assert len(store.read(columns=["item_id", "correct"])[0]) == 20  # the damage is in a column this read does not return
+    assert store.read(columns=["item_id", "reply"])[1].corrupted
+    assert store.read(columns=["item_id"], full_check=True)[1].corrupted and not store.readable(path)
+
+
+def test_compact_leaves_a_damaged_file_in_place(tmp_path):
+    store = Store(tmp_path)
+    paths = [store.unit_path("model", "data", f"2024-01-0{day + 1}", str(day)) for day in range(3)]
+    for day, path in enumerate(paths):
+        store.write(path, [{**row, "condition_key": f"c{day}"} for row in _unit_rows(5)])
+    _flip_inside_page(paths[1], "probs")
+    damaged = paths[1].read_bytes()
+    folders, removed, problems = store.compact()
+    assert (folders, removed) == (1, 2) and [path for path, _ in problems.corrupted] == [paths[1]]
+    assert paths[1].read_bytes() == damaged and not paths[0].exists() and not paths[2].exists()
+    frame, problems = store.read(paths=[p for p in store.files() if p != paths[1]])
+    assert sorted(frame["condition_key"].unique()) == ["c0", "c2"] and len(frame) == 10 and not problems.corrupted
+
+
+def test_compact_keeps_the_originals_when_the_merged_file_reads_back_wrong(tmp_path):
+    class FlakyDisk(Store):
+        def write(self, path, rows):
+            super().write(path, rows)
+            if path.name.startswith("compacted-"):
+                _flip_inside_page(path, "probs")
+
+    store = FlakyDisk(tmp_path)
+    for day in range(2):
+        store.write(store.unit_path("model", "data", f"2024-01-0{day + 1}", str(day)), [{**row, "condition_key": f"c{day}"} for row in _unit_rows(5)])
+    before = store.files()
+    folders, removed, problems = store.compact()
+    assert removed == 0 and store.files() == before and "did not read back as written" in problems.messages()[0]
+
+
+def _dead_pid():
+    """A pid no process can have (one above the kernel's limit)."""
+    return int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+
+
+def test_staging_files_of_killed_writes_are_removed_and_live_ones_kept(tmp_path):
+    store = Store(tmp_path)
+    store.write(store.unit_path("model", "data", "2024-01-01", "a"), _rows(2))
+    folder = store.unit_path("model", "data", "2024-01-01", "a").parent
+    dead = folder / f".x.parquet.{leftovers.host()}-{_dead_pid()}-0123abcd.tmp"
+    live = folder / f".y.parquet.{leftovers.owner()}-0123abcd.tmp"
+    elsewhere = folder / ".z.parquet.otherhost-1-0123abcd.tmp"  # another host's writer: only age tells
+    old = folder / ".w.parquet.1234-0123abcd.tmp"  # a name from before the host was recorded, untouched for two days
+    for path in (dead, live, elsewhere, old):
+        path.write_bytes(b"partial")
+    os.utime(old, (time.time() - 2 * 86400,) * 2)
+    _, _, problems = store.compact()
+    assert not dead.exists() and not old.exists() and live.exists() and elsewhere.exists()
+    assert sorted(problems.removed) == sorted([dead, old]) and any("left by a killed write" in m for m in problems.messages())
