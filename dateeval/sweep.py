@@ -25,7 +25,7 @@ from dateeval.conditions import Condition
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
 from dateeval.models import resolve
-from dateeval.store import ROW_KEY, Store
+from dateeval.store import ROW_KEY, Store, StoreProblems
 from dateeval.tasks import GenerationOptions, build_task, parse_name
 from dateeval.tasks.base import Task
 
@@ -148,6 +148,7 @@ class Sweep:
         sources = [resolve(model) for model in self.spec.models]
         tasks = [self._task(name) for name in dict.fromkeys(self.spec.datasets)]
         progress = Progress(units_total=len(sources) * len(self.spec.dtypes) * len(tasks) * len(self.spec.conditions))
+        progress.messages += StoreProblems(removed=self.store.remove_leftovers()).messages()
         started = time.perf_counter()
         for source, dtype in ((source, dtype) for source in sources for dtype in self.spec.dtypes):
             backend = TransformersBackend(source, dtype=dtype, device=self.spec.device, trust_remote_code=self.spec.trust_remote_code)
@@ -175,8 +176,10 @@ class Sweep:
     def _run_task(self, backend: TransformersBackend, task: Task, progress: Progress, started: float) -> None:
         model_dir = self._model_dir(backend)
         folder = self.store.root / model_dir / task.dataset
-        existing, problems = self.store.read(columns=ROW_KEY, paths=sorted(folder.glob("*.parquet")))
-        progress.messages += problems.messages()
+        # Every column is verified, not only the keys read: a unit whose file is damaged anywhere is moved
+        # aside and counts as missing, so it runs again (a later read would reject the whole file).
+        existing, problems = self.store.read(columns=ROW_KEY, paths=sorted(folder.glob("*.parquet")), full_check=True)
+        progress.messages += self.store.set_aside_damaged(problems)
         done = set(map(tuple, existing[ROW_KEY].itertuples(index=False))) if len(existing) else set()
         for condition in self.spec.conditions:
             if self.cancel.is_set():
@@ -199,7 +202,7 @@ class Sweep:
         unit_key = hashlib.sha256("|".join([*identity, *(hashes[i] for i in todo)]).encode()).hexdigest()[:16]
         path = self.store.unit_path(model_dir, task.dataset, _slug(condition.label), unit_key)
         if path.exists() and not self.store.readable(path):
-            # The same unit's earlier file is corrupted: recompute beside it, never over it.
+            # The same unit's earlier file is damaged and could not be moved aside: recompute beside it, never over it.
             path = self.store.unit_path(model_dir, task.dataset, _slug(condition.label), f"{unit_key}-{self.run_id}")
         if path.exists() or not self._claim(path):
             progress.units_skipped += 1  # finished meanwhile, or running, in another worker
