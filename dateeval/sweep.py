@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 import re
 import threading
 import time
@@ -20,11 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from dateeval.backends.transformers import TransformersBackend
+from dateeval.backends import Backend, BackendOptions, locate
+from dateeval.backends.base import PromptInput
 from dateeval.conditions import Condition
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
-from dateeval.models import resolve
+from dateeval.prompting import dated_messages
 from dateeval.store import ROW_KEY, Store, StoreProblems
 from dateeval.tasks import GenerationOptions, build_task, parse_name
 from dateeval.tasks.base import Task
@@ -40,11 +42,11 @@ class SweepSpec:
     data_dir: str | None = None
     subset: Subset = Subset()
     dtypes: tuple[str, ...] = ("auto",)
-    device: str = "auto"
     batch_size: int = 32
     label_style: str = "auto"
-    trust_remote_code: bool = False
     generation: GenerationOptions = GenerationOptions()
+    backend: str | None = None  # None: as each model names it (``vllm:PATH``), else transformers
+    options: BackendOptions = BackendOptions()  # device, remote code, endpoint settings (dtype comes from ``dtypes``)
 
 
 @dataclass
@@ -73,20 +75,34 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:60]
 
 
-def _prompt_hash(text: str) -> str:
+def _prompt_hash(prompt: PromptInput) -> str:
+    text = prompt if isinstance(prompt, str) else json.dumps(list(prompt), sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
-def check_dates_distinct(backend: TransformersBackend, task: Task, conditions: list[Condition]) -> None:
+def prompt_input(backend: Backend, messages: list[dict], condition: Condition) -> tuple[PromptInput, str | None]:
+    """What the backend is sent for one item under one condition, and the date text it carries.
+
+    Text rendered by the model's own template where the backend takes text
+    (every template kind under full date control); otherwise the messages,
+    dated by the system line only, for the server's template.
+    """
+    if backend.capabilities.renders_locally:
+        rendered = backend.template.render(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection)
+        return rendered.text, rendered.date_text
+    dated, date_text = dated_messages(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection)
+    return tuple(dated), date_text
+
+
+def check_dates_distinct(backend: Backend, task: Task, conditions: list[Condition]) -> None:
     """Refuse to sweep dates that render identical prompts (the date would not be varied at all)."""
     seen: dict[tuple, dt.date] = {}
     item = task.items[0]
     for condition in conditions:
         if condition.factor != "date":
             continue
-        messages = task.prompt(item, condition).messages
-        text = backend.template.render(messages, mode="date", day=condition.date, injection=condition.injection).text
-        key = (condition.system_prompt, condition.injection, text)
+        text, _ = prompt_input(backend, task.prompt(item, condition).messages, replace(condition, date_mode="date"))
+        key = (condition.system_prompt, condition.injection, _prompt_hash(text))
         if key in seen:
             raise DateEvalError(
                 f"dates {seen[key]} and {condition.date} render identical prompts for {backend.identity.model}: "
@@ -95,9 +111,8 @@ def check_dates_distinct(backend: TransformersBackend, task: Task, conditions: l
         seen[key] = condition.date
 
 
-def _render(backend: TransformersBackend, task: Task, item: object, condition: Condition) -> str:
-    messages = task.prompt(item, condition).messages
-    return backend.template.render(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection).text
+def _render(backend: Backend, task: Task, item: object, condition: Condition) -> str:
+    return prompt_input(backend, task.prompt(item, condition).messages, condition)[0]
 
 
 def _reply_budget(task: Task) -> int:
@@ -106,7 +121,7 @@ def _reply_budget(task: Task) -> int:
     return settings.max_new_tokens if settings is not None else 0
 
 
-def check_context(backend: TransformersBackend, task: Task, conditions: list[Condition]) -> None:
+def check_context(backend: Backend, task: Task, conditions: list[Condition]) -> None:
     """Refuse, before any item is evaluated, prompts that (with the longest reply) exceed the model's context.
 
     Past its context a model runs on positions it was never trained on and
@@ -115,7 +130,7 @@ def check_context(backend: TransformersBackend, task: Task, conditions: list[Con
     under the condition that makes the first item's prompt longest.
     """
     limit = backend.context_length
-    if limit is None:
+    if limit is None or not backend.capabilities.renders_locally:
         return
     first = task.items[0]
     longest = max(conditions, key=lambda condition: len(backend.encode([_render(backend, task, first, condition)])[0]))
@@ -145,20 +160,23 @@ class Sweep:
         if self.spec.batch_size < 1:
             raise DateEvalError(f"batch size must be at least 1, not {self.spec.batch_size}")
         self.store.ensure_writable()
-        sources = [resolve(model) for model in self.spec.models]
+        sources = [locate(model, self.spec.backend) for model in self.spec.models]
         tasks = [self._task(name) for name in dict.fromkeys(self.spec.datasets)]
         progress = Progress(units_total=len(sources) * len(self.spec.dtypes) * len(tasks) * len(self.spec.conditions))
         progress.messages += StoreProblems(removed=self.store.remove_leftovers()).messages()
         started = time.perf_counter()
-        for source, dtype in ((source, dtype) for source in sources for dtype in self.spec.dtypes):
-            backend = TransformersBackend(source, dtype=dtype, device=self.spec.device, trust_remote_code=self.spec.trust_remote_code)
-            for task in tasks:
-                task.prepare(backend)
-                check_dates_distinct(backend, task, list(self.spec.conditions))
-                check_context(backend, task, list(self.spec.conditions))
-                self._run_task(backend, task, progress, started)
-                if self.cancel.is_set():
-                    return progress
+        for (cls, source), dtype in ((source, dtype) for source in sources for dtype in self.spec.dtypes):
+            backend = cls.open(source, replace(self.spec.options, dtype=dtype))
+            try:
+                for task in tasks:
+                    task.prepare(backend)
+                    check_dates_distinct(backend, task, list(self.spec.conditions))
+                    check_context(backend, task, list(self.spec.conditions))
+                    self._run_task(backend, task, progress, started)
+                    if self.cancel.is_set():
+                        return progress
+            finally:
+                backend.close()
         return progress
 
     def _task(self, name: str) -> Task:
@@ -167,13 +185,14 @@ class Sweep:
         task = build_task(name, self.spec.data_dir, subset, self.spec.generation, self.spec.label_style)
         if not task.choice and any(condition.option_order for condition in self.spec.conditions):
             raise DateEvalError(f"option orders apply to multiple-choice datasets only, not {name}")
+        task.ensure_runnable()
         return task
 
-    def _model_dir(self, backend: TransformersBackend) -> str:
+    def _model_dir(self, backend: Backend) -> str:
         identity = backend.identity
         return f"{_slug(identity.model)}-{identity.dtype}-{identity.key[:8]}"
 
-    def _run_task(self, backend: TransformersBackend, task: Task, progress: Progress, started: float) -> None:
+    def _run_task(self, backend: Backend, task: Task, progress: Progress, started: float) -> None:
         model_dir = self._model_dir(backend)
         folder = self.store.root / model_dir / task.dataset
         # Every column is verified, not only the keys read: a unit whose file is damaged anywhere is moved
@@ -190,10 +209,10 @@ class Sweep:
             progress.seconds = time.perf_counter() - started
             self.on_progress(progress)
 
-    def _run_unit(self, backend: TransformersBackend, task: Task, condition: Condition, model_dir: str, done: set, progress: Progress) -> None:
+    def _run_unit(self, backend: Backend, task: Task, condition: Condition, model_dir: str, done: set, progress: Progress) -> None:
         prompts = [task.prompt(item, condition) for item in task.items]
-        rendered = [backend.template.render(p.messages, mode=condition.date_mode, day=condition.date, injection=condition.injection) for p in prompts]
-        hashes = [_prompt_hash(prompt.text) for prompt in rendered]
+        inputs = [prompt_input(backend, p.messages, condition) for p in prompts]
+        hashes = [_prompt_hash(prompt) for prompt, _ in inputs]
         identity = (backend.identity.key, backend.identity.hardware, task.key(), condition.key)
         todo = [i for i, item in enumerate(task.items) if (*identity, item.id, hashes[i]) not in done]
         if not todo:
@@ -210,11 +229,11 @@ class Sweep:
         batch_size = condition.batch_size or self.spec.batch_size
         try:
             items = [task.items[i] for i in todo]
-            results = task.evaluate(backend, items, [prompts[i] for i in todo], [rendered[i].text for i in todo], batch_size)
+            results = task.evaluate(backend, items, [prompts[i] for i in todo], [inputs[i][0] for i in todo], batch_size)
             shared = self._shared(backend, task, condition, batch_size)
             rows = [
                 {**shared, "item_id": item.id, **task.item_record(item), "shown_order": prompts[i].shown_from,
-                 "date_text": rendered[i].date_text, "prompt_hash": hashes[i], **result}
+                 "date_text": inputs[i][1], "prompt_hash": hashes[i], **result}
                 for i, item, result in zip(todo, items, results)
             ]  # fmt: skip
             self.store.write(path, rows)
@@ -222,7 +241,7 @@ class Sweep:
             self.store.release(path)
         done.update((*identity, task.items[i].id, hashes[i]) for i in todo)
         progress.items_scored += len(todo)
-        progress.tokens_scored += sum(result.get("prompt_tokens", 0) for result in results)
+        progress.tokens_scored += sum(result.get("prompt_tokens") or 0 for result in results)
         progress.tokens_generated += sum(result.get("output_tokens", 0) for result in results)
 
     def _claim(self, path: Path) -> bool:
@@ -233,7 +252,7 @@ class Sweep:
             self.store.release(path)
             raise DateEvalError(f"cannot write to the store {self.store.root}: {error.strerror or error}") from None
 
-    def _shared(self, backend: TransformersBackend, task: Task, condition: Condition, batch_size: int) -> dict:
+    def _shared(self, backend: Backend, task: Task, condition: Condition, batch_size: int) -> dict:
         """What every row of one work unit shares: who produced it, under which condition and task settings."""
         identity = backend.identity
         return {
@@ -246,9 +265,10 @@ class Sweep:
             "dtype": identity.dtype,
             "device": identity.device,
             "hardware": identity.hardware,
-            "torch_version": identity.torch_version,
-            "transformers_version": identity.transformers_version,
-            "template_date_kind": backend.template.support.kind,
+            "backend": identity.backend,
+            "backend_versions": json.dumps(identity.versions, sort_keys=True),
+            "date_control": backend.capabilities.date_control,
+            "template_date_kind": backend.template.support.kind if backend.template is not None else "server",
             "dataset": task.dataset,
             "condition": condition.label,
             "condition_key": condition.key,
