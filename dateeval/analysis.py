@@ -10,64 +10,33 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-ECE_BINS = 10
+from dateeval.metrics import KEYS as METRICS
+from dateeval.metrics import METRICS as REGISTRY
+from dateeval.metrics import available_metrics, ece_by_code
+
 # Rows that share these columns were produced the same way except for the condition.
 ENTRY = ["model", "dtype", "device", "hardware", "model_key", "dataset", "task_key"]
-# Per-condition metrics. Accuracy is pass@1 on HumanEval; ECE needs a confidence (next-token MCQA);
-# BLEU and chrF are corpus scores (translation), already on a 0-100 scale.
-METRICS = ("accuracy", "ece", "bleu", "chrf")
-SCALE = {"accuracy": 100.0, "ece": 100.0, "bleu": 1.0, "chrf": 1.0}
-HIGHER_IS_BETTER = {"accuracy": True, "ece": False, "bleu": True, "chrf": True}
-
-
-def is_rate(column: str) -> bool:
-    """Whether a table column holds a rate in [0, 1] (shown as a percentage); BLEU and chrF are already 0-100."""
-    return any(word in column for word in ("accuracy", "ece", "confidence"))
-
-
-def metric_label(metric: str, dataset: str = "") -> str:
-    """How a metric is called on a dataset (accuracy on HumanEval is pass@1)."""
-    if metric == "accuracy" and dataset.startswith("humaneval"):
-        return "pass@1"
-    return {"accuracy": "accuracy", "ece": "ECE", "bleu": "BLEU", "chrf": "chrF"}[metric]
-
-
-def available_metrics(metrics: pd.DataFrame) -> list[str]:
-    """The metrics with at least one value in a metrics frame (e.g. BLEU and chrF only for translation)."""
-    return [m for m in METRICS if m in metrics and metrics[m].notna().any()]
-
-
-def ece(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> float:
-    """Expected calibration error with equal-width bins (paper App. C.1).
-
-    Bin m holds confidences in ((m-1)/M, m/M]; a confidence of exactly 0
-    falls in the first bin.
-    """
-    confidence = np.asarray(confidence, dtype=float)
-    correct = np.asarray(correct, dtype=float)
-    if confidence.size == 0:
-        return float("nan")
-    index = np.clip(np.ceil(confidence * bins).astype(int) - 1, 0, bins - 1)
-    total = 0.0
-    for m in range(bins):
-        in_bin = index == m
-        if in_bin.any():
-            total += in_bin.sum() / confidence.size * abs(correct[in_bin].mean() - confidence[in_bin].mean())
-    return float(total)
 
 
 def entry_label(frame: pd.DataFrame) -> pd.Series:
     """How a leaderboard entry is named: the model with its precision and device (and the GPU's name on GPUs).
 
-    Built once per distinct combination and mapped back, so naming 18 million rows stays cheap.
+    One model run on one dataset under two task settings (e.g. ``--label-style auto`` and ``label``) is two
+    entries, so those labels also name the settings; otherwise they would be averaged into one. Built once per
+    distinct combination and mapped back, so naming 18 million rows stays cheap.
     """
-    columns = ["model", "dtype", "device"] + (["hardware"] if "hardware" in frame else [])
-    codes = _codes(frame, columns)
+    model = ["model", "dtype", "device"] + (["hardware"] if "hardware" in frame else [])
+    settings = ["dataset", "task_key"] if {"dataset", "task_key"} <= set(frame) else []
+    codes = _codes(frame, model + settings)
     unique = frame.iloc[np.unique(codes, return_index=True)[1]]
     hardware = unique["hardware"].astype(str) if "hardware" in unique else unique["device"]
     device = unique["device"].where(unique["device"] == "cpu", unique["device"] + ": " + hardware)
-    labels = (unique["model"] + " (" + unique["dtype"] + ", " + device + ")").to_numpy()
-    return pd.Series(labels[codes], index=frame.index, dtype=object)
+    labels = unique["model"] + " (" + unique["dtype"] + ", " + device + ")"
+    if settings:
+        ambiguous = unique.groupby(model + ["dataset"], dropna=False)["task_key"].transform("nunique") > 1
+        named = unique["label_variant"].fillna(unique["task_key"]) if "label_variant" in unique else unique["task_key"].str.slice(0, 8)
+        labels = labels.where(~ambiguous, labels + " [task " + named.astype(str) + "]")
+    return pd.Series(labels.to_numpy()[codes], index=frame.index, dtype=object)
 
 
 # An entry is fixed by these (model_key fixes model, dtype and device); a condition by condition_key.
@@ -101,22 +70,6 @@ def common_items(frame: pd.DataFrame) -> pd.DataFrame:
     if len(full) == len(coverage[0]):
         return frame  # every condition holds every item (the common, fast case)
     return frame[np.isin(entry * n_items + item, full)]
-
-
-def ece_by_code(codes: np.ndarray, confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS, groups: int | None = None) -> np.ndarray:
-    """:func:`ece` of every group (``codes`` = dense group numbers) in one vectorised pass.
-
-    Rows without a confidence or a grade (generated answers, translations)
-    are left out; a group with none left has no ECE (NaN).
-    """
-    groups = groups or int(codes.max()) + 1
-    keep = np.isfinite(confidence) & np.isfinite(correct)
-    codes, confidence, correct = codes[keep], confidence[keep], correct[keep]
-    index = codes * bins + np.clip(np.ceil(confidence * bins).astype(int) - 1, 0, bins - 1)
-    sum_correct = np.bincount(index, weights=correct, minlength=groups * bins).reshape(groups, bins)
-    sum_confidence = np.bincount(index, weights=confidence, minlength=groups * bins).reshape(groups, bins)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.abs(sum_correct - sum_confidence).sum(1) / np.bincount(codes, minlength=groups)
 
 
 def _mean_by_code(codes: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
@@ -196,8 +149,9 @@ def _extremes(dated: pd.DataFrame, metric: str, higher_is_better: bool) -> dict[
         f"{metric}_mean": float(values.mean()),
         f"{metric}_max": float(values.max()),
         f"{metric}_delta": float(values.max() - values.min()),
-        f"{metric}_worst_date": dated["date"].iloc[worst],
-        f"{metric}_best_date": dated["date"].iloc[best],
+        # A flat line has no worst or best date: naming one would point at noise that is not there.
+        f"{metric}_worst_date": dated["date"].iloc[worst] if np.ptp(values) > 0 else None,
+        f"{metric}_best_date": dated["date"].iloc[best] if np.ptp(values) > 0 else None,
     }
 
 
@@ -215,10 +169,10 @@ def summarize(metrics: pd.DataFrame) -> pd.DataFrame:
         row["n_items"] = int(group["n_items"].iloc[0])
         for metric in available_metrics(group):
             if dated[metric].notna().any():
-                row.update(_extremes(dated, metric, HIGHER_IS_BETTER[metric]))
+                row.update(_extremes(dated, metric, REGISTRY[metric].higher_is_better))
             for mode, name in (("none", "no_date"), ("default", "template_default")):
                 baseline = group[group["date_mode"] == mode]
-                row[f"{name}_{metric}"] = float(baseline[metric].iloc[0]) if len(baseline) else None
+                row[f"{name}_{metric}"] = float(baseline[metric].iloc[0]) if len(baseline) else float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -256,15 +256,6 @@ def _json_safe(value: object) -> object:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def _percent(value: object) -> str:
-    return "-" if _missing(value) else f"{100 * float(value):.2f}"
-
-
-def _points(value: object) -> str:
-    """BLEU and chrF are already on a 0-100 scale."""
-    return "-" if _missing(value) else f"{float(value):.2f}"
-
-
 def _read_store(path: str) -> "pd.DataFrame":  # noqa: F821 - pandas is imported lazily
     from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
 
@@ -278,7 +269,7 @@ def _read_store(path: str) -> "pd.DataFrame":  # noqa: F821 - pandas is imported
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from dateeval.analysis import METRICS, SCALE, metric_label
+    from dateeval.metrics import METRICS, percent
     from dateeval.report import summary_table
     from dateeval.stats import factor_table
 
@@ -298,29 +289,28 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     for row in table.to_dict(orient="records"):
         print(f"{row['entry']} on {row['dataset']}: {row['n_items']} items x {row['n_dates']} dates")
         for metric in (m for m in METRICS if f"no_date_{m}" in row and _has(row, m)):
-            show = _percent if SCALE[metric] == 100 else _points
-            name = metric_label(metric, row["dataset"])
+            show, name = METRICS[metric].format, METRICS[metric].name_on(row["dataset"])
             if _has(row, f"{metric}_delta"):
                 print(
                     f"  {name:8s} min {show(row[metric + '_min'])}  mean {show(row[metric + '_mean'])}  "
                     f"max {show(row[metric + '_max'])}  delta {show(row[metric + '_delta'])}  "
-                    f"(worst {row[metric + '_worst_date']}, best {row[metric + '_best_date']})"
+                    + (f"(worst {row[metric + '_worst_date']}, best {row[metric + '_best_date']})" if not _missing(row[metric + "_worst_date"]) else "(the same on every date)")
                 )
             print(f"  {'':8s} no-date {show(row['no_date_' + metric])}  template-default {show(row['template_default_' + metric])}")
         if row["n_dates"] > 1 and not math.isnan(row.get("delta_p_value", math.nan)):
             verdict = "exceeds" if row["exceeds_chance"] else "within"
             print(
-                f"  chance    accuracy delta {verdict} the null band (95% of chance deltas <= {_percent(row['delta_null_upper'])}, "
+                f"  chance    accuracy delta {verdict} the null band (95% of chance deltas <= {percent(row['delta_null_upper'])}, "
                 f"p = {row['delta_p_value']:.3f}); Cochran's Q p = {row['cochran_p']:.3g}"
             )
         mine = factors[(factors["entry"] == row["entry"]) & (factors["dataset"] == row["dataset"])]
         for factor in mine.to_dict(orient="records"):
             print(
-                f"  CV {factor['factor']:13s} accuracy {_percent(factor['accuracy_cv'])} [{_percent(factor['accuracy_cv_low'])}, "
-                f"{_percent(factor['accuracy_cv_high'])}]  ECE {_percent(factor['ece_cv'])}  (%, {factor['levels']} levels)"
+                f"  CV {factor['factor']:13s} accuracy {percent(factor['accuracy_cv'])} [{percent(factor['accuracy_cv_low'])}, "
+                f"{percent(factor['accuracy_cv_high'])}]  ECE {percent(factor['ece_cv'])}  ({factor['levels']} levels)"
             )
     for factor in factors[factors["factor"] == "precision"].to_dict(orient="records") if factors is not None else []:
-        print(f"{factor['entry']} on {factor['dataset']}: CV precision accuracy {100 * factor['accuracy_cv']:.2f}% ({factor['levels']} dtypes)")
+        print(f"{factor['entry']} on {factor['dataset']}: CV precision accuracy {percent(factor['accuracy_cv'])} ({factor['levels']} dtypes)")
     return 0
 
 

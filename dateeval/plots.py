@@ -4,52 +4,89 @@ from __future__ import annotations
 
 import difflib
 import html
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from dateeval.analysis import HIGHER_IS_BETTER, SCALE, metric_label
+from dateeval.metrics import METRICS
 
 
 def axis_label(metric: str, dataset: str = "") -> str:
-    name = metric_label(metric, dataset)
-    return (name.capitalize() if name == "accuracy" else name) + (" (%)" if SCALE[metric] == 100 else "")
+    return METRICS[metric].axis_label(dataset)
 
 
 def _layout(figure: go.Figure, title: str, y_title: str, x_title: str = "Date") -> go.Figure:
     figure.update_layout(
         title=title, xaxis_title=x_title, yaxis_title=y_title, hovermode="x unified", template="plotly_white",
         legend={"orientation": "h", "y": -0.2}, margin={"t": 60, "b": 40},
+        hoverlabel={"namelength": -1},  # full entry names: "smollm2-135m (bfloat16, cpu)" and "(float32, cpu)" differ at the end
     )  # fmt: skip
     return figure
 
 
 def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: int = 1, default_dates: dict[str, pd.Timestamp] | None = None,
-           dataset: str = "") -> go.Figure:  # fmt: skip
+           dataset: str = "", band: pd.DataFrame | None = None) -> go.Figure:  # fmt: skip
     """Metric against date, one line per entry (paper Figures 2, 11-13).
 
-    Worst and best dates are marked; each entry's no-date value is a dashed
-    horizontal line; ``rolling`` > 1 adds a centred rolling mean.
+    Worst and best dates are marked (none on a flat line); each entry's
+    no-date value is a dashed line named in the legend (labels written on the
+    plot would print over each other); ``rolling`` > 1 adds a centred mean
+    over that many calendar days (not points: on monthly data a 7-day mean
+    is the value itself); ``band`` (entry, date, low, high) shades a 95%
+    interval per date.
     """
     figure = go.Figure()
-    higher_is_better = HIGHER_IS_BETTER[metric]
-    for entry, group in dated.groupby("entry", sort=True):
-        values = SCALE[metric] * group[metric]
-        figure.add_trace(go.Scatter(x=group["date"], y=values, mode="lines", name=entry, opacity=0.45 if rolling > 1 else 1))
+    spec = METRICS[metric]
+    for index, (entry, group) in enumerate(dated.groupby("entry", sort=True)):
+        colour = PALETTE[index % len(PALETTE)]
+        values = spec.shown(group[metric])
+        if band is not None and len(band[band["entry"] == entry]):
+            _band(figure, band[band["entry"] == entry], spec.scale, entry, colour)
+        figure.add_trace(go.Scatter(x=group["date"], y=values, mode="lines", name=entry, line={"color": colour}, opacity=0.45 if rolling > 1 else 1))
         if rolling > 1:
-            figure.add_trace(go.Scatter(x=group["date"], y=values.rolling(rolling, center=True, min_periods=1).mean(), mode="lines",
-                                        name=f"{entry} ({rolling}-day mean)", line={"width": 3}))  # fmt: skip
-        best = values.idxmax() if higher_is_better else values.idxmin()
-        worst = values.idxmin() if higher_is_better else values.idxmax()
-        for index, name, symbol in ((best, "best", "triangle-up"), (worst, "worst", "triangle-down")):
-            figure.add_trace(go.Scatter(x=[group.loc[index, "date"]], y=[values[index]], mode="markers", marker={"size": 12, "symbol": symbol},
-                                        name=f"{entry}: {name} {group.loc[index, 'date']:%Y-%m-%d} ({values[index]:.2f})"))  # fmt: skip
+            mean = pd.Series(values.to_numpy(), index=pd.DatetimeIndex(group["date"])).rolling(f"{rolling}D", center=True, min_periods=1).mean()
+            figure.add_trace(go.Scatter(x=group["date"], y=mean.to_numpy(), mode="lines", name=f"{entry} ({rolling}-day mean)",
+                                        line={"width": 3, "color": colour}))  # fmt: skip
+        _extremes(figure, group, values, spec.higher_is_better, entry, colour)
         baseline = baselines[(baselines["entry"] == entry) & (baselines["date_mode"] == "none")]
-        if len(baseline):
-            figure.add_hline(y=SCALE[metric] * baseline[metric].iloc[0], line_dash="dash", annotation_text=f"{entry}: no date", opacity=0.7)
-        if default_dates and default_dates.get(entry):
-            figure.add_vline(x=default_dates[entry].timestamp() * 1000, line_dash="dot", annotation_text=f"{entry}: template default date")
-    return _layout(figure, f"{axis_label(metric, dataset).removesuffix(' (%)')} by date in the system prompt", axis_label(metric, dataset))
+        if len(baseline) and len(group):
+            level = spec.shown(float(baseline[metric].iloc[0]))
+            figure.add_trace(go.Scatter(x=[group["date"].min(), group["date"].max()], y=[level, level], mode="lines", name=f"{entry}: no date",
+                                        line={"dash": "dash", "color": colour}, opacity=0.8, hovertemplate=f"no date: {level:.2f}<extra></extra>"))  # fmt: skip
+        if default_dates and default_dates.get(entry) and len(group):
+            day = default_dates[entry]
+            figure.add_trace(go.Scatter(x=[day, day], y=[values.min(), values.max()], mode="lines", line={"dash": "dot", "color": colour},
+                                        name=f"{entry}: the template's own date ({day:%Y-%m-%d})"))  # fmt: skip
+    return _layout(figure, f"{spec.axis_label(dataset).removesuffix(' (%)')} by date in the system prompt", spec.axis_label(dataset))
+
+
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
+
+
+def _band(figure: go.Figure, band: pd.DataFrame, scale: float, entry: str, colour: str) -> None:
+    """A shaded 95% interval: the upper edge, then the lower edge filled up to it."""
+    band = band.sort_values("date")
+    figure.add_trace(go.Scatter(x=band["date"], y=scale * band["high"], mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip",
+                                legendgroup=f"{entry} band"))  # fmt: skip
+    figure.add_trace(go.Scatter(x=band["date"], y=scale * band["low"], mode="lines", line={"width": 0}, fill="tonexty", opacity=0.2,
+                                fillcolor=_transparent(colour), name=f"{entry}: 95% interval", hoverinfo="skip", legendgroup=f"{entry} band"))  # fmt: skip
+
+
+def _transparent(colour: str, alpha: float = 0.18) -> str:
+    red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({red},{green},{blue},{alpha})"
+
+
+def _extremes(figure: go.Figure, group: pd.DataFrame, values: pd.Series, higher_is_better: bool, entry: str, colour: str) -> None:
+    """Triangles on the best and worst date; a flat line has neither."""
+    if len(values) < 2 or values.max() == values.min():
+        return
+    best = values.idxmax() if higher_is_better else values.idxmin()
+    worst = values.idxmin() if higher_is_better else values.idxmax()
+    for index, name, symbol in ((best, "best", "triangle-up"), (worst, "worst", "triangle-down")):
+        figure.add_trace(go.Scatter(x=[group.loc[index, "date"]], y=[values[index]], mode="markers", marker={"size": 12, "symbol": symbol, "color": colour},
+                                    name=f"{entry}: {name} {group.loc[index, 'date']:%Y-%m-%d} ({values[index]:.2f})"))  # fmt: skip
 
 
 def bump(ranked: pd.DataFrame) -> go.Figure:
@@ -76,20 +113,45 @@ def option_heatmap(rows: pd.DataFrame, labels: list[str]) -> go.Figure:
     return _layout(figure, "Option probabilities across dates", "Option")
 
 
-def highlighted_diff(first: str, second: str) -> tuple[str, str]:
-    """HTML for two prompts with the characters that differ highlighted."""
+def option_lines(rows: pd.DataFrame, labels: list[str], answer: int, title: str = "Option probabilities across dates") -> go.Figure:
+    """Probability of each option on each date for one question, one line per option; the correct one drawn thick."""
+    matrix = pd.DataFrame(rows["probs"].tolist(), index=pd.to_datetime(rows["date"]))
+    figure = go.Figure()
+    for column in matrix.columns:
+        correct = column == answer
+        figure.add_trace(go.Scatter(x=matrix.index, y=100 * matrix[column], mode="lines+markers" if len(matrix) < 40 else "lines",
+                                    name=f"{labels[column]}" + (" (correct)" if correct else ""), line={"width": 4 if correct else 1.5}))  # fmt: skip
+    figure.update_yaxes(range=[0, 100])
+    return _layout(figure, title, "P(option) (%)")
+
+
+def highlighted_diff(first: str, second: str, special: Sequence[str] = ()) -> tuple[str, str]:
+    """HTML for two texts exactly as written (whitespace kept), the characters that differ highlighted.
+
+    For ``st.html``, never Markdown: Markdown would eat line breaks and treat
+    a generated ``` fence as its own. ``special`` tokens (e.g. ``<|im_start|>``)
+    are boxed, and line ends marked, so a prompt shows what the model reads.
+    """
     matcher = difflib.SequenceMatcher(a=first, b=second, autojunk=False)
     left, right = [], []
     for tag, a0, a1, b0, b1 in matcher.get_opcodes():
-        a, b = html.escape(first[a0:a1]), html.escape(second[b0:b1])
+        a, b = _visible(first[a0:a1], special), _visible(second[b0:b1], special)
         if tag == "equal":
             left.append(a)
             right.append(b)
         else:
             left.append(f"<mark style='background:#ffb3b3'>{a}</mark>" if a else "")
             right.append(f"<mark style='background:#b3ffb3'>{b}</mark>" if b else "")
-    wrap = "<pre style='white-space:pre-wrap;font-size:0.8rem'>{}</pre>"
+    wrap = "<pre style='white-space:pre-wrap;word-break:break-word;font-size:0.8rem;padding:0.6rem;background:#f6f6f6'>{}</pre>"
     return wrap.format("".join(left)), wrap.format("".join(right))
+
+
+def _visible(text: str, special: Sequence[str]) -> str:
+    """Escaped text with special tokens boxed and each line end marked (↵) before the break itself."""
+    escaped = html.escape(text)
+    for token in sorted({t for t in special if t}, key=len, reverse=True):
+        escaped = escaped.replace(html.escape(token), f"<span style='border:1px solid #888;border-radius:3px;color:#555'>{html.escape(token)}</span>")
+    return escaped.replace("\n", "<span style='color:#aaa'>↵</span>\n") if special else escaped
 
 
 def factor_bars(table: pd.DataFrame, metric: str = "accuracy") -> go.Figure:
@@ -112,4 +174,4 @@ def item_over_dates(outputs: pd.DataFrame, dataset: str) -> go.Figure:
                                   hovertemplate="%{x|%Y-%m-%d}: %{y}<br>%{text}<extra></extra>"))  # fmt: skip
     if graded:
         figure.update_yaxes(tickvals=[0, 1], ticktext=["wrong", "right"], range=[-0.3, 1.3])
-    return _layout(figure, "This item on each date", metric_label("accuracy", dataset) if graded else "Sentence chrF")
+    return _layout(figure, "This item on each date", METRICS["accuracy"].name_on(dataset) if graded else "Sentence chrF")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dateeval import analysis, plots, stats
+from dateeval import analysis, metrics, plots, stats
 from dateeval.errors import DateEvalError
 from dateeval.tasks import GENERATION_BENCHMARKS, parse_name
 
@@ -57,7 +57,7 @@ def summary_table(frame: pd.DataFrame, n_perm: int = 200) -> pd.DataFrame:
 
 def paper_tables(frame: pd.DataFrame, n_perm: int = 200, n_boot: int = 200) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     """Every paper table the store can fill, and the missing ones with what would fill them."""
-    metrics = analysis.condition_metrics(frame)
+    per_condition = analysis.condition_metrics(frame)
     summary = summary_table(frame, n_perm)
     tables: dict[str, pd.DataFrame] = {}
     kinds = set(summary["dataset"].map(_variant)) if len(summary) else set()
@@ -85,7 +85,7 @@ def paper_tables(frame: pd.DataFrame, n_perm: int = 200, n_boot: int = 200) -> t
         tables["Table 9: no date in the prompt"] = _pick(summary, ["entry", "dataset", *baselines, "accuracy_min", "accuracy_max", "bleu_min", "bleu_max"])
     else:
         missing["Table 9 (no-date baseline)"] = "rerun the same sweep with `--no-date` (only the baseline is computed)"
-    trend, correlations = stats.date_trend(metrics), stats.cross_correlations(metrics)
+    trend, correlations = stats.date_trend(per_condition), stats.cross_correlations(per_condition)
     if len(trend):
         tables["Table 3: trend over the year (Spearman)"] = trend
     if len(correlations):
@@ -106,31 +106,20 @@ def paper_tables(frame: pd.DataFrame, n_perm: int = 200, n_boot: int = 200) -> t
     return tables, missing
 
 
-def _format(table: pd.DataFrame) -> pd.DataFrame:
-    """Percent for the rates, three decimals for the rest."""
-    out = table.copy()
-    for column in out.columns:
-        if out[column].dtype.kind == "f":
-            rate = analysis.is_rate(column) or column.startswith("delta_null")
-            percent = rate and "cv" not in column and "p_value" not in column
-            out[column] = out[column].map(lambda v, p=percent: "" if pd.isna(v) else (f"{100 * v:.2f}" if p else f"{v:.4f}"))
-    return out
-
-
 def write_report(frame: pd.DataFrame, out: Path, store: Path) -> Path:
     """A self-contained HTML report (tables, figures, missing cells) plus one CSV per table."""
     out.mkdir(parents=True, exist_ok=True)
     tables, missing = paper_tables(frame)
     parts = [f"<h1>dateeval report</h1><p>Store <code>{html.escape(str(store))}</code>, written {dt.datetime.now():%Y-%m-%d %H:%M}. "
-             "Rates are percentages; CVs and p-values are plain numbers.</p>"]  # fmt: skip
+             "Rates, CVs and shares are percentages; BLEU and chrF are points; the CSV files keep rates as fractions.</p>"]  # fmt: skip
     for number, (title, table) in enumerate(tables.items(), 1):
         table.to_csv(out / f"table-{number}.csv", index=False)
-        parts.append(f"<h2>{html.escape(title)}</h2>{_format(table).to_html(index=False, border=0)}<p><a href='table-{number}.csv'>CSV</a></p>")
-    metrics = analysis.condition_metrics(frame)
-    dated = analysis.dated(metrics)
+        parts.append(f"<h2>{html.escape(title)}</h2>{metrics.formatted(table).to_html(index=False, border=0)}<p><a href='table-{number}.csv'>CSV</a></p>")
+    per_condition = analysis.condition_metrics(frame)
+    dated = analysis.dated(per_condition)
     for index, (dataset, group) in enumerate(dated.groupby("dataset")):
-        metric = analysis.available_metrics(group)[0]
-        figure = plots.curves(group, metric, metrics[metrics["dataset"] == dataset], dataset=dataset)
+        metric = metrics.available_metrics(group)[0]
+        figure = plots.curves(group, metric, per_condition[per_condition["dataset"] == dataset], dataset=dataset)
         figure.update_layout(title=f"{plots.axis_label(metric, dataset)} by date: {dataset}")
         parts.append(figure.to_html(full_html=False, include_plotlyjs=index == 0))
     if missing:

@@ -24,7 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from dateeval.analysis import ECE_BINS, entry_label, predictions, with_factor
+from dateeval.analysis import entry_label, predictions, with_factor
+from dateeval.metrics import ece_rows
 
 # What stays fixed when comparing entries across precisions or across machines.
 SAME_PRECISION_RUN = ["model", "device", "hardware", "dataset", "task_key"]
@@ -42,19 +43,6 @@ def _interval(samples: np.ndarray) -> tuple[float, float]:
     """The 95% percentile interval of bootstrap samples, NaN when no sample is defined."""
     finite = samples[np.isfinite(samples)]
     return (float(np.percentile(finite, 2.5)), float(np.percentile(finite, 97.5))) if finite.size else (float("nan"), float("nan"))
-
-
-def _ece_rows(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> np.ndarray:
-    """ECE of every row of (rows x items) matrices at once."""
-    index = np.clip(np.ceil(confidence * bins).astype(int) - 1, 0, bins - 1)
-    n = confidence.shape[-1]
-    total = np.zeros(confidence.shape[:-1])
-    for m in range(bins):
-        in_bin = index == m
-        count = in_bin.sum(-1)
-        gap = np.abs((correct * in_bin).sum(-1) - (confidence * in_bin).sum(-1))
-        total += np.where(count > 0, gap, 0.0) / n
-    return total
 
 
 def outcome_matrices(rows: pd.DataFrame, level: str = "condition") -> tuple[list, np.ndarray, np.ndarray]:
@@ -83,8 +71,8 @@ def bootstrap_cv(correct: np.ndarray, confidence: np.ndarray, n_boot: int = 200,
     accuracy, boot_acc = correct.mean(1), np.array([cv(correct[:, s].mean(1)) for s in samples])
     ece_cv = ece_low = ece_high = float("nan")  # generated answers have no confidence, hence no ECE
     if np.isfinite(confidence).all():
-        boot_ece = np.array([cv(_ece_rows(confidence[:, s], correct[:, s])) for s in samples])
-        ece_cv = float(cv(_ece_rows(confidence, correct)))
+        boot_ece = np.array([cv(ece_rows(confidence[:, s], correct[:, s])) for s in samples])
+        ece_cv = float(cv(ece_rows(confidence, correct)))
         ece_low, ece_high = _interval(boot_ece)
     return {
         "accuracy_cv": float(cv(accuracy)),

@@ -4,6 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from dateeval import analysis, explorer, plots
+from dateeval.metrics import METRICS, available_metrics
 
 st.title("Leaderboard by date")
 explorer.intro(
@@ -12,7 +13,7 @@ explorer.intro(
     "rankings of every pair of dates (1 = identical order)."
 )
 frame, chosen, selection = explorer.page_data()
-scores = [m for m in analysis.available_metrics(chosen) if analysis.HIGHER_IS_BETTER[m]]
+scores = [m for m in available_metrics(chosen) if METRICS[m].higher_is_better]
 metric = st.radio("Ranked by", scores, horizontal=True, format_func=lambda m: plots.axis_label(m, selection.dataset)) if scores else "accuracy"
 ranked = analysis.ranks(chosen, metric)
 ranked = ranked[ranked["date"].between(selection.start, selection.end)]
@@ -28,7 +29,7 @@ second = right.selectbox("Second date", dates, index=min(1, len(dates) - 1), key
 
 def board(day) -> pd.DataFrame:  # noqa: ANN001
     rows = ranked[ranked["date"].dt.date == day].sort_values("rank")
-    return rows[["rank", "entry", metric]].assign(**{metric: lambda r: analysis.SCALE[metric] * r[metric]}).set_index("entry")
+    return rows[["rank", "entry", metric]].assign(**{metric: lambda r: METRICS[metric].shown(r[metric])}).set_index("entry")
 
 
 a, b = board(first), board(second)

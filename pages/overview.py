@@ -3,6 +3,7 @@
 import streamlit as st
 
 from dateeval import analysis, explorer
+from dateeval.metrics import column
 
 st.title("How much does the date in the system prompt move the results?")
 explorer.intro(
@@ -15,7 +16,7 @@ explorer.intro(
 _, metrics = explorer.load()
 table = analysis.summarize(metrics)
 numbers = [c for c in table.columns if table[c].dtype.kind == "f"]
-percent = [c for c in numbers if analysis.is_rate(c)]
+percent = [c for c in numbers if column(c).kind == "percent"]
 table[percent] = table[percent] * 100
 columns = ["entry", "dataset", "n_items", "n_dates"] + [
     f"{metric}_{part}" for metric in analysis.METRICS for part in ("min", "mean", "max", "delta", "worst_date", "best_date")

@@ -2,7 +2,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dateeval.analysis import condition_metrics, ece, summarize
+from dateeval.analysis import condition_metrics, summarize
+from dateeval.metrics import ece
 
 
 def test_ece_hand_computed():
@@ -43,7 +44,7 @@ def test_summary_delta_worst_best_and_baseline():
     assert row["accuracy_delta"] == pytest.approx(0.5)
     assert row["accuracy_best_date"] == "2024-01-02" and row["accuracy_worst_date"] == "2024-01-03"
     assert row["no_date_accuracy"] == pytest.approx(0.25)
-    assert row["template_default_accuracy"] is None
+    assert np.isnan(row["template_default_accuracy"])  # NaN, not None: a number column stays numeric
 
 
 def test_conditions_compare_only_common_items():
@@ -102,7 +103,7 @@ def test_ranks_and_kendall_tau_against_scipy():
 
 
 def test_vectorised_ece_matches_the_reference():
-    from dateeval.analysis import ece_by_code
+    from dateeval.metrics import ece_by_code
 
     rng = np.random.default_rng(1)
     codes, confidence, correct = rng.integers(0, 5, 2000), rng.uniform(0.25, 1, 2000), (rng.uniform(0, 1, 2000) < 0.6).astype(float)
@@ -117,3 +118,18 @@ def test_template_default_dates():
     frame = pd.DataFrame({"model": ["llama", "smol"], "dtype": ["bfloat16"] * 2, "device": ["cpu"] * 2, "date_mode": ["default"] * 2,
                           "date_text": ["26 Jul 2024", None]})  # fmt: skip
     assert template_default_dates(frame) == {"llama (bfloat16, cpu)": pd.Timestamp("2024-07-26")}
+
+
+def test_a_flat_line_names_no_worst_or_best_date():
+    row = summarize(condition_metrics(_frame({"2024-01-01": [1, 0], "2024-01-02": [0, 1]}))).iloc[0]
+    assert row["accuracy_delta"] == 0 and row["accuracy_worst_date"] is None and row["accuracy_best_date"] is None
+
+
+def test_task_settings_separate_leaderboard_entries():
+    from dateeval.analysis import kendall_taus
+
+    auto = _frame({"2024-01-01": [1, 1, 0], "2024-01-02": [1, 0, 0]})
+    label = _frame({"2024-01-01": [1, 0, 0], "2024-01-02": [1, 1, 1]}).assign(task_key="u")
+    metrics = condition_metrics(pd.concat([auto, label], ignore_index=True))
+    assert metrics["entry"].nunique() == 2 and all("[task " in entry for entry in metrics["entry"])
+    assert kendall_taus(metrics, "d")["tau"].tolist() == [-1.0]  # two entries whose order swaps, not one averaged entry

@@ -6,7 +6,8 @@ import pytest
 from scipy import stats as scipy_stats
 
 from dateeval import stats
-from dateeval.analysis import condition_metrics, ece
+from dateeval.analysis import condition_metrics
+from dateeval.metrics import ece, ece_rows
 
 
 def test_cv_is_sample_std_over_mean():
@@ -25,7 +26,7 @@ def test_cochran_q_hand_computed():
 def test_batched_ece_matches_the_reference():
     rng = np.random.default_rng(3)
     confidence, correct = rng.uniform(0.3, 1, (4, 50)), (rng.uniform(0, 1, (4, 50)) < 0.6).astype(float)
-    assert stats._ece_rows(confidence, correct) == pytest.approx([ece(c, y) for c, y in zip(confidence, correct)])
+    assert ece_rows(confidence, correct) == pytest.approx([ece(c, y) for c, y in zip(confidence, correct)])
 
 
 def _synthetic(n_dates=60, n_items=300, effect=0.0, seed=0) -> np.ndarray:

@@ -165,7 +165,9 @@ class _Choice:
         return {"subject": item.subject, "n_options": len(item.options), "answer": item.answer}
 
     def describe(self, item: MCItem) -> str:
-        options = "\n".join(f"- {'✅' if i == item.answer else '▫️'} **{label}.** {text}" for i, (label, text) in enumerate(zip(item.labels, item.options)))
+        # Material icons, not emoji: they render without an emoji font.
+        options = "\n".join(f"- **{label}.** {text}" + (" :green[:material/check_circle: **correct**]" if i == item.answer else "")
+                            for i, (label, text) in enumerate(zip(item.labels, item.options)))  # fmt: skip
         return f"**{item.question}**\n\n{options}"
 
 

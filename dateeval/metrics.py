@@ -1,0 +1,248 @@
+"""One registry of metrics and of how every number is shown: the CLI, the report and every explorer page read it.
+
+Stored values keep their natural unit (rates in [0, 1], BLEU and chrF on
+0-100); what a person reads is decided here once: rates as percentages with
+two decimals, corpus scores as points, p-values with three decimals,
+columns under human names. ECE has one implementation (bin sums per group),
+used for a single list, for many groups at once and for bootstrap matrices.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+ECE_BINS = 10
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A per-condition score: its column, how it is called, its display scale and which way is better."""
+
+    key: str
+    label: str
+    scale: float  # stored value x scale = shown value (100 for rates stored in [0, 1])
+    higher_is_better: bool
+    datasets: str  # which datasets have it, in words (the data decide: see available_metrics)
+
+    @property
+    def percent(self) -> bool:
+        return self.scale == 100.0
+
+    def name_on(self, dataset: str = "") -> str:
+        """How the metric is called on a dataset (accuracy on HumanEval is pass@1)."""
+        return "pass@1" if self.key == "accuracy" and dataset.startswith("humaneval") else self.label
+
+    def title(self, dataset: str = "") -> str:
+        """The name at the start of a heading: "Accuracy", but "pass@1", "ECE", "chrF" as they are written."""
+        name = self.name_on(dataset)
+        return name.capitalize() if name == "accuracy" else name
+
+    def axis_label(self, dataset: str = "") -> str:
+        return self.title(dataset) + (" (%)" if self.percent else "")
+
+    def shown(self, value: float) -> float:
+        return value * self.scale
+
+    def format(self, value: object, signed: bool = False) -> str:
+        """``61.23%`` for rates, ``21.40`` for BLEU/chrF points; ``-`` when missing."""
+        if missing(value):
+            return "-"
+        number = self.shown(float(value))
+        return (f"{number:+.2f}" if signed else f"{number:.2f}") + ("%" if self.percent else "")
+
+
+METRICS: dict[str, Metric] = {
+    m.key: m
+    for m in (
+        Metric("accuracy", "accuracy", 100.0, True, "every graded task (pass@1 on HumanEval); not translation"),
+        Metric("ece", "ECE", 100.0, False, "tasks with a confidence: next-token and chain-of-thought MCQA, GSM8K"),
+        Metric("bleu", "BLEU", 1.0, True, "translation (WMT16)"),
+        Metric("chrf", "chrF", 1.0, True, "translation (WMT16)"),
+    )
+}
+KEYS = tuple(METRICS)
+
+
+def metric(key: str) -> Metric:
+    return METRICS[key]
+
+
+def missing(value: object) -> bool:
+    """None, NaN and pandas' NA alike."""
+    return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
+
+
+def percent(value: object) -> str:
+    """A rate or share in [0, 1] as a percentage with two decimals (``-`` when missing)."""
+    return "-" if missing(value) else f"{100 * float(value):.2f}%"
+
+
+def available_metrics(metrics: pd.DataFrame) -> list[str]:
+    """The metrics with at least one value in a metrics frame (e.g. BLEU and chrF only for translation)."""
+    return [m for m in KEYS if m in metrics and metrics[m].notna().any()]
+
+
+# --- ECE: one implementation ------------------------------------------------------------------------------------
+
+
+def _bin_index(confidence: np.ndarray, bins: int) -> np.ndarray:
+    """Bin m holds confidences in ((m-1)/M, m/M]; a confidence of exactly 0 falls in the first bin (paper App. C.1)."""
+    return np.clip(np.ceil(confidence * bins).astype(np.int64) - 1, 0, bins - 1)
+
+
+def ece_bin_sums(codes: np.ndarray, confidence: np.ndarray, correct: np.ndarray, groups: int, bins: int = ECE_BINS) -> tuple[np.ndarray, ...]:
+    """Per group and bin: sum of correct, sum of confidence, count (each groups x bins).
+
+    These sums are all ECE needs, so they can be stored and added up instead of the rows.
+    """
+    index = codes * bins + _bin_index(confidence, bins)
+    shape = (groups, bins)
+    return (
+        np.bincount(index, weights=correct, minlength=groups * bins).reshape(shape),
+        np.bincount(index, weights=confidence, minlength=groups * bins).reshape(shape),
+        np.bincount(index, minlength=groups * bins).reshape(shape),
+    )
+
+
+def ece_from_sums(sum_correct: np.ndarray, sum_confidence: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """ECE from bin sums (last axis = bins): sum over bins of |correct - confidence| / n; NaN without rows."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.abs(sum_correct - sum_confidence).sum(-1) / count.sum(-1)
+
+
+def ece_by_code(codes: np.ndarray, confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS, groups: int | None = None) -> np.ndarray:
+    """ECE of every group (``codes`` = dense group numbers) in one vectorised pass.
+
+    Rows without a confidence or a grade (generated answers, translations)
+    are left out; a group with none left has no ECE (NaN).
+    """
+    groups = groups or int(codes.max()) + 1
+    keep = np.isfinite(confidence) & np.isfinite(correct)
+    return ece_from_sums(*ece_bin_sums(codes[keep], confidence[keep], correct[keep], groups, bins))
+
+
+def ece(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> float:
+    """Expected calibration error of one list of predictions (paper App. C.1); NaN when empty."""
+    confidence, correct = np.asarray(confidence, dtype=float), np.asarray(correct, dtype=float)
+    if confidence.size == 0:
+        return float("nan")
+    return float(ece_by_code(np.zeros(confidence.size, dtype=np.int64), confidence, correct, bins, groups=1)[0])
+
+
+def ece_rows(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS) -> np.ndarray:
+    """ECE of every row of (... x items) matrices at once (levels, or bootstrap resamples x levels)."""
+    shape = confidence.shape[:-1]
+    rows = int(np.prod(shape))
+    codes = np.repeat(np.arange(rows, dtype=np.int64), confidence.shape[-1])
+    flat = ece_by_code(codes, confidence.reshape(-1).astype(float), correct.reshape(-1).astype(float), bins, groups=rows)
+    return flat.reshape(shape)
+
+
+def ece_resampled(confidence: np.ndarray, correct: np.ndarray, weights: np.ndarray, bins: int = ECE_BINS) -> np.ndarray:
+    """ECE of every row of (levels x items) matrices under every bootstrap resample at once: levels x resamples.
+
+    ``weights`` (resamples x items) says how often each item was drawn; the
+    bin sums of all resamples are then one matrix product per bin, so nothing
+    loops over the resamples.
+    """
+    index, kind = _bin_index(confidence, bins), weights.dtype  # float32 weights halve the work of the products
+    correct, confidence = correct.astype(kind), confidence.astype(kind)
+    sums = np.zeros((3, *confidence.shape[:-1], weights.shape[0], bins), dtype=kind)
+    for m in range(bins):
+        mask = (index == m).astype(kind)
+        for which, values in enumerate((mask * correct, mask * confidence, mask)):
+            sums[which, ..., m] = values @ weights.T
+    return ece_from_sums(*sums)
+
+
+# --- Table columns: names and units -------------------------------------------------------------------------------
+
+PART = {"min": "min", "mean": "mean", "max": "max", "delta": "delta (worst to best)", "worst_date": "worst date", "best_date": "best date"}
+# Columns that are not metrics: their label, and whether they hold a share/rate (shown as %) or a p-value.
+PLAIN = {
+    "entry": "Model", "dataset": "Dataset", "n_items": "Items", "n_dates": "Dates", "task_key": "Task settings",
+    "n_correct": "Dates right", "n_wrong": "Dates wrong", "changes": "Answer changes", "n_predictions": "Distinct answers",
+    "consistent": "Same answer every date", "answer": "Correct answer", "item_id": "Question", "mean_score": "Mean sentence chrF",
+    "levels": "Levels", "factor": "Factor", "spearman": "Spearman ρ", "pearson": "Pearson r", "cochran_q": "Cochran's Q",
+    "runs": "Runs", "prediction_changes": "Answer changes", "exceeds_chance": "Beyond chance", "n_inconsistent": "Inconsistent items",
+    "comparison": "Comparison", "a": "A", "b": "B", "statistic": "Statistic", "yours": "Yours", "the_paper": "The paper's",
+    "where": "Where in the paper", "the_paper_says": "The paper says", "dates": "Dates sampled", "delta_ratio": "Delta ratio", "cv_ratio": "CV ratio",
+}  # fmt: skip
+PERCENT = {
+    "delta": "Accuracy delta (%)", "null_median": "Chance delta, median (%)", "null_upper": "Chance delta, 95% (%)",
+    "delta_null_median": "Chance delta, median (%)", "delta_null_upper": "Chance delta, 95% (%)",
+    "mean_confidence": "Mean confidence (%)", "min_confidence": "Lowest confidence (%)",
+    "consistent_confidence": "Confidence, consistent (%)", "inconsistent_confidence": "Confidence, inconsistent (%)",
+    "max_confidence_difference": "Largest confidence difference (%)", "same_direction": "Same direction (%)",
+    "delta_within": "Delta within tolerance (%)", "cv_within": "CV within tolerance (%)",
+    "accuracy_cv": "CV of accuracy (%)", "accuracy_cv_low": "CV of accuracy, 95% low (%)", "accuracy_cv_high": "CV of accuracy, 95% high (%)",
+    "ece_cv": "CV of ECE (%)", "ece_cv_low": "CV of ECE, 95% low (%)", "ece_cv_high": "CV of ECE, 95% high (%)",
+}  # fmt: skip
+P_VALUES = {"p_value": "p-value", "delta_p_value": "p-value (delta vs chance)", "cochran_p": "Cochran's Q p-value"}
+
+
+@dataclass(frozen=True)
+class Column:
+    """How one table column is shown: its heading and its kind (percent, points, p, number, text)."""
+
+    label: str
+    kind: str
+    scale: float = 1.0
+
+    def format(self, value: object) -> str:
+        if missing(value):
+            return "-"
+        if self.kind == "p":
+            return f"{float(value):.3f}"
+        if self.kind in ("percent", "points", "number"):
+            return f"{self.scale * float(value):.2f}"
+        return str(value)
+
+
+def column(name: str, dataset: str = "") -> Column:
+    """The heading and unit of a column of any table dateeval makes (metrics, summaries, statistics)."""
+    for prefix, label in (("no_date_", "no date"), ("template_default_", "template's own date")):
+        if name.startswith(prefix) and name[len(prefix) :] in METRICS:
+            spec = METRICS[name[len(prefix) :]]
+            return Column(f"{spec.title(dataset)}, {label}" + (" (%)" if spec.percent else ""),
+                          "percent" if spec.percent else "points", spec.scale)  # fmt: skip
+    if name in METRICS:
+        spec = METRICS[name]
+        return Column(spec.axis_label(dataset), "percent" if spec.percent else "points", spec.scale)
+    for key, spec in METRICS.items():
+        part = name.removeprefix(f"{key}_")
+        if part != name and part in PART:
+            heading = f"{spec.title(dataset)} {PART[part]}"
+            if part.endswith("date"):
+                return Column(heading, "text")
+            return Column(heading + (" (%)" if spec.percent else ""), "percent" if spec.percent else "points", spec.scale)
+    if name in PERCENT:
+        return Column(PERCENT[name], "percent", 100.0)
+    if name in P_VALUES:
+        return Column(P_VALUES[name], "p")
+    if name in PLAIN:
+        return Column(PLAIN[name], "text")
+    return Column(name.replace("_", " ").capitalize(), "number")
+
+
+def for_display(table: pd.DataFrame, dataset: str = "") -> pd.DataFrame:
+    """A copy with rates scaled to percent and columns under their human names (numbers stay numbers)."""
+    out = table.copy()
+    for name in table.columns:
+        spec = column(name, dataset)
+        if spec.scale != 1.0 and out[name].dtype.kind in "fiu":
+            out[name] = out[name].astype(float) * spec.scale
+    return out.rename(columns={name: column(name, dataset).label for name in table.columns})
+
+
+def formatted(table: pd.DataFrame, dataset: str = "") -> pd.DataFrame:
+    """Every value as display text (reports, CLI): percentages, points, p-values, ``-`` for missing."""
+    out = pd.DataFrame(index=table.index)
+    for name in table.columns:
+        spec = column(name, dataset)
+        out[spec.label] = table[name].map(spec.format) if spec.kind != "text" else table[name].map(lambda v: "-" if missing(v) else str(v))
+    return out
