@@ -25,7 +25,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import socket
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -114,6 +113,20 @@ class Store:
             staging.unlink(missing_ok=True)
             raise DateEvalError(f"cannot write results to {path}: {error.strerror or error}") from None
 
+    def write_unit(self, path: Path, rows: list[dict] | pd.DataFrame | pa.Table) -> None:
+        """Write a unit's rows (``write``), then its aggregates sidecar (``dateeval.aggregates``).
+
+        The sidecar is summed from the file read back with every column
+        verified, so pages draw curves and tables from it without scanning
+        rows, and per-item reads may trust the file as verified. A sidecar
+        that cannot be written costs nothing but speed: the explorer builds
+        missing ones itself.
+        """
+        self.write(path, rows)
+        from dateeval import aggregates  # aggregates reads and writes through this module
+
+        aggregates.build(self, path)
+
     @staticmethod
     def damage(path: Path) -> str | None:
         """Why a unit file cannot be trusted (every column and page verified), or None when it reads intact."""
@@ -165,27 +178,6 @@ class Store:
                 removed.append(path)
         return removed
 
-    def claim(self, path: Path) -> bool:
-        """Take a unit for this worker (a lock file next to it); False if another live worker has it."""
-        lock = path.with_name(f".{path.name}.lock")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        owner = f"{socket.gethostname()} {os.getpid()}"
-        for _ in range(2):
-            try:
-                descriptor = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                if not _stale(lock):
-                    return False
-                lock.unlink(missing_ok=True)
-                continue
-            with os.fdopen(descriptor, "w") as handle:
-                handle.write(owner)
-            return True
-        return False
-
-    def release(self, path: Path) -> None:
-        path.with_name(f".{path.name}.lock").unlink(missing_ok=True)
-
     def compact(self) -> tuple[int, int, StoreProblems]:
         """Merge each model/dataset folder's unit files into one file; returns (folders, files removed, problems).
 
@@ -194,8 +186,11 @@ class Store:
         all its columns), the merged file is written (atomically), read back
         and compared with what was merged before any original is removed,
         and duplicates are dropped on read, so a kill at any point loses
-        nothing. Unreadable or damaged files are left in place.
+        nothing. Unreadable or damaged files are left in place. The merged
+        file gets its aggregates sidecar; the removed files' sidecars go.
         """
+        from dateeval import aggregates  # aggregates reads and writes through this module
+
         all_problems = StoreProblems(removed=self.remove_leftovers())
         folders = sorted({path.parent for path in self.files()})
         removed = 0
@@ -218,9 +213,11 @@ class Store:
                     target.unlink(missing_ok=True)
                 all_problems.corrupted.append((target, f"the merged file did not read back as written ({mismatch}); the originals are kept"))
                 continue
+            aggregates.build(self, target)
             for path in readable:
                 if path != target:
                     path.unlink()
+                    aggregates.discard(self.root, path)
                     removed += 1
         return len(folders), removed, all_problems
 
@@ -320,10 +317,3 @@ def _reason(error: Exception) -> str:
     return text.splitlines()[0][:160] if text else type(error).__name__
 
 
-def _stale(lock: Path) -> bool:
-    """A lock left by a dead process on this host (a killed sweep) may be taken over."""
-    try:
-        host, pid = lock.read_text().split()
-    except (OSError, ValueError):
-        return True
-    return host == socket.gethostname() and not leftovers.process_alive(int(pid))

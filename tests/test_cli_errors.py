@@ -305,12 +305,12 @@ def test_two_compactions_at_once(small_store):
 # The few that need the model (loaded once per command): what is only known once the tokenizer is there.
 
 
-def test_run_on_a_full_disk_leaves_no_lock(data_dir, mount):
+def test_run_on_a_full_disk_leaves_no_lease(data_dir, mount):
     full = mount("full", "size=64k")
     _fill(full)
     result = run_cli("run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "2", "--dates", "2024-01-01", "--store", str(full / "store"))
     _assert_one_line_error(result, "No space left on device")
-    assert not list(full.rglob("*.lock")) and not list(full.rglob("*.tmp"))
+    assert not list(full.rglob("*.lease")) and not list(full.rglob("*.tmp"))
 
 
 @pytest.mark.parametrize(

@@ -57,17 +57,6 @@ def test_compact_merges_and_keeps_every_row(tmp_path):
     assert sorted(map(tuple, before[ROW_KEY].values)) == sorted(map(tuple, after[ROW_KEY].values))
 
 
-def test_claims_exclude_live_workers_and_take_over_dead_ones(tmp_path):
-    store = Store(tmp_path)
-    path = store.unit_path("model", "data", "2024-01-01", "k")
-    assert store.claim(path)
-    assert not store.claim(path)  # this (live) process holds it
-    store.release(path)
-    lock = path.with_name(f".{path.name}.lock")
-    lock.write_text(f"{os.uname().nodename} 999999")  # a pid that does not exist
-    assert store.claim(path)
-
-
 def test_compaction_keeps_text_columns_with_missing_values(tmp_path):
     """Text columns with missing values (replies nobody could parse) come back as NaN in pandas; merged, they stay text."""
     store = Store(tmp_path)

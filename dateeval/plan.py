@@ -1,0 +1,76 @@
+"""What a sweep is and what is left of it: the spec, and serializable work units computed against the store.
+
+A :class:`SweepSpec` says what to measure (models, datasets, conditions,
+subset, backend options). A :class:`Unit` is one (model, precision, dataset,
+condition) with exactly the items still missing from the store and the prompt
+hash each must have: it travels to any executor (this process, a background
+thread, a Ray actor on another host), which computes it and sends its rows
+back, and the hashes let the executor prove it rendered the prompts the plan
+was made for. Plans hold only missing work, longest units first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dateeval.backends.base import BackendOptions
+from dateeval.conditions import Condition
+from dateeval.data import Subset
+from dateeval.tasks import GenerationOptions
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """Everything a sweep needs; the CLI and the app both build one."""
+
+    models: tuple[str, ...]
+    datasets: tuple[str, ...]
+    conditions: tuple[Condition, ...]
+    data_dir: str | None = None
+    subset: Subset = Subset()
+    dtypes: tuple[str, ...] = ("auto",)
+    batch_size: int = 32
+    label_style: str = "auto"
+    generation: GenerationOptions = GenerationOptions()
+    backend: str | None = None  # None: as each model names it (``vllm:PATH``), else transformers
+    options: BackendOptions = BackendOptions()  # device, remote code, endpoint settings (dtype comes from ``dtypes``)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One (dataset, condition) as a loaded model renders it: the row identity and every item's prompt hash."""
+
+    dataset: str
+    condition_index: int
+    identity: tuple[str, str, str, str]  # model_key, hardware, task_key, condition_key
+    item_ids: tuple[str, ...]
+    prompt_hashes: tuple[str, ...]
+    cost: float  # relative work, for longest-first scheduling
+
+
+@dataclass(frozen=True)
+class Description:
+    """What a worker reports once its model is loaded: who it is (the store folder) and every candidate unit."""
+
+    model_dir: str
+    model: str
+    identity_key: str
+    hardware: str
+    candidates: tuple[Candidate, ...]
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Work for one executor: the items of one candidate still missing, and the file their rows go to."""
+
+    dataset: str
+    condition_index: int
+    condition_label: str
+    item_ids: tuple[str, ...]
+    prompt_hashes: tuple[str, ...]
+    path: str  # relative to the store root
+    cost: float
+
+    @property
+    def label(self) -> str:
+        return f"{self.dataset} / {self.condition_label}"

@@ -1,0 +1,155 @@
+"""Run a sweep's units on a Ray cluster: one actor per worker loads the model once and computes many units.
+
+The driver keeps planning, leases and every write (``dateeval.sweep``);
+actors only compute and send rows back as Arrow tables, so workers need no
+shared filesystem. Units go out longest first, at most ``inflight`` per actor
+(one computing, the next already queued). An actor that dies mid-unit (its
+process killed, its node lost) is dropped and its unit is handed to another:
+the driver still holds the unit's lease, so nothing is lost or written twice.
+
+    python -m dateeval run ... --executor ray [--address auto|ray://HOST:10001] [--workers N] [--gpus-per-worker G]
+
+Without ``--address`` a local Ray instance is started with one CPU per
+worker. On a real cluster every node needs dateeval and its requirements
+installed (``pip install -r requirements.txt`` from this folder).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from dateeval.errors import DateEvalError
+from dateeval.plan import Description, SweepSpec, Unit
+from dateeval.sweep import Executor, NextUnit, Progress, UnitDone
+from dateeval.worker import UnitResult, Worker
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class _Actor:
+    """The worker inside a Ray actor process (wrapped by ``ray.remote`` when the executor starts)."""
+
+    def __init__(self, spec: SweepSpec, model: str, dtype: str, run_id: str) -> None:
+        self.worker = Worker(spec, model, dtype, run_id)
+
+    def describe(self) -> Description:
+        return self.worker.describe()
+
+    def where(self) -> str:
+        return f"{socket.gethostname()}:{os.getpid()}"
+
+    def execute(self, unit: Unit) -> UnitResult:
+        return self.worker.execute(unit)
+
+
+@dataclass
+class _Slot:
+    actor: object
+    name: str
+    busy: int = 0
+
+
+class RayExecutor(Executor):
+    """Units on Ray actors; the cluster is joined (or started) once per sweep."""
+
+    def __init__(self, address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0, inflight: int = 2) -> None:
+        self.address, self.workers, self.gpus, self.inflight = address, workers, gpus_per_worker, inflight
+        self.slots: list[_Slot] = []
+        self._started_ray = False
+
+    def _connect(self):  # noqa: ANN202 - the ray module
+        try:
+            import ray
+        except ImportError:
+            raise DateEvalError("--executor ray needs Ray: pip install 'ray>=2.40'") from None
+        if not ray.is_initialized():
+            env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}}
+            kwargs = {"address": self.address} if self.address else {"num_cpus": self.workers or os.cpu_count() or 1, "include_dashboard": False}
+            try:
+                ray.init(runtime_env=env, log_to_driver=False, **kwargs)
+            except (ConnectionError, RuntimeError, ValueError) as error:
+                raise DateEvalError(f"cannot reach the Ray cluster {self.address or '(local)'}: {str(error).splitlines()[0]}") from None
+            self._started_ray = True
+        return ray
+
+    def start(self, spec: SweepSpec, model: str, dtype: str, run_id: str) -> Description:
+        ray = self._connect()
+        count = self.workers or max(1, int(ray.cluster_resources().get("GPU" if self.gpus else "CPU", 1) // max(self.gpus, 1)))
+        remote = ray.remote(num_cpus=1, num_gpus=self.gpus, max_restarts=0, max_task_retries=0)(_Actor)
+        actors = [remote.remote(spec, model, dtype, run_id) for _ in range(count)]
+        try:
+            names = ray.get([actor.where.remote() for actor in actors])
+            descriptions = ray.get([actor.describe.remote() for actor in actors])
+        except ray.exceptions.RayTaskError as error:
+            raise _cause(error) from None
+        except ray.exceptions.RayActorError as error:
+            raise DateEvalError(f"a Ray worker failed while loading {model}: {str(error).splitlines()[0]}") from None
+        first = descriptions[0]
+        for name, description in zip(names, descriptions):
+            if (description.identity_key, description.hardware, description.candidates) != (first.identity_key, first.hardware, first.candidates):
+                raise DateEvalError(f"Ray worker {name} loads {model} differently ({description.hardware}) from {names[0]} "
+                                    f"({first.hardware}): results would not be comparable; use one kind of node")  # fmt: skip
+        self.slots = [_Slot(actor, name) for actor, name in zip(actors, names)]
+        return first
+
+    def run(self, next_unit: NextUnit, done: UnitDone, cancel: threading.Event, progress: Progress) -> None:
+        """Keep every live actor fed, collect results as they finish, hand a dead actor's unit to another."""
+        ray = self._connect()
+        pending: dict[object, tuple[_Slot, Unit]] = {}
+        retry: list[Unit] = []
+        exhausted = False
+        while not cancel.is_set():  # cancelled: the driver stops the actors and releases the leases
+            for slot in self.slots:
+                while slot.busy < self.inflight:
+                    unit = retry.pop(0) if retry else (None if exhausted else next_unit())
+                    if unit is None:
+                        exhausted = True
+                        break
+                    pending[slot.actor.execute.remote(unit)] = (slot, unit)
+                    slot.busy += 1
+            progress.workers = {slot.name: unit.label for slot, unit in pending.values()}
+            if not pending:
+                if retry:
+                    raise DateEvalError(f"every Ray worker died; {len(retry)} unit(s) not computed (their leases are released)")
+                return
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            for reference in ready:
+                slot, unit = pending.pop(reference)
+                slot.busy -= 1
+                try:
+                    result = ray.get(reference)
+                except ray.exceptions.RayActorError:
+                    if slot in self.slots:
+                        self.slots.remove(slot)  # its process or node is gone: its unit goes to another actor
+                    retry.append(unit)
+                    progress.messages.append(f"ray: worker {slot.name} died while computing {unit.label}; the unit runs again elsewhere")
+                    continue
+                except ray.exceptions.RayTaskError as error:
+                    raise _cause(error) from None
+                done(unit, result)
+
+    def stop(self) -> None:
+        if self.slots:
+            ray = self._connect()
+            for slot in self.slots:
+                ray.kill(slot.actor)
+        self.slots = []
+
+    def close(self) -> None:
+        if self._started_ray:
+            import ray
+
+            ray.shutdown()
+            self._started_ray = False
+
+
+def _cause(error: Exception) -> Exception:
+    """A worker's own error (a DateEvalError says what is wrong in one line) rather than Ray's wrapper."""
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, DateEvalError):
+        return cause
+    return DateEvalError(f"a Ray worker failed: {str(error).strip().splitlines()[-1]}")

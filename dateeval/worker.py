@@ -1,0 +1,220 @@
+"""A worker: one loaded model and the sweep's tasks, wherever the model runs (this process or a Ray actor).
+
+It describes the candidate units once (every item's prompt hash under every
+condition, from which the driver plans only missing work) and executes the
+units it is given: renders the prompts, checks they hash to what the plan
+expects, evaluates them through the task, and returns the rows as an Arrow
+table with everything that produced them. It never touches the store: one
+driver writes, so workers need no shared filesystem.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import time
+from dataclasses import dataclass, replace
+
+import pyarrow as pa
+
+from dateeval.backends import Backend, locate
+from dateeval.backends.base import PromptInput
+from dateeval.conditions import Condition
+from dateeval.errors import DateEvalError
+from dateeval.plan import Candidate, Description, SweepSpec, Unit
+from dateeval.prompting import dated_messages
+from dateeval.tasks import build_task, parse_name
+from dateeval.tasks.base import Task
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:60]
+
+
+def _prompt_hash(prompt: PromptInput) -> str:
+    text = prompt if isinstance(prompt, str) else json.dumps(list(prompt), sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def prompt_input(backend: Backend, messages: list[dict], condition: Condition) -> tuple[PromptInput, str | None]:
+    """What the backend is sent for one item under one condition, and the date text it carries.
+
+    Text rendered by the model's own template where the backend takes text
+    (every template kind under full date control); otherwise the messages,
+    dated by the system line only, for the server's template.
+    """
+    if backend.capabilities.renders_locally:
+        rendered = backend.template.render(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection)
+        return rendered.text, rendered.date_text
+    dated, date_text = dated_messages(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection)
+    return tuple(dated), date_text
+
+
+def check_dates_distinct(backend: Backend, task: Task, conditions: list[Condition]) -> None:
+    """Refuse to sweep dates that render identical prompts (the date would not be varied at all)."""
+    seen: dict[tuple, dt.date] = {}
+    item = task.items[0]
+    for condition in conditions:
+        if condition.factor != "date":
+            continue
+        text, _ = prompt_input(backend, task.prompt(item, condition).messages, replace(condition, date_mode="date"))
+        key = (condition.system_prompt, condition.injection, _prompt_hash(text))
+        if key in seen:
+            raise DateEvalError(
+                f"dates {seen[key]} and {condition.date} render identical prompts for {backend.identity.model}: "
+                "the date format or template drops the difference; use a format with the day (e.g. %d %b %Y) or fewer dates"
+            )
+        seen[key] = condition.date
+
+
+def _render(backend: Backend, task: Task, item: object, condition: Condition) -> str:
+    return prompt_input(backend, task.prompt(item, condition).messages, condition)[0]
+
+
+def _reply_budget(task: Task) -> int:
+    """Tokens a task may add after its prompt: the longest reply of a generation task, none for next-token scoring."""
+    settings = getattr(task, "settings", None)
+    return settings.max_new_tokens if settings is not None else 0
+
+
+def check_context(backend: Backend, task: Task, conditions: list[Condition]) -> None:
+    """Refuse, before any item is evaluated, prompts that (with the longest reply) exceed the model's context.
+
+    Past its context a model runs on positions it was never trained on and
+    its numbers come out silently wrong. Conditions differ only in text that
+    every item shares (system message, date), so every item is measured
+    under the condition that makes the first item's prompt longest.
+    """
+    limit = backend.context_length
+    if limit is None or not backend.capabilities.renders_locally:
+        return
+    first = task.items[0]
+    longest = max(conditions, key=lambda condition: len(backend.encode([_render(backend, task, first, condition)])[0]))
+    lengths = [len(tokens) for tokens in backend.encode([_render(backend, task, item, longest) for item in task.items])]
+    worst = max(range(len(lengths)), key=lengths.__getitem__)
+    reply = _reply_budget(task)
+    if lengths[worst] + reply > limit:
+        with_reply = f" plus up to {reply} generated" if reply else ""
+        raise DateEvalError(
+            f"{task.dataset} item {task.items[worst].id} needs {lengths[worst]:,} prompt tokens{with_reply} under {longest.label}, "
+            f"beyond {backend.identity.model}'s context of {limit:,}: shorten the system prompt, use fewer shots or a smaller --max-new-tokens"
+        )
+
+
+def build_tasks(spec: SweepSpec) -> dict[str, Task]:
+    """The sweep's tasks, checked before any model loads. Subjects select within MMLU only; other datasets take the rest."""
+    tasks = {}
+    for name in dict.fromkeys(spec.datasets):
+        subset = spec.subset if parse_name(name).base == "mmlu" else replace(spec.subset, subjects=())
+        task = build_task(name, spec.data_dir, subset, spec.generation, spec.label_style)
+        if not task.choice and any(condition.option_order for condition in spec.conditions):
+            raise DateEvalError(f"option orders apply to multiple-choice datasets only, not {name}")
+        task.ensure_runnable()
+        tasks[name] = task
+    return tasks
+
+
+def model_dir(backend: Backend) -> str:
+    """The store folder of one model at one precision (part of the store's layout, decided by who produced the rows)."""
+    identity = backend.identity
+    return f"{_slug(identity.model)}-{identity.dtype}-{identity.key[:8]}"
+
+
+@dataclass(frozen=True)
+class UnitResult:
+    """A computed unit: its rows, and what it took."""
+
+    rows: pa.Table
+    items: int
+    tokens_scored: int
+    tokens_generated: int
+    seconds: float
+
+
+class Worker:
+    """A model loaded once, answering many units."""
+
+    def __init__(self, spec: SweepSpec, model: str, dtype: str, run_id: str) -> None:
+        self.spec, self.run_id = spec, run_id
+        cls, source = locate(model, spec.backend)
+        self.tasks = build_tasks(spec)
+        self.backend = cls.open(source, replace(spec.options, dtype=dtype))
+        try:
+            for task in self.tasks.values():
+                task.prepare(self.backend)
+                check_dates_distinct(self.backend, task, list(spec.conditions))
+                check_context(self.backend, task, list(spec.conditions))
+        except BaseException:
+            self.backend.close()
+            raise
+
+    def describe(self) -> Description:
+        identity = self.backend.identity
+        candidates = tuple(self._candidate(task, index) for task in self.tasks.values() for index in range(len(self.spec.conditions)))
+        return Description(model_dir(self.backend), identity.model, identity.key, identity.hardware, candidates)
+
+    def _candidate(self, task: Task, index: int) -> Candidate:
+        condition = self.spec.conditions[index]
+        hashes = tuple(_prompt_hash(self._input(task, item, condition)[0]) for item in task.items)
+        identity = (self.backend.identity.key, self.backend.identity.hardware, task.key(), condition.key)
+        cost = len(task.items) * (1 + _reply_budget(task))  # a generated token costs about one forward pass
+        return Candidate(task.dataset, index, identity, tuple(item.id for item in task.items), hashes, float(cost))
+
+    def _input(self, task: Task, item: object, condition: Condition) -> tuple[PromptInput, str | None]:
+        return prompt_input(self.backend, task.prompt(item, condition).messages, condition)
+
+    def execute(self, unit: Unit) -> UnitResult:
+        """Compute one unit's rows; refuses if a prompt does not hash to what the plan expected."""
+        started = time.perf_counter()
+        task, condition = self.tasks[unit.dataset], self.spec.conditions[unit.condition_index]
+        by_id = {item.id: item for item in task.items}
+        items = [by_id[item_id] for item_id in unit.item_ids]
+        prompts = [task.prompt(item, condition) for item in items]
+        inputs = [prompt_input(self.backend, prompt.messages, condition) for prompt in prompts]
+        for item, (prompt, _), expected in zip(items, inputs, unit.prompt_hashes):
+            if _prompt_hash(prompt) != expected:
+                raise DateEvalError(f"{unit.label}: item {item.id} renders a different prompt here than when the sweep was planned "
+                                    "(workers must share the model, template and data)")  # fmt: skip
+        batch_size = condition.batch_size or self.spec.batch_size
+        results = task.evaluate(self.backend, items, prompts, [text for text, _ in inputs], batch_size)
+        shared = self._shared(task, condition, batch_size)
+        rows = [
+            {**shared, "item_id": item.id, **task.item_record(item), "shown_order": prompt.shown_from,
+             "date_text": date_text, "prompt_hash": prompt_hash, **result}
+            for item, prompt, (_, date_text), prompt_hash, result in zip(items, prompts, inputs, unit.prompt_hashes, results)
+        ]  # fmt: skip
+        return UnitResult(
+            pa.Table.from_pylist(rows), len(items), sum(r.get("prompt_tokens") or 0 for r in results),
+            sum(r.get("output_tokens") or 0 for r in results), time.perf_counter() - started,
+        )
+
+    def _shared(self, task: Task, condition: Condition, batch_size: int) -> dict:
+        """What every row of one work unit shares: who produced it, under which condition and task settings."""
+        identity, backend = self.backend.identity, self.backend
+        return {
+            "run_id": self.run_id,
+            "created_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "model": identity.model,
+            "model_key": identity.key,
+            "model_source": identity.source,
+            "model_revision": identity.revision,
+            "dtype": identity.dtype,
+            "device": identity.device,
+            "hardware": identity.hardware,
+            "backend": identity.backend,
+            "backend_versions": json.dumps(identity.versions, sort_keys=True),
+            "date_control": backend.capabilities.date_control,
+            "template_date_kind": backend.template.support.kind if backend.template is not None else "server",
+            "dataset": task.dataset,
+            "condition": condition.label,
+            "condition_key": condition.key,
+            "factor": condition.factor,
+            **condition.record(),
+            **task.record(),
+            "batch_size": batch_size,
+        }
+
+    def close(self) -> None:
+        self.backend.close()

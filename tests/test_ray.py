@@ -1,0 +1,88 @@
+"""The Ray executor on a real two-node cluster (on this machine): the same store as the local executor, bit for bit.
+
+Ray binds to the machine's network address, which these machines may not use,
+so each scenario runs in a private network namespace with only loopback
+(``unshare``, as root); a PID namespace around it ends every Ray process with it.
+"""
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from dateeval.store import ROW_KEY, Store
+from dateeval.sweep import LocalExecutor, Sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "tests" / "scripts" / "ray_sweep.py"
+pytestmark = [
+    pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root and unshare for a loopback-only namespace"),
+    pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed"),
+]
+
+
+def _isolated(command: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run a shell command in new network and PID namespaces with loopback up."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
+    return subprocess.run(["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c", f"ip link set lo up; {command}"],
+                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)  # fmt: skip
+
+
+def _scenario(store: Path, data_dir: Path, name: str) -> dict:
+    result = _isolated(f"{sys.executable} {SCRIPT} {store} {data_dir} {name}")
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def _rows(store: Path):
+    """Every stored row, duplicates included (read file by file, not through the store's de-duplication)."""
+    return pd.concat([pq.read_table(path).to_pandas() for path in Store(store).files()], ignore_index=True)
+
+
+def _assert_same_results(store: Path, reference: Path) -> None:
+    ours, theirs = _rows(store), _rows(reference)
+    assert not ours.duplicated(subset=ROW_KEY).any(), "a unit was written twice"
+    assert len(ours) == len(theirs)
+    ours, theirs = (frame.sort_values(ROW_KEY).reset_index(drop=True) for frame in (ours, theirs))
+    assert ours[ROW_KEY].equals(theirs[ROW_KEY])
+    for column in ("probs", "pred", "correct", "confidence", "label_mass"):
+        assert [list(v) if hasattr(v, "__len__") else v for v in ours[column]] == [list(v) if hasattr(v, "__len__") else v for v in theirs[column]], column
+
+
+@pytest.fixture(scope="module")
+def local_store(tmp_path_factory, data_dir):
+    sys.path.insert(0, str(SCRIPT.parent))
+    from ray_sweep import spec
+
+    store = tmp_path_factory.mktemp("local")
+    Sweep(spec(str(data_dir)), Store(store), executor=LocalExecutor()).run()
+    return store
+
+
+def test_two_nodes_give_the_local_store_even_when_a_worker_is_killed_mid_unit(tmp_path, data_dir, local_store):
+    """One actor per node; one actor's process is killed with SIGKILL while it computes: its unit runs on the other."""
+    report = _scenario(tmp_path, data_dir, "kill-worker")
+    assert report["killed"] and any("died while computing" in message for message in report["messages"])
+    assert report["units_done"] == report["units_total"] == 7
+    _assert_same_results(tmp_path, local_store)
+
+
+def test_a_killed_driver_resumes(tmp_path, data_dir, local_store):
+    """Kill -9 the driver once its first unit is stored; a rerun takes over its leases and finishes the rest."""
+    run = (f"{sys.executable} -m dateeval run --executor ray --workers 2 --model smollm2-135m --dataset arc_challenge "
+           f"--data-dir {data_dir} --limit 6 --dates 2024-01-01..2024-06-30/30d --no-date --dtype float32 --device cpu --batch-size 4 "
+           f"--store {tmp_path}")  # fmt: skip
+    script = (f"{run} & driver=$!; "
+              f"while [ -z \"$(find {tmp_path} -name '*.parquet' 2>/dev/null)\" ]; do sleep 0.5; done; "
+              f"kill -9 $driver; sleep 1; {run}")  # fmt: skip
+    result = _isolated(script)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "done: 7 units" in result.stdout
+    _assert_same_results(tmp_path, local_store)
