@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dateeval.errors import DateEvalError
@@ -36,8 +36,8 @@ class _Actor:
     def __init__(self, spec: SweepSpec, model: str, dtype: str, run_id: str) -> None:
         self.worker = Worker(spec, model, dtype, run_id)
 
-    def describe(self) -> Description:
-        return self.worker.describe()
+    def describe(self, condition_indices: list[int] | None = None) -> Description:
+        return self.worker.describe(condition_indices)
 
     def where(self) -> str:
         return f"{socket.gethostname()}:{os.getpid()}"
@@ -81,20 +81,26 @@ class RayExecutor(Executor):
         count = self.workers or max(1, int(ray.cluster_resources().get("GPU" if self.gpus else "CPU", 1) // max(self.gpus, 1)))
         remote = ray.remote(num_cpus=1, num_gpus=self.gpus, max_restarts=0, max_task_retries=0)(_Actor)
         actors = [remote.remote(spec, model, dtype, run_id) for _ in range(count)]
+        # Planning renders every prompt once: the actors share it, each describing a slice of the conditions
+        # plus the first one, on which all must agree (same model, template and data everywhere).
+        slices = [sorted({0, *range(i, len(spec.conditions), count)}) for i in range(count)]
         try:
             names = ray.get([actor.where.remote() for actor in actors])
-            descriptions = ray.get([actor.describe.remote() for actor in actors])
+            descriptions = ray.get([actor.describe.remote(part) for actor, part in zip(actors, slices)])
         except ray.exceptions.RayTaskError as error:
             raise _cause(error) from None
         except ray.exceptions.RayActorError as error:
             raise DateEvalError(f"a Ray worker failed while loading {model}: {str(error).splitlines()[0]}") from None
         first = descriptions[0]
+        reference = [c for c in first.candidates if c.condition_index == 0]
         for name, description in zip(names, descriptions):
-            if (description.identity_key, description.hardware, description.candidates) != (first.identity_key, first.hardware, first.candidates):
+            same = (description.identity_key, description.hardware) == (first.identity_key, first.hardware)
+            if not same or [c for c in description.candidates if c.condition_index == 0] != reference:
                 raise DateEvalError(f"Ray worker {name} loads {model} differently ({description.hardware}) from {names[0]} "
                                     f"({first.hardware}): results would not be comparable; use one kind of node")  # fmt: skip
         self.slots = [_Slot(actor, name) for actor, name in zip(actors, names)]
-        return first
+        merged = {(c.dataset, c.condition_index): c for d in descriptions for c in d.candidates}
+        return replace(first, candidates=tuple(merged[key] for key in sorted(merged, key=lambda k: (k[1], k[0]))))
 
     def run(self, next_unit: NextUnit, done: UnitDone, cancel: threading.Event, progress: Progress) -> None:
         """Keep every live actor fed, collect results as they finish, hand a dead actor's unit to another."""

@@ -22,6 +22,7 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from dateeval.backends import locate
@@ -118,7 +119,7 @@ class Sweep:
 
     def __init__(
         self, spec: SweepSpec, store: Store, *, on_progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
-        executor: Executor | None = None, wait: bool = True, lease_ttl_s: float = DEFAULT_TTL_S, poll_s: float = 2.0,
+        executor: Executor | None = None, wait: bool = True, lease_ttl_s: float = DEFAULT_TTL_S, poll_s: float = 2.0, writers: int = 4,
     ) -> None:  # fmt: skip
         self.spec, self.store = spec, store
         self.on_progress = on_progress or (lambda progress: None)
@@ -128,6 +129,9 @@ class Sweep:
         self.leases = Leases(ttl_s=lease_ttl_s)
         self.run_id = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
+        # Units are written by a few threads (each file is independent): one driver's writes keep up with more workers.
+        self._writers = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="dateeval-write")
+        self._writes: list[Future] = []
 
     def run(self) -> Progress:
         """Execute every missing unit; returns the final progress (what ran, what was already there)."""
@@ -151,6 +155,7 @@ class Sweep:
                     finally:
                         self.executor.stop()
         finally:
+            self._writers.shutdown(wait=True)
             self.leases.close()
             self.executor.close()
         return progress
@@ -172,7 +177,10 @@ class Sweep:
                 raise DateEvalError(f"{len(units)} unit(s) were computed but their rows are still missing from the store: {units[0].label}")
             queue = sorted(units, key=lambda unit: -unit.cost)
             held: list[Unit] = []
-            self.executor.run(lambda: self._next(queue, held), lambda unit, result: self._done(unit, result, progress), self.cancel, progress)
+            try:
+                self.executor.run(lambda: self._next(queue, held), lambda unit, result: self._done(unit, result, progress), self.cancel, progress)
+            finally:
+                self._flush()
             if self.cancel.is_set() or not held:
                 stalled = not held and not self.cancel.is_set()
                 continue
@@ -233,13 +241,26 @@ class Sweep:
             raise DateEvalError(f"cannot write to the store {self.store.root}: {error.strerror or error}") from None
 
     def _done(self, unit: Unit, result: UnitResult, progress: Progress) -> None:
-        """Commit one computed unit (the only place rows reach the store), then give its lease back."""
+        """Hand a computed unit to the writers: workers go on computing while it is stored (a failed write stops them)."""
+        failed = next((write.exception() for write in self._writes if write.done() and write.exception()), None)
+        if failed is not None:
+            raise failed
+        self._writes.append(self._writers.submit(self._commit, unit, result, progress))
+
+    def _flush(self) -> None:
+        """Wait for every pending write; the first that failed ends the sweep (its lease is already released)."""
+        writes, self._writes = self._writes, []
+        for write in writes:
+            write.result()
+
+    def _commit(self, unit: Unit, result: UnitResult, progress: Progress) -> None:
+        """Write one unit (the only place rows reach the store), then give its lease back."""
         path = self.store.root / unit.path
+        try:
+            self.store.write_unit(path, result.rows)
+        finally:
+            self.leases.release(path)
         with self._lock:
-            try:
-                self.store.write_unit(path, result.rows)
-            finally:
-                self.leases.release(path)
             progress.units_done += 1
             progress.items_scored += result.items
             progress.tokens_scored += result.tokens_scored

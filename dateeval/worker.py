@@ -15,6 +15,7 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import pyarrow as pa
@@ -150,9 +151,11 @@ class Worker:
             self.backend.close()
             raise
 
-    def describe(self) -> Description:
+    def describe(self, condition_indices: Sequence[int] | None = None) -> Description:
+        """The candidate units under the given conditions (all by default): workers can share planning's rendering."""
         identity = self.backend.identity
-        candidates = tuple(self._candidate(task, index) for task in self.tasks.values() for index in range(len(self.spec.conditions)))
+        indices = range(len(self.spec.conditions)) if condition_indices is None else condition_indices
+        candidates = tuple(self._candidate(task, index) for task in self.tasks.values() for index in indices)
         return Description(model_dir(self.backend), identity.model, identity.key, identity.hardware, candidates)
 
     def _candidate(self, task: Task, index: int) -> Candidate:

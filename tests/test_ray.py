@@ -76,8 +76,8 @@ def test_two_nodes_give_the_local_store_even_when_a_worker_is_killed_mid_unit(tm
 
 def test_a_killed_driver_resumes(tmp_path, data_dir, local_store):
     """Kill -9 the driver once its first unit is stored; a rerun takes over its leases and finishes the rest."""
-    run = (f"{sys.executable} -m dateeval run --executor ray --workers 2 --model smollm2-135m --dataset arc_challenge "
-           f"--data-dir {data_dir} --limit 6 --dates 2024-01-01..2024-06-30/30d --no-date --dtype float32 --device cpu --batch-size 4 "
+    run = (f"{sys.executable} -m dateeval run --executor ray --workers 1 --model smollm2-135m --dataset arc_challenge "
+           f"--data-dir {data_dir} --limit 6 --dates 2024-01-01..2024-05-30/30d --no-date --dtype float32 --device cpu --batch-size 4 "
            f"--store {tmp_path}")  # fmt: skip
     script = (f"{run} & driver=$!; "
               f"while [ -z \"$(find {tmp_path} -name '*.parquet' 2>/dev/null)\" ]; do sleep 0.5; done; "
