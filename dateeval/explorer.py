@@ -9,13 +9,15 @@ without restarting the app.
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from dateeval import analysis
+from dateeval import analysis, metrics, viewstate
 from dateeval.errors import DateEvalError
 from dateeval.models import cache_dir
 from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
@@ -42,14 +44,56 @@ def current_store() -> Store:
     return Store(choices.get(st.session_state.get("store_choice", ""), next(iter(choices.values()))))
 
 
-def store_picker() -> None:
-    """Sidebar store choice, mirrored in a plain session key so it survives page switches."""
+def app_settings() -> None:
+    """The app-wide sidebar, drawn first by every page: results store, data folder, templates folder.
+
+    Drawn on every page, the choices never lose their widget state on a page
+    switch; the store choice is also kept under a plain key and in the URL
+    (``?store=mine``), so a shared link opens the same store.
+    """
     names = list(store_choices())
-    if st.session_state.get("store_widget") not in names:
-        st.session_state["store_widget"] = st.session_state.get("store_choice", names[0])
-    st.session_state["store_choice"] = st.sidebar.selectbox(
-        "Results store", names, key="store_widget", help="Where results are read from; the Run page writes to 'My results'."
-    )
+    viewstate.seed("store", list(STORE_PARAMS), next(iter(STORE_PARAMS)))
+    st.sidebar.selectbox("Results store", list(STORE_PARAMS), key="store", format_func=STORE_PARAMS.get,
+                         help="Where results are read from; the Run page writes to 'My results'.")  # fmt: skip
+    st.session_state["store_choice"] = names[list(STORE_PARAMS).index(st.session_state["store"])]
+    viewstate.publish("store", st.session_state["store"])
+    with st.sidebar.expander("Data and templates folders"):
+        for key, label, default in (("data_dir", "Benchmark data folder", default_data_dir()), ("templates_dir", "Chat templates folder", default_templates_dir())):
+            st.session_state.setdefault(f"_{key}", default)
+            st.session_state[key] = st.session_state[f"_{key}"]
+            st.text_input(label, key=key, on_change=_remember, args=(key,))
+            _folder_note(st.session_state[key])
+
+
+# URL values of the stores (short and stable, unlike the labels).
+STORE_PARAMS = {"demo": "Built-in demo", "mine": "My results"}
+
+
+def _remember(key: str) -> None:
+    """Keep a folder setting under a plain key: widget state is dropped by Streamlit whenever a run does not draw it."""
+    st.session_state[f"_{key}"] = st.session_state[key].strip()
+
+
+def _folder_note(folder: str) -> None:
+    if not folder:
+        st.caption("Empty: datasets come from the Hugging Face Hub, and no templates are listed.")
+    elif not Path(folder).is_dir():
+        st.warning(f"{folder} does not exist: set the folder above (or DATEEVAL_DATA_DIR / DATEEVAL_TEMPLATES_DIR).")
+
+
+def data_dir() -> str:
+    """The app-wide benchmark data folder (sidebar), for item text and sweeps."""
+    return st.session_state.get("_data_dir", default_data_dir())
+
+
+def templates_dir() -> str:
+    """The app-wide chat-templates folder (sidebar), for the Prompt page."""
+    return st.session_state.get("_templates_dir", default_templates_dir())
+
+
+def default_templates_dir() -> str:
+    """``DATEEVAL_TEMPLATES_DIR``, else ``../shared/templates`` beside the checkout."""
+    return os.environ.get("DATEEVAL_TEMPLATES_DIR", str(ROOT.parent / "shared" / "templates"))
 
 
 # The per-item frame can be tens of millions of rows: cache_resource hands out the cached object
@@ -69,11 +113,10 @@ def _metrics(root: str, fingerprint: tuple) -> pd.DataFrame:
 
 
 def load() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Draw the store picker, then return the chosen store's per-item rows and per-condition metrics (cached).
+    """The chosen store's per-item rows and per-condition metrics (cached).
 
     A store without results stops the page with the empty state.
     """
-    store_picker()
     store = current_store()
     fingerprint = store.fingerprint()
     frame, problems = _rows(str(store.root), fingerprint)
@@ -115,17 +158,24 @@ def item_descriptions(dataset: str, folder: str) -> dict[str, str]:
 
 
 def describe_item(dataset: str, item_id: str) -> None:
-    """Show an item's text, with a data-folder box; one error box when the text cannot be loaded."""
-    folder = st.text_input("Data folder for the item's text (the store keeps ids and numbers only)", value=default_data_dir())
+    """Show an item's text (from the sidebar's data folder); one error box when the text cannot be loaded."""
+    folder = data_dir()
     try:
         text = item_descriptions(dataset, folder).get(item_id)
     except DateEvalError as error:
-        st.error(f"Item text unavailable: {error}")
+        st.error(f"Item text unavailable: {error}. Set the benchmark data folder in the sidebar (the store keeps ids and numbers only).")
         return
     if text is None:
-        st.warning("This item id is not in that data folder.")
+        st.warning(f"Question {item_id} is not in {folder or 'the Hub copy'}: set the data folder the sweep used in the sidebar.")
     else:
-        st.markdown(text)
+        st.markdown(currency_safe(text))
+
+
+def currency_safe(markdown: str) -> str:
+    """Escape dollar amounts ("$20") outside code so Markdown renders real LaTeX ($x^2$) and leaves prices alone."""
+    parts = markdown.split("```")
+    parts[::2] = [re.sub(r"(?<!\\)\$(?=\d)", r"\\$", part) for part in parts[::2]]
+    return "```".join(parts)
 
 
 @dataclass(frozen=True)
@@ -136,28 +186,54 @@ class Selection:
     end: pd.Timestamp
 
 
-def dataset_picker(metrics: pd.DataFrame, key: str) -> str:
-    """Sidebar dataset choice, opening on the dataset with the most entries x conditions (the richest view)."""
+def dataset_picker(metrics: pd.DataFrame, key: str = "dataset") -> str:
+    """Sidebar dataset choice (in the URL), opening on the dataset with the most entries x conditions (the richest view)."""
     datasets = sorted(metrics["dataset"].unique())
-    richest = metrics["dataset"].value_counts().idxmax()
-    return st.sidebar.selectbox("Dataset", datasets, index=datasets.index(richest), key=key)
+    viewstate.seed(key, datasets, metrics["dataset"].value_counts().idxmax())
+    dataset = st.sidebar.selectbox("Dataset", datasets, key=key)
+    viewstate.publish(key, dataset)
+    return dataset
+
+
+def picker(label: str, options: list, key: str, default: object = None, where=st, **kwargs) -> object:  # noqa: ANN001 - a Streamlit container
+    """A selectbox whose choice lives in the URL (``?key=value``); the default is the first option unless given."""
+    viewstate.seed(key, options, options[0] if default is None and options else default)
+    value = where.selectbox(label, options, key=key, **kwargs)
+    viewstate.publish(key, value)
+    return value
 
 
 def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection:
-    """Sidebar: dataset, entries (model x precision x device) and date range."""
-    dataset = dataset_picker(metrics, key="dataset")
+    """Sidebar: dataset, entries (model x precision x device) and date range, all in the URL."""
+    dataset = dataset_picker(metrics)
     available = sorted(metrics[metrics["dataset"] == dataset]["entry"].unique())
     if multi_entry:
-        entries = st.sidebar.multiselect("Models", available, default=available, key=f"entries-{dataset}")
+        viewstate.seed("entries", available, available, multi=True)
+        entries = st.sidebar.multiselect("Models", available, key="entries")
+        viewstate.publish("entries", entries)
     else:
-        entries = [st.sidebar.selectbox("Model", available, key=f"entry-{dataset}")]
+        entries = [picker("Model", available, "entry", where=st.sidebar)]
     dated = analysis.dated(metrics[metrics["dataset"] == dataset])
     if dated.empty:
         return Selection(tuple(entries), dataset, pd.Timestamp("2024-01-01"), pd.Timestamp("2024-12-31"))
     first, last = dated["date"].min().date(), dated["date"].max().date()
-    picked = st.sidebar.date_input("Date range", value=(first, last), min_value=first, max_value=last, key=f"range-{dataset}")
+    viewstate.seed_dates("dates", first, last)
+    picked = st.sidebar.date_input("Date range", min_value=first, max_value=last, key="dates")
     start, end = (picked if isinstance(picked, tuple) and len(picked) == 2 else (first, last))
+    viewstate.publish_dates("dates", start, end)
     return Selection(tuple(entries), dataset, pd.Timestamp(start), pd.Timestamp(end))
+
+
+def date_picker(label: str, days: list, key: str, default: object, where=st) -> object:  # noqa: ANN001 - a Streamlit container
+    """A calendar limited to the stored dates' range (not a 366-entry list); a day without results snaps to the nearest one."""
+    days = sorted(days)
+    viewstate.seed(key, days, default)
+    picked = where.date_input(label, min_value=days[0], max_value=days[-1], key=key)
+    nearest = min(days, key=lambda day: abs((pd.Timestamp(day) - pd.Timestamp(picked)).days))
+    if nearest != picked:
+        where.caption(f"No results on {picked}: showing the nearest stored date, {nearest}.")
+    viewstate.publish(key, nearest)
+    return nearest
 
 
 def store_metrics() -> pd.DataFrame:
@@ -199,8 +275,80 @@ def flips(root: str, fingerprint: tuple, selection: Selection) -> tuple[pd.DataF
     return analysis.item_flips(rows), analysis.confidence_by_consistency(rows)
 
 
+def item_rows(selection: Selection, item_id: str) -> pd.DataFrame:
+    """One question's dated rows of the selection (from the cached selection)."""
+    rows = select(selection)
+    return rows[(rows["item_id"] == item_id) & (rows["factor"] == "date")]
+
+
+def template_default_dates(selection: Selection) -> dict[str, pd.Timestamp]:
+    """The date each chosen entry's template uses when left alone."""
+    return analysis.template_default_dates(select(selection))
+
+
 def empty_state() -> None:
     st.info("No results yet: run a sweep on the **Run** page, or pick the built-in demo store in the sidebar.")
+
+
+@st.cache_data(show_spinner="Computing the headline (bootstrap and permutations)...", max_entries=4)
+def headline(root: str, fingerprint: tuple) -> dict | None:
+    """The store's finding: largest delta with its interval, against chance, and leaderboard reordering (cached)."""
+    from dateeval import stats
+
+    return stats.headline(_rows(root, fingerprint)[0], _metrics(root, fingerprint))
+
+
+@st.cache_data(show_spinner="Bootstrapping intervals over questions...", max_entries=16)
+def bands(root: str, fingerprint: tuple, selection: Selection, metric: str) -> pd.DataFrame:
+    """95% bootstrap interval per entry and date of the selection (cached)."""
+    from dateeval import stats
+
+    band = stats.date_bands(_selected(root, fingerprint, selection), metric)
+    return band[band["date"].between(selection.start, selection.end)]
+
+
+def item_table(selection: Selection) -> Callable[[], pd.DataFrame]:
+    """The selection's per-item x per-date results (one row per entry, question and condition), built only when a
+    download is clicked: at paper scale it is millions of rows."""
+    store = current_store()
+    root, fingerprint = str(store.root), store.fingerprint()
+
+    def table() -> pd.DataFrame:
+        rows = _selected(root, fingerprint, selection)
+        columns = ["entry", "dataset", "item_id", "factor", "date_mode", "date", "condition", "correct", "confidence", "pred", "answer",
+                   "parsed", "score"]  # fmt: skip
+        return rows[[c for c in columns if c in rows]].sort_values(["entry", "item_id", "date_mode", "date"], ignore_index=True)
+
+    return table
+
+
+def downloads(table: pd.DataFrame | Callable[[], pd.DataFrame], name: str) -> None:
+    """CSV and Parquet download buttons for a table, side by side; a callable table is built on click, not on every render."""
+    make = table if callable(table) else lambda: table
+    left, right = st.columns(2)
+    left.download_button(f"Download {name} (CSV)", lambda: make().to_csv(index=False), f"{name}.csv", "text/csv")
+    right.download_button(f"Download {name} (Parquet)", lambda: make().to_parquet(index=False), f"{name}.parquet", "application/vnd.apache.parquet")
+
+
+def show_table(table: pd.DataFrame, dataset: str = "", **kwargs) -> None:  # noqa: ANN003 - passed on to st.dataframe
+    """A table as people read it: human column names, rates in %, two decimals (p-values three), ``-`` for a missing value.
+
+    Numbers stay numbers (sortable) where every row has one; a column with gaps is shown as text so a gap reads ``-``,
+    not "None".
+    """
+    shown = metrics.for_display(table, dataset)
+    config = {}
+    for name in table.columns:
+        spec = metrics.column(name, dataset)
+        if shown[spec.label].dtype.kind != "f":
+            continue
+        if shown[spec.label].isna().any():
+            shown[spec.label] = table[name].map(spec.format)
+        else:
+            config[spec.label] = st.column_config.NumberColumn(format="%.3f" if spec.kind == "p" else "%.2f")
+    st.dataframe(shown, hide_index=True, width="stretch", column_config=config, **kwargs)
+
+
 
 
 def intro(text: str) -> None:

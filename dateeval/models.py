@@ -184,6 +184,32 @@ def converted_gguf_dir(source: ModelSource) -> Path:
     return target
 
 
+def load_tokenizer(source: ModelSource) -> "PreTrainedTokenizerBase":  # noqa: F821 - transformers is imported lazily
+    """The tokenizer alone, without converting the model: for pages that show prompts and count tokens.
+
+    A GGUF's tokenizer is read from the file's metadata (no weights are
+    de-quantised) and saved under ``cache/tokenizers``, so later loads take
+    a second or two; a model already converted for a sweep lends its own.
+    """
+    from transformers import AutoTokenizer
+
+    if source.kind != "gguf":
+        return AutoTokenizer.from_pretrained(source.location, revision=source.revision if source.kind == "hub" else None)
+    converted = cache_dir() / "models" / f"{source.name}-{source.revision[:12]}"
+    saved = cache_dir() / "tokenizers" / f"{source.name}-{source.revision[:12]}"
+    for folder in (converted, saved):
+        if (folder / "tokenizer_config.json").is_file():
+            return AutoTokenizer.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
+    staging = saved.parent / f".{saved.name}.tmp-{leftovers.owner()}"
+    tokenizer.save_pretrained(staging)
+    try:
+        staging.rename(saved)
+    except OSError:  # another process saved it first
+        shutil.rmtree(staging, ignore_errors=True)
+    return tokenizer
+
+
 def _remove_abandoned_conversions(folder: Path) -> None:
     """Remove staging folders of conversions that were killed (hundreds of MB each), never a live one's."""
     for path in folder.glob(".*.tmp-*"):

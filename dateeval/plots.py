@@ -103,16 +103,6 @@ def tau_histogram(taus: pd.DataFrame) -> go.Figure:
     return _layout(figure, "Kendall tau between the rankings of every pair of dates", "Date pairs", x_title="Kendall tau (1 = same order)")
 
 
-def option_heatmap(rows: pd.DataFrame, labels: list[str]) -> go.Figure:
-    """Probability of each option (rows) on each date (columns) for one question."""
-    matrix = pd.DataFrame(rows["probs"].tolist(), index=rows["date"]).T
-    matrix.index = labels[: len(matrix)]
-    figure = go.Figure(go.Heatmap(z=matrix.to_numpy(), x=matrix.columns, y=matrix.index, colorscale="Viridis", zmin=0, zmax=1,
-                                  colorbar={"title": "P(option)"}, hovertemplate="%{x}<br>option %{y}: %{z:.3f}<extra></extra>"))  # fmt: skip
-    figure.update_yaxes(autorange="reversed")
-    return _layout(figure, "Option probabilities across dates", "Option")
-
-
 def option_lines(rows: pd.DataFrame, labels: list[str], answer: int, title: str = "Option probabilities across dates") -> go.Figure:
     """Probability of each option on each date for one question, one line per option; the correct one drawn thick."""
     matrix = pd.DataFrame(rows["probs"].tolist(), index=pd.to_datetime(rows["date"]))

@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as scipy_stats
 
-from dateeval.analysis import entry_label, predictions, with_factor
-from dateeval.metrics import ece_rows
+from dateeval.analysis import entry_label, kendall_taus, predictions, summarize, with_factor
+from dateeval.metrics import ece_resampled, ece_rows
 
 # What stays fixed when comparing entries across precisions or across machines.
 SAME_PRECISION_RUN = ["model", "device", "hardware", "dataset", "task_key"]
@@ -274,3 +274,71 @@ def date_significance(frame: pd.DataFrame, n_perm: int = 500) -> pd.DataFrame:
                      "exceeds_chance": band["delta"] > band["null_upper"], "cochran_q": q["q"], "cochran_p": q["p_value"]})  # fmt: skip
     columns = ["entry", "dataset", "n_dates", "n_items", "delta", "null_median", "null_upper", "p_value", "exceeds_chance", "cochran_q", "cochran_p"]
     return pd.DataFrame(rows, columns=columns)
+
+
+def resample_weights(n_items: int, n_boot: int, seed: int = 0) -> np.ndarray:
+    """How often each item is drawn in each of ``n_boot`` bootstrap resamples (resamples x items)."""
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_items, (n_boot, n_items))
+    return np.stack([np.bincount(draw, minlength=n_items) for draw in draws]).astype(np.float32)  # counts are exact in float32
+
+
+def date_bands(rows: pd.DataFrame, metric: str, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
+    """95% bootstrap interval of accuracy or ECE on every date, per entry, from resampling the questions.
+
+    Every date uses the same resamples (the items are paired across dates),
+    and each resample is a weight per item, so all dates x resamples come
+    from matrix products: no loop over resamples. BLEU and chrF are corpus
+    scores without per-item grades here: no band.
+    """
+    columns = ["entry", "date", "low", "high"]
+    if metric not in ("accuracy", "ece"):
+        return pd.DataFrame(columns=columns)
+    rows = graded(rows)
+    rows = rows[rows["factor"] == "date"]
+    out = []
+    named = "entry" in rows and rows["entry"].notna().all()
+    for entry, group in rows.assign(entry=rows["entry"] if named else entry_label(rows)).groupby("entry", sort=True):
+        dates, correct, confidence = outcome_matrices(group, "date")
+        if correct.shape[1] == 0 or (metric == "ece" and not np.isfinite(confidence).all()):
+            continue
+        weights = resample_weights(correct.shape[1], n_boot, seed)
+        samples = correct @ weights.T / correct.shape[1] if metric == "accuracy" else ece_resampled(confidence, correct, weights)
+        low, high = np.percentile(samples, [2.5, 97.5], axis=1)
+        out.append(pd.DataFrame({"entry": entry, "date": pd.to_datetime(dates), "low": low, "high": high}))
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)
+
+
+def delta_interval(correct: np.ndarray, n_boot: int = 200, seed: int = 0) -> tuple[float, float]:
+    """95% bootstrap interval of the worst-to-best accuracy delta (dates x items), resampling the questions."""
+    weights = resample_weights(correct.shape[1], n_boot, seed)
+    deltas = np.ptp(correct.astype(np.float32) @ weights.T / correct.shape[1], axis=0)
+    return _interval(deltas.astype(float))
+
+
+def headline(frame: pd.DataFrame, metrics: pd.DataFrame, n_boot: int = 200, n_perm: int = 200) -> dict | None:
+    """The finding of a store in numbers: its largest worst-to-best accuracy delta with a 95% interval, the
+    delta chance alone gives (null band, p-value), and how often two dates rank the entries differently.
+
+    None when no entry has an accuracy on two or more dates.
+    """
+    summary = summarize(metrics)
+    if "accuracy_delta" not in summary or summary["accuracy_delta"].notna().sum() == 0:
+        return None
+    top = summary.loc[summary["accuracy_delta"].idxmax()]
+    rows = graded(frame[frame["dataset"] == top["dataset"]])
+    rows = rows[(rows["factor"] == "date") & (entry_label(rows) == top["entry"])]
+    _, correct, _ = outcome_matrices(rows, "condition_key")
+    if correct.shape[0] < 2 or correct.shape[1] == 0:
+        return None
+    low, high = delta_interval(correct, n_boot)
+    band = null_band(correct, n_perm)
+    out = {"entry": top["entry"], "dataset": top["dataset"], "delta": band["delta"], "low": low, "high": high, "null_upper": band["null_upper"],
+           "p_value": band["p_value"], "beyond_chance": band["p_value"] < 0.05, "n_dates": correct.shape[0], "n_items": correct.shape[1],
+           "worst_date": top["accuracy_worst_date"], "best_date": top["accuracy_best_date"], "reorder": float("nan"), "reorder_dataset": None}  # fmt: skip
+    entries = metrics[metrics["factor"] == "date"].groupby("dataset")["entry"].nunique()
+    if len(entries) and entries.max() >= 2:
+        dataset = top["dataset"] if entries.get(top["dataset"], 0) >= 2 else entries.idxmax()
+        taus = kendall_taus(metrics, dataset)
+        out.update(reorder=float((taus["tau"] < 1).mean()) if len(taus) else float("nan"), reorder_dataset=dataset, reorder_entries=int(entries[dataset]))
+    return out

@@ -3,8 +3,10 @@
 import streamlit as st
 
 from dateeval import analysis, explorer, plots, stats
+from dateeval.metrics import percent
 
 st.title("Is the date effect real, and how big is it next to the rest?")
+explorer.app_settings()
 explorer.intro(
     "A worst-to-best delta over 366 dates is never zero, even by chance. Here each source of variation (the date, batch "
     "size, precision, option order, system-prompt wording, user location) is measured on the same questions as a "
@@ -15,10 +17,10 @@ explorer.intro(
 _, metrics = explorer.load()
 store = explorer.current_store()
 tables = explorer.statistics(str(store.root), store.fingerprint())
-dataset = explorer.dataset_picker(metrics, key="factors-dataset")
+dataset = explorer.dataset_picker(metrics)
 factors = tables["factors"][tables["factors"]["dataset"] == dataset]
 rates = [m for m in ("accuracy", "ece") if f"{m}_cv" in factors and factors[f"{m}_cv"].notna().any()] or ["accuracy"]
-metric = st.radio("Metric", rates, horizontal=True, format_func=lambda m: plots.axis_label(m, dataset).removesuffix(" (%)"), key="factors-metric")
+metric = explorer.picker("Metric", rates, "metric", format_func=lambda m: plots.axis_label(m, dataset).removesuffix(" (%)"))
 if factors.empty:
     st.info("No factor sweeps in this store yet. Run e.g. `python -m dateeval run ... --batch-sizes 1,8,32 --option-orders 5 "
             "--system-prompts paper --dtype float32 --dtype bfloat16 --repeat 2` to compare factors.")  # fmt: skip
@@ -26,27 +28,27 @@ else:
     figure = plots.factor_bars(factors, metric)
     st.plotly_chart(figure, width="stretch")
     st.download_button("Download figure (HTML)", figure.to_html(include_plotlyjs="cdn"), "factors.html", "text/html")
-    st.dataframe(factors, hide_index=True, width="stretch")
+    explorer.show_table(factors.drop(columns=["dataset"]), dataset)
 st.subheader("The date's delta against chance")
 significance = tables["significance"][tables["significance"]["dataset"] == dataset]
 st.caption(
-    "`null_upper`: 95% of the deltas you would see if every question's answers were shuffled across dates (the date having no "
-    "effect) are at most this; `p_value`: share of those deltas at least as large as the observed one. Cochran's Q tests "
-    "whether accuracy is equal on all dates."
+    "*Chance delta, 95%*: 95% of the deltas you would see if every question's answers were shuffled across dates (the date "
+    "having no effect) are at most this; *p-value*: share of those deltas at least as large as the observed one. Cochran's Q "
+    "tests whether accuracy is equal on all dates."
 )
-st.dataframe(significance, hide_index=True, width="stretch")
+explorer.show_table(significance.drop(columns=["dataset"]), dataset)
 if len(tables["run_to_run"]):
     st.subheader("Run-to-run variation (repeats of one condition)")
-    st.dataframe(tables["run_to_run"], hide_index=True, width="stretch")
+    explorer.show_table(tables["run_to_run"], dataset)
 st.subheader("Is there a good date? (Table 3)")
-st.dataframe(tables["trend"][tables["trend"]["dataset"] == dataset], hide_index=True, width="stretch")
+explorer.show_table(tables["trend"][tables["trend"]["dataset"] == dataset].drop(columns=["dataset"]), dataset)
 if len(tables["correlations"]):
-    st.dataframe(tables["correlations"], hide_index=True, width="stretch")
+    explorer.show_table(tables["correlations"], dataset)
 st.subheader("How many dates does a budget need?")
 entries = sorted(metrics[metrics["dataset"] == dataset]["entry"].unique())
-entry = st.selectbox("Model", entries, key="budget-entry")
+entry = explorer.picker("Model", entries, "entry")
 dated = analysis.dated(metrics[(metrics["dataset"] == dataset) & (metrics["entry"] == entry)])
 tolerance = st.slider("Tolerance (relative to the full-range value)", 0.05, 0.5, 0.2, 0.05)
 budget = stats.date_budget(dated["accuracy"].to_numpy(), tolerance=tolerance)
-st.caption(f"From {len(dated)} dates: share of random samples of m dates whose delta / CV is within {tolerance:.0%} of the full value.")
-st.dataframe(budget, hide_index=True, width="stretch")
+st.caption(f"From {len(dated)} dates: share of random samples of m dates whose delta / CV is within {percent(tolerance)} of the full value.")
+explorer.show_table(budget, dataset)

@@ -4,9 +4,10 @@ import pandas as pd
 import streamlit as st
 
 from dateeval import analysis, explorer, plots
-from dateeval.metrics import METRICS, available_metrics
+from dateeval.metrics import METRICS, available_metrics, percent
 
 st.title("Leaderboard by date")
+explorer.app_settings()
 explorer.intro(
     "Models ranked by accuracy on each date. If the date did not matter the lines would never cross. Below: the "
     "leaderboard on two dates side by side, how often consecutive dates reorder the top k, and Kendall tau between the "
@@ -14,7 +15,7 @@ explorer.intro(
 )
 frame, chosen, selection = explorer.page_data()
 scores = [m for m in available_metrics(chosen) if METRICS[m].higher_is_better]
-metric = st.radio("Ranked by", scores, horizontal=True, format_func=lambda m: plots.axis_label(m, selection.dataset)) if scores else "accuracy"
+metric = explorer.picker("Ranked by", scores, "metric", format_func=lambda m: plots.axis_label(m, selection.dataset)) if scores else "accuracy"
 ranked = analysis.ranks(chosen, metric)
 ranked = ranked[ranked["date"].between(selection.start, selection.end)]
 if ranked["entry"].nunique() < 2:
@@ -23,18 +24,20 @@ if ranked["entry"].nunique() < 2:
 st.plotly_chart(plots.bump(ranked), width="stretch")
 dates = sorted(ranked["date"].dt.date.unique())
 left, right = st.columns(2)
-first = left.selectbox("First date", dates, index=0, key="board_first")
-second = right.selectbox("Second date", dates, index=min(1, len(dates) - 1), key="board_second")
+first = explorer.date_picker("First date", dates, "a", dates[0], where=left)
+second = explorer.date_picker("Second date", dates, "b", dates[min(1, len(dates) - 1)], where=right)
 
 
-def board(day) -> pd.DataFrame:  # noqa: ANN001
+def board(day) -> pd.DataFrame:  # noqa: ANN001 - a date
+    """The ranking on one date, scores in the metric's display unit."""
     rows = ranked[ranked["date"].dt.date == day].sort_values("rank")
-    return rows[["rank", "entry", metric]].assign(**{metric: lambda r: METRICS[metric].shown(r[metric])}).set_index("entry")
+    label = plots.axis_label(metric, selection.dataset)
+    return rows[["rank", "entry", metric]].assign(**{label: METRICS[metric].shown(rows[metric])})[["rank", "entry", label]].set_index("entry")
 
 
 a, b = board(first), board(second)
 moved = a.index[a["rank"] != b.reindex(a.index)["rank"]]
-style = lambda table: table.style.format({metric: "{:.2f}"}).apply(  # noqa: E731
+style = lambda table: table.style.format({plots.axis_label(metric, selection.dataset): "{:.2f}"}).apply(  # noqa: E731
     lambda row: ["background-color: #fff3b0" if row.name in moved else "" for _ in row], axis=1
 )
 left.dataframe(style(a), width="stretch")
@@ -42,8 +45,8 @@ right.dataframe(style(b), width="stretch")
 st.caption(f"{len(moved)} of {len(a)} models change position between {first} and {second} (highlighted).")
 k = st.slider("Top k", 1, max(1, ranked["entry"].nunique()), min(3, ranked["entry"].nunique()))
 share = analysis.top_k_reorders(chosen, selection.dataset, k, metric)
-st.metric(f"Consecutive date pairs whose top {k} differs", f"{100 * share:.1f}%")
+st.metric(f"Consecutive date pairs whose top {k} differs", percent(share))
 taus = analysis.kendall_taus(chosen, selection.dataset, metric)
 if len(taus):
     st.plotly_chart(plots.tau_histogram(taus), width="stretch")
-    st.caption(f"Mean Kendall tau {taus['tau'].mean():.3f}; {100 * (taus['tau'] < 1).mean():.1f}% of date pairs rank the models differently.")
+    st.caption(f"Mean Kendall tau {taus['tau'].mean():.3f}; {percent((taus['tau'] < 1).mean())} of date pairs rank the models differently.")

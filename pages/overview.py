@@ -1,31 +1,53 @@
-"""Overview: the worst-to-best delta per model and dataset (paper Tables 1, 8 and 9)."""
+"""Overview: the finding in one sentence, then the worst-to-best delta per model and dataset (paper Tables 1, 2, 8 and 9)."""
 
 import streamlit as st
 
-from dateeval import analysis, explorer
-from dateeval.metrics import column
+from dateeval import analysis, explorer, paper
+from dateeval.metrics import METRICS, available_metrics, percent
 
 st.title("How much does the date in the system prompt move the results?")
+explorer.app_settings()
+frame, metrics = explorer.load()
+store = explorer.current_store()
+top = explorer.headline(str(store.root), store.fingerprint())
+if top is None:
+    st.info("The headline needs one model scored on two or more dates: run a date sweep on the **Run** page.")
+else:
+    verdict = "beyond chance" if top["beyond_chance"] else "within chance"
+    st.markdown(
+        f"#### Changing only the date moves {METRICS['accuracy'].name_on(top['dataset'])} of **{top['entry']}** on **{top['dataset']}** "
+        f"by up to **{percent(top['delta'])}** (95% interval {percent(top['low'])} to {percent(top['high'])}), **{verdict}**: "
+        f"shuffling each question's answers across the dates gives a delta of at most {percent(top['null_upper'])} in 95% of draws "
+        f"(p = {top['p_value']:.3f})."
+    )
+    columns = st.columns(4)
+    columns[0].metric("Largest worst-to-best delta", percent(top["delta"]), help=f"worst {top['worst_date']}, best {top['best_date']}")
+    columns[1].metric("95% interval (bootstrap over questions)", f"{percent(top['low'])} to {percent(top['high'])}")
+    columns[2].metric("Chance alone (95% of permuted deltas ≤)", percent(top["null_upper"]), help=f"p = {top['p_value']:.3f}, {top['n_dates']} dates x {top['n_items']} questions")
+    if top["reorder_dataset"] is not None:
+        columns[3].metric(f"Date pairs that reorder the {top['reorder_entries']} models on {top['reorder_dataset']}", percent(top["reorder"]))
+    else:
+        columns[3].metric("Date pairs that reorder the leaderboard", "-", help="needs two or more models on one dataset")
 explorer.intro(
-    "Each model saw the same questions with only the date in its system prompt changed. The table gives, per model and "
-    "dataset, accuracy (pass@1 on HumanEval), calibration error (ECE; next-token MCQA only) and BLEU/chrF (translation) "
-    "over all dates: minimum, mean, maximum and the worst-to-best delta (paper Tables 1, 2, 4 and 8), with the no-date "
-    "baseline (Table 9). A large delta means a score reported on one day may not "
-    "be reproducible on another."
+    "Each model saw the same questions with only the date in its system prompt changed. Per dataset: the score over all "
+    "dates (minimum, mean, maximum), the worst-to-best delta (paper Tables 1, 2, 4 and 8) and the score with no date at "
+    "all (Table 9). Rates are percentages, BLEU and chrF points; values are on the questions every condition of a model "
+    "scored, so dates compare like with like."
 )
-_, metrics = explorer.load()
-table = analysis.summarize(metrics)
-numbers = [c for c in table.columns if table[c].dtype.kind == "f"]
-percent = [c for c in numbers if column(c).kind == "percent"]
-table[percent] = table[percent] * 100
-columns = ["entry", "dataset", "n_items", "n_dates"] + [
-    f"{metric}_{part}" for metric in analysis.METRICS for part in ("min", "mean", "max", "delta", "worst_date", "best_date")
-] + [f"no_date_{metric}" for metric in analysis.METRICS]  # fmt: skip
-shown = [c for c in columns if c in table and table[c].notna().any()]
-st.dataframe(table[shown], hide_index=True, width="stretch", column_config={c: st.column_config.NumberColumn(format="%.2f") for c in numbers})
-st.download_button("Download table (CSV)", table.to_csv(index=False), "summary.csv", "text/csv")
+summary = analysis.summarize(metrics)
+for dataset, table in summary.groupby("dataset", sort=True):
+    names = available_metrics(metrics[metrics["dataset"] == dataset])
+    columns = ["entry", "n_items", "n_dates"] + [f"{m}_{part}" for m in names for part in ("min", "mean", "max", "delta", "worst_date", "best_date")]
+    columns += [f"no_date_{m}" for m in names]
+    st.subheader(dataset)
+    explorer.show_table(table[[c for c in columns if c in table and table[c].notna().any()]], dataset)
+    mine = paper.yours(metrics, dataset)
+    if len(mine):
+        with st.expander("The paper beside you: its headline figures next to yours"):
+            explorer.show_table(mine)
+st.download_button("Download the summary (CSV; rates as fractions, as stored)", summary.to_csv(index=False), "summary.csv", "text/csv")
 st.markdown(
-    "**Read it as:** *accuracy delta* = best date minus worst date, in percentage points. Values are on the items every "
-    "condition of that model scored, so dates compare like with like. Open **Curves** for the day-by-day picture, "
-    "**Leaderboard** for reordering, **Flips** for the questions that change answer."
+    "**Read it as:** *delta* = best date minus worst date (percentage points for rates). Open **Curves** for the "
+    "day-by-day picture with intervals, **Leaderboard** for reordering, **Flips** for the questions that change answer, "
+    "**Factors** for the date against chance and against other sources of variation."
 )

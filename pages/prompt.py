@@ -11,14 +11,15 @@ from dateeval.errors import DateEvalError
 from dateeval.prompting import POSITIONS, ChatTemplate, DateInjection
 
 st.title("The prompt each model really sees")
+explorer.app_settings()
 explorer.intro(
     "Chat templates differ in how they date a prompt: some set a variable (Llama 3.1's fixed '26 Jul 2024'), some read the "
     "machine's clock (GPT-OSS), most have none, and then the date comes from whoever builds the system message (API "
     "providers, or dateeval here). Pick a template, two dates and a message (your own or a real benchmark item): the "
     "characters that differ are highlighted."
 )
-shared_templates = Path(explorer.ROOT).parent / "shared" / "templates"
-files = sorted(shared_templates.glob("*.jinja")) if shared_templates.is_dir() else []
+templates_dir = Path(explorer.templates_dir())
+files = sorted(templates_dir.glob("*.jinja")) if templates_dir.is_dir() else []
 OTHER, UPLOAD = "other path...", "upload..."
 # Llama's templates start with the BOS token; a bare .jinja names none (a tokenizer_config.json brings its own).
 BOS = "<|begin_of_text|>"
@@ -26,6 +27,8 @@ BOS = "<|begin_of_text|>"
 
 def chosen_template() -> ChatTemplate | None:
     """A shared template, one at a path, or an uploaded one; only chat templates are read (see ``template_file``)."""
+    if not files:
+        st.warning(f"No .jinja templates in {templates_dir}: set the chat templates folder in the sidebar, or give a path or an upload.")
     choice = st.selectbox("File", [str(f) for f in files] + [OTHER, UPLOAD], format_func=lambda p: Path(p).name, key="template_file")
     if choice == UPLOAD:
         upload = st.file_uploader("A .jinja file or a tokenizer_config.json", type=["jinja", "json"], key="template_upload")
@@ -39,11 +42,9 @@ try:
     if source.startswith("Default"):
         @st.cache_resource(show_spinner="Loading the default model's tokenizer...")
         def default_template() -> tuple[ChatTemplate, object]:
-            from transformers import AutoTokenizer
+            from dateeval.models import load_tokenizer, resolve
 
-            from dateeval.models import converted_gguf_dir, resolve
-
-            tokenizer = AutoTokenizer.from_pretrained(converted_gguf_dir(resolve("smollm2-135m")))
+            tokenizer = load_tokenizer(resolve("smollm2-135m"))  # the tokenizer alone: the weights are not converted
             return ChatTemplate.from_tokenizer(tokenizer, name="smollm2-135m"), tokenizer
 
         template, tokenizer = default_template()
@@ -59,7 +60,7 @@ try:
     if st.toggle("Use a real benchmark item (the exact user message a sweep sends, few-shot exemplars included)"):
         name = st.text_input("Dataset", "gsm8k", help="e.g. mmlu, mmlu_5shot, arc_challenge_cot, gsm8k_5shot, humaneval, wmt16_en_de")
         number = st.number_input("Item number", min_value=0, value=0)
-        task = explorer.task_for(name.strip(), explorer.default_data_dir())
+        task = explorer.task_for(name.strip(), explorer.data_dir())
         item = task.items[min(int(number), len(task.items) - 1)]
         user = task.prompt(item, Condition(date_mode="none", system_prompt=system)).messages[-1]["content"]
         st.caption(f"{item.id} ({len(task.items)} items)")
@@ -76,9 +77,11 @@ try:
 except DateEvalError as error:
     st.error(str(error))
     st.stop()
-a, b = plots.highlighted_diff(*prompts)
-left.markdown(a, unsafe_allow_html=True)
-right.markdown(b, unsafe_allow_html=True)
+special = tokenizer.all_special_tokens if tokenizer is not None else [BOS]
+a, b = plots.highlighted_diff(*prompts, special=special)
+st.caption("Exactly the text the model reads: whitespace kept, line ends marked ↵, special tokens boxed, the characters that differ highlighted.")
+left.html(a)
+right.html(b)
 if tokenizer is not None:
     counts = [len(tokenizer.encode(p, add_special_tokens=False)) for p in prompts]
     left.caption(f"{counts[0]} tokens")

@@ -1,8 +1,6 @@
 """Run: start a date sweep from the browser; it runs in the background and resumes from the store."""
 
 import datetime as dt
-import os
-from pathlib import Path
 
 import streamlit as st
 
@@ -20,16 +18,16 @@ from dateeval.sweep import SweepSpec
 from dateeval.tasks import BENCHMARKS, GenerationOptions, TaskName
 
 st.title("Run a date sweep")
+explorer.app_settings()
 explorer.intro(
     "Score a model on a dataset once per date. Results go to the 'My results' store and are reused: rerunning the same "
     "sweep (or a wider one) only computes what is missing, and a cancelled or interrupted sweep resumes where it stopped."
 )
-default_dir = os.environ.get("DATEEVAL_DATA_DIR", str(Path(explorer.ROOT).parent / "shared" / "data"))
 with st.form("sweep"):
     left, right = st.columns(2)
     model = left.text_input("Model", DEFAULT_MODEL, help="smollm2-135m, a Hub id (org/name), a model folder or a .gguf file")
     dataset = right.selectbox("Dataset", BENCHMARKS, index=BENCHMARKS.index("arc_challenge"))
-    data_dir = left.text_input("Data folder (empty: the Hugging Face Hub)", default_dir)
+    data_dir = left.text_input("Data folder (empty: the Hugging Face Hub)", explorer.data_dir(), help="Starts from the sidebar's data folder.")
     subjects = right.text_input("MMLU subjects (comma-separated, empty: all)")
     limit = left.number_input("First N items", min_value=1, value=10)
     sample = right.number_input("Random sample of N items first (0: off)", min_value=0, value=0)
@@ -109,7 +107,7 @@ def progress_panel() -> None:
         st.error(sweep.error)
     elif sweep.finished:
         label = "Cancelled" if sweep.cancel.is_set() else "Finished"
-        st.success(f"{label}. Pick 'My results' as the store in the sidebar to explore the results.", icon="✅")
+        st.success(f"{label}. Pick 'My results' as the store in the sidebar to explore the results.", icon=":material/check_circle:")
     if sweep.running and st.button("Cancel sweep"):
         sweep.cancel.set()
 

@@ -1,5 +1,6 @@
 """Every explorer page through Streamlit's AppTest: on the demo, on an empty store, and reacting to widgets."""
 
+import datetime as dt
 import html
 import json
 import re
@@ -22,8 +23,8 @@ def app(tmp_path, monkeypatch):
         at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
         at.run()
         at.switch_page(page).run()
-        if store != "Built-in demo" and any(box.key == "store_widget" for box in at.selectbox):
-            at.selectbox(key="store_widget").set_value(store).run()
+        if store != "Built-in demo":
+            at.sidebar.selectbox(key="store").set_value({"My results": "mine"}[store]).run()
         assert not at.exception, [e.message for e in at.exception]
         return at
 
@@ -44,23 +45,36 @@ def test_page_renders_on_an_empty_store(app, page):
         assert any("No results yet" in info.value for info in at.info)
 
 
+def _table(at: AppTest, dataset: str):
+    """The Overview's table of one dataset (one table per dataset, under its heading)."""
+    headings = [h.value for h in at.subheader]
+    tables = [table.value for table in at.dataframe if "Model" in table.value]  # the paper's figures beside each have none
+    return tables[headings.index(dataset)]
+
+
 def test_overview_lists_every_demo_entry(app):
-    table = app("pages/overview.py").dataframe[0].value
-    assert len(table) >= 3 and table["n_dates"].max() >= 300
+    at = app("pages/overview.py")
+    table = _table(at, "mmlu")
+    assert len(table) >= 3 and table["Dates"].max() >= 300 and "Accuracy delta (worst to best) (%)" in table
+
+
+def test_overview_headline_states_the_delta_against_chance(app):
+    headline = app("pages/overview.py").markdown[0].value
+    assert "by up to" in headline and "95% interval" in headline and ("beyond chance" in headline or "within chance" in headline)
 
 
 def test_curves_metric_switch_changes_the_figure(app):
     at = app("pages/curves.py")
     accuracy = at.get("plotly_chart")[0].proto.spec
-    at.radio[0].set_value("ece").run()
+    at.selectbox(key="metric").set_value("ece").run()
     ece = at.get("plotly_chart")[0].proto.spec
     assert "Accuracy by date" in accuracy and "ECE by date" in ece
 
 
 def test_leaderboard_second_date_changes_the_board(app):
     at = app("pages/leaderboard.py")
-    second = at.selectbox(key="board_second")
-    last = second.options[-1]
+    second = at.date_input(key="b")
+    last = second.max
     second.set_value(last).run()
     assert not at.exception
     caption = next(c.value for c in at.caption if "change position between" in c.value)
@@ -70,8 +84,9 @@ def test_leaderboard_second_date_changes_the_board(app):
 def test_flips_checkbox_changes_the_list(app):
     at = app("pages/flips.py")
     only_flipping = len(at.dataframe[1].value)
-    at.checkbox[0].uncheck().run()
+    at.selectbox(key="show").set_value("all").run()
     assert len(at.dataframe[1].value) >= only_flipping and len(at.dataframe[1].value) == 20
+    assert at.dataframe[0].value["Confidence, consistent (%)"].between(0, 100).all()  # Table 7 in percent
 
 
 def test_prompt_dates_change_the_prompt(app, templates_dir):
@@ -80,7 +95,7 @@ def test_prompt_dates_change_the_prompt(app, templates_dir):
     files = at.selectbox(key="template_file")
     files.set_value(next(o for o in files.options if "Llama-3.1-8B" in o)).run()
     assert any("variable" in info.value and "date_string" in info.value for info in at.info)
-    shown = " ".join(m.value for m in at.markdown)
+    shown = _html(at)
     assert "<mark" in shown  # the differing characters are highlighted
     plain = re.sub(r"<[^>]+>", "", shown)
     assert "Today Date: 01 Jan 2024" in plain and "Today Date: 26 Jul 2024" in plain
@@ -113,40 +128,42 @@ def test_run_page_starts_a_background_sweep_and_reports_errors(app, data_dir, tm
 def test_factors_page_shows_precision_and_reacts_to_the_metric(app):
     at = app("pages/factors.py")
     factors = at.dataframe[0].value
-    assert {"date", "precision"} <= set(factors["factor"])
+    assert {"date", "precision"} <= set(factors["Factor"])
     before = at.get("plotly_chart")[0].proto.spec
-    at.radio(key="factors-metric").set_value("ece").run()
+    at.selectbox(key="metric").set_value("ece").run()
     assert "Accuracy" in before and "ECE" in at.get("plotly_chart")[0].proto.spec
     budget = at.dataframe[-1].value
     at.slider[0].set_value(0.05).run()
-    assert not at.dataframe[-1].value.equals(budget) or budget["delta_within"].eq(1).all()
+    assert not at.dataframe[-1].value.equals(budget) or budget["Delta within tolerance (%)"].eq(100).all()
 
 
 def test_overview_shows_open_ended_metrics(app):
-    table = app("pages/overview.py").dataframe[0].value.set_index("dataset")
-    assert {"gsm8k", "humaneval", "mmlu_cot", "wmt16_en_de"} <= set(table.index)
-    assert table.loc["wmt16_en_de", "bleu_delta"] >= 0 and table.loc["humaneval", "accuracy_max"] <= 100
+    at = app("pages/overview.py")
+    assert {"gsm8k", "humaneval", "mmlu_cot", "wmt16_en_de"} <= {h.value for h in at.subheader}
+    assert (_table(at, "wmt16_en_de")["BLEU delta (worst to best)"] >= 0).all() and (_table(at, "humaneval")["pass@1 max (%)"] <= 100).all()
+    assert "BLEU min" not in _table(at, "mmlu")  # no empty columns for metrics a dataset lacks
 
 
 def test_curves_offer_the_dataset_metrics(app):
     at = app("pages/curves.py")
     at.sidebar.selectbox(key="dataset").set_value("wmt16_en_de").run()
-    assert at.radio[0].options == ["BLEU", "chrF"] and "BLEU by date" in at.get("plotly_chart")[0].proto.spec
+    assert at.selectbox(key="metric").options == ["BLEU", "chrF"] and "BLEU by date" in at.get("plotly_chart")[0].proto.spec
     at.sidebar.selectbox(key="dataset").set_value("humaneval").run()
-    assert at.radio[0].options == ["pass@1 (%)"]
+    assert at.selectbox(key="metric").options == ["pass@1 (%)"]
 
 
 @pytest.mark.parametrize("dataset", ["gsm8k", "humaneval", "mmlu_cot", "wmt16_en_de"])
 def test_flips_show_two_dates_outputs_side_by_side(app, dataset):
     at = app("pages/flips.py")
     at.sidebar.selectbox(key="dataset").set_value(dataset).run()
-    at.checkbox[0].uncheck().run()
+    at.selectbox(key="show").set_value("all").run()
     assert not at.exception and not at.error
     flips = at.dataframe[-1].value
-    assert len(flips) >= 16 and "changes" in flips
-    at.selectbox(key="output_b").set_value(at.selectbox(key="output_b").options[-1]).run()
+    assert len(flips) >= 16 and "Answer changes" in flips
+    at.date_input(key="output_b").set_value(at.date_input(key="output_b").max).run()
+    assert not at.exception and not at.error
+    assert "<pre" in _html(at) and ("Identical for the first" in " ".join(c.value for c in at.caption) or "identical outputs" in " ".join(s.value for s in at.success))
     shown = " ".join(m.value for m in at.markdown)
-    assert "<pre" in shown and ("Identical for the first" in " ".join(c.value for c in at.caption) or "identical outputs" in " ".join(s.value for s in at.success))
     assert any(word in shown for word in ("Reference", "```python", "correct", "Source (English)"))  # the item's own text
 
 
@@ -154,17 +171,22 @@ def test_prompt_page_renders_a_real_benchmark_item(app, data_dir, monkeypatch):
     monkeypatch.setenv("DATEEVAL_DATA_DIR", str(data_dir))
     at = app("pages/prompt.py")
     at.toggle[0].set_value(True).run()
-    plain = re.sub(r"<[^>]+>", "", " ".join(m.value for m in at.markdown))
+    plain = re.sub(r"<[^>]+>", "", _html(at))
     assert "Janet" in plain and "Today Date: 01 Jan 2024" in plain  # GSM8K's first problem, dated
     next(box for box in at.text_input if box.label == "Dataset").set_value("mmlu_5shot").run()
-    plain = re.sub(r"<[^>]+>", "", " ".join(m.value for m in at.markdown))
+    plain = re.sub(r"<[^>]+>", "", _html(at))
     assert plain.count("Answer: ") >= 5 and not at.error
+
+
+def _html(at: AppTest) -> str:
+    """The HTML blocks a page shows (prompts and outputs, exactly as written)."""
+    return " ".join(element.proto.body for element in at.get("html"))
 
 
 def _shown(at: AppTest) -> str:
     """Every text the page shows, in any element."""
     elements = [*at.markdown, *at.code, *at.info, *at.error, *at.caption, *at.text, *at.exception]
-    return " ".join(str(getattr(element, "value", None) or getattr(element, "message", "")) for element in elements)
+    return " ".join(str(getattr(element, "value", None) or getattr(element, "message", "")) for element in elements) + _html(at)
 
 
 def _template_by(at: AppTest, choice: str) -> AppTest:
@@ -195,3 +217,22 @@ def test_prompt_page_takes_an_uploaded_template(app, templates_dir):
     assert not at.error and any("date_string" in info.value for info in at.info)
     at.file_uploader(key="template_upload").set_value(("passwd.json", b'{"root": "x:0:0"}', "application/json")).run()
     assert at.error and "is not a chat template" in at.error[0].value and "x:0:0" not in _shown(at)
+
+
+def test_the_store_choice_sticks_across_pages(app):
+    at = app("pages/overview.py", store="My results")
+    for page in PAGES[1:] + PAGES[:1]:
+        at.switch_page(page).run()
+        assert at.sidebar.selectbox(key="store").value == "mine" and at.query_params["store"] in ("mine", ["mine"]), page
+
+
+def test_query_parameters_open_the_same_view(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params.update({"store": "demo", "dataset": "gsm8k", "show": "all", "question": "gsm8k/163fb24c18ba", "from": "2024-02-01", "to": "2024-06-30"})
+    at.run()
+    at.switch_page("pages/flips.py").run()
+    assert not at.exception and at.sidebar.selectbox(key="dataset").value == "gsm8k"
+    assert at.selectbox(key="question").value == "gsm8k/163fb24c18ba" and at.sidebar.date_input(key="dates").value == (dt.date(2024, 2, 1), dt.date(2024, 6, 30))
+    at.selectbox(key="show").set_value("changes").run()
+    assert at.query_params["show"] in ("changes", ["changes"]) and at.query_params["dataset"] in ("gsm8k", ["gsm8k"])  # the address follows the view

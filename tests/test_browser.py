@@ -1,7 +1,8 @@
-"""End to end in a real browser: every page opens without an exception, and a sweep runs from the Run page.
+"""End to end in a real browser: every page opens without an exception, the store choice sticks across pages, a
+link with query parameters opens the same view, generated code keeps its lines, and a sweep runs from the Run page.
 
 Needs Debian's chromium (``.ci/run`` installs it); skips with the reason otherwise.
-Screenshots of every page are saved under ``test-artifacts/``.
+Screenshots of every page are kept as test artifacts under ``test-artifacts/`` (gitignored).
 """
 
 import os
@@ -111,7 +112,7 @@ def test_a_sweep_runs_from_the_run_page(browser, server):
     page.wait_for_selector("h1")
     page.get_by_role("combobox", name="Results store").click()
     page.get_by_role("option", name="My results").click()
-    page.get_by_text("arc_challenge").first.wait_for(state="attached", timeout=60_000)  # a canvas grid cell
+    page.get_by_role("heading", name="arc_challenge").wait_for(timeout=60_000)  # one table per dataset, under its name
     page.screenshot(path=str(ARTIFACTS / "overview-my-results.png"), full_page=True)
     page.close()
 
@@ -127,4 +128,47 @@ def test_generated_outputs_side_by_side_in_the_browser(browser, server):
     assert page.locator("[data-testid='stException']").count() == 0
     page.screenshot(path=str(ARTIFACTS / "flips-gsm8k.png"), full_page=True)
     assert not errors, errors
+    page.close()
+
+
+def _store_shown(page) -> str:
+    return page.get_by_role("combobox", name="Results store").input_value()
+
+
+def test_store_choice_survives_every_page(browser, server):
+    """Pick "My results" once: every page, visited through the navigation, keeps it (and says so in its URL)."""
+    page, errors = _open(browser, server)
+    page.get_by_role("combobox", name="Results store").click()
+    page.get_by_role("option", name="My results").click()
+    page.wait_for_url("**store=mine**", timeout=30_000)
+    for title in ["Curves", "Leaderboard", "Flips", "Factors", "Prompt", "Run", "Overview", "Curves"]:
+        page.get_by_role("link", name=title).click()
+        page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=120_000)
+        page.wait_for_timeout(300)
+        assert "My results" in _store_shown(page), title
+    assert not errors, errors
+    page.close()
+
+
+def test_a_link_opens_the_same_view(browser, server):
+    """Query parameters name the store, dataset, metric and dates; opening the link draws exactly that view."""
+    page, errors = _open(browser, f"{server}/curves?store=demo&dataset=wmt16_en_de&metric=chrf&from=2024-02-01&to=2024-02-29")
+    assert page.get_by_role("combobox", name="Dataset", exact=True).input_value() == "wmt16_en_de"
+    assert page.get_by_role("combobox", name="Metric", exact=True).input_value() == "chrF"
+    page.get_by_text("chrF by date in the system prompt").first.wait_for(timeout=60_000)
+    assert "from=2024-02-01" in page.url and "metric=chrf" in page.url
+    page.screenshot(path=str(ARTIFACTS / "curves-from-link.png"), full_page=True)
+    assert page.locator("[data-testid='stException']").count() == 0 and not errors, errors
+    page.close()
+
+
+def test_generated_code_keeps_its_lines(browser, server):
+    """A HumanEval solution is shown as written: several lines, its code fence printed, not taken for Markdown."""
+    page, errors = _open(browser, f"{server}/flips?dataset=humaneval&show=all")
+    output = page.locator("pre").first
+    output.wait_for(timeout=60_000)
+    text = output.inner_text()
+    assert text.count("\n") >= 3 and ("def " in text or "return" in text), text[:300]
+    page.screenshot(path=str(ARTIFACTS / "flips-humaneval.png"), full_page=True)
+    assert page.locator("[data-testid='stException']").count() == 0 and not errors, errors
     page.close()
