@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from dateeval.errors import DateEvalError
 from dateeval.store import Store
-from dateeval.sweep import Progress, Sweep, SweepSpec
+from dateeval.sweep import Executor, LocalExecutor, Progress, Sweep, SweepSpec
 
 
 @dataclass
@@ -24,17 +24,18 @@ class BackgroundSweep:
     error: str | None = None
     finished: bool = False
     cancel: threading.Event = field(default_factory=threading.Event)
+    executor: Executor = field(default_factory=LocalExecutor)  # or a RayExecutor: the thread then drives a cluster
 
     def start(self) -> BackgroundSweep:
         threading.Thread(target=self._run, daemon=True, name="dateeval-sweep").start()
         return self
 
     def _update(self, progress: Progress) -> None:
-        self.progress = replace(progress, messages=list(progress.messages))
+        self.progress = replace(progress, messages=list(progress.messages), workers=dict(progress.workers))
 
     def _run(self) -> None:
         try:
-            self._update(Sweep(self.spec, self.store, on_progress=self._update, cancel=self.cancel).run())
+            self._update(Sweep(self.spec, self.store, on_progress=self._update, cancel=self.cancel, executor=self.executor).run())
         except DateEvalError as error:
             self.error = str(error)
         except MemoryError:

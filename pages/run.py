@@ -5,6 +5,7 @@ import datetime as dt
 import streamlit as st
 
 from dateeval import explorer
+from dateeval.backends import BackendOptions
 from dateeval.backends.transformers import DTYPES
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
 from dateeval.data import Subset
@@ -12,10 +13,28 @@ from dateeval.dates import parse_dates
 from dateeval.errors import DateEvalError
 from dateeval.models import DEFAULT_MODEL
 from dateeval.prompting import POSITIONS, DateInjection
+from dateeval.ray_executor import RayExecutor
 from dateeval.runner import BackgroundSweep
 from dateeval.store import Store
-from dateeval.sweep import SweepSpec
+from dateeval.sweep import LocalExecutor, SweepSpec
 from dateeval.tasks import BENCHMARKS, GenerationOptions, TaskName
+
+BACKEND_CHOICES = {"transformers": "transformers (in process)", "vllm": "vLLM (offline engine)", "openai": "OpenAI-compatible endpoint"}
+API_MODES = {"completions": "completions: our template, full date control", "chat": "chat: the server's template, our system line",
+             "server-clock": "server clock: no date sent, the provider's own"}  # fmt: skip
+DATE_CONTROL = {
+    "transformers": "Under our control: the whole prompt, rendered by the model's own chat template with the date we set.",
+    "vllm": "Under our control: the whole prompt (dateeval renders it; vLLM receives text), every template kind dated by us.",
+    "completions": "Under our control: the whole prompt, rendered locally and sent as text; the server only continues it.",
+    "chat": "Under our control: the messages and our date line in the system message; the server's template may add more (probe it).",
+    "server-clock": "Under our control: nothing about the date. Each row records the request's real date (run it daily for a series).",
+}
+
+
+def model_spec(backend: str, model: str, endpoint: str) -> str:
+    """The ``--model`` text for the chosen backend (``vllm:NAME``, ``openai:URL#NAME``)."""
+    return {"transformers": model, "vllm": f"vllm:{model}", "openai": f"openai:{endpoint}#{model}"}[backend]
+
 
 st.title("Run a date sweep")
 explorer.app_settings()
@@ -42,6 +61,14 @@ with st.form("sweep"):
         shots = st.number_input("Few-shot exemplars (MMLU, ARC, GSM8K; the paper's Table 4 uses 5)", min_value=0, max_value=8, value=0)
         max_new_tokens = st.number_input("Longest reply in tokens (0: the task's default)", min_value=0, value=0)
         sampling = st.checkbox("Sample with the model's temperature/top-p and a fixed seed (default: greedy)")
+    with st.expander("Where it runs: backend (transformers, vLLM, an OpenAI-compatible endpoint) and executor (here, or a Ray cluster)"):
+        backend = st.radio("Backend", list(BACKEND_CHOICES), horizontal=True, format_func=BACKEND_CHOICES.get)
+        endpoint = st.text_input("Endpoint URL (OpenAI-compatible)", "http://127.0.0.1:8000/v1")
+        api_mode = st.selectbox("Endpoint mode", list(API_MODES), format_func=API_MODES.get)
+        key_env = st.text_input("Environment variable holding the API key (its name; the key itself is never stored)", "")
+        cluster = st.text_input("Ray cluster address (empty: run here, in the background)", "", help="auto, HOST:PORT or ray://HOST:10001")
+        workers = st.number_input("Ray workers (0: one per CPU or GPU)", min_value=0, value=0)
+        st.caption(DATE_CONTROL[backend if backend != "openai" else api_mode])
     with st.expander("Date injection (templates without a date of their own) and compute"):
         line = st.text_input("Date line", "Today Date: {date}")
         fmt = st.text_input("Date format", "%d %b %Y")
@@ -58,7 +85,7 @@ if submitted:
     else:
         try:
             spec = SweepSpec(
-                models=(model.strip(),),
+                models=(model_spec(backend, model.strip(), endpoint.strip()),),
                 datasets=(str(TaskName(dataset, cot, int(shots))),),
                 conditions=tuple(
                     expand(
@@ -76,8 +103,10 @@ if submitted:
                 dtypes=(dtype,),
                 batch_size=int(batch_size),
                 generation=GenerationOptions(max_new_tokens=int(max_new_tokens) or None, sample=sampling),
+                options=BackendOptions(api_key_env=key_env.strip() or None, mode=api_mode),
             )
-            state["background_sweep"] = BackgroundSweep(spec, Store(explorer.results_store())).start()
+            executor = RayExecutor(address=cluster.strip(), workers=int(workers) or None) if cluster.strip() else LocalExecutor()
+            state["background_sweep"] = BackgroundSweep(spec, Store(explorer.results_store()), executor=executor).start()
         except DateEvalError as error:
             st.error(str(error))
 
@@ -90,15 +119,17 @@ def progress_panel() -> None:
         return
     progress = sweep.progress
     if progress is not None and progress.units_total:
-        st.progress(progress.units_done / progress.units_total, text=f"{progress.units_done} / {progress.units_total} dates")
-        remaining = progress.units_total - progress.units_done
-        per_unit = progress.seconds / max(progress.units_done - progress.units_skipped, 1)
+        st.progress(progress.units_done / progress.units_total, text=f"{progress.units_done} / {progress.units_total} units")
+        eta = f"ETA {progress.eta_seconds:.0f} s · " if progress.eta_seconds is not None else ""
         st.caption(
-            f"{progress.items_per_second:.1f} items/s · "
+            f"{progress.items_per_second:.1f} item-dates/s · "
             + (f"{progress.tokens_generated / progress.seconds:.0f} generated tokens/s · " if progress.tokens_generated and progress.seconds else "")
-            + f"{progress.units_skipped} already stored · "
-            f"ETA {remaining * per_unit:.0f} s · {progress.current}"
+            + f"{progress.units_skipped} already stored · {eta}{progress.current}"
         )
+        if len(progress.workers) > 1:
+            st.caption(" · ".join(f"{worker}: {unit}" for worker, unit in sorted(progress.workers.items())))
+        for held in progress.held_elsewhere:
+            st.info(f"Waiting for a unit another run holds: {held}")
         for message in progress.messages:
             st.warning(message)
     elif sweep.running:
