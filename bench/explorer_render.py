@@ -1,12 +1,18 @@
-"""Benchmark: explorer page render times on a large synthetic store.
+"""Benchmark: explorer page render times and peak memory on a large synthetic store.
 
-Builds (once, under cache/bench-store) a store of 366 dates x 10,000 items x 5
-models with the real schema, then renders every page through Streamlit's
-AppTest repeatedly and prints cold and warm p50/p95 render times. The
+Builds (once, under cache/bench-store-<items>x<models>) a store of 366 dates x
+10,000 items x 5 models with the real schema, written through the store (one
+checksummed file per model, as `dateeval compact` leaves it, with its
+aggregates sidecar), then renders every page through Streamlit's AppTest and
+prints cold and warm p50/p95 render times, the time of a new Flips selection
+(another model) and the process's peak resident memory after each page. The
 synthetic numbers are random (each model has its own accuracy level); only
 their size matters here.
 
-    .venv/bin/python bench/explorer_render.py [--items 10000] [--models 5] [--repeats 10]
+    .venv/bin/python bench/explorer_render.py [--items 10000] [--models 5] [--repeats 10] [--pages overview,flips]
+
+``--no-sidecars`` removes the store's aggregates first, to time the one-time
+build an old store (written before sidecars existed) goes through.
 """
 
 from __future__ import annotations
@@ -14,28 +20,30 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import resource
+import shutil
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-PAGES = ["pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/flips.py"]
+PAGES = ["overview", "curves", "leaderboard", "flips", "factors"]
 
 
 def build(root: Path, n_items: int, n_models: int, n_dates: int = 366) -> None:
-    """One compacted file per model, as `dateeval compact` would leave it."""
+    """One compacted, checksummed file per model (with its aggregates), as `dateeval compact` would leave it."""
+    from dateeval.store import Store
+
+    store = Store(root)
     rng = np.random.default_rng(0)
     days = [(dt.date(2024, 1, 1) + dt.timedelta(days=d)).isoformat() for d in range(n_dates)]
     items = np.array([f"synthetic/{i:06d}" for i in range(n_items)], dtype=object)
     answers = rng.integers(0, 4, n_items)
     for m in range(n_models):
-        folder = root / f"synthetic-{m}" / "mmlu"
-        folder.mkdir(parents=True, exist_ok=True)
         skill = 0.4 + 0.05 * m
         logits = rng.normal(0, 1, (n_items, 4))
         logits[np.arange(n_items), answers] += 4 * skill
@@ -55,22 +63,44 @@ def build(root: Path, n_items: int, n_models: int, n_dates: int = 366) -> None:
             "subject": pa.array(["synthetic"] * n), "date_text": pa.array(np.repeat(days, n_items)),
             "probs": pa.FixedSizeListArray.from_arrays(pa.array(probs.reshape(-1)), 4).cast(pa.list_(pa.float64())),
         })  # fmt: skip
-        pq.write_table(table, folder / "compacted-synthetic.parquet", compression="zstd")
+        store.write_unit(root / f"synthetic-{m}" / "mmlu" / "compacted-synthetic.parquet", table)
+
+
+def open_page(page: str):  # noqa: ANN201 - AppTest
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=1800)
+    at.run()
+    at.switch_page(f"pages/{page}.py").run()
+    at.selectbox(key="store").set_value("mine").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
 
 
 def render_times(page: str, repeats: int) -> list[float]:
-    from streamlit.testing.v1 import AppTest
-
     times = []
     for _ in range(repeats):
-        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
-        at.run()
         start = time.perf_counter()
-        at.switch_page(page).run()
-        at.selectbox(key="store_widget").set_value("My results").run()
+        open_page(page)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def new_flips_selections() -> list[float]:
+    """Render time of the Flips page after picking each other model (each one a selection not seen before)."""
+    at = open_page("flips")
+    box = at.selectbox(key="entry")
+    times = []
+    for entry in box.options[1:]:
+        start = time.perf_counter()
+        at.selectbox(key="entry").set_value(entry).run()
         times.append(time.perf_counter() - start)
         assert not at.exception, [e.message for e in at.exception]
     return times
+
+
+def peak_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
 def main() -> None:
@@ -78,18 +108,27 @@ def main() -> None:
     parser.add_argument("--items", type=int, default=10_000)
     parser.add_argument("--models", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--pages", default=",".join(PAGES), help="comma-separated, from " + ",".join(PAGES))
+    parser.add_argument("--no-sidecars", action="store_true", help="remove the store's aggregates first (an old store)")
     args = parser.parse_args()
     root = ROOT / "cache" / f"bench-store-{args.items}x{args.models}"
     if not root.exists():
         start = time.perf_counter()
         build(root, args.items, args.models)
         print(f"built {root} in {time.perf_counter() - start:.0f}s")
+    if args.no_sidecars:
+        shutil.rmtree(root / ".aggregates", ignore_errors=True)
     os.environ["DATEEVAL_STORE"] = str(root)
     print(f"store: 366 dates x {args.items} items x {args.models} models = {366 * args.items * args.models:,} rows")
-    for page in PAGES:
+    for page in args.pages.split(","):
         times = render_times(page, args.repeats + 1)
         cold, warm = times[0], np.array(times[1:])
-        print(f"{page:22s} cold {cold:6.2f}s   warm p50 {np.percentile(warm, 50):5.2f}s  p95 {np.percentile(warm, 95):5.2f}s")
+        print(f"{page:12s} cold {cold:6.2f}s   warm p50 {np.percentile(warm, 50):5.2f}s  p95 {np.percentile(warm, 95):5.2f}s"
+              f"   peak RSS so far {peak_gb():.2f} GB", flush=True)  # fmt: skip
+        if page == "flips":
+            new = np.array(new_flips_selections())
+            print(f"{'flips':12s} new selection: mean {new.mean():5.2f}s  max {new.max():5.2f}s  ({len(new)} models)", flush=True)
+    print(f"peak RSS {peak_gb():.2f} GB")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ def entry_label(frame: pd.DataFrame) -> pd.Series:
     settings = ["dataset", "task_key"] if {"dataset", "task_key"} <= set(frame) else []
     codes = _codes(frame, model + settings)
     unique = frame.iloc[np.unique(codes, return_index=True)[1]]
+    unique = unique.astype({c: object for c in unique.columns if isinstance(unique[c].dtype, pd.CategoricalDtype)})  # text, to join
     hardware = unique["hardware"].astype(str) if "hardware" in unique else unique["device"]
     device = unique["device"].where(unique["device"] == "cpu", unique["device"] + ": " + hardware)
     labels = unique["model"] + " (" + unique["dtype"] + ", " + device + ")"

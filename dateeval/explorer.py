@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dateeval import analysis, metrics, viewstate
+from dateeval import aggregates, analysis, metrics, queries, viewstate
 from dateeval.errors import DateEvalError
 from dateeval.models import cache_dir
 from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
@@ -96,47 +96,53 @@ def default_templates_dir() -> str:
     return os.environ.get("DATEEVAL_TEMPLATES_DIR", str(ROOT.parent / "shared" / "templates"))
 
 
-# The per-item frame can be tens of millions of rows: cache_resource hands out the cached object
-# itself (callers treat it as read-only), where cache_data would copy it on every rerun.
-@st.cache_resource(show_spinner="Reading results...", max_entries=2)
-def _rows(root: str, fingerprint: tuple) -> tuple[pd.DataFrame, list[str]]:
+# Pages never hold the store's per-item rows: curves and tables come from per-unit sums
+# (``dateeval.aggregates``), per-item views from DuckDB reads of verified files (``dateeval.queries``).
+@st.cache_resource(show_spinner="Reading aggregates...", max_entries=2)
+def _sums(root: str, fingerprint: tuple) -> tuple[pd.DataFrame, list[str]]:
     del fingerprint  # only part of the cache key: a new or replaced file invalidates it
-    frame, problems = Store(root).read(columns=ITEM_COLUMNS, optional=GENERATION_COLUMNS)
-    if len(frame):
-        frame = analysis.with_factor(frame).assign(entry=analysis.entry_label(frame))
-    return frame, problems.messages()
+    sums, problems = aggregates.load(Store(root))
+    return (sums.assign(entry=analysis.entry_label(sums)) if len(sums) else sums.assign(entry=None)), problems.messages()
 
 
 @st.cache_data(show_spinner="Computing metrics...", max_entries=8)
-def _metrics(root: str, fingerprint: tuple) -> pd.DataFrame:
-    return analysis.condition_metrics(_rows(root, fingerprint)[0])
+def _metrics(root: str, fingerprint: tuple) -> tuple[pd.DataFrame, list[str]]:
+    metrics, problems = aggregates.condition_metrics(Store(root), _sums(root, fingerprint)[0])
+    return metrics, problems.messages()
 
 
 def load() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The chosen store's per-item rows and per-condition metrics (cached).
+    """The chosen store's per-unit sums (``dateeval.aggregates``, with ``entry``) and per-condition metrics (cached).
 
     A store without results stops the page with the empty state.
     """
     store = current_store()
     fingerprint = store.fingerprint()
-    frame, problems = _rows(str(store.root), fingerprint)
-    for message in problems:
+    sums, problems = _sums(str(store.root), fingerprint)
+    metrics, more = _metrics(str(store.root), fingerprint)
+    for message in dict.fromkeys(problems + more):
         st.warning(message)
-    metrics = _metrics(str(store.root), fingerprint)
     if metrics.empty:
         empty_state()
         st.stop()
-    return frame, metrics
+    return sums, metrics
+
+
+def _sources(root: str, sums: pd.DataFrame, chosen: pd.Series) -> tuple[list[Path], pd.DataFrame, bool]:
+    """The verified files holding the chosen sums, the entries' keys and labels, and whether rows must be de-duplicated
+    (an entry x condition spread over several files, which a read would de-duplicate)."""
+    picked = sums[chosen.to_numpy()]
+    keys = picked[[*analysis.ENTRY_KEY, "entry"]].drop_duplicates(ignore_index=True)
+    dedup = bool(picked.groupby(aggregates.GROUP, dropna=False)["source"].nunique().gt(1).any())
+    return [Path(root) / source for source in dict.fromkeys(picked["source"])], keys, dedup
 
 
 @st.cache_data(max_entries=64)
 def item_history(root: str, fingerprint: tuple, model_key: str, dataset: str, item_id: str, columns: tuple[str, ...]) -> pd.DataFrame:
-    """Chosen columns of one item on every condition, read with a filter (option probabilities and outputs are the
-    store's bulk, so they are never loaded with everything else)."""
-    del fingerprint
-    filters = [("model_key", "=", model_key), ("dataset", "=", dataset), ("item_id", "=", item_id)]
-    frame, _ = Store(root).read(columns=["date_mode", "date", "condition_key", "task_key", *columns], filters=filters)
-    return frame
+    """Chosen columns of one item on every condition, read by DuckDB with the item pushed into the scan (option
+    probabilities and outputs are the store's bulk, so they are never loaded with everything else)."""
+    sums = _sums(root, fingerprint)[0]
+    return queries.item_rows(*_sources(root, sums, (sums["model_key"] == model_key) & (sums["dataset"] == dataset)), item_id, columns)
 
 
 def default_data_dir() -> str:
@@ -239,7 +245,7 @@ def date_picker(label: str, days: list, key: str, default: object, where=st) -> 
 def store_metrics() -> pd.DataFrame:
     """Per-condition metrics of the whole chosen store (cached), for pages that compare datasets."""
     store = current_store()
-    return _metrics(str(store.root), store.fingerprint())
+    return _metrics(str(store.root), store.fingerprint())[0]
 
 
 def page_data(multi_entry: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, Selection]:
@@ -254,36 +260,61 @@ def page_data(multi_entry: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, Sel
     return frame, chosen, selection
 
 
-@st.cache_resource(max_entries=8)
+def _chosen(root: str, fingerprint: tuple, selection: Selection) -> tuple[list[Path], pd.DataFrame, bool]:
+    """The verified files, entry keys and de-duplication need of a selection (see ``_sources``)."""
+    sums = _sums(root, fingerprint)[0]
+    return _sources(root, sums, (sums["dataset"] == selection.dataset) & sums["entry"].isin(selection.entries))
+
+
+@st.cache_resource(show_spinner="Reading the selected results...", max_entries=8)
 def _selected(root: str, fingerprint: tuple, selection: Selection) -> pd.DataFrame:
-    frame = _rows(root, fingerprint)[0]
-    rows = frame[(frame["dataset"] == selection.dataset) & frame["entry"].isin(selection.entries)]
-    dates = pd.to_datetime(rows["date"], errors="coerce")
-    return rows[dates.between(selection.start, selection.end) | (rows["date_mode"] != "date")]
+    dates = (selection.start.date(), selection.end.date())
+    return queries.rows(*_chosen(root, fingerprint, selection), [*ITEM_COLUMNS, *GENERATION_COLUMNS], dates)
 
 
 def select(selection: Selection) -> pd.DataFrame:
-    """Rows of the chosen entries and dataset; date rows inside the range, baselines kept (cached, read-only)."""
+    """Rows of the chosen entries and dataset; date rows inside the range, baselines kept (cached, read-only).
+
+    Per-item rows of every chosen entry: the costliest read a page can ask
+    for (text columns come back as categoricals). Prefer the narrower reads
+    (``flips``, ``item_rows``, ``template_default_dates``) where they suffice.
+    """
     store = current_store()
     return _selected(str(store.root), store.fingerprint(), selection)
 
 
 @st.cache_data(show_spinner="Finding the questions that flip...", max_entries=16)
 def flips(root: str, fingerprint: tuple, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-question flip counts and Table 7 for a selection (cached on the store's contents)."""
-    rows = _selected(root, fingerprint, selection)
-    return analysis.item_flips(rows), analysis.confidence_by_consistency(rows)
+    """Per-question flip counts and Table 7 for a selection, computed by DuckDB over its files (cached)."""
+    return queries.flips(*_chosen(root, fingerprint, selection), selection.start.date(), selection.end.date())
 
 
 def item_rows(selection: Selection, item_id: str) -> pd.DataFrame:
-    """One question's dated rows of the selection (from the cached selection)."""
-    rows = select(selection)
-    return rows[(rows["item_id"] == item_id) & (rows["factor"] == "date")]
+    """One question's rows on the selection's dates (``ITEM_COLUMNS``), by date: one scan with the item pushed down."""
+    store = current_store()
+    rows = _item_rows(str(store.root), store.fingerprint(), selection, item_id)
+    return rows[(rows["factor"] == "date") & pd.to_datetime(rows["date"], errors="coerce").between(selection.start, selection.end)]
+
+
+@st.cache_data(max_entries=64)
+def _item_rows(root: str, fingerprint: tuple, selection: Selection, item_id: str) -> pd.DataFrame:
+    return queries.item_rows(*_chosen(root, fingerprint, selection), item_id, ITEM_COLUMNS)
 
 
 def template_default_dates(selection: Selection) -> dict[str, pd.Timestamp]:
-    """The date each chosen entry's template uses when left alone."""
-    return analysis.template_default_dates(select(selection))
+    """The date each chosen entry's template uses when left alone, from the sums (no per-item read)."""
+    store = current_store()
+    sums = _sums(str(store.root), store.fingerprint())[0]
+    return analysis.template_default_dates(sums[(sums["dataset"] == selection.dataset) & sums["entry"].isin(selection.entries)])
+
+
+# What the statistics read per item: graded outcomes with what identifies their entry, condition and answer.
+OUTCOME_COLUMNS = [*analysis.ENTRY, "condition", "condition_key", "factor", "date_mode", "date", "item_id", "correct", "confidence", "pred", "parsed"]
+
+
+def _outcomes(root: str, fingerprint: tuple, chosen: pd.Series) -> pd.DataFrame:
+    """Per-item outcomes (``OUTCOME_COLUMNS``) of the chosen sums' entries and conditions, read by DuckDB."""
+    return queries.rows(*_sources(root, _sums(root, fingerprint)[0], chosen), OUTCOME_COLUMNS)
 
 
 def empty_state() -> None:
@@ -295,7 +326,13 @@ def headline(root: str, fingerprint: tuple) -> dict | None:
     """The store's finding: largest delta with its interval, against chance, and leaderboard reordering (cached)."""
     from dateeval import stats
 
-    return stats.headline(_rows(root, fingerprint)[0], _metrics(root, fingerprint))
+    metrics = _metrics(root, fingerprint)[0]
+    summary = analysis.summarize(metrics)
+    if "accuracy_delta" not in summary or summary["accuracy_delta"].notna().sum() == 0:
+        return None
+    top = summary.loc[summary["accuracy_delta"].idxmax()]  # the entry stats.headline reports: only its rows are read
+    sums = _sums(root, fingerprint)[0]
+    return stats.headline(_outcomes(root, fingerprint, sums["entry"].eq(top["entry"]) & sums["dataset"].eq(top["dataset"])), metrics)
 
 
 @st.cache_data(show_spinner="Bootstrapping intervals over questions...", max_entries=16)
@@ -303,7 +340,9 @@ def bands(root: str, fingerprint: tuple, selection: Selection, metric: str) -> p
     """95% bootstrap interval per entry and date of the selection (cached)."""
     from dateeval import stats
 
-    band = stats.date_bands(_selected(root, fingerprint, selection), metric)
+    sums = _sums(root, fingerprint)[0]
+    rows = _outcomes(root, fingerprint, (sums["dataset"] == selection.dataset) & sums["entry"].isin(selection.entries))
+    band = stats.date_bands(rows, metric)
     return band[band["date"].between(selection.start, selection.end)]
 
 
@@ -349,8 +388,6 @@ def show_table(table: pd.DataFrame, dataset: str = "", **kwargs) -> None:  # noq
     st.dataframe(shown, hide_index=True, width="stretch", column_config=config, **kwargs)
 
 
-
-
 def intro(text: str) -> None:
     st.caption(text)
 
@@ -360,8 +397,9 @@ def statistics(root: str, fingerprint: tuple) -> dict[str, pd.DataFrame]:
     """Table 5, the date effect against chance, run-to-run variation and Table 3, for the whole store."""
     from dateeval import stats
 
-    frame = _rows(root, fingerprint)[0]
-    metrics = _metrics(root, fingerprint)
+    sums = _sums(root, fingerprint)[0]
+    frame = _outcomes(root, fingerprint, sums["n_graded"] > 0)
+    metrics = _metrics(root, fingerprint)[0]
     return {
         "factors": stats.factor_table(frame, n_boot=100),
         "significance": stats.date_significance(frame, n_perm=200),

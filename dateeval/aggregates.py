@@ -1,0 +1,237 @@
+"""Per-unit aggregates: the sums every curve and table is made of, kept beside the store so pages never scan rows.
+
+A paper-scale store holds tens of millions of per-item rows, but the
+Overview, Curves and Leaderboard need, per entry x condition, only a few
+additive numbers: rows, graded rows and right answers, the confidence sum,
+the ECE bin sums, and the BLEU/chrF sufficient statistics. They are
+computed once per unit file and kept in a small sidecar::
+
+    STORE/.aggregates/<model>/<dataset>/<unit name>.<size>-<mtime_ns>.parquet
+
+either when the unit is written (``Store.write_unit``) or, for a file
+written before sidecars existed, the first time the store is loaded. The
+name carries the unit's size and modification time, so a replaced unit
+never matches an old sidecar. Sidecars are written through ``Store.write``
+(atomic, checksummed) and verified whenever they are read.
+
+**Verified units.** A sidecar is only made from a unit read back with every
+column verified against its checksums (``full_check``), and only if the
+unit did not change meanwhile. So a sidecar for a unit's current size and
+mtime is the verdict "this file was verified in full": the per-item DuckDB
+reads of ``dateeval.queries`` (DuckDB knows nothing of these checksums)
+read only such files. Damage after that verdict without a write (bit rot)
+is caught by the next ``Store.read`` or sweep, not by those reads.
+
+**Exact, never approximate.** ``analysis.condition_metrics`` drops rows
+duplicated across files and keeps only the items every condition of an
+entry scored. Summing sidecars reproduces it exactly when each entry x
+condition lives in a single file (nothing to drop) and all conditions of an
+entry hold the same items (an order-free digest of their ids). An entry
+that fails either test (e.g. a wider sweep added items to conditions
+already stored; compaction merges them again) is computed from its per-item
+rows by ``condition_metrics`` itself.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+import xxhash
+
+from dateeval import analysis
+from dateeval.analysis import ENTRY, ENTRY_KEY
+from dateeval.errors import DateEvalError
+from dateeval.metrics import ece_bin_sums, ece_from_sums
+
+if TYPE_CHECKING:  # the store calls in here when it writes a unit: a runtime import would be circular
+    from dateeval.store import Store, StoreProblems
+
+FOLDER = ".aggregates"
+GROUP = [*ENTRY_KEY, "condition_key"]
+DESCRIPTION = [column for column in ENTRY if column not in ENTRY_KEY] + ["condition", "factor", "date_mode", "date"]
+# Per-item columns the sums are made of (plus the row key, so that a unit's own duplicates are dropped as a read does).
+SOURCE_COLUMNS = [*dict.fromkeys([*ENTRY, "condition", "condition_key", "factor", "date_mode", "date", "date_text", "item_id",
+                                  "prompt_hash", "correct", "confidence"])]  # fmt: skip
+CORPUS_COLUMNS = ["bleu_stats", "chrf_stats"]
+# Sidecars read in this process, by path: a sidecar's name fixes its content, so a live sweep's new units
+# are the only ones read when the store changes.
+_READ: dict[Path, pd.DataFrame] = {}
+
+
+def sidecar(root: Path, unit: Path, stat: os.stat_result) -> Path:
+    """Where the aggregates of ``unit`` as it is now (its size and mtime) are kept."""
+    relative = unit.relative_to(root)
+    return root / FOLDER / relative.parent / f"{unit.name}.{stat.st_size}-{stat.st_mtime_ns}.parquet"
+
+
+def discard(root: Path, unit: Path) -> None:
+    """Remove every sidecar of ``unit`` (it was replaced or removed)."""
+    folder = root / FOLDER / unit.relative_to(root).parent
+    for path in folder.glob(f"{unit.name}.*-*.parquet") if folder.is_dir() else []:
+        path.unlink(missing_ok=True)
+        _READ.pop(path, None)
+
+
+def of_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """One unit's (duplicate-free) rows summed per entry x condition: one sidecar row per group."""
+    frame = analysis.with_factor(frame)
+    codes = analysis._codes(frame, GROUP)
+    groups = int(codes.max()) + 1
+    out = frame.iloc[np.unique(codes, return_index=True)[1]][GROUP + DESCRIPTION].reset_index(drop=True)
+    correct, confidence = frame["correct"].astype(float).to_numpy(), frame["confidence"].astype(float).to_numpy()
+    graded, confident = np.isfinite(correct), np.isfinite(confidence)
+    count = lambda keep: np.bincount(codes[keep], minlength=groups)  # noqa: E731
+    total = lambda keep, values: np.bincount(codes[keep], weights=values[keep], minlength=groups)  # noqa: E731
+    out["n_rows"] = np.bincount(codes, minlength=groups)
+    out["n_graded"], out["sum_correct"] = count(graded), total(graded, correct)
+    out["n_confidence"], out["sum_confidence"] = count(confident), total(confident, confidence)
+    keep = graded & confident
+    sums = ece_bin_sums(codes[keep], confidence[keep], correct[keep], groups)
+    out["bin_correct"], out["bin_confidence"], out["bin_count"] = (list(part) for part in sums)
+    for column in CORPUS_COLUMNS:
+        out[f"n_{column}"], out[column] = _stat_sums(frame, column, codes, groups)
+    out["date_text"] = frame["date_text"].groupby(codes).first().reindex(range(groups)).to_numpy() if "date_text" in frame else None
+    out["items"] = _item_digests(frame["item_id"], codes, groups)
+    return out
+
+
+def _stat_sums(frame: pd.DataFrame, column: str, codes: np.ndarray, groups: int) -> tuple[np.ndarray, list]:
+    """Rows with the statistics and their summed vectors, per group (None where a group has none)."""
+    if column not in frame or not frame[column].notna().any():
+        return np.zeros(groups, dtype=np.int64), [None] * groups
+    has = frame[column].notna().to_numpy()
+    values = np.vstack(frame[column].to_numpy()[has]).astype(float)
+    sums = np.zeros((groups, values.shape[1]))
+    np.add.at(sums, codes[has], values)
+    counts = np.bincount(codes[has], minlength=groups)
+    return counts, [row if n else None for row, n in zip(sums, counts)]
+
+
+def _item_digests(items: pd.Series, codes: np.ndarray, groups: int) -> list[str]:
+    """Per group, its number of distinct items and the sum (mod 2^64) of their ids' hashes: equal sets, equal digests."""
+    item_codes, uniques = pd.factorize(items)
+    hashes = np.array([xxhash.xxh3_64_intdigest(str(item).encode()) for item in uniques], dtype=np.uint64)
+    pairs = np.unique(codes.astype(np.int64) * len(uniques) + item_codes)
+    group_of = pairs // len(uniques)
+    starts = np.flatnonzero(np.r_[True, group_of[1:] != group_of[:-1]])
+    sums = np.add.reduceat(hashes[pairs % len(uniques)], starts)
+    counts = np.diff(np.r_[starts, len(pairs)])
+    return [f"{n}:{int(s):016x}" for n, s in zip(counts, sums)]  # every group has a row, so a start
+
+
+def build(store: Store, unit: Path) -> tuple[pd.DataFrame | None, StoreProblems]:
+    """Verify ``unit`` in full, sum it and keep the sums in its sidecar (in memory only where the store is read-only).
+
+    Returns None (and the reason in the problems) for a damaged or
+    unreadable unit. The unit's size and mtime are taken before the read and
+    checked after it, so a unit replaced meanwhile never gets the old one's sums.
+    """
+    before = unit.stat()
+    frame, problems = store.read(columns=SOURCE_COLUMNS, paths=[unit], optional=CORPUS_COLUMNS, full_check=True)
+    if problems.corrupted or frame.empty:
+        return None, problems
+    sums = of_rows(frame).assign(source=str(unit.relative_to(store.root)))
+    after = unit.stat()
+    if (after.st_size, after.st_mtime_ns) != (before.st_size, before.st_mtime_ns):
+        return sums, problems  # replaced while read: correct now, but not to be kept under either name
+    path = sidecar(store.root, unit, before)
+    discard(store.root, unit)
+    try:
+        store.write(path, sums)
+    except DateEvalError:
+        pass  # a read-only store (a shared or packaged one): the sums live in this process only
+    _READ[path] = sums
+    return sums, problems
+
+
+def load(store: Store) -> tuple[pd.DataFrame, StoreProblems]:
+    """Every unit's sums, from its sidecar or (once) from its rows; damaged units are reported and left out."""
+    from dateeval.store import StoreProblems
+
+    problems, parts = StoreProblems(), []
+    for unit in store.files():
+        try:
+            path = sidecar(store.root, unit, unit.stat())
+        except FileNotFoundError:
+            continue  # compacted away since it was listed
+        sums = _READ.get(path)
+        if sums is None and path.exists():
+            sums = _read_sidecar(store, path)
+        if sums is None:
+            sums, found = build(store, unit)
+            problems.corrupted += found.corrupted
+            problems.unreachable |= found.unreachable
+        if sums is not None:
+            parts.append(sums)
+    return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*GROUP, *DESCRIPTION, "source"])), problems
+
+
+def _read_sidecar(store: Store, path: Path) -> pd.DataFrame | None:
+    """A sidecar's sums, verified; None when it is damaged (its unit is then summed again)."""
+    frame, problems = store.read(paths=[path])
+    if problems.corrupted or frame.empty:
+        return None
+    _READ[path] = frame
+    return frame
+
+
+def inexact_entries(sums: pd.DataFrame) -> pd.DataFrame:
+    """The entries (``ENTRY_KEY`` rows) whose metrics the sums cannot give exactly (see the module's docstring)."""
+    split = sums.groupby(GROUP, sort=False, dropna=False)["source"].transform("nunique") > 1
+    mixed = sums.groupby(ENTRY_KEY, sort=False, dropna=False)["items"].transform("nunique") > 1
+    return sums.loc[(split | mixed).to_numpy(), ENTRY_KEY].drop_duplicates(ignore_index=True)
+
+
+def metrics(sums: pd.DataFrame) -> pd.DataFrame:
+    """``analysis.condition_metrics`` from sums of entries that :func:`inexact_entries` does not name."""
+    from dateeval.tasks.translation import score_from_stats
+
+    if sums.empty:
+        return analysis.condition_metrics(pd.DataFrame())
+    out = sums[ENTRY + ["condition", "factor", "date_mode", "date"]].copy()
+    out["n_items"] = sums["n_rows"].to_numpy()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["accuracy"] = sums["sum_correct"].to_numpy() / sums["n_graded"].to_numpy()
+        out["ece"] = ece_from_sums(*(np.vstack(sums[part].to_numpy()) for part in ("bin_correct", "bin_confidence", "bin_count")))
+        out["mean_confidence"] = sums["sum_confidence"].to_numpy() / sums["n_confidence"].to_numpy()
+    for name in ("bleu", "chrf"):
+        column = sums[f"{name}_stats"] if f"{name}_stats" in sums else pd.Series([None] * len(sums))
+        out[name] = [float("nan") if stats is None else score_from_stats(name, [stats]) for stats in column]
+    out["entry"] = analysis.entry_label(out)
+    columns = ENTRY + ["entry", "condition", "factor", "date_mode", "date", "n_items", *analysis.METRICS, "mean_confidence"]
+    return out[columns]
+
+
+def condition_metrics(store: Store, sums: pd.DataFrame) -> tuple[pd.DataFrame, StoreProblems]:
+    """Per entry x condition metrics of the whole store, equal to ``analysis.condition_metrics`` of all its rows.
+
+    Exact entries come from the sums; the others from their own files' rows
+    (read, verified and de-duplicated by the store), with any unreadable file reported.
+    """
+    from dateeval.store import StoreProblems
+
+    if sums.empty:
+        return analysis.condition_metrics(pd.DataFrame()), StoreProblems()
+    inexact = inexact_entries(sums)
+    on_rows = _in(sums, inexact)
+    parts, problems = [metrics(sums[~on_rows])], StoreProblems()
+    if on_rows.any():
+        paths = [store.root / source for source in dict.fromkeys(sums.loc[on_rows, "source"])]
+        frame, problems = store.read(columns=SOURCE_COLUMNS, paths=paths, optional=CORPUS_COLUMNS)
+        parts.append(analysis.condition_metrics(frame[_in(frame, inexact)]))
+    table = pd.concat([part for part in parts if len(part)], ignore_index=True) if any(len(p) for p in parts) else parts[0]
+    table["entry"] = analysis.entry_label(table)  # labels tell entries apart across both parts
+    return table.sort_values(ENTRY + ["date_mode", "date"], ignore_index=True), problems
+
+
+def _in(frame: pd.DataFrame, keys: pd.DataFrame) -> np.ndarray:
+    """Whether each row of ``frame`` belongs to one of the entries in ``keys`` (missing hardware matches missing)."""
+    if keys.empty:
+        return np.zeros(len(frame), dtype=bool)
+    both = pd.concat([keys[ENTRY_KEY], frame[ENTRY_KEY]], ignore_index=True)
+    codes = analysis._codes(both, ENTRY_KEY)
+    return np.isin(codes[len(keys):], codes[: len(keys)])

@@ -1,0 +1,168 @@
+"""Per-item reads through DuckDB: one model's questions across dates, one question's rows, the outcomes statistics need.
+
+Aggregates (``dateeval.aggregates``) serve every curve and table; what
+needs items (the Flips page, the Factors statistics) is read here, straight
+from the Parquet files, with only the columns and rows asked for (DuckDB's
+projection and predicate pushdown, on every core) and computed in SQL, so
+a new selection never loads the store into pandas.
+
+DuckDB does not know the store's checksums. Callers therefore pass only
+*verified* files: units whose aggregates sidecar exists for their current
+size and mtime, which ``aggregates`` makes only after verifying every
+column (``aggregates.load`` returns them as ``source``). Every function
+here gives the same numbers as its ``dateeval.analysis`` counterpart on the
+same rows (tests compare them); where rows of one entry x condition are
+spread over several files (duplicates a read would drop), callers use the
+pandas path instead.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from dateeval.analysis import ENTRY_KEY, UNPARSEABLE
+from dateeval.store import ROW_KEY
+
+FLIP_COLUMNS = ["entry", "dataset", "item_id", "n_dates", "n_correct", "n_wrong", "changes", "n_predictions", "consistent",
+                "mean_confidence", "min_confidence", "mean_score", "answer"]  # fmt: skip
+TABLE7_COLUMNS = ["entry", "dataset", "consistent_confidence", "inconsistent_confidence", "n_inconsistent", "n_items"]
+
+
+def _connect(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
+    """A connection with the files as view ``rows`` (joined to the chosen entries' ``keys``) and their column types.
+
+    With ``dedup`` a row key seen twice keeps its first row in file order, as
+    ``Store.read`` does; only needed where one entry x condition spans files.
+    """
+    con = duckdb.connect()
+    files = ", ".join("'" + str(path).replace("'", "''") + "'" for path in sorted(paths))
+    source = f"read_parquet([{files}], union_by_name = true, filename = {dedup}, file_row_number = {dedup})"
+    con.execute(f"CREATE VIEW files AS SELECT * FROM {source}")
+    types = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE files)").fetchall())
+    con.register("chosen", keys.astype({column: object for column in ENTRY_KEY}))
+    hardware = "f.hardware IS NOT DISTINCT FROM c.hardware" if "hardware" in types else "c.hardware IS NULL"
+    first = f"QUALIFY row_number() OVER (PARTITION BY {', '.join(f'f.{k}' for k in ROW_KEY)} ORDER BY filename, file_row_number) = 1"
+    con.execute(f"""CREATE VIEW rows AS SELECT f.*, c.* EXCLUDE ({", ".join(ENTRY_KEY)}) FROM files f JOIN chosen c
+                    ON f.model_key = c.model_key AND f.dataset = c.dataset AND f.task_key = c.task_key AND {hardware}
+                    {first if dedup else ""}""")
+    return con, types
+
+
+def _column(types: dict[str, str], name: str, cast: str | None = None) -> str:
+    """A column by name, NULL where no file has it; numbers with NaN read as missing (as pandas does)."""
+    if name not in types:
+        return "NULL"
+    value = f"CAST({name} AS {cast})" if cast else name
+    return f"CASE WHEN isnan({value}) THEN NULL ELSE {value} END" if cast == "DOUBLE" else value
+
+
+def _factor(types: dict[str, str]) -> str:
+    """``analysis.with_factor``: the stored factor, else the one the date mode implies (files from before it existed)."""
+    derived = "CASE date_mode WHEN 'date' THEN 'date' WHEN 'none' THEN 'no-date' WHEN 'default' THEN 'template-default' END"
+    return f"coalesce(factor, {derived})" if "factor" in types else derived
+
+
+def _prediction(types: dict[str, str]) -> str:
+    """``analysis.predictions``: the parsed answer, else the prediction, else one value for 'unparseable'.
+
+    pandas compares a number with a string as different (1 != '1'), so a
+    numeric prediction is tagged before it becomes text.
+    """
+    pred = "NULL" if "pred" not in types else ("CAST(pred AS VARCHAR)" if types["pred"] == "VARCHAR" else "'#' || CAST(pred AS VARCHAR)")
+    return f"coalesce({_column(types, 'parsed', 'VARCHAR')}, {pred}, '{UNPARSEABLE}')"
+
+
+def flips(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``analysis.item_flips`` and ``analysis.confidence_by_consistency`` of the date conditions in [start, end].
+
+    ``keys`` holds the chosen entries: ``ENTRY_KEY`` columns and their ``entry`` label (so in every function here);
+    ``dedup`` drops duplicate row keys as ``Store.read`` does (see ``_connect``).
+    """
+    if not len(paths) or keys.empty:
+        return pd.DataFrame(columns=FLIP_COLUMNS), pd.DataFrame(columns=TABLE7_COLUMNS)
+    con, types = _connect(paths, keys, dedup)
+    per_item = con.execute(f"""
+        WITH dated AS (
+            SELECT entry, dataset, item_id, date, hash({_prediction(types)}) AS prediction, {_column(types, "correct", "DOUBLE")} AS correct,
+                   {_column(types, "confidence", "DOUBLE")} AS confidence, {_column(types, "score", "DOUBLE")} AS score,
+                   {_column(types, "answer")} AS answer
+            FROM rows WHERE {_factor(types)} = 'date' AND TRY_CAST(date AS DATE) BETWEEN ? AND ?
+        ), changes AS (  -- answers compared by their 64-bit hashes: integers partition, sort and count faster than text
+            SELECT *, coalesce(prediction <> lag(prediction) OVER (PARTITION BY entry, dataset, item_id ORDER BY date), false) AS changed
+            FROM dated
+        )
+        SELECT entry, dataset, item_id, count(*) AS n_dates, coalesce(sum(correct), 0)::BIGINT AS n_correct,
+               count(correct) - coalesce(sum(correct), 0)::BIGINT AS n_wrong, sum(changed::INTEGER)::BIGINT AS changes,
+               count(DISTINCT prediction) AS n_predictions, count(DISTINCT prediction) = 1 AS consistent,
+               avg(confidence) AS mean_confidence, min(confidence) AS min_confidence, avg(score) AS mean_score,
+               first(answer ORDER BY date) FILTER (WHERE answer IS NOT NULL) AS answer,
+               sum(confidence) AS sum_confidence, count(confidence) AS n_confidence
+        FROM changes GROUP BY entry, dataset, item_id
+        ORDER BY changes DESC, mean_confidence ASC NULLS LAST, entry, dataset, item_id
+    """, [start, end]).df()  # fmt: skip
+    con.close()
+    flipped = per_item[FLIP_COLUMNS].astype({"mean_confidence": float, "min_confidence": float, "mean_score": float})
+    return flipped.assign(answer=flipped["answer"].where(flipped["answer"].notna(), np.nan)), _table7(per_item)
+
+
+def _table7(per_item: pd.DataFrame) -> pd.DataFrame:
+    """Mean confidence of the rows of consistent and of inconsistent items, per entry and dataset (Table 7)."""
+    if per_item.empty:
+        return pd.DataFrame(columns=TABLE7_COLUMNS)
+    parts = []
+    for consistent, name in ((True, "consistent_confidence"), (False, "inconsistent_confidence")):
+        rows = per_item[per_item["consistent"] == consistent].groupby(["entry", "dataset"])[["sum_confidence", "n_confidence"]].sum()
+        with np.errstate(invalid="ignore", divide="ignore"):
+            parts.append((rows["sum_confidence"] / rows["n_confidence"].replace(0, np.nan)).rename(name))
+    counts = per_item.groupby(["entry", "dataset"]).agg(n_items=("consistent", "size"), n_inconsistent=("consistent", lambda c: int((~c).sum())))
+    table = counts.join(parts).reset_index()
+    return table[TABLE7_COLUMNS].astype({"consistent_confidence": float, "inconsistent_confidence": float})
+
+
+def item_rows(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, item_id: str, columns: Sequence[str]) -> pd.DataFrame:
+    """One item's chosen columns (NULL where no file has one) on every condition of the chosen entries, by date.
+
+    The item is a predicate DuckDB pushes into the scan: only its rows are
+    decoded, whatever else (option probabilities, outputs) the files hold.
+    """
+    wanted = list(dict.fromkeys(["date_mode", "date", "condition_key", "task_key", "model_key", "factor", *columns]))
+    if not len(paths) or keys.empty:
+        return pd.DataFrame(columns=wanted)
+    con, types = _connect(paths, keys, dedup)
+    selected = ", ".join(f"{_factor(types) if name == 'factor' else _column(types, name)} AS {name}" for name in wanted)
+    frame = con.execute(f"SELECT {selected} FROM rows WHERE item_id = ? ORDER BY date, condition_key", [item_id]).df()
+    con.close()
+    return frame
+
+
+def rows(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, columns: Sequence[str], dates: tuple[dt.date, dt.date] | None = None) -> pd.DataFrame:
+    """The chosen entries' rows (with their ``entry``): the chosen columns, NULL where no file has one, ``factor`` filled.
+
+    With ``dates``, date conditions outside [start, end] are left out (other
+    conditions kept). Text columns come back as categoricals: tens of millions
+    of rows cost a few bytes each, and copies of them stay cheap.
+    """
+    wanted = list(dict.fromkeys([*columns, "entry"]))
+    if not len(paths) or keys.empty:
+        return pd.DataFrame(columns=wanted)
+    con, types = _connect(paths, keys, dedup)
+    selected = ", ".join(f"{_factor(types) if name == 'factor' else _column(types, name)} AS {name}" for name in wanted)
+    where = "WHERE date_mode <> 'date' OR TRY_CAST(date AS DATE) BETWEEN ? AND ?" if dates else ""
+    reader = con.sql(f"SELECT {selected} FROM rows {where}", params=list(dates or ())).to_arrow_reader(1 << 20)
+    batches = [_encoded(batch) for batch in reader]
+    con.close()
+    return pa.Table.from_batches(batches, reader.schema if not batches else None).unify_dictionaries().to_pandas()
+
+
+def _encoded(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Text columns dictionary-encoded batch by batch, so the whole read never holds every value as text."""
+    columns = [column.dictionary_encode() if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) else column
+               for column in batch.columns]  # fmt: skip
+    return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)

@@ -1,0 +1,108 @@
+"""Sums kept beside the store and DuckDB per-item reads give exactly what the per-item analysis gives."""
+
+import datetime as dt
+import shutil
+
+import pandas as pd
+import pytest
+
+from conftest import ROOT
+from dateeval import aggregates, analysis, queries
+from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
+
+KEY = [*analysis.ENTRY, "condition"]
+
+
+@pytest.fixture
+def demo(tmp_path) -> Store:
+    """A copy of the demo store (MCQA, chain of thought, GSM8K, HumanEval, WMT16: every metric), without sidecars."""
+    shutil.copytree(ROOT / "demo" / "store", tmp_path / "store", ignore=shutil.ignore_patterns(aggregates.FOLDER))
+    aggregates._READ.clear()
+    return Store(tmp_path / "store")
+
+
+def _from_rows(store: Store) -> pd.DataFrame:
+    frame, _ = store.read(columns=SUMMARY_COLUMNS, optional=GENERATION_COLUMNS)
+    return analysis.condition_metrics(frame)
+
+
+def _same(left: pd.DataFrame, right: pd.DataFrame) -> None:
+    left, right = (table.sort_values(KEY, ignore_index=True) for table in (left, right))
+    pd.testing.assert_frame_equal(left, right, check_dtype=False, check_exact=False, rtol=1e-12)
+
+
+def test_sums_give_the_metrics_of_the_rows_for_every_task(demo):
+    sums, problems = aggregates.load(demo)
+    assert not problems.corrupted and aggregates.inexact_entries(sums).empty
+    metrics, _ = aggregates.condition_metrics(demo, sums)
+    _same(metrics, _from_rows(demo))
+    assert metrics[["accuracy", "ece", "bleu", "chrf"]].notna().any().all()  # every kind of metric was compared
+
+
+def test_missing_sidecars_are_built_once_and_then_read(demo):
+    aggregates.load(demo)
+    kept = sorted((demo.root / aggregates.FOLDER).rglob("*.parquet"))
+    assert len(kept) == len(demo.files())
+    aggregates._READ.clear()
+    again, problems = aggregates.load(demo)  # from the sidecars, verified on read
+    assert not problems.corrupted and sorted((demo.root / aggregates.FOLDER).rglob("*.parquet")) == kept
+    _same(aggregates.condition_metrics(demo, again)[0], _from_rows(demo))
+
+
+def test_a_replaced_unit_is_summed_again(demo):
+    aggregates.load(demo)
+    unit = demo.files()[0]
+    frame, _ = demo.read(paths=[unit])
+    demo.write(unit, frame.assign(correct=~frame["correct"].astype(bool)))
+    sums, _ = aggregates.load(demo)
+    _same(aggregates.condition_metrics(demo, sums)[0], _from_rows(demo))
+    assert len(list((demo.root / aggregates.FOLDER).rglob(f"{unit.name}.*"))) == 1  # the stale sidecar is gone
+
+
+def _unit(condition: str, items: range, correct: list[bool]) -> list[dict]:
+    return [{"model": "m", "model_key": "k", "dtype": "float32", "device": "cpu", "hardware": "cpu", "dataset": "d", "task_key": "t",
+             "condition": condition, "condition_key": condition, "factor": "date", "date_mode": "date", "date": condition,
+             "item_id": f"i{i}", "prompt_hash": f"h{i}", "correct": ok, "confidence": 0.3 + 0.1 * i, "pred": int(ok), "answer": 1}
+            for i, ok in zip(items, correct)]  # fmt: skip
+
+
+def test_entries_the_sums_cannot_give_exactly_come_from_their_rows(tmp_path):
+    """A second file for a condition (duplicates, more items) and conditions with different items: same numbers as the rows."""
+    store = Store(tmp_path)
+    store.write_unit(store.unit_path("m", "d", "2024-01-01", "a"), _unit("2024-01-01", range(4), [True, False, True, True]))
+    store.write_unit(store.unit_path("m", "d", "2024-01-01", "b"), _unit("2024-01-01", range(2, 6), [False, False, True, False]))
+    store.write_unit(store.unit_path("m", "d", "2024-01-02", "c"), _unit("2024-01-02", range(5), [True, True, False, True, False]))
+    sums, _ = aggregates.load(store)
+    assert len(aggregates.inexact_entries(sums)) == 1
+    _same(aggregates.condition_metrics(store, sums)[0], _from_rows(store))
+    frame, _ = store.read(columns=SUMMARY_COLUMNS)
+    keys = sums[[*analysis.ENTRY_KEY]].drop_duplicates().assign(entry=analysis.entry_label(sums.iloc[:1]).iloc[0])
+    flips, _ = queries.flips(store.files(), keys, True, dt.date(2024, 1, 1), dt.date(2024, 1, 2))
+    expected = analysis.item_flips(frame)
+    pd.testing.assert_frame_equal(flips, expected, check_dtype=False, check_exact=False)
+
+
+def test_a_damaged_unit_is_reported_and_left_out(demo):
+    unit = demo.files()[0]
+    data = bytearray(unit.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    unit.write_bytes(bytes(data))
+    sums, problems = aggregates.load(demo)
+    assert [path for path, _ in problems.corrupted] == [unit] and str(unit.relative_to(demo.root)) not in set(sums["source"])
+
+
+def test_flips_from_duckdb_equal_the_per_item_analysis(demo):
+    sums, _ = aggregates.load(demo)
+    sums = sums.assign(entry=analysis.entry_label(sums))
+    frame, _ = demo.read(columns=[*SUMMARY_COLUMNS, "n_options"], optional=GENERATION_COLUMNS)
+    frame = frame.assign(entry=analysis.entry_label(frame))
+    for (entry, dataset), group in sums.groupby(["entry", "dataset"]):
+        keys = group[[*analysis.ENTRY_KEY, "entry"]].drop_duplicates()
+        paths = [demo.root / source for source in group["source"].unique()]
+        flips, table7 = queries.flips(paths, keys, False, dt.date(2024, 1, 1), dt.date(2024, 12, 31))
+        rows = frame[(frame["entry"] == entry) & (frame["dataset"] == dataset)]
+        pd.testing.assert_frame_equal(flips, analysis.item_flips(rows), check_dtype=False, check_exact=False)
+        pd.testing.assert_frame_equal(table7, analysis.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
+        item = flips["item_id"].iloc[0]
+        history = queries.item_rows(paths, keys, False, item, ["correct", "confidence"])
+        assert len(history) == (rows["item_id"] == item).sum() and history["date"].dropna().is_monotonic_increasing
