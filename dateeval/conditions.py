@@ -29,6 +29,7 @@ PAPER_SYSTEM_PROMPTS = (
     "Answer the user's multiple-choice questions to the best of your ability.",
 )
 LOCATION_LINE = "User location: {location}"
+SERVER_CLOCK_SYSTEM_PROMPT = ""  # paper §5.2: the provider's date is measured with an empty system prompt
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,10 @@ class Condition:
 
     ``date_mode`` is ``date`` (use ``date``), ``none`` (no date anywhere: the
     paper's mitigation, Table 9) or ``default`` (the template left alone: what
-    a user gets by default today). The other factors (paper §5.5-5.6, App. F):
+    a user gets by default today). ``default`` *with* a date is a server-clock
+    condition: nothing dated is sent, the provider injects its own date, and
+    ``date`` is the (UTC) day it was asked, so daily runs form a date series
+    like any other (paper §5.2). The other factors (paper §5.5-5.6, App. F):
     ``option_order`` (0 = as published, k = the k-th seeded permutation of
     each question's options), ``location`` (a user-location line in the
     system message), ``batch_size`` (0 = the sweep's) and ``repeat`` (the
@@ -56,26 +60,32 @@ class Condition:
     def __post_init__(self) -> None:
         if self.date_mode not in DATE_MODES:
             raise ValueError(f"unknown date mode {self.date_mode!r}")
-        if (self.date_mode == "date") != (self.date is not None):
-            raise ValueError("a date is given exactly when date_mode is 'date'")
+        if (self.date_mode == "date" and self.date is None) or (self.date_mode == "none" and self.date is not None):
+            raise ValueError("date_mode 'date' needs a date and 'none' takes none")
+
+    @property
+    def server_clock(self) -> bool:
+        """The provider's own date, asked on ``date`` (see the class docstring)."""
+        return self.date_mode == "default" and self.date is not None
 
     @property
     def factor(self) -> str:
         """Which one-at-a-time sweep this condition belongs to: ``date``, a factor name, or a baseline."""
         varied = list(self.varied())
-        if self.date_mode != "date":
+        if self.date is None:
             return "no-date" if self.date_mode == "none" else "template-default"
         return varied[0] if len(varied) == 1 else ("date" if not varied else "+".join(varied))
 
     def varied(self) -> dict[str, object]:
-        """The factors (other than the date) that differ from their defaults."""
-        return {name: getattr(self, name) for name, default in FACTOR_DEFAULTS.items() if getattr(self, name) != default}
+        """The factors (other than the date) that differ from their defaults (a server-clock run's system prompt is empty)."""
+        defaults = {**FACTOR_DEFAULTS, "system_prompt": SERVER_CLOCK_SYSTEM_PROMPT} if self.server_clock else FACTOR_DEFAULTS
+        return {name: getattr(self, name) for name, default in defaults.items() if getattr(self, name) != default}
 
     @property
     def label(self) -> str:
         """Short name for tables and file names: the ISO date, ``no-date`` or ``template-default``, plus varied factors."""
-        if self.date_mode == "date":
-            base = self.date.isoformat()
+        if self.date is not None:
+            base = f"{self.date.isoformat()} (server clock)" if self.server_clock else self.date.isoformat()
         else:
             base = "no-date" if self.date_mode == "none" else "template-default"
         return ",".join([base, *(f"{name}={_short(value)}" for name, value in self.varied().items())])
@@ -141,6 +151,22 @@ def expand(
         conditions.append(replace(base, date_mode="none", date=None))
     if template_default:
         conditions.append(replace(base, date_mode="default", date=None))
+    return _with_factors(base, conditions, factors)
+
+
+def server_clock(day: dt.date, *, system_prompt: str = SERVER_CLOCK_SYSTEM_PROMPT, factors: dict[str, list] | None = None) -> list[Condition]:
+    """A server-clock run asked on ``day``: no date of ours, the provider's own (paper §5.2: empty system prompt).
+
+    Each day is its own condition, so a daily run adds a date to the series
+    and a second run on the same day resumes instead of repeating;
+    ``factors`` (``repeat`` above all) are swept alone as in :func:`expand`.
+    """
+    base = Condition(date_mode="default", date=day, system_prompt=system_prompt)
+    return _with_factors(base, [base], factors)
+
+
+def _with_factors(base: Condition, conditions: list[Condition], factors: dict[str, list] | None) -> list[Condition]:
+    """``conditions`` plus each factor's levels applied to ``base`` alone, without duplicates."""
     for name, levels in (factors or {}).items():
         if name not in FACTORS:
             raise DateEvalError(f"unknown factor {name!r}: choose from {', '.join(FACTORS)}")

@@ -104,6 +104,18 @@ def check_context(backend: Backend, task: Task, conditions: list[Condition]) -> 
         )
 
 
+def check_asked_on(condition: Condition, results: list[dict]) -> None:
+    """A server-clock unit stands for the provider's date on one UTC day: keep none of it if its requests crossed midnight."""
+    if not condition.server_clock:
+        return
+    days = sorted({result["request_utc"][:10] for result in results if result.get("request_utc")} - {condition.date.isoformat()})
+    if days:
+        raise DateEvalError(
+            f"requests of the server-clock run for {condition.date} were answered on {', '.join(days)} (UTC): the provider's date "
+            "changed during the unit, so none of it was stored; run again (away from midnight UTC) to ask under one date"
+        )
+
+
 def build_tasks(spec: SweepSpec) -> dict[str, Task]:
     """The sweep's tasks, checked before any model loads. Subjects select within MMLU only; other datasets take the rest."""
     tasks = {}
@@ -182,6 +194,7 @@ class Worker:
                                     "(workers must share the model, template and data)")  # fmt: skip
         batch_size = condition.batch_size or self.spec.batch_size
         results = task.evaluate(self.backend, items, prompts, [text for text, _ in inputs], batch_size)
+        check_asked_on(condition, results)
         shared = self._shared(task, condition, batch_size)
         rows = [
             {**shared, "item_id": item.id, **task.item_record(item), "shown_order": prompt.shown_from,

@@ -163,6 +163,10 @@ class Backend(ABC):
         """Per request, each label's log-probability under the full next-token distribution (NaN where unknown)."""
         raise self._unsupported(LABEL_LOGPROBS)
 
+    def label_logprobs_with_usage(self, requests: list[LabelRequest], batch_size: int) -> tuple[list[np.ndarray], list[dict]]:
+        """:meth:`label_logprobs` plus, per request, what a server reported about it (request time, tokens), stored with its row."""
+        return self.label_logprobs(requests, batch_size), [{} for _ in requests]
+
     def generate(self, requests: list[GenerationRequest], batch_size: int) -> list[Generation]:
         raise self._unsupported(GENERATE)
 

@@ -200,13 +200,13 @@ class MCQATask(_Choice, Task):
 
     def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
         requests = [LabelRequest(text, self.labels.labels[: len(item.options)]) for item, text in zip(items, inputs)]
-        scores = backend.label_logprobs(requests, batch_size)
+        scores, usages = backend.label_logprobs_with_usage(requests, batch_size)
         lengths = prompt_lengths(backend, inputs)
         results = []
-        for item, prompt, length, score in zip(items, prompts, lengths, scores):
+        for item, prompt, length, score, usage in zip(items, prompts, lengths, scores, usages):
             graded = grade(to_original_order(score, prompt.shown_from), item.answer)
             results.append({"prompt_tokens": length, "probs": [float(p) for p in graded.probs], "label_mass": graded.label_mass,
-                            "pred": graded.pred, "correct": graded.correct, "confidence": graded.confidence})  # fmt: skip
+                            "pred": graded.pred, "correct": graded.correct, "confidence": graded.confidence, **usage})  # fmt: skip
         return results
 
 

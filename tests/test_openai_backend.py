@@ -1,0 +1,291 @@
+"""The OpenAI-compatible HTTP backend, against real servers on 127.0.0.1.
+
+Two kinds of server: ``python -m dateeval serve`` (the real model behind a
+real endpoint; once with the model's own template, once with GPT-OSS's,
+which writes today's date into the system message like a provider that
+injects it), and a small misbehaving endpoint in this process that answers
+429, 500, hangs, malformed JSON, dropped connections and key-echoing errors.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import ROOT, run_cli
+from dateeval.backends.base import BackendOptions, Label, LabelRequest
+from dateeval.backends.openai_api import OpenAIBackend, parse_endpoint, server_date
+from dateeval.errors import DateEvalError
+from dateeval.probe import CONTROL_DATE, Reply, find_dates, verdict
+from dateeval.store import Store
+
+MODEL = "smollm2-135m"
+SECRET = "sk-dateeval-test-7f3a9c"  # what the tests put in the key variable: it must never come back
+MESSAGES = ({"role": "user", "content": "Answer:"},)
+
+
+def _rows(store: Path) -> pd.DataFrame:
+    frame, problems = Store(store).read()
+    assert not problems.messages()
+    return frame
+
+
+# A misbehaving endpoint: the first path segment picks the behaviour, e.g. http://HOST:PORT/429-then-ok/v1.
+
+
+def _chat_answer(tokens: dict[str, float]) -> dict:
+    entries = [{"token": token, "logprob": value} for token, value in tokens.items()]
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": next(iter(tokens))},
+                         "logprobs": {"content": [{**entries[0], "top_logprobs": entries}]}}],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8}}  # fmt: skip
+
+
+GOOD = _chat_answer({"A": -0.5, "B": -1.5, "C": -2.5, "D": -3.5})
+
+
+class Faults(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    seen: dict[str, int] = {}
+    authorizations: list[str] = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        scenario = self.path.split("/")[1]
+        count = Faults.seen[scenario] = Faults.seen.get(scenario, 0) + 1
+        Faults.authorizations.append(self.headers.get("Authorization", ""))
+        first = count == 1
+        if scenario == "429-then-ok" and first:
+            return self._json(429, {"error": {"message": "rate limited"}}, {"Retry-After": "0"})
+        if scenario == "500-then-ok" and first:
+            return self._json(500, {"error": {"message": "internal error"}})
+        if scenario == "always-500":
+            return self._json(500, {"error": {"message": "internal error"}})
+        if (scenario == "hang-then-ok" and first) or scenario == "always-hang":
+            time.sleep(2.5)
+        if (scenario == "drop-then-ok" and first) or scenario == "always-drop":
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return None
+        if scenario == "malformed":
+            return self._raw(200, b'{"choices": [{"index": 0, "message": ')
+        if scenario == "missing-logprobs":
+            return self._json(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}}]})
+        if scenario == "label-outside-top-k":
+            return self._json(200, _chat_answer({"The": -0.1, "A": -3.0}))
+        if scenario == "echo-key":
+            return self._json(401, {"error": {"message": f"invalid key in header {self.headers.get('Authorization')}"}})
+        return self._json(200, GOOD)
+
+    def _json(self, status: int, payload: dict, headers: dict | None = None) -> None:
+        self._raw(status, json.dumps(payload).encode(), headers)
+
+    def _raw(self, status: int, data: bytes, headers: dict | None = None) -> None:
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json", "Content-Length": str(len(data)), **(headers or {})}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+@pytest.fixture(scope="module")
+def faults() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Faults)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def _backend(url: str, **options: object) -> OpenAIBackend:
+    settings = {"mode": "chat", "retries": 2, "timeout_s": 1.0, "concurrency": 4, **options}
+    return OpenAIBackend(parse_endpoint(f"{url}#m"), BackendOptions(**settings))
+
+
+def _labels(backend: OpenAIBackend, n: int = 1) -> tuple[list[np.ndarray], list[dict]]:
+    request = LabelRequest(MESSAGES, tuple(Label(letter) for letter in "ABCD"))
+    try:
+        return backend.label_logprobs_with_usage([request] * n, batch_size=n)
+    finally:
+        backend.close()
+
+
+@pytest.mark.parametrize("scenario", ["429-then-ok", "500-then-ok", "hang-then-ok", "drop-then-ok"])
+def test_transient_faults_are_retried(faults: str, scenario: str) -> None:
+    scores, usages = _labels(_backend(f"{faults}/{scenario}/v1"))
+    np.testing.assert_allclose(scores[0], [-0.5, -1.5, -2.5, -3.5])
+    assert Faults.seen[scenario] == 2
+    assert usages[0]["api_prompt_tokens"] == 7 and usages[0]["request_utc"] and usages[0]["server_date"]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "message"),
+    [("always-500", "HTTP 500: internal error after 3 attempts"), ("always-hang", "timed out after 3 attempts"),
+     ("always-drop", "connection failed"), ("malformed", "the answer is not JSON"),
+     ("missing-logprobs", "malformed answer (no choices[0].logprobs)"), ("label-outside-top-k", "option label 'B' is not among")],
+)  # fmt: skip
+def test_persistent_faults_end_in_one_clear_error(faults: str, scenario: str, message: str) -> None:
+    with pytest.raises(DateEvalError, match=re.escape(message)):
+        _labels(_backend(f"{faults}/{scenario}/v1"))
+
+
+def test_the_key_is_sent_but_never_shown(faults: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATEEVAL_TEST_KEY", SECRET)
+    with pytest.raises(DateEvalError) as error:
+        _labels(_backend(f"{faults}/echo-key/v1", api_key_env="DATEEVAL_TEST_KEY"))
+    assert f"Bearer {SECRET}" in Faults.authorizations
+    assert "HTTP 401" in str(error.value) and SECRET not in str(error.value) and "***" in str(error.value)
+
+
+def test_bad_specs_and_options_are_one_line() -> None:
+    for spec, message in [("http://h/v1", "names no model"), ("ftp://h/v1#m", "not an http"), ("http://u:p@h/v1#m", "carries credentials")]:
+        with pytest.raises(DateEvalError, match=message):
+            parse_endpoint(spec)
+    with pytest.raises(DateEvalError, match="NO_SUCH_KEY_VARIABLE .* is not set"):
+        _backend("http://127.0.0.1:9/v1", api_key_env="NO_SUCH_KEY_VARIABLE")
+    with pytest.raises(DateEvalError, match="unknown API mode"):
+        _backend("http://127.0.0.1:9/v1", mode="stream")
+    with pytest.raises(DateEvalError, match="needs the model's tokenizer"):
+        _backend("http://127.0.0.1:9/v1", mode="completions")
+
+
+def test_a_failed_unit_stores_nothing_and_never_the_key(faults: str, tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DATEEVAL_TEST_KEY", SECRET)
+    common = ("--api-mode", "chat", "--api-key-env", "DATEEVAL_TEST_KEY", "--retries", "1", "--request-timeout", "1", "--dataset", "arc_challenge",
+              "--limit", "3", "--data-dir", str(data_dir), "--dates", "2024-01-01", "--store", str(tmp_path / "store"))  # fmt: skip
+    failed = run_cli("run", "--model", f"openai:{faults}/malformed/v1#m", *common)
+    assert failed.returncode == 2 and "not JSON" in failed.stderr and "Traceback" not in failed.stderr
+    assert not list((tmp_path / "store").rglob("*.parquet"))
+    done = run_cli("run", "--model", f"openai:{faults}/ok/v1#m", *common)
+    assert done.returncode == 0, done.stderr
+    rows = _rows(tmp_path / "store")
+    assert len(rows) == 3 and (rows["date_control"] == "system-line").all() and (rows["api_prompt_tokens"] == 7).all()
+    assert SECRET not in rows.astype(str).to_csv() and SECRET not in done.stdout + done.stderr
+
+
+def test_server_date_header() -> None:
+    assert server_date({"date": "Wed, 03 Dec 2025 10:00:00 GMT"}) == "2025-12-03T10:00:00+00:00"
+    assert server_date({"date": "yesterday"}) is None and server_date({}) is None
+
+
+# The probe's reading of replies (no server needed).
+
+
+def test_dates_are_found_in_every_common_format() -> None:
+    for text in ["Today is 2025-12-03.", "It is December 3rd, 2025", "3 Dec 2025", "Wednesday, December 3, 2025", "12/03/2025"]:
+        assert "2025-12-03" in {found.day for found in find_dates(text)}, text
+    assert find_dates("It is 2025-12-03.")[0].format == "%Y-%m-%d"
+    assert find_dates("Nothing here, maybe 2023.") == []
+
+
+def test_verdicts() -> None:
+    today = dt.date(2025, 12, 3)
+    said = lambda text, system=None: Reply("q", system, text, find_dates(text))  # noqa: E731
+    control_read = said(f"It is {CONTROL_DATE:%d %b %Y}", "Today Date: ...")
+    assert verdict([said("Today is 3 December 2025.")], control_read, {today})[:3] == ("yes", "%-d %B %Y", True)
+    assert verdict([said("It is 2025-12-02")], control_read, {today})[:3] == ("yes", "%Y-%m-%d", False)  # a time zone away
+    assert verdict([said("It is 2023-01-01")], control_read, {today})[0] == "no"
+    assert verdict([said("I cannot know that.")], said("I cannot know that."), {today})[0] == "inconclusive"
+
+
+# Real servers: the model behind `python -m dateeval serve`.
+
+
+def _serve(*extra: str) -> Iterator[str]:
+    """Start `dateeval serve` on a free port; yield its base URL; stop it."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([sys.executable, "-m", "dateeval", "serve", "--model", MODEL, "--port", "0", *extra],
+                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    try:
+        ready, _, _ = select.select([process.stdout], [], [], 300)
+        line = process.stdout.readline() if ready else ""
+        if "serving" not in line:
+            process.kill()
+            pytest.fail(f"dateeval serve did not start: {line}{process.stderr.read()}")
+        yield line.split(" on ")[-1].strip()
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def own_template(shared: Path) -> Iterator[str]:
+    yield from _serve()
+
+
+@pytest.fixture(scope="module")
+def injecting(templates_dir: Path) -> Iterator[str]:
+    yield from _serve("--chat-template", str(templates_dir / "openai__gpt-oss-20b.jinja"))
+
+
+
+
+def test_completions_mode_matches_the_in_process_backend(own_template: str, backend, data_dir: Path, tmp_path: Path) -> None:  # noqa: ANN001
+    """The same rendered prompts, scored by the server over HTTP and in this process: same predictions, probabilities to 1e-4."""
+    dates = ("--dates", "2024-01-01,2024-06-01", "--dataset", "arc_challenge", "--limit", "4", "--data-dir", str(data_dir))
+    http = run_cli("run", "--model", f"openai:{own_template}#{MODEL}", *dates, "--store", str(tmp_path / "http"))
+    local = run_cli("run", "--model", MODEL, "--dtype", "float32", "--device", "cpu", *dates, "--store", str(tmp_path / "local"))
+    assert http.returncode == 0 and local.returncode == 0, http.stderr + local.stderr
+    key = ["condition", "item_id"]
+    remote, here = _rows(tmp_path / "http").sort_values(key, ignore_index=True), _rows(tmp_path / "local").sort_values(key, ignore_index=True)
+    assert len(remote) == 8 and list(remote["prompt_hash"]) == list(here["prompt_hash"])  # the very same prompt texts
+    assert list(remote["pred"]) == list(here["pred"])
+    np.testing.assert_allclose(np.stack(remote["probs"]), np.stack(here["probs"]), atol=1e-4)
+    np.testing.assert_allclose(remote["label_mass"], here["label_mass"], atol=1e-4)
+    assert set(remote["date_control"]) == {"full"} and set(remote["backend"]) == {"openai"} and remote["api_prompt_tokens"].notna().all()
+
+
+def test_server_clock_rows_carry_the_request_date_and_repeat_identically(own_template: str, data_dir: Path, tmp_path: Path) -> None:
+    args = ("--model", f"openai:{own_template}#{MODEL}", "--api-mode", "server-clock", "--dataset", "arc_challenge", "--limit", "2",
+            "--data-dir", str(data_dir), "--store", str(tmp_path / "store"))  # fmt: skip
+    first = run_cli("run", *args, "--repeat", "1")
+    assert first.returncode == 0, first.stderr
+    rows = _rows(tmp_path / "store")
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    assert set(rows["date"]) == {today} and set(rows["date_mode"]) == {"default"} and set(rows["factor"]) == {"date", "repeat"}
+    assert rows["request_utc"].str.startswith(today).all() and rows["server_date"].str.startswith(today).all()
+    assert set(rows["system_prompt"]) == {""} and rows["date_text"].isna().all()
+    by_run = rows.pivot_table(index="item_id", columns="factor", values="confidence")
+    np.testing.assert_array_equal(by_run["date"], by_run["repeat"])  # the paper's check: identical at a fixed date
+    again = run_cli("run", *args, "--repeat", "1")  # a second run on the same day resumes: nothing is asked again
+    assert again.returncode == 0 and "0 item-dates" in again.stdout
+    refused = run_cli("run", *args, "--dates", "2024-01-01")
+    assert refused.returncode == 2 and "server-clock mode sends no date of ours" in refused.stderr
+
+
+def test_injecting_provider_server_clock_rows_and_probe(injecting: str, data_dir: Path, tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run = run_cli("run", "--model", f"openai:{injecting}#{MODEL}", "--api-mode", "server-clock", "--dataset", "arc_challenge_cot",
+                  "--max-new-tokens", "4", "--limit", "2", "--data-dir", str(data_dir), "--store", str(store))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    rows = _rows(store)
+    today = dt.datetime.now(dt.timezone.utc).date().isoformat()
+    assert set(rows["date"]) == {today} and rows["request_utc"].str.startswith(today).all() and rows["api_completion_tokens"].notna().all()
+    probe = run_cli("probe", "--model", f"openai:{injecting}#{MODEL}", "--json", "--request-timeout", "600")
+    assert probe.returncode == 0, probe.stderr
+    report = json.loads(probe.stdout)
+    assert report["injects"] == "yes" and report["matches_today"] is True and report["format"] == "%Y-%m-%d", probe.stdout
+
+
+def test_probe_reports_a_template_without_a_date_as_not_injecting(own_template: str) -> None:
+    probe = run_cli("probe", "--model", f"openai:{own_template}#{MODEL}", "--request-timeout", "600")
+    assert probe.returncode == 0, probe.stderr
+    assert "does NOT inject the date" in probe.stdout and f"{CONTROL_DATE:%d %b %Y}" in probe.stdout
