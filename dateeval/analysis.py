@@ -171,8 +171,8 @@ def summarize(metrics: pd.DataFrame) -> pd.DataFrame:
         for metric in available_metrics(group):
             if dated[metric].notna().any():
                 row.update(_extremes(dated, metric, REGISTRY[metric].higher_is_better))
-            for mode, name in (("none", "no_date"), ("default", "template_default")):
-                baseline = group[group["date_mode"] == mode]
+            for factor, name in (("no-date", "no_date"), ("template-default", "template_default")):
+                baseline = group[group["factor"] == factor]  # by factor: server-clock rows are dated, not a baseline
                 row[f"{name}_{metric}"] = float(baseline[metric].iloc[0]) if len(baseline) else float("nan")
         rows.append(row)
     return pd.DataFrame(rows)
