@@ -154,7 +154,7 @@ def rows(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, columns: Sequen
         return pd.DataFrame(columns=wanted)
     con, types = _connect(paths, keys, dedup)
     selected = ", ".join(f"{_factor(types) if name == 'factor' else _column(types, name)} AS {name}" for name in wanted)
-    where = "WHERE date_mode <> 'date' OR TRY_CAST(date AS DATE) BETWEEN ? AND ?" if dates else ""
+    where = "WHERE date IS NULL OR TRY_CAST(date AS DATE) BETWEEN ? AND ?" if dates else ""  # baselines have no date; server-clock rows do
     reader = con.sql(f"SELECT {selected} FROM rows {where}", params=list(dates or ())).to_arrow_reader(1 << 20)
     batches = [_encoded(batch) for batch in reader]
     con.close()
