@@ -5,10 +5,8 @@ attack is tried for real and the test checks it was contained and that other
 programs' grades did not change.
 """
 
-import os
 import shutil
 import socket
-import stat
 import time
 import uuid
 from pathlib import Path
@@ -44,7 +42,7 @@ def test_pass_fail_and_error():
 
 def test_values_cross_as_plain_data():
     values = "[1, 2.5, 'x', None, True, (1, 2), {3, 4}, frozenset({5}), {'k': [1]}, {(1, 2): 3}, b'\\x00', 10**40, float('inf')]"
-    assert run_check(Check(f"def f(x):\n    return x\n", f"v = {values}\nassert candidate(v) == v\nassert type(candidate((1,))) is tuple\n", "f")).passed
+    assert run_check(Check("def f(x):\n    return x\n", f"v = {values}\nassert candidate(v) == v\nassert type(candidate((1,))) is tuple\n", "f")).passed
 
 
 @pytest.mark.parametrize(
