@@ -62,12 +62,15 @@ def _quiet_libraries() -> None:
 
 
 def _add_run(commands: argparse._SubParsersAction) -> None:
+    from dateeval.backends import BACKENDS
     from dateeval.backends.transformers import DEVICES, DTYPES
     from dateeval.models import DEFAULT_MODEL
     from dateeval.prompting import POSITIONS
 
     run = commands.add_parser("run", help="score datasets under every date (and baseline) condition")
-    run.add_argument("--model", action="append", help=f"model name, Hub id, folder or .gguf (repeatable; default {DEFAULT_MODEL})")
+    run.add_argument("--model", action="append", help=f"model name, Hub id, folder or .gguf; or BACKEND:SPEC such as vllm:PATH or "
+                     f"openai:URL#MODEL (repeatable; default {DEFAULT_MODEL})")  # fmt: skip
+    run.add_argument("--backend", choices=sorted(BACKENDS), help="backend for models that do not name one (default transformers)")
     run.add_argument(
         "--dataset", action="append",
         help="repeatable: mmlu, arc_challenge, arc_easy, gpqa_main|diamond|extended (next-token MCQA; add _cot for chain of thought), "
@@ -102,7 +105,49 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     generation.add_argument("--sampling", action="store_true", help="sample with the model's own temperature/top-p and a fixed seed (App. C.2); default greedy")
     generation.add_argument("--generation-seed", type=_integer(0, 2**63 - 1), default=0, help="seed for --sampling (default 0)")
     run.add_argument("--trust-remote-code", action="store_true", help="allow model code from the Hub to run (off by default)")
+    api = _add_api_options(run)
+    api.add_argument("--api-mode", default="completions", choices=("completions", "chat", "server-clock"),
+                     help="completions: dateeval renders the template, full date control; chat: the server's template, only the "
+                     "system line is ours; server-clock: no date sent, the provider's own (empty system prompt by default)")  # fmt: skip
+    api.add_argument("--request-timeout", type=float, default=120.0, help="seconds before a request is abandoned and retried (default 120)")
+    api.add_argument("--retries", type=_integer(0, 20), default=5, help="retries of a request on 429/5xx/timeouts (default 5)")
+    api.add_argument("--tokenizer", help="completions mode: the model whose tokenizer and chat template render prompts (default: the served name)")
     run.add_argument("--store", default="cache/results", help="results folder (default cache/results)")
+    cluster = run.add_argument_group("where units run (dateeval/ray_executor.py)")
+    cluster.add_argument("--executor", default="local", choices=("local", "ray"), help="local: this process (default); ray: actors on a Ray cluster")
+    cluster.add_argument("--address", help="Ray cluster: auto, HOST:PORT or ray://HOST:10001 (default: start a local Ray instance)")
+    cluster.add_argument("--workers", type=_integer(1, 100_000), help="Ray actors, each loading the model once (default: one per CPU, or per GPU share)")
+    cluster.add_argument("--gpus-per-worker", type=float, default=0.0, help="GPUs each Ray actor takes (default 0)")
+    cluster.add_argument("--no-wait", action="store_true", help="fail (non-zero exit) naming units other drivers still hold, instead of waiting for them")
+
+
+def _add_api_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """Options every command that talks to an ``openai:URL#MODEL`` endpoint shares."""
+    api = parser.add_argument_group("OpenAI-compatible endpoints (--model openai:URL#MODEL)")
+    api.add_argument("--api-key-env", metavar="NAME", help="the environment variable holding the API key (its name, never the key)")
+    api.add_argument("--concurrency", type=_integer(1, 1024), default=8, help="requests in flight at once (default 8)")
+    return api
+
+
+def _add_serve(commands: argparse._SubParsersAction) -> None:
+    serve = commands.add_parser("serve", help="serve a model on a minimal OpenAI-compatible endpoint (completions, chat)")
+    serve.add_argument("--model", default="smollm2-135m", help="model name, Hub id, folder or .gguf (default smollm2-135m)")
+    serve.add_argument("--served-model-name", help="the name clients ask for (default: --model)")
+    serve.add_argument("--chat-template", help="apply this template to chat requests instead of the model's own (e.g. GPT-OSS's, "
+                       "which writes today's date: a provider injecting the date)")  # fmt: skip
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=_integer(0, 65535), default=8000, help="port (default 8000; 0 picks a free one)")
+    serve.add_argument("--dtype", default="float32", help="numerical precision (default float32)")
+    serve.add_argument("--device", default="auto")
+
+
+def _add_probe(commands: argparse._SubParsersAction) -> None:
+    probe = commands.add_parser("probe", help="ask an endpoint, with an empty system prompt, what today's date is: does the provider inject it?")
+    probe.add_argument("--model", required=True, help="openai:URL#MODEL")
+    probe.add_argument("--request-timeout", type=float, default=120.0)
+    probe.add_argument("--json", action="store_true", help="machine-readable output")
+    _add_api_options(probe)
+    probe.set_defaults(concurrency=1)  # four short questions: asked one after another, a small server is not flooded
 
 
 def _add_summary(commands: argparse._SubParsersAction) -> None:
@@ -145,12 +190,15 @@ def _parser() -> argparse.ArgumentParser:
     _add_compact(commands)
     _add_report(commands)
     _add_regrade(commands)
+    _add_serve(commands)
+    _add_probe(commands)
     return parser
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from dateeval.backends import BackendOptions
     from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
     from dateeval.data import Subset
     from dateeval.dates import parse_date, parse_dates
@@ -164,10 +212,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         raise DateEvalError("give at least one --dataset (e.g. --dataset arc_challenge)")
     datasets = tuple(with_shots(name, args.shots) for name in args.dataset)
     subjects = tuple(s.strip() for s in args.subjects.split(",") if s.strip()) if args.subjects else ()
-    other = next((name for name in datasets if subjects and parse_name(name).base != "mmlu"), None)
-    if other:
-        raise DateEvalError(f"--subjects applies to mmlu datasets only, not {other}: run {other} in a sweep of its own")
-    conditions = expand(
+    # In a sweep with MMLU, subjects select within MMLU and the other datasets take the rest of the subset;
+    # without MMLU they would select nothing, so that is refused rather than ignored.
+    if subjects and all(parse_name(name).base != "mmlu" for name in datasets):
+        raise DateEvalError(f"--subjects selects MMLU subjects, and this sweep has no mmlu dataset ({', '.join(datasets)})")
+    conditions = _server_clock_conditions(args) if args.api_mode == "server-clock" else expand(
         parse_dates(args.dates),
         no_date=args.no_date,
         template_default=args.template_default,
@@ -183,10 +232,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
         data_dir=args.data_dir,
         subset=Subset(subjects=subjects, sample=args.sample, seed=args.seed, limit=args.limit),
         dtypes=tuple(args.dtype or ["auto"]),
-        device=args.device,
         batch_size=args.batch_size,
         label_style=args.label_style,
-        trust_remote_code=args.trust_remote_code,
+        backend=args.backend,
+        options=BackendOptions(device=args.device, trust_remote_code=args.trust_remote_code, api_key_env=args.api_key_env, concurrency=args.concurrency,
+                               timeout_s=args.request_timeout, retries=args.retries, mode=args.api_mode, tokenizer=args.tokenizer),
         generation=GenerationOptions(max_new_tokens=args.max_new_tokens, sample=args.sampling, seed=args.generation_seed),
     )
     bar = None
@@ -194,15 +244,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     def show(progress) -> None:  # noqa: ANN001
         nonlocal bar
         if bar is None:
-            bar = tqdm(total=progress.units_total, unit="date", desc="dates", dynamic_ncols=True, file=sys.stderr)
+            bar = tqdm(total=progress.units_total, unit="unit", desc="units", dynamic_ncols=True, file=sys.stderr)
         bar.total = progress.units_total
         bar.n = progress.units_done
         generated = f", {progress.tokens_generated / progress.seconds:.0f} tokens/s" if progress.tokens_generated and progress.seconds else ""
-        bar.set_postfix_str(f"{progress.items_per_second:.1f} items/s{generated}, {progress.units_skipped} cached, {progress.current}")
+        running = f", {len(progress.workers)} workers" if len(progress.workers) > 1 else ""
+        bar.set_postfix_str(f"{progress.items_per_second:.1f} item-dates/s{generated}, {progress.units_skipped} cached{running}, {progress.current}")
         bar.refresh()
 
     try:
-        final = Sweep(spec, Store(args.store), on_progress=show).run()
+        final = Sweep(spec, Store(args.store), on_progress=show, executor=_executor(args), wait=not args.no_wait).run()
     finally:
         if bar is not None:
             bar.close()
@@ -213,6 +264,38 @@ def _cmd_run(args: argparse.Namespace) -> int:
         f"{final.items_scored} item-dates scored in {final.seconds:.1f}s -> {args.store}"
     )
     return 0
+
+
+def _executor(args: argparse.Namespace):  # noqa: ANN202 - an Executor
+    """The executor ``--executor`` names (Ray imported only when asked for)."""
+    if args.executor == "local":
+        if args.address or args.workers or args.gpus_per_worker:
+            raise DateEvalError("--address, --workers and --gpus-per-worker apply to --executor ray")
+        from dateeval.sweep import LocalExecutor
+
+        return LocalExecutor()
+    from dateeval.ray_executor import RayExecutor
+
+    return RayExecutor(address=args.address, workers=args.workers, gpus_per_worker=args.gpus_per_worker)
+
+
+def _server_clock_conditions(args: argparse.Namespace) -> list:
+    """Server-clock mode: today's (UTC) run of the provider's own date, with an empty system prompt unless one is given."""
+    import datetime as dt
+
+    from dateeval.backends import split_model
+    from dateeval.conditions import server_clock
+
+    given = [flag for flag, value in (("--dates", args.dates), ("--no-date", args.no_date), ("--template-default", args.template_default),
+                                      ("--factor-date", args.factor_date)) if value]  # fmt: skip
+    if given:
+        raise DateEvalError(f"server-clock mode sends no date of ours (the provider sets it): drop {', '.join(given)}; "
+                            "run it once a day for a series, --repeat to ask again on the same day")  # fmt: skip
+    others = [model for model in args.model or ["default"] if split_model(model, args.backend)[0] != "openai"]
+    if others:
+        raise DateEvalError(f"--api-mode server-clock asks an API endpoint (--model openai:URL#MODEL), not {others[0]}")
+    day = dt.datetime.now(dt.timezone.utc).date()
+    return server_clock(day, system_prompt="" if args.system_prompt is None else args.system_prompt, factors=_factor_levels(args))
 
 
 def _factor_levels(args: argparse.Namespace) -> dict[str, list]:
@@ -370,6 +453,30 @@ def _cmd_template(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from dateeval import serve
+
+    served = serve.load(args.model, name=args.served_model_name, chat_template=args.chat_template, dtype=args.dtype, device=args.device)
+    server = serve.make_server(served, args.host, args.port)
+    host, port = server.server_address[:2]
+    print(f"serving {served.name} ({served.template.support.kind} date in chat requests) on http://{host}:{port}/v1", flush=True)
+    with server:
+        server.serve_forever()
+    return 0
+
+
+def _cmd_probe(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from dateeval.backends.base import BackendOptions
+    from dateeval.probe import probe
+
+    options = BackendOptions(api_key_env=args.api_key_env, concurrency=args.concurrency, timeout_s=args.request_timeout, mode="chat")
+    report = probe(args.model, options)
+    print(json.dumps(asdict(report), indent=2) if args.json else report.describe())
+    return 0
+
+
 def _cmd_compact(args: argparse.Namespace) -> int:
     from dateeval.store import Store
 
@@ -402,7 +509,7 @@ def _exclusive(lock: Path, busy: str) -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
     commands = {"run": _cmd_run, "summary": _cmd_summary, "template": _cmd_template, "compact": _cmd_compact, "report": _cmd_report,
-                "regrade": _cmd_regrade}  # fmt: skip
+                "regrade": _cmd_regrade, "serve": _cmd_serve, "probe": _cmd_probe}  # fmt: skip
     try:
         args = _parser().parse_args(argv)
         _quiet_libraries()
