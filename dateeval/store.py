@@ -95,8 +95,17 @@ class Store:
         """Changes whenever a file is added or replaced: the cache key for the app's aggregates."""
         return tuple((str(path), path.stat().st_mtime_ns, path.stat().st_size) for path in self.files())
 
+    @staticmethod
+    def model_dir(model: str, dtype: str, model_key: str) -> str:
+        """The folder of one model at one precision (the layout's first level)."""
+        return f"{_slug(model)}-{dtype}-{model_key[:8]}"
+
     def unit_path(self, model_dir: str, dataset: str, condition: str, unit_key: str) -> Path:
-        return self.root / model_dir / dataset / f"{condition}-{unit_key}.parquet"
+        return self.root / model_dir / dataset / f"{_slug(condition)}-{unit_key}.parquet"
+
+    def unit_files(self, model_dir: str, dataset: str) -> list[Path]:
+        """The unit files of one model and dataset (what a sweep reads to plan)."""
+        return sorted((self.root / model_dir / dataset).glob("*.parquet"))
 
     def write(self, path: Path, rows: list[dict] | pd.DataFrame | pa.Table) -> None:
         """Write a unit's rows (or a merged frame) atomically, with checksums: temporary file, fsync, rename."""
@@ -310,6 +319,10 @@ def _differs(path: Path, table: pa.Table) -> str | None:
     if checksums.column_digests(written) != checksums.column_digests(table):
         return "its values differ from the merged rows"
     return None
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:60]
 
 
 def _reason(error: Exception) -> str:

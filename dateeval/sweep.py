@@ -16,7 +16,6 @@ fails naming them.
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
 import time
 import uuid
@@ -110,10 +109,6 @@ class LocalExecutor(Executor):
             self.worker = None
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:60]
-
-
 class Sweep:
     """Runs a :class:`SweepSpec` against a store, computing only what is missing."""
 
@@ -196,10 +191,10 @@ class Sweep:
         """The units whose items the store lacks, each with the file it will be written to."""
         done: set[tuple] = set()
         for dataset in {candidate.dataset for candidate in description.candidates}:
-            folder = self.store.root / description.model_dir / dataset
             # Every column is verified, not only the keys read: a unit whose file is damaged anywhere is moved
             # aside and counts as missing, so it runs again (a later read would reject the whole file).
-            existing, problems = self.store.read(columns=ROW_KEY, paths=sorted(folder.glob("*.parquet")), full_check=True)
+            paths = self.store.unit_files(description.model_dir, dataset)
+            existing, problems = self.store.read(columns=ROW_KEY, paths=paths, full_check=True)
             progress.messages += self.store.set_aside_damaged(problems)
             if len(existing):
                 done |= set(map(tuple, existing[ROW_KEY].itertuples(index=False)))
@@ -212,10 +207,10 @@ class Sweep:
             condition = self.spec.conditions[candidate.condition_index]
             hashes = tuple(candidate.prompt_hashes[i] for i in todo)
             unit_key = hashlib.sha256("|".join([*candidate.identity, *hashes]).encode()).hexdigest()[:16]
-            path = self.store.unit_path(description.model_dir, candidate.dataset, _slug(condition.label), unit_key)
+            path = self.store.unit_path(description.model_dir, candidate.dataset, condition.label, unit_key)
             if path.exists() and not self.store.readable(path):
                 # The same unit's earlier file is damaged and could not be moved aside: recompute beside it, never over it.
-                path = self.store.unit_path(description.model_dir, candidate.dataset, _slug(condition.label), f"{unit_key}-{self.run_id}")
+                path = self.store.unit_path(description.model_dir, candidate.dataset, condition.label, f"{unit_key}-{self.run_id}")
             units.append(Unit(candidate.dataset, candidate.condition_index, condition.label, tuple(candidate.item_ids[i] for i in todo),
                               hashes, str(path.relative_to(self.store.root)), candidate.cost * len(todo) / len(candidate.item_ids)))  # fmt: skip
         return units

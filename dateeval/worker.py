@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -26,12 +25,9 @@ from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
 from dateeval.plan import Candidate, Description, SweepSpec, Unit
 from dateeval.prompting import dated_messages
+from dateeval.store import Store
 from dateeval.tasks import build_task, parse_name
 from dateeval.tasks.base import Task
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:60]
 
 
 def _prompt_hash(prompt: PromptInput) -> str:
@@ -129,12 +125,6 @@ def build_tasks(spec: SweepSpec) -> dict[str, Task]:
     return tasks
 
 
-def model_dir(backend: Backend) -> str:
-    """The store folder of one model at one precision (part of the store's layout, decided by who produced the rows)."""
-    identity = backend.identity
-    return f"{_slug(identity.model)}-{identity.dtype}-{identity.key[:8]}"
-
-
 @dataclass(frozen=True)
 class UnitResult:
     """A computed unit: its rows, and what it took."""
@@ -168,7 +158,7 @@ class Worker:
         identity = self.backend.identity
         indices = range(len(self.spec.conditions)) if condition_indices is None else condition_indices
         candidates = tuple(self._candidate(task, index) for task in self.tasks.values() for index in indices)
-        return Description(model_dir(self.backend), identity.model, identity.key, identity.hardware, candidates)
+        return Description(Store.model_dir(identity.model, identity.dtype, identity.key), identity.model, identity.key, identity.hardware, candidates)
 
     def _candidate(self, task: Task, index: int) -> Candidate:
         condition = self.spec.conditions[index]
