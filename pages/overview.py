@@ -12,6 +12,9 @@ store = explorer.current_store()
 top = explorer.headline(str(store.root), store.fingerprint())
 if top is None:
     st.info("The headline needs one model scored on two or more dates: run a date sweep on the **Run** page.")
+elif top["delta"] == 0:
+    st.markdown(f"#### On the {top['n_dates']} dates and {top['n_items']} questions of this store, changing the date moved no score: "
+                "every model gave the same share of right answers on every date.")  # fmt: skip
 else:
     verdict = "beyond chance" if top["beyond_chance"] else "within chance"
     st.markdown(

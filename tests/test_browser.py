@@ -109,10 +109,11 @@ def test_a_sweep_runs_from_the_run_page(browser, server):
     assert not errors, errors
     # The new results appear in the explorer without a restart.
     page.get_by_role("link", name="Overview").click()
-    page.wait_for_selector("h1")
+    page.get_by_role("heading", name="How much does the date").wait_for(timeout=60_000)
+    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')", timeout=120_000)
     page.get_by_role("combobox", name="Results store").click()
     page.get_by_role("option", name="My results").click()
-    page.get_by_role("heading", name="arc_challenge").wait_for(timeout=60_000)  # one table per dataset, under its name
+    page.get_by_role("heading", name="arc_challenge", exact=True).wait_for(timeout=60_000)  # one table per dataset, under its name
     page.screenshot(path=str(ARTIFACTS / "overview-my-results.png"), full_page=True)
     page.close()
 
