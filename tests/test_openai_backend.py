@@ -239,8 +239,12 @@ def injecting(templates_dir: Path) -> Iterator[str]:
 
 
 def test_completions_mode_matches_the_in_process_backend(own_template: str, backend, data_dir: Path, tmp_path: Path) -> None:  # noqa: ANN001
-    """The same rendered prompts, scored by the server over HTTP and in this process: same predictions, probabilities to 1e-4."""
-    dates = ("--dates", "2024-01-01,2024-06-01", "--dataset", "arc_challenge", "--limit", "4", "--data-dir", str(data_dir))
+    """The same rendered prompts, scored by the server over HTTP and in this process: same predictions, probabilities to 1e-4.
+
+    Bare letters: after this model's assistant header " A" is outside the top 20 the server returns (the run says so),
+    "A" is within it.
+    """
+    dates = ("--dates", "2024-01-01,2024-06-01", "--dataset", "arc_challenge", "--limit", "4", "--data-dir", str(data_dir), "--label-style", "label")
     http = run_cli("run", "--model", f"openai:{own_template}#{MODEL}", *dates, "--store", str(tmp_path / "http"))
     local = run_cli("run", "--model", MODEL, "--dtype", "float32", "--device", "cpu", *dates, "--store", str(tmp_path / "local"))
     assert http.returncode == 0 and local.returncode == 0, http.stderr + local.stderr
@@ -251,6 +255,13 @@ def test_completions_mode_matches_the_in_process_backend(own_template: str, back
     np.testing.assert_allclose(np.stack(remote["probs"]), np.stack(here["probs"]), atol=1e-4)
     np.testing.assert_allclose(remote["label_mass"], here["label_mass"], atol=1e-4)
     assert set(remote["date_control"]) == {"full"} and set(remote["backend"]) == {"openai"} and remote["api_prompt_tokens"].notna().all()
+
+
+def test_a_label_outside_the_top_k_is_one_clear_error(own_template: str, data_dir: Path, tmp_path: Path) -> None:
+    run = run_cli("run", "--model", f"openai:{own_template}#{MODEL}", "--dates", "2024-01-01", "--dataset", "arc_challenge", "--limit", "1",
+                  "--data-dir", str(data_dir), "--label-style", "space+label", "--store", str(tmp_path / "store"))  # fmt: skip
+    assert run.returncode == 2 and "option label ' A' is not among the 20" in run.stderr and "--label-style label" in run.stderr
+    assert not list((tmp_path / "store").rglob("*.parquet"))
 
 
 def test_server_clock_rows_carry_the_request_date_and_repeat_identically(own_template: str, data_dir: Path, tmp_path: Path) -> None:

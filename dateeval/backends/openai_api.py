@@ -270,10 +270,11 @@ class OpenAIBackend(Backend):
         if label.text in best:
             return best[label.text]
         seen = ", ".join(repr(token) for token in list(best)[:8])
+        bare = "--label-style label (the bare letters are among them), " if label.text != label.text.strip() and label.text.strip() in best else ""
         raise DateEvalError(
             f"{self.endpoint.model}: option label {label.text!r} is not among the {len(best)} most likely next tokens the server "
-            f"returns (top: {seen}), so the labels' probabilities cannot be read; use the dataset's _cot variant, "
-            "completions mode, or a server that returns more alternatives (vLLM --max-logprobs)"
+            f"returns (top: {seen}), so the labels' probabilities cannot be read; use {bare}the dataset's _cot variant, "
+            "or a server that returns more alternatives (vLLM --max-logprobs)"
         )
 
     def _generation(self, request: GenerationRequest, answer: Answer) -> Generation:
