@@ -248,7 +248,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         bar.total = progress.units_total
         bar.n = progress.units_done
         generated = f", {progress.tokens_generated / progress.seconds:.0f} tokens/s" if progress.tokens_generated and progress.seconds else ""
-        running = f", {len(progress.workers)} workers" if len(progress.workers) > 1 else ""
+        # Which worker runs what (Ray): "host:pid unit" for each, so a stuck or slow worker can be seen.
+        running = "".join(f", [{worker}: {unit}]" for worker, unit in sorted(progress.workers.items())) if len(progress.workers) > 1 else ""
         bar.set_postfix_str(f"{progress.items_per_second:.1f} item-dates/s{generated}, {progress.units_skipped} cached{running}, {progress.current}")
         bar.refresh()
 
