@@ -8,9 +8,12 @@ server-side (paper App. B); served with the model's own template, it injects
 nothing. Everything is computed by :class:`TransformersBackend`, so the
 numbers are the in-process backend's numbers.
 
-Endpoints: ``GET /v1/models``, ``POST /v1/completions`` (text prompt; top-k
-``logprobs`` of the next token), ``POST /v1/chat/completions`` (the server's
-chat template, rendered with the real clock; ``logprobs``/``top_logprobs``).
+Endpoints: ``GET /v1/models``, ``POST /v1/completions`` (a text or token-id
+prompt; top-k ``logprobs`` of the next token; ``echo`` with ``max_tokens`` 0
+or 1 scores the prompt's own tokens, as vLLM does, which is how clients read
+the exact log-probability of any continuation), ``POST /v1/chat/completions``
+(the server's chat template, rendered with the real clock;
+``logprobs``/``top_logprobs``).
 Requests are answered one at a time (one model, one lock); the standard
 library's threading server keeps connections concurrent. Every response
 carries the HTTP ``Date`` header, as providers' do.
@@ -24,8 +27,6 @@ import time
 import uuid
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-import numpy as np
 
 from dateeval.backends.base import GenerationSettings
 from dateeval.backends.transformers import TransformersBackend
@@ -78,17 +79,46 @@ def _settings(body: dict, max_tokens: int) -> GenerationSettings:
     return GenerationSettings(max_new_tokens=max_tokens, stop=_stops(body), sample=temperature > 0, seed=seed)
 
 
-def top_logprobs(served: Served, prompt: str, k: int) -> tuple[list[int], dict[str, float]]:
-    """The prompt's tokens and the ``k`` most likely next tokens (as text) with their full-vocabulary log-probabilities."""
-    tokenizer = served.backend.tokenizer
-    encoded = served.backend.encode([prompt])
-    vocabulary = list(range(len(tokenizer)))
-    with served.lock:
-        logprobs = served.backend.next_token_logprobs(encoded, [vocabulary], batch_size=1)[0]
+def _top(tokenizer, logprobs, k: int) -> dict[str, float]:  # noqa: ANN001 - a tokenizer and a 1-D torch tensor
+    """The ``k`` most likely tokens as text; a text two tokens share keeps the likelier."""
     best: dict[str, float] = {}
-    for token in np.argsort(-logprobs, kind="stable")[:k]:
-        best.setdefault(tokenizer.decode([int(token)]), float(logprobs[token]))  # a text two tokens share keeps the likelier
-    return encoded[0], best
+    values, tokens = logprobs.topk(k)
+    for token, value in zip(tokens.tolist(), values.tolist()):
+        best.setdefault(tokenizer.decode([token]), value)
+    return best
+
+
+def top_logprobs(served: Served, prompt: list[int], k: int) -> dict[str, float]:
+    """The ``k`` most likely next tokens (as text) with their full-vocabulary log-probabilities."""
+    import torch
+
+    vocabulary = list(range(len(served.backend.tokenizer)))
+    with served.lock:
+        logprobs = served.backend.next_token_logprobs([prompt], [vocabulary], batch_size=1)[0]
+    return _top(served.backend.tokenizer, torch.from_numpy(logprobs), k)
+
+
+@dataclass(frozen=True)
+class Echo:
+    """A prompt scored token by token: what ``echo`` returns in the OpenAI ``logprobs`` layout."""
+
+    tokens: list[str]
+    token_logprobs: list[float | None]  # each token's log-probability given those before it; the first has none
+    top_logprobs: list[dict[str, float] | None]
+    next_top: dict[str, float]  # the token after the prompt: its ``k`` most likely values
+
+
+def score_prompt(served: Served, prompt: list[int], k: int) -> Echo:
+    """One forward pass over the prompt: every token's log-probability after the ones before it, and the next token's top-k."""
+    import torch
+
+    backend, tokenizer = served.backend, served.backend.tokenizer
+    with served.lock, torch.inference_mode():
+        logits = backend.model(input_ids=torch.tensor([prompt], device=backend.device)).logits[0].float()
+        logprobs = torch.log_softmax(logits, dim=-1).cpu()
+    chosen = logprobs[torch.arange(len(prompt) - 1), torch.tensor(prompt[1:], dtype=torch.long)].tolist()
+    tops = [None] + [{tokenizer.decode([token]): value, **_top(tokenizer, row, k)} for token, value, row in zip(prompt[1:], chosen, logprobs)]
+    return Echo([tokenizer.decode([token]) for token in prompt], [None, *chosen], tops, _top(tokenizer, logprobs[-1], max(k, 1)))
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
@@ -128,7 +158,8 @@ def _generate_or_score(served: Served, prompt: str, body: dict, max_tokens: int,
     if k is not None:
         if max_tokens != 1:
             raise RequestError(400, "this server returns logprobs for max_tokens=1 only")
-        encoded, best = top_logprobs(served, prompt, max(k, 1))
+        encoded = served.backend.encode([prompt])[0]
+        best = top_logprobs(served, encoded, max(k, 1))
         text = next(iter(best))
         return text, len(encoded), 1, dict(list(best.items())[: max(k, 1)])
     with served.lock:
@@ -136,14 +167,45 @@ def _generate_or_score(served: Served, prompt: str, body: dict, max_tokens: int,
     return reply.text, reply.prompt_tokens, reply.n_tokens, None
 
 
-def completions(served: Served, body: dict) -> dict:
-    """``/v1/completions``: the prompt is text the client rendered; ``logprobs=k`` scores the next token."""
-    _check_model(served, body)
+def _prompt(served: Served, body: dict) -> str | list[int]:
+    """One prompt: text, or token ids (``[1, 2]`` or ``[[1, 2]]``) of this server's vocabulary."""
     prompt = body.get("prompt")
-    prompt = prompt[0] if isinstance(prompt, list) and len(prompt) == 1 else prompt
-    if not isinstance(prompt, str) or not prompt:
-        raise RequestError(400, "prompt must be one non-empty string")
+    prompt = prompt[0] if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)) else prompt
+    if isinstance(prompt, str) and prompt:
+        return prompt
+    size = len(served.backend.tokenizer)
+    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < size for t in prompt):
+        return prompt
+    raise RequestError(400, f"prompt must be one non-empty string or one non-empty list of token ids below {size}")
+
+
+def _echo(served: Served, prompt: str | list[int], body: dict, k: int | None) -> tuple[str, dict, int, int]:
+    """``echo``: the prompt's tokens with their log-probabilities (and, with ``max_tokens=1``, the greedy next token)."""
+    max_tokens = body.get("max_tokens")
+    if k is None or max_tokens not in (0, 1) or isinstance(max_tokens, bool):
+        raise RequestError(400, "this server echoes the prompt with logprobs and max_tokens 0 or 1 only")
+    ids = served.backend.encode([prompt])[0] if isinstance(prompt, str) else prompt
+    scored = score_prompt(served, ids, k)
+    tokens, values, tops = scored.tokens, scored.token_logprobs, scored.top_logprobs
+    if max_tokens == 1:
+        token, value = next(iter(scored.next_top.items()))
+        tokens, values, tops = [*tokens, token], [*values, value], [*tops, dict(list(scored.next_top.items())[:k])]
+    offsets = [sum(len(t) for t in tokens[:i]) for i in range(len(tokens))]
+    logprobs = {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
+    return "".join(tokens), logprobs, len(ids), max_tokens
+
+
+def completions(served: Served, body: dict) -> dict:
+    """``/v1/completions``: the prompt is text (or token ids) the client rendered; ``logprobs=k`` scores the next token."""
+    _check_model(served, body)
+    prompt = _prompt(served, body)
     k = None if body.get("logprobs") is None else _top_k(body["logprobs"])
+    if body.get("echo"):
+        text, logprobs, prompt_tokens, completion_tokens = _echo(served, prompt, body, k)
+        choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "length"}
+        return _envelope("text_completion", served, choice, _usage(prompt_tokens, completion_tokens))
+    if not isinstance(prompt, str):
+        raise RequestError(400, "this server takes token-id prompts with echo only")
     text, prompt_tokens, completion_tokens, best = _generate_or_score(served, prompt, body, _max_tokens(body, "max_tokens"), k)
     logprobs = None
     if best is not None:

@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT, run_cli
-from dateeval.backends.base import BackendOptions, Label, LabelRequest
+from dateeval.backends.base import CONTINUATION_LOGPROBS, BackendOptions, ContinuationRequest, Label, LabelRequest
 from dateeval.backends.openai_api import OpenAIBackend, parse_endpoint, server_date
 from dateeval.errors import DateEvalError
 from dateeval.probe import CONTROL_DATE, Reply, find_dates, verdict
@@ -57,13 +57,24 @@ def _chat_answer(tokens: dict[str, float]) -> dict:
 GOOD = _chat_answer({"A": -0.5, "B": -1.5, "C": -2.5, "D": -3.5})
 
 
+def _completion_answer(text: str, tokens: dict[str, float]) -> dict:
+    logprobs = {"tokens": [next(iter(tokens))], "token_logprobs": [next(iter(tokens.values()))], "top_logprobs": [tokens], "text_offset": [0]}
+    return {"choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8}}  # fmt: skip
+
+
+# Completions servers that score no prompt: one refuses echo, one echoes a token fewer than it was sent (as if it re-tokenised).
+NO_ECHO = {"no-echo": (400, {"error": {"message": "echo is not supported"}}),
+           "short-echo": (200, {"choices": [{"index": 0, "text": "x", "logprobs": {"tokens": ["x"], "token_logprobs": [None]}}]})}  # fmt: skip
+
+
 class Faults(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     seen: dict[str, int] = {}
     authorizations: list[str] = []
 
     def do_POST(self) -> None:  # noqa: N802
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         scenario = self.path.split("/")[1]
         count = Faults.seen[scenario] = Faults.seen.get(scenario, 0) + 1
         Faults.authorizations.append(self.headers.get("Authorization", ""))
@@ -86,6 +97,10 @@ class Faults(BaseHTTPRequestHandler):
             return self._json(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": "A"}}]})
         if scenario == "label-outside-top-k":
             return self._json(200, _chat_answer({"The": -0.1, "A": -3.0}))
+        if scenario in NO_ECHO and body.get("echo"):
+            return self._json(*NO_ECHO[scenario])
+        if scenario in NO_ECHO:  # a reply with a number and an answer letter; next-token scores where "B" is not among the top
+            return self._json(200, _completion_answer("2 + 2 = 4 items. The answer is A.", {"The": -0.1, "A": -3.0}))
         if scenario == "echo-key":
             return self._json(401, {"error": {"message": f"invalid key in header {self.headers.get('Authorization')}"}})
         return self._json(200, GOOD)
@@ -257,11 +272,60 @@ def test_completions_mode_matches_the_in_process_backend(own_template: str, back
     assert set(remote["date_control"]) == {"full"} and set(remote["backend"]) == {"openai"} and remote["api_prompt_tokens"].notna().all()
 
 
-def test_a_label_outside_the_top_k_is_one_clear_error(own_template: str, data_dir: Path, tmp_path: Path) -> None:
-    run = run_cli("run", "--model", f"openai:{own_template}#{MODEL}", "--dates", "2024-01-01", "--dataset", "arc_challenge", "--limit", "1",
-                  "--data-dir", str(data_dir), "--label-style", "space+label", "--store", str(tmp_path / "store"))  # fmt: skip
-    assert run.returncode == 2 and "option label ' A' is not among the 20" in run.stderr and "--label-style label" in run.stderr
-    assert not list((tmp_path / "store").rglob("*.parquet"))
+def test_labels_outside_the_top_k_are_scored_exactly_over_http(own_template: str, data_dir: Path, tmp_path: Path) -> None:
+    """After this model's assistant header " A" is outside the top 20 the server returns: echo reads it, as in this process."""
+    args = ("--dates", "2024-01-01", "--dataset", "arc_challenge", "--limit", "2", "--data-dir", str(data_dir), "--label-style", "space+label")
+    http = run_cli("run", "--model", f"openai:{own_template}#{MODEL}", *args, "--store", str(tmp_path / "http"))
+    local = run_cli("run", "--model", MODEL, "--dtype", "float32", "--device", "cpu", *args, "--store", str(tmp_path / "local"))
+    assert http.returncode == 0 and local.returncode == 0, http.stderr + local.stderr
+    remote, here = _rows(tmp_path / "http").sort_values("item_id"), _rows(tmp_path / "local").sort_values("item_id")
+    assert list(remote["pred"]) == list(here["pred"]) and (remote["label_mass"] < 0.5).all()  # the space-letters are unlikely here
+    np.testing.assert_allclose(np.stack(remote["probs"]), np.stack(here["probs"]), atol=1e-4)
+    np.testing.assert_allclose(remote["label_mass"], here["label_mass"], atol=1e-4)
+
+
+def test_echo_scores_labels_and_continuations_as_the_in_process_backend(own_template: str, backend) -> None:  # noqa: ANN001
+    """Chain-of-thought answer letters (read from the top 20, or all outside it) and GSM8K answers' numbers, over HTTP and here, to 1e-4."""
+    from dateeval.tasks.mcqa import label_tokens
+
+    question = backend.template.render([{"role": "user", "content": "What is 2+2?\nA. 3\nB. 4\nC. 5\nD. 6"}], mode="none").text
+    labels = label_tokens(backend.tokenizer, 4, "space+label").labels
+    letters = [LabelRequest(question + reasoning, labels) for reasoning in ("Two plus two is four. The answer is", "Let me think. Two plus two is four, and")]
+    numbers = [ContinuationRequest(question + "Two plus two is", " 4"), ContinuationRequest(question + "It is", " 4,096 apples")]
+    full = backend.next_token_logprobs(backend.encode([letters[1].prompt]), [list(range(len(backend.tokenizer)))])[0]
+    assert all((full > full[label.token_id]).sum() >= 20 for label in labels)  # the top 20 alone cannot read these
+    http = OpenAIBackend(parse_endpoint(f"{own_template}#{MODEL}"), BackendOptions(timeout_s=600))
+    try:
+        assert http.supports(CONTINUATION_LOGPROBS) and http.capabilities.exact_labels and http.capabilities.scoring_note is None
+        np.testing.assert_allclose(np.stack(http.label_logprobs(letters, 2)), np.stack(backend.label_logprobs(letters, 2)), atol=1e-4)
+        np.testing.assert_allclose(http.continuation_logprobs(numbers, 2), backend.continuation_logprobs(numbers, 2), atol=1e-4)
+    finally:
+        http.close()
+
+
+@pytest.mark.parametrize(("scenario", "reason"), [("no-echo", "HTTP 400: echo is not supported"), ("short-echo", "echo returned 1 prompt log-probabilities")])
+def test_a_server_that_scores_no_prompt_is_found_when_the_backend_opens(faults: str, scenario: str, reason: str) -> None:
+    http = _backend(f"{faults}/{scenario}/v1", mode="completions", tokenizer=MODEL)
+    try:
+        assert not http.supports(CONTINUATION_LOGPROBS) and not http.capabilities.exact_labels and reason in http.capabilities.scoring_note
+        with pytest.raises(DateEvalError, match="option label 'B' is not among .* does not return prompt log-probabilities"):
+            http.label_logprobs([LabelRequest("Answer:", (Label("A", 1), Label("B", 2)))], 1)
+    finally:
+        http.close()
+
+
+def test_without_echo_generated_answers_are_stored_without_confidence_and_say_why(faults: str, data_dir: Path, tmp_path: Path) -> None:
+    """Accuracy still counts; the confidence is NaN with the reason in every row; next-token MCQA ends in one clear error."""
+    common = ("--model", f"openai:{faults}/no-echo/v1#m", "--tokenizer", MODEL, "--limit", "2", "--data-dir", str(data_dir), "--dates", "2024-01-01")
+    for dataset in ("gsm8k", "arc_challenge_cot"):
+        run = run_cli("run", *common, "--dataset", dataset, "--store", str(tmp_path / dataset))
+        assert run.returncode == 0, run.stderr
+        rows = _rows(tmp_path / dataset)
+        assert len(rows) == 2 and rows["confidence"].isna().all() and rows["parsed"].notna().all(), dataset
+        assert rows["confidence_note"].str.contains("does not return prompt log-probabilities (echo: HTTP 400: echo is not supported)", regex=False).all()
+    mcqa = run_cli("run", *common, "--dataset", "arc_challenge", "--label-style", "label", "--store", str(tmp_path / "mcqa"))
+    assert mcqa.returncode == 2 and "option label 'B' is not among" in mcqa.stderr and "Traceback" not in mcqa.stderr
+    assert not list((tmp_path / "mcqa").rglob("*.parquet"))
 
 
 def test_server_clock_rows_carry_the_request_date_and_repeat_identically(own_template: str, data_dir: Path, tmp_path: Path) -> None:

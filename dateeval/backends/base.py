@@ -84,6 +84,18 @@ class ContinuationRequest:
     continuation: str
 
 
+def continuation_tokens(encode: Callable[[list[str]], list[list[int]]], request: ContinuationRequest) -> tuple[list[int], int]:
+    """The tokens of context + continuation and the index of the first that belongs to the continuation.
+
+    The split is where tokenising the whole text departs from tokenising the
+    context alone, so it follows the model's own tokenisation of the whole
+    (a space before a number joins the number's token); the first token is never scored (nothing precedes it).
+    """
+    head, whole = encode([request.context, request.context + request.continuation])
+    first = next((i for i, (a, b) in enumerate(zip(head, whole)) if a != b), min(len(head), len(whole)))
+    return whole, max(first, 1)
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a backend can do: the requests it answers, who renders the chat template, whether results repeat."""
@@ -92,6 +104,8 @@ class Capabilities:
     renders_locally: bool = True  # dateeval renders the template and sends text (else: the server applies its own)
     deterministic: bool = True
     date_control: str = "full"  # full | system-line (chat endpoints) | server-clock (the provider sets the date)
+    exact_labels: bool = True  # any label's log-probability can be read, not only those among a server's top-k alternatives
+    scoring_note: str | None = None  # why this backend's server scores less than its kind could: stored with rows that lack a confidence
 
 
 @dataclass(frozen=True)

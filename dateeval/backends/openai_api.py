@@ -4,7 +4,15 @@ How much of the date a study controls depends on who renders the chat template, 
 
 * ``completions``: dateeval renders the model's template locally and sends
   text to ``/completions``: full date control for every template kind, label
-  probabilities from the next token's top-k ``logprobs``.
+  probabilities from the next token's top-k ``logprobs``. A label outside the
+  top-k, and a continuation (a GSM8K answer's confidence), are scored exactly
+  by asking the server to *echo* the prompt's tokens with their
+  log-probabilities (``echo=True, max_tokens=0``, token ids in, as
+  lm-evaluation-harness does): vLLM and ``dateeval serve`` do. Whether the
+  server echoes is asked once, when the backend opens; one that refuses
+  leaves chain-of-thought and GSM8K answers without a confidence (NaN, the
+  reason stored with each row in ``confidence_note``) and ends a next-token
+  MCQA run whose label is outside the top-k with one clear error.
 * ``chat``: the server applies its own template to the messages; only the
   system line dateeval injects (or leaves out) is ours.
 * ``server-clock``: nothing dated is sent; the provider injects its own date
@@ -27,14 +35,14 @@ import os
 import random
 import urllib.parse
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from dateeval.backends.base import (
-    GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, Generation, GenerationRequest, Label, LabelRequest,
-    ModelIdentity, register_backend,
+    CONTINUATION_LOGPROBS, GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, ContinuationRequest, Generation,
+    GenerationRequest, Label, LabelRequest, ModelIdentity, continuation_tokens, register_backend,
 )  # fmt: skip
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
@@ -46,6 +54,7 @@ BACKOFF_BASE_S, BACKOFF_CAP_S, RETRY_AFTER_CAP_S = 0.5, 30.0, 120.0
 _RETRY_STATUS = frozenset({408, 409, 429})
 _DATE_CONTROL = {"completions": "full", "chat": "system-line", "server-clock": "server-clock"}
 _NO_KEY = "not-needed"  # what a local server gets when no --api-key-env is given (the client insists on some key)
+PROBE_TEXT = "The date today is"  # what the echo check asks the server to score when the backend opens
 
 
 @dataclass(frozen=True)
@@ -123,6 +132,14 @@ class MalformedAnswer(Exception):
     """An answer that parsed as JSON but lacks what the request asked for."""
 
 
+class Refused(DateEvalError):
+    """The server answered a request with a status that retrying cannot change (400, 404, 422...); ``reason`` is the status and its message."""
+
+    def __init__(self, message: str, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 def _text(value: Any, what: str) -> str:
     if value is None:
         return ""  # a chat reply with no content (all of its budget spent elsewhere) is an empty reply
@@ -151,6 +168,19 @@ def _alternatives(body: Any, chat: bool) -> dict[str, float]:
     for token, value in pairs:
         best.setdefault(_text(token, "a token"), _logprob(value, token))
     return best
+
+
+def _echoed(body: Any, prompt: list[int]) -> list[float]:
+    """The log-probability of each prompt token after those before it (from the second on), as the server echoed them.
+
+    The server must echo exactly the tokens it was sent: one that added a BOS
+    token or re-tokenised would shift every position, and a shifted reading is a wrong number, so it is refused.
+    """
+    values = _field(body, "choices", 0, "logprobs", "token_logprobs")
+    if not isinstance(values, list) or len(values) != len(prompt):
+        got = len(values) if isinstance(values, list) else "no"
+        raise MalformedAnswer(f"echo returned {got} prompt log-probabilities for a prompt of {len(prompt)} tokens")
+    return [_logprob(value, f"prompt token {i}") for i, value in enumerate(values[1:], start=1)]
 
 
 def _usage(body: Any) -> dict:
@@ -211,8 +241,10 @@ class OpenAIBackend(Backend):
         if not self.chat:
             self.tokenizer, self.template = self._completions_template(options.tokenizer or endpoint.model)
         self._key = api_key(options.api_key_env)
-        requests = frozenset({LABEL_LOGPROBS, GENERATE})
-        self.capabilities = Capabilities(requests, renders_locally=not self.chat, deterministic=False, date_control=_DATE_CONTROL[self.mode])
+        self.capabilities = Capabilities(
+            frozenset({LABEL_LOGPROBS, GENERATE}), renders_locally=not self.chat, deterministic=False, date_control=_DATE_CONTROL[self.mode],
+            exact_labels=False,
+        )
         self.identity = ModelIdentity(
             model=endpoint.model,
             source=f"{endpoint.url}#{endpoint.model}",
@@ -225,6 +257,28 @@ class OpenAIBackend(Backend):
         )
         self._loop = asyncio.new_event_loop()
         self._client = self._loop.run_until_complete(self._connect())
+        if not self.chat:
+            self.capabilities = self._echo_capabilities()
+
+    def _echo_capabilities(self) -> Capabilities:
+        """Completions mode: exact labels and continuations where the server echoes prompt log-probabilities, else a stated reason."""
+        refusal = self._echo_refusal()
+        if refusal is None:
+            return replace(self.capabilities, requests=self.capabilities.requests | {CONTINUATION_LOGPROBS}, exact_labels=True)
+        note = (f"{self.endpoint.url} does not return prompt log-probabilities (echo: {refusal}), so a label outside its top {TOP_K} "
+                "next tokens and a continuation cannot be scored")  # fmt: skip
+        return replace(self.capabilities, scoring_note=note)
+
+    def _echo_refusal(self) -> str | None:
+        """One small echo request: None when the server scores the prompt's own tokens, else why not (other failures end the run)."""
+        prompt = self.encode([PROBE_TEXT])[0]
+        try:
+            _echoed(self._echo_answers([prompt])[0].body, prompt)
+        except Refused as error:
+            return error.reason
+        except MalformedAnswer as error:
+            return str(error)
+        return None
 
     @staticmethod
     def _completions_template(name: str) -> tuple[Any, ChatTemplate]:
@@ -253,28 +307,41 @@ class OpenAIBackend(Backend):
         return self.label_logprobs_with_usage(requests, batch_size)[0]
 
     def label_logprobs_with_usage(self, requests: list[LabelRequest], batch_size: int) -> tuple[list[np.ndarray], list[dict]]:
-        """One max_tokens=1 request per prompt; the labels' log-probabilities are read from the top-k alternatives."""
+        """One max_tokens=1 request per prompt reads the labels among the top-k alternatives; an echo request scores each other one."""
         answers = self._all([lambda r=r: self._score(r.prompt) for r in requests])
-        scores = []
-        for request, answer in zip(requests, answers):
-            best = self._checked(lambda answer=answer: _alternatives(answer.body, self.chat))
-            scores.append(np.array([self._label_logprob(best, label) for label in request.labels], dtype=np.float64))
+        tops = [self._checked(lambda answer=answer: _alternatives(answer.body, self.chat)) for answer in answers]
+        scores = [np.array([best.get(label.text, np.nan) for label in r.labels], dtype=np.float64) for r, best in zip(requests, tops)]
+        missing = [(i, j) for i, score in enumerate(scores) for j in np.flatnonzero(np.isnan(score))]
+        if missing and not self.capabilities.exact_labels:
+            i, j = missing[0]
+            raise self._unreadable(tops[i], requests[i].labels[j])
+        prompts = {i: self.encode([requests[i].prompt])[0] for i in {i for i, _ in missing}}
+        exact = self._echo_all([[*prompts[i], requests[i].labels[j].token_id] for i, j in missing])
+        for (i, j), values in zip(missing, exact):
+            scores[i][j] = values[-1]
         return scores, [answer.record for answer in answers]
+
+    def continuation_logprobs(self, requests: list[ContinuationRequest], batch_size: int) -> list[float]:
+        """Each continuation's total log-probability, read from the server's echo of context + continuation as token ids."""
+        if CONTINUATION_LOGPROBS not in self.capabilities.requests:
+            raise self._unsupported(CONTINUATION_LOGPROBS)
+        splits = [continuation_tokens(self.encode, request) for request in requests]
+        echoed = self._echo_all([whole for whole, _ in splits])
+        return [float(sum(values[first - 1 :])) for (_, first), values in zip(splits, echoed)]
 
     def generate(self, requests: list[GenerationRequest], batch_size: int) -> list[Generation]:
         answers = self._all([lambda r=r: self._generate(r) for r in requests])
         return [self._generation(request, answer) for request, answer in zip(requests, answers)]
 
-    def _label_logprob(self, best: dict[str, float], label: Label) -> float:
-        """A label outside the top-k has no readable probability: one clear error rather than a guessed row."""
-        if label.text in best:
-            return best[label.text]
+    def _unreadable(self, best: dict[str, float], label: Label) -> DateEvalError:
+        """A label outside the top-k, on a server that cannot score it otherwise: one clear error rather than a guessed row."""
         seen = ", ".join(repr(token) for token in list(best)[:8])
         bare = "--label-style label (the bare letters are among them), " if label.text != label.text.strip() and label.text.strip() in best else ""
-        raise DateEvalError(
+        why = "a chat endpoint scores no given token" if self.chat else self.capabilities.scoring_note
+        return DateEvalError(
             f"{self.endpoint.model}: option label {label.text!r} is not among the {len(best)} most likely next tokens the server "
-            f"returns (top: {seen}), so the labels' probabilities cannot be read; use {bare}the dataset's _cot variant, "
-            "or a server that returns more alternatives (vLLM --max-logprobs)"
+            f"returns (top: {seen}), and {why}; use {bare}the dataset's _cot variant, "
+            "or a server that echoes prompt log-probabilities (vLLM, dateeval serve) in completions mode"
         )
 
     def _generation(self, request: GenerationRequest, answer: Answer) -> Generation:
@@ -300,6 +367,16 @@ class OpenAIBackend(Backend):
                 model=model, messages=list(prompt), max_completion_tokens=1, temperature=0, logprobs=True, top_logprobs=TOP_K
             )
         return self._client.completions.with_raw_response.create(model=model, prompt=prompt, max_tokens=1, temperature=0, logprobs=TOP_K)
+
+    def _echo_all(self, prompts: list[list[int]]) -> list[list[float]]:
+        """Per token-id prompt, the log-probability of each of its tokens after the ones before it (from the second on)."""
+        answers = self._echo_answers(prompts)
+        return [self._checked(lambda answer=answer, prompt=prompt: _echoed(answer.body, prompt)) for answer, prompt in zip(answers, prompts)]
+
+    def _echo_answers(self, prompts: list[list[int]]) -> list[Answer]:
+        """Token ids in (the server must not re-tokenise), the prompt echoed with each token's log-probability, nothing generated."""
+        create = self._client.completions.with_raw_response.create
+        return self._all([lambda p=p: create(model=self.endpoint.model, prompt=p, echo=True, max_tokens=0, logprobs=1, temperature=0) for p in prompts])
 
     def _generate(self, request: GenerationRequest) -> Awaitable[Any]:
         settings = request.settings
@@ -336,8 +413,11 @@ class OpenAIBackend(Backend):
                     raw = await send()
                 body = raw.http_response.json()
             except openai.APIStatusError as error:
-                if not _retryable(error.status_code) or attempt == self.options.retries:
-                    raise self._failure(f"HTTP {error.status_code}: {_server_message(error)}", attempt) from None
+                what = f"HTTP {error.status_code}: {_server_message(error)}"
+                if not _retryable(error.status_code):
+                    raise Refused(str(self._failure(what, attempt)), self._redacted(what)) from None
+                if attempt == self.options.retries:
+                    raise self._failure(what, attempt) from None
                 delay = _retry_after(error.response.headers) or backoff_delay(attempt)
             except openai.APIConnectionError as error:  # timeouts, refused and dropped connections
                 if attempt == self.options.retries:
@@ -353,8 +433,11 @@ class OpenAIBackend(Backend):
 
     def _failure(self, what: str, attempt: int) -> DateEvalError:
         tries = f" after {attempt + 1} attempts" if attempt else ""
-        message = f"{self.endpoint.url} ({self.endpoint.model}) {what}{tries}"
-        return DateEvalError(message.replace(self._key, "***") if self._key != _NO_KEY else message)
+        return DateEvalError(self._redacted(f"{self.endpoint.url} ({self.endpoint.model}) {what}{tries}"))
+
+    def _redacted(self, text: str) -> str:
+        """The text with the key, should a server echo it, replaced by ***."""
+        return text.replace(self._key, "***") if self._key != _NO_KEY else text
 
 
 def _server_message(error: Any) -> str:

@@ -43,7 +43,7 @@ import numpy as np
 
 from dateeval.backends.base import (
     CONTINUATION_LOGPROBS, GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, ContinuationRequest, Generation,
-    GenerationRequest, GenerationSettings, LabelRequest, ModelIdentity, register_backend,
+    GenerationRequest, GenerationSettings, LabelRequest, ModelIdentity, continuation_tokens, register_backend,
 )  # fmt: skip
 from dateeval.errors import DateEvalError
 from dateeval.models import ModelSource, converted_gguf_dir, resolve
@@ -214,16 +214,11 @@ class VLLMBackend(Backend):
 
     def continuation_logprobs(self, requests: list[ContinuationRequest], batch_size: int) -> list[float]:
         """Total log-probability of each continuation, split where tokenising context + continuation departs from the context."""
-        wholes, firsts = [], []
-        for request in requests:
-            head, whole = self.encode([request.context, request.context + request.continuation])
-            first = next((i for i, (a, b) in enumerate(zip(head, whole)) if a != b), min(len(head), len(whole)))
-            wholes.append(whole)
-            firsts.append(max(first, 1))
+        splits = [continuation_tokens(self.encode, request) for request in requests]
         params = [self._sampling_params(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False) for _ in requests]
-        outputs = self._run(wholes, params, batch_size)
+        outputs = self._run([whole for whole, _ in splits], params, batch_size)
         totals = []
-        for output, whole, first in zip(outputs, wholes, firsts):
+        for output, (whole, first) in zip(outputs, splits):
             scored = output.prompt_logprobs  # position i: the log-probability of prompt token i given those before it
             totals.append(float(sum(scored[i][whole[i]].logprob for i in range(first, len(whole)))))
         return totals

@@ -89,6 +89,12 @@ def prompt_lengths(backend: Backend, inputs: list[PromptInput]) -> list[int | No
     return [len(tokens) for tokens in backend.encode(list(inputs))]
 
 
+def without_confidence(backend: Backend, results: list[dict]) -> list[dict]:
+    """Replies left without a confidence (NaN) because the backend's server cannot score them: each row states why (``confidence_note``)."""
+    note = backend.capabilities.scoring_note
+    return [{**result, "confidence_note": note} for result in results] if note else results
+
+
 def settings_key(*parts: object) -> str:
     """A short stable hash of task settings."""
     return hashlib.sha256(json.dumps([str(part) for part in parts]).encode()).hexdigest()[:16]

@@ -13,7 +13,7 @@ from dateeval.conditions import Condition
 from dateeval.data.files import parse_jsonl, read_text, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
-from dateeval.tasks.base import GenerationTask, Prompt, chat
+from dateeval.tasks.base import GenerationTask, Prompt, chat, without_confidence
 from dateeval.tasks.parsing import find_number, gsm8k_reference, parse_number
 
 PROMPT_VERSION = "gsm8k-v1"
@@ -108,7 +108,7 @@ class GSM8KTask(GenerationTask):
         """
         results = super().evaluate(backend, items, prompts, inputs, batch_size)
         if not (backend.supports(CONTINUATION_LOGPROBS) and backend.capabilities.renders_locally):
-            return results
+            return without_confidence(backend, results)
         indices, requests = [], []
         for index, (text, result) in enumerate(zip(inputs, results)):
             found = find_number(result["output"])

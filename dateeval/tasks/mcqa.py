@@ -20,7 +20,7 @@ from dateeval.conditions import Condition
 from dateeval.data.items import LABELS, MCItem
 from dateeval.errors import DateEvalError
 from dateeval.tasks import fewshot
-from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, prompt_lengths, settings_key
+from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, prompt_lengths, settings_key, without_confidence
 from dateeval.tasks.parsing import find_choice, parse_choice
 
 PROMPT_VERSION = "mcqa-v1"
@@ -226,8 +226,9 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
         self.labels: dict[str, LabelTokens] = {}
 
     def prepare(self, backend: Backend) -> None:
-        if not (backend.supports(LABEL_LOGPROBS) and backend.capabilities.renders_locally):
-            return  # answers keep no confidence: the backend cannot read probabilities after a reply we continue
+        capabilities = backend.capabilities
+        if not (backend.supports(LABEL_LOGPROBS) and capabilities.renders_locally and capabilities.exact_labels):
+            return  # answers keep no confidence: the backend cannot read every letter's probability after a reply we continue
         n_labels = max(len(item.options) for item in self.items)
         for style in LABEL_STYLES:
             try:
@@ -237,8 +238,9 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
 
     def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
         results = super().evaluate(backend, items, prompts, inputs, batch_size)
-        if self.labels:
-            self._answer_confidence(backend, items, prompts, inputs, results, batch_size)
+        if not self.labels:
+            return without_confidence(backend, results)
+        self._answer_confidence(backend, items, prompts, inputs, results, batch_size)
         return results
 
     def _answer_confidence(self, backend, items, prompts, texts, results, batch_size) -> None:  # noqa: ANN001, PLR0913
