@@ -6,12 +6,20 @@ additive numbers: rows, graded rows and right answers, the confidence sum,
 the ECE bin sums, and the BLEU/chrF sufficient statistics. They are
 computed once per unit file and kept in a small sidecar::
 
-    STORE/.aggregates/<model>/<dataset>/<unit name>.<size>-<mtime_ns>.parquet
+    STORE/.aggregates/<model>/<dataset>/<unit name>.<size>-<mtime_ns>.v<FORMAT>.parquet
+
+Beside it, ``….items.parquet`` keeps what per-item views need, and nothing
+else: per row its sums row (``group``), item, grade, confidence, sentence
+score, answer and the comparable answer it gave (``analysis.predictions``
+as text: numbers tagged ``#``, texts ``=``), so the Flips page and the
+statistics build per-entry matrices (``dateeval.outcomes``) without
+decoding the unit's option probabilities, outputs and repeated labels.
 
 either when the unit is written (``Store.write_unit``) or, for a file
 written before sidecars existed, the first time the store is loaded. The
 name carries the unit's size and modification time, so a replaced unit
-never matches an old sidecar. Sidecars are written through ``Store.write``
+never matches an old sidecar, and ``FORMAT`` changes whenever their
+columns do, so sidecars of an older format are rebuilt. Sidecars are written through ``Store.write``
 (atomic, checksummed) and verified whenever they are read.
 
 **Verified units.** A sidecar is only made from a unit read back with every
@@ -51,21 +59,31 @@ if TYPE_CHECKING:  # the store calls in here when it writes a unit: a runtime im
     from dateeval.store import Store, StoreProblems
 
 FOLDER = ".aggregates"
+FORMAT = 2  # bump when the sidecars' columns change: older ones are then rebuilt from their units
 GROUP = [*ENTRY_KEY, "condition_key"]
 DESCRIPTION = [column for column in ENTRY if column not in ENTRY_KEY] + ["condition", "factor", "date_mode", "date"]
 # Per-item columns the sums are made of (plus the row key, so that a unit's own duplicates are dropped as a read does).
 SOURCE_COLUMNS = [*dict.fromkeys([*ENTRY, "condition", "condition_key", "factor", "date_mode", "date", "date_text", "item_id",
-                                  "prompt_hash", "correct", "confidence"])]  # fmt: skip
+                                  "prompt_hash", "correct", "confidence", "pred", "answer"])]  # fmt: skip
 CORPUS_COLUMNS = ["bleu_stats", "chrf_stats"]
+# Read where a unit has them: generated answers' parsed form, translations' sentence score.
+OPTIONAL_COLUMNS = [*CORPUS_COLUMNS, "parsed", "score"]
 # Sidecars read in this process, by path: a sidecar's name fixes its content, so a live sweep's new units
 # are the only ones read when the store changes.
 _READ: dict[Path, pd.DataFrame] = {}
+# Per-item sidecars kept in this process only where the store could not take them (read-only).
+_ITEMS: dict[Path, pd.DataFrame] = {}
 
 
 def sidecar(root: Path, unit: Path, stat: os.stat_result) -> Path:
     """Where the aggregates of ``unit`` as it is now (its size and mtime) are kept."""
     relative = unit.relative_to(root)
-    return root / FOLDER / relative.parent / f"{unit.name}.{stat.st_size}-{stat.st_mtime_ns}.parquet"
+    return root / FOLDER / relative.parent / f"{unit.name}.{stat.st_size}-{stat.st_mtime_ns}.v{FORMAT}.parquet"
+
+
+def items_sidecar(sums: Path) -> Path:
+    """Where the per-item sidecar kept beside the sums sidecar ``sums`` is."""
+    return sums.with_suffix(".items.parquet")
 
 
 def discard(root: Path, unit: Path) -> None:
@@ -74,6 +92,7 @@ def discard(root: Path, unit: Path) -> None:
     for path in folder.glob(f"{unit.name}.*-*.parquet") if folder.is_dir() else []:
         path.unlink(missing_ok=True)
         _READ.pop(path, None)
+        _ITEMS.pop(path, None)
 
 
 def of_rows(frame: pd.DataFrame) -> pd.DataFrame:
@@ -96,7 +115,33 @@ def of_rows(frame: pd.DataFrame) -> pd.DataFrame:
         out[f"n_{column}"], out[column] = _stat_sums(frame, column, codes, groups)
     out["date_text"] = frame["date_text"].groupby(codes).first().reindex(range(groups)).to_numpy() if "date_text" in frame else None
     out["items"] = _item_digests(frame["item_id"], codes, groups)
+    out["group"] = np.arange(groups, dtype=np.int32)
     return out
+
+
+def of_items(frame: pd.DataFrame) -> pd.DataFrame:
+    """One unit's (duplicate-free) rows as the per-item sidecar: each row's sums row and what per-item views read."""
+    frame = analysis.with_factor(frame)
+    out = pd.DataFrame({"group": analysis._codes(frame, GROUP).astype(np.int32), "item_id": frame["item_id"].to_numpy(),
+                        "correct": frame["correct"].astype(float).to_numpy(), "confidence": frame["confidence"].astype(float).to_numpy(),
+                        "score": frame["score"].astype(float).to_numpy() if "score" in frame else np.nan,
+                        "answer": frame["answer"].to_numpy(), "prediction": prediction_text(frame)})  # fmt: skip
+    return out.sort_values(["group", "item_id"], kind="stable", ignore_index=True)
+
+
+def prediction_text(frame: pd.DataFrame) -> np.ndarray:
+    """``analysis.predictions`` as text that is equal exactly where pandas finds the values equal (1 == 1.0, 1 != '1').
+
+    A missing answer is ``analysis.UNPARSEABLE``, one value of its own. Values are converted once per distinct value,
+    so millions of rows cost one factorisation.
+    """
+    def text(value: object) -> str:
+        if isinstance(value, (int, float, np.integer, np.floating)):
+            return f"#{float(value)!r}"
+        return f"={analysis.UNPARSEABLE if pd.isna(value) else value}"
+
+    codes, uniques = pd.factorize(analysis.predictions(frame), use_na_sentinel=False)
+    return np.array([text(value) for value in uniques], dtype=object)[codes]
 
 
 def _stat_sums(frame: pd.DataFrame, column: str, codes: np.ndarray, groups: int) -> tuple[np.ndarray, list]:
@@ -131,7 +176,7 @@ def build(store: Store, unit: Path) -> tuple[pd.DataFrame | None, StoreProblems]
     checked after it, so a unit replaced meanwhile never gets the old one's sums.
     """
     before = unit.stat()
-    frame, problems = store.read(columns=SOURCE_COLUMNS, paths=[unit], optional=CORPUS_COLUMNS, full_check=True)
+    frame, problems = store.read(columns=SOURCE_COLUMNS, paths=[unit], optional=OPTIONAL_COLUMNS, full_check=True)
     if problems.corrupted or frame.empty:
         return None, problems
     sums = of_rows(frame).assign(source=str(unit.relative_to(store.root)))
@@ -140,10 +185,12 @@ def build(store: Store, unit: Path) -> tuple[pd.DataFrame | None, StoreProblems]
         return sums, problems  # replaced while read: correct now, but not to be kept under either name
     path = sidecar(store.root, unit, before)
     discard(store.root, unit)
+    items = of_items(frame)
     try:
+        store.write(items_sidecar(path), items)  # first: a sums sidecar on disk promises its items sidecar
         store.write(path, sums)
-    except DateEvalError:
-        pass  # a read-only store (a shared or packaged one): the sums live in this process only
+    except DateEvalError:  # a read-only store (a shared or packaged one): the sidecars live in this process only
+        _ITEMS[items_sidecar(path)] = items
     _READ[path] = sums
     return sums, problems
 
@@ -221,7 +268,7 @@ def condition_metrics(store: Store, sums: pd.DataFrame) -> tuple[pd.DataFrame, S
     parts, problems = [metrics(sums[~on_rows])], StoreProblems()
     if on_rows.any():
         paths = [store.root / source for source in dict.fromkeys(sums.loc[on_rows, "source"])]
-        frame, problems = store.read(columns=SOURCE_COLUMNS, paths=paths, optional=CORPUS_COLUMNS)
+        frame, problems = store.read(columns=SOURCE_COLUMNS, paths=paths, optional=OPTIONAL_COLUMNS)
         parts.append(analysis.condition_metrics(frame[_in(frame, inexact)]))
     table = pd.concat([part for part in parts if len(part)], ignore_index=True) if any(len(p) for p in parts) else parts[0]
     table["entry"] = analysis.entry_label(table)  # labels tell entries apart across both parts

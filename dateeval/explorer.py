@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dateeval import aggregates, analysis, metrics, queries, viewstate
+from dateeval import aggregates, analysis, metrics, outcomes, queries, viewstate
 from dateeval.errors import DateEvalError
 from dateeval.models import cache_dir
 from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
@@ -285,8 +286,37 @@ def select(selection: Selection) -> pd.DataFrame:
 
 @st.cache_data(show_spinner="Finding the questions that flip...", max_entries=16)
 def flips(root: str, fingerprint: tuple, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-question flip counts and Table 7 for a selection, computed by DuckDB over its files (cached)."""
+    """Per-question flip counts and Table 7 for a one-entry selection (cached): array arithmetic on the entry's
+    matrices, or DuckDB over its files where a (condition, item) has several rows."""
+    found = _entry_outcomes(root, fingerprint, selection.entries[0], selection.dataset) if len(selection.entries) == 1 else None
+    if found is not None:
+        return outcomes.flips(found, selection.start.date(), selection.end.date())
     return queries.flips(*_chosen(root, fingerprint, selection), selection.start.date(), selection.end.date())
+
+
+@st.cache_resource(show_spinner="Reading the per-item results...", max_entries=6)
+def _entry_outcomes(root: str, fingerprint: tuple, entry: str, dataset: str) -> outcomes.Outcomes | None:
+    """One entry's condition x item matrices from its per-item sidecars (``dateeval.outcomes``; shared, read-only)."""
+    sums = _sums(root, fingerprint)[0]
+    chosen = sums[(sums["entry"] == entry) & (sums["dataset"] == dataset)]
+    return outcomes.load(Store(root), chosen) if len(chosen) else None
+
+
+def _matrices(root: str, fingerprint: tuple, entry: str, dataset: str, keys: list | None, level: str) -> tuple[list, np.ndarray, np.ndarray]:
+    """``stats.outcome_matrices`` of one entry's graded rows of the conditions ``keys`` (None: its date sweep) by ``level``:
+    from its matrices, or from its rows where the matrices cannot tell (see ``outcomes.load``)."""
+    found = _entry_outcomes(root, fingerprint, entry, dataset)
+    if found is not None:
+        conditions = found.conditions
+        wanted = conditions["factor"].eq("date") if keys is None else conditions["condition_key"].isin(keys)
+        matrices = outcomes.matrices(found, np.flatnonzero(wanted.to_numpy()), level)
+        if matrices is not None:
+            return matrices
+    from dateeval import stats
+
+    sums = _sums(root, fingerprint)[0]
+    rows = stats.graded(_outcomes(root, fingerprint, sums["entry"].eq(entry) & sums["dataset"].eq(dataset)))
+    return stats.outcome_matrices(rows[rows["factor"].eq("date") if keys is None else rows["condition_key"].isin(keys)], level)
 
 
 def item_rows(selection: Selection, item_id: str) -> pd.DataFrame:
@@ -327,12 +357,10 @@ def headline(root: str, fingerprint: tuple) -> dict | None:
     from dateeval import stats
 
     metrics = _metrics(root, fingerprint)[0]
-    summary = analysis.summarize(metrics)
-    if "accuracy_delta" not in summary or summary["accuracy_delta"].notna().sum() == 0:
+    top = stats.largest_delta(metrics)  # the entry stats.headline reports: only its outcomes are read
+    if top is None:
         return None
-    top = summary.loc[summary["accuracy_delta"].idxmax()]  # the entry stats.headline reports: only its rows are read
-    sums = _sums(root, fingerprint)[0]
-    return stats.headline(_outcomes(root, fingerprint, sums["entry"].eq(top["entry"]) & sums["dataset"].eq(top["dataset"])), metrics)
+    return stats.headline(_matrices(root, fingerprint, top["entry"], top["dataset"], None, "condition_key")[1], metrics)
 
 
 @st.cache_data(show_spinner="Bootstrapping intervals over questions...", max_entries=16)
@@ -340,9 +368,9 @@ def bands(root: str, fingerprint: tuple, selection: Selection, metric: str) -> p
     """95% bootstrap interval per entry and date of the selection (cached)."""
     from dateeval import stats
 
-    sums = _sums(root, fingerprint)[0]
-    rows = _outcomes(root, fingerprint, (sums["dataset"] == selection.dataset) & sums["entry"].isin(selection.entries))
-    band = stats.date_bands(rows, metric)
+    parts = [stats.date_band(entry, *_matrices(root, fingerprint, entry, selection.dataset, None, "date"), metric) for entry in sorted(selection.entries)]
+    parts = [part for part in parts if len(part)]
+    band = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=stats.BAND_COLUMNS)
     return band[band["date"].between(selection.start, selection.end)]
 
 
@@ -394,16 +422,46 @@ def intro(text: str) -> None:
 
 @st.cache_data(show_spinner="Computing statistics (bootstrap and permutations)...", max_entries=4)
 def statistics(root: str, fingerprint: tuple) -> dict[str, pd.DataFrame]:
-    """Table 5, the date effect against chance, run-to-run variation and Table 3, for the whole store."""
+    """Table 5, the date effect against chance, run-to-run variation and Table 3, for the whole store.
+
+    Entry by entry from its matrices (``_matrices``), so the store's rows are
+    never all in memory; rows are read only for what compares entries (precision,
+    hardware) or repeats, and only of the entries that have them.
+    """
     from dateeval import stats
 
     sums = _sums(root, fingerprint)[0]
-    frame = _outcomes(root, fingerprint, sums["n_graded"] > 0)
     metrics = _metrics(root, fingerprint)[0]
+    graded = sums[sums["n_graded"] > 0]
+    factors, significance = [], []
+    for (entry, dataset), part in graded.groupby(["entry", "dataset"], sort=True):
+        conditions = part[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True)
+        keyed = lambda keys, entry=entry, dataset=dataset: _matrices(root, fingerprint, entry, dataset, keys, "condition_key")  # noqa: E731
+        factors += stats.entry_factors(entry, dataset, conditions, keyed, n_boot=100)
+        if conditions["factor"].eq("date").sum() >= 2:
+            significance.append(stats.significance(entry, dataset, keyed(None)[1], n_perm=200))
+    compared = _compared(sums)
+    across = stats.graded(_outcomes(root, fingerprint, compared)) if compared.any() else pd.DataFrame()
+    repeated = sums[["model_key", "dataset", "task_key"]].apply(tuple, axis=1).isin(
+        set(sums.loc[sums["factor"] == "repeat", ["model_key", "dataset", "task_key"]].apply(tuple, axis=1)))
+    factors += stats.across_factors(across.assign(entry=analysis.entry_label(across)), n_boot=100) if len(across) else []
     return {
-        "factors": stats.factor_table(frame, n_boot=100),
-        "significance": stats.date_significance(frame, n_perm=200),
-        "run_to_run": stats.run_to_run(frame),
+        "factors": pd.DataFrame(factors, columns=stats.FACTOR_COLUMNS),
+        "significance": pd.DataFrame(significance, columns=stats.SIGNIFICANCE_COLUMNS),
+        "run_to_run": stats.run_to_run(_outcomes(root, fingerprint, repeated) if repeated.any() else pd.DataFrame(columns=OUTCOME_COLUMNS)),
         "trend": stats.date_trend(metrics),
         "correlations": stats.cross_correlations(metrics),
     }
+
+
+def _compared(sums: pd.DataFrame) -> pd.Series:
+    """Which sums belong to entries Table 5 compares with others: one model at several precisions, or on several machines."""
+    from dateeval import stats
+
+    dated = sums[(sums["factor"] == "date") & (sums["n_graded"] > 0)]
+    entries = sums[analysis.ENTRY_KEY].astype(object).apply(tuple, axis=1)
+    chosen = pd.Series(False, index=sums.index)
+    for fixed, varying in ((stats.SAME_PRECISION_RUN, "dtype"), (stats.SAME_MACHINE_RUN, "hardware")):
+        several = dated.groupby(fixed, dropna=False)[varying].transform("nunique") > 1
+        chosen |= entries.isin(set(entries[several[several].index]))
+    return chosen

@@ -18,6 +18,7 @@ against hand-computed or scipy values on synthetic data.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import combinations
 
 import numpy as np
@@ -52,13 +53,25 @@ def outcome_matrices(rows: pd.DataFrame, level: str = "condition") -> tuple[list
     item) has, as a pivot table would give, but from integer codes: millions
     of rows take a fraction of a second instead of many.
     """
-    level_codes, levels = pd.factorize(rows[level], sort=True)
-    item_codes, _ = pd.factorize(rows["item_id"], sort=True)
+    level_codes, levels = _sorted_codes(rows[level])
+    item_codes, _ = _sorted_codes(rows["item_id"])
     shape = (len(levels), int(item_codes.max()) + 1 if len(item_codes) else 0)
     correct = _first_values(level_codes, item_codes, rows["correct"].to_numpy(dtype=float), shape)
     confidence = _first_values(level_codes, item_codes, rows["confidence"].to_numpy(dtype=float), shape)
     every = np.isfinite(correct).all(0)
     return list(levels), correct[:, every], confidence[:, every]
+
+
+def _sorted_codes(values: pd.Series) -> tuple[np.ndarray, pd.Index]:
+    """Codes of the values in their sorted order, also for categoricals (whose own order is the order they were read in,
+    which would make the resamples' item weights, and so the intervals, depend on how the rows were read)."""
+    codes, uniques = pd.factorize(values, sort=True)
+    if isinstance(values.dtype, pd.CategoricalDtype) and len(uniques):
+        order = np.argsort(np.asarray(uniques, dtype=object), kind="stable")
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        codes, uniques = np.where(codes >= 0, rank[np.maximum(codes, 0)], -1), pd.Index(np.asarray(uniques, dtype=object)[order])
+    return codes, uniques
 
 
 def _first_values(rows: np.ndarray, columns: np.ndarray, values: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
@@ -114,27 +127,43 @@ def factor_table(frame: pd.DataFrame, n_boot: int = 200) -> pd.DataFrame:
     frame = frame.assign(entry=entry_label(frame))
     rows = []
     for (entry, dataset), group in frame.groupby(["entry", "dataset"], sort=True):
-        rows += _entry_factors(entry, dataset, group, n_boot)
-    rows += _across(frame, SAME_PRECISION_RUN, "dtype", "precision", n_boot)
-    rows += _across(frame, SAME_MACHINE_RUN, "hardware", "hardware", n_boot)
-    columns = ["entry", "dataset", "factor", "levels", "n_items", "accuracy_cv", "accuracy_cv_low", "accuracy_cv_high", "ece_cv", "ece_cv_low", "ece_cv_high"]
-    return pd.DataFrame(rows, columns=columns)
+        rows += entry_factors(entry, dataset, group[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True),
+                              lambda keys, group=group: outcome_matrices(group[group["condition_key"].isin(keys)], "condition_key"), n_boot)  # fmt: skip
+    return pd.DataFrame(rows + across_factors(frame, n_boot), columns=FACTOR_COLUMNS)
 
 
-def _entry_factors(entry: str, dataset: str, group: pd.DataFrame, n_boot: int) -> list[dict]:
+FACTOR_COLUMNS = ["entry", "dataset", "factor", "levels", "n_items", "accuracy_cv", "accuracy_cv_low", "accuracy_cv_high", "ece_cv", "ece_cv_low",
+                  "ece_cv_high"]  # fmt: skip
+
+
+def entry_factors(entry: str, dataset: str, conditions: pd.DataFrame, matrices: Callable[[list], tuple[list, np.ndarray, np.ndarray]],
+                  n_boot: int) -> list[dict]:  # fmt: skip
+    """Table 5's rows of one entry: for each factor, the CV across its levels and the base condition.
+
+    ``conditions`` are the entry's graded conditions (``factor``, ``date``,
+    ``condition_key``) in row order; ``matrices(keys)`` gives
+    ``outcome_matrices`` of those conditions' graded rows by condition key,
+    from rows or from ``dateeval.outcomes``, so both give the same numbers.
+    """
     out = []
-    dated = group[group["factor"] == "date"]
-    for factor in sorted(set(group["factor"]) - {"no-date", "template-default"}):
-        levels = group[group["factor"] == factor]
+    dated = conditions[conditions["factor"] == "date"]
+    for factor in sorted(set(conditions["factor"]) - {"no-date", "template-default"}):
+        levels = conditions[conditions["factor"] == factor]
         if factor != "date":
             day = levels["date"].iloc[0]
             levels = pd.concat([levels, dated[dated["date"] == day]])
-        names, correct, confidence = outcome_matrices(levels, "condition_key")
+        names, correct, confidence = matrices(list(levels["condition_key"]))
         if len(names) < 2 or correct.shape[1] == 0:
             continue
         out.append({"entry": entry, "dataset": dataset, "factor": factor, "levels": len(names), "n_items": correct.shape[1],
                     **bootstrap_cv(correct, confidence, n_boot)})  # fmt: skip
     return out
+
+
+def across_factors(frame: pd.DataFrame, n_boot: int) -> list[dict]:
+    """Table 5's precision and hardware rows: entries of one model that differ only in dtype, or only in the machine
+    (graded rows, with ``entry``)."""
+    return _across(frame, SAME_PRECISION_RUN, "dtype", "precision", n_boot) + _across(frame, SAME_MACHINE_RUN, "hardware", "hardware", n_boot)
 
 
 def _across(frame: pd.DataFrame, fixed: list[str], varying: str, factor: str, n_boot: int) -> list[dict]:
@@ -301,14 +330,20 @@ def date_significance(frame: pd.DataFrame, n_perm: int = 500) -> pd.DataFrame:
     rows = []
     for (entry, dataset), group in frame.assign(entry=entry_label(frame)).groupby(["entry", "dataset"]):
         dated = group[group["factor"] == "date"]
-        if dated["condition_key"].nunique() < 2:
-            continue
-        _, correct, _ = outcome_matrices(dated, "condition_key")
-        band, q = null_band(correct, n_perm), cochran_q(correct)
-        rows.append({"entry": entry, "dataset": dataset, "n_dates": correct.shape[0], "n_items": correct.shape[1], **band,
-                     "exceeds_chance": band["delta"] > band["null_upper"], "cochran_q": q["q"], "cochran_p": q["p_value"]})  # fmt: skip
-    columns = ["entry", "dataset", "n_dates", "n_items", "delta", "null_median", "null_upper", "p_value", "exceeds_chance", "cochran_q", "cochran_p"]
-    return pd.DataFrame(rows, columns=columns)
+        if dated["condition_key"].nunique() >= 2:
+            rows.append(significance(entry, dataset, outcome_matrices(dated, "condition_key")[1], n_perm))
+    return pd.DataFrame(rows, columns=SIGNIFICANCE_COLUMNS)
+
+
+SIGNIFICANCE_COLUMNS = ["entry", "dataset", "n_dates", "n_items", "delta", "null_median", "null_upper", "p_value", "exceeds_chance",
+                        "cochran_q", "cochran_p"]  # fmt: skip
+
+
+def significance(entry: str, dataset: str, correct: np.ndarray, n_perm: int) -> dict:
+    """One entry's row of :func:`date_significance` from its dates x items outcome matrix (by condition key)."""
+    band, q = null_band(correct, n_perm), cochran_q(correct)
+    return {"entry": entry, "dataset": dataset, "n_dates": correct.shape[0], "n_items": correct.shape[1], **band,
+            "exceeds_chance": band["delta"] > band["null_upper"], "cochran_q": q["q"], "cochran_p": q["p_value"]}  # fmt: skip
 
 
 def resample_weights(n_items: int, n_boot: int, seed: int = 0) -> np.ndarray:
@@ -326,22 +361,27 @@ def date_bands(rows: pd.DataFrame, metric: str, n_boot: int = 200, seed: int = 0
     from matrix products: no loop over resamples. BLEU and chrF are corpus
     scores without per-item grades here: no band.
     """
-    columns = ["entry", "date", "low", "high"]
-    if metric not in ("accuracy", "ece"):
-        return pd.DataFrame(columns=columns)
     rows = graded(rows)
     rows = rows[rows["factor"] == "date"]
     out = []
     named = "entry" in rows and rows["entry"].notna().all()
     for entry, group in rows.assign(entry=rows["entry"] if named else entry_label(rows)).groupby("entry", sort=True):
-        dates, correct, confidence = outcome_matrices(group, "date")
-        if correct.shape[1] == 0 or (metric == "ece" and not np.isfinite(confidence).all()):
-            continue
-        weights = resample_weights(correct.shape[1], n_boot, seed)
-        samples = correct @ weights.T / correct.shape[1] if metric == "accuracy" else ece_resampled(confidence, correct, weights)
-        low, high = np.percentile(samples, [2.5, 97.5], axis=1)
-        out.append(pd.DataFrame({"entry": entry, "date": pd.to_datetime(dates), "low": low, "high": high}))
-    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=columns)
+        out.append(date_band(entry, *outcome_matrices(group, "date"), metric, n_boot, seed))
+    out = [band for band in out if len(band)]
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=BAND_COLUMNS)
+
+
+BAND_COLUMNS = ["entry", "date", "low", "high"]
+
+
+def date_band(entry: str, dates: list, correct: np.ndarray, confidence: np.ndarray, metric: str, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
+    """One entry's rows of :func:`date_bands` from its dates x items matrices (empty where the metric has no band)."""
+    if metric not in ("accuracy", "ece") or correct.shape[1] == 0 or (metric == "ece" and not np.isfinite(confidence).all()):
+        return pd.DataFrame(columns=BAND_COLUMNS)
+    weights = resample_weights(correct.shape[1], n_boot, seed)
+    samples = correct @ weights.T / correct.shape[1] if metric == "accuracy" else ece_resampled(confidence, correct, weights)
+    low, high = np.percentile(samples, [2.5, 97.5], axis=1)
+    return pd.DataFrame({"entry": entry, "date": pd.to_datetime(dates), "low": low, "high": high})
 
 
 def delta_interval(correct: np.ndarray, n_boot: int = 200, seed: int = 0) -> tuple[float, float]:
@@ -351,20 +391,23 @@ def delta_interval(correct: np.ndarray, n_boot: int = 200, seed: int = 0) -> tup
     return _interval(deltas.astype(float))
 
 
-def headline(frame: pd.DataFrame, metrics: pd.DataFrame, n_boot: int = 200, n_perm: int = 200) -> dict | None:
-    """The finding of a store in numbers: its largest worst-to-best accuracy delta with a 95% interval, the
-    delta chance alone gives (null band, p-value), and how often two dates rank the entries differently.
-
-    None when no entry has an accuracy on two or more dates.
-    """
+def largest_delta(metrics: pd.DataFrame) -> pd.Series | None:
+    """The headline's subject: the entry and dataset (``summarize`` row) with the largest worst-to-best accuracy delta."""
     summary = summarize(metrics)
     if "accuracy_delta" not in summary or summary["accuracy_delta"].notna().sum() == 0:
         return None
-    top = summary.loc[summary["accuracy_delta"].idxmax()]
-    rows = graded(frame[frame["dataset"] == top["dataset"]])
-    rows = rows[(rows["factor"] == "date") & (entry_label(rows) == top["entry"])]
-    _, correct, _ = outcome_matrices(rows, "condition_key")
-    if correct.shape[0] < 2 or correct.shape[1] == 0:
+    return summary.loc[summary["accuracy_delta"].idxmax()]
+
+
+def headline(correct: np.ndarray, metrics: pd.DataFrame, n_boot: int = 200, n_perm: int = 200) -> dict | None:
+    """The finding of a store in numbers: its largest worst-to-best accuracy delta with a 95% interval, the
+    delta chance alone gives (null band, p-value), and how often two dates rank the entries differently.
+
+    ``correct`` is the dates x items outcome matrix (``outcome_matrices`` of the graded date rows, by condition key)
+    of :func:`largest_delta`'s entry and dataset. None when no entry has an accuracy on two or more dates.
+    """
+    top = largest_delta(metrics)
+    if top is None or correct.shape[0] < 2 or correct.shape[1] == 0:
         return None
     low, high = delta_interval(correct, n_boot)
     band = null_band(correct, n_perm)

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from dateeval import aggregates, analysis, queries
+from dateeval import aggregates, analysis, outcomes, queries
 from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
 
 KEY = [*analysis.ENTRY, "condition"]
@@ -42,11 +42,25 @@ def test_sums_give_the_metrics_of_the_rows_for_every_task(demo):
 def test_missing_sidecars_are_built_once_and_then_read(demo):
     aggregates.load(demo)
     kept = sorted((demo.root / aggregates.FOLDER).rglob("*.parquet"))
-    assert len(kept) == len(demo.files())
+    assert len(kept) == 2 * len(demo.files())  # the sums and the per-item sidecar of every unit
     aggregates._READ.clear()
     again, problems = aggregates.load(demo)  # from the sidecars, verified on read
     assert not problems.corrupted and sorted((demo.root / aggregates.FOLDER).rglob("*.parquet")) == kept
     _same(aggregates.condition_metrics(demo, again)[0], _from_rows(demo))
+    items = next(path for path in kept if path.name.endswith(".items.parquet"))
+    items.unlink()  # a per-item sidecar lost (or, below, one of an older format): built again when needed
+    sums = again.assign(entry=analysis.entry_label(again))
+    source = str(items.relative_to(demo.root / aggregates.FOLDER)).split(".parquet.")[0] + ".parquet"
+    assert outcomes.load(demo, sums[sums["source"] == source].loc[lambda s: s["entry"] == s["entry"].iloc[0]]) is not None and items.exists()
+    for path in list((demo.root / aggregates.FOLDER).rglob("*.parquet")):  # as the format before per-item sidecars left them
+        if path.name.endswith(".items.parquet"):
+            path.unlink()
+        else:
+            path.rename(path.with_name(path.name.replace(f".v{aggregates.FORMAT}.", ".")))
+    old = list((demo.root / aggregates.FOLDER).rglob("*.parquet"))
+    aggregates._READ.clear()
+    aggregates.load(demo)
+    assert not any(path.exists() for path in old) and len(list((demo.root / aggregates.FOLDER).rglob("*.parquet"))) == len(kept)
 
 
 def test_a_replaced_unit_is_summed_again(demo):
@@ -56,7 +70,7 @@ def test_a_replaced_unit_is_summed_again(demo):
     demo.write(unit, frame.assign(correct=~frame["correct"].astype(bool)))
     sums, _ = aggregates.load(demo)
     _same(aggregates.condition_metrics(demo, sums)[0], _from_rows(demo))
-    assert len(list((demo.root / aggregates.FOLDER).rglob(f"{unit.name}.*"))) == 1  # the stale sidecar is gone
+    assert len(list((demo.root / aggregates.FOLDER).rglob(f"{unit.name}.*"))) == 2  # the stale sidecars are gone: sums and items
 
 
 def _unit(condition: str, items: range, correct: list[bool]) -> list[dict]:
@@ -106,3 +120,37 @@ def test_flips_from_duckdb_equal_the_per_item_analysis(demo):
         item = flips["item_id"].iloc[0]
         history = queries.item_rows(paths, keys, False, item, ["correct", "confidence"])
         assert len(history) == (rows["item_id"] == item).sum() and history["date"].dropna().is_monotonic_increasing
+
+
+def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
+    """Flips, Table 7, the headline, the bands and the Factors tables from ``dateeval.outcomes`` equal the row-based path."""
+    from dateeval import explorer, stats
+
+    sums, _ = aggregates.load(demo)
+    sums = sums.assign(entry=analysis.entry_label(sums))
+    frame, _ = demo.read(columns=explorer.OUTCOME_COLUMNS, optional=["answer", "score", *GENERATION_COLUMNS])
+    frame = frame.assign(entry=analysis.entry_label(frame))
+    for (entry, dataset), group in sums.groupby(["entry", "dataset"]):
+        found = outcomes.load(demo, group)
+        for start, end in ((dt.date(2024, 1, 1), dt.date(2024, 12, 31)), (dt.date(2024, 3, 5), dt.date(2024, 6, 30))):
+            flips, table7 = outcomes.flips(found, start, end)
+            rows = frame[(frame["entry"] == entry) & (frame["dataset"] == dataset)]
+            rows = rows[rows["date"].isna() | pd.to_datetime(rows["date"], errors="coerce").between(pd.Timestamp(start), pd.Timestamp(end))]
+            pd.testing.assert_frame_equal(flips, analysis.item_flips(rows), check_dtype=False, check_exact=False)
+            pd.testing.assert_frame_equal(table7, analysis.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
+    fingerprint = demo.fingerprint()
+    tables = explorer.statistics(str(demo.root), fingerprint)
+    graded = stats.graded(frame)
+    pd.testing.assert_frame_equal(tables["factors"], stats.factor_table(frame, n_boot=100), check_exact=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(tables["significance"], stats.date_significance(frame, n_perm=200), check_exact=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(tables["run_to_run"], stats.run_to_run(frame), check_exact=False, rtol=1e-12)
+    assert set(tables["factors"]["factor"]) >= {"date", "precision"} and len(tables["significance"]) == 6  # every graded entry
+    metrics, _ = aggregates.condition_metrics(demo, sums)
+    top = stats.largest_delta(metrics)
+    dated = graded[(graded["factor"] == "date") & (graded["entry"] == top["entry"]) & (graded["dataset"] == top["dataset"])]
+    assert explorer.headline(str(demo.root), fingerprint) == stats.headline(stats.outcome_matrices(dated, "condition_key")[1], metrics)
+    chosen = sorted(metrics.loc[metrics["dataset"] == "mmlu", "entry"].unique())
+    selection = explorer.Selection(tuple(chosen), "mmlu", pd.Timestamp("2024-01-01"), pd.Timestamp("2024-12-31"))
+    for metric in ("accuracy", "ece"):
+        expected = stats.date_bands(frame[(frame["dataset"] == "mmlu") & frame["entry"].isin(chosen)], metric)
+        pd.testing.assert_frame_equal(explorer.bands(str(demo.root), fingerprint, selection, metric), expected, check_exact=False, rtol=1e-12)

@@ -1,0 +1,208 @@
+"""One entry's per-item results as condition x item matrices, from the per-item sidecars.
+
+The Flips page, the Overview's headline, the Curves' bands and the
+statistics need every item on every condition of one entry: millions of
+rows at paper scale. Reading them as rows costs seconds per entry (text
+columns, a window over text answers). The per-item sidecars
+(``dateeval.aggregates.of_items``: verified with the unit, only the columns
+these views read, answers as comparable text) fill dense matrices instead,
+and the views are array arithmetic on those.
+
+**Exact.** Every function here gives what its row-based counterpart gives
+on the same rows (``analysis.item_flips`` and ``confidence_by_consistency``,
+``stats.outcome_matrices``; tests compare them). That holds when each
+(condition, item) has one row, as every sweep writes it. Where one has
+more (two prompts for one item and condition, or files that overlap),
+:func:`load` returns None and callers use the row-based path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from dateeval import aggregates
+from dateeval.store import Store
+
+FLIP_COLUMNS = ["entry", "dataset", "item_id", "n_dates", "n_correct", "n_wrong", "changes", "n_predictions", "consistent",
+                "mean_confidence", "min_confidence", "mean_score", "answer"]  # fmt: skip
+TABLE7_COLUMNS = ["entry", "dataset", "consistent_confidence", "inconsistent_confidence", "n_inconsistent", "n_items"]
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """Conditions (rows) x items (columns, sorted by id) of one entry; NaN / -1 where a cell has no value."""
+
+    conditions: pd.DataFrame  # one sums row per condition: ``aggregates.GROUP`` and ``DESCRIPTION`` columns, ``entry``
+    items: np.ndarray  # item ids, sorted
+    present: np.ndarray  # bool: the cell has a row
+    correct: np.ndarray  # float: 1 right, 0 wrong, NaN ungraded or absent
+    confidence: np.ndarray
+    score: np.ndarray  # sentence chrF of translations
+    prediction: np.ndarray  # int32 codes of the comparable answer (``aggregates.prediction_text``), -1 absent
+    answer: np.ndarray  # int32 codes into ``answers``, -1 missing
+    answers: np.ndarray  # the distinct reference answers (object)
+
+
+def load(store: Store, sums: pd.DataFrame) -> Outcomes | None:
+    """The matrices of the conditions in ``sums`` (rows of ``aggregates.load`` with ``entry``: one entry and dataset).
+
+    Reads the per-item sidecars of their units, rebuilding any that is missing
+    or damaged from its (verified) unit. None when a (condition, item) has more
+    than one row, or a unit cannot be read: the caller then reads rows.
+    """
+    conditions = sums.drop_duplicates(aggregates.GROUP, ignore_index=True)
+    row_of = pd.Series(np.arange(len(conditions)), index=pd.MultiIndex.from_frame(conditions[aggregates.GROUP].astype(object)))
+    tables = []
+    for source, part in sums.groupby("source", sort=True):
+        table = _items_table(store, store.root / source)
+        if table is None:
+            return None
+        rows = row_of.reindex(pd.MultiIndex.from_frame(part[aggregates.GROUP].astype(object))).to_numpy()
+        local = table["group"].to_numpy()
+        groups = np.full(max(int(local.max(initial=-1)), int(part["group"].max())) + 1, -1, dtype=np.int64)
+        groups[part["group"].to_numpy()] = rows
+        row = groups[local]
+        keep = row >= 0
+        tables.append((row[keep], table.filter(pa.array(keep))))
+    if not tables:
+        return None
+    item_ids = [_dictionary(table["item_id"]) for _, table in tables]
+    items = np.unique(np.concatenate([ids.dictionary.to_numpy(zero_copy_only=False) for ids in item_ids]).astype(object))
+    shape = (len(conditions), len(items))
+    cells = [row * shape[1] + np.searchsorted(items, ids.dictionary.to_numpy(zero_copy_only=False).astype(object))[ids.indices.to_numpy()]
+             for (row, _), ids in zip(tables, item_ids)]  # fmt: skip
+    every = np.concatenate(cells)
+    if np.bincount(every, minlength=shape[0] * shape[1]).max(initial=0) > 1:
+        return None
+    present = np.zeros(shape, dtype=bool)
+    present.flat[every] = True
+    floats = {name: _matrix(shape, cells, [table[name] for _, table in tables]) for name in ("correct", "confidence", "score")}
+    prediction, _ = _coded(shape, cells, [table["prediction"] for _, table in tables])
+    answer, answers = _coded(shape, cells, [table["answer"] for _, table in tables])
+    return Outcomes(conditions, items, present, floats["correct"], floats["confidence"], floats["score"], prediction, answer, answers)
+
+
+# Text columns of the per-item sidecars read as Parquet keeps them: a few distinct values and an index per row.
+DICTIONARY_COLUMNS = ["item_id", "prediction"]
+
+
+def _items_table(store: Store, unit: Path) -> pa.Table | None:
+    """A unit's verified per-item sidecar (built again when missing or damaged); None when the unit is unreadable."""
+    try:
+        path = aggregates.items_sidecar(aggregates.sidecar(store.root, unit, unit.stat()))
+    except FileNotFoundError:
+        return None
+    if path in aggregates._ITEMS:
+        return pa.Table.from_pandas(aggregates._ITEMS[path], preserve_index=False)
+    table = store.read_table(path, DICTIONARY_COLUMNS) if path.exists() else None
+    if table is None:
+        sums, _ = aggregates.build(store, unit)
+        held = aggregates._ITEMS.get(path)
+        if held is not None:
+            return pa.Table.from_pandas(held, preserve_index=False)
+        table = store.read_table(path, DICTIONARY_COLUMNS) if sums is not None and path.exists() else None
+    return table
+
+
+def _dictionary(column: pa.ChunkedArray) -> pa.DictionaryArray:
+    """A column as one dictionary array (one dictionary for all its row groups)."""
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    return pa.chunked_array(column.chunks, column.type).unify_dictionaries().combine_chunks() if column.num_chunks > 1 else column.chunk(0)
+
+
+def _matrix(shape: tuple[int, int], cells: Sequence[np.ndarray], columns: Sequence[pa.ChunkedArray]) -> np.ndarray:
+    """A float matrix of the columns' values at their cells, NaN elsewhere (a read-only NaN view where none has a value)."""
+    if all(column.null_count == len(column) for column in columns):
+        return np.broadcast_to(np.float64(np.nan), shape)  # e.g. sentence scores of a choice task: no memory
+    matrix = np.full(shape, np.nan)
+    for where, column in zip(cells, columns):
+        matrix.flat[where] = column.to_numpy()
+    return matrix
+
+
+def _coded(shape: tuple[int, int], cells: Sequence[np.ndarray], columns: Sequence[pa.ChunkedArray]) -> tuple[np.ndarray, np.ndarray]:
+    """A matrix of int32 codes of a column's values, equal values equal codes across files (-1 where missing), and the values."""
+    values: dict[object, int] = {}
+    matrix = np.full(shape, -1, dtype=np.int32)
+    for where, column in zip(cells, columns):
+        if pa.types.is_null(column.type):
+            continue  # no value in this file
+        encoded = _dictionary(column)
+        local = np.array([values.setdefault(value, len(values)) for value in encoded.dictionary.to_pylist()] + [-1], dtype=np.int32)
+        matrix.flat[where] = local[encoded.indices.fill_null(len(local) - 1).to_numpy()]
+    return matrix, np.array(list(values), dtype=object)
+
+
+def _dated(outcomes: Outcomes, start: dt.date, end: dt.date) -> np.ndarray:
+    """Rows of the date conditions in [start, end], in date order (as the row-based views sort them)."""
+    conditions = outcomes.conditions
+    day = pd.to_datetime(conditions["date"], errors="coerce", format="mixed")
+    inside = (conditions["factor"] == "date").to_numpy() & day.between(pd.Timestamp(start), pd.Timestamp(end)).to_numpy()
+    rows = np.flatnonzero(inside)
+    return rows[np.argsort(conditions["date"].to_numpy()[rows].astype(str), kind="stable")]
+
+
+def flips(outcomes: Outcomes, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``analysis.item_flips`` and ``analysis.confidence_by_consistency`` of the date conditions in [start, end]."""
+    rows = _dated(outcomes, start, end)
+    seen = np.flatnonzero(outcomes.present[rows].any(0))
+    if not len(seen):
+        return pd.DataFrame(columns=FLIP_COLUMNS), pd.DataFrame(columns=TABLE7_COLUMNS)
+    cut = np.ix_(rows, seen)  # one copy of each matrix: the dates in range, the items they hold
+    present, prediction, answer = outcomes.present[cut], outcomes.prediction[cut], outcomes.answer[cut]
+    correct, confidence, score = outcomes.correct[cut], outcomes.confidence[cut], outcomes.score[cut]
+    # each cell's previous present row (the item's previous date), -1 before its first
+    last = np.maximum.accumulate(np.where(present, np.arange(len(rows), dtype=np.int32)[:, None], np.int32(-1)), axis=0)
+    previous = np.vstack([np.full((1, present.shape[1]), -1, dtype=np.int32), last[:-1]])
+    before = np.take_along_axis(prediction, np.maximum(previous, 0), axis=0)
+    changes = (present & (previous >= 0) & (prediction != before)).sum(0)
+    distinct = np.sort(np.where(present, prediction, -1), axis=0)
+    n_predictions = ((np.diff(distinct, axis=0) != 0) & (distinct[1:] >= 0)).sum(0) + (distinct[0] >= 0)
+    graded, known = np.isfinite(correct), np.isfinite(confidence)
+    n_correct = np.where(graded, correct, 0).sum(0).astype(int)
+    confidence_sum, confidence_count = np.where(known, confidence, 0).sum(0), known.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_confidence = confidence_sum / confidence_count
+        mean_score = np.nansum(score, 0) / np.isfinite(score).sum(0)
+    min_confidence = np.where(known.any(0), np.where(known, confidence, np.inf).min(0), np.nan)
+    code = answer[np.argmax(answer >= 0, axis=0), np.arange(answer.shape[1])]  # the first answer by date
+    entry, dataset = outcomes.conditions["entry"].iloc[0], outcomes.conditions["dataset"].iloc[0]
+    table = pd.DataFrame({
+        "entry": entry, "dataset": dataset, "item_id": outcomes.items[seen], "n_dates": present.sum(0), "n_correct": n_correct,
+        "n_wrong": graded.sum(0) - n_correct, "changes": changes, "n_predictions": n_predictions, "consistent": n_predictions == 1,
+        "mean_confidence": mean_confidence, "min_confidence": min_confidence, "mean_score": mean_score,
+        "answer": np.append(outcomes.answers, np.nan)[code],  # code -1 (none on any date): the NaN
+    })  # fmt: skip
+    order = np.lexsort((np.arange(len(table)), np.where(np.isnan(mean_confidence), np.inf, mean_confidence), -changes))
+    consistent = n_predictions == 1
+    with np.errstate(invalid="ignore", divide="ignore"):  # per item, then over items, as Table 7 sums them
+        shares = [confidence_sum[side].sum() / confidence_count[side].sum() for side in (consistent, ~consistent)]
+    table7 = pd.DataFrame([{"entry": entry, "dataset": dataset, "consistent_confidence": shares[0], "inconsistent_confidence": shares[1],
+                            "n_inconsistent": int((~consistent).sum()), "n_items": len(table)}])  # fmt: skip
+    return table.iloc[order].reset_index(drop=True), table7[TABLE7_COLUMNS]
+
+
+def matrices(outcomes: Outcomes, rows: np.ndarray, level: str) -> tuple[list, np.ndarray, np.ndarray] | None:
+    """``stats.outcome_matrices(stats.graded(...), level)`` of the conditions ``rows`` (indices into ``conditions``).
+
+    None when two of those conditions share a level (which row's value the
+    row-based path keeps would depend on file order).
+    """
+    correct = outcomes.correct[rows]
+    rows = rows[np.isfinite(correct).any(1)]  # a level without a graded row is no level
+    values = outcomes.conditions[level].to_numpy()[rows]
+    if len(set(values)) < len(values):
+        return None
+    rows = rows[np.argsort(values.astype(str), kind="stable")] if len(rows) else rows
+    correct = outcomes.correct[rows]
+    every = np.isfinite(correct).all(0) & np.isfinite(correct).any(0)
+    return list(outcomes.conditions[level].to_numpy()[rows]), correct[:, every], outcomes.confidence[rows][:, every]
