@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dateeval import explorer, plots
+from dateeval import explorer, plots, sent
 from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
 from dateeval.prompting import POSITIONS, ChatTemplate, DateInjection
@@ -16,11 +16,12 @@ explorer.intro(
     "Chat templates differ in how they date a prompt: some set a variable (Llama 3.1's fixed '26 Jul 2024'), some read the "
     "machine's clock (GPT-OSS), most have none, and then the date comes from whoever builds the system message (API "
     "providers, or dateeval here). Pick a template, two dates and a message (your own or a real benchmark item): the "
-    "characters that differ are highlighted."
+    "characters that differ are highlighted. Over a chat endpoint, see what dateeval sends and what the server adds."
 )
 templates_dir = Path(explorer.templates_dir())
 files = sorted(templates_dir.glob("*.jinja")) if templates_dir.is_dir() else []
 OTHER, UPLOAD = "other path...", "upload..."
+KNOWN, UNKNOWN = "the template above (the model's own, as vLLM or dateeval serve apply it)", "unknown (an API provider)"
 # Llama's templates start with the BOS token; a bare .jinja names none (a tokenizer_config.json brings its own).
 BOS = "<|begin_of_text|>"
 
@@ -72,22 +73,38 @@ try:
         position = st.selectbox("Position", POSITIONS)
     injection = DateInjection(line=line, format=fmt, position=position)
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-    prompts = [template.render(messages, mode="date", day=day, injection=injection).text for day in (first, second)]
+    mode = st.radio("Sent to", list(sent.API_MODES), format_func=sent.API_MODES.get, key="api_mode")
+    server = template if mode != "completions" and st.radio("The server's chat template", [KNOWN, UNKNOWN], key="server_template") == KNOWN else None
+    requests = [sent.request(mode, template, messages, day, injection, server) for day in (first, second)]
     bare = template.render(messages, mode="none").text
 except DateEvalError as error:
     st.error(str(error))
     st.stop()
 special = tokenizer.all_special_tokens if tokenizer is not None else [BOS]
-a, b = plots.highlighted_diff(*prompts, special=special)
-st.caption("Exactly the text the model reads: whitespace kept, line ends marked ↵, special tokens boxed, the characters that differ highlighted.")
-left.html(a)
-right.html(b)
-if tokenizer is not None:
-    counts = [len(tokenizer.encode(p, add_special_tokens=False)) for p in prompts]
-    left.caption(f"{counts[0]} tokens")
-    right.caption(f"{counts[1]} tokens")
+
+
+def side_by_side(texts: list[str], what: str, tokens: bool) -> None:
+    """Two texts in the date columns, the characters that differ highlighted, with their lengths."""
+    a, b = plots.highlighted_diff(*texts, special=special)
+    st.caption(what)
+    columns = st.columns(2)
+    for column, shown, text in zip(columns, (a, b), texts):
+        column.html(shown)
+        count = len(tokenizer.encode(text, add_special_tokens=False)) if tokens and tokenizer is not None else None
+        column.caption(f"{count} tokens" if count is not None else f"{len(text)} characters")
+
+
+st.info(sent.explain(mode, server))
+if mode == "completions":
+    side_by_side([r.sent for r in requests], "Exactly the text the model reads: whitespace kept, line ends marked ↵, special tokens boxed, "
+                 "the characters that differ highlighted.", tokens=True)  # fmt: skip
 else:
-    left.caption(f"{len(prompts[0])} characters")
-    right.caption(f"{len(prompts[1])} characters")
+    st.subheader("What dateeval sends")
+    side_by_side([r.sent for r in requests], "The messages of the request (JSON), the characters that differ highlighted.", tokens=False)
+    st.subheader("What the server adds")
+    if server is None:
+        st.warning("Unknown: the server applies its own chat template around these messages, which we cannot see.")
+    else:
+        side_by_side([r.server for r in requests], "The text the model reads after the server applies its template today.", tokens=True)
 with st.expander("The same template with no date (the no-date baseline)"):
     st.code(bare, language=None)

@@ -178,6 +178,29 @@ def test_prompt_page_renders_a_real_benchmark_item(app, data_dir, monkeypatch):
     assert plain.count("Answer: ") >= 5 and not at.error
 
 
+def test_prompt_page_shows_what_a_chat_endpoint_sends_and_what_the_server_adds(app):
+    at = app("pages/prompt.py")
+    at.radio(key="api_mode").set_value("chat").run()
+    assert not at.error and {"What dateeval sends", "What the server adds"} <= {h.value for h in at.subheader}
+    blocks = [html.unescape(re.sub(r"<[^>]+>", "", element.proto.body)) for element in at.get("html")]
+    assert len(blocks) == 4 and all('"role": "system"' in b and "<|im_start|>" not in b for b in blocks[:2])  # the messages, as JSON
+    assert "Today Date: 01 Jan 2024" in blocks[0] and "Today Date: 26 Jul 2024" in blocks[1]  # our date line, in the messages
+    assert all(b.startswith("<|im_start|>system") for b in blocks[2:]) and "Today Date: 26 Jul 2024" in blocks[3]  # SmolLM2's template around them
+    at.radio(key="server_template").set_value(at.radio(key="server_template").options[1]).run()
+    assert any("cannot see" in w.value for w in at.warning) and any("may add a date of its own" in i.value for i in at.info)
+    at.radio(key="api_mode").set_value("server-clock").run()
+    assert "Today Date" not in _html(at) and any("provider may inject a date of its own" in i.value for i in at.info)
+
+
+def test_prompt_page_renders_a_clock_template_as_the_server_would_today(app):
+    at = app("pages/prompt.py")
+    at.radio[0].set_value("A template file").run()
+    at.selectbox(key="template_file").set_value(next(o for o in at.selectbox(key="template_file").options if "gpt-oss" in o)).run()
+    at.radio(key="api_mode").set_value("server-clock").run()
+    today = dt.datetime.now().date().isoformat()
+    assert not at.error and today in _html(at) and any("strftime_now" in i.value for i in at.info)
+
+
 def _html(at: AppTest) -> str:
     """The HTML blocks a page shows (prompts and outputs, exactly as written)."""
     return " ".join(element.proto.body for element in at.get("html"))

@@ -1,0 +1,66 @@
+"""What dateeval sends for one prompt under each API mode, and what the server adds around it.
+
+Why it exists: over a chat endpoint only the system line is ours; the server
+wraps the messages in its own chat template, which may carry a date of its
+own (a fixed variable, or the machine's clock). The Prompt page shows both
+halves so that a researcher sees which date the model really reads: ours in
+the messages, and the server's where its template is known here (e.g. the
+model's own template, as vLLM or ``dateeval serve`` apply it); where it is
+not, the page says so rather than guessing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+
+from dateeval.conditions import SERVER_CLOCK_SYSTEM_PROMPT
+from dateeval.errors import DateEvalError
+from dateeval.prompting import ChatTemplate, DateInjection, dated_messages
+
+API_MODES = {
+    "completions": "completions: dateeval renders the template and sends text (also in this process, and vLLM offline)",
+    "chat": "chat: the messages, with our date line; the server applies its template",
+    "server-clock": "server-clock: the messages, no date of ours; the provider's own date",
+}
+
+
+@dataclass(frozen=True)
+class Sent:
+    """One request: what dateeval sends (text or messages as JSON) and the server's rendering of it, where known."""
+
+    sent: str
+    server: str | None  # the text the model reads after the server's template; None: the server's template is not known here
+
+
+def request(mode: str, template: ChatTemplate, messages: list[dict], day: dt.date, injection: DateInjection, server: ChatTemplate | None) -> Sent:
+    """The request a sweep sends under ``mode`` on ``day`` (no date of ours in server-clock mode), and ``server``'s rendering of it.
+
+    The server renders with its template's own defaults (``mode="default"``):
+    a template that reads the clock writes today, one with a date variable
+    writes its default, exactly as a server applying it would.
+    """
+    if mode == "completions":
+        return Sent(template.render(messages, mode="date", day=day, injection=injection).text, None)
+    if mode == "chat":
+        dated, _ = dated_messages(messages, mode="date", day=day, injection=injection)
+    elif mode == "server-clock":
+        dated = [{**m, "content": SERVER_CLOCK_SYSTEM_PROMPT} if m["role"] == "system" else m for m in messages]
+    else:
+        raise DateEvalError(f"unknown API mode {mode!r}: choose one of {', '.join(API_MODES)}")
+    rendered = server.render(dated, mode="default").text if server is not None else None
+    return Sent(json.dumps(dated, indent=2, ensure_ascii=False), rendered)
+
+
+def explain(mode: str, server: ChatTemplate | None) -> str:
+    """Who renders which template under ``mode``, and whose date the model reads."""
+    if mode == "completions":
+        return "dateeval renders the chat template itself and sends the text: every date in it is ours."
+    ours = ("Only the system line is ours: dateeval adds its date line to the messages. " if mode == "chat"
+            else "Nothing dated is ours: the system message is empty, as in the paper's §5.2. ")  # fmt: skip
+    if server is None:
+        provider = "the provider may inject a date of its own" if mode == "server-clock" else "it may add a date of its own"
+        return (f"{ours}The server applies a chat template we cannot see: what surrounds these messages is unknown, and {provider} "
+                "(python -m dateeval probe tells whether it does).")  # fmt: skip
+    return f"{ours}The server wraps the messages in its template, rendered here as the server would today: this template {server.support.describe()}."
