@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import xxhash
 
 from dateeval import analysis
@@ -71,8 +72,9 @@ OPTIONAL_COLUMNS = [*CORPUS_COLUMNS, "parsed", "score"]
 # Sidecars read in this process, by path: a sidecar's name fixes its content, so a live sweep's new units
 # are the only ones read when the store changes.
 _READ: dict[Path, pd.DataFrame] = {}
-# Per-item sidecars kept in this process only where the store could not take them (read-only).
-_ITEMS: dict[Path, pd.DataFrame] = {}
+# Per-item sidecars kept in this process only where the store could not take them (read-only), as Arrow tables:
+# text stays in Arrow buffers, not Python objects.
+_ITEMS: dict[Path, pa.Table] = {}
 
 
 def sidecar(root: Path, unit: Path, stat: os.stat_result) -> Path:
@@ -122,11 +124,10 @@ def of_rows(frame: pd.DataFrame) -> pd.DataFrame:
 def of_items(frame: pd.DataFrame) -> pd.DataFrame:
     """One unit's (duplicate-free) rows as the per-item sidecar: each row's sums row and what per-item views read."""
     frame = analysis.with_factor(frame)
-    out = pd.DataFrame({"group": analysis._codes(frame, GROUP).astype(np.int32), "item_id": frame["item_id"].to_numpy(),
-                        "correct": frame["correct"].astype(float).to_numpy(), "confidence": frame["confidence"].astype(float).to_numpy(),
-                        "score": frame["score"].astype(float).to_numpy() if "score" in frame else np.nan,
-                        "answer": frame["answer"].to_numpy(), "prediction": prediction_text(frame)})  # fmt: skip
-    return out.sort_values(["group", "item_id"], kind="stable", ignore_index=True)
+    return pd.DataFrame({"group": analysis._codes(frame, GROUP).astype(np.int32), "item_id": frame["item_id"].to_numpy(),
+                         "correct": frame["correct"].astype(float).to_numpy(), "confidence": frame["confidence"].astype(float).to_numpy(),
+                         "score": frame["score"].astype(float).to_numpy() if "score" in frame else np.nan,
+                         "answer": frame["answer"].to_numpy(), "prediction": prediction_text(frame)})  # fmt: skip
 
 
 def prediction_text(frame: pd.DataFrame) -> np.ndarray:
@@ -136,9 +137,9 @@ def prediction_text(frame: pd.DataFrame) -> np.ndarray:
     so millions of rows cost one factorisation.
     """
     def text(value: object) -> str:
-        if isinstance(value, (int, float, np.integer, np.floating)):
-            return f"#{float(value)!r}"
-        return f"={analysis.UNPARSEABLE if pd.isna(value) else value}"
+        if pd.isna(value):
+            return f"={analysis.UNPARSEABLE}"
+        return f"#{float(value)!r}" if isinstance(value, (int, float, np.integer, np.floating)) else f"={value}"
 
     codes, uniques = pd.factorize(analysis.predictions(frame), use_na_sentinel=False)
     return np.array([text(value) for value in uniques], dtype=object)[codes]
@@ -190,7 +191,7 @@ def build(store: Store, unit: Path) -> tuple[pd.DataFrame | None, StoreProblems]
         store.write(items_sidecar(path), items)  # first: a sums sidecar on disk promises its items sidecar
         store.write(path, sums)
     except DateEvalError:  # a read-only store (a shared or packaged one): the sidecars live in this process only
-        _ITEMS[items_sidecar(path)] = items
+        _ITEMS[items_sidecar(path)] = pa.Table.from_pandas(items, preserve_index=False)
     _READ[path] = sums
     return sums, problems
 

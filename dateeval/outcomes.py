@@ -70,8 +70,8 @@ def load(store: Store, sums: pd.DataFrame) -> Outcomes | None:
         groups = np.full(max(int(local.max(initial=-1)), int(part["group"].max())) + 1, -1, dtype=np.int64)
         groups[part["group"].to_numpy()] = rows
         row = groups[local]
-        keep = row >= 0
-        tables.append((row[keep], table.filter(pa.array(keep))))
+        keep = row >= 0  # the unit's other entries are left out
+        tables.append((row, table) if keep.all() else (row[keep], table.filter(pa.array(keep))))
     if not tables:
         return None
     item_ids = [_dictionary(table["item_id"]) for _, table in tables]
@@ -101,13 +101,12 @@ def _items_table(store: Store, unit: Path) -> pa.Table | None:
     except FileNotFoundError:
         return None
     if path in aggregates._ITEMS:
-        return pa.Table.from_pandas(aggregates._ITEMS[path], preserve_index=False)
+        return aggregates._ITEMS[path]
     table = store.read_table(path, DICTIONARY_COLUMNS) if path.exists() else None
     if table is None:
         sums, _ = aggregates.build(store, unit)
-        held = aggregates._ITEMS.get(path)
-        if held is not None:
-            return pa.Table.from_pandas(held, preserve_index=False)
+        if path in aggregates._ITEMS:
+            return aggregates._ITEMS[path]
         table = store.read_table(path, DICTIONARY_COLUMNS) if sums is not None and path.exists() else None
     return table
 

@@ -8,6 +8,7 @@ import pytest
 
 from conftest import ROOT
 from dateeval import aggregates, analysis, outcomes, queries
+from dateeval.errors import DateEvalError
 from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
 
 KEY = [*analysis.ENTRY, "condition"]
@@ -18,6 +19,7 @@ def demo(tmp_path) -> Store:
     """A copy of the demo store (MCQA, chain of thought, GSM8K, HumanEval, WMT16: every metric), without sidecars."""
     shutil.copytree(ROOT / "demo" / "store", tmp_path / "store", ignore=shutil.ignore_patterns(aggregates.FOLDER))
     aggregates._READ.clear()
+    aggregates._ITEMS.clear()
     return Store(tmp_path / "store")
 
 
@@ -154,3 +156,19 @@ def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
     for metric in ("accuracy", "ece"):
         expected = stats.date_bands(frame[(frame["dataset"] == "mmlu") & frame["entry"].isin(chosen)], metric)
         pd.testing.assert_frame_equal(explorer.bands(str(demo.root), fingerprint, selection, metric), expected, check_exact=False, rtol=1e-12)
+
+
+def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
+    def refuse(self: Store, path, rows) -> None:  # noqa: ANN001 - Store.write's arguments
+        raise DateEvalError(f"cannot write results to {path}: read-only")
+
+    monkeypatch.setattr(Store, "write", refuse)
+    sums, problems = aggregates.load(demo)
+    assert not problems.corrupted and not (demo.root / aggregates.FOLDER).exists()
+    sums = sums.assign(entry=analysis.entry_label(sums))
+    mmlu = sums[sums["dataset"] == "mmlu"]
+    chosen = mmlu[mmlu["entry"] == mmlu["entry"].iloc[0]]
+    flips, _ = outcomes.flips(outcomes.load(demo, chosen), dt.date(2024, 1, 1), dt.date(2024, 12, 31))
+    frame, _ = demo.read(columns=[*SUMMARY_COLUMNS, "n_options"], optional=GENERATION_COLUMNS)
+    rows = frame[(analysis.entry_label(frame) == chosen["entry"].iloc[0]) & (frame["dataset"] == "mmlu")]
+    pd.testing.assert_frame_equal(flips, analysis.item_flips(rows), check_dtype=False, check_exact=False)
