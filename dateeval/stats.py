@@ -253,12 +253,15 @@ def _shuffled_counts(correct: np.ndarray, n_perm: int, rng: np.random.Generator)
     n_dates = correct.shape[0]
     right = correct.sum(0)
     varying = (right > 0) & (right < n_dates)
-    remaining = np.broadcast_to(right[varying].astype(np.int32), (n_perm, int(varying.sum()))).copy()
+    # float32 counts (whole numbers up to the dates, exact) compare with the float32 draws without a float64 copy
+    remaining = np.broadcast_to(right[varying].astype(np.float32), (n_perm, int(varying.sum()))).copy()
+    draws, taken = np.empty(remaining.shape, dtype=np.float32), np.empty(remaining.shape, dtype=bool)
     counts = np.empty((n_perm, n_dates), dtype=np.int64)
-    for date in range(n_dates):
-        taken = rng.random(remaining.shape, dtype=np.float32) * (n_dates - date) < remaining
-        remaining -= taken
-        counts[:, date] = taken.sum(1)
+    for date in range(n_dates):  # buffers reused: the draws are the same as fresh arrays would hold
+        rng.random(out=draws, dtype=np.float32)
+        np.less(np.multiply(draws, np.float32(n_dates - date), out=draws), remaining, out=taken)
+        np.subtract(remaining, taken, out=remaining)
+        counts[:, date] = np.count_nonzero(taken, axis=1)
     return counts
 
 

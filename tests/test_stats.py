@@ -46,6 +46,19 @@ def test_null_band_separates_no_effect_from_a_planted_effect():
     assert q_none["p_value"] > 0.05 and q_planted["p_value"] < 1e-6
 
 
+def test_null_band_draws_are_those_of_fresh_arrays_per_date():
+    """The permutation draws are pinned: reused buffers and float32 counts give what the plain loop gives, bit for bit."""
+    correct = _synthetic(n_dates=30, n_items=200) > 0.5
+    right = correct.sum(0)
+    remaining = np.broadcast_to(right[(right > 0) & (right < 30)].astype(np.int32), (40, int(((right > 0) & (right < 30)).sum()))).copy()
+    expected, rng = np.empty((40, 30), dtype=np.int64), np.random.default_rng(7)
+    for date in range(30):
+        taken = rng.random(remaining.shape, dtype=np.float32) * (30 - date) < remaining
+        remaining -= taken
+        expected[:, date] = taken.sum(1)
+    np.testing.assert_array_equal(stats._shuffled_counts(correct, 40, np.random.default_rng(7)), expected)
+
+
 def test_deterministic_items_give_a_zero_band():
     constant = np.tile((np.arange(40) % 2).astype(float), (10, 1))  # every date identical
     band = stats.null_band(constant, n_perm=50)
