@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dateeval import aggregates, analysis, metrics, outcomes, queries, viewstate
+from dateeval import aggregates, analysis, derived, metrics, outcomes, queries, viewstate
 from dateeval.errors import DateEvalError
 from dateeval.models import cache_dir
 from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
@@ -353,14 +353,54 @@ def empty_state() -> None:
 
 @st.cache_data(show_spinner="Computing the headline (bootstrap and permutations)...", max_entries=4)
 def headline(root: str, fingerprint: tuple) -> dict | None:
-    """The store's finding: largest delta with its interval, against chance, and leaderboard reordering (cached)."""
+    """The store's finding: largest delta with its interval, against chance, and leaderboard reordering (cached, and
+    kept with the store by ``dateeval.derived``: a new process's first render reads it instead of computing it)."""
     from dateeval import stats
 
-    metrics = _metrics(root, fingerprint)[0]
-    top = stats.largest_delta(metrics)  # the entry stats.headline reports: only its outcomes are read
-    if top is None:
-        return None
-    return stats.headline(_matrices(root, fingerprint, top["entry"], top["dataset"], None, "condition_key")[1], metrics)
+    def compute() -> list[dict]:
+        metrics = _metrics(root, fingerprint)[0]
+        top = stats.largest_delta(metrics)  # the entry stats.headline reports: only its outcomes are read
+        if top is None:
+            return []
+        correct = _matrices(root, fingerprint, top["entry"], top["dataset"], None, "condition_key")[1]
+        band = _significance(root, fingerprint, top["entry"], top["dataset"]) if correct.shape[0] >= 2 and correct.shape[1] else None
+        found = stats.headline(correct, metrics, band=band)
+        return [] if found is None else [found]
+
+    found = derived.rows(Store(root), "headline", "store", [Path(path) for path, *_ in fingerprint], (), compute)
+    return found[0] if found else None
+
+
+# Permutations of the date's null band and resamples of Table 5's intervals (the explorer's, the same on every page).
+N_PERM, N_BOOT = 200, 100
+
+
+def _significance(root: str, fingerprint: tuple, entry: str, dataset: str) -> dict:
+    """``stats.significance`` of one entry's date sweep (kept with the store): the Factors page's row, and the headline's band."""
+    from dateeval import stats
+
+    def compute() -> list[dict]:
+        return [stats.significance(entry, dataset, _matrices(root, fingerprint, entry, dataset, None, "condition_key")[1], N_PERM)]
+
+    return derived.rows(Store(root), "significance", f"{entry}\0{dataset}", _entry_units(root, fingerprint, entry, dataset), (entry, dataset, N_PERM),
+                        compute)[0]  # fmt: skip
+
+
+def _factors(root: str, fingerprint: tuple, entry: str, dataset: str, conditions: pd.DataFrame) -> list[dict]:
+    """``stats.entry_factors`` of one entry (its graded ``conditions``), from its matrices (kept with the store)."""
+    from dateeval import stats
+
+    def keyed(keys: list | None) -> tuple[list, np.ndarray, np.ndarray]:
+        return _matrices(root, fingerprint, entry, dataset, keys, "condition_key")
+
+    return derived.rows(Store(root), "factors", f"{entry}\0{dataset}", _entry_units(root, fingerprint, entry, dataset), (entry, dataset, N_BOOT),
+                        lambda: stats.entry_factors(entry, dataset, conditions, keyed, N_BOOT))  # fmt: skip
+
+
+def _entry_units(root: str, fingerprint: tuple, entry: str, dataset: str) -> list[Path]:
+    """The unit files holding one entry's results on one dataset."""
+    sums = _sums(root, fingerprint)[0]
+    return [Path(root) / source for source in sums.loc[sums["entry"].eq(entry) & sums["dataset"].eq(dataset), "source"].unique()]
 
 
 @st.cache_data(show_spinner="Bootstrapping intervals over questions...", max_entries=16)
@@ -426,7 +466,9 @@ def statistics(root: str, fingerprint: tuple) -> dict[str, pd.DataFrame]:
 
     Entry by entry from its matrices (``_matrices``), so the store's rows are
     never all in memory; rows are read only for what compares entries (precision,
-    hardware) or repeats, and only of the entries that have them.
+    hardware) or repeats, and only of the entries that have them. Each entry's
+    Table 5 rows and null band are kept with the store (``dateeval.derived``):
+    a new process computes only those of entries whose units changed.
     """
     from dateeval import stats
 
@@ -436,15 +478,14 @@ def statistics(root: str, fingerprint: tuple) -> dict[str, pd.DataFrame]:
     factors, significance = [], []
     for (entry, dataset), part in graded.groupby(["entry", "dataset"], sort=True):
         conditions = part[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True)
-        keyed = lambda keys, entry=entry, dataset=dataset: _matrices(root, fingerprint, entry, dataset, keys, "condition_key")  # noqa: E731
-        factors += stats.entry_factors(entry, dataset, conditions, keyed, n_boot=100)
+        factors += _factors(root, fingerprint, entry, dataset, conditions)
         if conditions["factor"].eq("date").sum() >= 2:
-            significance.append(stats.significance(entry, dataset, keyed(None)[1], n_perm=200))
+            significance.append(_significance(root, fingerprint, entry, dataset))
     compared = _compared(sums)
     across = stats.graded(_outcomes(root, fingerprint, compared)) if compared.any() else pd.DataFrame()
     repeated = sums[["model_key", "dataset", "task_key"]].apply(tuple, axis=1).isin(
         set(sums.loc[sums["factor"] == "repeat", ["model_key", "dataset", "task_key"]].apply(tuple, axis=1)))
-    factors += stats.across_factors(across.assign(entry=analysis.entry_label(across)), n_boot=100) if len(across) else []
+    factors += stats.across_factors(across.assign(entry=analysis.entry_label(across)), N_BOOT) if len(across) else []
     return {
         "factors": pd.DataFrame(factors, columns=stats.FACTOR_COLUMNS),
         "significance": pd.DataFrame(significance, columns=stats.SIGNIFICANCE_COLUMNS),

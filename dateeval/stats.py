@@ -402,18 +402,20 @@ def largest_delta(metrics: pd.DataFrame) -> pd.Series | None:
     return summary.loc[summary["accuracy_delta"].idxmax()]
 
 
-def headline(correct: np.ndarray, metrics: pd.DataFrame, n_boot: int = 200, n_perm: int = 200) -> dict | None:
+def headline(correct: np.ndarray, metrics: pd.DataFrame, n_boot: int = 200, n_perm: int = 200, band: dict | None = None) -> dict | None:
     """The finding of a store in numbers: its largest worst-to-best accuracy delta with a 95% interval, the
     delta chance alone gives (null band, p-value), and how often two dates rank the entries differently.
 
     ``correct`` is the dates x items outcome matrix (``outcome_matrices`` of the graded date rows, by condition key)
-    of :func:`largest_delta`'s entry and dataset. None when no entry has an accuracy on two or more dates.
+    of :func:`largest_delta`'s entry and dataset. ``band`` is ``null_band(correct, n_perm)`` where the caller
+    already has it (the explorer's Factors page computes the same one): the costliest part, not computed twice.
+    None when no entry has an accuracy on two or more dates.
     """
     top = largest_delta(metrics)
     if top is None or correct.shape[0] < 2 or correct.shape[1] == 0:
         return None
     low, high = delta_interval(correct, n_boot)
-    band = null_band(correct, n_perm)
+    band = null_band(correct, n_perm) if band is None else band
     out = {"entry": top["entry"], "dataset": top["dataset"], "delta": band["delta"], "low": low, "high": high, "null_upper": band["null_upper"],
            "p_value": band["p_value"], "beyond_chance": band["p_value"] < 0.05, "n_dates": correct.shape[0], "n_items": correct.shape[1],
            "worst_date": top["accuracy_worst_date"], "best_date": top["accuracy_best_date"], "reorder": float("nan"), "reorder_dataset": None}  # fmt: skip

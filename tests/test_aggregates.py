@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from dateeval import aggregates, analysis, outcomes, queries
+from dateeval import aggregates, analysis, derived, outcomes, queries
 from dateeval.errors import DateEvalError
 from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
 
@@ -20,6 +20,7 @@ def demo(tmp_path) -> Store:
     shutil.copytree(ROOT / "demo" / "store", tmp_path / "store", ignore=shutil.ignore_patterns(aggregates.FOLDER))
     aggregates._READ.clear()
     aggregates._ITEMS.clear()
+    derived._KEPT.clear()
     return Store(tmp_path / "store")
 
 
@@ -156,6 +157,49 @@ def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
     for metric in ("accuracy", "ece"):
         expected = stats.date_bands(frame[(frame["dataset"] == "mmlu") & frame["entry"].isin(chosen)], metric)
         pd.testing.assert_frame_equal(explorer.bands(str(demo.root), fingerprint, selection, metric), expected, check_exact=False, rtol=1e-12)
+
+
+def _new_process() -> None:
+    """Forget what this process computed or read, as a new explorer process would start."""
+    from dateeval import explorer
+
+    for cached in (explorer._sums, explorer._metrics, explorer._entry_outcomes, explorer.headline, explorer.statistics):
+        cached.clear()
+    aggregates._READ.clear()
+    derived._KEPT.clear()
+
+
+def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed_when_stale(demo, monkeypatch):
+    """The headline and the Factors tables come back equal from ``dateeval.derived`` without computing anything; a
+    damaged kept result, or a replaced unit, makes them computed again."""
+    from dateeval import explorer, stats
+
+    _new_process()
+    root, fingerprint = str(demo.root), demo.fingerprint()
+    first, tables = explorer.headline(root, fingerprint), explorer.statistics(root, fingerprint)
+    kept = sorted((demo.root / aggregates.FOLDER / derived.FOLDER).rglob("*.parquet"))
+    assert {path.parent.name for path in kept} == {"headline", "significance", "factors"}
+    _new_process()
+    with monkeypatch.context() as patched:
+        for name in ("null_band", "entry_factors", "delta_interval"):  # (Table 5's precision rows compare entries: computed)
+            patched.setattr(stats, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed again"))
+        assert explorer.headline(root, fingerprint) == first
+        again = explorer.statistics(root, fingerprint)
+    for name in ("factors", "significance"):
+        pd.testing.assert_frame_equal(again[name], tables[name])
+    damaged = next(path for path in kept if path.parent.name == "headline")
+    data = bytearray(damaged.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    damaged.write_bytes(bytes(data))
+    _new_process()
+    assert explorer.headline(root, fingerprint) == first
+    unit = next(path for path in demo.files() if "mmlu" in str(path))
+    shutil.copy(unit, unit.with_suffix(".copy"))
+    unit.unlink()
+    shutil.move(unit.with_suffix(".copy"), unit)  # the same rows under a new mtime: every key holding it changes
+    _new_process()
+    assert explorer.headline(root, demo.fingerprint()) == first
+    assert damaged.parent.exists() and len(list(damaged.parent.glob("*.parquet"))) == 1  # the stale one was replaced
 
 
 def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
