@@ -14,6 +14,9 @@ score, answer and the comparable answer it gave (``analysis.predictions``
 as text: numbers tagged ``#``, texts ``=``), so the Flips page and the
 statistics build per-entry matrices (``dateeval.outcomes``) without
 decoding the unit's option probabilities, outputs and repeated labels.
+Item, answer and prediction are int32 codes, each with its distinct values
+kept once in a column of its own (see :data:`CODED`): reading and
+verifying an entry's millions of rows then decodes no text per row.
 
 either when the unit is written (``Store.write_unit``) or, for a file
 written before sidecars existed, the first time the store is loaded. The
@@ -60,7 +63,7 @@ if TYPE_CHECKING:  # the store calls in here when it writes a unit: a runtime im
     from dateeval.store import Store, StoreProblems
 
 FOLDER = ".aggregates"
-FORMAT = 2  # bump when the sidecars' columns change: older ones are then rebuilt from their units
+FORMAT = 3  # bump when the sidecars' columns change: older ones are then rebuilt from their units
 GROUP = [*ENTRY_KEY, "condition_key"]
 DESCRIPTION = [column for column in ENTRY if column not in ENTRY_KEY] + ["condition", "factor", "date_mode", "date"]
 # Per-item columns the sums are made of (plus the row key, so that a unit's own duplicates are dropped as a read does).
@@ -121,13 +124,27 @@ def of_rows(frame: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def of_items(frame: pd.DataFrame) -> pd.DataFrame:
+# Per-item sidecar columns kept as int32 codes (-1: missing); ``<name>_values`` holds the value of code i on row i,
+# null past the last one (a column as long as the others, whose nulls cost next to nothing to store, read and verify).
+CODED = ["item_id", "answer", "prediction"]
+
+
+def of_items(frame: pd.DataFrame) -> pa.Table:
     """One unit's (duplicate-free) rows as the per-item sidecar: each row's sums row and what per-item views read."""
     frame = analysis.with_factor(frame)
-    return pd.DataFrame({"group": analysis._codes(frame, GROUP).astype(np.int32), "item_id": frame["item_id"].to_numpy(),
-                         "correct": frame["correct"].astype(float).to_numpy(), "confidence": frame["confidence"].astype(float).to_numpy(),
-                         "score": frame["score"].astype(float).to_numpy() if "score" in frame else np.nan,
-                         "answer": frame["answer"].to_numpy(), "prediction": prediction_text(frame)})  # fmt: skip
+    columns = {"group": pa.array(analysis._codes(frame, GROUP).astype(np.int32)), "correct": pa.array(frame["correct"].astype(float).to_numpy()),
+               "confidence": pa.array(frame["confidence"].astype(float).to_numpy()),
+               "score": pa.array(frame["score"].astype(float).to_numpy() if "score" in frame else np.full(len(frame), np.nan))}  # fmt: skip
+    for name, values in zip(CODED, (frame["item_id"], frame["answer"], prediction_text(frame))):
+        columns[name], columns[f"{name}_values"] = _coded(values)
+    return pa.table(columns)
+
+
+def _coded(values: pd.Series | np.ndarray) -> tuple[pa.Array, pa.Array]:
+    """A column as int32 codes (-1 where missing) and its distinct values, padded with nulls to the column's length."""
+    codes, uniques = pd.factorize(values)
+    distinct = pa.array(np.asarray(uniques, dtype=object) if len(uniques) else [], from_pandas=True)
+    return pa.array(codes.astype(np.int32)), pa.concat_arrays([distinct, pa.nulls(len(codes) - len(distinct), distinct.type)])
 
 
 def prediction_text(frame: pd.DataFrame) -> np.ndarray:
@@ -191,7 +208,7 @@ def build(store: Store, unit: Path) -> tuple[pd.DataFrame | None, StoreProblems]
         store.write(items_sidecar(path), items)  # first: a sums sidecar on disk promises its items sidecar
         store.write(path, sums)
     except DateEvalError:  # a read-only store (a shared or packaged one): the sidecars live in this process only
-        _ITEMS[items_sidecar(path)] = pa.Table.from_pandas(items, preserve_index=False)
+        _ITEMS[items_sidecar(path)] = items
     _READ[path] = sums
     return sums, problems
 

@@ -26,7 +26,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from dateeval import aggregates
 from dateeval.store import Store
@@ -60,7 +59,7 @@ def load(store: Store, sums: pd.DataFrame) -> Outcomes | None:
     """
     conditions = sums.drop_duplicates(aggregates.GROUP, ignore_index=True)
     row_of = pd.Series(np.arange(len(conditions)), index=pd.MultiIndex.from_frame(conditions[aggregates.GROUP].astype(object)))
-    tables = []
+    units = []
     for source, part in sums.groupby("source", sort=True):
         table = _items_table(store, store.root / source)
         if table is None:
@@ -71,27 +70,39 @@ def load(store: Store, sums: pd.DataFrame) -> Outcomes | None:
         groups[part["group"].to_numpy()] = rows
         row = groups[local]
         keep = row >= 0  # the unit's other entries are left out
-        tables.append((row, table) if keep.all() else (row[keep], table.filter(pa.array(keep))))
-    if not tables:
+        units.append(_Unit(table, row[keep], slice(None) if keep.all() else keep))
+    if not units:
         return None
-    item_ids = [_dictionary(table["item_id"]) for _, table in tables]
-    items = np.unique(np.concatenate([ids.dictionary.to_numpy(zero_copy_only=False) for ids in item_ids]).astype(object))
+    items = np.unique(np.concatenate([unit.values("item_id") for unit in units]).astype(object))
     shape = (len(conditions), len(items))
-    cells = [row * shape[1] + np.searchsorted(items, ids.dictionary.to_numpy(zero_copy_only=False).astype(object))[ids.indices.to_numpy()]
-             for (row, _), ids in zip(tables, item_ids)]  # fmt: skip
+    cells = [unit.row * shape[1] + np.searchsorted(items, unit.values("item_id").astype(object))[unit.column("item_id")] for unit in units]
     every = np.concatenate(cells)
     if np.bincount(every, minlength=shape[0] * shape[1]).max(initial=0) > 1:
         return None
     present = np.zeros(shape, dtype=bool)
     present.flat[every] = True
-    floats = {name: _matrix(shape, cells, [table[name] for _, table in tables]) for name in ("correct", "confidence", "score")}
-    prediction, _ = _coded(shape, cells, [table["prediction"] for _, table in tables])
-    answer, answers = _coded(shape, cells, [table["answer"] for _, table in tables])
+    floats = {name: _matrix(shape, cells, units, name) for name in ("correct", "confidence", "score")}
+    prediction, _ = _coded(shape, cells, units, "prediction")
+    answer, answers = _coded(shape, cells, units, "answer")
     return Outcomes(conditions, items, present, floats["correct"], floats["confidence"], floats["score"], prediction, answer, answers)
 
 
-# Text columns of the per-item sidecars read as Parquet keeps them: a few distinct values and an index per row.
-DICTIONARY_COLUMNS = ["item_id", "prediction"]
+@dataclass(frozen=True)
+class _Unit:
+    """One unit's per-item sidecar, and which of its rows belong to the entry (``keep``) on which matrix row (``row``)."""
+
+    table: pa.Table
+    row: np.ndarray
+    keep: np.ndarray | slice
+
+    def column(self, name: str) -> np.ndarray:
+        """A column's values on the kept rows (codes for ``aggregates.CODED`` columns)."""
+        return self.table[name].to_numpy()[self.keep]
+
+    def values(self, name: str) -> np.ndarray:
+        """The distinct values a coded column's codes stand for (``aggregates.CODED``)."""
+        column = self.table[f"{name}_values"]
+        return column.slice(0, len(column) - column.null_count).to_numpy(zero_copy_only=False)
 
 
 def _items_table(store: Store, unit: Path) -> pa.Table | None:
@@ -102,42 +113,32 @@ def _items_table(store: Store, unit: Path) -> pa.Table | None:
         return None
     if path in aggregates._ITEMS:
         return aggregates._ITEMS[path]
-    table = store.read_table(path, DICTIONARY_COLUMNS) if path.exists() else None
+    table = store.read_table(path) if path.exists() else None
     if table is None:
         sums, _ = aggregates.build(store, unit)
         if path in aggregates._ITEMS:
             return aggregates._ITEMS[path]
-        table = store.read_table(path, DICTIONARY_COLUMNS) if sums is not None and path.exists() else None
+        table = store.read_table(path) if sums is not None and path.exists() else None
     return table
 
 
-def _dictionary(column: pa.ChunkedArray) -> pa.DictionaryArray:
-    """A column as one dictionary array (one dictionary for all its row groups)."""
-    if not pa.types.is_dictionary(column.type):
-        column = pc.dictionary_encode(column)
-    return pa.chunked_array(column.chunks, column.type).unify_dictionaries().combine_chunks() if column.num_chunks > 1 else column.chunk(0)
-
-
-def _matrix(shape: tuple[int, int], cells: Sequence[np.ndarray], columns: Sequence[pa.ChunkedArray]) -> np.ndarray:
-    """A float matrix of the columns' values at their cells, NaN elsewhere (a read-only NaN view where none has a value)."""
-    if all(column.null_count == len(column) for column in columns):
+def _matrix(shape: tuple[int, int], cells: Sequence[np.ndarray], units: Sequence[_Unit], name: str) -> np.ndarray:
+    """A float matrix of a column's values at their cells, NaN elsewhere (a read-only NaN view where none has a value)."""
+    if all(np.isnan(unit.column(name)).all() for unit in units):
         return np.broadcast_to(np.float64(np.nan), shape)  # e.g. sentence scores of a choice task: no memory
     matrix = np.full(shape, np.nan)
-    for where, column in zip(cells, columns):
-        matrix.flat[where] = column.to_numpy()
+    for where, unit in zip(cells, units):
+        matrix.flat[where] = unit.column(name)
     return matrix
 
 
-def _coded(shape: tuple[int, int], cells: Sequence[np.ndarray], columns: Sequence[pa.ChunkedArray]) -> tuple[np.ndarray, np.ndarray]:
-    """A matrix of int32 codes of a column's values, equal values equal codes across files (-1 where missing), and the values."""
+def _coded(shape: tuple[int, int], cells: Sequence[np.ndarray], units: Sequence[_Unit], name: str) -> tuple[np.ndarray, np.ndarray]:
+    """A matrix of int32 codes of a coded column, equal values equal codes across files (-1 where missing), and the values."""
     values: dict[object, int] = {}
     matrix = np.full(shape, -1, dtype=np.int32)
-    for where, column in zip(cells, columns):
-        if pa.types.is_null(column.type):
-            continue  # no value in this file
-        encoded = _dictionary(column)
-        local = np.array([values.setdefault(value, len(values)) for value in encoded.dictionary.to_pylist()] + [-1], dtype=np.int32)
-        matrix.flat[where] = local[encoded.indices.fill_null(len(local) - 1).to_numpy()]
+    for where, unit in zip(cells, units):
+        local = np.array([values.setdefault(value, len(values)) for value in unit.values(name).tolist()] + [-1], dtype=np.int32)
+        matrix.flat[where] = local[unit.column(name)]  # code -1 (missing) takes the last: -1
     return matrix, np.array(list(values), dtype=object)
 
 

@@ -26,7 +26,7 @@ import datetime as dt
 import os
 import re
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -137,14 +137,13 @@ class Store:
         aggregates.build(self, path)
 
     @staticmethod
-    def read_table(path: Path, dictionary: Sequence[str] = ()) -> pa.Table | None:
+    def read_table(path: Path) -> pa.Table | None:
         """One file's rows as an Arrow table, every column verified; None when it is damaged or unreadable.
 
-        For bulk per-item columns that are used as arrays: no pandas frame, no duplicate removal. The ``dictionary``
-        text columns come back dictionary-encoded as Parquet keeps them, so repeated text is never decoded per row.
+        For bulk per-item columns that are used as arrays: no pandas frame, no duplicate removal.
         """
         try:
-            return _load(path, None, None, full_check=True, dictionary=dictionary)
+            return _load(path, None, None, full_check=True)
         except _READ_ERRORS:
             return None
 
@@ -291,14 +290,14 @@ def _table(rows: list[dict] | pd.DataFrame | pa.Table) -> pa.Table:
     return pa.Table.from_pandas(rows, preserve_index=False) if isinstance(rows, pd.DataFrame) else pa.Table.from_pylist(rows)
 
 
-def _load(path: Path, columns: list[str] | None, filters: list[tuple] | None, full_check: bool, dictionary: Sequence[str] = ()) -> pa.Table:
+def _load(path: Path, columns: list[str] | None, filters: list[tuple] | None, full_check: bool) -> pa.Table:
     """One file's chosen columns (those it has) and rows, verified; raises one of ``_READ_ERRORS`` when damaged.
 
     Rows are filtered after verification, in memory: a digest covers a whole
     column, and the footer statistics that would let the reader skip row
     groups are themselves unprotected.
     """
-    with pq.ParquetFile(path, page_checksum_verification=True, read_dictionary=list(dictionary) or None) as file:
+    with pq.ParquetFile(path, page_checksum_verification=True) as file:
         names = file.schema_arrow.names
         record = checksums.stored(file.schema_arrow.metadata)
         if record is not None:
@@ -308,19 +307,10 @@ def _load(path: Path, columns: list[str] | None, filters: list[tuple] | None, fu
         needed = names if full_check else [name for name in names if name in {*wanted, *_filter_columns(filters)}]
         table = file.read(columns=needed)
     if record is not None:
-        checksums.verify(_decoded(table, pq.read_schema(path)) if dictionary else table, record)
+        checksums.verify(table, record)
     if filters:
         table = table.filter(pq.filters_to_expression(filters))
     return table.select(wanted)
-
-
-def _decoded(table: pa.Table, written: pa.Schema) -> pa.Table:
-    """The table with its dictionary-read columns decoded to the type they were written with (their checksums' type)."""
-    for index, read in enumerate(table.schema):
-        kind = written.field(read.name).type
-        if pa.types.is_dictionary(read.type) and not pa.types.is_dictionary(kind):
-            table = table.set_column(index, read.name, pa.chunked_array([chunk.dictionary_decode().cast(kind) for chunk in table[read.name].chunks], kind))
-    return table
 
 
 def _filter_columns(filters: list[tuple] | list[list[tuple]] | None) -> list[str]:
