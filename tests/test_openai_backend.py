@@ -256,8 +256,8 @@ def injecting(templates_dir: Path) -> Iterator[str]:
 def test_completions_mode_matches_the_in_process_backend(own_template: str, backend, data_dir: Path, tmp_path: Path) -> None:  # noqa: ANN001
     """The same rendered prompts, scored by the server over HTTP and in this process: same predictions, probabilities to 1e-4.
 
-    Bare letters: after this model's assistant header " A" is outside the top 20 the server returns (the run says so),
-    "A" is within it.
+    Bare letters: after this model's assistant header "A" is within the top 20 the server returns, so each item is one
+    request; " A" is outside it and scored by echo (next test).
     """
     dates = ("--dates", "2024-01-01,2024-06-01", "--dataset", "arc_challenge", "--limit", "4", "--data-dir", str(data_dir), "--label-style", "label")
     http = run_cli("run", "--model", f"openai:{own_template}#{MODEL}", *dates, "--store", str(tmp_path / "http"))
