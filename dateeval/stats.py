@@ -23,10 +23,11 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
-from scipy import stats as scipy_stats
-
 from dateeval.analysis import entry_label, kendall_taus, predictions, summarize, with_factor
 from dateeval.metrics import ece_resampled, ece_rows
+
+# scipy is imported by the three functions that test with it, not here: importing it takes 1-2 s, and the explorer's
+# first render (``paper`` imports ``cv``; the headline read back by ``dateeval.derived``) needs none of it.
 
 # What stays fixed when comparing entries across precisions or across machines.
 SAME_PRECISION_RUN = ["model", "device", "hardware", "dataset", "task_key"]
@@ -186,6 +187,8 @@ def _across(frame: pd.DataFrame, fixed: list[str], varying: str, factor: str, n_
 
 def date_trend(metrics: pd.DataFrame) -> pd.DataFrame:
     """Table 3 (i): Spearman correlation between date and accuracy per entry and dataset."""
+    from scipy import stats as scipy_stats
+
     rows = []
     for (entry, dataset), group in metrics[metrics["factor"] == "date"].groupby(["entry", "dataset"]):
         if len(group) < 3:
@@ -206,6 +209,8 @@ def same_direction(a: np.ndarray, b: np.ndarray) -> float:
 
 def cross_correlations(metrics: pd.DataFrame) -> pd.DataFrame:
     """Table 3 (ii, iii): Pearson correlation of accuracy over common dates, across datasets and across models."""
+    from scipy import stats as scipy_stats
+
     table = metrics[metrics["factor"] == "date"].pivot_table(index="date", columns=["entry", "dataset"], values="accuracy")
     rows = []
     for (entry_a, data_a), (entry_b, data_b) in combinations(table.columns, 2):
@@ -267,6 +272,8 @@ def _shuffled_counts(correct: np.ndarray, n_perm: int, rng: np.random.Generator)
 
 def cochran_q(correct: np.ndarray) -> dict[str, float]:
     """Cochran's Q test that all dates (rows) have the same accuracy on the same items (columns)."""
+    from scipy import stats as scipy_stats
+
     x = np.asarray(correct, dtype=float).T  # items x dates
     k = x.shape[1]
     columns, rows_total, total = x.sum(0), x.sum(1), x.sum()
