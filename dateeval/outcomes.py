@@ -151,15 +151,21 @@ def _dated(outcomes: Outcomes, start: dt.date, end: dt.date) -> np.ndarray:
     return rows[np.argsort(conditions["date"].to_numpy()[rows].astype(str), kind="stable")]
 
 
+def _cut(matrix: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
+    """``matrix[rows][:, columns]``: a copy, except where that is all of it in order (the full year of a complete entry,
+    the common case), which is the matrix itself: millions of cells not copied per matrix."""
+    whole = [len(index) == size and bool((index == np.arange(size)).all()) for index, size in zip((rows, columns), matrix.shape)]
+    return matrix if all(whole) else matrix[np.ix_(rows, columns)]
+
+
 def flips(outcomes: Outcomes, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``analysis.item_flips`` and ``analysis.confidence_by_consistency`` of the date conditions in [start, end]."""
     rows = _dated(outcomes, start, end)
     seen = np.flatnonzero(outcomes.present[rows].any(0))
     if not len(seen):
         return pd.DataFrame(columns=FLIP_COLUMNS), pd.DataFrame(columns=TABLE7_COLUMNS)
-    cut = np.ix_(rows, seen)  # one copy of each matrix: the dates in range, the items they hold
-    present, prediction, answer = outcomes.present[cut], outcomes.prediction[cut], outcomes.answer[cut]
-    correct, confidence, score = outcomes.correct[cut], outcomes.confidence[cut], outcomes.score[cut]
+    present, prediction, answer, correct, confidence, score = (
+        _cut(matrix, rows, seen) for matrix in (outcomes.present, outcomes.prediction, outcomes.answer, outcomes.correct, outcomes.confidence, outcomes.score))
     # each cell's previous present row (the item's previous date), -1 before its first
     last = np.maximum.accumulate(np.where(present, np.arange(len(rows), dtype=np.int32)[:, None], np.int32(-1)), axis=0)
     previous = np.vstack([np.full((1, present.shape[1]), -1, dtype=np.int32), last[:-1]])
