@@ -20,7 +20,7 @@ import numpy as np
 
 from dateeval.backends.base import (
     CONTINUATION_LOGPROBS, GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, ContinuationRequest, Generation,
-    GenerationRequest, GenerationSettings, LabelRequest, ModelIdentity, register_backend,
+    GenerationRequest, GenerationSettings, LabelRequest, ModelIdentity, continuation_tokens, register_backend,
 )  # fmt: skip
 from dateeval.errors import DateEvalError
 from dateeval.models import ModelSource, converted_gguf_dir, resolve
@@ -187,11 +187,8 @@ class TransformersBackend(Backend):
         """
         import torch
 
-        pairs = []  # (tokens of the whole text, index of the first continuation token)
-        for context, continuation in zip(contexts, continuations):
-            head, whole = self.encode([context, context + continuation])
-            first = next((i for i, (a, b) in enumerate(zip(head, whole)) if a != b), min(len(head), len(whole)))
-            pairs.append((whole, max(first, 1)))
+        # (tokens of the whole text, index of the first continuation token)
+        pairs = [continuation_tokens(self.encode, ContinuationRequest(c, k)) for c, k in zip(contexts, continuations)]
         totals: list[float] = [0.0] * len(pairs)
         order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][0]), i))
         with torch.inference_mode():
