@@ -39,8 +39,9 @@ PAGES = ["overview", "curves", "leaderboard", "flips", "factors"]
 
 
 def build(root: Path, n_items: int, n_models: int, n_dates: int = 366) -> None:
-    """One compacted, checksummed file per model (with its aggregates), as `dateeval compact` would leave it."""
-    from dateeval.store import Store
+    """One compacted, checksummed file per model (with its aggregates), as `dateeval compact` would leave it: rows by
+    question, ``COMPACTED_ROW_GROUP`` rows per row group."""
+    from dateeval.store import COMPACTED_ROW_GROUP, Store
 
     store = Store(root)
     rng = np.random.default_rng(0)
@@ -67,7 +68,7 @@ def build(root: Path, n_items: int, n_models: int, n_dates: int = 366) -> None:
             "subject": pa.array(["synthetic"] * n), "date_text": pa.array(np.repeat(days, n_items)),
             "probs": pa.FixedSizeListArray.from_arrays(pa.array(probs.reshape(-1)), 4).cast(pa.list_(pa.float64())),
         })  # fmt: skip
-        store.write_unit(root / f"synthetic-{m}" / "mmlu" / "compacted-synthetic.parquet", table)
+        store.write_unit(root / f"synthetic-{m}" / "mmlu" / "compacted-synthetic.parquet", table.sort_by("item_id"), COMPACTED_ROW_GROUP)
 
 
 def open_page(page: str):  # noqa: ANN201 - AppTest

@@ -62,11 +62,11 @@ def _path(store: Store, name: str, label: str, units: Sequence[Path], arguments:
 def _computed(store: Store, path: Path, found: list[dict]) -> list[dict]:
     """Keep freshly computed rows on disk (where the store can be written), replacing the same label's older ones."""
     label = path.name.split(".")[0]
-    for older in path.parent.glob(f"{label}.*.parquet") if path.parent.is_dir() else []:
-        older.unlink(missing_ok=True)
-        _KEPT.pop(older, None)
     try:
+        for older in path.parent.glob(f"{label}.*.parquet") if path.parent.is_dir() else []:
+            older.unlink(missing_ok=True)
+            _KEPT.pop(older, None)
         store.write(path, pa.Table.from_pylist(found))
-    except DateEvalError:
+    except (OSError, DateEvalError):
         pass  # a read-only store: the rows live in this process only (``_KEPT``)
     return found

@@ -107,14 +107,17 @@ class Store:
         """The unit files of one model and dataset (what a sweep reads to plan)."""
         return sorted((self.root / model_dir / dataset).glob("*.parquet"))
 
-    def write(self, path: Path, rows: list[dict] | pd.DataFrame | pa.Table) -> None:
-        """Write a unit's rows (or a merged frame) atomically, with checksums: temporary file, fsync, rename."""
+    def write(self, path: Path, rows: list[dict] | pd.DataFrame | pa.Table, row_group_size: int | None = None) -> None:
+        """Write a unit's rows (or a merged frame) atomically, with checksums: temporary file, fsync, rename.
+
+        ``row_group_size`` rows per row group (Parquet's default where None): see ``COMPACTED_ROW_GROUP``.
+        """
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = path.parent / f".{path.name}.{leftovers.owner()}-{uuid.uuid4().hex[:8]}.tmp"
         table = checksums.with_checksums(_table(rows))
         try:
             with staging.open("wb") as handle:
-                pq.write_table(table, handle, compression="zstd", write_page_checksum=True)
+                pq.write_table(table, handle, compression="zstd", write_page_checksum=True, row_group_size=row_group_size)
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(staging, path)
@@ -122,7 +125,7 @@ class Store:
             staging.unlink(missing_ok=True)
             raise DateEvalError(f"cannot write results to {path}: {error.strerror or error}") from None
 
-    def write_unit(self, path: Path, rows: list[dict] | pd.DataFrame | pa.Table) -> None:
+    def write_unit(self, path: Path, rows: list[dict] | pd.DataFrame | pa.Table, row_group_size: int | None = None) -> None:
         """Write a unit's rows (``write``), then its aggregates sidecar (``dateeval.aggregates``).
 
         The sidecar is summed from the file read back with every column
@@ -131,7 +134,7 @@ class Store:
         that cannot be written costs nothing but speed: the explorer builds
         missing ones itself.
         """
-        self.write(path, rows)
+        self.write(path, rows, row_group_size)
         from dateeval import aggregates  # aggregates reads and writes through this module
 
         aggregates.build(self, path)
@@ -202,7 +205,9 @@ class Store:
         """Merge each model/dataset folder's unit files into one file; returns (folders, files removed, problems).
 
         Thousands of small files slow every read; one file per folder is
-        faster and smaller. Every input is verified in full (the read checks
+        faster and smaller. Its rows are ordered by question, in row groups
+        of ``COMPACTED_ROW_GROUP``, so that reading one question's rows
+        touches one or two groups of it. Every input is verified in full (the read checks
         all its columns), the merged file is written (atomically), read back
         and compared with what was merged before any original is removed,
         and duplicates are dropped on read, so a kill at any point loses
@@ -225,8 +230,8 @@ class Store:
                 continue
             digest = uuid.uuid5(uuid.NAMESPACE_URL, "|".join(p.name for p in readable)).hex[:16]
             target = folder / f"compacted-{digest}.parquet"
-            table = _table(frame)
-            self.write(target, table)
+            table = _table(frame.sort_values("item_id", kind="stable", ignore_index=True))
+            self.write(target, table, COMPACTED_ROW_GROUP)
             mismatch = _differs(target, table)
             if mismatch:
                 if target not in readable:
@@ -277,6 +282,11 @@ class Store:
         return frame, problems
 
 
+# Rows per row group of a compacted file (Parquet's default is 1 Mi). Its rows are ordered by question, so one
+# question's rows (every date of it) lie in one or two groups, and a per-item read (``queries.item_rows``: DuckDB
+# with the item pushed down) skips every other group by its item_id statistics: a paper-scale file's question is read
+# in about 0.1 s instead of 0.4-0.6 s (a date-major file, every group holding every question), for a file about 10% larger.
+COMPACTED_ROW_GROUP = 1 << 16
 # What reading a damaged file can raise: the reader's own errors, a failed page checksum (OSError), a
 # mismatched content checksum, undecodable pandas metadata (ValueError).
 _READ_ERRORS = (OSError, pa.ArrowException, ValueError, checksums.Damaged)

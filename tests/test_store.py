@@ -55,6 +55,21 @@ def test_compact_merges_and_keeps_every_row(tmp_path):
     after, _ = store.read()
     assert (folders, removed) == (1, 3) and len(store.files()) == 1
     assert sorted(map(tuple, before[ROW_KEY].values)) == sorted(map(tuple, after[ROW_KEY].values))
+    assert after["item_id"].is_monotonic_increasing  # by question: one question's rows are a few row groups
+
+
+def test_a_compacted_question_is_read_from_its_own_row_groups(tmp_path, monkeypatch):
+    """Rows by question in small row groups, whose item_id statistics then name one question: a per-item read skips the rest."""
+    monkeypatch.setattr("dateeval.store.COMPACTED_ROW_GROUP", 3)
+    store = Store(tmp_path)
+    for day in range(3):
+        store.write(store.unit_path("model", "data", f"2024-01-0{day + 1}", str(day)), _rows(4, condition=f"c{day}"))
+    store.compact()
+    (merged,) = store.files()
+    groups = pq.ParquetFile(merged).metadata
+    ranges = [(groups.row_group(g).column(groups.schema.names.index("item_id")).statistics.min,
+               groups.row_group(g).column(groups.schema.names.index("item_id")).statistics.max) for g in range(groups.num_row_groups)]  # fmt: skip
+    assert groups.num_row_groups == 4 and all(low == high for low, high in ranges)  # 3 dates of a question per group
 
 
 def test_compaction_keeps_text_columns_with_missing_values(tmp_path):
@@ -153,8 +168,8 @@ def test_compact_leaves_a_damaged_file_in_place(tmp_path):
 
 def test_compact_keeps_the_originals_when_the_merged_file_reads_back_wrong(tmp_path):
     class FlakyDisk(Store):
-        def write(self, path, rows):
-            super().write(path, rows)
+        def write(self, path, rows, row_group_size=None):
+            super().write(path, rows, row_group_size)
             if path.name.startswith("compacted-"):
                 _flip_inside_page(path, "probs")
 
