@@ -202,6 +202,22 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     assert damaged.parent.exists() and len(list(damaged.parent.glob("*.parquet"))) == 1  # the stale one was replaced
 
 
+def test_kept_rows_round_trip_even_empty_and_live_in_memory_where_the_store_is_read_only(demo, monkeypatch):
+    units = demo.files()
+    assert derived.rows(demo, "empty", "label", units, (), list) == []
+    derived._KEPT.clear()
+    assert derived.rows(demo, "empty", "label", units, (), lambda: pytest.fail("computed again")) == []  # read back
+
+    def refuse(self: Store, path, rows, row_group_size=None) -> None:  # noqa: ANN001 - Store.write's arguments
+        raise DateEvalError(f"cannot write results to {path}: read-only")
+
+    monkeypatch.setattr(Store, "write", refuse)
+    computed = []
+    for _ in range(2):
+        assert derived.rows(demo, "numbers", "label", units, (1,), lambda: computed.append(1) or [{"x": 0.5}]) == [{"x": 0.5}]
+    assert computed == [1] and not (demo.root / aggregates.FOLDER / derived.FOLDER / "numbers").exists()
+
+
 def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
     def refuse(self: Store, path, rows) -> None:  # noqa: ANN001 - Store.write's arguments
         raise DateEvalError(f"cannot write results to {path}: read-only")
