@@ -138,6 +138,9 @@ def model_flops(spec: dict) -> tuple[float, float]:
     """
     import transformers
 
+    sys.path.insert(0, str(ROOT))
+    from dateeval.backends.transformers import common_prefix_length
+
     config = json.loads((Path(spec["folder"]) / "config.json").read_text())
     hidden, layers, vocab = config["hidden_size"], config["num_hidden_layers"], config["vocab_size"]
     head_dim = hidden // config["num_attention_heads"]
@@ -155,8 +158,7 @@ def model_flops(spec: dict) -> tuple[float, float]:
     for entry in spec["prompts"]:
         by_date.setdefault(entry["date"], []).append(tokenizer.encode(entry["prompt"], add_special_tokens=False))
     for encoded in by_date.values():
-        prefix = min(len(e) for e in encoded) - 1
-        prefix = next((i for i in range(prefix) if any(e[i] != encoded[0][i] for e in encoded)), prefix)
+        prefix = common_prefix_length(encoded)  # what the transformers backend runs once per date
         ours += span(0, prefix) + sum(span(prefix, len(e)) + 2 * hidden * vocab for e in encoded)
         theirs += sum(span(0, len(e)) + 2 * hidden * vocab * len(e) for e in encoded)
     return ours, theirs
