@@ -14,9 +14,12 @@ their size matters here.
 ``--no-sidecars`` removes the store's aggregates first, to time the one-time
 build an old store (written before sidecars existed) goes through.
 ``--fresh-statistics`` removes only the statistics kept with the store
-(``dateeval.derived``: the headline, null bands, Table 5 rows), so that cold
-renders compute them, as the first process after a sweep does; without it, a
-cold render reads those an earlier run left.
+(``dateeval.derived``: the headline, null bands, Table 5 rows) and computes
+them again in a process of their own, as the end of a sweep or of ``compact``
+does (``dateeval.findings.keep``), printing its time and peak memory; the
+renders then read them, as the first explorer process after a sweep does.
+``--computed-on-render`` removes them without computing them, so that cold
+renders compute them (a store no sweep of this version finished).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import datetime as dt
 import os
 import resource
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -108,6 +112,15 @@ def peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
 
 
+def keep_statistics(root: Path) -> None:
+    """Time ``findings.keep`` (what a sweep's or compaction's end runs) in a process of its own, with its peak memory."""
+    code = ("import resource, sys, time; start = time.perf_counter(); from dateeval import findings; from dateeval.store import Store; "
+            "messages = findings.keep(Store(sys.argv[1])); "
+            "print(f'kept statistics (end of sweep / compact): {time.perf_counter() - start:.2f}s, '"
+            "f'peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB', *messages)")  # fmt: skip
+    subprocess.run([sys.executable, "-c", code, str(root)], cwd=ROOT, check=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=10_000)
@@ -115,7 +128,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--pages", default=",".join(PAGES), help="comma-separated, from " + ",".join(PAGES))
     parser.add_argument("--no-sidecars", action="store_true", help="remove the store's aggregates first (an old store)")
-    parser.add_argument("--fresh-statistics", action="store_true", help="remove the statistics kept with the store first (cold: computed)")
+    parser.add_argument("--fresh-statistics", action="store_true", help="compute the statistics kept with the store again first, as a sweep's end does")
+    parser.add_argument("--computed-on-render", action="store_true", help="remove the statistics kept with the store first (cold renders compute them)")
     args = parser.parse_args()
     root = ROOT / "cache" / f"bench-store-{args.items}x{args.models}"
     if not root.exists():
@@ -125,8 +139,10 @@ def main() -> None:
     # aggregates.FOLDER and derived.FOLDER, spelled out: importing dateeval here would take its imports out of the cold render
     if args.no_sidecars:
         shutil.rmtree(root / ".aggregates", ignore_errors=True)
-    if args.fresh_statistics:
+    if args.fresh_statistics or args.computed_on_render:
         shutil.rmtree(root / ".aggregates" / "derived", ignore_errors=True)
+    if args.fresh_statistics:
+        keep_statistics(root)
     os.environ["DATEEVAL_STORE"] = str(root)
     print(f"store: 366 dates x {args.items} items x {args.models} models = {366 * args.items * args.models:,} rows")
     for page in args.pages.split(","):

@@ -479,6 +479,7 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
+    from dateeval import findings
     from dateeval.store import Store
 
     store = Store(args.store)
@@ -487,7 +488,8 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     store.ensure_writable()
     with _exclusive(store.root / ".compact.lock", f"store {store.root} is being compacted by another process: wait until it finishes"):
         folders, removed, problems = store.compact()
-    for message in problems.messages():
+    # The merged files are new units: statistics kept on the old ones no longer apply, so they are computed now.
+    for message in dict.fromkeys(problems.messages() + findings.keep(store)):
         print(f"dateeval: warning: {message}", file=sys.stderr)
     print(f"compacted {folders} folders, merged and removed {removed} files")
     return 0

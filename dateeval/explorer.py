@@ -14,11 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from dateeval import aggregates, analysis, derived, metrics, outcomes, queries, viewstate
+from dateeval import analysis, findings, metrics, outcomes, queries, viewstate
 from dateeval.errors import DateEvalError
 from dateeval.models import cache_dir
 from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
@@ -100,16 +99,21 @@ def default_templates_dir() -> str:
 # Pages never hold the store's per-item rows: curves and tables come from per-unit sums
 # (``dateeval.aggregates``), per-item views from DuckDB reads of verified files (``dateeval.queries``).
 @st.cache_resource(show_spinner="Reading aggregates...", max_entries=2)
-def _sums(root: str, fingerprint: tuple) -> tuple[pd.DataFrame, list[str]]:
+def _view(root: str, fingerprint: tuple) -> tuple[findings.StoreView, list[str]]:
+    """The store's sums, metrics and per-entry matrices (``findings.StoreView``), shared by every session, with its warnings."""
     del fingerprint  # only part of the cache key: a new or replaced file invalidates it
-    sums, problems = aggregates.load(Store(root))
-    return (sums.assign(entry=analysis.entry_label(sums)) if len(sums) else sums.assign(entry=None)), problems.messages()
+    view, problems = findings.StoreView.open(Store(root))
+    return view, problems.messages()
 
 
-@st.cache_data(show_spinner="Computing metrics...", max_entries=8)
-def _metrics(root: str, fingerprint: tuple) -> tuple[pd.DataFrame, list[str]]:
-    metrics, problems = aggregates.condition_metrics(Store(root), _sums(root, fingerprint)[0])
-    return metrics, problems.messages()
+def _sums(root: str, fingerprint: tuple) -> pd.DataFrame:
+    return _view(root, fingerprint)[0].sums
+
+
+@st.cache_data(max_entries=8)
+def _metrics(root: str, fingerprint: tuple) -> pd.DataFrame:
+    """The view's per-condition metrics, a copy per caller (pages may add columns)."""
+    return _view(root, fingerprint)[0].metrics
 
 
 def load() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -119,9 +123,9 @@ def load() -> tuple[pd.DataFrame, pd.DataFrame]:
     """
     store = current_store()
     fingerprint = store.fingerprint()
-    sums, problems = _sums(str(store.root), fingerprint)
-    metrics, more = _metrics(str(store.root), fingerprint)
-    for message in dict.fromkeys(problems + more):
+    sums, problems = _view(str(store.root), fingerprint)[0].sums, _view(str(store.root), fingerprint)[1]
+    metrics = _metrics(str(store.root), fingerprint)
+    for message in dict.fromkeys(problems):
         st.warning(message)
     if metrics.empty:
         empty_state()
@@ -129,21 +133,12 @@ def load() -> tuple[pd.DataFrame, pd.DataFrame]:
     return sums, metrics
 
 
-def _sources(root: str, sums: pd.DataFrame, chosen: pd.Series) -> tuple[list[Path], pd.DataFrame, bool]:
-    """The verified files holding the chosen sums, the entries' keys and labels, and whether rows must be de-duplicated
-    (an entry x condition spread over several files, which a read would de-duplicate)."""
-    picked = sums[chosen.to_numpy()]
-    keys = picked[[*analysis.ENTRY_KEY, "entry"]].drop_duplicates(ignore_index=True)
-    dedup = bool(picked.groupby(aggregates.GROUP, dropna=False)["source"].nunique().gt(1).any())
-    return [Path(root) / source for source in dict.fromkeys(picked["source"])], keys, dedup
-
-
 @st.cache_data(max_entries=64)
 def item_history(root: str, fingerprint: tuple, model_key: str, dataset: str, item_id: str, columns: tuple[str, ...]) -> pd.DataFrame:
     """Chosen columns of one item on every condition, read by DuckDB with the item pushed into the scan (option
     probabilities and outputs are the store's bulk, so they are never loaded with everything else)."""
-    sums = _sums(root, fingerprint)[0]
-    return queries.item_rows(*_sources(root, sums, (sums["model_key"] == model_key) & (sums["dataset"] == dataset)), item_id, columns)
+    view = _view(root, fingerprint)[0]
+    return queries.item_rows(*view.sources((view.sums["model_key"] == model_key) & (view.sums["dataset"] == dataset)), item_id, columns)
 
 
 def default_data_dir() -> str:
@@ -246,7 +241,7 @@ def date_picker(label: str, days: list, key: str, default: object, where=st) -> 
 def store_metrics() -> pd.DataFrame:
     """Per-condition metrics of the whole chosen store (cached), for pages that compare datasets."""
     store = current_store()
-    return _metrics(str(store.root), store.fingerprint())[0]
+    return _metrics(str(store.root), store.fingerprint())
 
 
 def page_data(multi_entry: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, Selection]:
@@ -262,9 +257,9 @@ def page_data(multi_entry: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, Sel
 
 
 def _chosen(root: str, fingerprint: tuple, selection: Selection) -> tuple[list[Path], pd.DataFrame, bool]:
-    """The verified files, entry keys and de-duplication need of a selection (see ``_sources``)."""
-    sums = _sums(root, fingerprint)[0]
-    return _sources(root, sums, (sums["dataset"] == selection.dataset) & sums["entry"].isin(selection.entries))
+    """The verified files, entry keys and de-duplication need of a selection (see ``StoreView.sources``)."""
+    view = _view(root, fingerprint)[0]
+    return view.sources((view.sums["dataset"] == selection.dataset) & view.sums["entry"].isin(selection.entries))
 
 
 @st.cache_resource(show_spinner="Reading the selected results...", max_entries=8)
@@ -288,35 +283,10 @@ def select(selection: Selection) -> pd.DataFrame:
 def flips(root: str, fingerprint: tuple, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-question flip counts and Table 7 for a one-entry selection (cached): array arithmetic on the entry's
     matrices, or DuckDB over its files where a (condition, item) has several rows."""
-    found = _entry_outcomes(root, fingerprint, selection.entries[0], selection.dataset) if len(selection.entries) == 1 else None
+    found = _view(root, fingerprint)[0].entry_outcomes(selection.entries[0], selection.dataset) if len(selection.entries) == 1 else None
     if found is not None:
         return outcomes.flips(found, selection.start.date(), selection.end.date())
     return queries.flips(*_chosen(root, fingerprint, selection), selection.start.date(), selection.end.date())
-
-
-@st.cache_resource(show_spinner="Reading the per-item results...", max_entries=6)
-def _entry_outcomes(root: str, fingerprint: tuple, entry: str, dataset: str) -> outcomes.Outcomes | None:
-    """One entry's condition x item matrices from its per-item sidecars (``dateeval.outcomes``; shared, read-only)."""
-    sums = _sums(root, fingerprint)[0]
-    chosen = sums[(sums["entry"] == entry) & (sums["dataset"] == dataset)]
-    return outcomes.load(Store(root), chosen) if len(chosen) else None
-
-
-def _matrices(root: str, fingerprint: tuple, entry: str, dataset: str, keys: list | None, level: str) -> tuple[list, np.ndarray, np.ndarray]:
-    """``stats.outcome_matrices`` of one entry's graded rows of the conditions ``keys`` (None: its date sweep) by ``level``:
-    from its matrices, or from its rows where the matrices cannot tell (see ``outcomes.load``)."""
-    found = _entry_outcomes(root, fingerprint, entry, dataset)
-    if found is not None:
-        conditions = found.conditions
-        wanted = conditions["factor"].eq("date") if keys is None else conditions["condition_key"].isin(keys)
-        matrices = outcomes.matrices(found, np.flatnonzero(wanted.to_numpy()), level)
-        if matrices is not None:
-            return matrices
-    from dateeval import stats
-
-    sums = _sums(root, fingerprint)[0]
-    rows = stats.graded(_outcomes(root, fingerprint, sums["entry"].eq(entry) & sums["dataset"].eq(dataset)))
-    return stats.outcome_matrices(rows[rows["factor"].eq("date") if keys is None else rows["condition_key"].isin(keys)], level)
 
 
 def item_rows(selection: Selection, item_id: str) -> pd.DataFrame:
@@ -334,17 +304,8 @@ def _item_rows(root: str, fingerprint: tuple, selection: Selection, item_id: str
 def template_default_dates(selection: Selection) -> dict[str, pd.Timestamp]:
     """The date each chosen entry's template uses when left alone, from the sums (no per-item read)."""
     store = current_store()
-    sums = _sums(str(store.root), store.fingerprint())[0]
+    sums = _sums(str(store.root), store.fingerprint())
     return analysis.template_default_dates(sums[(sums["dataset"] == selection.dataset) & sums["entry"].isin(selection.entries)])
-
-
-# What the statistics read per item: graded outcomes with what identifies their entry, condition and answer.
-OUTCOME_COLUMNS = [*analysis.ENTRY, "condition", "condition_key", "factor", "date_mode", "date", "item_id", "correct", "confidence", "pred", "parsed"]
-
-
-def _outcomes(root: str, fingerprint: tuple, chosen: pd.Series) -> pd.DataFrame:
-    """Per-item outcomes (``OUTCOME_COLUMNS``) of the chosen sums' entries and conditions, read by DuckDB."""
-    return queries.rows(*_sources(root, _sums(root, fingerprint)[0], chosen), OUTCOME_COLUMNS)
 
 
 def empty_state() -> None:
@@ -353,54 +314,8 @@ def empty_state() -> None:
 
 @st.cache_data(show_spinner="Computing the headline (bootstrap and permutations)...", max_entries=4)
 def headline(root: str, fingerprint: tuple) -> dict | None:
-    """The store's finding: largest delta with its interval, against chance, and leaderboard reordering (cached, and
-    kept with the store by ``dateeval.derived``: a new process's first render reads it instead of computing it)."""
-    from dateeval import stats
-
-    def compute() -> list[dict]:
-        metrics = _metrics(root, fingerprint)[0]
-        top = stats.largest_delta(metrics)  # the entry stats.headline reports: only its outcomes are read
-        if top is None:
-            return []
-        correct = _matrices(root, fingerprint, top["entry"], top["dataset"], None, "condition_key")[1]
-        band = _significance(root, fingerprint, top["entry"], top["dataset"]) if correct.shape[0] >= 2 and correct.shape[1] else None
-        found = stats.headline(correct, metrics, band=band)
-        return [] if found is None else [found]
-
-    found = derived.rows(Store(root), "headline", "store", [Path(path) for path, *_ in fingerprint], (), compute)
-    return found[0] if found else None
-
-
-# Permutations of the date's null band and resamples of Table 5's intervals (the explorer's, the same on every page).
-N_PERM, N_BOOT = 200, 100
-
-
-def _significance(root: str, fingerprint: tuple, entry: str, dataset: str) -> dict:
-    """``stats.significance`` of one entry's date sweep (kept with the store): the Factors page's row, and the headline's band."""
-    from dateeval import stats
-
-    def compute() -> list[dict]:
-        return [stats.significance(entry, dataset, _matrices(root, fingerprint, entry, dataset, None, "condition_key")[1], N_PERM)]
-
-    return derived.rows(Store(root), "significance", f"{entry}\0{dataset}", _entry_units(root, fingerprint, entry, dataset), (entry, dataset, N_PERM),
-                        compute)[0]  # fmt: skip
-
-
-def _factors(root: str, fingerprint: tuple, entry: str, dataset: str, conditions: pd.DataFrame) -> list[dict]:
-    """``stats.entry_factors`` of one entry (its graded ``conditions``), from its matrices (kept with the store)."""
-    from dateeval import stats
-
-    def keyed(keys: list | None) -> tuple[list, np.ndarray, np.ndarray]:
-        return _matrices(root, fingerprint, entry, dataset, keys, "condition_key")
-
-    return derived.rows(Store(root), "factors", f"{entry}\0{dataset}", _entry_units(root, fingerprint, entry, dataset), (entry, dataset, N_BOOT),
-                        lambda: stats.entry_factors(entry, dataset, conditions, keyed, N_BOOT))  # fmt: skip
-
-
-def _entry_units(root: str, fingerprint: tuple, entry: str, dataset: str) -> list[Path]:
-    """The unit files holding one entry's results on one dataset."""
-    sums = _sums(root, fingerprint)[0]
-    return [Path(root) / source for source in sums.loc[sums["entry"].eq(entry) & sums["dataset"].eq(dataset), "source"].unique()]
+    """The store's finding (``StoreView.headline``; kept with the store, usually since the sweep that wrote it)."""
+    return _view(root, fingerprint)[0].headline()
 
 
 @st.cache_data(show_spinner="Bootstrapping intervals over questions...", max_entries=16)
@@ -408,7 +323,8 @@ def bands(root: str, fingerprint: tuple, selection: Selection, metric: str) -> p
     """95% bootstrap interval per entry and date of the selection (cached)."""
     from dateeval import stats
 
-    parts = [stats.date_band(entry, *_matrices(root, fingerprint, entry, selection.dataset, None, "date"), metric) for entry in sorted(selection.entries)]
+    view = _view(root, fingerprint)[0]
+    parts = [view.band(entry, selection.dataset, metric) for entry in sorted(selection.entries)]
     parts = [part for part in parts if len(part)]
     band = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=stats.BAND_COLUMNS)
     return band[band["date"].between(selection.start, selection.end)]
@@ -462,47 +378,6 @@ def intro(text: str) -> None:
 
 @st.cache_data(show_spinner="Computing statistics (bootstrap and permutations)...", max_entries=4)
 def statistics(root: str, fingerprint: tuple) -> dict[str, pd.DataFrame]:
-    """Table 5, the date effect against chance, run-to-run variation and Table 3, for the whole store.
-
-    Entry by entry from its matrices (``_matrices``), so the store's rows are
-    never all in memory; rows are read only for what compares entries (precision,
-    hardware) or repeats, and only of the entries that have them. Each entry's
-    Table 5 rows and null band are kept with the store (``dateeval.derived``):
-    a new process computes only those of entries whose units changed.
-    """
-    from dateeval import stats
-
-    sums = _sums(root, fingerprint)[0]
-    metrics = _metrics(root, fingerprint)[0]
-    graded = sums[sums["n_graded"] > 0]
-    factors, significance = [], []
-    for (entry, dataset), part in graded.groupby(["entry", "dataset"], sort=True):
-        conditions = part[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True)
-        factors += _factors(root, fingerprint, entry, dataset, conditions)
-        if conditions["factor"].eq("date").sum() >= 2:
-            significance.append(_significance(root, fingerprint, entry, dataset))
-    compared = _compared(sums)
-    across = stats.graded(_outcomes(root, fingerprint, compared)) if compared.any() else pd.DataFrame()
-    repeated = sums[["model_key", "dataset", "task_key"]].apply(tuple, axis=1).isin(
-        set(sums.loc[sums["factor"] == "repeat", ["model_key", "dataset", "task_key"]].apply(tuple, axis=1)))
-    factors += stats.across_factors(across.assign(entry=analysis.entry_label(across)), N_BOOT) if len(across) else []
-    return {
-        "factors": pd.DataFrame(factors, columns=stats.FACTOR_COLUMNS),
-        "significance": pd.DataFrame(significance, columns=stats.SIGNIFICANCE_COLUMNS),
-        "run_to_run": stats.run_to_run(_outcomes(root, fingerprint, repeated) if repeated.any() else pd.DataFrame(columns=OUTCOME_COLUMNS)),
-        "trend": stats.date_trend(metrics),
-        "correlations": stats.cross_correlations(metrics),
-    }
-
-
-def _compared(sums: pd.DataFrame) -> pd.Series:
-    """Which sums belong to entries Table 5 compares with others: one model at several precisions, or on several machines."""
-    from dateeval import stats
-
-    dated = sums[(sums["factor"] == "date") & (sums["n_graded"] > 0)]
-    entries = sums[analysis.ENTRY_KEY].astype(object).apply(tuple, axis=1)
-    chosen = pd.Series(False, index=sums.index)
-    for fixed, varying in ((stats.SAME_PRECISION_RUN, "dtype"), (stats.SAME_MACHINE_RUN, "hardware")):
-        several = dated.groupby(fixed, dropna=False)[varying].transform("nunique") > 1
-        chosen |= entries.isin(set(entries[several[several].index]))
-    return chosen
+    """Table 5, the date effect against chance, run-to-run variation and Table 3 (``StoreView.statistics``; each
+    entry's part kept with the store, usually since the sweep that wrote it)."""
+    return _view(root, fingerprint)[0].statistics()

@@ -27,6 +27,7 @@ class Metric:
     scale: float  # stored value x scale = shown value (100 for rates stored in [0, 1])
     higher_is_better: bool
     datasets: str  # which datasets have it, in words (the data decide: see available_metrics)
+    per_item: bool = True  # a mean over per-item grades, so resampling the questions gives its interval (not BLEU/chrF: corpus scores)
 
     @property
     def percent(self) -> bool:
@@ -60,8 +61,8 @@ METRICS: dict[str, Metric] = {
     for m in (
         Metric("accuracy", "accuracy", 100.0, True, "every graded task (pass@1 on HumanEval); not translation"),
         Metric("ece", "ECE", 100.0, False, "tasks with a confidence: next-token and chain-of-thought MCQA, GSM8K"),
-        Metric("bleu", "BLEU", 1.0, True, "translation (WMT16)"),
-        Metric("chrf", "chrF", 1.0, True, "translation (WMT16)"),
+        Metric("bleu", "BLEU", 1.0, True, "translation (WMT16)", per_item=False),
+        Metric("chrf", "chrF", 1.0, True, "translation (WMT16)", per_item=False),
     )
 }
 KEYS = tuple(METRICS)

@@ -24,7 +24,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 from dateeval.analysis import entry_label, kendall_taus, predictions, summarize, with_factor
-from dateeval.metrics import ece_resampled, ece_rows
+from dateeval.metrics import METRICS, ece_resampled, ece_rows
 
 # scipy is imported by the three functions that test with it, not here: importing it takes 1-2 s, and the explorer's
 # first render (``paper`` imports ``cv``; the headline read back by ``dateeval.derived``) needs none of it.
@@ -382,11 +382,13 @@ def date_bands(rows: pd.DataFrame, metric: str, n_boot: int = 200, seed: int = 0
 
 
 BAND_COLUMNS = ["entry", "date", "low", "high"]
+# The metrics with a per-date band (a mean over per-item grades; not the corpus scores BLEU and chrF).
+BAND_METRICS = tuple(key for key, metric in METRICS.items() if metric.per_item)
 
 
 def date_band(entry: str, dates: list, correct: np.ndarray, confidence: np.ndarray, metric: str, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
     """One entry's rows of :func:`date_bands` from its dates x items matrices (empty where the metric has no band)."""
-    if metric not in ("accuracy", "ece") or correct.shape[1] == 0 or (metric == "ece" and not np.isfinite(confidence).all()):
+    if metric not in BAND_METRICS or correct.shape[1] == 0 or (metric == "ece" and not np.isfinite(confidence).all()):
         return pd.DataFrame(columns=BAND_COLUMNS)
     weights = resample_weights(correct.shape[1], n_boot, seed)
     samples = correct @ weights.T / correct.shape[1] if metric == "accuracy" else ece_resampled(confidence, correct, weights)

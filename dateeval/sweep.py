@@ -153,7 +153,19 @@ class Sweep:
             self._writers.shutdown(wait=True)
             self.leases.close()
             self.executor.close()
+        if progress.units_done > progress.units_skipped and not self.cancel.is_set():
+            self._keep_statistics(progress)
         return progress
+
+    def _keep_statistics(self, progress: Progress) -> None:
+        """Compute the explorer's costly statistics for the store as this sweep left it (``dateeval.findings``), so that
+        the explorer's first render after a sweep reads them instead of computing them while a reader waits."""
+        from dateeval import findings  # DuckDB and the statistics are needed only here, once per sweep
+
+        progress.current = "statistics for the explorer"
+        self._report(progress)
+        progress.messages += findings.keep(self.store)
+        self._report(progress)
 
     def _run_model(self, description: Description, progress: Progress) -> None:
         """Plan, execute, re-plan until nothing this model needs is missing (or cancelled)."""

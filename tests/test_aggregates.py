@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from dateeval import aggregates, analysis, derived, outcomes, queries
+from dateeval import aggregates, analysis, derived, findings, outcomes, queries
 from dateeval.errors import DateEvalError
 from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
 
@@ -131,7 +131,7 @@ def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
 
     sums, _ = aggregates.load(demo)
     sums = sums.assign(entry=analysis.entry_label(sums))
-    frame, _ = demo.read(columns=explorer.OUTCOME_COLUMNS, optional=["answer", "score", *GENERATION_COLUMNS])
+    frame, _ = demo.read(columns=findings.OUTCOME_COLUMNS, optional=["answer", "score", *GENERATION_COLUMNS])
     frame = frame.assign(entry=analysis.entry_label(frame))
     for (entry, dataset), group in sums.groupby(["entry", "dataset"]):
         found = outcomes.load(demo, group)
@@ -163,7 +163,7 @@ def _new_process() -> None:
     """Forget what this process computed or read, as a new explorer process would start."""
     from dateeval import explorer
 
-    for cached in (explorer._sums, explorer._metrics, explorer._entry_outcomes, explorer.headline, explorer.statistics):
+    for cached in (explorer._view, explorer._metrics, explorer.headline, explorer.statistics, explorer.bands):
         cached.clear()
     aggregates._READ.clear()
     derived._KEPT.clear()
@@ -177,14 +177,19 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     _new_process()
     root, fingerprint = str(demo.root), demo.fingerprint()
     first, tables = explorer.headline(root, fingerprint), explorer.statistics(root, fingerprint)
+    entries = tuple(sorted(tables["significance"].loc[tables["significance"]["dataset"] == "mmlu", "entry"]))
+    selection = explorer.Selection(entries, "mmlu", pd.Timestamp("2024-03-01"), pd.Timestamp("2024-09-30"))
+    band = explorer.bands(root, fingerprint, selection, "ece")
     kept = sorted((demo.root / aggregates.FOLDER / derived.FOLDER).rglob("*.parquet"))
-    assert {path.parent.name for path in kept} == {"headline", "significance", "factors"}
+    assert {path.parent.name for path in kept} == {"headline", "significance", "factors", "band"}
     _new_process()
     with monkeypatch.context() as patched:
-        for name in ("null_band", "entry_factors", "delta_interval"):  # (Table 5's precision rows compare entries: computed)
+        for name in ("null_band", "entry_factors", "delta_interval", "date_band"):  # (Table 5's precision rows compare entries: computed)
             patched.setattr(stats, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed again"))
         assert explorer.headline(root, fingerprint) == first
         again = explorer.statistics(root, fingerprint)
+        pd.testing.assert_frame_equal(explorer.bands(root, fingerprint, selection, "ece"), band)
+    assert len(band) and band["date"].between(selection.start, selection.end).all()
     for name in ("factors", "significance"):
         pd.testing.assert_frame_equal(again[name], tables[name])
     damaged = next(path for path in kept if path.parent.name == "headline")

@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -299,9 +300,12 @@ def test_two_compactions_at_once(small_store):
     with (small_store / ".compact.lock").open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # what a running compaction holds
         _assert_one_line_error(run_cli("compact", "--store", str(small_store), timeout=FAST), "is being compacted by another process")
+    held_until = time.time()
     assert len(list(small_store.glob("*/mmlu/*.parquet"))) == 2  # nothing merged under the other compaction
     done = run_cli("compact", "--store", str(small_store), timeout=FAST)
     assert done.returncode == 0 and len(list(small_store.glob("*/mmlu/*.parquet"))) == 1, done.stderr
+    kept = sorted((small_store / ".aggregates" / "derived").rglob("*.parquet"))  # computed for the merged file, not left to the explorer
+    assert {path.parent.name for path in kept} >= {"headline", "factors"} and all(path.stat().st_mtime > held_until for path in kept)
 
 
 # The few that need the model (loaded once per command): what is only known once the tokenizer is there.

@@ -3,6 +3,7 @@
 import datetime as dt
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -47,7 +48,7 @@ def test_label_tokens_for_the_default_tokenizer(backend):
     assert [backend.tokenizer.decode([t]) for t in bare.token_ids] == ["A", "B", "C", "D"]
 
 
-def test_sweep_summary_and_rerun_does_nothing(data_dir, tmp_path):
+def test_sweep_summary_and_rerun_does_nothing(data_dir, tmp_path, monkeypatch):
     store = tmp_path / "store"
     args = ["run", "--dataset", "arc_challenge", "--dataset", "mmlu", "--subjects", "high_school_geography", "--data-dir", str(data_dir),
             "--limit", "6", "--dates", DATES, "--no-date", "--dtype", "float32", "--store", str(store)]
@@ -61,6 +62,7 @@ def test_sweep_summary_and_rerun_does_nothing(data_dir, tmp_path):
     assert (frame["confidence"] == frame["probs"].map(max)).all()
     assert ((frame["pred"] == frame["answer"]) == frame["correct"]).all()
     assert set(frame["model_revision"]) == {frame["model_revision"].iloc[0]} and len(frame["model_revision"].iloc[0]) == 64
+    _assert_statistics_kept_by_the_sweep(Store(store), monkeypatch)
     second = run_cli(*args)
     assert "8 units (8 already in the store), 0 item-dates scored" in second.stdout
     summary = run_cli("summary", "--store", str(store), "--json")
@@ -74,6 +76,25 @@ def test_sweep_summary_and_rerun_does_nothing(data_dir, tmp_path):
         assert row["no_date_accuracy"] == pytest.approx(frame[(frame["dataset"] == row["dataset"]) & (frame["condition"] == "no-date")]["correct"].mean())
     text = run_cli("summary", "--store", str(store)).stdout
     assert "smollm2-135m (float32, cpu) on arc_challenge: 6 items x 3 dates" in text and "no-date" in text
+
+
+def _assert_statistics_kept_by_the_sweep(store: Store, monkeypatch) -> None:
+    """The sweep left the explorer's costly statistics with the store: a new view reads them without computing,
+    and they equal what a computation from scratch gives."""
+    from dateeval import derived, findings, stats
+
+    derived._KEPT.clear()
+    with monkeypatch.context() as patched:
+        for name in ("null_band", "entry_factors", "delta_interval"):
+            patched.setattr(stats, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed after the sweep"))
+        view = findings.StoreView.open(store)[0]
+        kept = view.headline(), view.entry_statistics()
+    assert kept[0]["n_dates"] == 3 and kept[0]["n_items"] == 6 and len(kept[1][1]) == 2  # a null band per dataset
+    shutil.rmtree(store.root / ".aggregates" / derived.FOLDER)
+    derived._KEPT.clear()
+    fresh = findings.StoreView.open(store)[0]
+    for computed, read in zip([[fresh.headline()], *fresh.entry_statistics()], [[kept[0]], *kept[1]], strict=True):
+        pd.testing.assert_frame_equal(pd.DataFrame(computed), pd.DataFrame(read))
 
 
 def test_determinism_and_batch_independence(data_dir, tmp_path):
