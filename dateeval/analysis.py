@@ -7,6 +7,8 @@ construction.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 import pandas as pd
 
@@ -183,6 +185,12 @@ def dated(metrics: pd.DataFrame) -> pd.DataFrame:
     out = metrics[metrics["factor"] == "date"].copy()
     out["date"] = pd.to_datetime(out["date"])
     return out.sort_values(["entry", "dataset", "date"], ignore_index=True)
+
+
+def date_range(metrics: pd.DataFrame, dataset: str) -> tuple[dt.date, dt.date] | None:
+    """The first and last stored date of a dataset's date sweeps (every entry): the explorer's default range."""
+    days = pd.to_datetime(metrics.loc[(metrics["dataset"] == dataset) & (metrics["factor"] == "date"), "date"])
+    return (days.min().date(), days.max().date()) if len(days) else None
 
 
 def ranks(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:

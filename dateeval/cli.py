@@ -63,6 +63,7 @@ def _quiet_libraries() -> None:
 
 def _add_run(commands: argparse._SubParsersAction) -> None:
     from dateeval.backends import BACKENDS
+    from dateeval.backends.openai_api import MODES
     from dateeval.backends.transformers import DEVICES, DTYPES
     from dateeval.models import DEFAULT_MODEL
     from dateeval.prompting import POSITIONS
@@ -106,9 +107,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     generation.add_argument("--generation-seed", type=_integer(0, 2**63 - 1), default=0, help="seed for --sampling (default 0)")
     run.add_argument("--trust-remote-code", action="store_true", help="allow model code from the Hub to run (off by default)")
     api = _add_api_options(run)
-    api.add_argument("--api-mode", default="completions", choices=("completions", "chat", "server-clock"),
-                     help="completions: dateeval renders the template, full date control; chat: the server's template, only the "
-                     "system line is ours; server-clock: no date sent, the provider's own (empty system prompt by default)")  # fmt: skip
+    api.add_argument("--api-mode", default="completions", choices=tuple(MODES), help="; ".join(MODES.values()))
     api.add_argument("--request-timeout", type=float, default=120.0, help="seconds before a request is abandoned and retried (default 120)")
     api.add_argument("--retries", type=_integer(0, 20), default=5, help="retries of a request on 429/5xx/timeouts (default 5)")
     api.add_argument("--tokenizer", help="completions mode: the model whose tokenizer and chat template render prompts (default: the served name)")

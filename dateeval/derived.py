@@ -21,6 +21,8 @@ Bump :data:`VERSION` whenever a change to the statistics changes their numbers.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -33,8 +35,10 @@ from dateeval.store import Store
 
 VERSION = 1
 FOLDER = "derived"
-# Results read or computed in this process, by path: a path's name fixes its content.
-_KEPT: dict[Path, list[dict]] = {}
+# Results read or computed in this process, by path (a path's name fixes its content), the most recent HELD.
+_KEPT: OrderedDict[Path, list[dict]] = OrderedDict()
+_LOCK = threading.Lock()
+HELD = 1024  # a few per entry and dataset: a paper-scale store's all, without growing with every store state a long-running app sees
 
 
 def rows(store: Store, name: str, label: str, units: Sequence[Path], arguments: tuple, compute: Callable[[], list[dict]]) -> list[dict]:
@@ -46,10 +50,17 @@ def rows(store: Store, name: str, label: str, units: Sequence[Path], arguments: 
         path = _path(store, name, label, units, arguments)
     except FileNotFoundError:  # a unit compacted away since the caller listed it: nothing to key the rows on
         return compute()
-    if path not in _KEPT:
-        table = store.read_table(path) if path.exists() else None
-        _KEPT[path] = table.to_pylist() if table is not None else _computed(store, path, compute())
-    return _KEPT[path]
+    with _LOCK:  # the explorer's sessions are threads
+        if path in _KEPT:
+            _KEPT.move_to_end(path)
+            return _KEPT[path]
+    table = store.read_table(path) if path.exists() else None
+    found = table.to_pylist() if table is not None else _computed(store, path, compute())
+    with _LOCK:
+        _KEPT[path] = found
+        while len(_KEPT) > HELD:
+            _KEPT.popitem(last=False)
+    return found
 
 
 def _path(store: Store, name: str, label: str, units: Sequence[Path], arguments: tuple) -> Path:
@@ -65,7 +76,8 @@ def _computed(store: Store, path: Path, found: list[dict]) -> list[dict]:
     try:
         for older in path.parent.glob(f"{label}.*.parquet") if path.parent.is_dir() else []:
             older.unlink(missing_ok=True)
-            _KEPT.pop(older, None)
+            with _LOCK:
+                _KEPT.pop(older, None)
         store.write(path, pa.Table.from_pylist(found))
     except (OSError, DateEvalError):
         pass  # a read-only store: the rows live in this process only (``_KEPT``)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dateeval import analysis, findings, metrics, outcomes, queries, viewstate
+from dateeval import analysis, findings, metrics, queries, viewstate
 from dateeval.errors import DateEvalError
 from dateeval.models import cache_dir
 from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
@@ -215,10 +215,10 @@ def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection:
         viewstate.publish("entries", entries)
     else:
         entries = [picker("Model", available, "entry", where=st.sidebar)]
-    dated = analysis.dated(metrics[metrics["dataset"] == dataset])
-    if dated.empty:
+    stored = analysis.date_range(metrics, dataset)
+    if stored is None:
         return Selection(tuple(entries), dataset, pd.Timestamp("2024-01-01"), pd.Timestamp("2024-12-31"))
-    first, last = dated["date"].min().date(), dated["date"].max().date()
+    first, last = stored
     viewstate.seed_dates("dates", first, last)
     picked = st.sidebar.date_input("Date range", min_value=first, max_value=last, key="dates")
     start, end = (picked if isinstance(picked, tuple) and len(picked) == 2 else (first, last))
@@ -283,9 +283,8 @@ def select(selection: Selection) -> pd.DataFrame:
 def flips(root: str, fingerprint: tuple, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-question flip counts and Table 7 for a one-entry selection (cached): array arithmetic on the entry's
     matrices, or DuckDB over its files where a (condition, item) has several rows."""
-    found = _view(root, fingerprint)[0].entry_outcomes(selection.entries[0], selection.dataset) if len(selection.entries) == 1 else None
-    if found is not None:
-        return outcomes.flips(found, selection.start.date(), selection.end.date())
+    if len(selection.entries) == 1:
+        return _view(root, fingerprint)[0].flips(selection.entries[0], selection.dataset, selection.start.date(), selection.end.date())
     return queries.flips(*_chosen(root, fingerprint, selection), selection.start.date(), selection.end.date())
 
 

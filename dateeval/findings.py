@@ -11,6 +11,7 @@ Streamlit: the explorer only caches a view per store state.
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from pathlib import Path
 
@@ -130,6 +131,26 @@ class StoreView:
         band = pd.DataFrame(found, columns=stats.BAND_COLUMNS)
         return band.assign(date=pd.to_datetime(band["date"]))  # as ``date_band`` gives them (kept rows read back as datetimes)
 
+    def flips(self, entry: str, dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Per-question flips and Table 7 of one entry's dates in [start, end] (kept; the dataset's whole range is kept
+        when a sweep ends): from its matrices, or by DuckDB over its files where the matrices cannot tell."""
+        computed: list[tuple[pd.DataFrame, pd.DataFrame]] = []
+
+        def tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+            if not computed:
+                found = self.entry_outcomes(entry, dataset)
+                chosen = self.sums["entry"].eq(entry) & self.sums["dataset"].eq(dataset)
+                computed.append(outcomes.flips(found, start, end) if found is not None else queries.flips(*self.sources(chosen), start, end))
+            return computed[0]
+
+        label, units = f"{entry}\0{dataset}\0{start}\0{end}", self.entry_units(entry, dataset)
+        flips, table7 = (derived.rows(self.store, name, label, units, (entry, dataset, str(start), str(end)), lambda part=part: _records(tables()[part]))
+                         for part, name in enumerate(("flips", "table7")))  # fmt: skip
+        rates = dict.fromkeys(["mean_confidence", "min_confidence", "mean_score"], float)  # a column missing on every item comes back as None
+        flips = pd.DataFrame(flips, columns=outcomes.FLIP_COLUMNS).astype(rates)
+        table7 = pd.DataFrame(table7, columns=outcomes.TABLE7_COLUMNS).astype(dict.fromkeys(["consistent_confidence", "inconsistent_confidence"], float))
+        return flips.assign(answer=flips["answer"].where(flips["answer"].notna(), np.nan)), table7
+
     def entry_statistics(self) -> tuple[list[dict], list[dict]]:
         """Table 5 rows and null-band rows of every graded entry (each kept): only entries whose units changed compute."""
         factors, significance = [], []
@@ -178,6 +199,11 @@ class StoreView:
         return chosen
 
 
+def _records(table: pd.DataFrame) -> list[dict]:
+    """A table's rows as kept rows: missing values as None (a text column holding NaN cannot be written)."""
+    return table.astype(object).where(table.notna(), None).to_dict("records")
+
+
 def keep(store: Store) -> list[str]:
     """Compute and keep the headline and every entry's statistics for the store as it is now (after a sweep or a
     compaction changed it), so that no explorer render is the first to pay for them; returns warnings, never raises
@@ -194,6 +220,7 @@ def keep(store: Store) -> list[str]:
         for (entry, dataset), _ in dated.groupby(["entry", "dataset"], sort=True):
             for metric in stats.BAND_METRICS:
                 view.band(entry, dataset, metric)
+            view.flips(entry, dataset, *analysis.date_range(view.metrics, dataset))
     except (DateEvalError, OSError) as error:
         return [f"the store's statistics were not kept ({error}); the explorer computes them when first shown"]
     return problems.messages()

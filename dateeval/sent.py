@@ -15,16 +15,10 @@ import datetime as dt
 import json
 from dataclasses import dataclass
 
+from dateeval.backends.openai_api import MODES as API_MODES
 from dateeval.conditions import SERVER_CLOCK_SYSTEM_PROMPT
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate, DateInjection, dated_messages
-
-API_MODES = {
-    "completions": "completions: dateeval renders the template and sends text (also in this process, and vLLM offline)",
-    "chat": "chat: the messages, with our date line; the server applies its template",
-    "server-clock": "server-clock: the messages, no date of ours; the provider's own date",
-}
-
 
 @dataclass(frozen=True)
 class Sent:

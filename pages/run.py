@@ -5,7 +5,7 @@ import datetime as dt
 import streamlit as st
 
 from dateeval import explorer
-from dateeval.backends import BackendOptions
+from dateeval.backends import BackendOptions, openai_api
 from dateeval.backends.transformers import DTYPES
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
 from dateeval.data import Subset
@@ -20,8 +20,6 @@ from dateeval.sweep import LocalExecutor, SweepSpec
 from dateeval.tasks import BENCHMARKS, GenerationOptions, TaskName
 
 BACKEND_CHOICES = {"transformers": "transformers (in process)", "vllm": "vLLM (offline engine)", "openai": "OpenAI-compatible endpoint"}
-API_MODES = {"completions": "completions: our template, full date control", "chat": "chat: the server's template, our system line",
-             "server-clock": "server clock: no date sent, the provider's own"}  # fmt: skip
 DATE_CONTROL = {
     "transformers": "Under our control: the whole prompt, rendered by the model's own chat template with the date we set.",
     "vllm": "Under our control: the whole prompt (dateeval renders it; vLLM receives text), every template kind dated by us.",
@@ -64,7 +62,7 @@ with st.form("sweep"):
     with st.expander("Where it runs: backend (transformers, vLLM, an OpenAI-compatible endpoint) and executor (here, or a Ray cluster)"):
         backend = st.radio("Backend", list(BACKEND_CHOICES), horizontal=True, format_func=BACKEND_CHOICES.get)
         endpoint = st.text_input("Endpoint URL (OpenAI-compatible)", "http://127.0.0.1:8000/v1")
-        api_mode = st.selectbox("Endpoint mode", list(API_MODES), format_func=API_MODES.get)
+        api_mode = st.selectbox("Endpoint mode", list(openai_api.MODES), format_func=openai_api.MODES.get)
         key_env = st.text_input("Environment variable holding the API key (its name; the key itself is never stored)", "")
         cluster = st.text_input("Ray cluster address (empty: run here, in the background)", "", help="auto, HOST:PORT or ray://HOST:10001")
         workers = st.number_input("Ray workers (0: one per CPU or GPU)", min_value=0, value=0)

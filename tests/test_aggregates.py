@@ -163,7 +163,7 @@ def _new_process() -> None:
     """Forget what this process computed or read, as a new explorer process would start."""
     from dateeval import explorer
 
-    for cached in (explorer._view, explorer._metrics, explorer.headline, explorer.statistics, explorer.bands):
+    for cached in (explorer._view, explorer._metrics, explorer.headline, explorer.statistics, explorer.bands, explorer.flips):
         cached.clear()
     aggregates._READ.clear()
     derived._KEPT.clear()
@@ -180,12 +180,20 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     entries = tuple(sorted(tables["significance"].loc[tables["significance"]["dataset"] == "mmlu", "entry"]))
     selection = explorer.Selection(entries, "mmlu", pd.Timestamp("2024-03-01"), pd.Timestamp("2024-09-30"))
     band = explorer.bands(root, fingerprint, selection, "ece")
+    one = explorer.Selection(entries[:1], "mmlu", selection.start, selection.end)
+    flips = explorer.flips(root, fingerprint, one)
+    found = outcomes.load(demo, explorer._sums(root, fingerprint).query("entry == @entries[0] and dataset == 'mmlu'"))
+    for kept_table, computed in zip(flips, outcomes.flips(found, one.start.date(), one.end.date()), strict=True):
+        pd.testing.assert_frame_equal(kept_table, computed, check_dtype=False)
     kept = sorted((demo.root / aggregates.FOLDER / derived.FOLDER).rglob("*.parquet"))
-    assert {path.parent.name for path in kept} == {"headline", "significance", "factors", "band"}
+    assert {path.parent.name for path in kept} == {"headline", "significance", "factors", "band", "flips", "table7"}
     _new_process()
     with monkeypatch.context() as patched:
         for name in ("null_band", "entry_factors", "delta_interval", "date_band"):  # (Table 5's precision rows compare entries: computed)
             patched.setattr(stats, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed again"))
+        patched.setattr(outcomes, "flips", lambda *args: pytest.fail("flips computed again"))
+        for kept_table, first_table in zip(explorer.flips(root, fingerprint, one), flips, strict=True):
+            pd.testing.assert_frame_equal(kept_table, first_table)
         assert explorer.headline(root, fingerprint) == first
         again = explorer.statistics(root, fingerprint)
         pd.testing.assert_frame_equal(explorer.bands(root, fingerprint, selection, "ece"), band)
@@ -237,3 +245,13 @@ def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
     frame, _ = demo.read(columns=[*SUMMARY_COLUMNS, "n_options"], optional=GENERATION_COLUMNS)
     rows = frame[(analysis.entry_label(frame) == chosen["entry"].iloc[0]) & (frame["dataset"] == "mmlu")]
     pd.testing.assert_frame_equal(flips, analysis.item_flips(rows), check_dtype=False, check_exact=False)
+
+
+def test_kept_rows_held_in_memory_are_bounded(demo, monkeypatch):
+    """A long-running explorer sees many store states: only the most recently used kept results stay in memory."""
+    monkeypatch.setattr(derived, "HELD", 3)
+    units = demo.files()
+    for index in range(5):
+        assert derived.rows(demo, "bounded", f"label {index}", units, (index,), lambda index=index: [{"index": index}]) == [{"index": index}]
+    assert len(derived._KEPT) == 3
+    assert derived.rows(demo, "bounded", "label 0", units, (0,), lambda: pytest.fail("kept on disk")) == [{"index": 0}]  # read back

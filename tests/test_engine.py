@@ -81,14 +81,17 @@ def test_sweep_summary_and_rerun_does_nothing(data_dir, tmp_path, monkeypatch):
 def _assert_statistics_kept_by_the_sweep(store: Store, monkeypatch) -> None:
     """The sweep left the explorer's costly statistics with the store: a new view reads them without computing,
     and they equal what a computation from scratch gives."""
-    from dateeval import derived, findings, stats
+    from dateeval import analysis, derived, findings, outcomes, stats
 
     derived._KEPT.clear()
     with monkeypatch.context() as patched:
         for name in ("null_band", "entry_factors", "delta_interval"):
             patched.setattr(stats, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed after the sweep"))
+        patched.setattr(outcomes, "flips", lambda *args: pytest.fail("flips computed after the sweep"))
         view = findings.StoreView.open(store)[0]
         kept = view.headline(), view.entry_statistics()
+        for entry, dataset in view.sums[["entry", "dataset"]].drop_duplicates().itertuples(index=False):
+            assert len(view.flips(entry, dataset, *analysis.date_range(view.metrics, dataset))[0]) == 6  # the Flips page's default view
     assert kept[0]["n_dates"] == 3 and kept[0]["n_items"] == 6 and len(kept[1][1]) == 2  # a null band per dataset
     shutil.rmtree(store.root / ".aggregates" / derived.FOLDER)
     derived._KEPT.clear()

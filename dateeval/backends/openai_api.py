@@ -47,7 +47,12 @@ from dateeval.backends.base import (
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
 
-MODES = ("completions", "chat", "server-clock")
+# The API modes, each with who renders the chat template and whose date the model reads (the CLI, Run and Prompt pages show these).
+MODES = {
+    "completions": "completions: dateeval renders the template and sends text (also in this process, and vLLM offline)",
+    "chat": "chat: the messages, with our date line; the server applies its template",
+    "server-clock": "server-clock: the messages, no date of ours (an empty system prompt, as in the paper's §5.2); the provider's own date",
+}
 TOP_K = 20  # alternatives asked for per scored token: OpenAI's chat maximum and vLLM's default --max-logprobs
 MAX_API_STOPS = 4  # OpenAI accepts at most four stop strings; the rest are cut here
 BACKOFF_BASE_S, BACKOFF_CAP_S, RETRY_AFTER_CAP_S = 0.5, 30.0, 120.0
