@@ -63,7 +63,7 @@ if TYPE_CHECKING:  # the store calls in here when it writes a unit: a runtime im
     from dateeval.store import Store, StoreProblems
 
 FOLDER = ".aggregates"
-FORMAT = 3  # bump when the sidecars' columns change: older ones are then rebuilt from their units
+FORMAT = 4  # bump when the sidecars' columns change: older ones are then rebuilt from their units
 GROUP = [*ENTRY_KEY, "condition_key"]
 DESCRIPTION = [column for column in ENTRY if column not in ENTRY_KEY] + ["condition", "factor", "date_mode", "date"]
 # Per-item columns the sums are made of (plus the row key, so that a unit's own duplicates are dropped as a read does).
@@ -71,7 +71,7 @@ SOURCE_COLUMNS = [*dict.fromkeys([*ENTRY, "condition", "condition_key", "factor"
                                   "prompt_hash", "correct", "confidence", "pred", "answer"])]  # fmt: skip
 CORPUS_COLUMNS = ["bleu_stats", "chrf_stats"]
 # Read where a unit has them: generated answers' parsed form, translations' sentence score.
-OPTIONAL_COLUMNS = [*CORPUS_COLUMNS, "parsed", "score"]
+OPTIONAL_COLUMNS = [*CORPUS_COLUMNS, "parsed", "score", "confidence_note"]
 # Sidecars read in this process, by path: a sidecar's name fixes its content, so a live sweep's new units
 # are the only ones read when the store changes.
 _READ: dict[Path, pd.DataFrame] = {}
@@ -118,10 +118,18 @@ def of_rows(frame: pd.DataFrame) -> pd.DataFrame:
     out["bin_correct"], out["bin_confidence"], out["bin_count"] = (list(part) for part in sums)
     for column in CORPUS_COLUMNS:
         out[f"n_{column}"], out[column] = _stat_sums(frame, column, codes, groups)
-    out["date_text"] = frame["date_text"].groupby(codes).first().reindex(range(groups)).to_numpy() if "date_text" in frame else None
+    out["date_text"] = _first_text(frame, "date_text", codes, groups)
+    out["confidence_note"] = _first_text(frame, "confidence_note", codes, groups)  # why a server left confidences out
     out["items"] = _item_digests(frame["item_id"], codes, groups)
     out["group"] = np.arange(groups, dtype=np.int32)
     return out
+
+
+def _first_text(frame: pd.DataFrame, column: str, codes: np.ndarray, groups: int) -> np.ndarray | None:
+    """A text column's first value per group (None where a group has none, or the unit lacks the column)."""
+    if column not in frame:
+        return None
+    return frame[column].groupby(codes).first().reindex(range(groups)).astype(object).to_numpy()
 
 
 # Per-item sidecar columns kept as int32 codes (-1: missing); ``<name>_values`` holds the value of code i on row i,
@@ -249,6 +257,15 @@ def inexact_entries(sums: pd.DataFrame) -> pd.DataFrame:
     split = sums.groupby(GROUP, sort=False, dropna=False)["source"].transform("nunique") > 1
     mixed = sums.groupby(ENTRY_KEY, sort=False, dropna=False)["items"].transform("nunique") > 1
     return sums.loc[(split | mixed).to_numpy(), ENTRY_KEY].drop_duplicates(ignore_index=True)
+
+
+def confidence_notes(sums: pd.DataFrame) -> list[str]:
+    """Why entries have no confidence (and so no ECE) on some conditions, as their rows state it: one line per entry and dataset."""
+    if "confidence_note" not in sums:
+        return []
+    noted = sums[sums["confidence_note"].notna()]
+    return [f"{entry} on {dataset}: no confidence and no ECE on {len(part)} condition(s): {part['confidence_note'].iloc[0]}"
+            for (entry, dataset), part in noted.groupby(["entry", "dataset"], sort=True)]  # fmt: skip
 
 
 def metrics(sums: pd.DataFrame) -> pd.DataFrame:

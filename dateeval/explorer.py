@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dateeval import analysis, findings, metrics, queries, viewstate
+from dateeval import aggregates, analysis, findings, metrics, queries, viewstate
 from dateeval.errors import DateEvalError
 from dateeval.models import cache_dir
 from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
@@ -127,6 +127,8 @@ def load() -> tuple[pd.DataFrame, pd.DataFrame]:
     metrics = _metrics(str(store.root), fingerprint)
     for message in dict.fromkeys(problems):
         st.warning(message)
+    for note in aggregates.confidence_notes(sums):
+        st.info(note)
     if metrics.empty:
         empty_state()
         st.stop()

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 
 from dateeval.backends.openai_api import MODES as API_MODES
-from dateeval.conditions import SERVER_CLOCK_SYSTEM_PROMPT
+from dateeval.conditions import Condition, server_clock
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate, DateInjection, dated_messages
 
@@ -31,20 +31,27 @@ class Sent:
 def request(mode: str, template: ChatTemplate, messages: list[dict], day: dt.date, injection: DateInjection, server: ChatTemplate | None) -> Sent:
     """The request a sweep sends under ``mode`` on ``day`` (no date of ours in server-clock mode), and ``server``'s rendering of it.
 
-    The server renders with its template's own defaults (``mode="default"``):
-    a template that reads the clock writes today, one with a date variable
-    writes its default, exactly as a server applying it would.
+    The messages are dated as the sweep's own condition dates them (the one
+    :func:`sweep_condition` gives, through ``dated_messages`` as the worker
+    does). The server renders with its template's own defaults
+    (``mode="default"``): a template that reads the clock writes today, one
+    with a date variable writes its default, exactly as a server applying it would.
     """
-    if mode == "completions":
-        return Sent(template.render(messages, mode="date", day=day, injection=injection).text, None)
-    if mode == "chat":
-        dated, _ = dated_messages(messages, mode="date", day=day, injection=injection)
-    elif mode == "server-clock":
-        dated = [{**m, "content": SERVER_CLOCK_SYSTEM_PROMPT} if m["role"] == "system" else m for m in messages]
-    else:
+    if mode not in API_MODES:
         raise DateEvalError(f"unknown API mode {mode!r}: choose one of {', '.join(API_MODES)}")
+    condition = sweep_condition(mode, day, injection)
+    if mode == "completions":
+        return Sent(template.render(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection).text, None)
+    if condition.server_clock:  # the sweep's system message, whatever the page's: empty unless a sweep sets one
+        messages = [{**m, "content": condition.system_message()} if m["role"] == "system" else m for m in messages]
+    dated, _ = dated_messages(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection)
     rendered = server.render(dated, mode="default").text if server is not None else None
     return Sent(json.dumps(dated, indent=2, ensure_ascii=False), rendered)
+
+
+def sweep_condition(mode: str, day: dt.date, injection: DateInjection) -> Condition:
+    """The condition a sweep in ``mode`` runs on ``day``: our date (completions, chat), or the provider's (server-clock)."""
+    return server_clock(day)[0] if mode == "server-clock" else Condition(date_mode="date", date=day, injection=injection)
 
 
 def explain(mode: str, server: ChatTemplate | None) -> str:

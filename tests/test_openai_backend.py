@@ -323,9 +323,24 @@ def test_without_echo_generated_answers_are_stored_without_confidence_and_say_wh
         rows = _rows(tmp_path / dataset)
         assert len(rows) == 2 and rows["confidence"].isna().all() and rows["parsed"].notna().all(), dataset
         assert rows["confidence_note"].str.contains("does not return prompt log-probabilities (echo: HTTP 400: echo is not supported)", regex=False).all()
+        _assert_the_explorer_says_why(tmp_path / dataset, dataset)
     mcqa = run_cli("run", *common, "--dataset", "arc_challenge", "--label-style", "label", "--store", str(tmp_path / "mcqa"))
     assert mcqa.returncode == 2 and "option label 'B' is not among" in mcqa.stderr and "Traceback" not in mcqa.stderr
     assert not list((tmp_path / "mcqa").rglob("*.parquet"))
+
+
+def _assert_the_explorer_says_why(store: Path, dataset: str) -> None:
+    """Every explorer page that reads the store shows, in an info box, why the entry has no confidence and no ECE."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["store"] = "mine"
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setenv("DATEEVAL_STORE", str(store))
+        at.switch_page("pages/overview.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    notes = [box.value for box in at.info if "no confidence and no ECE" in box.value]
+    assert len(notes) == 1 and f"on {dataset}" in notes[0] and "echo is not supported" in notes[0], [box.value for box in at.info]
 
 
 def test_server_clock_rows_carry_the_request_date_and_repeat_identically(own_template: str, data_dir: Path, tmp_path: Path) -> None:
