@@ -123,8 +123,8 @@ def load() -> tuple[pd.DataFrame, pd.DataFrame]:
     """
     store = current_store()
     fingerprint = store.fingerprint()
-    sums, problems = _view(str(store.root), fingerprint)[0].sums, _view(str(store.root), fingerprint)[1]
-    metrics = _metrics(str(store.root), fingerprint)
+    view, problems = _view(str(store.root), fingerprint)
+    sums, metrics = view.sums, _metrics(str(store.root), fingerprint)
     for message in dict.fromkeys(problems):
         st.warning(message)
     for note in aggregates.confidence_notes(sums):
@@ -283,8 +283,8 @@ def select(selection: Selection) -> pd.DataFrame:
 
 @st.cache_data(show_spinner="Finding the questions that flip...", max_entries=16)
 def flips(root: str, fingerprint: tuple, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-question flip counts and Table 7 for a one-entry selection (cached): array arithmetic on the entry's
-    matrices, or DuckDB over its files where a (condition, item) has several rows."""
+    """Per-question flip counts and Table 7 (cached): one entry's as ``StoreView.flips`` keeps them (the whole stored
+    range since the sweep ended), several entries' by DuckDB over their files."""
     if len(selection.entries) == 1:
         return _view(root, fingerprint)[0].flips(selection.entries[0], selection.dataset, selection.start.date(), selection.end.date())
     return queries.flips(*_chosen(root, fingerprint, selection), selection.start.date(), selection.end.date())
