@@ -20,6 +20,7 @@ from dateeval.conditions import Condition, server_clock
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate, DateInjection, dated_messages
 
+
 @dataclass(frozen=True)
 class Sent:
     """One request: what dateeval sends (text or messages as JSON) and the server's rendering of it, where known."""
