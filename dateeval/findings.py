@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -61,8 +62,12 @@ class StoreView:
         """Per-item outcomes (``OUTCOME_COLUMNS``) of the chosen sums' entries and conditions, read by DuckDB."""
         return queries.rows(*self.sources(chosen), OUTCOME_COLUMNS)
 
+    def _of(self, entry: str, dataset: str) -> pd.Series:
+        """Which sums are one entry's on one dataset."""
+        return self.sums["entry"].eq(entry) & self.sums["dataset"].eq(dataset)
+
     def _entry_outcomes(self, entry: str, dataset: str) -> outcomes.Outcomes | None:
-        chosen = self.sums[(self.sums["entry"] == entry) & (self.sums["dataset"] == dataset)]
+        chosen = self.sums[self._of(entry, dataset)]
         return outcomes.load(self.store, chosen) if len(chosen) else None
 
     def matrices(self, entry: str, dataset: str, keys: list | None, level: str) -> tuple[list, np.ndarray, np.ndarray]:
@@ -77,13 +82,18 @@ class StoreView:
                 return matrices
         from dateeval import stats
 
-        rows = stats.graded(self.outcome_rows(self.sums["entry"].eq(entry) & self.sums["dataset"].eq(dataset)))
+        rows = stats.graded(self.outcome_rows(self._of(entry, dataset)))
         return stats.outcome_matrices(rows[rows["factor"].eq("date") if keys is None else rows["condition_key"].isin(keys)], level)
 
     def entry_units(self, entry: str, dataset: str) -> list[Path]:
         """The unit files holding one entry's results on one dataset (what its kept statistics are keyed on)."""
-        chosen = self.sums["entry"].eq(entry) & self.sums["dataset"].eq(dataset)
-        return [self.store.root / source for source in self.sums.loc[chosen, "source"].unique()]
+        return [self.store.root / source for source in self.sums.loc[self._of(entry, dataset), "source"].unique()]
+
+    def _kept(self, name: str, entry: str, dataset: str, view: tuple, constants: tuple, compute: Callable[[], list[dict]]) -> list[dict]:
+        """``derived.rows`` of one entry and dataset, keyed on its units: ``view`` (e.g. a metric, a date range) tells
+        results of the same entry apart (a newer one of the same view replaces the older), ``constants`` are the rest."""
+        label = "\0".join(str(part) for part in (entry, dataset, *view))
+        return derived.rows(self.store, name, label, self.entry_units(entry, dataset), (entry, dataset, *view, *constants), compute)
 
     def headline(self) -> dict | None:
         """The store's finding: largest delta with its interval, against chance, and leaderboard reordering (kept)."""
@@ -108,7 +118,7 @@ class StoreView:
         def compute() -> list[dict]:
             return [stats.significance(entry, dataset, self.matrices(entry, dataset, None, "condition_key")[1], N_PERM)]
 
-        return derived.rows(self.store, "significance", f"{entry}\0{dataset}", self.entry_units(entry, dataset), (entry, dataset, N_PERM), compute)[0]
+        return self._kept("significance", entry, dataset, (), (N_PERM,), compute)[0]
 
     def factors(self, entry: str, dataset: str, conditions: pd.DataFrame) -> list[dict]:
         """``stats.entry_factors`` of one entry (its graded ``conditions``), from its matrices (kept)."""
@@ -117,8 +127,7 @@ class StoreView:
         def keyed(keys: list | None) -> tuple[list, np.ndarray, np.ndarray]:
             return self.matrices(entry, dataset, keys, "condition_key")
 
-        return derived.rows(self.store, "factors", f"{entry}\0{dataset}", self.entry_units(entry, dataset), (entry, dataset, N_BOOT),
-                            lambda: stats.entry_factors(entry, dataset, conditions, keyed, N_BOOT))  # fmt: skip
+        return self._kept("factors", entry, dataset, (), (N_BOOT,), lambda: stats.entry_factors(entry, dataset, conditions, keyed, N_BOOT))
 
     def band(self, entry: str, dataset: str, metric: str) -> pd.DataFrame:
         """``stats.date_band`` of one entry's date sweep (kept): the Curves page's 95% interval per date."""
@@ -127,8 +136,7 @@ class StoreView:
         def compute() -> list[dict]:
             return stats.date_band(entry, *self.matrices(entry, dataset, None, "date"), metric).to_dict("records")
 
-        found = derived.rows(self.store, "band", f"{entry}\0{dataset}\0{metric}", self.entry_units(entry, dataset), (entry, dataset, metric), compute)
-        band = pd.DataFrame(found, columns=stats.BAND_COLUMNS)
+        band = pd.DataFrame(self._kept("band", entry, dataset, (metric,), (), compute), columns=stats.BAND_COLUMNS)
         return band.assign(date=pd.to_datetime(band["date"]))  # as ``date_band`` gives them (kept rows read back as datetimes)
 
     def flips(self, entry: str, dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -139,12 +147,10 @@ class StoreView:
         def tables() -> tuple[pd.DataFrame, pd.DataFrame]:
             if not computed:
                 found = self.entry_outcomes(entry, dataset)
-                chosen = self.sums["entry"].eq(entry) & self.sums["dataset"].eq(dataset)
-                computed.append(outcomes.flips(found, start, end) if found is not None else queries.flips(*self.sources(chosen), start, end))
+                computed.append(outcomes.flips(found, start, end) if found is not None else queries.flips(*self.sources(self._of(entry, dataset)), start, end))
             return computed[0]
 
-        label, units = f"{entry}\0{dataset}\0{start}\0{end}", self.entry_units(entry, dataset)
-        flips, table7 = (derived.rows(self.store, name, label, units, (entry, dataset, str(start), str(end)), lambda part=part: _records(tables()[part]))
+        flips, table7 = (self._kept(name, entry, dataset, (str(start), str(end)), (), lambda part=part: _records(tables()[part]))
                          for part, name in enumerate(("flips", "table7")))  # fmt: skip
         rates = dict.fromkeys(["mean_confidence", "min_confidence", "mean_score"], float)  # a column missing on every item comes back as None
         flips = pd.DataFrame(flips, columns=outcomes.FLIP_COLUMNS).astype(rates)

@@ -73,9 +73,10 @@ def load(store: Store, sums: pd.DataFrame) -> Outcomes | None:
         units.append(_Unit(table, row[keep], slice(None) if keep.all() else keep))
     if not units:
         return None
-    items = np.unique(np.concatenate([unit.values("item_id") for unit in units]).astype(object))
+    ids = [unit.values("item_id").astype(object) for unit in units]
+    items = np.unique(np.concatenate(ids))
     shape = (len(conditions), len(items))
-    cells = [unit.row * shape[1] + np.searchsorted(items, unit.values("item_id").astype(object))[unit.column("item_id")] for unit in units]
+    cells = [unit.row * shape[1] + np.searchsorted(items, distinct)[unit.column("item_id")] for unit, distinct in zip(units, ids)]
     every = np.concatenate(cells)
     if np.bincount(every, minlength=shape[0] * shape[1]).max(initial=0) > 1:
         return None
@@ -124,11 +125,12 @@ def _items_table(store: Store, unit: Path) -> pa.Table | None:
 
 def _matrix(shape: tuple[int, int], cells: Sequence[np.ndarray], units: Sequence[_Unit], name: str) -> np.ndarray:
     """A float matrix of a column's values at their cells, NaN elsewhere (a read-only NaN view where none has a value)."""
-    if all(np.isnan(unit.column(name)).all() for unit in units):
+    columns = [unit.column(name) for unit in units]
+    if all(np.isnan(column).all() for column in columns):
         return np.broadcast_to(np.float64(np.nan), shape)  # e.g. sentence scores of a choice task: no memory
     matrix = np.full(shape, np.nan)
-    for where, unit in zip(cells, units):
-        matrix.flat[where] = unit.column(name)
+    for where, column in zip(cells, columns):
+        matrix.flat[where] = column
     return matrix
 
 
