@@ -44,6 +44,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
+from bench.machine import matmul_rate, sync  # noqa: E402
 from dateeval.backends.base import LabelRequest  # noqa: E402
 from dateeval.backends.transformers import TransformersBackend, common_prefix_length  # noqa: E402
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT  # noqa: E402
@@ -115,26 +116,6 @@ def prompts(backend: TransformersBackend, lengths: list[int], day: dt.date, seed
     return out
 
 
-def matmul_rate(dtype: torch.dtype, device: str, size: int = 8192, repeats: int = 10) -> float:
-    """Measured dense matmul FLOP/s for ``dtype`` on ``device``: the best of five timed trials."""
-    side = size if device == "cuda" else 2048
-    a, b = torch.randn(side, side, dtype=dtype, device=device), torch.randn(side, side, dtype=dtype, device=device)
-    best = 0.0
-    for _ in range(6):
-        _sync(device)
-        start = time.perf_counter()
-        for _ in range(repeats):
-            a @ b
-        _sync(device)
-        best = max(best, 2 * side**3 * repeats / (time.perf_counter() - start))
-    return best
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
 def flops_per_token(config: dict) -> float:
     """Model FLOPs per computed token without the output layer (which runs at one position per prompt)."""
     hidden, layers, inter = config["hidden_size"], config["num_hidden_layers"], config["intermediate_size"]
@@ -168,18 +149,18 @@ def main() -> None:
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=7 * i) for i in range(args.dates + 1)]
     batches = {day: [LabelRequest(text, labels) for text in prompts(backend, lengths, day, seed=i)] for i, day in enumerate(days)}
     backend.label_logprobs(batches[days[0]], args.batch_size)  # warm-up: kernels, allocator
-    _sync(args.device)
+    sync(args.device)
     start = time.perf_counter()
     for day in days[1:]:
         backend.label_logprobs(batches[day], args.batch_size)
-    _sync(args.device)
+    sync(args.device)
     seconds = time.perf_counter() - start
     config = LLAMA_3_1_8B if args.size == "8b" else TINY
     encoded = [backend.encode([request.prompt for request in batches[day]]) for day in days[1:]]
     total = sum(len(tokens) for date in encoded for tokens in date)
     computed = sum(sum(len(tokens) for tokens in date) - (len(date) - 1) * common_prefix_length(date) for date in encoded)
     achieved = computed * flops_per_token(config) / seconds
-    peak = matmul_rate(getattr(torch, args.dtype), args.device)
+    peak = matmul_rate(getattr(torch, args.dtype), args.device, size=8192 if args.device == "cuda" else 2048)
     rate = args.items * args.dates / seconds
     device = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({os.cpu_count()} cores)"
     print(f"Llama-3.1-8B architecture ({args.size}), random weights, {args.dtype} on {device}; transformers {__import__('transformers').__version__}")

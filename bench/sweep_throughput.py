@@ -24,6 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import torch  # noqa: E402
 
+from bench.machine import matmul_rate  # noqa: E402
 from dateeval.backends.transformers import TransformersBackend, common_prefix_length  # noqa: E402
 from dateeval.cli import _quiet_libraries  # noqa: E402
 from dateeval.conditions import expand  # noqa: E402
@@ -33,20 +34,6 @@ from dateeval.store import Store  # noqa: E402
 from dateeval.backends import BackendOptions  # noqa: E402
 from dateeval.sweep import Sweep, SweepSpec  # noqa: E402
 from dateeval.tasks import build_task  # noqa: E402
-
-
-def matmul_flops(dtype: torch.dtype, size: int = 2048, repeats: int = 8, trials: int = 5) -> float:
-    """Measured dense matmul throughput (FLOP/s) for ``dtype`` on this CPU: the best of several timed trials."""
-    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
-    for _ in range(3):
-        a @ b
-    best = 0.0
-    for _ in range(trials):
-        start = time.perf_counter()
-        for _ in range(repeats):
-            a @ b
-        best = max(best, 2 * size**3 * repeats / (time.perf_counter() - start))
-    return best
 
 
 def naive_seconds(backend: TransformersBackend, prompts: list[str]) -> float:
@@ -73,7 +60,7 @@ def main() -> None:
                      subset=Subset(limit=args.items), dtypes=(args.dtype,), options=BackendOptions(device="cpu"), batch_size=args.batch_size)  # fmt: skip
     backend = TransformersBackend(resolve("smollm2-135m"), dtype=args.dtype, device="cpu")
     params = sum(p.numel() for name, p in backend.model.named_parameters() if "embed" not in name)
-    peak = matmul_flops(getattr(torch, args.dtype))
+    peak = matmul_rate(getattr(torch, args.dtype))
 
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()

@@ -168,17 +168,11 @@ def matmul_peak(dtype: str, threads: int | None) -> float:
     """The machine's matrix-multiply rate (FLOP/s) in this dtype, measured now: the ceiling for any engine."""
     import torch
 
+    from bench.machine import matmul_rate
+
     if threads:
         torch.set_num_threads(threads)
-    a = torch.randn(2048, 2048, dtype=getattr(torch, dtype))
-    for _ in range(2):
-        a @ a
-    best = float("inf")
-    for _ in range(5):
-        started = time.perf_counter()
-        a @ a
-        best = min(best, time.perf_counter() - started)
-    return 2 * 2048**3 / best
+    return matmul_rate(getattr(torch, dtype))
 
 
 def ensure_lmeval() -> Path:
