@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import socket
 import threading
@@ -35,6 +36,12 @@ from pathlib import Path
 from dateeval import leftovers
 
 DEFAULT_TTL_S = 60.0
+# A lease's time to live beyond which it is not believed: dateeval writes 60 s, and a lease that claims more
+# (or Infinity, or NaN) would keep a unit from every other driver for as long as it claims, i.e. forever.
+MAX_TTL_S = 3600.0
+# Linux PIDs fit in a pid_t (and never exceed pid_max, at most 2**22); anything else is not a process.
+_MAX_PID = 2**31 - 1
+_MAX_LEASE_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -60,9 +67,13 @@ class Holder:
     owner: Owner
     ttl_s: float
     age_s: float
+    problem: str | None = None
 
     @property
     def expired(self) -> bool:
+        """Whether another driver may take the lease: a malformed one names no owner that could still hold it."""
+        if self.problem is not None:
+            return True
         dead_here = self.owner.host == socket.gethostname() and not leftovers.process_alive(self.owner.pid)
         return dead_here or self.age_s > self.ttl_s
 
@@ -72,20 +83,54 @@ def lease_path(unit: Path) -> Path:
 
 
 def holder(unit: Path) -> Holder | None:
-    """The lease's holder, None when there is none; an unreadable lease counts as expired after its age says so."""
+    """The lease's holder, None when there is none.
+
+    A lease that cannot be read, or whose fields are out of range (half
+    written by a driver killed between create and write, or edited by hand),
+    is held by nobody: its ``problem`` says why, and it has expired. A
+    driver writing a lease holds the folder's guard, as does every check
+    that takes one over, so a lease being written is never seen half done.
+    """
     path = lease_path(unit)
     try:
         age = time.time() - path.stat().st_mtime
     except FileNotFoundError:
         return None
     try:
-        data = json.loads(path.read_text())
-        return Holder(Owner(str(data["host"]), int(data["pid"]), str(data["token"])), float(data["ttl_s"]), age)
+        data = json.loads(_read_small(path))
+        owner, ttl_s = _owner(data), _ttl(data["ttl_s"])
+        if age < -MAX_TTL_S:  # a heartbeat from the future (a clock, or a hand-set mtime): its age would never exceed its ttl
+            raise ValueError(f"its heartbeat is {-age:.0f} s in the future")
+        return Holder(owner, ttl_s, age)
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError):
-        # Half-written by a driver killed between create and write: it expires by age like any silent owner.
-        return Holder(Owner("?", -1, "?"), DEFAULT_TTL_S, age)
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as error:
+        detail = f"no field {error}" if isinstance(error, KeyError) else str(error) or type(error).__name__
+        return Holder(Owner("?", -1, "?"), DEFAULT_TTL_S, age, problem=f"malformed lease {path}: {detail}")
+
+
+def _read_small(path: Path) -> str:
+    """A lease file's text; one far longer than any lease dateeval writes is not read whole."""
+    with path.open("rb") as handle:
+        data = handle.read(_MAX_LEASE_BYTES + 1)
+    if len(data) > _MAX_LEASE_BYTES:
+        raise ValueError(f"longer than {_MAX_LEASE_BYTES} bytes")
+    return data.decode("utf-8")
+
+
+def _owner(data: dict) -> Owner:
+    """The owner a lease file names; a PID no process can have is refused (``os.kill`` would overflow on it)."""
+    pid = data["pid"]
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 0 < pid <= _MAX_PID:
+        raise ValueError(f"pid {pid!r} is not a process id")
+    return Owner(str(data["host"]), pid, str(data["token"]))
+
+
+def _ttl(value: object) -> float:
+    """A lease's time to live, refused unless a finite number of seconds in (0, MAX_TTL_S]: NaN and Infinity never expire."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and 0 < value <= MAX_TTL_S):
+        raise ValueError(f"ttl_s {value!r} is not a number of seconds in (0, {MAX_TTL_S:g}]")
+    return float(value)
 
 
 class Leases:
@@ -93,8 +138,10 @@ class Leases:
 
     def __init__(self, owner: Owner | None = None, ttl_s: float = DEFAULT_TTL_S) -> None:
         self.owner = owner or Owner.this_process()
-        self.ttl_s = ttl_s
+        self.ttl_s = _ttl(ttl_s)  # others would read a lease outside the range as malformed
         self._held: set[Path] = set()
+        # Malformed leases this driver replaced, said once each (the sweep reports them as warnings).
+        self.notes: list[str] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
@@ -107,6 +154,9 @@ class Leases:
             current = holder(unit)
             if current is not None and not current.expired:
                 return False
+            if current is not None and current.problem is not None:
+                with self._lock:
+                    self.notes.append(f"{current.problem}; taken over as expired")
             path.unlink(missing_ok=True)
             descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             try:

@@ -6,6 +6,8 @@ import socket
 import threading
 import time
 
+import pytest
+
 from dateeval.leases import Leases, Owner, holder, lease_path
 
 
@@ -82,3 +84,44 @@ def test_only_one_of_many_takes_over_an_expired_lease(tmp_path):
     [t.start() for t in threads]
     [t.join() for t in threads]
     assert len(won) == 1 and holder(unit).owner == won[0]
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('{"host": "%s", "pid": 99999999999999999999, "token": "t", "ttl_s": 60}', "pid 99999999999999999999 is not a process id"),
+        ('{"host": "%s", "pid": -7, "token": "t", "ttl_s": 60}', "pid -7 is not a process id"),
+        ('{"host": "%s", "pid": "12", "token": "t", "ttl_s": 60}', "pid '12' is not a process id"),
+        ('{"host": "%s", "pid": 1, "token": "t", "ttl_s": Infinity}', "ttl_s inf is not a number of seconds"),
+        ('{"host": "%s", "pid": 1, "token": "t", "ttl_s": NaN}', "ttl_s nan is not a number of seconds"),
+        ('{"host": "%s", "pid": 1, "token": "t", "ttl_s": 1e300}', "ttl_s 1e+300 is not a number of seconds"),
+        ('{"host": "%s", "pid": 1, "token": "t", "ttl_s": "60"}', "ttl_s '60' is not a number of seconds"),
+        ('{"host": "%s", "pid": 1, "token": "t"}', "no field 'ttl_s'"),
+        ('["%s"]', "list indices must be integers"),
+        ('{"host": "%s", "pid": 1, "tok', "Unterminated string"),
+        ("[" * 2000 + "1" + "]" * 2000, "recursion"),
+        ("%s" + " " * 5000, "longer than 4096 bytes"),
+        ('{"host": "%s", "pid": 1, "token": "t", "ttl_s": 60, "x": "\xff"}', ""),
+    ],
+)
+def test_a_malformed_lease_is_taken_over_at_once_and_named(tmp_path, text, fragment):
+    """Bad fields a hand or a crash can leave: never a traceback (OverflowError on a huge PID) nor a wait without end (NaN, Infinity)."""
+    unit = tmp_path / "u.parquet"
+    path = lease_path(unit)
+    path.write_text(text.replace("%s", socket.gethostname()), encoding="latin-1" if "\xff" in text else "utf-8")
+    assert holder(unit).expired
+    leases = Leases()
+    started = time.monotonic()
+    assert leases.acquire(unit) and holder(unit).owner == leases.owner
+    assert time.monotonic() - started < 5
+    assert len(leases.notes) == 1 and f"malformed lease {path}" in leases.notes[0] and fragment in leases.notes[0], leases.notes
+    leases.close()
+
+
+def test_a_heartbeat_far_in_the_future_does_not_hold_a_unit_forever(tmp_path):
+    unit = tmp_path / "u.parquet"
+    _plant(unit, "other-host", 1, ttl_s=60, age_s=-10 * 365 * 86400)
+    leases = Leases()
+    assert leases.acquire(unit)
+    assert "in the future" in leases.notes[0]
+    leases.close()
