@@ -20,9 +20,9 @@ their size matters here.
 ``--no-sidecars`` removes the store's aggregates first, to time the one-time
 build an old store (written before sidecars existed) goes through.
 ``--fresh-statistics`` removes only the statistics kept with the store
-(``dateeval.derived``: the headline, null bands, Table 5 rows) and computes
+(``dateeval.results.stored``: the headline, null bands, Table 5 rows) and computes
 them again in a process of their own, as the end of a sweep or of ``compact``
-does (``dateeval.findings.keep``), printing its time and peak memory; the
+does (``dateeval.results.view.keep``), printing its time and peak memory; the
 renders then read them, as the first explorer process after a sweep does.
 ``--computed-on-render`` removes them without computing them, so that cold
 renders compute them (a store no sweep of this version finished).
@@ -52,6 +52,7 @@ def build(root: Path, n_items: int, n_models: int, n_dates: int = 366) -> None:
     """One compacted, checksummed file per model (with its aggregates), as `dateeval compact` would leave it: rows by
     question, ``COMPACTED_ROW_GROUP`` rows per row group."""
     from dateeval.store import COMPACTED_ROW_GROUP, Store
+    from dateeval.results import unit_sums
 
     store = Store(root)
     rng = np.random.default_rng(0)
@@ -78,7 +79,7 @@ def build(root: Path, n_items: int, n_models: int, n_dates: int = 366) -> None:
             "subject": pa.array(["synthetic"] * n), "date_text": pa.array(np.repeat(days, n_items)),
             "probs": pa.FixedSizeListArray.from_arrays(pa.array(probs.reshape(-1)), 4).cast(pa.list_(pa.float64())),
         })  # fmt: skip
-        store.write_unit(root / f"synthetic-{m}" / "mmlu" / "compacted-synthetic.parquet", table.sort_by("item_id"), COMPACTED_ROW_GROUP)
+        unit_sums.write_unit(store, root / f"synthetic-{m}" / "mmlu" / "compacted-synthetic.parquet", table.sort_by("item_id"), COMPACTED_ROW_GROUP)
 
 
 def open_page(page: str):  # noqa: ANN201 - AppTest

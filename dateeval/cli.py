@@ -340,7 +340,8 @@ def _json_safe(value: object) -> object:
 
 
 def _read_store(path: str) -> "pd.DataFrame":  # noqa: F821 - pandas is imported lazily
-    from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
+    from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
+    from dateeval.store import Store
 
     store = Store(path)
     if not store.root.is_dir():
@@ -353,8 +354,8 @@ def _read_store(path: str) -> "pd.DataFrame":  # noqa: F821 - pandas is imported
 
 def _cmd_summary(args: argparse.Namespace) -> int:
     from dateeval.metrics import METRICS, percent
-    from dateeval.report import summary_table
-    from dateeval.stats import factor_table
+    from dateeval.results.report import summary_table
+    from dateeval.results.inference import factor_table
 
     frame = _read_store(args.store)
     table = summary_table(frame)
@@ -411,7 +412,7 @@ def _output_folder(path: Path) -> Path:
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
-    from dateeval.report import write_report
+    from dateeval.results.report import write_report
 
     out = _output_folder(Path(args.out))
     frame = _read_store(args.store)
@@ -478,7 +479,8 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
-    from dateeval import findings
+    from dateeval import results
+    from dateeval.results import unit_sums
     from dateeval.store import Store
 
     store = Store(args.store)
@@ -486,9 +488,9 @@ def _cmd_compact(args: argparse.Namespace) -> int:
         raise DateEvalError(f"store {store.root} does not exist")
     store.ensure_writable()
     with _exclusive(store.root / ".compact.lock", f"store {store.root} is being compacted by another process: wait until it finishes"):
-        folders, removed, problems = store.compact()
+        folders, removed, problems = store.compact(unit_sums.merged(store))
     # The merged files are new units: statistics kept on the old ones no longer apply, so they are computed now.
-    for message in dict.fromkeys(problems.messages() + findings.keep(store)):
+    for message in dict.fromkeys(problems.messages() + results.keep(store)):
         print(f"dateeval: warning: {message}", file=sys.stderr)
     print(f"compacted {folders} folders, merged and removed {removed} files")
     return 0

@@ -17,10 +17,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dateeval import aggregates, analysis, findings, metrics, queries, viewstate
+from dateeval import metrics, viewstate
+from dateeval import results
+from dateeval.results import descriptive, sql, unit_sums
 from dateeval.errors import DateEvalError
 from dateeval.models import cache_dir
-from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
+from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
+from dateeval.store import Store
 from dateeval.tasks import build_task
 from dateeval.tasks.base import Task
 
@@ -97,12 +100,12 @@ def default_templates_dir() -> str:
 
 
 # Pages never hold the store's per-item rows: curves and tables come from per-unit sums
-# (``dateeval.aggregates``), per-item views from DuckDB reads of verified files (``dateeval.queries``).
+# (``dateeval.results.unit_sums``), per-item views from DuckDB reads of verified files (``dateeval.results.sql``).
 @st.cache_resource(show_spinner="Reading aggregates...", max_entries=2)
-def _view(root: str, fingerprint: tuple) -> tuple[findings.StoreView, list[str]]:
-    """The store's sums, metrics and per-entry matrices (``findings.StoreView``), shared by every session, with its warnings."""
+def _view(root: str, fingerprint: tuple) -> tuple[results.Results, list[str]]:
+    """The store's sums, metrics and per-entry matrices (``results.Results``), shared by every session, with its warnings."""
     del fingerprint  # only part of the cache key: a new or replaced file invalidates it
-    view, problems = findings.StoreView.open(Store(root))
+    view, problems = results.open(Store(root))
     return view, problems.messages()
 
 
@@ -117,7 +120,7 @@ def _metrics(root: str, fingerprint: tuple) -> pd.DataFrame:
 
 
 def load() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The chosen store's per-unit sums (``dateeval.aggregates``, with ``entry``) and per-condition metrics (cached).
+    """The chosen store's per-unit sums (``dateeval.results.unit_sums``, with ``entry``) and per-condition metrics (cached).
 
     A store without results stops the page with the empty state.
     """
@@ -127,7 +130,7 @@ def load() -> tuple[pd.DataFrame, pd.DataFrame]:
     sums, metrics = view.sums, _metrics(str(store.root), fingerprint)
     for message in dict.fromkeys(problems):
         st.warning(message)
-    for note in aggregates.confidence_notes(sums):
+    for note in unit_sums.confidence_notes(sums):
         st.info(note)
     if metrics.empty:
         empty_state()
@@ -140,7 +143,7 @@ def item_history(root: str, fingerprint: tuple, model_key: str, dataset: str, it
     """Chosen columns of one item on every condition, read by DuckDB with the item pushed into the scan (option
     probabilities and outputs are the store's bulk, so they are never loaded with everything else)."""
     view = _view(root, fingerprint)[0]
-    return queries.item_rows(*view.sources((view.sums["model_key"] == model_key) & (view.sums["dataset"] == dataset)), item_id, columns)
+    return sql.item_rows(*view.sources((view.sums["model_key"] == model_key) & (view.sums["dataset"] == dataset)), item_id, columns)
 
 
 def default_data_dir() -> str:
@@ -217,7 +220,7 @@ def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection:
         viewstate.publish("entries", entries)
     else:
         entries = [picker("Model", available, "entry", where=st.sidebar)]
-    stored = analysis.date_range(metrics, dataset)
+    stored = descriptive.date_range(metrics, dataset)
     if stored is None:
         return Selection(tuple(entries), dataset, pd.Timestamp("2024-01-01"), pd.Timestamp("2024-12-31"))
     first, last = stored
@@ -259,7 +262,7 @@ def page_data(multi_entry: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, Sel
 
 
 def _chosen(root: str, fingerprint: tuple, selection: Selection) -> tuple[list[Path], pd.DataFrame, bool]:
-    """The verified files, entry keys and de-duplication need of a selection (see ``StoreView.sources``)."""
+    """The verified files, entry keys and de-duplication need of a selection (see ``Results.sources``)."""
     view = _view(root, fingerprint)[0]
     return view.sources((view.sums["dataset"] == selection.dataset) & view.sums["entry"].isin(selection.entries))
 
@@ -267,7 +270,7 @@ def _chosen(root: str, fingerprint: tuple, selection: Selection) -> tuple[list[P
 @st.cache_resource(show_spinner="Reading the selected results...", max_entries=8)
 def _selected(root: str, fingerprint: tuple, selection: Selection) -> pd.DataFrame:
     dates = (selection.start.date(), selection.end.date())
-    return queries.rows(*_chosen(root, fingerprint, selection), [*ITEM_COLUMNS, *GENERATION_COLUMNS], dates)
+    return sql.rows(*_chosen(root, fingerprint, selection), [*ITEM_COLUMNS, *GENERATION_COLUMNS], dates)
 
 
 def select(selection: Selection) -> pd.DataFrame:
@@ -283,11 +286,11 @@ def select(selection: Selection) -> pd.DataFrame:
 
 @st.cache_data(show_spinner="Finding the questions that flip...", max_entries=16)
 def flips(root: str, fingerprint: tuple, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-question flip counts and Table 7 (cached): one entry's as ``StoreView.flips`` keeps them (the whole stored
+    """Per-question flip counts and Table 7 (cached): one entry's as ``Results.flips`` keeps them (the whole stored
     range since the sweep ended), several entries' by DuckDB over their files."""
     if len(selection.entries) == 1:
         return _view(root, fingerprint)[0].flips(selection.entries[0], selection.dataset, selection.start.date(), selection.end.date())
-    return queries.flips(*_chosen(root, fingerprint, selection), selection.start.date(), selection.end.date())
+    return sql.flips(*_chosen(root, fingerprint, selection), selection.start.date(), selection.end.date())
 
 
 def item_rows(selection: Selection, item_id: str) -> pd.DataFrame:
@@ -299,14 +302,14 @@ def item_rows(selection: Selection, item_id: str) -> pd.DataFrame:
 
 @st.cache_data(max_entries=64)
 def _item_rows(root: str, fingerprint: tuple, selection: Selection, item_id: str) -> pd.DataFrame:
-    return queries.item_rows(*_chosen(root, fingerprint, selection), item_id, ITEM_COLUMNS)
+    return sql.item_rows(*_chosen(root, fingerprint, selection), item_id, ITEM_COLUMNS)
 
 
 def template_default_dates(selection: Selection) -> dict[str, pd.Timestamp]:
     """The date each chosen entry's template uses when left alone, from the sums (no per-item read)."""
     store = current_store()
     sums = _sums(str(store.root), store.fingerprint())
-    return analysis.template_default_dates(sums[(sums["dataset"] == selection.dataset) & sums["entry"].isin(selection.entries)])
+    return descriptive.template_default_dates(sums[(sums["dataset"] == selection.dataset) & sums["entry"].isin(selection.entries)])
 
 
 def empty_state() -> None:
@@ -315,19 +318,19 @@ def empty_state() -> None:
 
 @st.cache_data(show_spinner="Computing the headline (bootstrap and permutations)...", max_entries=4)
 def headline(root: str, fingerprint: tuple) -> dict | None:
-    """The store's finding (``StoreView.headline``; kept with the store, usually since the sweep that wrote it)."""
+    """The store's finding (``Results.headline``; kept with the store, usually since the sweep that wrote it)."""
     return _view(root, fingerprint)[0].headline()
 
 
 @st.cache_data(show_spinner="Bootstrapping intervals over questions...", max_entries=16)
 def bands(root: str, fingerprint: tuple, selection: Selection, metric: str) -> pd.DataFrame:
     """95% bootstrap interval per entry and date of the selection (cached)."""
-    from dateeval import stats
+    from dateeval.results import inference
 
     view = _view(root, fingerprint)[0]
     parts = [view.band(entry, selection.dataset, metric) for entry in sorted(selection.entries)]
     parts = [part for part in parts if len(part)]
-    band = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=stats.BAND_COLUMNS)
+    band = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=inference.BAND_COLUMNS)
     return band[band["date"].between(selection.start, selection.end)]
 
 
@@ -379,6 +382,6 @@ def intro(text: str) -> None:
 
 @st.cache_data(show_spinner="Computing statistics (bootstrap and permutations)...", max_entries=4)
 def statistics(root: str, fingerprint: tuple) -> dict[str, pd.DataFrame]:
-    """Table 5, the date effect against chance, run-to-run variation and Table 3 (``StoreView.statistics``; each
+    """Table 5, the date effect against chance, run-to-run variation and Table 3 (``Results.statistics``; each
     entry's part kept with the store, usually since the sweep that wrote it)."""
     return _view(root, fingerprint)[0].statistics()

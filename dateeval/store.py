@@ -26,7 +26,7 @@ import datetime as dt
 import os
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,17 +36,8 @@ import pyarrow.parquet as pq
 
 from dateeval import checksums, leftovers
 from dateeval.errors import DateEvalError
+from dateeval.schema import ROW_KEY
 
-# What makes a result unique. The hardware is part of it so that results of one model from two
-# machines (two GPU models, say) both stay in one store and can be compared.
-ROW_KEY = ["model_key", "hardware", "task_key", "condition_key", "item_id", "prompt_hash"]
-SUMMARY_COLUMNS = [
-    "model", "model_key", "dtype", "device", "hardware", "dataset", "task_key", "condition", "condition_key", "date_mode", "date",
-    "system_prompt", "item_id", "correct", "confidence", "pred", "answer", "prompt_hash", "created_at", "date_text", "factor",
-]  # fmt: skip
-# Columns only open-ended tasks have: read where present, never filled in for stores of MCQA only
-# (filling them would add four empty columns to tens of millions of rows).
-GENERATION_COLUMNS = ["parsed", "score", "bleu_stats", "chrf_stats"]
 # A write's staging file: `.{name}.{host}-{pid}-{hex}.tmp` (files from before the host was recorded lack it).
 _STAGING = re.compile(r"^\..+?\.parquet\.(?:(?P<host>[^-/]+)-)?(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")
 
@@ -125,20 +116,6 @@ class Store:
             staging.unlink(missing_ok=True)
             raise DateEvalError(f"cannot write results to {path}: {error.strerror or error}") from None
 
-    def write_unit(self, path: Path, rows: list[dict] | pd.DataFrame | pa.Table, row_group_size: int | None = None) -> None:
-        """Write a unit's rows (``write``), then its aggregates sidecar (``dateeval.aggregates``).
-
-        The sidecar is summed from the file read back with every column
-        verified, so pages draw curves and tables from it without scanning
-        rows, and per-item reads may trust the file as verified. A sidecar
-        that cannot be written costs nothing but speed: the explorer builds
-        missing ones itself.
-        """
-        self.write(path, rows, row_group_size)
-        from dateeval import aggregates  # aggregates reads and writes through this module
-
-        aggregates.build(self, path)
-
     @staticmethod
     def read_table(path: Path) -> pa.Table | None:
         """One file's rows as an Arrow table, every column verified; None when it is damaged or unreadable.
@@ -201,7 +178,7 @@ class Store:
                 removed.append(path)
         return removed
 
-    def compact(self) -> tuple[int, int, StoreProblems]:
+    def compact(self, merged: Callable[[Path, list[Path]], None] | None = None) -> tuple[int, int, StoreProblems]:
         """Merge each model/dataset folder's unit files into one file; returns (folders, files removed, problems).
 
         Thousands of small files slow every read; one file per folder is
@@ -211,11 +188,10 @@ class Store:
         all its columns), the merged file is written (atomically), read back
         and compared with what was merged before any original is removed,
         and duplicates are dropped on read, so a kill at any point loses
-        nothing. Unreadable or damaged files are left in place. The merged
-        file gets its aggregates sidecar; the removed files' sidecars go.
+        nothing. Unreadable or damaged files are left in place. Each merged
+        file and the files it replaced are passed to ``merged`` (the results
+        layer rebuilds its sidecars there: the store knows nothing of them).
         """
-        from dateeval import aggregates  # aggregates reads and writes through this module
-
         all_problems = StoreProblems(removed=self.remove_leftovers())
         folders = sorted({path.parent for path in self.files()})
         removed = 0
@@ -238,12 +214,12 @@ class Store:
                     target.unlink(missing_ok=True)
                 all_problems.corrupted.append((target, f"the merged file did not read back as written ({mismatch}); the originals are kept"))
                 continue
-            aggregates.build(self, target)
-            for path in readable:
-                if path != target:
-                    path.unlink()
-                    aggregates.discard(self.root, path)
-                    removed += 1
+            replaced = [path for path in readable if path != target]
+            for path in replaced:
+                path.unlink()
+            removed += len(replaced)
+            if merged is not None:
+                merged(target, replaced)
         return len(folders), removed, all_problems
 
     def read(

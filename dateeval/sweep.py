@@ -28,7 +28,9 @@ from dateeval.backends import locate
 from dateeval.errors import DateEvalError
 from dateeval.leases import DEFAULT_TTL_S, Leases, holder
 from dateeval.plan import Description, SweepSpec, Unit
-from dateeval.store import ROW_KEY, Store, StoreProblems
+from dateeval.schema import ROW_KEY
+from dateeval.store import Store, StoreProblems
+from dateeval.results import unit_sums
 from dateeval.worker import UnitResult, Worker, build_tasks
 
 __all__ = ["Executor", "LocalExecutor", "Progress", "Sweep", "SweepSpec"]
@@ -158,13 +160,13 @@ class Sweep:
         return progress
 
     def _keep_statistics(self, progress: Progress) -> None:
-        """Compute the explorer's costly statistics for the store as this sweep left it (``dateeval.findings``), so that
+        """Compute the explorer's costly statistics for the store as this sweep left it (``dateeval.results.view``), so that
         the explorer's first render after a sweep reads them instead of computing them while a reader waits."""
-        from dateeval import findings  # DuckDB and the statistics are needed only here, once per sweep
+        from dateeval import results  # DuckDB and the statistics are needed only here, once per sweep
 
         progress.current = "statistics for the explorer"
         self._report(progress)
-        progress.messages += findings.keep(self.store)
+        progress.messages += results.keep(self.store)
         self._report(progress)
 
     def _run_model(self, description: Description, progress: Progress) -> None:
@@ -264,7 +266,7 @@ class Sweep:
         """Write one unit (the only place rows reach the store), then give its lease back."""
         path = self.store.root / unit.path
         try:
-            self.store.write_unit(path, result.rows)
+            unit_sums.write_unit(self.store, path, result.rows)
         finally:
             self.leases.release(path)
         with self._lock:

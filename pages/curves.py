@@ -3,7 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from dateeval import analysis, explorer, paper, plots, viewstate
+from dateeval import explorer, plots, viewstate
+from dateeval.results import descriptive, paper
 from dateeval.metrics import METRICS, available_metrics
 
 st.title("Scores by date: accuracy, calibration, pass@1, BLEU, chrF")
@@ -15,7 +16,7 @@ explorer.intro(
     "at all (the paper's recommended mitigation). If the date did not matter, the lines would be flat inside their bands."
 )
 frame, chosen, selection = explorer.page_data()
-dated = analysis.dated(chosen)
+dated = descriptive.dated(chosen)
 dated = dated[dated["date"].between(selection.start, selection.end)]
 if dated.empty:
     st.info("No dated results for this selection: widen the date range or pick other models.")
@@ -35,7 +36,7 @@ others = sorted(set(everything.loc[everything[metric].notna(), "dataset"]) - {se
 overlay = explorer.picker("Compare with another dataset, same models (e.g. chain of thought vs next-token, paper Figure 4)", ["(none)", *others], "overlay")
 if overlay != "(none)":
     extra = everything[(everything["dataset"] == overlay) & everything["entry"].isin(selection.entries)]
-    dated_extra = analysis.dated(extra)
+    dated_extra = descriptive.dated(extra)
     dated_extra = dated_extra[dated_extra["date"].between(selection.start, selection.end) & dated_extra[metric].notna()]
     tag = lambda table, name: table.assign(entry=table["entry"] + " · " + name)  # noqa: E731
     dated, chosen = pd.concat([tag(dated, selection.dataset), tag(dated_extra, overlay)]), pd.concat([tag(chosen, selection.dataset), tag(extra, overlay)])
@@ -45,7 +46,7 @@ st.plotly_chart(figure, width="stretch")
 st.download_button("Download figure (HTML)", figure.to_html(include_plotlyjs="cdn"), f"curves-{metric}.html", "text/html")
 explorer.downloads(explorer.item_table(selection), "per-item-per-date")
 st.subheader("Worst-to-best delta (Tables 1, 2 and 8)")
-summary = analysis.summarize(dated.assign(date=dated["date"].dt.strftime("%Y-%m-%d")))
+summary = descriptive.summarize(dated.assign(date=dated["date"].dt.strftime("%Y-%m-%d")))
 explorer.show_table(summary[[c for c in ("entry", "n_dates", f"{metric}_min", f"{metric}_max", f"{metric}_delta", f"{metric}_worst_date",
                                          f"{metric}_best_date") if c in summary]], selection.dataset)  # fmt: skip
 figures = paper.beside(selection.dataset, metric)

@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from dateeval import analysis, explorer, plots, stats
+from dateeval import explorer, plots
+from dateeval.results import descriptive, inference
 from dateeval.metrics import percent
 
 st.title("Is the date effect real, and how big is it next to the rest?")
@@ -47,8 +48,8 @@ if len(tables["correlations"]):
 st.subheader("How many dates does a budget need?")
 entries = sorted(metrics[metrics["dataset"] == dataset]["entry"].unique())
 entry = explorer.picker("Model", entries, "entry")
-dated = analysis.dated(metrics[(metrics["dataset"] == dataset) & (metrics["entry"] == entry)])
+dated = descriptive.dated(metrics[(metrics["dataset"] == dataset) & (metrics["entry"] == entry)])
 tolerance = st.slider("Tolerance (relative to the full-range value)", 0.05, 0.5, 0.2, 0.05)
-budget = stats.date_budget(dated["accuracy"].to_numpy(), tolerance=tolerance)
+budget = inference.date_budget(dated["accuracy"].to_numpy(), tolerance=tolerance)
 st.caption(f"From {len(dated)} dates: share of random samples of m dates whose delta / CV is within {percent(tolerance)} of the full value.")
 explorer.show_table(budget, dataset)

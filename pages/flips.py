@@ -5,7 +5,8 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from dateeval import analysis, explorer, plots
+from dateeval import explorer, plots
+from dateeval.results import descriptive
 from dateeval.data.items import LABELS
 from dateeval.tasks import generates
 
@@ -85,7 +86,7 @@ def outputs_side_by_side(rows: pd.DataFrame) -> None:
     a = days.index(explorer.date_picker("Date A", days, "output_a", days[first], where=left))
     b = days.index(explorer.date_picker("Date B", days, "output_b", days[second], where=right_column))
     one, two = outputs.loc[a], outputs.loc[b]
-    where = analysis.first_divergence(one["output"], two["output"])
+    where = descriptive.first_divergence(one["output"], two["output"])
     if where is None:
         st.success("The two dates produced identical outputs.")
     else:

@@ -3,7 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from dateeval import analysis, explorer, plots
+from dateeval import explorer, plots
+from dateeval.results import descriptive
 from dateeval.metrics import METRICS, available_metrics, percent
 
 st.title("Leaderboard by date")
@@ -16,7 +17,7 @@ explorer.intro(
 frame, chosen, selection = explorer.page_data()
 scores = [m for m in available_metrics(chosen) if METRICS[m].higher_is_better]
 metric = explorer.picker("Ranked by", scores, "metric", format_func=lambda m: plots.axis_label(m, selection.dataset)) if scores else "accuracy"
-ranked = analysis.ranks(chosen, metric)
+ranked = descriptive.ranks(chosen, metric)
 ranked = ranked[ranked["date"].between(selection.start, selection.end)]
 if ranked["entry"].nunique() < 2:
     st.info("A leaderboard needs at least two models with results on this dataset: select more in the sidebar or run another model.")
@@ -44,9 +45,9 @@ left.dataframe(style(a), width="stretch")
 right.dataframe(style(b), width="stretch")
 st.caption(f"{len(moved)} of {len(a)} models change position between {first} and {second} (highlighted).")
 k = st.slider("Top k", 1, max(1, ranked["entry"].nunique()), min(3, ranked["entry"].nunique()))
-share = analysis.top_k_reorders(chosen, selection.dataset, k, metric)
+share = descriptive.top_k_reorders(chosen, selection.dataset, k, metric)
 st.metric(f"Consecutive date pairs whose top {k} differs", percent(share))
-taus = analysis.kendall_taus(chosen, selection.dataset, metric)
+taus = descriptive.kendall_taus(chosen, selection.dataset, metric)
 if len(taus):
     st.plotly_chart(plots.tau_histogram(taus), width="stretch")
     st.caption(f"Mean Kendall tau {taus['tau'].mean():.3f}; {percent((taus['tau'] < 1).mean())} of date pairs rank the models differently.")

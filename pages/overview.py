@@ -2,7 +2,8 @@
 
 import streamlit as st
 
-from dateeval import analysis, explorer, paper
+from dateeval import explorer
+from dateeval.results import descriptive, paper
 from dateeval.metrics import METRICS, available_metrics, percent
 
 st.title("How much does the date in the system prompt move the results?")
@@ -37,7 +38,7 @@ explorer.intro(
     "all (Table 9). Rates are percentages, BLEU and chrF points; values are on the questions every condition of a model "
     "scored, so dates compare like with like."
 )
-summary = analysis.summarize(metrics)
+summary = descriptive.summarize(metrics)
 for dataset, table in summary.groupby("dataset", sort=True):
     names = available_metrics(metrics[metrics["dataset"] == dataset])
     columns = ["entry", "n_items", "n_dates"] + [f"{m}_{part}" for m in names for part in ("min", "mean", "max", "delta", "worst_date", "best_date")]

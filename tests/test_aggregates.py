@@ -7,26 +7,28 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from dateeval import aggregates, analysis, derived, findings, outcomes, queries
+from dateeval import schema
+from dateeval.results import unit_sums, descriptive, stored, view, item_matrices, sql
 from dateeval.errors import DateEvalError
-from dateeval.store import GENERATION_COLUMNS, SUMMARY_COLUMNS, Store
+from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
+from dateeval.store import Store
 
-KEY = [*analysis.ENTRY, "condition"]
+KEY = [*schema.ENTRY, "condition"]
 
 
 @pytest.fixture
 def demo(tmp_path) -> Store:
     """A copy of the demo store (MCQA, chain of thought, GSM8K, HumanEval, WMT16: every metric), without sidecars."""
-    shutil.copytree(ROOT / "demo" / "store", tmp_path / "store", ignore=shutil.ignore_patterns(aggregates.FOLDER))
-    aggregates._READ.clear()
-    aggregates._ITEMS.clear()
-    derived._KEPT.clear()
+    shutil.copytree(ROOT / "demo" / "store", tmp_path / "store", ignore=shutil.ignore_patterns(unit_sums.FOLDER))
+    unit_sums._READ.clear()
+    unit_sums._ITEMS.clear()
+    stored._KEPT.clear()
     return Store(tmp_path / "store")
 
 
 def _from_rows(store: Store) -> pd.DataFrame:
     frame, _ = store.read(columns=SUMMARY_COLUMNS, optional=GENERATION_COLUMNS)
-    return analysis.condition_metrics(frame)
+    return descriptive.condition_metrics(frame)
 
 
 def _same(left: pd.DataFrame, right: pd.DataFrame) -> None:
@@ -35,45 +37,45 @@ def _same(left: pd.DataFrame, right: pd.DataFrame) -> None:
 
 
 def test_sums_give_the_metrics_of_the_rows_for_every_task(demo):
-    sums, problems = aggregates.load(demo)
-    assert not problems.corrupted and aggregates.inexact_entries(sums).empty
-    metrics, _ = aggregates.condition_metrics(demo, sums)
+    sums, problems = unit_sums.load(demo)
+    assert not problems.corrupted and unit_sums.inexact_entries(sums).empty
+    metrics, _ = unit_sums.condition_metrics(demo, sums)
     _same(metrics, _from_rows(demo))
     assert metrics[["accuracy", "ece", "bleu", "chrf"]].notna().any().all()  # every kind of metric was compared
 
 
 def test_missing_sidecars_are_built_once_and_then_read(demo):
-    aggregates.load(demo)
-    kept = sorted((demo.root / aggregates.FOLDER).rglob("*.parquet"))
+    unit_sums.load(demo)
+    kept = sorted((demo.root / unit_sums.FOLDER).rglob("*.parquet"))
     assert len(kept) == 2 * len(demo.files())  # the sums and the per-item sidecar of every unit
-    aggregates._READ.clear()
-    again, problems = aggregates.load(demo)  # from the sidecars, verified on read
-    assert not problems.corrupted and sorted((demo.root / aggregates.FOLDER).rglob("*.parquet")) == kept
-    _same(aggregates.condition_metrics(demo, again)[0], _from_rows(demo))
+    unit_sums._READ.clear()
+    again, problems = unit_sums.load(demo)  # from the sidecars, verified on read
+    assert not problems.corrupted and sorted((demo.root / unit_sums.FOLDER).rglob("*.parquet")) == kept
+    _same(unit_sums.condition_metrics(demo, again)[0], _from_rows(demo))
     items = next(path for path in kept if path.name.endswith(".items.parquet"))
     items.unlink()  # a per-item sidecar lost (or, below, one of an older format): built again when needed
-    sums = again.assign(entry=analysis.entry_label(again))
-    source = str(items.relative_to(demo.root / aggregates.FOLDER)).split(".parquet.")[0] + ".parquet"
-    assert outcomes.load(demo, sums[sums["source"] == source].loc[lambda s: s["entry"] == s["entry"].iloc[0]]) is not None and items.exists()
-    for path in list((demo.root / aggregates.FOLDER).rglob("*.parquet")):  # as the format before per-item sidecars left them
+    sums = again.assign(entry=descriptive.entry_label(again))
+    source = str(items.relative_to(demo.root / unit_sums.FOLDER)).split(".parquet.")[0] + ".parquet"
+    assert item_matrices.load(demo, sums[sums["source"] == source].loc[lambda s: s["entry"] == s["entry"].iloc[0]]) is not None and items.exists()
+    for path in list((demo.root / unit_sums.FOLDER).rglob("*.parquet")):  # as the format before per-item sidecars left them
         if path.name.endswith(".items.parquet"):
             path.unlink()
         else:
-            path.rename(path.with_name(path.name.replace(f".v{aggregates.FORMAT}.", ".")))
-    old = list((demo.root / aggregates.FOLDER).rglob("*.parquet"))
-    aggregates._READ.clear()
-    aggregates.load(demo)
-    assert not any(path.exists() for path in old) and len(list((demo.root / aggregates.FOLDER).rglob("*.parquet"))) == len(kept)
+            path.rename(path.with_name(path.name.replace(f".v{unit_sums.FORMAT}.", ".")))
+    old = list((demo.root / unit_sums.FOLDER).rglob("*.parquet"))
+    unit_sums._READ.clear()
+    unit_sums.load(demo)
+    assert not any(path.exists() for path in old) and len(list((demo.root / unit_sums.FOLDER).rglob("*.parquet"))) == len(kept)
 
 
 def test_a_replaced_unit_is_summed_again(demo):
-    aggregates.load(demo)
+    unit_sums.load(demo)
     unit = demo.files()[0]
     frame, _ = demo.read(paths=[unit])
     demo.write(unit, frame.assign(correct=~frame["correct"].astype(bool)))
-    sums, _ = aggregates.load(demo)
-    _same(aggregates.condition_metrics(demo, sums)[0], _from_rows(demo))
-    assert len(list((demo.root / aggregates.FOLDER).rglob(f"{unit.name}.*"))) == 2  # the stale sidecars are gone: sums and items
+    sums, _ = unit_sums.load(demo)
+    _same(unit_sums.condition_metrics(demo, sums)[0], _from_rows(demo))
+    assert len(list((demo.root / unit_sums.FOLDER).rglob(f"{unit.name}.*"))) == 2  # the stale sidecars are gone: sums and items
 
 
 def _unit(condition: str, items: range, correct: list[bool]) -> list[dict]:
@@ -86,16 +88,16 @@ def _unit(condition: str, items: range, correct: list[bool]) -> list[dict]:
 def test_entries_the_sums_cannot_give_exactly_come_from_their_rows(tmp_path):
     """A second file for a condition (duplicates, more items) and conditions with different items: same numbers as the rows."""
     store = Store(tmp_path)
-    store.write_unit(store.unit_path("m", "d", "2024-01-01", "a"), _unit("2024-01-01", range(4), [True, False, True, True]))
-    store.write_unit(store.unit_path("m", "d", "2024-01-01", "b"), _unit("2024-01-01", range(2, 6), [False, False, True, False]))
-    store.write_unit(store.unit_path("m", "d", "2024-01-02", "c"), _unit("2024-01-02", range(5), [True, True, False, True, False]))
-    sums, _ = aggregates.load(store)
-    assert len(aggregates.inexact_entries(sums)) == 1
-    _same(aggregates.condition_metrics(store, sums)[0], _from_rows(store))
+    unit_sums.write_unit(store, store.unit_path("m", "d", "2024-01-01", "a"), _unit("2024-01-01", range(4), [True, False, True, True]))
+    unit_sums.write_unit(store, store.unit_path("m", "d", "2024-01-01", "b"), _unit("2024-01-01", range(2, 6), [False, False, True, False]))
+    unit_sums.write_unit(store, store.unit_path("m", "d", "2024-01-02", "c"), _unit("2024-01-02", range(5), [True, True, False, True, False]))
+    sums, _ = unit_sums.load(store)
+    assert len(unit_sums.inexact_entries(sums)) == 1
+    _same(unit_sums.condition_metrics(store, sums)[0], _from_rows(store))
     frame, _ = store.read(columns=SUMMARY_COLUMNS)
-    keys = sums[[*analysis.ENTRY_KEY]].drop_duplicates().assign(entry=analysis.entry_label(sums.iloc[:1]).iloc[0])
-    flips, _ = queries.flips(store.files(), keys, True, dt.date(2024, 1, 1), dt.date(2024, 1, 2))
-    expected = analysis.item_flips(frame)
+    keys = sums[[*schema.ENTRY_KEY]].drop_duplicates().assign(entry=descriptive.entry_label(sums.iloc[:1]).iloc[0])
+    flips, _ = sql.flips(store.files(), keys, True, dt.date(2024, 1, 1), dt.date(2024, 1, 2))
+    expected = descriptive.item_flips(frame)
     pd.testing.assert_frame_equal(flips, expected, check_dtype=False, check_exact=False)
 
 
@@ -104,58 +106,59 @@ def test_a_damaged_unit_is_reported_and_left_out(demo):
     data = bytearray(unit.read_bytes())
     data[len(data) // 3] ^= 0xFF
     unit.write_bytes(bytes(data))
-    sums, problems = aggregates.load(demo)
+    sums, problems = unit_sums.load(demo)
     assert [path for path, _ in problems.corrupted] == [unit] and str(unit.relative_to(demo.root)) not in set(sums["source"])
 
 
 def test_flips_from_duckdb_equal_the_per_item_analysis(demo):
-    sums, _ = aggregates.load(demo)
-    sums = sums.assign(entry=analysis.entry_label(sums))
+    sums, _ = unit_sums.load(demo)
+    sums = sums.assign(entry=descriptive.entry_label(sums))
     frame, _ = demo.read(columns=[*SUMMARY_COLUMNS, "n_options"], optional=GENERATION_COLUMNS)
-    frame = frame.assign(entry=analysis.entry_label(frame))
+    frame = frame.assign(entry=descriptive.entry_label(frame))
     for (entry, dataset), group in sums.groupby(["entry", "dataset"]):
-        keys = group[[*analysis.ENTRY_KEY, "entry"]].drop_duplicates()
+        keys = group[[*schema.ENTRY_KEY, "entry"]].drop_duplicates()
         paths = [demo.root / source for source in group["source"].unique()]
-        flips, table7 = queries.flips(paths, keys, False, dt.date(2024, 1, 1), dt.date(2024, 12, 31))
+        flips, table7 = sql.flips(paths, keys, False, dt.date(2024, 1, 1), dt.date(2024, 12, 31))
         rows = frame[(frame["entry"] == entry) & (frame["dataset"] == dataset)]
-        pd.testing.assert_frame_equal(flips, analysis.item_flips(rows), check_dtype=False, check_exact=False)
-        pd.testing.assert_frame_equal(table7, analysis.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
+        pd.testing.assert_frame_equal(flips, descriptive.item_flips(rows), check_dtype=False, check_exact=False)
+        pd.testing.assert_frame_equal(table7, descriptive.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
         item = flips["item_id"].iloc[0]
-        history = queries.item_rows(paths, keys, False, item, ["correct", "confidence"])
+        history = sql.item_rows(paths, keys, False, item, ["correct", "confidence"])
         assert len(history) == (rows["item_id"] == item).sum() and history["date"].dropna().is_monotonic_increasing
 
 
 def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
-    """Flips, Table 7, the headline, the bands and the Factors tables from ``dateeval.outcomes`` equal the row-based path."""
-    from dateeval import explorer, stats
+    """Flips, Table 7, the headline, the bands and the Factors tables from ``dateeval.results.item_matrices`` equal the row-based path."""
+    from dateeval import explorer
+    from dateeval.results import inference
 
-    sums, _ = aggregates.load(demo)
-    sums = sums.assign(entry=analysis.entry_label(sums))
-    frame, _ = demo.read(columns=findings.OUTCOME_COLUMNS, optional=["answer", "score", *GENERATION_COLUMNS])
-    frame = frame.assign(entry=analysis.entry_label(frame))
+    sums, _ = unit_sums.load(demo)
+    sums = sums.assign(entry=descriptive.entry_label(sums))
+    frame, _ = demo.read(columns=schema.OUTCOME_COLUMNS, optional=["answer", "score", *GENERATION_COLUMNS])
+    frame = frame.assign(entry=descriptive.entry_label(frame))
     for (entry, dataset), group in sums.groupby(["entry", "dataset"]):
-        found = outcomes.load(demo, group)
+        found = item_matrices.load(demo, group)
         for start, end in ((dt.date(2024, 1, 1), dt.date(2024, 12, 31)), (dt.date(2024, 3, 5), dt.date(2024, 6, 30))):
-            flips, table7 = outcomes.flips(found, start, end)
+            flips, table7 = item_matrices.flips(found, start, end)
             rows = frame[(frame["entry"] == entry) & (frame["dataset"] == dataset)]
             rows = rows[rows["date"].isna() | pd.to_datetime(rows["date"], errors="coerce").between(pd.Timestamp(start), pd.Timestamp(end))]
-            pd.testing.assert_frame_equal(flips, analysis.item_flips(rows), check_dtype=False, check_exact=False)
-            pd.testing.assert_frame_equal(table7, analysis.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
+            pd.testing.assert_frame_equal(flips, descriptive.item_flips(rows), check_dtype=False, check_exact=False)
+            pd.testing.assert_frame_equal(table7, descriptive.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
     fingerprint = demo.fingerprint()
     tables = explorer.statistics(str(demo.root), fingerprint)
-    graded = stats.graded(frame)
-    pd.testing.assert_frame_equal(tables["factors"], stats.factor_table(frame, n_boot=100), check_exact=False, rtol=1e-12)
-    pd.testing.assert_frame_equal(tables["significance"], stats.date_significance(frame, n_perm=200), check_exact=False, rtol=1e-12)
-    pd.testing.assert_frame_equal(tables["run_to_run"], stats.run_to_run(frame), check_exact=False, rtol=1e-12)
+    graded = inference.graded(frame)
+    pd.testing.assert_frame_equal(tables["factors"], inference.factor_table(frame, n_boot=100), check_exact=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(tables["significance"], inference.date_significance(frame, n_perm=200), check_exact=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(tables["run_to_run"], inference.run_to_run(frame), check_exact=False, rtol=1e-12)
     assert set(tables["factors"]["factor"]) >= {"date", "precision"} and len(tables["significance"]) == 6  # every graded entry
-    metrics, _ = aggregates.condition_metrics(demo, sums)
-    top = stats.largest_delta(metrics)
+    metrics, _ = unit_sums.condition_metrics(demo, sums)
+    top = inference.largest_delta(metrics)
     dated = graded[(graded["factor"] == "date") & (graded["entry"] == top["entry"]) & (graded["dataset"] == top["dataset"])]
-    assert explorer.headline(str(demo.root), fingerprint) == stats.headline(stats.outcome_matrices(dated, "condition_key")[1], metrics)
+    assert explorer.headline(str(demo.root), fingerprint) == inference.headline(inference.outcome_matrices(dated, "condition_key")[1], metrics)
     chosen = sorted(metrics.loc[metrics["dataset"] == "mmlu", "entry"].unique())
     selection = explorer.Selection(tuple(chosen), "mmlu", pd.Timestamp("2024-01-01"), pd.Timestamp("2024-12-31"))
     for metric in ("accuracy", "ece"):
-        expected = stats.date_bands(frame[(frame["dataset"] == "mmlu") & frame["entry"].isin(chosen)], metric)
+        expected = inference.date_bands(frame[(frame["dataset"] == "mmlu") & frame["entry"].isin(chosen)], metric)
         pd.testing.assert_frame_equal(explorer.bands(str(demo.root), fingerprint, selection, metric), expected, check_exact=False, rtol=1e-12)
 
 
@@ -165,14 +168,15 @@ def _new_process() -> None:
 
     for cached in (explorer._view, explorer._metrics, explorer.headline, explorer.statistics, explorer.bands, explorer.flips):
         cached.clear()
-    aggregates._READ.clear()
-    derived._KEPT.clear()
+    unit_sums._READ.clear()
+    stored._KEPT.clear()
 
 
 def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed_when_stale(demo, monkeypatch):
-    """The headline and the Factors tables come back equal from ``dateeval.derived`` without computing anything; a
+    """The headline and the Factors tables come back equal from ``dateeval.results.stored`` without computing anything; a
     damaged kept result, or a replaced unit, makes them computed again."""
-    from dateeval import explorer, stats
+    from dateeval import explorer
+    from dateeval.results import inference
 
     _new_process()
     root, fingerprint = str(demo.root), demo.fingerprint()
@@ -182,16 +186,16 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     band = explorer.bands(root, fingerprint, selection, "ece")
     one = explorer.Selection(entries[:1], "mmlu", selection.start, selection.end)
     flips = explorer.flips(root, fingerprint, one)
-    found = outcomes.load(demo, explorer._sums(root, fingerprint).query("entry == @entries[0] and dataset == 'mmlu'"))
-    for kept_table, computed in zip(flips, outcomes.flips(found, one.start.date(), one.end.date()), strict=True):
+    found = item_matrices.load(demo, explorer._sums(root, fingerprint).query("entry == @entries[0] and dataset == 'mmlu'"))
+    for kept_table, computed in zip(flips, item_matrices.flips(found, one.start.date(), one.end.date()), strict=True):
         pd.testing.assert_frame_equal(kept_table, computed, check_dtype=False)
-    kept = sorted((demo.root / aggregates.FOLDER / derived.FOLDER).rglob("*.parquet"))
+    kept = sorted((demo.root / unit_sums.FOLDER / stored.FOLDER).rglob("*.parquet"))
     assert {path.parent.name for path in kept} == {"headline", "significance", "factors", "band", "flips", "table7"}
     _new_process()
     with monkeypatch.context() as patched:
         for name in ("null_band", "entry_factors", "delta_interval", "date_band"):  # (Table 5's precision rows compare entries: computed)
-            patched.setattr(stats, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed again"))
-        patched.setattr(outcomes, "flips", lambda *args: pytest.fail("flips computed again"))
+            patched.setattr(inference, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed again"))
+        patched.setattr(item_matrices, "flips", lambda *args: pytest.fail("flips computed again"))
         for kept_table, first_table in zip(explorer.flips(root, fingerprint, one), flips, strict=True):
             pd.testing.assert_frame_equal(kept_table, first_table)
         assert explorer.headline(root, fingerprint) == first
@@ -217,9 +221,9 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
 
 def test_kept_rows_round_trip_even_empty_and_live_in_memory_where_the_store_is_read_only(demo, monkeypatch):
     units = demo.files()
-    assert derived.rows(demo, "empty", "label", units, (), list) == []
-    derived._KEPT.clear()
-    assert derived.rows(demo, "empty", "label", units, (), lambda: pytest.fail("computed again")) == []  # read back
+    assert stored.rows(demo, "empty", "label", units, (), list) == []
+    stored._KEPT.clear()
+    assert stored.rows(demo, "empty", "label", units, (), lambda: pytest.fail("computed again")) == []  # read back
 
     def refuse(self: Store, path, rows, row_group_size=None) -> None:  # noqa: ANN001 - Store.write's arguments
         raise DateEvalError(f"cannot write results to {path}: read-only")
@@ -227,8 +231,8 @@ def test_kept_rows_round_trip_even_empty_and_live_in_memory_where_the_store_is_r
     monkeypatch.setattr(Store, "write", refuse)
     computed = []
     for _ in range(2):
-        assert derived.rows(demo, "numbers", "label", units, (1,), lambda: computed.append(1) or [{"x": 0.5}]) == [{"x": 0.5}]
-    assert computed == [1] and not (demo.root / aggregates.FOLDER / derived.FOLDER / "numbers").exists()
+        assert stored.rows(demo, "numbers", "label", units, (1,), lambda: computed.append(1) or [{"x": 0.5}]) == [{"x": 0.5}]
+    assert computed == [1] and not (demo.root / unit_sums.FOLDER / stored.FOLDER / "numbers").exists()
 
 
 def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
@@ -236,22 +240,22 @@ def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
         raise DateEvalError(f"cannot write results to {path}: read-only")
 
     monkeypatch.setattr(Store, "write", refuse)
-    sums, problems = aggregates.load(demo)
-    assert not problems.corrupted and not (demo.root / aggregates.FOLDER).exists()
-    sums = sums.assign(entry=analysis.entry_label(sums))
+    sums, problems = unit_sums.load(demo)
+    assert not problems.corrupted and not (demo.root / unit_sums.FOLDER).exists()
+    sums = sums.assign(entry=descriptive.entry_label(sums))
     mmlu = sums[sums["dataset"] == "mmlu"]
     chosen = mmlu[mmlu["entry"] == mmlu["entry"].iloc[0]]
-    flips, _ = outcomes.flips(outcomes.load(demo, chosen), dt.date(2024, 1, 1), dt.date(2024, 12, 31))
+    flips, _ = item_matrices.flips(item_matrices.load(demo, chosen), dt.date(2024, 1, 1), dt.date(2024, 12, 31))
     frame, _ = demo.read(columns=[*SUMMARY_COLUMNS, "n_options"], optional=GENERATION_COLUMNS)
-    rows = frame[(analysis.entry_label(frame) == chosen["entry"].iloc[0]) & (frame["dataset"] == "mmlu")]
-    pd.testing.assert_frame_equal(flips, analysis.item_flips(rows), check_dtype=False, check_exact=False)
+    rows = frame[(descriptive.entry_label(frame) == chosen["entry"].iloc[0]) & (frame["dataset"] == "mmlu")]
+    pd.testing.assert_frame_equal(flips, descriptive.item_flips(rows), check_dtype=False, check_exact=False)
 
 
 def test_kept_rows_held_in_memory_are_bounded(demo, monkeypatch):
     """A long-running explorer sees many store states: only the most recently used kept results stay in memory."""
-    monkeypatch.setattr(derived, "HELD", 3)
+    monkeypatch.setattr(stored, "HELD", 3)
     units = demo.files()
     for index in range(5):
-        assert derived.rows(demo, "bounded", f"label {index}", units, (index,), lambda index=index: [{"index": index}]) == [{"index": index}]
-    assert len(derived._KEPT) == 3
-    assert derived.rows(demo, "bounded", "label 0", units, (0,), lambda: pytest.fail("kept on disk")) == [{"index": 0}]  # read back
+        assert stored.rows(demo, "bounded", f"label {index}", units, (index,), lambda index=index: [{"index": index}]) == [{"index": index}]
+    assert len(stored._KEPT) == 3
+    assert stored.rows(demo, "bounded", "label 0", units, (0,), lambda: pytest.fail("kept on disk")) == [{"index": 0}]  # read back

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dateeval.analysis import condition_metrics, summarize
+from dateeval.results.descriptive import condition_metrics, summarize
 from dateeval.metrics import ece
 
 
@@ -65,7 +65,7 @@ def _pred_frame(preds_by_date: dict[str, list[int]], answers: list[int], confide
 
 
 def test_item_flips_and_table7():
-    from dateeval.analysis import confidence_by_consistency, item_flips
+    from dateeval.results.descriptive import confidence_by_consistency, item_flips
 
     frame = _pred_frame({"2024-01-01": [0, 1, 2], "2024-01-02": [0, 2, 2], "2024-01-03": [0, 1, 2]}, answers=[0, 1, 3])
     flips = item_flips(frame).set_index("item_id")
@@ -80,7 +80,7 @@ def test_item_flips_and_table7():
 def test_ranks_and_kendall_tau_against_scipy():
     from scipy.stats import kendalltau
 
-    from dateeval.analysis import kendall_taus, ranks, top_k_reorders
+    from dateeval.results.descriptive import kendall_taus, ranks, top_k_reorders
 
     accuracy = {"a": [0.5, 0.6, 0.7], "b": [0.6, 0.5, 0.8], "c": [0.7, 0.7, 0.6]}
     rows = [dict(entry=e, dataset="d", factor="date", date_mode="date", date=f"2024-01-0{j + 1}", accuracy=v) for e, vs in accuracy.items() for j, v in enumerate(vs)]
@@ -113,7 +113,7 @@ def test_vectorised_ece_matches_the_reference():
 
 
 def test_template_default_dates():
-    from dateeval.analysis import template_default_dates
+    from dateeval.results.descriptive import template_default_dates
 
     frame = pd.DataFrame({"model": ["llama", "smol"], "dtype": ["bfloat16"] * 2, "device": ["cpu"] * 2, "date_mode": ["default"] * 2,
                           "date_text": ["26 Jul 2024", None]})  # fmt: skip
@@ -126,7 +126,7 @@ def test_a_flat_line_names_no_worst_or_best_date():
 
 
 def test_task_settings_separate_leaderboard_entries():
-    from dateeval.analysis import kendall_taus
+    from dateeval.results.descriptive import kendall_taus
 
     auto = _frame({"2024-01-01": [1, 1, 0], "2024-01-02": [1, 0, 0]})
     label = _frame({"2024-01-01": [1, 0, 0], "2024-01-02": [1, 1, 1]}).assign(task_key="u")

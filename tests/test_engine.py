@@ -17,7 +17,8 @@ import pytest
 from conftest import ROOT, run_cli
 from dateeval.conditions import expand
 from dateeval.data import Subset
-from dateeval.store import ROW_KEY, Store
+from dateeval.schema import ROW_KEY
+from dateeval.store import Store
 from dateeval.backends import BackendOptions
 from dateeval.sweep import Sweep, SweepSpec
 from dateeval.tasks import mcqa
@@ -81,21 +82,22 @@ def test_sweep_summary_and_rerun_does_nothing(data_dir, tmp_path, monkeypatch):
 def _assert_statistics_kept_by_the_sweep(store: Store, monkeypatch) -> None:
     """The sweep left the explorer's costly statistics with the store: a new view reads them without computing,
     and they equal what a computation from scratch gives."""
-    from dateeval import analysis, derived, findings, outcomes, stats
+    from dateeval import results
+    from dateeval.results import descriptive, inference, item_matrices, stored
 
-    derived._KEPT.clear()
+    stored._KEPT.clear()
     with monkeypatch.context() as patched:
         for name in ("null_band", "entry_factors", "delta_interval"):
-            patched.setattr(stats, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed after the sweep"))
-        patched.setattr(outcomes, "flips", lambda *args: pytest.fail("flips computed after the sweep"))
-        view = findings.StoreView.open(store)[0]
+            patched.setattr(inference, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed after the sweep"))
+        patched.setattr(item_matrices, "flips", lambda *args: pytest.fail("flips computed after the sweep"))
+        view = results.open(store)[0]
         kept = view.headline(), view.entry_statistics()
         for entry, dataset in view.sums[["entry", "dataset"]].drop_duplicates().itertuples(index=False):
-            assert len(view.flips(entry, dataset, *analysis.date_range(view.metrics, dataset))[0]) == 6  # the Flips page's default view
+            assert len(view.flips(entry, dataset, *descriptive.date_range(view.metrics, dataset))[0]) == 6  # the Flips page's default view
     assert kept[0]["n_dates"] == 3 and kept[0]["n_items"] == 6 and len(kept[1][1]) == 2  # a null band per dataset
-    shutil.rmtree(store.root / ".aggregates" / derived.FOLDER)
-    derived._KEPT.clear()
-    fresh = findings.StoreView.open(store)[0]
+    shutil.rmtree(store.root / ".aggregates" / stored.FOLDER)
+    stored._KEPT.clear()
+    fresh = results.open(store)[0]
     for computed, read in zip([[fresh.headline()], *fresh.entry_statistics()], [[kept[0]], *kept[1]], strict=True):
         pd.testing.assert_frame_equal(pd.DataFrame(computed), pd.DataFrame(read))
 

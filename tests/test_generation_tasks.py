@@ -40,7 +40,7 @@ import datetime as dt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from dateeval import analysis  # noqa: E402
+from dateeval.results import descriptive  # noqa: E402
 from dateeval.conditions import Condition  # noqa: E402
 from dateeval.data import Subset, load_exemplars  # noqa: E402
 from dateeval.data.items import MCItem  # noqa: E402
@@ -144,9 +144,9 @@ def _generated_rows(dataset, per_condition):
 
 def test_metrics_of_generated_answers_have_accuracy_but_no_ece():
     frame = _generated_rows("gsm8k", {"2024-01-01": [("18", True, None), ("3", False, None)], "2024-01-02": [("18", True, None), (None, False, None)]})
-    metrics = analysis.condition_metrics(frame)
+    metrics = descriptive.condition_metrics(frame)
     assert metrics["accuracy"].tolist() == [0.5, 0.5] and metrics["ece"].isna().all() and metrics["bleu"].isna().all()
-    flips = analysis.item_flips(frame).set_index("item_id")
+    flips = descriptive.item_flips(frame).set_index("item_id")
     assert flips.loc["i1", "changes"] == 1 and flips.loc["i0", "consistent"] and flips.loc["i1", "n_wrong"] == 2
 
 
@@ -155,16 +155,16 @@ def test_translation_metrics_are_corpus_scores_per_date(data_dir):
     references = [s.reference for s in segments]
     good, bad = references, [s.source for s in segments]
     per_date = {day: list(zip(hyps, [None] * 4, translation.segment_stats(hyps, references)["bleu"])) for day, hyps in (("2024-01-01", good), ("2024-01-02", bad))}
-    metrics = analysis.condition_metrics(_generated_rows("wmt16_en_de", per_date))
+    metrics = descriptive.condition_metrics(_generated_rows("wmt16_en_de", per_date))
     assert metrics["bleu"].tolist() == pytest.approx([100.0, translation.corpus_scores(bad, references)["bleu"]])
     assert metrics["accuracy"].isna().all()
-    summary = analysis.summarize(metrics)
+    summary = descriptive.summarize(metrics)
     assert summary["bleu_delta"].iloc[0] == pytest.approx(100 - metrics["bleu"].iloc[1]) and summary["bleu_best_date"].iloc[0] == "2024-01-01"
 
 
 def test_first_divergence():
-    assert analysis.first_divergence("Let x = 2. So", "Let y = 2. So") == 4
-    assert analysis.first_divergence("same", "same") is None and analysis.first_divergence("abc", "abcdef") == 3
+    assert descriptive.first_divergence("Let x = 2. So", "Let y = 2. So") == 4
+    assert descriptive.first_divergence("same", "same") is None and descriptive.first_divergence("abc", "abcdef") == 3
 
 
 def test_prompt_dataclass_defaults():

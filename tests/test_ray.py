@@ -17,7 +17,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from dateeval.store import ROW_KEY, Store
+from dateeval.schema import ROW_KEY
+from dateeval.store import Store
 from dateeval.sweep import LocalExecutor, Sweep
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,22 +5,22 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from dateeval import stats
-from dateeval.analysis import condition_metrics
+from dateeval.results import inference
+from dateeval.results.descriptive import condition_metrics
 from dateeval.metrics import ece, ece_rows
 
 
 def test_cv_is_sample_std_over_mean():
-    assert stats.cv(np.array([0.5, 0.6, 0.7])) == pytest.approx(0.1 / 0.6)
+    assert inference.cv(np.array([0.5, 0.6, 0.7])) == pytest.approx(0.1 / 0.6)
 
 
 def test_cochran_q_hand_computed():
     # items x dates: [[1,1,0],[1,0,0],[1,1,1],[0,1,0]] -> C=[3,3,1], N=7, sum R^2=15: Q = 2*(3*19-49)/(21-15) = 8/3
     correct = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 1, 0]]).T
-    result = stats.cochran_q(correct)
+    result = inference.cochran_q(correct)
     assert result["q"] == pytest.approx(8 / 3) and result["df"] == 2
     assert result["p_value"] == pytest.approx(np.exp(-4 / 3))  # chi2 with 2 df: sf(q) = exp(-q/2)
-    assert stats.cochran_q(np.ones((3, 5)))["p_value"] == 1.0
+    assert inference.cochran_q(np.ones((3, 5)))["p_value"] == 1.0
 
 
 def test_batched_ece_matches_the_reference():
@@ -38,11 +38,11 @@ def _synthetic(n_dates=60, n_items=300, effect=0.0, seed=0) -> np.ndarray:
 
 
 def test_null_band_separates_no_effect_from_a_planted_effect():
-    none = stats.null_band(_synthetic(effect=0.0), n_perm=300)
+    none = inference.null_band(_synthetic(effect=0.0), n_perm=300)
     assert none["delta"] <= none["null_upper"] and none["p_value"] > 0.05
-    planted = stats.null_band(_synthetic(effect=0.15), n_perm=300)
+    planted = inference.null_band(_synthetic(effect=0.15), n_perm=300)
     assert planted["delta"] > planted["null_upper"] and planted["p_value"] < 0.01
-    q_none, q_planted = stats.cochran_q(_synthetic(effect=0.0)), stats.cochran_q(_synthetic(effect=0.15))
+    q_none, q_planted = inference.cochran_q(_synthetic(effect=0.0)), inference.cochran_q(_synthetic(effect=0.15))
     assert q_none["p_value"] > 0.05 and q_planted["p_value"] < 1e-6
 
 
@@ -56,36 +56,36 @@ def test_null_band_draws_are_those_of_fresh_arrays_per_date():
         taken = rng.random(remaining.shape, dtype=np.float32) * (30 - date) < remaining
         remaining -= taken
         expected[:, date] = taken.sum(1)
-    np.testing.assert_array_equal(stats._shuffled_counts(correct, 40, np.random.default_rng(7)), expected)
+    np.testing.assert_array_equal(inference._shuffled_counts(correct, 40, np.random.default_rng(7)), expected)
 
 
 def test_deterministic_items_give_a_zero_band():
     constant = np.tile((np.arange(40) % 2).astype(float), (10, 1))  # every date identical
-    band = stats.null_band(constant, n_perm=50)
+    band = inference.null_band(constant, n_perm=50)
     assert band["delta"] == 0 and band["null_upper"] == 0
 
 
 def test_same_direction_and_correlations_against_scipy():
     a = np.array([0.50, 0.55, 0.45, 0.60, 0.52])
     b = np.array([0.40, 0.42, 0.38, 0.47, 0.41])
-    assert stats.same_direction(a, b) == pytest.approx(1.0)
+    assert inference.same_direction(a, b) == pytest.approx(1.0)
     dates = pd.date_range("2024-01-01", periods=5).strftime("%Y-%m-%d")
     metrics = pd.DataFrame(
         [{"entry": e, "dataset": d, "factor": "date", "date": day, "accuracy": v}
          for e, d, values in (("m1", "x", a), ("m1", "y", b), ("m2", "x", b[::-1])) for day, v in zip(dates, values)]
     )  # fmt: skip
-    table = stats.cross_correlations(metrics)
+    table = inference.cross_correlations(metrics)
     pair = table[(table["a"] == "m1 / x") & (table["b"] == "m1 / y")].iloc[0]
     assert pair["comparison"] == "same model, two datasets" and pair["pearson"] == pytest.approx(scipy_stats.pearsonr(a, b).statistic)
     assert set(table["comparison"]) == {"same model, two datasets", "two models, same dataset"}
-    trend = stats.date_trend(metrics)
+    trend = inference.date_trend(metrics)
     row = trend[(trend["entry"] == "m1") & (trend["dataset"] == "x")].iloc[0]
     assert row["spearman"] == pytest.approx(scipy_stats.spearmanr(range(5), a).statistic)
 
 
 def test_date_budget_converges_to_the_full_year():
     accuracy = _synthetic(n_dates=366, n_items=200, effect=0.05).mean(1)
-    table = stats.date_budget(accuracy, sizes=(7, 120, 366), n_draws=100)
+    table = inference.date_budget(accuracy, sizes=(7, 120, 366), n_draws=100)
     full = table.set_index("dates").loc[366]
     assert full["delta_within"] == 1.0 and full["cv_within"] == 1.0 and full["delta_ratio"] == pytest.approx(1.0)
     small = table.set_index("dates").loc[7]
@@ -109,13 +109,13 @@ def test_factor_table_uses_the_base_condition_and_same_items():
     by_batch = _synthetic(n_dates=2, n_items=40, seed=2)
     frame = pd.DataFrame(_rows(by_date, "date", dates) + _rows(by_batch, "batch_size", ["b1", "b8"])
                          + _rows(by_date, "date", dates, dtype="bfloat16"))  # fmt: skip
-    table = stats.factor_table(frame, n_boot=50).set_index(["entry", "factor"])
+    table = inference.factor_table(frame, n_boot=50).set_index(["entry", "factor"])
     date_row = table.loc[("m (float32, cpu)", "date")]
-    assert date_row["levels"] == 5 and date_row["accuracy_cv"] == pytest.approx(stats.cv(by_date.mean(1)))
+    assert date_row["levels"] == 5 and date_row["accuracy_cv"] == pytest.approx(inference.cv(by_date.mean(1)))
     assert date_row["accuracy_cv_low"] <= date_row["accuracy_cv"] <= date_row["accuracy_cv_high"]
     batch = table.loc[("m (float32, cpu)", "batch_size")]
     assert batch["levels"] == 3  # two batch sizes plus the base condition on 2024-01-01
-    expected = stats.cv(np.vstack([by_batch, by_date[:1]]).mean(1))
+    expected = inference.cv(np.vstack([by_batch, by_date[:1]]).mean(1))
     assert batch["accuracy_cv"] == pytest.approx(expected)
     precision = table.loc[("m (cpu)", "precision")]
     assert precision["levels"] == 2 and precision["accuracy_cv"] == 0.0  # identical outcomes in both dtypes
@@ -125,16 +125,16 @@ def test_run_to_run_and_significance_tables():
     frame = pd.DataFrame(_rows(_synthetic(n_dates=6, n_items=30), "date", [f"2024-01-0{d}" for d in range(1, 7)]))
     repeat = frame[frame["condition"] == "2024-01-01"].assign(factor="repeat", condition="2024-01-01,repeat=1", condition_key="r1")
     frame = pd.concat([frame, repeat], ignore_index=True)
-    determinism = stats.run_to_run(frame).iloc[0]
+    determinism = inference.run_to_run(frame).iloc[0]
     assert determinism["runs"] == 2 and determinism["accuracy_cv"] == 0 and determinism["prediction_changes"] == 0
-    significance = stats.date_significance(frame, n_perm=100).iloc[0]
+    significance = inference.date_significance(frame, n_perm=100).iloc[0]
     assert significance["n_dates"] == 6 and 0 < significance["p_value"] <= 1
     metrics = condition_metrics(frame)
     assert set(metrics["factor"]) == {"date", "repeat"}
 
 
 def test_hardware_factor_and_gpu_entry_labels():
-    from dateeval.analysis import entry_label
+    from dateeval.results.descriptive import entry_label
 
     outcomes = _synthetic(n_dates=2, n_items=30, seed=4)
     rows = []
@@ -143,6 +143,6 @@ def test_hardware_factor_and_gpu_entry_labels():
             rows.append({**row, "device": "cuda", "hardware": gpu, "model_key": "same"})
     frame = pd.DataFrame(rows)
     assert set(entry_label(frame)) == {"m (float32, cuda: NVIDIA A100)", "m (float32, cuda: NVIDIA A40)"}
-    table = stats.factor_table(frame, n_boot=20)
+    table = inference.factor_table(frame, n_boot=20)
     hardware = table[table["factor"] == "hardware"].iloc[0]
-    assert hardware["levels"] == 2 and hardware["accuracy_cv"] == pytest.approx(stats.cv(outcomes.mean(1)))
+    assert hardware["levels"] == 2 and hardware["accuracy_cv"] == pytest.approx(inference.cv(outcomes.mean(1)))

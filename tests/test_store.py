@@ -8,7 +8,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dateeval import leftovers
-from dateeval.store import ROW_KEY, Store
+from dateeval.schema import ROW_KEY
+from dateeval.store import Store
 
 
 def _rows(n, condition="c1", start=0):

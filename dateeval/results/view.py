@@ -2,9 +2,9 @@
 
 At paper scale these take seconds per entry (permutations and bootstraps
 over 366 dates x 10,000 questions), so they are kept with the store
-(``dateeval.derived``) and computed where the cost is expected rather than
+(``dateeval.results.stored``) and computed where the cost is expected rather than
 where a reader waits: at the end of a sweep and of ``compact`` (:func:`keep`).
-The explorer reads them through the same :class:`StoreView`, so a page finds
+The explorer reads them through the same :class:`Results`, so a page finds
 them kept, whatever process computed them. Everything here is independent of
 Streamlit: the explorer only caches a view per store state.
 """
@@ -19,19 +19,20 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dateeval import aggregates, analysis, derived, outcomes, queries
+from dateeval import schema
+from dateeval.results import unit_sums, descriptive, stored, item_matrices, sql
 from dateeval.errors import DateEvalError
+
+from dateeval.schema import OUTCOME_COLUMNS
 from dateeval.store import Store, StoreProblems
 
 # Permutations of the date's null band and resamples of Table 5's intervals (the explorer's, the same on every page).
 N_PERM, N_BOOT = 200, 100
-# What the statistics read per item: graded outcomes with what identifies their entry, condition and answer.
-OUTCOME_COLUMNS = [*analysis.ENTRY, "condition", "condition_key", "factor", "date_mode", "date", "item_id", "correct", "confidence", "pred", "parsed"]
 # Entries whose matrices one view holds at once (each is tens of MB at paper scale).
 HELD_ENTRIES = 6
 
 
-class StoreView:
+class Results:
     """One state of a store as the statistics read it: per-unit sums (with ``entry``), per-condition metrics, and
     each entry's condition x item matrices on demand (the last :data:`HELD_ENTRIES` held)."""
 
@@ -40,12 +41,12 @@ class StoreView:
         self.entry_outcomes = functools.lru_cache(maxsize=HELD_ENTRIES)(self._entry_outcomes)
 
     @classmethod
-    def open(cls, store: Store) -> tuple[StoreView, StoreProblems]:
+    def open(cls, store: Store) -> tuple[Results, StoreProblems]:
         """The store as it is now, with what could not be read (damaged units are left out and reported)."""
         fingerprint = store.fingerprint()
-        sums, problems = aggregates.load(store)
-        sums = sums.assign(entry=analysis.entry_label(sums)) if len(sums) else sums.assign(entry=None)
-        metrics, more = aggregates.condition_metrics(store, sums)
+        sums, problems = unit_sums.load(store)
+        sums = sums.assign(entry=descriptive.entry_label(sums)) if len(sums) else sums.assign(entry=None)
+        metrics, more = unit_sums.condition_metrics(store, sums)
         problems.corrupted += more.corrupted
         problems.unreachable |= more.unreachable
         return cls(store, fingerprint, sums, metrics), problems
@@ -54,89 +55,89 @@ class StoreView:
         """The verified files holding the chosen sums, the entries' keys and labels, and whether rows must be
         de-duplicated (an entry x condition spread over several files, which a read would de-duplicate)."""
         picked = self.sums[chosen.to_numpy()]
-        keys = picked[[*analysis.ENTRY_KEY, "entry"]].drop_duplicates(ignore_index=True)
-        dedup = bool(picked.groupby(aggregates.GROUP, dropna=False)["source"].nunique().gt(1).any())
+        keys = picked[[*schema.ENTRY_KEY, "entry"]].drop_duplicates(ignore_index=True)
+        dedup = bool(picked.groupby(schema.GROUP, dropna=False)["source"].nunique().gt(1).any())
         return [self.store.root / source for source in dict.fromkeys(picked["source"])], keys, dedup
 
     def outcome_rows(self, chosen: pd.Series) -> pd.DataFrame:
         """Per-item outcomes (``OUTCOME_COLUMNS``) of the chosen sums' entries and conditions, read by DuckDB."""
-        return queries.rows(*self.sources(chosen), OUTCOME_COLUMNS)
+        return sql.rows(*self.sources(chosen), OUTCOME_COLUMNS)
 
     def _of(self, entry: str, dataset: str) -> pd.Series:
         """Which sums are one entry's on one dataset."""
         return self.sums["entry"].eq(entry) & self.sums["dataset"].eq(dataset)
 
-    def _entry_outcomes(self, entry: str, dataset: str) -> outcomes.Outcomes | None:
+    def _entry_outcomes(self, entry: str, dataset: str) -> item_matrices.Outcomes | None:
         chosen = self.sums[self._of(entry, dataset)]
-        return outcomes.load(self.store, chosen) if len(chosen) else None
+        return item_matrices.load(self.store, chosen) if len(chosen) else None
 
     def matrices(self, entry: str, dataset: str, keys: list | None, level: str) -> tuple[list, np.ndarray, np.ndarray]:
-        """``stats.outcome_matrices`` of one entry's graded rows of the conditions ``keys`` (None: its date sweep) by
-        ``level``: from its matrices, or from its rows where the matrices cannot tell (see ``outcomes.load``)."""
+        """``inference.outcome_matrices`` of one entry's graded rows of the conditions ``keys`` (None: its date sweep) by
+        ``level``: from its matrices, or from its rows where the matrices cannot tell (see ``item_matrices.load``)."""
         found = self.entry_outcomes(entry, dataset)
         if found is not None:
             conditions = found.conditions
             wanted = conditions["factor"].eq("date") if keys is None else conditions["condition_key"].isin(keys)
-            matrices = outcomes.matrices(found, np.flatnonzero(wanted.to_numpy()), level)
+            matrices = item_matrices.matrices(found, np.flatnonzero(wanted.to_numpy()), level)
             if matrices is not None:
                 return matrices
-        from dateeval import stats
+        from dateeval.results import inference
 
-        rows = stats.graded(self.outcome_rows(self._of(entry, dataset)))
-        return stats.outcome_matrices(rows[rows["factor"].eq("date") if keys is None else rows["condition_key"].isin(keys)], level)
+        rows = inference.graded(self.outcome_rows(self._of(entry, dataset)))
+        return inference.outcome_matrices(rows[rows["factor"].eq("date") if keys is None else rows["condition_key"].isin(keys)], level)
 
     def entry_units(self, entry: str, dataset: str) -> list[Path]:
         """The unit files holding one entry's results on one dataset (what its kept statistics are keyed on)."""
         return [self.store.root / source for source in self.sums.loc[self._of(entry, dataset), "source"].unique()]
 
     def _kept(self, name: str, entry: str, dataset: str, view: tuple, constants: tuple, compute: Callable[[], list[dict]]) -> list[dict]:
-        """``derived.rows`` of one entry and dataset, keyed on its units: ``view`` (e.g. a metric, a date range) tells
+        """``stored.rows`` of one entry and dataset, keyed on its units: ``view`` (e.g. a metric, a date range) tells
         results of the same entry apart (a newer one of the same view replaces the older), ``constants`` are the rest."""
         label = "\0".join(str(part) for part in (entry, dataset, *view))
-        return derived.rows(self.store, name, label, self.entry_units(entry, dataset), (entry, dataset, *view, *constants), compute)
+        return stored.rows(self.store, name, label, self.entry_units(entry, dataset), (entry, dataset, *view, *constants), compute)
 
     def headline(self) -> dict | None:
         """The store's finding: largest delta with its interval, against chance, and leaderboard reordering (kept)."""
-        from dateeval import stats
+        from dateeval.results import inference
 
         def compute() -> list[dict]:
-            top = stats.largest_delta(self.metrics)  # the entry stats.headline reports: only its outcomes are read
+            top = inference.largest_delta(self.metrics)  # the entry inference.headline reports: only its outcomes are read
             if top is None:
                 return []
             correct = self.matrices(top["entry"], top["dataset"], None, "condition_key")[1]
             band = self.significance(top["entry"], top["dataset"]) if correct.shape[0] >= 2 and correct.shape[1] else None
-            found = stats.headline(correct, self.metrics, band=band)
+            found = inference.headline(correct, self.metrics, band=band)
             return [] if found is None else [found]
 
-        found = derived.rows(self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (), compute)
+        found = stored.rows(self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (), compute)
         return found[0] if found else None
 
     def significance(self, entry: str, dataset: str) -> dict:
-        """``stats.significance`` of one entry's date sweep (kept): the Factors page's row, and the headline's band."""
-        from dateeval import stats
+        """``inference.significance`` of one entry's date sweep (kept): the Factors page's row, and the headline's band."""
+        from dateeval.results import inference
 
         def compute() -> list[dict]:
-            return [stats.significance(entry, dataset, self.matrices(entry, dataset, None, "condition_key")[1], N_PERM)]
+            return [inference.significance(entry, dataset, self.matrices(entry, dataset, None, "condition_key")[1], N_PERM)]
 
         return self._kept("significance", entry, dataset, (), (N_PERM,), compute)[0]
 
     def factors(self, entry: str, dataset: str, conditions: pd.DataFrame) -> list[dict]:
-        """``stats.entry_factors`` of one entry (its graded ``conditions``), from its matrices (kept)."""
-        from dateeval import stats
+        """``inference.entry_factors`` of one entry (its graded ``conditions``), from its matrices (kept)."""
+        from dateeval.results import inference
 
         def keyed(keys: list | None) -> tuple[list, np.ndarray, np.ndarray]:
             return self.matrices(entry, dataset, keys, "condition_key")
 
-        return self._kept("factors", entry, dataset, (), (N_BOOT,), lambda: stats.entry_factors(entry, dataset, conditions, keyed, N_BOOT))
+        return self._kept("factors", entry, dataset, (), (N_BOOT,), lambda: inference.entry_factors(entry, dataset, conditions, keyed, N_BOOT))
 
     def band(self, entry: str, dataset: str, metric: str) -> pd.DataFrame:
-        """``stats.date_band`` of one entry's date sweep (kept): the Curves page's 95% interval per date."""
-        from dateeval import stats
+        """``inference.date_band`` of one entry's date sweep (kept): the Curves page's 95% interval per date."""
+        from dateeval.results import inference
 
         def compute() -> list[dict]:
-            return stats.date_band(entry, *self.matrices(entry, dataset, None, "date"), metric).to_dict("records")
+            return inference.date_band(entry, *self.matrices(entry, dataset, None, "date"), metric).to_dict("records")
 
-        band = pd.DataFrame(self._kept("band", entry, dataset, (metric,), (), compute), columns=stats.BAND_COLUMNS)
+        band = pd.DataFrame(self._kept("band", entry, dataset, (metric,), (), compute), columns=inference.BAND_COLUMNS)
         return band.assign(date=pd.to_datetime(band["date"]))  # as ``date_band`` gives them (kept rows read back as datetimes)
 
     def flips(self, entry: str, dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -147,14 +148,14 @@ class StoreView:
         def tables() -> tuple[pd.DataFrame, pd.DataFrame]:
             if not computed:
                 found = self.entry_outcomes(entry, dataset)
-                computed.append(outcomes.flips(found, start, end) if found is not None else queries.flips(*self.sources(self._of(entry, dataset)), start, end))
+                computed.append(item_matrices.flips(found, start, end) if found is not None else sql.flips(*self.sources(self._of(entry, dataset)), start, end))
             return computed[0]
 
         flips, table7 = (self._kept(name, entry, dataset, (str(start), str(end)), (), lambda part=part: _records(tables()[part]))
                          for part, name in enumerate(("flips", "table7")))  # fmt: skip
         rates = dict.fromkeys(["mean_confidence", "min_confidence", "mean_score"], float)  # a column missing on every item comes back as None
-        flips = pd.DataFrame(flips, columns=outcomes.FLIP_COLUMNS).astype(rates)
-        table7 = pd.DataFrame(table7, columns=outcomes.TABLE7_COLUMNS).astype(dict.fromkeys(["consistent_confidence", "inconsistent_confidence"], float))
+        flips = pd.DataFrame(flips, columns=item_matrices.FLIP_COLUMNS).astype(rates)
+        table7 = pd.DataFrame(table7, columns=item_matrices.TABLE7_COLUMNS).astype(dict.fromkeys(["consistent_confidence", "inconsistent_confidence"], float))
         return flips.assign(answer=flips["answer"].where(flips["answer"].notna(), np.nan)), table7
 
     def entry_statistics(self) -> tuple[list[dict], list[dict]]:
@@ -175,31 +176,31 @@ class StoreView:
         memory; rows are read only for what compares entries (precision,
         hardware) or repeats, and only of the entries that have them.
         """
-        from dateeval import stats
+        from dateeval.results import inference
 
         factors, significance = self.entry_statistics()
         compared = self._compared()
-        across = stats.graded(self.outcome_rows(compared)) if compared.any() else pd.DataFrame()
+        across = inference.graded(self.outcome_rows(compared)) if compared.any() else pd.DataFrame()
         keys = self.sums[["model_key", "dataset", "task_key"]].apply(tuple, axis=1)
         repeated = keys.isin(set(keys[self.sums["factor"] == "repeat"]))
-        factors += stats.across_factors(across.assign(entry=analysis.entry_label(across)), N_BOOT) if len(across) else []
+        factors += inference.across_factors(across.assign(entry=descriptive.entry_label(across)), N_BOOT) if len(across) else []
         return {
-            "factors": pd.DataFrame(factors, columns=stats.FACTOR_COLUMNS),
-            "significance": pd.DataFrame(significance, columns=stats.SIGNIFICANCE_COLUMNS),
-            "run_to_run": stats.run_to_run(self.outcome_rows(repeated) if repeated.any() else pd.DataFrame(columns=OUTCOME_COLUMNS)),
-            "trend": stats.date_trend(self.metrics),
-            "correlations": stats.cross_correlations(self.metrics),
+            "factors": pd.DataFrame(factors, columns=inference.FACTOR_COLUMNS),
+            "significance": pd.DataFrame(significance, columns=inference.SIGNIFICANCE_COLUMNS),
+            "run_to_run": inference.run_to_run(self.outcome_rows(repeated) if repeated.any() else pd.DataFrame(columns=OUTCOME_COLUMNS)),
+            "trend": inference.date_trend(self.metrics),
+            "correlations": inference.cross_correlations(self.metrics),
         }
 
     def _compared(self) -> pd.Series:
         """Which sums belong to entries Table 5 compares with others: one model at several precisions, or on several machines."""
-        from dateeval import stats
+        from dateeval.results import inference
 
         sums = self.sums
         dated = sums[(sums["factor"] == "date") & (sums["n_graded"] > 0)]
-        entries = sums[analysis.ENTRY_KEY].astype(object).apply(tuple, axis=1)
+        entries = sums[schema.ENTRY_KEY].astype(object).apply(tuple, axis=1)
         chosen = pd.Series(False, index=sums.index)
-        for fixed, varying in ((stats.SAME_PRECISION_RUN, "dtype"), (stats.SAME_MACHINE_RUN, "hardware")):
+        for fixed, varying in ((inference.SAME_PRECISION_RUN, "dtype"), (inference.SAME_MACHINE_RUN, "hardware")):
             several = dated.groupby(fixed, dropna=False)[varying].transform("nunique") > 1
             chosen |= entries.isin(set(entries[several[several].index]))
         return chosen
@@ -214,19 +215,19 @@ def keep(store: Store) -> list[str]:
     """Compute and keep the headline and every entry's statistics for the store as it is now (after a sweep or a
     compaction changed it), so that no explorer render is the first to pay for them; returns warnings, never raises
     for what a reader would also meet (a damaged unit is reported, a read-only store keeps nothing)."""
-    from dateeval import stats
+    from dateeval.results import inference
 
     try:
-        view, problems = StoreView.open(store)
+        view, problems = Results.open(store)
         if view.metrics.empty:
             return problems.messages()
         view.entry_statistics()
         view.headline()
         dated = view.sums[(view.sums["factor"] == "date") & (view.sums["n_graded"] > 0)]
         for (entry, dataset), _ in dated.groupby(["entry", "dataset"], sort=True):
-            for metric in stats.BAND_METRICS:
+            for metric in inference.BAND_METRICS:
                 view.band(entry, dataset, metric)
-            view.flips(entry, dataset, *analysis.date_range(view.metrics, dataset))
+            view.flips(entry, dataset, *descriptive.date_range(view.metrics, dataset))
     except (DateEvalError, OSError) as error:
         return [f"the store's statistics were not kept ({error}); the explorer computes them when first shown"]
     return problems.messages()

@@ -1,7 +1,7 @@
 """Is the date effect real, and how big is it next to other factors? (paper §5.1, §5.5, Tables 3, 5, 7)
 
 Inferential statistics over stored per-item outcomes, kept apart from the
-descriptive metrics in :mod:`dateeval.analysis`:
+descriptive metrics in :mod:`dateeval.results.descriptive`:
 
 * coefficient of variation per factor with bootstrap confidence intervals (Table 5);
 * trend over the year and correlations across datasets and models (Table 3);
@@ -23,11 +23,11 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
-from dateeval.analysis import entry_label, kendall_taus, predictions, summarize, with_factor
+from dateeval.results.descriptive import entry_label, kendall_taus, predictions, summarize, with_factor
 from dateeval.metrics import METRICS, ece_resampled, ece_rows
 
 # scipy is imported by the three functions that test with it, not here: importing it takes 1-2 s, and the explorer's
-# first render (``paper`` imports ``cv``; the headline read back by ``dateeval.derived``) needs none of it.
+# first render (``paper`` imports ``cv``; the headline read back by ``dateeval.results.stored``) needs none of it.
 
 # What stays fixed when comparing entries across precisions or across machines.
 SAME_PRECISION_RUN = ["model", "device", "hardware", "dataset", "task_key"]
@@ -144,7 +144,7 @@ def entry_factors(entry: str, dataset: str, conditions: pd.DataFrame, matrices: 
     ``conditions`` are the entry's graded conditions (``factor``, ``date``,
     ``condition_key``) in row order; ``matrices(keys)`` gives
     ``outcome_matrices`` of those conditions' graded rows by condition key,
-    from rows or from ``dateeval.outcomes``, so both give the same numbers.
+    from rows or from ``dateeval.results.item_matrices``, so both give the same numbers.
     """
     out = []
     dated = conditions[conditions["factor"] == "date"]

@@ -10,9 +10,9 @@ computed once per unit file and kept in a small sidecar::
 
 Beside it, ``….items.parquet`` keeps what per-item views need, and nothing
 else: per row its sums row (``group``), item, grade, confidence, sentence
-score, answer and the comparable answer it gave (``analysis.predictions``
+score, answer and the comparable answer it gave (``descriptive.predictions``
 as text: numbers tagged ``#``, texts ``=``), so the Flips page and the
-statistics build per-entry matrices (``dateeval.outcomes``) without
+statistics build per-entry matrices (``dateeval.results.item_matrices``) without
 decoding the unit's option probabilities, outputs and repeated labels.
 Item, answer and prediction are int32 codes, each with its distinct values
 kept once in a column of its own (see :data:`CODED`): reading and
@@ -29,11 +29,11 @@ columns do, so sidecars of an older format are rebuilt. Sidecars are written thr
 column verified against its checksums (``full_check``), and only if the
 unit did not change meanwhile. So a sidecar for a unit's current size and
 mtime is the verdict "this file was verified in full": the per-item DuckDB
-reads of ``dateeval.queries`` (DuckDB knows nothing of these checksums)
+reads of ``dateeval.results.sql`` (DuckDB knows nothing of these checksums)
 read only such files. Damage after that verdict without a write (bit rot)
 is caught by the next ``Store.read`` or sweep, not by those reads.
 
-**Exact, never approximate.** ``analysis.condition_metrics`` drops rows
+**Exact, never approximate.** ``descriptive.condition_metrics`` drops rows
 duplicated across files and keeps only the items every condition of an
 entry scored. Summing sidecars reproduces it exactly when each entry x
 condition lives in a single file (nothing to drop) and all conditions of an
@@ -46,30 +46,26 @@ rows by ``condition_metrics`` itself.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import xxhash
 
-from dateeval import analysis
-from dateeval.analysis import ENTRY, ENTRY_KEY
+from dateeval import schema
 from dateeval.errors import DateEvalError
 from dateeval.metrics import ece_bin_sums, ece_from_sums
-
-if TYPE_CHECKING:  # the store calls in here when it writes a unit: a runtime import would be circular
-    from dateeval.store import Store, StoreProblems
+from dateeval.results import descriptive
+from dateeval.schema import CORPUS_COLUMNS, DESCRIPTION, ENTRY, ENTRY_KEY, GROUP
+from dateeval.store import Store, StoreProblems
 
 FOLDER = ".aggregates"
 FORMAT = 4  # bump when the sidecars' columns change: older ones are then rebuilt from their units
-GROUP = [*ENTRY_KEY, "condition_key"]
-DESCRIPTION = [column for column in ENTRY if column not in ENTRY_KEY] + ["condition", "factor", "date_mode", "date"]
 # Per-item columns the sums are made of (plus the row key, so that a unit's own duplicates are dropped as a read does).
 SOURCE_COLUMNS = [*dict.fromkeys([*ENTRY, "condition", "condition_key", "factor", "date_mode", "date", "date_text", "item_id",
                                   "prompt_hash", "correct", "confidence", "pred", "answer"])]  # fmt: skip
-CORPUS_COLUMNS = ["bleu_stats", "chrf_stats"]
 # Read where a unit has them: generated answers' parsed form, translations' sentence score.
 OPTIONAL_COLUMNS = [*CORPUS_COLUMNS, "parsed", "score", "confidence_note"]
 # Sidecars read in this process, by path: a sidecar's name fixes its content, so a live sweep's new units
@@ -100,10 +96,29 @@ def discard(root: Path, unit: Path) -> None:
         _ITEMS.pop(path, None)
 
 
+def write_unit(store: Store, path: Path, rows: list[dict] | pd.DataFrame | pa.Table, row_group_size: int | None = None) -> None:
+    """Commit a unit: write its rows (``Store.write``), then its sidecars from the file read back with every column
+    verified, so pages draw from the sums without scanning rows and per-item reads may trust the file as verified.
+    A sidecar that cannot be written costs only speed: readers build missing ones themselves."""
+    store.write(path, rows, row_group_size)
+    build(store, path)
+
+
+def merged(store: Store) -> Callable[[Path, list[Path]], None]:
+    """``Store.compact``'s hook: the merged file gets its sidecars, the files it replaced lose theirs."""
+
+    def rebuild(target: Path, replaced: list[Path]) -> None:
+        build(store, target)
+        for path in replaced:
+            discard(store.root, path)
+
+    return rebuild
+
+
 def of_rows(frame: pd.DataFrame) -> pd.DataFrame:
     """One unit's (duplicate-free) rows summed per entry x condition: one sidecar row per group."""
-    frame = analysis.with_factor(frame)
-    codes = analysis._codes(frame, GROUP)
+    frame = descriptive.with_factor(frame)
+    codes = descriptive._codes(frame, GROUP)
     groups = int(codes.max()) + 1
     out = frame.iloc[np.unique(codes, return_index=True)[1]][GROUP + DESCRIPTION].reset_index(drop=True)
     correct, confidence = frame["correct"].astype(float).to_numpy(), frame["confidence"].astype(float).to_numpy()
@@ -139,8 +154,8 @@ CODED = ["item_id", "answer", "prediction"]
 
 def of_items(frame: pd.DataFrame) -> pa.Table:
     """One unit's (duplicate-free) rows as the per-item sidecar: each row's sums row and what per-item views read."""
-    frame = analysis.with_factor(frame)
-    columns = {"group": pa.array(analysis._codes(frame, GROUP).astype(np.int32)), "correct": pa.array(frame["correct"].astype(float).to_numpy()),
+    frame = descriptive.with_factor(frame)
+    columns = {"group": pa.array(descriptive._codes(frame, GROUP).astype(np.int32)), "correct": pa.array(frame["correct"].astype(float).to_numpy()),
                "confidence": pa.array(frame["confidence"].astype(float).to_numpy()),
                "score": pa.array(frame["score"].astype(float).to_numpy() if "score" in frame else np.full(len(frame), np.nan))}  # fmt: skip
     for name, values in zip(CODED, (frame["item_id"], frame["answer"], prediction_text(frame))):
@@ -156,17 +171,17 @@ def _coded(values: pd.Series | np.ndarray) -> tuple[pa.Array, pa.Array]:
 
 
 def prediction_text(frame: pd.DataFrame) -> np.ndarray:
-    """``analysis.predictions`` as text that is equal exactly where pandas finds the values equal (1 == 1.0, 1 != '1').
+    """``descriptive.predictions`` as text that is equal exactly where pandas finds the values equal (1 == 1.0, 1 != '1').
 
-    A missing answer is ``analysis.UNPARSEABLE``, one value of its own. Values are converted once per distinct value,
+    A missing answer is ``schema.UNPARSEABLE``, one value of its own. Values are converted once per distinct value,
     so millions of rows cost one factorisation.
     """
     def text(value: object) -> str:
         if pd.isna(value):
-            return f"={analysis.UNPARSEABLE}"
+            return f"={schema.UNPARSEABLE}"
         return f"#{float(value)!r}" if isinstance(value, (int, float, np.integer, np.floating)) else f"={value}"
 
-    codes, uniques = pd.factorize(analysis.predictions(frame), use_na_sentinel=False)
+    codes, uniques = pd.factorize(descriptive.predictions(frame), use_na_sentinel=False)
     return np.array([text(value) for value in uniques], dtype=object)[codes]
 
 
@@ -223,7 +238,6 @@ def build(store: Store, unit: Path) -> tuple[pd.DataFrame | None, StoreProblems]
 
 def load(store: Store) -> tuple[pd.DataFrame, StoreProblems]:
     """Every unit's sums, from its sidecar or (once) from its rows; damaged units are reported and left out."""
-    from dateeval.store import StoreProblems
 
     problems, parts = StoreProblems(), []
     for unit in store.files():
@@ -269,11 +283,11 @@ def confidence_notes(sums: pd.DataFrame) -> list[str]:
 
 
 def metrics(sums: pd.DataFrame) -> pd.DataFrame:
-    """``analysis.condition_metrics`` from sums of entries that :func:`inexact_entries` does not name."""
+    """``descriptive.condition_metrics`` from sums of entries that :func:`inexact_entries` does not name."""
     from dateeval.tasks.translation import score_from_stats
 
     if sums.empty:
-        return analysis.condition_metrics(pd.DataFrame())
+        return descriptive.condition_metrics(pd.DataFrame())
     out = sums[ENTRY + ["condition", "factor", "date_mode", "date"]].copy()
     out["n_items"] = sums["n_rows"].to_numpy()
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -283,30 +297,29 @@ def metrics(sums: pd.DataFrame) -> pd.DataFrame:
     for name in ("bleu", "chrf"):
         column = sums[f"{name}_stats"] if f"{name}_stats" in sums else pd.Series([None] * len(sums))
         out[name] = [float("nan") if stats is None else score_from_stats(name, [stats]) for stats in column]
-    out["entry"] = analysis.entry_label(out)
-    columns = ENTRY + ["entry", "condition", "factor", "date_mode", "date", "n_items", *analysis.METRICS, "mean_confidence"]
+    out["entry"] = descriptive.entry_label(out)
+    columns = ENTRY + ["entry", "condition", "factor", "date_mode", "date", "n_items", *descriptive.METRICS, "mean_confidence"]
     return out[columns]
 
 
 def condition_metrics(store: Store, sums: pd.DataFrame) -> tuple[pd.DataFrame, StoreProblems]:
-    """Per entry x condition metrics of the whole store, equal to ``analysis.condition_metrics`` of all its rows.
+    """Per entry x condition metrics of the whole store, equal to ``descriptive.condition_metrics`` of all its rows.
 
     Exact entries come from the sums; the others from their own files' rows
     (read, verified and de-duplicated by the store), with any unreadable file reported.
     """
-    from dateeval.store import StoreProblems
 
     if sums.empty:
-        return analysis.condition_metrics(pd.DataFrame()), StoreProblems()
+        return descriptive.condition_metrics(pd.DataFrame()), StoreProblems()
     inexact = inexact_entries(sums)
     on_rows = _in(sums, inexact)
     parts, problems = [metrics(sums[~on_rows])], StoreProblems()
     if on_rows.any():
         paths = [store.root / source for source in dict.fromkeys(sums.loc[on_rows, "source"])]
         frame, problems = store.read(columns=SOURCE_COLUMNS, paths=paths, optional=OPTIONAL_COLUMNS)
-        parts.append(analysis.condition_metrics(frame[_in(frame, inexact)]))
+        parts.append(descriptive.condition_metrics(frame[_in(frame, inexact)]))
     table = pd.concat([part for part in parts if len(part)], ignore_index=True) if any(len(p) for p in parts) else parts[0]
-    table["entry"] = analysis.entry_label(table)  # labels tell entries apart across both parts
+    table["entry"] = descriptive.entry_label(table)  # labels tell entries apart across both parts
     return table.sort_values(ENTRY + ["date_mode", "date"], ignore_index=True), problems
 
 
@@ -315,5 +328,5 @@ def _in(frame: pd.DataFrame, keys: pd.DataFrame) -> np.ndarray:
     if keys.empty:
         return np.zeros(len(frame), dtype=bool)
     both = pd.concat([keys[ENTRY_KEY], frame[ENTRY_KEY]], ignore_index=True)
-    codes = analysis._codes(both, ENTRY_KEY)
+    codes = descriptive._codes(both, ENTRY_KEY)
     return np.isin(codes[len(keys):], codes[: len(keys)])

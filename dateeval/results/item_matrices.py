@@ -4,7 +4,7 @@ The Flips page, the Overview's headline, the Curves' bands and the
 statistics need every item on every condition of one entry: millions of
 rows at paper scale. Reading them as rows costs seconds per entry (text
 columns, a window over text answers). The per-item sidecars
-(``dateeval.aggregates.of_items``: verified with the unit, only the columns
+(``dateeval.results.unit_sums.of_items``: verified with the unit, only the columns
 these views read, answers as comparable text) fill dense matrices instead,
 and the views are array arithmetic on those.
 
@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from dateeval import aggregates
+from dateeval import schema
+from dateeval.results import unit_sums
 from dateeval.store import Store
 
 FLIP_COLUMNS = ["entry", "dataset", "item_id", "n_dates", "n_correct", "n_wrong", "changes", "n_predictions", "consistent",
@@ -39,32 +40,32 @@ TABLE7_COLUMNS = ["entry", "dataset", "consistent_confidence", "inconsistent_con
 class Outcomes:
     """Conditions (rows) x items (columns, sorted by id) of one entry; NaN / -1 where a cell has no value."""
 
-    conditions: pd.DataFrame  # one sums row per condition: ``aggregates.GROUP`` and ``DESCRIPTION`` columns, ``entry``
+    conditions: pd.DataFrame  # one sums row per condition: ``schema.GROUP`` and ``DESCRIPTION`` columns, ``entry``
     items: np.ndarray  # item ids, sorted
     present: np.ndarray  # bool: the cell has a row
     correct: np.ndarray  # float: 1 right, 0 wrong, NaN ungraded or absent
     confidence: np.ndarray
     score: np.ndarray  # sentence chrF of translations
-    prediction: np.ndarray  # int32 codes of the comparable answer (``aggregates.prediction_text``), -1 absent
+    prediction: np.ndarray  # int32 codes of the comparable answer (``unit_sums.prediction_text``), -1 absent
     answer: np.ndarray  # int32 codes into ``answers``, -1 missing
     answers: np.ndarray  # the distinct reference answers (object)
 
 
 def load(store: Store, sums: pd.DataFrame) -> Outcomes | None:
-    """The matrices of the conditions in ``sums`` (rows of ``aggregates.load`` with ``entry``: one entry and dataset).
+    """The matrices of the conditions in ``sums`` (rows of ``unit_sums.load`` with ``entry``: one entry and dataset).
 
     Reads the per-item sidecars of their units, rebuilding any that is missing
     or damaged from its (verified) unit. None when a (condition, item) has more
     than one row, or a unit cannot be read: the caller then reads rows.
     """
-    conditions = sums.drop_duplicates(aggregates.GROUP, ignore_index=True)
-    row_of = pd.Series(np.arange(len(conditions)), index=pd.MultiIndex.from_frame(conditions[aggregates.GROUP].astype(object)))
+    conditions = sums.drop_duplicates(schema.GROUP, ignore_index=True)
+    row_of = pd.Series(np.arange(len(conditions)), index=pd.MultiIndex.from_frame(conditions[schema.GROUP].astype(object)))
     units = []
     for source, part in sums.groupby("source", sort=True):
         table = _items_table(store, store.root / source)
         if table is None:
             return None
-        rows = row_of.reindex(pd.MultiIndex.from_frame(part[aggregates.GROUP].astype(object))).to_numpy()
+        rows = row_of.reindex(pd.MultiIndex.from_frame(part[schema.GROUP].astype(object))).to_numpy()
         local = table["group"].to_numpy()
         groups = np.full(max(int(local.max(initial=-1)), int(part["group"].max())) + 1, -1, dtype=np.int64)
         groups[part["group"].to_numpy()] = rows
@@ -97,11 +98,11 @@ class _Unit:
     keep: np.ndarray | slice
 
     def column(self, name: str) -> np.ndarray:
-        """A column's values on the kept rows (codes for ``aggregates.CODED`` columns)."""
+        """A column's values on the kept rows (codes for ``unit_sums.CODED`` columns)."""
         return self.table[name].to_numpy()[self.keep]
 
     def values(self, name: str) -> np.ndarray:
-        """The distinct values a coded column's codes stand for (``aggregates.CODED``)."""
+        """The distinct values a coded column's codes stand for (``unit_sums.CODED``)."""
         column = self.table[f"{name}_values"]
         return column.slice(0, len(column) - column.null_count).to_numpy(zero_copy_only=False)
 
@@ -109,16 +110,16 @@ class _Unit:
 def _items_table(store: Store, unit: Path) -> pa.Table | None:
     """A unit's verified per-item sidecar (built again when missing or damaged); None when the unit is unreadable."""
     try:
-        path = aggregates.items_sidecar(aggregates.sidecar(store.root, unit, unit.stat()))
+        path = unit_sums.items_sidecar(unit_sums.sidecar(store.root, unit, unit.stat()))
     except FileNotFoundError:
         return None
-    if path in aggregates._ITEMS:
-        return aggregates._ITEMS[path]
+    if path in unit_sums._ITEMS:
+        return unit_sums._ITEMS[path]
     table = store.read_table(path) if path.exists() else None
     if table is None:
-        sums, _ = aggregates.build(store, unit)
-        if path in aggregates._ITEMS:
-            return aggregates._ITEMS[path]
+        sums, _ = unit_sums.build(store, unit)
+        if path in unit_sums._ITEMS:
+            return unit_sums._ITEMS[path]
         table = store.read_table(path) if sums is not None and path.exists() else None
     return table
 

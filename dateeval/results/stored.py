@@ -4,7 +4,7 @@ At paper scale one entry's permutation null band or bootstrap intervals take
 seconds, and the Overview's first render and the Factors page need them for
 every entry. They depend only on the units they are computed from (whose
 size and modification time fix their content, as for the sidecars of
-``dateeval.aggregates``), on their arguments and on this code, so they are
+``dateeval.results.unit_sums``), on their arguments and on this code, so they are
 kept, as rows, in::
 
     STORE/.aggregates/derived/<name>/<label digest>.<key>.parquet
@@ -29,7 +29,7 @@ from pathlib import Path
 import pyarrow as pa
 import xxhash
 
-from dateeval import aggregates
+from dateeval.results import unit_sums
 from dateeval.errors import DateEvalError
 from dateeval.store import Store
 
@@ -66,8 +66,8 @@ def rows(store: Store, name: str, label: str, units: Sequence[Path], arguments: 
 def _path(store: Store, name: str, label: str, units: Sequence[Path], arguments: tuple) -> Path:
     """Where the rows of ``name`` for these units (as they are now) and arguments are kept."""
     stats = [(str(unit.relative_to(store.root)), unit.stat()) for unit in sorted(set(units))]
-    material = repr((VERSION, aggregates.FORMAT, name, arguments, [(path, s.st_size, s.st_mtime_ns) for path, s in stats]))
-    return store.root / aggregates.FOLDER / FOLDER / name / f"{xxhash.xxh64_hexdigest(label.encode())}.{xxhash.xxh3_128_hexdigest(material.encode())}.parquet"
+    material = repr((VERSION, unit_sums.FORMAT, name, arguments, [(path, s.st_size, s.st_mtime_ns) for path, s in stats]))
+    return store.root / unit_sums.FOLDER / FOLDER / name / f"{xxhash.xxh64_hexdigest(label.encode())}.{xxhash.xxh3_128_hexdigest(material.encode())}.parquet"
 
 
 def _computed(store: Store, path: Path, found: list[dict]) -> list[dict]:

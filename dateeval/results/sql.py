@@ -1,6 +1,6 @@
 """Per-item reads through DuckDB: one model's questions across dates, one question's rows, the outcomes statistics need.
 
-Aggregates (``dateeval.aggregates``) serve every curve and table; what
+Aggregates (``dateeval.results.unit_sums``) serve every curve and table; what
 needs items (the Flips page, the Factors statistics) is read here, straight
 from the Parquet files, with only the columns and rows asked for (DuckDB's
 projection and predicate pushdown, on every core) and computed in SQL, so
@@ -10,7 +10,7 @@ DuckDB does not know the store's checksums. Callers therefore pass only
 *verified* files: units whose aggregates sidecar exists for their current
 size and mtime, which ``aggregates`` makes only after verifying every
 column (``aggregates.load`` returns them as ``source``). Every function
-here gives the same numbers as its ``dateeval.analysis`` counterpart on the
+here gives the same numbers as its ``dateeval.results.descriptive`` counterpart on the
 same rows (tests compare them); where rows of one entry x condition are
 spread over several files (duplicates a read would drop), callers use the
 pandas path instead.
@@ -27,8 +27,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from dateeval.analysis import ENTRY_KEY, UNPARSEABLE
-from dateeval.store import ROW_KEY
+from dateeval.schema import ENTRY_KEY, ROW_KEY, UNPARSEABLE
 
 FLIP_COLUMNS = ["entry", "dataset", "item_id", "n_dates", "n_correct", "n_wrong", "changes", "n_predictions", "consistent",
                 "mean_confidence", "min_confidence", "mean_score", "answer"]  # fmt: skip

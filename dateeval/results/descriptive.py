@@ -15,9 +15,8 @@ import pandas as pd
 from dateeval.metrics import KEYS as METRICS
 from dateeval.metrics import METRICS as REGISTRY
 from dateeval.metrics import available_metrics, ece_by_code
+from dateeval.schema import ENTRY, ENTRY_KEY, UNPARSEABLE
 
-# Rows that share these columns were produced the same way except for the condition.
-ENTRY = ["model", "dtype", "device", "hardware", "model_key", "dataset", "task_key"]
 
 
 def entry_label(frame: pd.DataFrame) -> pd.Series:
@@ -42,9 +41,6 @@ def entry_label(frame: pd.DataFrame) -> pd.Series:
     return pd.Series(labels.to_numpy()[codes], index=frame.index, dtype=object)
 
 
-# An entry is fixed by these (model_key fixes model, dtype and device); a condition by condition_key.
-# Grouping on them as integer codes keeps the explorer fast on tens of millions of rows.
-ENTRY_KEY = ["model_key", "hardware", "dataset", "task_key"]
 
 
 def _codes(frame: pd.DataFrame, columns: list[str]) -> np.ndarray:
@@ -231,7 +227,6 @@ def top_k_reorders(metrics: pd.DataFrame, dataset: str, k: int, metric: str = "a
     return float(np.mean([a != b for a, b in zip(tops.iloc[:-1], tops.iloc[1:])]))
 
 
-UNPARSEABLE = "(unparseable)"
 
 
 def predictions(rows: pd.DataFrame) -> pd.Series:

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dateeval import analysis
+from dateeval.results import descriptive
 from dateeval.errors import DateEvalError
 from dateeval.metrics import METRICS, percent
-from dateeval.stats import cv
+from dateeval.results.inference import cv
 from dateeval.tasks import GENERATION_BENCHMARKS, parse_name
 
 
@@ -102,7 +102,7 @@ def yours(metrics: pd.DataFrame, dataset: str, table7: pd.DataFrame | None = Non
     Both columns are text with their unit; a statistic the store cannot give (e.g. Table 7 without per-item
     rows, or a single date) shows ``-``.
     """
-    dated = analysis.dated(metrics[metrics["dataset"] == dataset])
+    dated = descriptive.dated(metrics[metrics["dataset"] == dataset])
     rows = []
     for figure in beside(dataset):
         spec = METRICS[figure.metric]

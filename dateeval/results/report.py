@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from dateeval import analysis, metrics, plots, stats
+from dateeval import metrics, plots
+from dateeval.results import descriptive, inference
 from dateeval.errors import DateEvalError
 from dateeval.tasks import GENERATION_BENCHMARKS, parse_name
 
@@ -46,10 +47,10 @@ def _pick(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
 
 def summary_table(frame: pd.DataFrame, n_perm: int = 200) -> pd.DataFrame:
     """Tables 1, 8, 9 per entry and dataset, with the null band and Cochran's Q of the date effect."""
-    table = analysis.summarize(analysis.condition_metrics(frame))
+    table = descriptive.summarize(descriptive.condition_metrics(frame))
     if table.empty:
         return table
-    significance = stats.date_significance(frame, n_perm=n_perm)
+    significance = inference.date_significance(frame, n_perm=n_perm)
     extra = significance.rename(columns={"p_value": "delta_p_value", "null_upper": "delta_null_upper", "null_median": "delta_null_median"})
     keep = ["entry", "dataset", "delta_null_median", "delta_null_upper", "delta_p_value", "exceeds_chance", "cochran_q", "cochran_p"]
     return table.merge(extra[keep], on=["entry", "dataset"], how="left")
@@ -57,7 +58,7 @@ def summary_table(frame: pd.DataFrame, n_perm: int = 200) -> pd.DataFrame:
 
 def paper_tables(frame: pd.DataFrame, n_perm: int = 200, n_boot: int = 200) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
     """Every paper table the store can fill, and the missing ones with what would fill them."""
-    per_condition = analysis.condition_metrics(frame)
+    per_condition = descriptive.condition_metrics(frame)
     summary = summary_table(frame, n_perm)
     tables: dict[str, pd.DataFrame] = {}
     kinds = set(summary["dataset"].map(_variant)) if len(summary) else set()
@@ -85,20 +86,20 @@ def paper_tables(frame: pd.DataFrame, n_perm: int = 200, n_boot: int = 200) -> t
         tables["Table 9: no date in the prompt"] = _pick(summary, ["entry", "dataset", *baselines, "accuracy_min", "accuracy_max", "bleu_min", "bleu_max"])
     else:
         missing["Table 9 (no-date baseline)"] = "rerun the same sweep with `--no-date` (only the baseline is computed)"
-    trend, correlations = stats.date_trend(per_condition), stats.cross_correlations(per_condition)
+    trend, correlations = inference.date_trend(per_condition), inference.cross_correlations(per_condition)
     if len(trend):
         tables["Table 3: trend over the year (Spearman)"] = trend
     if len(correlations):
         tables["Table 3: correlation across datasets and models (Pearson)"] = correlations
     else:
         missing["Table 3 (correlations)"] = "needs a second dataset or model over the same dates (repeat `--dataset` or `--model`)"
-    factors = stats.factor_table(frame, n_boot=n_boot)
+    factors = inference.factor_table(frame, n_boot=n_boot)
     if set(factors["factor"]) - {"date"}:
         tables["Table 5: coefficient of variation per factor"] = factors
     else:
         missing["Table 5 (other factors)"] = "add `--batch-sizes 1,8,32 --option-orders 5 --system-prompts paper --dtype float32 --dtype bfloat16`"
-    tables["Table 7: confidence of consistent vs inconsistent predictions"] = analysis.confidence_by_consistency(frame)
-    determinism = stats.run_to_run(frame)
+    tables["Table 7: confidence of consistent vs inconsistent predictions"] = descriptive.confidence_by_consistency(frame)
+    determinism = inference.run_to_run(frame)
     if len(determinism):
         tables["Run-to-run variation (repeats of one condition)"] = determinism
     else:
@@ -115,8 +116,8 @@ def write_report(frame: pd.DataFrame, out: Path, store: Path) -> Path:
     for number, (title, table) in enumerate(tables.items(), 1):
         table.to_csv(out / f"table-{number}.csv", index=False)
         parts.append(f"<h2>{html.escape(title)}</h2>{metrics.formatted(table).to_html(index=False, border=0)}<p><a href='table-{number}.csv'>CSV</a></p>")
-    per_condition = analysis.condition_metrics(frame)
-    dated = analysis.dated(per_condition)
+    per_condition = descriptive.condition_metrics(frame)
+    dated = descriptive.dated(per_condition)
     for index, (dataset, group) in enumerate(dated.groupby("dataset")):
         metric = metrics.available_metrics(group)[0]
         figure = plots.curves(group, metric, per_condition[per_condition["dataset"] == dataset], dataset=dataset)

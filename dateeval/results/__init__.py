@@ -1,0 +1,30 @@
+"""The results layer: everything that reads a store and every number any screen, command or report shows.
+
+One entry point: :func:`open` gives a :class:`Results` (one state of a store) and every reader (each explorer
+page, ``dateeval summary``, ``dateeval report``, ``dateeval export``) asks it. Where each number is computed:
+
+* ``unit_sums``: per-unit additive sums (rows, right answers, confidence and ECE bin sums, BLEU/chrF sufficient
+  statistics), built when the sweep commits a unit, and per-condition metrics finished from them;
+* ``item_matrices``: one entry's condition x item outcome matrices, read from the per-item sidecars;
+* ``sql``: per-item reads by DuckDB where no matrix can tell (one question's history, overlapping files);
+* ``descriptive``: tables over per-condition metrics (summary, ranks, Kendall tau, top-k reordering);
+* ``inference``: the statistics over outcome matrices (null bands, Cochran's Q, bootstraps, CV, trends);
+* ``stored``: the costly results kept with the store, keyed on the units they were computed from;
+* ``view``: :class:`Results`, which ties them together per entry; ``paper`` and ``report`` format what it gives.
+
+The row schema the layer reads is :mod:`dateeval.results.schema`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from dateeval.results.view import N_BOOT, N_PERM, Results, keep
+from dateeval.store import Store, StoreProblems
+
+__all__ = ["N_BOOT", "N_PERM", "Results", "keep", "open"]
+
+
+def open(store: Store | str | Path) -> tuple[Results, StoreProblems]:  # noqa: A001 - the layer's one verb, read as results.open
+    """The store as it is now, with what could not be read (damaged units are left out and reported)."""
+    return Results.open(store if isinstance(store, Store) else Store(store))
