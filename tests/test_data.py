@@ -34,6 +34,20 @@ def test_arc_malformed_line_names_file_and_line(tmp_path):
         load_items("arc_challenge", data)
 
 
+def test_arc_lone_surrogate_escape_names_file_and_line(tmp_path):
+    """Half a UTF-16 pair cannot be encoded: refused at loading, not when the prompt is hashed after the model loaded."""
+    paired = _arc_row("a", "AB", "A")
+    paired["question"]["stem"] = "Q \U0001F600"  # json.dumps writes the escaped pair \ud83d\ude00: a real character
+    lone = _arc_row("b", "AB", "A")
+    lone["question"]["choices"][1]["text"] = "opt \udc80"
+    data = _arc(tmp_path, [paired])
+    assert load_items("arc_challenge", data)[0].question == "Q \U0001F600"
+    path = data / "arc" / "ARC-Challenge" / "ARC-Challenge-Test.jsonl"
+    path.write_text(path.read_text() + "\n" + json.dumps(lone))
+    with pytest.raises(DateEvalError, match=r"ARC-Challenge-Test.jsonl, line 2: text with a lone surrogate escape \\udc80"):
+        load_items("arc_challenge", data)
+
+
 def test_mmlu_both_csv_layouts_give_the_same_items(tmp_path):
     original = tmp_path / "a" / "mmlu" / "data" / "test"
     original.mkdir(parents=True)

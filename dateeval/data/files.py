@@ -50,14 +50,31 @@ def parse_jsonl(lines: Iterable[str], path: Path, what: str, build: Callable[[di
             row = json.loads(line)
             if not isinstance(row, dict):
                 raise TypeError(f"expected a JSON object, found {type(row).__name__}")
+            _refuse_lone_surrogates(line, row)
             items.append(build(row))
         except json.JSONDecodeError as error:
             raise DateEvalError(f"malformed {what} file {path}, line {number}: not JSON ({error.msg})") from None
         except KeyError as error:
             raise DateEvalError(f"malformed {what} file {path}, line {number}: no field {error}") from None
+        except RecursionError:
+            raise DateEvalError(f"malformed {what} file {path}, line {number}: JSON nested too deeply") from None
         except (AttributeError, TypeError, ValueError) as error:  # a field of the wrong type, a value out of place
             raise DateEvalError(f"malformed {what} file {path}, line {number}: {error}") from None
     return items
+
+
+def _refuse_lone_surrogates(line: str, row: dict) -> None:
+    """Refuse a JSON escape of half a UTF-16 pair (``"\\ud800"``): no UTF-8 text holds it, so the prompt could not be hashed or sent.
+
+    Only an escape can produce one (the file itself was decoded as UTF-8),
+    so lines without ``\\ud`` are not looked at again.
+    """
+    if "\\ud" not in line.lower():
+        return
+    try:
+        json.dumps(row, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(f"text with a lone surrogate escape \\u{ord(error.object[error.start]):04x} (half a UTF-16 pair), which is not a character") from None
 
 
 def unique_ids(items: list[Item], where: str | Path) -> list[Item]:
