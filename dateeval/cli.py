@@ -20,6 +20,8 @@ from pathlib import Path
 from dateeval.errors import DateEvalError
 
 EXIT_ERROR = 2
+# One condition per order: as many as a sweep may have dates, so a typo cannot ask for a billion conditions.
+MAX_OPTION_ORDERS = 10_000
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,6 +45,20 @@ def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def _text(text: str) -> str:
+    """An argparse type for words that go into a prompt: bytes that are not UTF-8 (kept by Python as lone surrogates) are refused.
+
+    Such text cannot be tokenized, hashed or sent, and would fail only once the model is loaded.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        bad = ord(text[error.start])
+        byte = f"byte 0x{bad - 0xDC00:02x}" if 0xDC80 <= bad <= 0xDCFF else f"code point U+{bad:04X}"
+        raise argparse.ArgumentTypeError(f"not UTF-8 text ({byte} at character {error.start})") from None
+    return text
 
 
 def _quiet_libraries() -> None:
@@ -86,16 +102,17 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--dates", help="dates: 2024-01-01..2024-12-31[/7d], or a comma list (default: all of 2024)")
     run.add_argument("--no-date", action="store_true", help="also run the no-date baseline (the template without any date)")
     run.add_argument("--template-default", action="store_true", help="also run the template as shipped (its own default date or the real clock)")
-    run.add_argument("--system-prompt", default=None, help="the system message wording used throughout (default: 'You are a helpful assistant.')")
+    run.add_argument("--system-prompt", default=None, type=_text, help="the system message wording used throughout (default: 'You are a helpful assistant.')")
     factors = run.add_argument_group("other factors, each swept alone at --factor-date with the rest at their defaults (paper Table 5)")
     factors.add_argument("--factor-date", help="the date at which the other factors are swept (default: the first date)")
     factors.add_argument("--batch-sizes", help="comma-separated batch sizes, e.g. 1,2,4,8,16,32,64,128")
-    factors.add_argument("--option-orders", type=_integer(1), help="K seeded permutations of every question's options (orders 1..K)")
-    factors.add_argument("--system-prompts", help="'paper' for the six wordings of App. C.4, or wordings separated by |")
-    factors.add_argument("--locations", help="user locations separated by |, e.g. 'Berlin|Tokyo|Lagos' (App. F)")
+    factors.add_argument("--option-orders", type=_integer(1, MAX_OPTION_ORDERS), help="K seeded permutations of every question's options (orders 1..K; "
+                         "at most n! - 1 for questions with n options)")  # fmt: skip
+    factors.add_argument("--system-prompts", type=_text, help="'paper' for the six wordings of App. C.4, or wordings separated by |")
+    factors.add_argument("--locations", type=_text, help="user locations separated by |, e.g. 'Berlin|Tokyo|Lagos' (App. F)")
     factors.add_argument("--repeat", type=_integer(0), default=0, help="also run the factor date R more times: measured run-to-run variation")
-    run.add_argument("--date-format", default="%d %b %Y", help="strftime format of injected dates (default %%d %%b %%Y)")
-    run.add_argument("--date-line", default="Today Date: {date}", help="the injected line; {date} is replaced")
+    run.add_argument("--date-format", default="%d %b %Y", type=_text, help="strftime format of injected dates (default %%d %%b %%Y)")
+    run.add_argument("--date-line", default="Today Date: {date}", type=_text, help="the injected line; {date} is replaced")
     run.add_argument("--date-position", default="system_start", choices=POSITIONS, help="where an injected date goes")
     run.add_argument("--dtype", action="append", choices=DTYPES, help="numerical precision (repeatable: one entry per precision; default auto)")
     run.add_argument("--device", default="auto", choices=DEVICES)

@@ -102,7 +102,12 @@ FAST = 180  # seconds: a refusal that takes longer than this counts as a hang
         (["--dates", "0001-01-01..9999-12-31"], "--dates asks for 3,652,059 dates; at most 10,000"),
         (["--dates", "2024-01-01..2024-12-31,1990-01-01..2020-12-31"], "--dates asks for 11,689 dates"),
         (["--dates", "9999-12-31..10000-01-01"], "malformed date '10000-01-01'"),
-        (["--option-orders", "-1"], "argument --option-orders: must be 1 or more, not -1"),
+        (["--option-orders", "-1"], "argument --option-orders: must be between 1 and 10000, not -1"),
+        (["--option-orders", "99999999999"], "argument --option-orders: must be between 1 and 10000, not 99999999999"),
+        (["--system-prompt", "Bad\udcff\udcfe"], "argument --system-prompt: not UTF-8 text (byte 0xff at character 3)"),
+        (["--system-prompts", "ok|\udcc3("], "argument --system-prompts: not UTF-8 text (byte 0xc3 at character 3)"),
+        (["--locations", "Berlin|K\udcf6ln"], "argument --locations: not UTF-8 text (byte 0xf6 at character 8)"),
+        (["--date-line", "Heute: {date} \udce4"], "argument --date-line: not UTF-8 text (byte 0xe4 at character 14)"),
         (["--repeat", "-2"], "argument --repeat: must be 0 or more, not -2"),
         (["--batch-size", "0"], "argument --batch-size: must be 1 or more, not 0"),
         (["--generation-seed", "-1"], "argument --generation-seed: must be between 0 and"),
@@ -334,6 +339,14 @@ def test_prompts_beyond_the_context_are_refused(args, fragment, data_dir, tmp_pa
     result = run_cli("run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "2", "--dates", "2024-01-01", "--store", str(tmp_path), *args)
     _assert_one_line_error(result, fragment)
     assert "beyond smollm2-135m's context of 8,192" in result.stderr and not list(tmp_path.rglob("*.parquet"))
+
+
+def test_more_option_orders_than_permutations_are_refused(data_dir, tmp_path):
+    """4 options have 24 orders: --option-orders 30 would run 31 units, 7 of them repeats counted as new orders."""
+    result = run_cli("run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "2", "--dates", "2024-01-01",
+                     "--option-orders", "30", "--store", str(tmp_path))  # fmt: skip
+    _assert_one_line_error(result, "option order 24 asked of item Mercury_7175875, whose 4 options have only 24 orders")
+    assert "use --option-orders 23 or fewer" in result.stderr and not list(tmp_path.rglob("*.parquet"))
 
 
 def test_dates_next_to_9999_12_31_run(data_dir, tmp_path):

@@ -48,6 +48,13 @@ def test_arc_lone_surrogate_escape_names_file_and_line(tmp_path):
         load_items("arc_challenge", data)
 
 
+def test_arc_repeated_option_labels_are_refused(tmp_path):
+    """Labels A, A, B: the key "A" would silently pick the first of two options."""
+    data = _arc(tmp_path, [_arc_row("a", "ABCD", "B"), _arc_row("b", "AAB", "A")])
+    with pytest.raises(DateEvalError, match=r"line 2: ARC item b: option labels A, A, B repeat A, so answer key 'A' is ambiguous"):
+        load_items("arc_challenge", data)
+
+
 def test_mmlu_both_csv_layouts_give_the_same_items(tmp_path):
     original = tmp_path / "a" / "mmlu" / "data" / "test"
     original.mkdir(parents=True)

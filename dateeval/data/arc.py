@@ -11,8 +11,13 @@ from dateeval.errors import DateEvalError
 
 
 def _item(item_id: str, stem: str, texts: list[str], labels: list[str], key: str) -> MCItem:
+    """One question; ValueError names what is wrong with it (the caller adds the file and line, or the Hub copy)."""
+    repeated = sorted({label for label in labels if labels.count(label) > 1})
+    if repeated:
+        # The key is matched by label: with a label twice, which option is correct is a guess.
+        raise ValueError(f"ARC item {item_id}: option labels {', '.join(labels)} repeat {', '.join(repeated)}, so answer key {key!r} is ambiguous")
     if key not in labels:
-        raise DateEvalError(f"ARC item {item_id}: answer key {key!r} is not one of its labels {labels}")
+        raise ValueError(f"ARC item {item_id}: answer key {key!r} is not one of its labels {labels}")
     # Options are shown as A, B, C... by position; the key ("C" or "3") is matched by label.
     return MCItem(item_id, stem, tuple(texts), labels.index(key))
 
@@ -35,4 +40,9 @@ def load_arc(config: str, data_dir: Path | None, split: str = "test") -> list[MC
         return _local(data_dir, config, split)
     hint = f"pass --data-dir DIR with DIR/arc/{config}/{config}-{split.title()}.jsonl"
     rows = load_hub_rows("allenai/ai2_arc", config, split, hint)
-    return unique_ids([_item(r["id"], r["question"], list(r["choices"]["text"]), list(r["choices"]["label"]), r["answerKey"]) for r in rows], f"the Hub copy of allenai/ai2_arc ({config})")
+    where = f"the Hub copy of allenai/ai2_arc ({config})"
+    try:
+        items = [_item(r["id"], r["question"], list(r["choices"]["text"]), list(r["choices"]["label"]), r["answerKey"]) for r in rows]
+    except ValueError as error:
+        raise DateEvalError(f"malformed {where}: {error}") from None
+    return unique_ids(items, where)

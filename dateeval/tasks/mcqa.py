@@ -9,6 +9,7 @@ argmax and the confidence its probability (the quantity ECE bins, App. C.1).
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +59,14 @@ def cot_user_message(item: MCItem, exemplars: Sequence[MCItem] = ()) -> str:
     return f"{COT_INSTRUCTION.format(about=_about(item))}\n\n{shots}{_question(item)}"
 
 
+def _check_order(item: MCItem, order: int) -> None:
+    """Refuse an order beyond the item's n! - 1 others: more would only repeat permutations, counted as new conditions."""
+    orders = math.factorial(len(item.options))
+    if order >= orders:
+        raise DateEvalError(f"option order {order} asked of item {item.id}, whose {len(item.options)} options have only {orders} orders "
+                            f"(the published one and {orders - 1} others): use --option-orders {orders - 1} or fewer")  # fmt: skip
+
+
 def permute(item: MCItem, order: int) -> tuple[MCItem, list[int]]:
     """The item with its options in the ``order``-th seeded permutation (0 = as published).
 
@@ -65,6 +74,7 @@ def permute(item: MCItem, order: int) -> tuple[MCItem, list[int]]:
     option ``shown_from[j]``. The seed is the item id and ``order``, so a
     permutation is the same on every date, run and machine (paper §5.5).
     """
+    _check_order(item, order)
     shown_from = list(range(len(item.options)))
     if order:
         random.Random(f"{item.id}#{order}").shuffle(shown_from)
