@@ -347,6 +347,13 @@ def _has(row: dict, metric: str) -> bool:
     return any(not _missing(row.get(f"{prefix}{metric}{suffix}")) for prefix, suffix in (("", "_min"), ("", ""), ("no_date_", ""), ("template_default_", "")))
 
 
+def _delta(metric: str, value: object, n_items: int) -> str:
+    """A worst-to-best delta as shown everywhere: rates in percentage points at the precision the questions allow."""
+    from dateeval.metrics import METRICS, points
+
+    return points(value, n_items) if METRICS[metric].percent else METRICS[metric].format(value)
+
+
 def _json_safe(value: object) -> object:
     """NaN is not JSON: missing numbers become null."""
     if isinstance(value, dict):
@@ -356,27 +363,26 @@ def _json_safe(value: object) -> object:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def _read_store(path: str) -> "pd.DataFrame":  # noqa: F821 - pandas is imported lazily
-    from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
+def _open_results(path: str) -> "Results":  # noqa: F821 - the results layer is imported lazily
+    """The store's results (``dateeval.results.open``, what every page reads), its problems as warnings on stderr."""
+    from dateeval import results
     from dateeval.store import Store
 
     store = Store(path)
     if not store.root.is_dir():
         raise DateEvalError(f"store {store.root} does not exist: run `python -m dateeval run ... --store {store.root}` first")
-    frame, problems = store.read(columns=SUMMARY_COLUMNS, optional=GENERATION_COLUMNS)
+    found, problems = results.open(store)
     for message in problems.messages():
         print(f"dateeval: warning: {message}", file=sys.stderr)
-    return frame
+    return found
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
-    from dateeval.metrics import METRICS, percent
-    from dateeval.results.report import summary_table
-    from dateeval.results.inference import factor_table
+    from dateeval.metrics import METRICS, percent, points
 
-    frame = _read_store(args.store)
-    table = summary_table(frame)
-    factors = factor_table(frame) if len(frame) else None
+    found = _open_results(args.store)
+    table = found.summary()
+    factors = found.statistics()["factors"] if len(table) else None
     if args.json:
         records = table.to_dict(orient="records")
         for record in records:
@@ -394,14 +400,14 @@ def _cmd_summary(args: argparse.Namespace) -> int:
             if _has(row, f"{metric}_delta"):
                 print(
                     f"  {name:8s} min {show(row[metric + '_min'])}  mean {show(row[metric + '_mean'])}  "
-                    f"max {show(row[metric + '_max'])}  delta {show(row[metric + '_delta'])}  "
+                    f"max {show(row[metric + '_max'])}  delta {_delta(metric, row[metric + '_delta'], row['n_items'])}  "
                     + (f"(worst {row[metric + '_worst_date']}, best {row[metric + '_best_date']})" if not _missing(row[metric + "_worst_date"]) else "(the same on every date)")
                 )
             print(f"  {'':8s} no-date {show(row['no_date_' + metric])}  template-default {show(row['template_default_' + metric])}")
         if row["n_dates"] > 1 and not math.isnan(row.get("delta_p_value", math.nan)):
-            verdict = "exceeds" if row["exceeds_chance"] else "within"
+            verdict = "beyond chance" if row["exceeds_chance"] else "within chance"
             print(
-                f"  chance    accuracy delta {verdict} the null band (95% of chance deltas <= {percent(row['delta_null_upper'])}, "
+                f"  chance    accuracy delta {verdict} (95% of chance deltas <= {points(row['delta_null_upper'], row['n_items'])}, "
                 f"p = {row['delta_p_value']:.3f}); Cochran's Q p = {row['cochran_p']:.3g}"
             )
         mine = factors[(factors["entry"] == row["entry"]) & (factors["dataset"] == row["dataset"])]
@@ -432,9 +438,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from dateeval.results.report import write_report
 
     out = _output_folder(Path(args.out))
-    frame = _read_store(args.store)
+    found = _open_results(args.store)
     try:
-        page = write_report(frame, out, Path(args.store))
+        page = write_report(found, out)
     except OSError as error:  # a disk that fills up while the tables are written
         raise DateEvalError(f"cannot write the report to {out}: {error.strerror or error}") from None
     print(f"report written to {page}")

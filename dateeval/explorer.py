@@ -322,6 +322,34 @@ def headline(root: str, fingerprint: tuple) -> dict | None:
     return _view(root, fingerprint)[0].headline()
 
 
+@st.cache_data(show_spinner="Computing the summary...", max_entries=4)
+def summary(root: str, fingerprint: tuple) -> pd.DataFrame:
+    """``Results.summary``: the rows `dateeval summary` prints and the report writes."""
+    return _view(root, fingerprint)[0].summary()
+
+
+@st.cache_data(max_entries=16)
+def paper_beside(root: str, fingerprint: tuple, dataset: str) -> pd.DataFrame:
+    """``Results.paper_beside``: the paper's figures next to the store's, with chance's band."""
+    return _view(root, fingerprint)[0].paper_beside(dataset)
+
+
+def about_demo(metrics: pd.DataFrame) -> None:
+    """On the built-in demo: what it holds and what to click next, so a first-time user (or a class) knows what they see."""
+    if current_store().root.resolve() != DEMO_STORE.resolve():
+        return
+    dated = metrics[metrics["factor"] == "date"]
+    datasets = ", ".join(f"{name} ({int(part['n_items'].max())} questions x {part['date'].nunique()} dates)" for name, part in dated.groupby("dataset"))
+    with st.expander("About this demo", expanded=True):
+        st.markdown(
+            f"A real sweep of **{', '.join(sorted(metrics['model'].unique()))}** (SmolLM2-135M-Instruct) at "
+            f"{metrics['dtype'].nunique()} precisions ({', '.join(sorted(metrics['dtype'].unique()))}) on {datasets}, each with a "
+            "no-date baseline, built by `demo/build.sh` on a CPU. The samples are small, so most deltas are within chance: that "
+            "is the lesson. Next: **Curves** for the score on each date with its interval, **Flips** for the questions that change "
+            "answer, **Factors** for the date next to other sources of variation, **Prompt** for what the model really saw."
+        )
+
+
 @st.cache_data(show_spinner="Bootstrapping intervals over questions...", max_entries=16)
 def bands(root: str, fingerprint: tuple, selection: Selection, metric: str) -> pd.DataFrame:
     """95% bootstrap interval per entry and date of the selection (cached)."""

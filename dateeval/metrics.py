@@ -82,6 +82,17 @@ def percent(value: object) -> str:
     return "-" if missing(value) else f"{100 * float(value):.2f}%"
 
 
+def point_decimals(n_items: int) -> int:
+    """Decimals a difference of rates over ``n_items`` questions deserves: one question is 100/n points, so 20
+    questions get none (5 pp steps), up to 1,000 one, beyond that two."""
+    return 0 if n_items <= 100 else 1 if n_items <= 1000 else 2
+
+
+def points(value: object, n_items: int) -> str:
+    """A difference of rates (fractions) in percentage points at the precision its number of questions supports."""
+    return "-" if missing(value) else f"{100 * float(value):.{point_decimals(n_items)}f} pp"
+
+
 def available_metrics(metrics: pd.DataFrame) -> list[str]:
     """The metrics with at least one value in a metrics frame (e.g. BLEU and chrF only for translation)."""
     return [m for m in KEYS if m in metrics and metrics[m].notna().any()]

@@ -4,7 +4,7 @@ import streamlit as st
 
 from dateeval import explorer, plots
 from dateeval.results import descriptive, inference
-from dateeval.metrics import percent
+from dateeval.metrics import METRICS, available_metrics, percent
 
 st.title("Is the date effect real, and how big is it next to the rest?")
 explorer.app_settings()
@@ -20,12 +20,16 @@ store = explorer.current_store()
 tables = explorer.statistics(str(store.root), store.fingerprint())
 dataset = explorer.dataset_picker(metrics)
 factors = tables["factors"][tables["factors"]["dataset"] == dataset]
-rates = [m for m in ("accuracy", "ece") if f"{m}_cv" in factors and factors[f"{m}_cv"].notna().any()] or ["accuracy"]
-metric = explorer.picker("Metric", rates, "metric", format_func=lambda m: plots.axis_label(m, dataset).removesuffix(" (%)"))
-if factors.empty:
-    st.info("No factor sweeps in this store yet. Run e.g. `python -m dateeval run ... --batch-sizes 1,8,32 --option-orders 5 "
-            "--system-prompts paper --dtype float32 --dtype bfloat16 --repeat 2` to compare factors.")  # fmt: skip
+graded = factors["accuracy_cv"].notna().any() if len(factors) else False
+if not graded:  # translation: a corpus metric, no per-question right/wrong to compute a CV or shuffle from
+    st.info(f"Accuracy and ECE do not apply to {dataset}: its metrics are corpus scores (BLEU, chrF), so there is no per-question "
+            "right/wrong to compare factors or dates with. Its scores over dates are on **Curves**; the date budget below uses them.")
 else:
+    rates = [m for m in ("accuracy", "ece") if f"{m}_cv" in factors and factors[f"{m}_cv"].notna().any()]
+    metric = explorer.picker("Metric", rates, "factor_metric", format_func=lambda m: plots.axis_label(m, dataset).removesuffix(" (%)"))
+    if set(factors["factor"]) == {"date"}:
+        st.info("Only the date was swept on this dataset, so there is nothing to set it against yet. Run e.g. `python -m dateeval run ... "
+                "--batch-sizes 1,8,32 --option-orders 5 --system-prompts paper --dtype float32 --dtype bfloat16 --repeat 2`.")  # fmt: skip
     figure = plots.factor_bars(factors, metric)
     st.plotly_chart(figure, width="stretch")
     st.download_button("Download figure (HTML)", figure.to_html(include_plotlyjs="cdn"), "factors.html", "text/html")
@@ -37,7 +41,10 @@ st.caption(
     "having no effect) are at most this; *p-value*: share of those deltas at least as large as the observed one. Cochran's Q "
     "tests whether accuracy is equal on all dates."
 )
-explorer.show_table(significance.drop(columns=["dataset"]), dataset)
+if len(significance):
+    explorer.show_table(significance.drop(columns=["dataset"]), dataset)
+else:
+    st.caption("No test here: it needs per-question right/wrong answers on two or more dates.")
 if len(tables["run_to_run"]):
     st.subheader("Run-to-run variation (repeats of one condition)")
     explorer.show_table(tables["run_to_run"], dataset)
@@ -49,7 +56,13 @@ st.subheader("How many dates does a budget need?")
 entries = sorted(metrics[metrics["dataset"] == dataset]["entry"].unique())
 entry = explorer.picker("Model", entries, "entry")
 dated = descriptive.dated(metrics[(metrics["dataset"] == dataset) & (metrics["entry"] == entry)])
-tolerance = st.slider("Tolerance (relative to the full-range value)", 0.05, 0.5, 0.2, 0.05)
-budget = inference.date_budget(dated["accuracy"].to_numpy(), tolerance=tolerance)
-st.caption(f"From {len(dated)} dates: share of random samples of m dates whose delta / CV is within {percent(tolerance)} of the full value.")
-explorer.show_table(budget, dataset)
+scored = [m for m in available_metrics(dated) if METRICS[m].higher_is_better]
+if len(dated) < 2 or not scored:
+    st.info("A date budget needs a score on two or more dates.")
+else:
+    budget_metric = scored[0]
+    tolerance = st.slider("Tolerance (relative to the full-range value)", 5, 50, 20, 5, format="%d%%") / 100
+    budget = inference.date_budget(dated[budget_metric].to_numpy(), tolerance=tolerance)
+    st.caption(f"From {len(dated)} dates ({plots.axis_label(budget_metric, dataset)}): share of random samples of m dates whose delta / CV "
+               f"is within {percent(tolerance)} of the full value. Worst-to-best grows with the number of dates, so a few dates understate it.")
+    explorer.show_table(budget, dataset)

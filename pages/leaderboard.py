@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from dateeval import explorer, plots
+from dateeval import explorer, plots, viewstate
 from dateeval.results import descriptive
 from dateeval.metrics import METRICS, available_metrics, percent
 
@@ -16,9 +16,10 @@ explorer.intro(
 )
 frame, chosen, selection = explorer.page_data()
 scores = [m for m in available_metrics(chosen) if METRICS[m].higher_is_better]
-metric = explorer.picker("Ranked by", scores, "metric", format_func=lambda m: plots.axis_label(m, selection.dataset)) if scores else "accuracy"
-ranked = descriptive.ranks(chosen, metric)
-ranked = ranked[ranked["date"].between(selection.start, selection.end)]
+metric = explorer.picker("Ranked by", scores, "rank_metric", format_func=lambda m: plots.axis_label(m, selection.dataset)) if scores else "accuracy"
+in_range = descriptive.dated(chosen)
+in_range = in_range[in_range["date"].between(selection.start, selection.end)]  # every statistic below reads the selected dates only
+ranked = descriptive.ranks(in_range, metric)
 if ranked["entry"].nunique() < 2:
     st.info("A leaderboard needs at least two models with results on this dataset: select more in the sidebar or run another model.")
     st.stop()
@@ -44,10 +45,16 @@ style = lambda table: table.style.format({plots.axis_label(metric, selection.dat
 left.dataframe(style(a), width="stretch")
 right.dataframe(style(b), width="stretch")
 st.caption(f"{len(moved)} of {len(a)} models change position between {first} and {second} (highlighted).")
-k = st.slider("Top k", 1, max(1, ranked["entry"].nunique()), min(3, ranked["entry"].nunique()))
-share = descriptive.top_k_reorders(chosen, selection.dataset, k, metric)
-st.metric(f"Consecutive date pairs whose top {k} differs", percent(share))
-taus = descriptive.kendall_taus(chosen, selection.dataset, metric)
+sizes = list(range(1, ranked["entry"].nunique() + 1))
+viewstate.seed("top_k", sizes, min(3, sizes[-1]))
+k = st.select_slider("Top k", sizes, key="top_k", help="How many of the best entries must keep their order for two dates to count as the same top k.")
+viewstate.publish("top_k", k)
+share = descriptive.top_k_reorders(in_range, selection.dataset, k, metric)
+st.metric(f"Consecutive date pairs whose top {k} differs ({selection.start:%Y-%m-%d} to {selection.end:%Y-%m-%d})", percent(share))
+taus = descriptive.kendall_taus(in_range, selection.dataset, metric)
 if len(taus):
     st.plotly_chart(plots.tau_histogram(taus), width="stretch")
-    st.caption(f"Mean Kendall tau {taus['tau'].mean():.3f}; {percent((taus['tau'] < 1).mean())} of date pairs rank the models differently.")
+    st.caption(f"Mean Kendall tau {taus['tau'].mean():.3f}; {percent((taus['tau'] < 1).mean())} of date pairs rank the models differently.",
+               help="Kendall tau compares two rankings: 1 = the same order, -1 = reversed; tau-b counts ties fairly.")
+leaderboard = ranked.pivot_table(index="entry", columns="date", values="rank").rename(columns=lambda day: f"{day:%Y-%m-%d}").reset_index()
+explorer.downloads(leaderboard, "leaderboard-ranks")

@@ -1,57 +1,67 @@
-"""Overview: the finding in one sentence, then the worst-to-best delta per model and dataset (paper Tables 1, 2, 8 and 9)."""
+"""Overview: the verdict first, then the worst-to-best delta per model and dataset (paper Tables 1, 2, 8 and 9)."""
 
 import streamlit as st
 
 from dateeval import explorer
-from dateeval.results import descriptive, paper
-from dateeval.metrics import METRICS, available_metrics, percent
+from dateeval.metrics import METRICS, available_metrics, percent, points
+
+NULL_HELP = (
+    "Chance alone: shuffle each question's right/wrong answers across the dates (as if the date did nothing), recompute the "
+    "statistic, repeat 200 times. The band's edge is what 95% of those shuffles stay below. Worst-to-best over N dates grows "
+    "with N even without any effect, and the largest of K entries grows with K, so the headline is tested against the "
+    "largest of K shuffled deltas, not one entry's."
+)
 
 st.title("How much does the date in the system prompt move the results?")
 explorer.app_settings()
 frame, metrics = explorer.load()
 store = explorer.current_store()
-top = explorer.headline(str(store.root), store.fingerprint())
+root, fingerprint = str(store.root), store.fingerprint()
+explorer.about_demo(metrics)
+top = explorer.headline(root, fingerprint)
 if top is None:
     st.info("The headline needs one model scored on two or more dates: run a date sweep on the **Run** page.")
 elif top["delta"] == 0:
-    st.markdown(f"#### On the {top['n_dates']} dates and {top['n_items']} questions of this store, changing the date moved no score: "
-                "every model gave the same share of right answers on every date.")  # fmt: skip
+    st.markdown(f"#### Within chance: on the {top['n_dates']} dates and {top['n_items']} questions of this store, changing the date moved no score.")
 else:
-    verdict = "beyond chance" if top["beyond_chance"] else "within chance"
+    n = top["n_items"]
+    verdict = "Beyond chance" if top["beyond_chance"] else "Within chance"
+    of_k = f"the largest of {top['k_entries']} model x dataset deltas" if top["k_entries"] > 1 else "the only model x dataset delta"
     st.markdown(
-        f"#### Changing only the date moves {METRICS['accuracy'].name_on(top['dataset'])} of **{top['entry']}** on **{top['dataset']}** "
-        f"by up to **{percent(top['delta'])}** (95% interval {percent(top['low'])} to {percent(top['high'])}), **{verdict}**: "
-        f"shuffling each question's answers across the dates gives a delta of at most {percent(top['null_upper'])} in 95% of draws "
-        f"(p = {top['p_value']:.3f})."
+        f"#### {verdict} (p = {top['p_value']:.3f}): changing only the date moves {METRICS['accuracy'].name_on(top['dataset'])} of "
+        f"**{top['entry']}** on **{top['dataset']}** by up to **{points(top['delta'], n)}** ({of_k}, {n} questions x {top['n_dates']} dates); "
+        f"chance alone gives up to {points(top['null_upper'], n)} in 95% of shuffles.",
+        help=NULL_HELP,
     )
     columns = st.columns(4)
-    columns[0].metric("Largest worst-to-best delta", percent(top["delta"]), help=f"worst {top['worst_date']}, best {top['best_date']}")
-    columns[1].metric("95% interval (bootstrap over questions)", f"{percent(top['low'])} to {percent(top['high'])}")
-    columns[2].metric("Chance alone (95% of permuted deltas ≤)", percent(top["null_upper"]), help=f"p = {top['p_value']:.3f}, {top['n_dates']} dates x {top['n_items']} questions")
+    columns[0].metric("Verdict", verdict, help=f"p = {top['p_value']:.3f} for {of_k}, against the largest of {top['k_entries']} shuffled deltas")
+    columns[1].metric("Largest worst-to-best delta", points(top["delta"], n), help=f"worst {top['worst_date']}, best {top['best_date']}; percentage points")
+    columns[2].metric(f"Chance alone (largest of {top['k_entries']}, 95% ≤)", points(top["null_upper"], n), help=NULL_HELP)
     if top["reorder_dataset"] is not None:
-        columns[3].metric(f"Date pairs that reorder the {top['reorder_entries']} models on {top['reorder_dataset']}", percent(top["reorder"]))
+        columns[3].metric(f"Date pairs that reorder the {top['reorder_entries']} models on {top['reorder_dataset']}", percent(top["reorder"]),
+                          help="Share of pairs of dates whose rankings of the models differ (Kendall tau < 1).")
     else:
         columns[3].metric("Date pairs that reorder the leaderboard", "-", help="needs two or more models on one dataset")
 explorer.intro(
     "Each model saw the same questions with only the date in its system prompt changed. Per dataset: the score over all "
-    "dates (minimum, mean, maximum), the worst-to-best delta (paper Tables 1, 2, 4 and 8) and the score with no date at "
-    "all (Table 9). Rates are percentages, BLEU and chrF points; values are on the questions every condition of a model "
-    "scored, so dates compare like with like."
+    "dates (minimum, mean, maximum), the worst-to-best delta (paper Tables 1, 2, 4 and 8) with what chance alone gives for "
+    "it, and the score with no date at all (Table 9). Rates are percentages, deltas of rates percentage points, BLEU and "
+    "chrF points; values are on the questions every condition of a model scored, so dates compare like with like."
 )
-summary = descriptive.summarize(metrics)
+summary = explorer.summary(root, fingerprint)
 for dataset, table in summary.groupby("dataset", sort=True):
     names = available_metrics(metrics[metrics["dataset"] == dataset])
-    columns = ["entry", "n_items", "n_dates"] + [f"{m}_{part}" for m in names for part in ("min", "mean", "max", "delta", "worst_date", "best_date")]
-    columns += [f"no_date_{m}" for m in names]
+    columns = ["entry", "n_items", "n_dates"] + [f"{m}_{part}" for m in names for part in ("delta", "min", "mean", "max", "worst_date", "best_date")]
+    columns += ["delta_null_upper", "delta_p_value"] + [f"no_date_{m}" for m in names]
     st.subheader(dataset)
     explorer.show_table(table[[c for c in columns if c in table and table[c].notna().any()]], dataset)
-    mine = paper.yours(metrics, dataset)
+    mine = explorer.paper_beside(root, fingerprint, dataset)
     if len(mine):
-        with st.expander("The paper beside you: its headline figures next to yours"):
+        with st.expander("The paper beside you: its headline figures next to yours, with what chance alone gives"):
             explorer.show_table(mine)
 st.download_button("Download the summary (CSV; rates as fractions, as stored)", summary.to_csv(index=False), "summary.csv", "text/csv")
 st.markdown(
-    "**Read it as:** *delta* = best date minus worst date (percentage points for rates). Open **Curves** for the "
-    "day-by-day picture with intervals, **Leaderboard** for reordering, **Flips** for the questions that change answer, "
-    "**Factors** for the date against chance and against other sources of variation."
+    "**Read it as:** *delta* = best date minus worst date (percentage points for rates); *chance alone* = the delta 95% of "
+    "shuffles stay below. Open **Curves** for the day-by-day picture with intervals, **Leaderboard** for reordering, "
+    "**Flips** for the questions that change answer, **Factors** for the date against other sources of variation."
 )

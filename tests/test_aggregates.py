@@ -1,5 +1,6 @@
 """Sums kept beside the store and DuckDB per-item reads give exactly what the per-item analysis gives."""
 
+import oracles
 import datetime as dt
 import shutil
 
@@ -97,7 +98,7 @@ def test_entries_the_sums_cannot_give_exactly_come_from_their_rows(tmp_path):
     frame, _ = store.read(columns=SUMMARY_COLUMNS)
     keys = sums[[*schema.ENTRY_KEY]].drop_duplicates().assign(entry=descriptive.entry_label(sums.iloc[:1]).iloc[0])
     flips, _ = sql.flips(store.files(), keys, True, dt.date(2024, 1, 1), dt.date(2024, 1, 2))
-    expected = descriptive.item_flips(frame)
+    expected = oracles.item_flips(frame)
     pd.testing.assert_frame_equal(flips, expected, check_dtype=False, check_exact=False)
 
 
@@ -120,8 +121,8 @@ def test_flips_from_duckdb_equal_the_per_item_analysis(demo):
         paths = [demo.root / source for source in group["source"].unique()]
         flips, table7 = sql.flips(paths, keys, False, dt.date(2024, 1, 1), dt.date(2024, 12, 31))
         rows = frame[(frame["entry"] == entry) & (frame["dataset"] == dataset)]
-        pd.testing.assert_frame_equal(flips, descriptive.item_flips(rows), check_dtype=False, check_exact=False)
-        pd.testing.assert_frame_equal(table7, descriptive.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
+        pd.testing.assert_frame_equal(flips, oracles.item_flips(rows), check_dtype=False, check_exact=False)
+        pd.testing.assert_frame_equal(table7, oracles.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
         item = flips["item_id"].iloc[0]
         history = sql.item_rows(paths, keys, False, item, ["correct", "confidence"])
         assert len(history) == (rows["item_id"] == item).sum() and history["date"].dropna().is_monotonic_increasing
@@ -142,23 +143,21 @@ def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
             flips, table7 = item_matrices.flips(found, start, end)
             rows = frame[(frame["entry"] == entry) & (frame["dataset"] == dataset)]
             rows = rows[rows["date"].isna() | pd.to_datetime(rows["date"], errors="coerce").between(pd.Timestamp(start), pd.Timestamp(end))]
-            pd.testing.assert_frame_equal(flips, descriptive.item_flips(rows), check_dtype=False, check_exact=False)
-            pd.testing.assert_frame_equal(table7, descriptive.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
+            pd.testing.assert_frame_equal(flips, oracles.item_flips(rows), check_dtype=False, check_exact=False)
+            pd.testing.assert_frame_equal(table7, oracles.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
     fingerprint = demo.fingerprint()
     tables = explorer.statistics(str(demo.root), fingerprint)
     graded = inference.graded(frame)
-    pd.testing.assert_frame_equal(tables["factors"], inference.factor_table(frame, n_boot=100), check_exact=False, rtol=1e-12)
-    pd.testing.assert_frame_equal(tables["significance"], inference.date_significance(frame, n_perm=200), check_exact=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(tables["factors"], oracles.factor_table(frame, n_boot=100), check_exact=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(tables["significance"], oracles.date_significance(frame, n_perm=200), check_exact=False, rtol=1e-12)
     pd.testing.assert_frame_equal(tables["run_to_run"], inference.run_to_run(frame), check_exact=False, rtol=1e-12)
     assert set(tables["factors"]["factor"]) >= {"date", "precision"} and len(tables["significance"]) == 6  # every graded entry
     metrics, _ = unit_sums.condition_metrics(demo, sums)
-    top = inference.largest_delta(metrics)
-    dated = graded[(graded["factor"] == "date") & (graded["entry"] == top["entry"]) & (graded["dataset"] == top["dataset"])]
-    assert explorer.headline(str(demo.root), fingerprint) == inference.headline(inference.outcome_matrices(dated, "condition_key")[1], metrics)
+    assert explorer.headline(str(demo.root), fingerprint) == inference.headline(oracles.significance_rows(frame), metrics)
     chosen = sorted(metrics.loc[metrics["dataset"] == "mmlu", "entry"].unique())
     selection = explorer.Selection(tuple(chosen), "mmlu", pd.Timestamp("2024-01-01"), pd.Timestamp("2024-12-31"))
     for metric in ("accuracy", "ece"):
-        expected = inference.date_bands(frame[(frame["dataset"] == "mmlu") & frame["entry"].isin(chosen)], metric)
+        expected = oracles.date_bands(frame[(frame["dataset"] == "mmlu") & frame["entry"].isin(chosen)], metric)
         pd.testing.assert_frame_equal(explorer.bands(str(demo.root), fingerprint, selection, metric), expected, check_exact=False, rtol=1e-12)
 
 
@@ -193,7 +192,7 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     assert {path.parent.name for path in kept} == {"headline", "significance", "factors", "band", "flips", "table7"}
     _new_process()
     with monkeypatch.context() as patched:
-        for name in ("null_band", "entry_factors", "delta_interval", "date_band"):  # (Table 5's precision rows compare entries: computed)
+        for name in ("null_draws", "entry_factors", "date_band"):  # (Table 5's precision rows compare entries: computed)
             patched.setattr(inference, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed again"))
         patched.setattr(item_matrices, "flips", lambda *args: pytest.fail("flips computed again"))
         for kept_table, first_table in zip(explorer.flips(root, fingerprint, one), flips, strict=True):
@@ -248,7 +247,7 @@ def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
     flips, _ = item_matrices.flips(item_matrices.load(demo, chosen), dt.date(2024, 1, 1), dt.date(2024, 12, 31))
     frame, _ = demo.read(columns=[*SUMMARY_COLUMNS, "n_options"], optional=GENERATION_COLUMNS)
     rows = frame[(descriptive.entry_label(frame) == chosen["entry"].iloc[0]) & (frame["dataset"] == "mmlu")]
-    pd.testing.assert_frame_equal(flips, descriptive.item_flips(rows), check_dtype=False, check_exact=False)
+    pd.testing.assert_frame_equal(flips, oracles.item_flips(rows), check_dtype=False, check_exact=False)
 
 
 def test_kept_rows_held_in_memory_are_bounded(demo, monkeypatch):

@@ -65,7 +65,7 @@ def _pred_frame(preds_by_date: dict[str, list[int]], answers: list[int], confide
 
 
 def test_item_flips_and_table7():
-    from dateeval.results.descriptive import confidence_by_consistency, item_flips
+    from oracles import confidence_by_consistency, item_flips
 
     frame = _pred_frame({"2024-01-01": [0, 1, 2], "2024-01-02": [0, 2, 2], "2024-01-03": [0, 1, 2]}, answers=[0, 1, 3])
     flips = item_flips(frame).set_index("item_id")

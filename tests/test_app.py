@@ -58,9 +58,15 @@ def test_overview_lists_every_demo_entry(app):
     assert len(table) >= 3 and table["Dates"].max() >= 300 and "Accuracy delta (worst to best) (%)" in table
 
 
-def test_overview_headline_states_the_delta_against_chance(app):
-    headline = app("pages/overview.py").markdown[0].value
-    assert "by up to" in headline and "95% interval" in headline and ("beyond chance" in headline or "within chance" in headline)
+def test_overview_headline_leads_with_the_verdict_against_the_largest_of_k(app):
+    """The headline's first words are the verdict; its delta and chance band are in percentage points at the precision
+    20 questions allow, tested against the null of the largest of the K entries it was picked from, and no interval
+    that excludes zero by construction (a worst-to-best delta is never negative) is shown."""
+    at = app("pages/overview.py")
+    headline = next(m.value for m in at.markdown if m.value.startswith("####"))
+    assert re.match(r"#### (Within|Beyond) chance \(p = \d\.\d{3}\)", headline), headline
+    assert "largest of 6 model x dataset deltas" in headline and "95% interval" not in headline
+    assert re.search(r"by up to \*\*\d+ pp\*\*", headline) and "%" not in headline.split("chance alone")[0].split("by up to")[1]
 
 
 def test_curves_metric_switch_changes_the_figure(app):
@@ -130,10 +136,11 @@ def test_factors_page_shows_precision_and_reacts_to_the_metric(app):
     factors = at.dataframe[0].value
     assert {"date", "precision"} <= set(factors["Factor"])
     before = at.get("plotly_chart")[0].proto.spec
-    at.selectbox(key="metric").set_value("ece").run()
+    at.selectbox(key="factor_metric").set_value("ece").run()
     assert "Accuracy" in before and "ECE" in at.get("plotly_chart")[0].proto.spec
     budget = at.dataframe[-1].value
-    at.slider[0].set_value(0.05).run()
+    assert at.slider[0].value == 20  # a percentage, shown as one ("20%"), not 0.20 beside a caption in %
+    at.slider[0].set_value(5).run()
     assert not at.dataframe[-1].value.equals(budget) or budget["Delta within tolerance (%)"].eq(100).all()
 
 

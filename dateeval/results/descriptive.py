@@ -243,64 +243,6 @@ def predictions(rows: pd.DataFrame) -> pd.Series:
     return parsed.where(parsed.notna(), pred).fillna(UNPARSEABLE)
 
 
-def item_flips(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per item and entry over the date conditions: how often right, how often the answer changes (Table 7).
-
-    ``changes`` counts answer changes between consecutive dates (for
-    generated outputs: a different parsed answer, code or translation);
-    ``consistent`` means one answer on every date. ``mean_score`` is the
-    mean sentence chrF of translations.
-    """
-    columns = ["entry", "dataset", "item_id", "n_dates", "n_correct", "n_wrong", "changes", "n_predictions", "consistent",
-               "mean_confidence", "min_confidence", "mean_score", "answer"]  # fmt: skip
-    rows = with_factor(frame)
-    rows = rows[rows["factor"] == "date"]
-    if rows.empty:
-        return pd.DataFrame(columns=columns)
-    rows = rows.assign(entry=entry_label(rows), prediction=predictions(rows), correct=rows["correct"].astype(float),
-                       score=rows["score"].astype(float) if "score" in rows else np.nan)  # fmt: skip
-    rows = rows.sort_values(["entry", "dataset", "item_id", "date"])
-    group = rows.groupby(["entry", "dataset", "item_id"], sort=False)
-    previous = group["prediction"].shift()
-    rows = rows.assign(changed=(previous.notna() & (rows["prediction"] != previous)).astype(int))
-    group = rows.groupby(["entry", "dataset", "item_id"], sort=False)
-    out = group.agg(
-        n_dates=("prediction", "size"),
-        n_correct=("correct", "sum"),
-        n_graded=("correct", "count"),
-        changes=("changed", "sum"),
-        n_predictions=("prediction", "nunique"),
-        mean_confidence=("confidence", "mean"),
-        min_confidence=("confidence", "min"),
-        mean_score=("score", "mean"),
-        answer=("answer", "first"),
-    ).reset_index()
-    out["n_correct"] = out["n_correct"].astype(int)
-    out["n_wrong"] = out["n_graded"] - out["n_correct"]
-    out["consistent"] = out["n_predictions"] == 1
-    return out[columns].sort_values(["changes", "mean_confidence"], ascending=[False, True], ignore_index=True)
-
-
-def confidence_by_consistency(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean confidence of consistent vs inconsistent predictions per entry and dataset (paper Table 7)."""
-    columns = ["entry", "dataset", "consistent_confidence", "inconsistent_confidence", "n_inconsistent", "n_items"]
-    rows = with_factor(frame)
-    rows = rows[rows["factor"] == "date"]
-    if rows.empty:
-        return pd.DataFrame(columns=columns)
-    rows = rows.assign(entry=entry_label(rows), prediction=predictions(rows), confidence=rows["confidence"].astype(float))
-    stable = rows.groupby(["entry", "dataset", "item_id"])["prediction"].nunique().eq(1).rename("consistent").reset_index()
-    rows = rows.merge(stable, on=["entry", "dataset", "item_id"])
-    table = rows.pivot_table(index=["entry", "dataset"], columns="consistent", values="confidence", aggfunc="mean", dropna=False)
-    table = table.rename(columns={True: "consistent_confidence", False: "inconsistent_confidence"})
-    counts = stable.groupby(["entry", "dataset"]).agg(n_items=("consistent", "size"), n_inconsistent=("consistent", lambda c: int((~c).sum())))
-    table = counts.join(table).reset_index()
-    for column in ("consistent_confidence", "inconsistent_confidence"):
-        if column not in table:
-            table[column] = np.nan
-    return table[columns]
-
-
 def first_divergence(first: str, second: str) -> int | None:
     """Where two outputs stop agreeing (character offset), None when identical: the start of the paper's cascade (§5.3)."""
     if first == second:

@@ -9,7 +9,7 @@ these views read, answers as comparable text) fill dense matrices instead,
 and the views are array arithmetic on those.
 
 **Exact.** Every function here gives what its row-based counterpart gives
-on the same rows (``analysis.item_flips`` and ``confidence_by_consistency``,
+on the same rows (the test oracles ``item_flips`` and ``confidence_by_consistency``,
 ``stats.outcome_matrices``; tests compare them). That holds when each
 (condition, item) has one row, as every sweep writes it. Where one has
 more (two prompts for one item and condition, or files that overlap),
@@ -162,7 +162,7 @@ def _cut(matrix: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarra
 
 
 def flips(outcomes: Outcomes, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``analysis.item_flips`` and ``analysis.confidence_by_consistency`` of the date conditions in [start, end]."""
+    """``oracles.item_flips`` and ``oracles.confidence_by_consistency`` (tests) of the date conditions in [start, end]."""
     rows = _dated(outcomes, start, end)
     seen = np.flatnonzero(outcomes.present[rows].any(0))
     if not len(seen):

@@ -17,8 +17,8 @@ import pandas as pd
 
 from dateeval.results import descriptive
 from dateeval.errors import DateEvalError
-from dateeval.metrics import METRICS, percent
-from dateeval.results.inference import cv
+from dateeval.metrics import METRICS, percent, points
+from dateeval.results.inference import cv, largest_of
 from dateeval.tasks import GENERATION_BENCHMARKS, parse_name
 
 
@@ -96,13 +96,27 @@ def _per_entry(dated: pd.DataFrame, statistic: str, metric: str) -> pd.Series:
     return pd.Series(dtype=float)
 
 
-def yours(metrics: pd.DataFrame, dataset: str, table7: pd.DataFrame | None = None) -> pd.DataFrame:
+def _chance(figure: PaperFigure, significance: pd.DataFrame, n_items: int) -> str:
+    """What chance alone gives for the store's value of a delta statistic (accuracy only: its null is by permutation)."""
+    if figure.metric != "accuracy" or significance.empty or figure.statistic not in ("max_delta", "mean_delta"):
+        return "-"
+    if figure.statistic == "max_delta":
+        band = largest_of(significance["delta"].tolist(), significance["null_draws"].tolist())
+        return f"up to {points(band['null_upper'], n_items)} in 95% of draws (largest of {len(significance)}; p = {band['p_value']:.3f})"
+    return f"median {points(float(significance['null_median'].mean()), n_items)} (mean over {len(significance)} of each one's null median)"
+
+
+def yours(metrics: pd.DataFrame, dataset: str, table7: pd.DataFrame | None = None, significance: pd.DataFrame | None = None) -> pd.DataFrame:
     """The paper's figures about a dataset's kind beside the same statistic from the user's store.
 
-    Both columns are text with their unit; a statistic the store cannot give (e.g. Table 7 without per-item
-    rows, or a single date) shows ``-``.
+    Beside each of yours: what chance alone gives for it (the permutation null of the same statistic, so a class
+    does not read noise on 20 questions as "2.5x the paper's effect") and what it is measured on; the paper's
+    context is in ``the_paper_says``. A statistic the store cannot give (e.g. a single date) shows ``-``.
     """
     dated = descriptive.dated(metrics[metrics["dataset"] == dataset])
+    significance = significance if significance is not None else pd.DataFrame(columns=["delta", "null_draws", "null_median", "n_items"])
+    n_items = int(dated["n_items"].max()) if "n_items" in dated and len(dated) else 0
+    context = f"{dated['entry'].nunique()} entries, {n_items} questions x {dated['date'].nunique()} dates" if len(dated) else "-"
     rows = []
     for figure in beside(dataset):
         spec = METRICS[figure.metric]
@@ -112,8 +126,8 @@ def yours(metrics: pd.DataFrame, dataset: str, table7: pd.DataFrame | None = Non
         else:
             values = _per_entry(dated, figure.statistic, figure.metric) if figure.metric in dated else pd.Series(dtype=float)
             value = values.mean() if figure.statistic in ("mean_delta", "cv") else values.max() if len(values) else None
-            mine = percent(value) if figure.statistic == "cv" else spec.format(value)
-            theirs = f"{figure.value:.2f}" + ("%" if spec.percent or figure.statistic == "cv" else "")
-        rows.append({"statistic": f"{STATISTICS[figure.statistic]} ({spec.name_on(dataset)})", "yours": mine, "the_paper": theirs,
-                     "where": figure.where, "the_paper_says": figure.says})  # fmt: skip
-    return pd.DataFrame(rows, columns=["statistic", "yours", "the_paper", "where", "the_paper_says"])
+            mine = percent(value) if figure.statistic == "cv" else points(value, n_items) if spec.percent else spec.format(value)
+            theirs = f"{figure.value:.2f}" + (" pp" if spec.percent and figure.statistic != "cv" else "%" if figure.statistic == "cv" else "")
+        rows.append({"statistic": f"{STATISTICS[figure.statistic]} ({spec.name_on(dataset)})", "yours": mine, "chance_alone": _chance(figure, significance, n_items),
+                     "yours_on": context, "the_paper": theirs, "where": figure.where, "the_paper_says": figure.says})  # fmt: skip
+    return pd.DataFrame(rows, columns=["statistic", "yours", "chance_alone", "yours_on", "the_paper", "where", "the_paper_says"])

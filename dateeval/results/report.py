@@ -1,9 +1,8 @@
 """Paper-style tables for whatever a store holds, and a self-contained HTML report.
 
-``paper_tables`` is the single place where the paper's tables are assembled
-from stored rows; the CLI summary, the report and the explorer read them
-from here. A table the store cannot fill is listed with the command that
-would fill it.
+``paper_tables`` assembles the paper's tables from :class:`dateeval.results.Results`, the same object every
+explorer page and ``dateeval summary`` read, so a number is the same wherever it is shown. A table the store
+cannot fill is listed with the command that would fill it.
 """
 
 from __future__ import annotations
@@ -15,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 
 from dateeval import metrics, plots
-from dateeval.results import descriptive, inference
+from dateeval.results import descriptive
+from dateeval.results.view import Results
 from dateeval.errors import DateEvalError
 from dateeval.tasks import GENERATION_BENCHMARKS, parse_name
 
@@ -45,21 +45,9 @@ def _pick(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return table[[c for c in columns if c in table and (c in ("entry", "dataset") or table[c].notna().any())]]
 
 
-def summary_table(frame: pd.DataFrame, n_perm: int = 200) -> pd.DataFrame:
-    """Tables 1, 8, 9 per entry and dataset, with the null band and Cochran's Q of the date effect."""
-    table = descriptive.summarize(descriptive.condition_metrics(frame))
-    if table.empty:
-        return table
-    significance = inference.date_significance(frame, n_perm=n_perm)
-    extra = significance.rename(columns={"p_value": "delta_p_value", "null_upper": "delta_null_upper", "null_median": "delta_null_median"})
-    keep = ["entry", "dataset", "delta_null_median", "delta_null_upper", "delta_p_value", "exceeds_chance", "cochran_q", "cochran_p"]
-    return table.merge(extra[keep], on=["entry", "dataset"], how="left")
-
-
-def paper_tables(frame: pd.DataFrame, n_perm: int = 200, n_boot: int = 200) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
-    """Every paper table the store can fill, and the missing ones with what would fill them."""
-    per_condition = descriptive.condition_metrics(frame)
-    summary = summary_table(frame, n_perm)
+def paper_tables(results: Results) -> tuple[dict[str, pd.DataFrame], dict[str, str]]:
+    """Every paper table the store can fill, and the missing ones with what would fill them (all read from ``results``)."""
+    summary = results.summary()
     tables: dict[str, pd.DataFrame] = {}
     kinds = set(summary["dataset"].map(_variant)) if len(summary) else set()
     missing = dict(value for kind, value in MISSING.items() if kind not in kinds)
@@ -86,20 +74,21 @@ def paper_tables(frame: pd.DataFrame, n_perm: int = 200, n_boot: int = 200) -> t
         tables["Table 9: no date in the prompt"] = _pick(summary, ["entry", "dataset", *baselines, "accuracy_min", "accuracy_max", "bleu_min", "bleu_max"])
     else:
         missing["Table 9 (no-date baseline)"] = "rerun the same sweep with `--no-date` (only the baseline is computed)"
-    trend, correlations = inference.date_trend(per_condition), inference.cross_correlations(per_condition)
+    statistics = results.statistics()
+    trend, correlations = statistics["trend"], statistics["correlations"]
     if len(trend):
         tables["Table 3: trend over the year (Spearman)"] = trend
     if len(correlations):
         tables["Table 3: correlation across datasets and models (Pearson)"] = correlations
     else:
         missing["Table 3 (correlations)"] = "needs a second dataset or model over the same dates (repeat `--dataset` or `--model`)"
-    factors = inference.factor_table(frame, n_boot=n_boot)
+    factors = statistics["factors"]
     if set(factors["factor"]) - {"date"}:
         tables["Table 5: coefficient of variation per factor"] = factors
     else:
         missing["Table 5 (other factors)"] = "add `--batch-sizes 1,8,32 --option-orders 5 --system-prompts paper --dtype float32 --dtype bfloat16`"
-    tables["Table 7: confidence of consistent vs inconsistent predictions"] = descriptive.confidence_by_consistency(frame)
-    determinism = inference.run_to_run(frame)
+    tables["Table 7: confidence of consistent vs inconsistent predictions"] = results.table7()
+    determinism = statistics["run_to_run"]
     if len(determinism):
         tables["Run-to-run variation (repeats of one condition)"] = determinism
     else:
@@ -107,16 +96,17 @@ def paper_tables(frame: pd.DataFrame, n_perm: int = 200, n_boot: int = 200) -> t
     return tables, missing
 
 
-def write_report(frame: pd.DataFrame, out: Path, store: Path) -> Path:
+def write_report(results: Results, out: Path) -> Path:
     """A self-contained HTML report (tables, figures, missing cells) plus one CSV per table."""
     out.mkdir(parents=True, exist_ok=True)
-    tables, missing = paper_tables(frame)
+    store = results.store.root
+    tables, missing = paper_tables(results)
     parts = [f"<h1>dateeval report</h1><p>Store <code>{html.escape(str(store))}</code>, written {dt.datetime.now():%Y-%m-%d %H:%M}. "
              "Rates, CVs and shares are percentages; BLEU and chrF are points; the CSV files keep rates as fractions.</p>"]  # fmt: skip
     for number, (title, table) in enumerate(tables.items(), 1):
         table.to_csv(out / f"table-{number}.csv", index=False)
         parts.append(f"<h2>{html.escape(title)}</h2>{metrics.formatted(table).to_html(index=False, border=0)}<p><a href='table-{number}.csv'>CSV</a></p>")
-    per_condition = descriptive.condition_metrics(frame)
+    per_condition = results.metrics
     dated = descriptive.dated(per_condition)
     for index, (dataset, group) in enumerate(dated.groupby("dataset")):
         metric = metrics.available_metrics(group)[0]

@@ -79,7 +79,7 @@ def _prediction(types: dict[str, str]) -> str:
 
 
 def flips(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``analysis.item_flips`` and ``analysis.confidence_by_consistency`` of the date conditions in [start, end].
+    """``oracles.item_flips`` and ``oracles.confidence_by_consistency`` (tests) of the date conditions in [start, end].
 
     ``keys`` holds the chosen entries: ``ENTRY_KEY`` columns and their ``entry`` label (so in every function here);
     ``dedup`` drops duplicate row keys as ``Store.read`` does (see ``_connect``).

@@ -97,20 +97,55 @@ class Results:
         return stored.rows(self.store, name, label, self.entry_units(entry, dataset), (entry, dataset, *view, *constants), compute)
 
     def headline(self) -> dict | None:
-        """The store's finding: largest delta with its interval, against chance, and leaderboard reordering (kept)."""
+        """The store's finding (kept): the largest worst-to-best accuracy delta over its graded entries, tested
+        against the null of the largest of them, and leaderboard reordering (``inference.headline``)."""
         from dateeval.results import inference
 
         def compute() -> list[dict]:
-            top = inference.largest_delta(self.metrics)  # the entry inference.headline reports: only its outcomes are read
-            if top is None:
-                return []
-            correct = self.matrices(top["entry"], top["dataset"], None, "condition_key")[1]
-            band = self.significance(top["entry"], top["dataset"]) if correct.shape[0] >= 2 and correct.shape[1] else None
-            found = inference.headline(correct, self.metrics, band=band)
+            found = inference.headline(self.significance_table(), self.metrics)
             return [] if found is None else [found]
 
-        found = stored.rows(self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (), compute)
+        found = stored.rows(self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (N_PERM,), compute)
         return found[0] if found else None
+
+    def significance_table(self) -> pd.DataFrame:
+        """``inference.significance`` of every graded entry with two or more dates (kept), with its null draws."""
+        from dateeval.results import inference
+
+        rows = [self.significance(entry, dataset) for entry, dataset in self._dated_entries()]
+        return pd.DataFrame(rows, columns=[*inference.SIGNIFICANCE_COLUMNS, "null_draws"])
+
+    def _dated_entries(self) -> list[tuple[str, str]]:
+        """(entry, dataset) of every graded entry with two or more dates, sorted."""
+        dated = self.sums[(self.sums["factor"] == "date") & (self.sums["n_graded"] > 0)]
+        counts = dated.groupby(["entry", "dataset"], sort=True)["condition_key"].nunique()
+        return list(counts[counts >= 2].index)
+
+    def summary(self) -> pd.DataFrame:
+        """Tables 1, 8 and 9 per entry and dataset with the date effect's null band and Cochran's Q: the rows
+        ``dateeval summary``, the report and the Overview show."""
+        from dateeval.results import inference
+
+        table = descriptive.summarize(self.metrics)
+        if table.empty:
+            return table
+        extra = self.significance_table().rename(columns={"p_value": "delta_p_value", "null_upper": "delta_null_upper", "null_median": "delta_null_median"})
+        keep = ["entry", "dataset", "delta_null_median", "delta_null_upper", "delta_p_value", "exceeds_chance", "cochran_q", "cochran_p"]
+        return table.merge(extra[keep], on=["entry", "dataset"], how="left")
+
+    def table7(self, dataset: str | None = None) -> pd.DataFrame:
+        """Table 7 (confidence of answers that stay vs change with the date) over each entry's whole stored range."""
+        parts = [self.flips(entry, name, *descriptive.date_range(self.metrics, name))[1]
+                 for entry, name in self._dated_entries() if dataset in (None, name)]  # fmt: skip
+        parts = [part for part in parts if len(part)]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=item_matrices.TABLE7_COLUMNS)
+
+    def paper_beside(self, dataset: str) -> pd.DataFrame:
+        """The paper's figures about a dataset's kind beside the store's, each with chance's band and its context."""
+        from dateeval.results import paper
+
+        significance = self.significance_table()
+        return paper.yours(self.metrics, dataset, self.table7(dataset), significance[significance["dataset"] == dataset])
 
     def significance(self, entry: str, dataset: str) -> dict:
         """``inference.significance`` of one entry's date sweep (kept): the Factors page's row, and the headline's band."""

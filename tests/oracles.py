@@ -1,0 +1,144 @@
+"""Test oracles: the row-based implementations of statistics the results layer computes once, on the fastest
+representation (per-unit sums and condition x item matrices). Tests compare the product's numbers with these on the
+same rows; nothing in ``dateeval`` imports them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from dateeval.results.descriptive import entry_label, predictions, with_factor
+from dateeval.results.inference import (BAND_COLUMNS, FACTOR_COLUMNS, SIGNIFICANCE_COLUMNS, across_factors, against, date_band, entry_factors,
+                                        graded, null_draws, outcome_matrices, significance)  # fmt: skip
+
+
+def item_flips(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per item and entry over the date conditions: how often right, how often the answer changes (Table 7).
+
+    ``changes`` counts answer changes between consecutive dates (for
+    generated outputs: a different parsed answer, code or translation);
+    ``consistent`` means one answer on every date. ``mean_score`` is the
+    mean sentence chrF of translations.
+    """
+    columns = ["entry", "dataset", "item_id", "n_dates", "n_correct", "n_wrong", "changes", "n_predictions", "consistent",
+               "mean_confidence", "min_confidence", "mean_score", "answer"]  # fmt: skip
+    rows = with_factor(frame)
+    rows = rows[rows["factor"] == "date"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    rows = rows.assign(entry=entry_label(rows), prediction=predictions(rows), correct=rows["correct"].astype(float),
+                       score=rows["score"].astype(float) if "score" in rows else np.nan)  # fmt: skip
+    rows = rows.sort_values(["entry", "dataset", "item_id", "date"])
+    group = rows.groupby(["entry", "dataset", "item_id"], sort=False)
+    previous = group["prediction"].shift()
+    rows = rows.assign(changed=(previous.notna() & (rows["prediction"] != previous)).astype(int))
+    group = rows.groupby(["entry", "dataset", "item_id"], sort=False)
+    out = group.agg(
+        n_dates=("prediction", "size"),
+        n_correct=("correct", "sum"),
+        n_graded=("correct", "count"),
+        changes=("changed", "sum"),
+        n_predictions=("prediction", "nunique"),
+        mean_confidence=("confidence", "mean"),
+        min_confidence=("confidence", "min"),
+        mean_score=("score", "mean"),
+        answer=("answer", "first"),
+    ).reset_index()
+    out["n_correct"] = out["n_correct"].astype(int)
+    out["n_wrong"] = out["n_graded"] - out["n_correct"]
+    out["consistent"] = out["n_predictions"] == 1
+    return out[columns].sort_values(["changes", "mean_confidence"], ascending=[False, True], ignore_index=True)
+
+
+def confidence_by_consistency(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean confidence of consistent vs inconsistent predictions per entry and dataset (paper Table 7)."""
+    columns = ["entry", "dataset", "consistent_confidence", "inconsistent_confidence", "n_inconsistent", "n_items"]
+    rows = with_factor(frame)
+    rows = rows[rows["factor"] == "date"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    rows = rows.assign(entry=entry_label(rows), prediction=predictions(rows), confidence=rows["confidence"].astype(float))
+    stable = rows.groupby(["entry", "dataset", "item_id"])["prediction"].nunique().eq(1).rename("consistent").reset_index()
+    rows = rows.merge(stable, on=["entry", "dataset", "item_id"])
+    table = rows.pivot_table(index=["entry", "dataset"], columns="consistent", values="confidence", aggfunc="mean", dropna=False)
+    table = table.rename(columns={True: "consistent_confidence", False: "inconsistent_confidence"})
+    counts = stable.groupby(["entry", "dataset"]).agg(n_items=("consistent", "size"), n_inconsistent=("consistent", lambda c: int((~c).sum())))
+    table = counts.join(table).reset_index()
+    for column in ("consistent_confidence", "inconsistent_confidence"):
+        if column not in table:
+            table[column] = np.nan
+    return table[columns]
+
+
+def factor_table(frame: pd.DataFrame, n_boot: int = 200) -> pd.DataFrame:
+    """Table 5: CV of accuracy and ECE for every factor swept, per entry and dataset, same items.
+
+    A factor's levels are its own conditions plus the base condition (the
+    date sweep's condition on the factor's date, every other factor at its
+    default). Precision compares entries of one model that differ only in
+    dtype, hardware those that differ only in the machine (e.g. two GPU
+    models), each on a date they share.
+    """
+    frame = graded(frame)
+    frame = frame.assign(entry=entry_label(frame))
+    rows = []
+    for (entry, dataset), group in frame.groupby(["entry", "dataset"], sort=True):
+        rows += entry_factors(entry, dataset, group[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True),
+                              lambda keys, group=group: outcome_matrices(group[group["condition_key"].isin(keys)], "condition_key"), n_boot)  # fmt: skip
+    return pd.DataFrame(rows + across_factors(frame, n_boot), columns=FACTOR_COLUMNS)
+
+
+def date_significance(frame: pd.DataFrame, n_perm: int = 500) -> pd.DataFrame:
+    """Per entry and dataset: the observed delta, its null band and p-value, and Cochran's Q (graded rows only)."""
+    frame = graded(frame)
+    rows = []
+    for (entry, dataset), group in frame.assign(entry=entry_label(frame)).groupby(["entry", "dataset"]):
+        dated = group[group["factor"] == "date"]
+        if dated["condition_key"].nunique() >= 2:
+            rows.append(significance(entry, dataset, outcome_matrices(dated, "condition_key")[1], n_perm))
+    return pd.DataFrame(rows, columns=SIGNIFICANCE_COLUMNS)
+
+
+def date_bands(rows: pd.DataFrame, metric: str, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
+    """95% bootstrap interval of accuracy or ECE on every date, per entry, from resampling the questions.
+
+    Every date uses the same resamples (the items are paired across dates),
+    and each resample is a weight per item, so all dates x resamples come
+    from matrix products: no loop over resamples. BLEU and chrF are corpus
+    scores without per-item grades here: no band.
+    """
+    rows = graded(rows)
+    rows = rows[rows["factor"] == "date"]
+    out = []
+    named = "entry" in rows and rows["entry"].notna().all()
+    for entry, group in rows.assign(entry=rows["entry"] if named else entry_label(rows)).groupby("entry", sort=True):
+        out.append(date_band(entry, *outcome_matrices(group, "date"), metric, n_boot, seed))
+    out = [band for band in out if len(band)]
+    return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=BAND_COLUMNS)
+
+
+def null_band(correct: np.ndarray, n_perm: int = 500, level: float = 0.95, seed: int = 0) -> dict[str, float]:
+    """Worst-to-best delta against what chance alone gives over the same dates and items (:func:`null_draws`)."""
+    return against(float(np.ptp(correct.mean(1))), null_draws(correct, n_perm, seed), level)
+
+
+def significance_rows(frame: pd.DataFrame, n_perm: int = 200) -> pd.DataFrame:
+    """``inference.significance`` (with its null draws) of every entry with two or more dates, from rows."""
+    frame = graded(frame)
+    rows = []
+    for (entry, dataset), group in frame.assign(entry=entry_label(frame)).groupby(["entry", "dataset"]):
+        dated = group[group["factor"] == "date"]
+        if dated["condition_key"].nunique() >= 2:
+            rows.append(significance(entry, dataset, outcome_matrices(dated, "condition_key")[1], n_perm))
+    return pd.DataFrame(rows)
+
+
+def largest_of(deltas: list[float], draws: list[np.ndarray], level: float = 0.95, seed: int = 0) -> dict[str, float]:
+    """``inference.largest_of`` as a plain loop over the permutations."""
+    rng = np.random.default_rng(seed)
+    shuffled = [rng.permutation(np.asarray(d, dtype=float)) for d in draws]
+    maxima = np.array([max(entry[j] for entry in shuffled) for j in range(min(len(d) for d in draws))])
+    observed = max(deltas)
+    return {"delta": observed, "null_median": float(np.median(maxima)), "null_upper": float(np.quantile(maxima, level)),
+            "p_value": (1 + sum(1 for value in maxima if value >= observed - 1e-12)) / (len(maxima) + 1)}
+
