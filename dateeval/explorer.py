@@ -286,11 +286,8 @@ def select(selection: Selection) -> pd.DataFrame:
 
 @st.cache_data(show_spinner="Finding the questions that flip...", max_entries=16)
 def flips(root: str, fingerprint: tuple, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-question flip counts and Table 7 (cached): one entry's as ``Results.flips`` keeps them (the whole stored
-    range since the sweep ended), several entries' by DuckDB over their files."""
-    if len(selection.entries) == 1:
-        return _view(root, fingerprint)[0].flips(selection.entries[0], selection.dataset, selection.start.date(), selection.end.date())
-    return sql.flips(*_chosen(root, fingerprint, selection), selection.start.date(), selection.end.date())
+    """Per-question flip counts and Table 7 of the selection (``Results.flips_of``; each entry's kept with the store)."""
+    return _view(root, fingerprint)[0].flips_of(selection.entries, selection.dataset, selection.start.date(), selection.end.date())
 
 
 def item_rows(selection: Selection, item_id: str) -> pd.DataFrame:

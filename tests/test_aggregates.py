@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from conftest import ROOT
-from dateeval import schema
-from dateeval.results import unit_sums, descriptive, stored, view, item_matrices, sql
+from dateeval import results, schema
+from dateeval.results import unit_sums, descriptive, stored, item_matrices, sql
 from dateeval.errors import DateEvalError
 from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
 from dateeval.store import Store
@@ -96,10 +96,9 @@ def test_entries_the_sums_cannot_give_exactly_come_from_their_rows(tmp_path):
     assert len(unit_sums.inexact_entries(sums)) == 1
     _same(unit_sums.condition_metrics(store, sums)[0], _from_rows(store))
     frame, _ = store.read(columns=SUMMARY_COLUMNS)
-    keys = sums[[*schema.ENTRY_KEY]].drop_duplicates().assign(entry=descriptive.entry_label(sums.iloc[:1]).iloc[0])
-    flips, _ = sql.flips(store.files(), keys, True, dt.date(2024, 1, 1), dt.date(2024, 1, 2))
-    expected = oracles.item_flips(frame)
-    pd.testing.assert_frame_equal(flips, expected, check_dtype=False, check_exact=False)
+    view, _ = results.open(store)
+    flips, _ = view.flips(view.sums["entry"].iloc[0], "d", dt.date(2024, 1, 1), dt.date(2024, 1, 2))  # the first file's row of a duplicate
+    pd.testing.assert_frame_equal(flips, oracles.item_flips(frame), check_dtype=False, check_exact=False)
 
 
 def test_a_damaged_unit_is_reported_and_left_out(demo):
@@ -109,23 +108,6 @@ def test_a_damaged_unit_is_reported_and_left_out(demo):
     unit.write_bytes(bytes(data))
     sums, problems = unit_sums.load(demo)
     assert [path for path, _ in problems.corrupted] == [unit] and str(unit.relative_to(demo.root)) not in set(sums["source"])
-
-
-def test_flips_from_duckdb_equal_the_per_item_analysis(demo):
-    sums, _ = unit_sums.load(demo)
-    sums = sums.assign(entry=descriptive.entry_label(sums))
-    frame, _ = demo.read(columns=[*SUMMARY_COLUMNS, "n_options"], optional=GENERATION_COLUMNS)
-    frame = frame.assign(entry=descriptive.entry_label(frame))
-    for (entry, dataset), group in sums.groupby(["entry", "dataset"]):
-        keys = group[[*schema.ENTRY_KEY, "entry"]].drop_duplicates()
-        paths = [demo.root / source for source in group["source"].unique()]
-        flips, table7 = sql.flips(paths, keys, False, dt.date(2024, 1, 1), dt.date(2024, 12, 31))
-        rows = frame[(frame["entry"] == entry) & (frame["dataset"] == dataset)]
-        pd.testing.assert_frame_equal(flips, oracles.item_flips(rows), check_dtype=False, check_exact=False)
-        pd.testing.assert_frame_equal(table7, oracles.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
-        item = flips["item_id"].iloc[0]
-        history = sql.item_rows(paths, keys, False, item, ["correct", "confidence"])
-        assert len(history) == (rows["item_id"] == item).sum() and history["date"].dropna().is_monotonic_increasing
 
 
 def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
@@ -147,7 +129,6 @@ def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
             pd.testing.assert_frame_equal(table7, oracles.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
     fingerprint = demo.fingerprint()
     tables = explorer.statistics(str(demo.root), fingerprint)
-    graded = inference.graded(frame)
     pd.testing.assert_frame_equal(tables["factors"], oracles.factor_table(frame, n_boot=100), check_exact=False, rtol=1e-12)
     pd.testing.assert_frame_equal(tables["significance"], oracles.date_significance(frame, n_perm=200), check_exact=False, rtol=1e-12)
     pd.testing.assert_frame_equal(tables["run_to_run"], inference.run_to_run(frame), check_exact=False, rtol=1e-12)

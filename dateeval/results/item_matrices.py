@@ -55,8 +55,8 @@ def load(store: Store, sums: pd.DataFrame) -> Outcomes | None:
     """The matrices of the conditions in ``sums`` (rows of ``unit_sums.load`` with ``entry``: one entry and dataset).
 
     Reads the per-item sidecars of their units, rebuilding any that is missing
-    or damaged from its (verified) unit. None when a (condition, item) has more
-    than one row, or a unit cannot be read: the caller then reads rows.
+    or damaged from its (verified) unit; a (condition, item) with more than one
+    row takes the first (:func:`_first_rows`). None when a unit cannot be read.
     """
     conditions = sums.drop_duplicates(schema.GROUP, ignore_index=True)
     row_of = pd.Series(np.arange(len(conditions)), index=pd.MultiIndex.from_frame(conditions[schema.GROUP].astype(object)))
@@ -78,11 +78,8 @@ def load(store: Store, sums: pd.DataFrame) -> Outcomes | None:
     items = np.unique(np.concatenate(ids))
     shape = (len(conditions), len(items))
     cells = [unit.row * shape[1] + np.searchsorted(items, distinct)[unit.column("item_id")] for unit, distinct in zip(units, ids)]
-    every = np.concatenate(cells)
-    if np.bincount(every, minlength=shape[0] * shape[1]).max(initial=0) > 1:
-        return None
     present = np.zeros(shape, dtype=bool)
-    present.flat[every] = True
+    units, cells = zip(*(_first_rows(unit, where, present) for unit, where in zip(units, cells)))
     floats = {name: _matrix(shape, cells, units, name) for name in ("correct", "confidence", "score")}
     prediction, _ = _coded(shape, cells, units, "prediction")
     answer, answers = _coded(shape, cells, units, "answer")
@@ -105,6 +102,28 @@ class _Unit:
         """The distinct values a coded column's codes stand for (``unit_sums.CODED``)."""
         column = self.table[f"{name}_values"]
         return column.slice(0, len(column) - column.null_count).to_numpy(zero_copy_only=False)
+
+
+def _first_rows(unit: _Unit, cells: np.ndarray, present: np.ndarray) -> tuple[_Unit, np.ndarray]:
+    """The unit's rows on cells no earlier unit (in source order) filled, marked filled: one row per (condition, item).
+
+    Two files can hold one condition's item (workers that raced on a unit, a sweep rerun into a copy); as a read of
+    the store keeps the first of duplicate rows, the first file in source order gives the cell its value.
+    """
+    fresh = ~present.flat[cells]
+    fresh[fresh] = _first_of(cells[fresh])
+    present.flat[cells[fresh]] = True
+    if fresh.all():
+        return unit, cells
+    rows = np.arange(unit.table.num_rows)[unit.keep]
+    return _Unit(unit.table, unit.row[fresh], rows[fresh]), cells[fresh]
+
+
+def _first_of(cells: np.ndarray) -> np.ndarray:
+    """Which of ``cells`` are the first occurrence of their value."""
+    first = np.zeros(len(cells), dtype=bool)
+    first[np.unique(cells, return_index=True)[1]] = True
+    return first
 
 
 def _items_table(store: Store, unit: Path) -> pa.Table | None:
@@ -161,12 +180,17 @@ def _cut(matrix: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarra
     return matrix if all(whole) else matrix[np.ix_(rows, columns)]
 
 
+def no_flips() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`flips` of no question: the empty tables, with their columns."""
+    return pd.DataFrame(columns=FLIP_COLUMNS), pd.DataFrame(columns=TABLE7_COLUMNS)
+
+
 def flips(outcomes: Outcomes, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``oracles.item_flips`` and ``oracles.confidence_by_consistency`` (tests) of the date conditions in [start, end]."""
     rows = _dated(outcomes, start, end)
     seen = np.flatnonzero(outcomes.present[rows].any(0))
     if not len(seen):
-        return pd.DataFrame(columns=FLIP_COLUMNS), pd.DataFrame(columns=TABLE7_COLUMNS)
+        return no_flips()
     present, prediction, answer, correct, confidence, score = (
         _cut(matrix, rows, seen) for matrix in (outcomes.present, outcomes.prediction, outcomes.answer, outcomes.correct, outcomes.confidence, outcomes.score))
     # each cell's previous present row (the item's previous date), -1 before its first

@@ -1,19 +1,13 @@
-"""Per-item reads through DuckDB: one model's questions across dates, one question's rows, the outcomes statistics need.
+"""Per-item row reads through DuckDB: one question's rows across dates, a selection's rows for download, the rows
+the statistics that compare entries (precision, hardware, repeats) read.
 
-Aggregates (``dateeval.results.unit_sums``) serve every curve and table; what
-needs items (the Flips page, the Factors statistics) is read here, straight
-from the Parquet files, with only the columns and rows asked for (DuckDB's
-projection and predicate pushdown, on every core) and computed in SQL, so
-a new selection never loads the store into pandas.
+Reads, not statistics: every number is computed by ``unit_sums``, ``item_matrices`` or ``inference``. Only the
+columns and rows asked for are read (DuckDB's projection and predicate pushdown, on every core), so a new selection
+never loads the store into pandas.
 
-DuckDB does not know the store's checksums. Callers therefore pass only
-*verified* files: units whose aggregates sidecar exists for their current
-size and mtime, which ``aggregates`` makes only after verifying every
-column (``aggregates.load`` returns them as ``source``). Every function
-here gives the same numbers as its ``dateeval.results.descriptive`` counterpart on the
-same rows (tests compare them); where rows of one entry x condition are
-spread over several files (duplicates a read would drop), callers use the
-pandas path instead.
+DuckDB does not know the store's checksums. Callers therefore pass only *verified* files: units whose sidecars
+exist for their current size and mtime, which ``unit_sums`` makes only after verifying every column
+(``unit_sums.load`` returns them as ``source``).
 """
 
 from __future__ import annotations
@@ -23,15 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import duckdb
-import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from dateeval.schema import ENTRY_KEY, ROW_KEY, UNPARSEABLE
-
-FLIP_COLUMNS = ["entry", "dataset", "item_id", "n_dates", "n_correct", "n_wrong", "changes", "n_predictions", "consistent",
-                "mean_confidence", "min_confidence", "mean_score", "answer"]  # fmt: skip
-TABLE7_COLUMNS = ["entry", "dataset", "consistent_confidence", "inconsistent_confidence", "n_inconsistent", "n_items"]
 
 
 def _connect(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
@@ -76,53 +65,6 @@ def _prediction(types: dict[str, str]) -> str:
     """
     pred = "NULL" if "pred" not in types else ("CAST(pred AS VARCHAR)" if types["pred"] == "VARCHAR" else "'#' || CAST(pred AS VARCHAR)")
     return f"coalesce({_column(types, 'parsed', 'VARCHAR')}, {pred}, '{UNPARSEABLE}')"
-
-
-def flips(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """``oracles.item_flips`` and ``oracles.confidence_by_consistency`` (tests) of the date conditions in [start, end].
-
-    ``keys`` holds the chosen entries: ``ENTRY_KEY`` columns and their ``entry`` label (so in every function here);
-    ``dedup`` drops duplicate row keys as ``Store.read`` does (see ``_connect``).
-    """
-    if not len(paths) or keys.empty:
-        return pd.DataFrame(columns=FLIP_COLUMNS), pd.DataFrame(columns=TABLE7_COLUMNS)
-    con, types = _connect(paths, keys, dedup)
-    per_item = con.execute(f"""
-        WITH dated AS (
-            SELECT entry, dataset, item_id, date, hash({_prediction(types)}) AS prediction, {_column(types, "correct", "DOUBLE")} AS correct,
-                   {_column(types, "confidence", "DOUBLE")} AS confidence, {_column(types, "score", "DOUBLE")} AS score,
-                   {_column(types, "answer")} AS answer
-            FROM rows WHERE {_factor(types)} = 'date' AND TRY_CAST(date AS DATE) BETWEEN ? AND ?
-        ), changes AS (  -- answers compared by their 64-bit hashes: integers partition, sort and count faster than text
-            SELECT *, coalesce(prediction <> lag(prediction) OVER (PARTITION BY entry, dataset, item_id ORDER BY date), false) AS changed
-            FROM dated
-        )
-        SELECT entry, dataset, item_id, count(*) AS n_dates, coalesce(sum(correct), 0)::BIGINT AS n_correct,
-               count(correct) - coalesce(sum(correct), 0)::BIGINT AS n_wrong, sum(changed::INTEGER)::BIGINT AS changes,
-               count(DISTINCT prediction) AS n_predictions, count(DISTINCT prediction) = 1 AS consistent,
-               avg(confidence) AS mean_confidence, min(confidence) AS min_confidence, avg(score) AS mean_score,
-               first(answer ORDER BY date) FILTER (WHERE answer IS NOT NULL) AS answer,
-               sum(confidence) AS sum_confidence, count(confidence) AS n_confidence
-        FROM changes GROUP BY entry, dataset, item_id
-        ORDER BY changes DESC, mean_confidence ASC NULLS LAST, entry, dataset, item_id
-    """, [start, end]).df()  # fmt: skip
-    con.close()
-    flipped = per_item[FLIP_COLUMNS].astype({"mean_confidence": float, "min_confidence": float, "mean_score": float})
-    return flipped.assign(answer=flipped["answer"].where(flipped["answer"].notna(), np.nan)), _table7(per_item)
-
-
-def _table7(per_item: pd.DataFrame) -> pd.DataFrame:
-    """Mean confidence of the rows of consistent and of inconsistent items, per entry and dataset (Table 7)."""
-    if per_item.empty:
-        return pd.DataFrame(columns=TABLE7_COLUMNS)
-    parts = []
-    for consistent, name in ((True, "consistent_confidence"), (False, "inconsistent_confidence")):
-        rows = per_item[per_item["consistent"] == consistent].groupby(["entry", "dataset"])[["sum_confidence", "n_confidence"]].sum()
-        with np.errstate(invalid="ignore", divide="ignore"):
-            parts.append((rows["sum_confidence"] / rows["n_confidence"].replace(0, np.nan)).rename(name))
-    counts = per_item.groupby(["entry", "dataset"]).agg(n_items=("consistent", "size"), n_inconsistent=("consistent", lambda c: int((~c).sum())))
-    table = counts.join(parts).reset_index()
-    return table[TABLE7_COLUMNS].astype({"consistent_confidence": float, "inconsistent_confidence": float})
 
 
 def item_rows(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, item_id: str, columns: Sequence[str]) -> pd.DataFrame:

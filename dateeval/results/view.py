@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -124,7 +124,6 @@ class Results:
     def summary(self) -> pd.DataFrame:
         """Tables 1, 8 and 9 per entry and dataset with the date effect's null band and Cochran's Q: the rows
         ``dateeval summary``, the report and the Overview show."""
-        from dateeval.results import inference
 
         table = descriptive.summarize(self.metrics)
         if table.empty:
@@ -183,7 +182,7 @@ class Results:
         def tables() -> tuple[pd.DataFrame, pd.DataFrame]:
             if not computed:
                 found = self.entry_outcomes(entry, dataset)
-                computed.append(item_matrices.flips(found, start, end) if found is not None else sql.flips(*self.sources(self._of(entry, dataset)), start, end))
+                computed.append(item_matrices.flips(found, start, end) if found is not None else item_matrices.no_flips())
             return computed[0]
 
         flips, table7 = (self._kept(name, entry, dataset, (str(start), str(end)), (), lambda part=part: _records(tables()[part]))
@@ -192,6 +191,13 @@ class Results:
         flips = pd.DataFrame(flips, columns=item_matrices.FLIP_COLUMNS).astype(rates)
         table7 = pd.DataFrame(table7, columns=item_matrices.TABLE7_COLUMNS).astype(dict.fromkeys(["consistent_confidence", "inconsistent_confidence"], float))
         return flips.assign(answer=flips["answer"].where(flips["answer"].notna(), np.nan)), table7
+
+    def flips_of(self, entries: Sequence[str], dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """:meth:`flips` of several entries: their questions most-changing first, and their Table 7 rows."""
+        parts = [self.flips(entry, dataset, start, end) for entry in sorted(entries)]
+        flips = pd.concat([part[0] for part in parts if len(part[0])] or [item_matrices.no_flips()[0]], ignore_index=True)
+        table7 = pd.concat([part[1] for part in parts if len(part[1])] or [item_matrices.no_flips()[1]], ignore_index=True)
+        return flips.sort_values(["changes", "mean_confidence"], ascending=[False, True], kind="stable", ignore_index=True), table7
 
     def entry_statistics(self) -> tuple[list[dict], list[dict]]:
         """Table 5 rows and null-band rows of every graded entry (each kept): only entries whose units changed compute."""
