@@ -9,7 +9,7 @@ import pytest
 
 from conftest import ROOT
 from dateeval import results, schema
-from dateeval.results import unit_sums, descriptive, stored, item_matrices, sql
+from dateeval.results import unit_sums, descriptive, stored, item_matrices
 from dateeval.errors import DateEvalError
 from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
 from dateeval.store import Store
