@@ -33,6 +33,7 @@ QUESTIONS = (
 CONTROL_DATE = dt.date(2031, 3, 14)  # far from any training data and from today: read back only if read from the prompt
 CONTROL_LINE = f"Today Date: {CONTROL_DATE:%d %b %Y}"
 REPLY_TOKENS = 48
+CLOCK_SKEW_S = 300  # a server's clock this far from ours is worth a warning even on the same day
 
 _MONTH = r"(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
 _ORDINAL = r"(?:st|nd|rd|th)?"
@@ -165,3 +166,45 @@ def probe(model: str, options: BackendOptions) -> ProbeReport:
     today = {asked.date()} | ({dt.datetime.fromisoformat(first["server_date"]).date()} if first.get("server_date") else set())
     injects, fmt, matches, reason = verdict(replies[:-1], replies[-1], today)
     return ProbeReport(backend.identity.source, first["request_utc"], first.get("server_date"), injects, fmt, matches, reason, replies[:-1], replies[-1])
+
+
+@dataclass(frozen=True)
+class ServerDay:
+    """The UTC day a server-clock run is dated by, and why it may surprise (None when the clocks agree)."""
+
+    day: dt.date
+    warning: str | None
+
+
+def server_day(models: list[str], options: BackendOptions, local: dt.datetime | None = None) -> ServerDay:
+    """The day by the servers' own clocks (their HTTP ``Date`` headers), which is the date a server-clock run's rows carry.
+
+    In server-clock mode the model reads the provider's date, not ours: a
+    machine whose clock is wrong (or a provider's) would otherwise file the
+    rows under a day the model never saw. Servers that disagree on the day
+    are refused; a server without a ``Date`` header leaves this machine's day, with a warning.
+    """
+    local = local or dt.datetime.now(dt.timezone.utc)
+    clocks = {model: _server_now(model, options) for model in models}
+    days = {now.date() for now in clocks.values() if now is not None}
+    if len(days) > 1:
+        said = ", ".join(f"{model}: {now:%Y-%m-%d %H:%M} UTC" for model, now in clocks.items() if now is not None)
+        raise DateEvalError(f"the servers' clocks name different days ({said}): run server-clock mode for one provider at a time")
+    if not days:
+        return ServerDay(local.date(), f"the server sends no Date header: server-clock rows are dated by this machine's clock, {local.date()} (UTC)")
+    now = next(now for now in clocks.values() if now is not None)
+    if abs((now - local).total_seconds()) <= CLOCK_SKEW_S:
+        return ServerDay(now.date(), None)
+    return ServerDay(now.date(), f"the server's clock reads {now:%Y-%m-%d %H:%M} UTC and this machine's {local:%Y-%m-%d %H:%M} UTC: "
+                                 f"server-clock rows are dated by the server's day, {now.date()}")  # fmt: skip
+
+
+def _server_now(model: str, options: BackendOptions) -> dt.datetime | None:
+    name, spec = split_model(model)
+    if name != "openai":
+        raise DateEvalError(f"server-clock mode asks an API endpoint: give --model openai:URL#MODEL, not {model}")
+    backend = OpenAIBackend(parse_endpoint(spec), replace(options, mode="server-clock"))
+    try:
+        return backend.server_now()
+    finally:
+        backend.close()

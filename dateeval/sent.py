@@ -65,4 +65,11 @@ def explain(mode: str, server: ChatTemplate | None) -> str:
         provider = "the provider may inject a date of its own" if mode == "server-clock" else "it may add a date of its own"
         return (f"{ours}The server applies a chat template we cannot see: what surrounds these messages is unknown, and {provider} "
                 "(python -m dateeval probe tells whether it does).")  # fmt: skip
-    return f"{ours}The server wraps the messages in its template, rendered here as the server would today: this template {server.support.describe()}."
+    return f"{ours}The server wraps the messages in its template, rendered here as the server would today: this template {_server_dates(mode, server)}."
+
+
+def _server_dates(mode: str, server: ChatTemplate) -> str:
+    """Which date the server's template writes; one without a date gets ours in chat mode, and none at all in server-clock mode."""
+    if server.support.kind == "none" and mode == "server-clock":
+        return "has no date of its own, and this mode adds none: the model reads no date unless the provider injects one elsewhere"
+    return server.support.describe()

@@ -15,16 +15,29 @@ the exact log-probability of any continuation), ``POST /v1/chat/completions``
 (the server's chat template, rendered with the real clock;
 ``logprobs``/``top_logprobs``).
 Requests are answered one at a time (one model, one lock); the standard
-library's threading server keeps connections concurrent. Every response
-carries the HTTP ``Date`` header, as providers' do.
+library's threading server keeps connections concurrent. A request waits at
+most ``Served.wait_s`` for the model (then 503, which clients retry), stops
+waiting or computing as soon as its client hangs up, and is refused (400)
+before any compute when its prompt and reply would not fit the model's
+context. What the server does not do (streaming, several choices) is refused
+rather than answered differently. Every refusal, down to a malformed request
+line, is a JSON error body, and a refused body is read to its end or the
+connection closed, so that a keep-alive client's next request is read as a
+request. Every response carries the HTTP ``Date`` header, as providers' do.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import select
+import socket
+import sys
 import threading
 import time
+import traceback
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -35,14 +48,22 @@ from dateeval.prompting import ChatTemplate
 
 MAX_LOGPROBS = 20  # the most alternatives a request may ask for (vLLM's default, OpenAI's chat limit)
 MAX_BODY = 16 << 20
+DRAIN_LIMIT = 4 * MAX_BODY  # an oversized body up to this is read and dropped (the connection lives on); beyond it, closed
+IDLE_S = 60.0  # a connection that sends nothing for this long (idle keep-alive, a stalled body) is closed
+WAIT_S = 60.0  # how long a request may wait for the model before it is answered 503 (clients retry those)
+POLL_S = 0.2  # how often a waiting request looks whether its client is still there
 
 
 class RequestError(Exception):
     """A request the server refuses: answered with ``status`` and an OpenAI-style error body."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, code: str | None = None) -> None:
         super().__init__(message)
-        self.status = status
+        self.status, self.code = status, code
+
+
+class ClientGone(Exception):
+    """The client hung up: its request is abandoned (nothing is computed further, nothing is sent)."""
 
 
 @dataclass
@@ -53,6 +74,57 @@ class Served:
     name: str
     template: ChatTemplate
     lock: threading.Lock
+    wait_s: float = WAIT_S  # the longest a request waits for the model before a 503
+
+
+class Client:
+    """The connection a request came on: whether whoever sent it is still waiting for the answer.
+
+    A client that gave up (a timeout, Ctrl-C) closes its socket; the request
+    must then stop holding the model, or every later request waits behind work nobody reads.
+    """
+
+    def __init__(self, connection: socket.socket | None) -> None:
+        self.connection = connection
+
+    def gone(self) -> bool:
+        """True once the peer closed: the socket reads as end-of-file (an unread pipelined byte is not a hang-up)."""
+        if self.connection is None:
+            return False
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
+        except (OSError, ValueError):  # reset, or already closed
+            return True
+
+    def check(self, *_: object) -> None:
+        """Raise :class:`ClientGone` if the client left (also a forward pre-hook: it runs before every forward pass)."""
+        if self.gone():
+            raise ClientGone
+
+
+@contextlib.contextmanager
+def holding(served: Served, client: Client) -> Iterator[None]:
+    """The model, for one request: wait at most ``served.wait_s``, and stop waiting or computing when the client leaves.
+
+    The check runs before every forward pass of the model (a forward
+    pre-hook), so a long generation ends within one decoding step of the hang-up.
+    """
+    deadline = time.monotonic() + served.wait_s
+    while not served.lock.acquire(timeout=max(0.0, min(POLL_S, deadline - time.monotonic()))):
+        client.check()
+        if time.monotonic() >= deadline:
+            raise RequestError(503, f"the server is busy: this request waited {served.wait_s:g} s for the model, which answers one "
+                                    "request at a time; retry later", "server_busy")  # fmt: skip
+    try:
+        client.check()
+        hook = served.backend.model.register_forward_pre_hook(client.check)
+        try:
+            yield
+        finally:
+            hook.remove()
+    finally:
+        served.lock.release()
 
 
 def _number(body: dict, name: str, default: float, low: float, high: float) -> float:
@@ -88,12 +160,12 @@ def _top(tokenizer, logprobs, k: int) -> dict[str, float]:  # noqa: ANN001 - a t
     return best
 
 
-def top_logprobs(served: Served, prompt: list[int], k: int) -> dict[str, float]:
+def top_logprobs(served: Served, client: Client, prompt: list[int], k: int) -> dict[str, float]:
     """The ``k`` most likely next tokens (as text) with their full-vocabulary log-probabilities."""
     import torch
 
     vocabulary = list(range(len(served.backend.tokenizer)))
-    with served.lock:
+    with holding(served, client):
         logprobs = served.backend.next_token_logprobs([prompt], [vocabulary], batch_size=1)[0]
     return _top(served.backend.tokenizer, torch.from_numpy(logprobs), k)
 
@@ -108,12 +180,12 @@ class Echo:
     next_top: dict[str, float]  # the token after the prompt: its ``k`` most likely values
 
 
-def score_prompt(served: Served, prompt: list[int], k: int) -> Echo:
+def score_prompt(served: Served, client: Client, prompt: list[int], k: int) -> Echo:
     """One forward pass over the prompt: every token's log-probability after the ones before it, and the next token's top-k."""
     import torch
 
     backend, tokenizer = served.backend, served.backend.tokenizer
-    with served.lock, torch.inference_mode():
+    with holding(served, client), torch.inference_mode():
         logits = backend.model(input_ids=torch.tensor([prompt], device=backend.device)).logits[0].float()
         logprobs = torch.log_softmax(logits, dim=-1).cpu()
     chosen = logprobs[torch.arange(len(prompt) - 1), torch.tensor(prompt[1:], dtype=torch.long)].tolist()
@@ -140,6 +212,27 @@ def _check_model(served: Served, body: dict) -> None:
         raise RequestError(404, f"The model `{body.get('model')}` does not exist: this server serves `{served.name}`")
 
 
+def _check_supported(body: dict) -> None:
+    """Refuse what this server does not do, rather than answer something else (an empty stream, one choice of two)."""
+    if body.get("stream"):
+        raise RequestError(400, "stream is not supported: this server answers each request whole (stream=false)")
+    for name in ("n", "best_of"):
+        if body.get(name) not in (None, 1) or isinstance(body.get(name), bool):
+            raise RequestError(400, f"{name} must be 1: this server returns one choice per request")
+
+
+def _check_context(served: Served, prompt_tokens: int, max_tokens: int) -> None:
+    """Refuse, before any compute, a prompt whose tokens and reply exceed the model's context (past it the numbers are wrong)."""
+    limit = served.backend.context_length
+    if limit is not None and prompt_tokens + max_tokens > limit:
+        raise RequestError(
+            400,
+            f"This model's maximum context length is {limit} tokens. However, you requested {prompt_tokens + max_tokens} tokens "
+            f"({prompt_tokens} in the prompt, {max_tokens} for the completion). Please reduce the length of the prompt or completion.",
+            "context_length_exceeded",
+        )
+
+
 def _max_tokens(body: dict, *names: str) -> int:
     value = next((body[name] for name in names if body.get(name) is not None), 16)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -153,16 +246,17 @@ def _top_k(value: object) -> int:
     return value
 
 
-def _generate_or_score(served: Served, prompt: str, body: dict, max_tokens: int, k: int | None) -> tuple[str, int, int, dict | None]:
+def _generate_or_score(served: Served, client: Client, prompt: str, body: dict, max_tokens: int, k: int | None) -> tuple[str, int, int, dict | None]:
     """(text, prompt tokens, completion tokens, first token's alternatives): one token scored, or a decoded reply."""
+    if k is not None and max_tokens != 1:
+        raise RequestError(400, "this server returns logprobs for max_tokens=1 only")
+    encoded = served.backend.encode([prompt])[0]
+    _check_context(served, len(encoded), max_tokens)
     if k is not None:
-        if max_tokens != 1:
-            raise RequestError(400, "this server returns logprobs for max_tokens=1 only")
-        encoded = served.backend.encode([prompt])[0]
-        best = top_logprobs(served, encoded, max(k, 1))
+        best = top_logprobs(served, client, encoded, max(k, 1))
         text = next(iter(best))
         return text, len(encoded), 1, dict(list(best.items())[: max(k, 1)])
-    with served.lock:
+    with holding(served, client):
         reply = served.backend.generate_texts([prompt], _settings(body, max_tokens), batch_size=1)[0]
     return reply.text, reply.prompt_tokens, reply.n_tokens, None
 
@@ -179,13 +273,14 @@ def _prompt(served: Served, body: dict) -> str | list[int]:
     raise RequestError(400, f"prompt must be one non-empty string or one non-empty list of token ids below {size}")
 
 
-def _echo(served: Served, prompt: str | list[int], body: dict, k: int | None) -> tuple[str, dict, int, int]:
+def _echo(served: Served, client: Client, prompt: str | list[int], body: dict, k: int | None) -> tuple[str, dict, int, int]:
     """``echo``: the prompt's tokens with their log-probabilities (and, with ``max_tokens=1``, the greedy next token)."""
     max_tokens = body.get("max_tokens")
     if k is None or max_tokens not in (0, 1) or isinstance(max_tokens, bool):
         raise RequestError(400, "this server echoes the prompt with logprobs and max_tokens 0 or 1 only")
     ids = served.backend.encode([prompt])[0] if isinstance(prompt, str) else prompt
-    scored = score_prompt(served, ids, k)
+    _check_context(served, len(ids), max_tokens)
+    scored = score_prompt(served, client, ids, k)
     tokens, values, tops = scored.tokens, scored.token_logprobs, scored.top_logprobs
     if max_tokens == 1:
         token, value = next(iter(scored.next_top.items()))
@@ -195,18 +290,19 @@ def _echo(served: Served, prompt: str | list[int], body: dict, k: int | None) ->
     return "".join(tokens), logprobs, len(ids), max_tokens
 
 
-def completions(served: Served, body: dict) -> dict:
+def completions(served: Served, body: dict, client: Client) -> dict:
     """``/v1/completions``: the prompt is text (or token ids) the client rendered; ``logprobs=k`` scores the next token."""
     _check_model(served, body)
+    _check_supported(body)
     prompt = _prompt(served, body)
     k = None if body.get("logprobs") is None else _top_k(body["logprobs"])
     if body.get("echo"):
-        text, logprobs, prompt_tokens, completion_tokens = _echo(served, prompt, body, k)
+        text, logprobs, prompt_tokens, completion_tokens = _echo(served, client, prompt, body, k)
         choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "length"}
         return _envelope("text_completion", served, choice, _usage(prompt_tokens, completion_tokens))
     if not isinstance(prompt, str):
         raise RequestError(400, "this server takes token-id prompts with echo only")
-    text, prompt_tokens, completion_tokens, best = _generate_or_score(served, prompt, body, _max_tokens(body, "max_tokens"), k)
+    text, prompt_tokens, completion_tokens, best = _generate_or_score(served, client, prompt, body, _max_tokens(body, "max_tokens"), k)
     logprobs = None
     if best is not None:
         logprobs = {"tokens": [text], "token_logprobs": [best[text]], "top_logprobs": [best], "text_offset": [len(prompt)]}
@@ -224,15 +320,17 @@ def _messages(body: dict) -> list[dict]:
     return [{"role": m["role"], "content": m["content"]} for m in messages]
 
 
-def chat_completions(served: Served, body: dict) -> dict:
+def chat_completions(served: Served, body: dict, client: Client) -> dict:
     """``/v1/chat/completions``: the server's own template, rendered as a provider would (the real clock, today)."""
     _check_model(served, body)
+    _check_supported(body)
     try:
         prompt = served.template.render(_messages(body), mode="default").text
     except DateEvalError as error:
         raise RequestError(400, str(error)) from None
     k = _top_k(body.get("top_logprobs") or 0) if body.get("logprobs") else None
-    text, prompt_tokens, completion_tokens, best = _generate_or_score(served, prompt, body, _max_tokens(body, "max_completion_tokens", "max_tokens"), k)
+    max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
+    text, prompt_tokens, completion_tokens, best = _generate_or_score(served, client, prompt, body, max_tokens, k)
     logprobs = None
     if best is not None:
         entries = [{"token": token, "logprob": value, "bytes": list(token.encode())} for token, value in best.items()]
@@ -246,39 +344,110 @@ ROUTES = {"/v1/completions": completions, "/v1/chat/completions": chat_completio
 
 
 class Handler(BaseHTTPRequestHandler):
-    """OpenAI-style routes; every refusal is a JSON error body, never a traceback page."""
+    """OpenAI-style routes; every refusal is a JSON error body, never a traceback or an HTML page.
+
+    A body is read to its end before any answer, or, where it cannot be
+    (chunked, too large, a length that is not a number), the connection is
+    closed after the answer: otherwise its unread bytes would be parsed as
+    the keep-alive connection's next request.
+    """
 
     served: Served
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
+    timeout = IDLE_S  # a stalled client cannot hold a thread forever
 
     def do_GET(self) -> None:  # noqa: N802 - the standard library's naming
-        if self.path.rstrip("/") != "/v1/models":
-            return self._send(404, _error(f"no route {self.path}"))
+        try:
+            self._body()
+            if self.path.rstrip("/") != "/v1/models":
+                raise RequestError(404, f"no route {self.path}")
+        except RequestError as error:
+            return self._refuse(error)
         self._send(200, {"object": "list", "data": [{"id": self.served.name, "object": "model", "created": 0, "owned_by": "dateeval"}]})
 
     def do_POST(self) -> None:  # noqa: N802
-        route = ROUTES.get(self.path.rstrip("/"))
         try:
-            length = int(self.headers.get("Content-Length") or 0)
+            data = self._body()
+            route = ROUTES.get(self.path.rstrip("/"))
             if route is None:
                 raise RequestError(404, f"no route {self.path}")
-            if not 0 < length <= MAX_BODY:
-                raise RequestError(400, "a JSON body is required")
-            try:
-                body = json.loads(self.rfile.read(length))
-            except ValueError:
-                raise RequestError(400, "the body is not JSON") from None
-            if not isinstance(body, dict):
-                raise RequestError(400, "the body must be a JSON object")
-            self._send(200, route(self.served, body))
+            self._send(200, route(self.served, _json_object(data), Client(self.connection)))
         except RequestError as error:
-            self._send(error.status, _error(str(error)))
+            self._refuse(error)
+        except ClientGone:
+            self.close_connection = True  # nobody reads an answer
+        except Exception as error:  # noqa: BLE001 - a bug or the model failing: the client gets an answer, the operator the traceback
+            traceback.print_exc(file=sys.stderr)
+            self.close_connection = True
+            self._send(500, _error(f"internal error: {type(error).__name__}: {error}", "server_error"))
+
+    def _body(self) -> bytes:
+        """The request body, read to its end so that the connection stays usable; where it cannot be, the connection closes after the answer."""
+        coding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
+        if coding:
+            if not coding.endswith("chunked"):
+                self.close_connection = True
+                raise RequestError(400, f"Transfer-Encoding {coding[:40]!r} is not supported: send the body with a Content-Length")
+            return self._chunked()
+        text = (self.headers.get("Content-Length") or "0").strip()
+        if not (text.isascii() and text.isdigit()):
+            self.close_connection = True
+            raise RequestError(400, f"Content-Length {text[:40]!r} is not a number of bytes")
+        if int(text) > MAX_BODY:
+            self._discard(int(text))
+            raise RequestError(413, f"the body is {int(text):,} bytes, over this server's limit of {MAX_BODY:,}", "request_too_large")
+        return self.rfile.read(int(text))
+
+    def _chunked(self) -> bytes:
+        """A chunked body (RFC 9112 §7.1), up to :data:`MAX_BODY`; trailers are read and ignored."""
+        parts, size = [], 0
+        while True:
+            try:
+                length = int(self.rfile.readline(1024).split(b";")[0], 16)
+            except ValueError:
+                length = -1
+            if length < 0:
+                self.close_connection = True
+                raise RequestError(400, "the chunked body is malformed")
+            size += length
+            if size > MAX_BODY:
+                self.close_connection = True
+                raise RequestError(413, f"the chunked body is over this server's limit of {MAX_BODY:,} bytes", "request_too_large")
+            if length == 0:
+                break
+            parts.append(self.rfile.read(length))
+            self.rfile.readline(1024)  # the CRLF after the chunk
+        while self.rfile.readline(1024).strip():
+            pass  # trailer fields, up to the empty line
+        return b"".join(parts)
+
+    def _discard(self, length: int) -> None:
+        """Read and drop an oversized body (up to :data:`DRAIN_LIMIT`), so that the client reads the 413 and not a reset connection."""
+        if length > DRAIN_LIMIT:
+            self.close_connection = True
+            return
+        while length > 0:
+            chunk = self.rfile.read(min(length, 1 << 16))
+            if not chunk:
+                self.close_connection = True
+                return
+            length -= len(chunk)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's own refusals (a bad request line, an unsupported method) as JSON, and the connection closed."""
+        self.close_connection = True
+        self._send(code, _error(message or explain or f"HTTP {code}"))
+
+    def _refuse(self, error: RequestError) -> None:
+        self._send(error.status, _error(str(error), error.code))
 
     def _send(self, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
         self.send_response(status)  # also writes the Date header
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         self.end_headers()
         self.wfile.write(data)
 
@@ -286,8 +455,21 @@ class Handler(BaseHTTPRequestHandler):
         """Quiet: a sweep sends thousands of requests."""
 
 
-def _error(message: str) -> dict:
-    return {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+def _json_object(data: bytes) -> dict:
+    if not data:
+        raise RequestError(400, "a JSON body is required")
+    try:
+        body = json.loads(data)
+    except (ValueError, RecursionError):
+        raise RequestError(400, "the body is not JSON") from None
+    if not isinstance(body, dict):
+        raise RequestError(400, "the body must be a JSON object")
+    return body
+
+
+def _error(message: str, code: str | None = None) -> dict:
+    kind = "server_error" if code == "server_error" else "invalid_request_error"
+    return {"error": {"message": message, "type": kind, "code": code}}
 
 
 def make_server(served: Served, host: str, port: int) -> ThreadingHTTPServer:
@@ -299,6 +481,14 @@ def make_server(served: Served, host: str, port: int) -> ThreadingHTTPServer:
         raise DateEvalError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
     server.daemon_threads = True
     return server
+
+
+def banner(served: Served, host: str, port: int) -> str:
+    """The line ``serve`` prints when ready: which date chat requests get from its template, and (last, for scripts) where it listens."""
+    support = served.template.support
+    dated = {"clock": f"today's date from this machine's clock (strftime_now, `{support.format}`), as a provider that injects it",
+             "variable": f"the fixed date {support.default!r} (`{support.variable}`, the template's default)"}.get(support.kind, "no date")  # fmt: skip
+    return f"serving {served.name} (its chat template writes {dated} into chat requests) on http://{host}:{port}/v1"
 
 
 def load(model: str, *, name: str | None, chat_template: str | None, dtype: str, device: str) -> Served:

@@ -30,7 +30,9 @@ from conftest import ROOT, run_cli
 from dateeval.backends.base import CONTINUATION_LOGPROBS, BackendOptions, ContinuationRequest, Label, LabelRequest
 from dateeval.backends.openai_api import OpenAIBackend, parse_endpoint, server_date
 from dateeval.errors import DateEvalError
-from dateeval.probe import CONTROL_DATE, Reply, find_dates, verdict
+from dateeval.probe import CONTROL_DATE, Reply, ServerDay, find_dates, server_day, verdict
+from dateeval.prompting import ChatTemplate
+from dateeval.sent import explain
 from dateeval.store import Store
 
 MODEL = "smollm2-135m"
@@ -194,6 +196,56 @@ def test_a_failed_unit_stores_nothing_and_never_the_key(faults: str, tmp_path: P
     rows = _rows(tmp_path / "store")
     assert len(rows) == 3 and (rows["date_control"] == "system-line").all() and (rows["api_prompt_tokens"] == 7).all()
     assert SECRET not in rows.astype(str).to_csv() and SECRET not in done.stdout + done.stderr
+    # The label a chat endpoint reads differs from in-process --label-style auto: said when scoring starts, kept in every row.
+    assert (rows["label_variant"] == "label").all() and done.stderr.count("chat mode reads the option labels as the bare letters") == 1
+
+
+def test_chat_mode_says_once_that_it_reads_bare_labels(faults: str, capsys: pytest.CaptureFixture) -> None:
+    backend = _backend(f"{faults}/ok/v1")
+    request = LabelRequest(MESSAGES, tuple(Label(letter) for letter in "ABCD"))
+    try:
+        backend.label_logprobs([request], 1)
+        backend.label_logprobs([request], 1)
+    finally:
+        backend.close()
+    warned = capsys.readouterr().err
+    assert warned.count("dateeval: warning: chat mode reads the option labels as the bare letters ('A', 'B', 'C', 'D'") == 1
+    assert "label_variant 'label'" in warned
+
+
+class OtherClock(Faults):
+    """A provider whose clock reads 2026-11-30 (every answer's Date header), whatever this machine's says."""
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        return "Mon, 30 Nov 2026 12:00:00 GMT"
+
+
+@pytest.fixture(scope="module")
+def other_clock() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), OtherClock)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_server_clock_runs_are_dated_by_the_servers_day(other_clock: str) -> None:
+    """The issue's case: this machine at 2026-12-05, the server at 2026-11-30: the server's day, and a warning naming both."""
+    model, utc = f"openai:{other_clock}/v1#m", dt.timezone.utc
+    mismatch = server_day([model], BackendOptions(), local=dt.datetime(2026, 12, 5, 9, 0, tzinfo=utc))
+    assert mismatch.day == dt.date(2026, 11, 30)
+    assert "2026-11-30 12:00 UTC and this machine's 2026-12-05 09:00 UTC" in mismatch.warning and "dated by the server's day" in mismatch.warning
+    agreed = server_day([model], BackendOptions(), local=dt.datetime(2026, 11, 30, 12, 1, tzinfo=utc))
+    assert agreed == ServerDay(dt.date(2026, 11, 30), None)
+
+
+def test_server_clock_is_not_explained_as_injecting_our_date(tmp_path: Path) -> None:
+    template = tmp_path / "plain.jinja"
+    template.write_text("{% for m in messages %}<{{ m['role'] }}>{{ m['content'] }}{% endfor %}<assistant>")
+    server = ChatTemplate.from_file(template)
+    assert "dateeval injects" not in explain("server-clock", server) and "adds none" in explain("server-clock", server)
+    assert "dateeval injects one into the messages" in explain("chat", server)
 
 
 def test_server_date_header() -> None:

@@ -33,6 +33,7 @@ import datetime as dt
 import email.utils
 import os
 import random
+import sys
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
@@ -242,6 +243,7 @@ class OpenAIBackend(Backend):
             raise DateEvalError("concurrency must be at least 1, retries at least 0 and the request timeout above 0 seconds")
         self.endpoint, self.mode, self.options = endpoint, options.mode, options
         self.chat = options.mode != "completions"
+        self._warned_labels = False
         self.template, self.tokenizer = None, None
         if not self.chat:
             self.tokenizer, self.template = self._completions_template(options.tokenizer or endpoint.model)
@@ -313,6 +315,7 @@ class OpenAIBackend(Backend):
 
     def label_logprobs_with_usage(self, requests: list[LabelRequest], batch_size: int) -> tuple[list[np.ndarray], list[dict]]:
         """One max_tokens=1 request per prompt reads the labels among the top-k alternatives; an echo request scores each other one."""
+        self._warn_bare_labels(requests)
         answers = self._all([lambda r=r: self._score(r.prompt) for r in requests])
         tops = [self._checked(lambda answer=answer: _alternatives(answer.body, self.chat)) for answer in answers]
         scores = [np.array([best.get(label.text, np.nan) for label in r.labels], dtype=np.float64) for r, best in zip(requests, tops)]
@@ -337,6 +340,43 @@ class OpenAIBackend(Backend):
     def generate(self, requests: list[GenerationRequest], batch_size: int) -> list[Generation]:
         answers = self._all([lambda r=r: self._generate(r) for r in requests])
         return [self._generation(request, answer) for request, answer in zip(requests, answers)]
+
+    def _warn_bare_labels(self, requests: list[LabelRequest]) -> None:
+        """Say once, loudly, that a chat endpoint reads other label tokens than this model does in-process.
+
+        Without a tokenizer, ``--label-style auto`` reads the bare "A" (what a
+        reply starts with); in this process and in completions mode it reads
+        " A" wherever that is one token. The same model then scores
+        differently (0.25 against 0.45 was seen) for a reason that is not the
+        date, so the run says so when it starts scoring; each row keeps the
+        style in ``label_variant``.
+        """
+        bare = sorted({label.text for request in requests for label in request.labels if label.text == label.text.lstrip()})
+        if not self.chat or not bare or self._warned_labels:
+            return
+        self._warned_labels = True
+        print(
+            f"dateeval: warning: {self.mode} mode reads the option labels as the bare letters ({', '.join(map(repr, bare))}: a reply's "
+            "first token), where in-process and completions runs with --label-style auto read ' A' wherever that is one token; "
+            "scores differ between the two for that reason alone, so compare this run only with runs of label_variant 'label' "
+            "(--label-style label)",
+            file=sys.stderr, flush=True,
+        )  # fmt: skip
+
+    def server_now(self) -> dt.datetime | None:
+        """The server's clock, from the HTTP ``Date`` header of one ``GET /models`` (an error answer carries it too); None without one."""
+        import openai
+
+        async def ask() -> Any:
+            try:
+                return (await self._client.models.with_raw_response.list()).headers
+            except openai.APIStatusError as error:
+                return error.response.headers
+            except openai.APIConnectionError as error:
+                raise self._failure(_connection_problem(error), 0) from None
+
+        stamp = server_date(self._loop.run_until_complete(ask()))
+        return dt.datetime.fromisoformat(stamp) if stamp else None
 
     def _unreadable(self, best: dict[str, float], label: Label) -> DateEvalError:
         """A label outside the top-k, on a server that cannot score it otherwise: one clear error rather than a guessed row."""
@@ -426,7 +466,7 @@ class OpenAIBackend(Backend):
                 delay = _retry_after(error.response.headers) or backoff_delay(attempt)
             except openai.APIConnectionError as error:  # timeouts, refused and dropped connections
                 if attempt == self.options.retries:
-                    raise self._failure("timed out" if isinstance(error, openai.APITimeoutError) else f"connection failed ({error.message})", attempt) from None
+                    raise self._failure(_connection_problem(error), attempt) from None
                 delay = backoff_delay(attempt)
             except ValueError:
                 raise self._failure("the answer is not JSON", attempt) from None
@@ -443,6 +483,13 @@ class OpenAIBackend(Backend):
     def _redacted(self, text: str) -> str:
         """The text with the key, should a server echo it, replaced by ***."""
         return text.replace(self._key, "***") if self._key != _NO_KEY else text
+
+
+def _connection_problem(error: Any) -> str:
+    """What went wrong with an ``openai.APIConnectionError``, in words."""
+    import openai
+
+    return "timed out" if isinstance(error, openai.APITimeoutError) else f"connection failed ({error.message})"
 
 
 def _server_message(error: Any) -> str:

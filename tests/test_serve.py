@@ -1,0 +1,227 @@
+"""``dateeval serve`` as the official ``openai`` client and raw HTTP meet it (issue 18 §3).
+
+The model is served in this process (the real default model where numbers
+matter, a slow stand-in where the point is time): refused requests leave a
+keep-alive connection usable, prompts beyond the context are refused before
+any compute, a request whose client left stops, a request that waits too long
+for the model is told so, and what the server does not do is refused.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import openai
+import pytest
+import torch
+
+from dateeval.backends.base import Generation
+from dateeval.serve import MAX_BODY, Served, banner, make_server
+
+MODEL = "smollm2-135m"
+
+
+def _start(served: Served) -> Iterator[str]:
+    server = make_server(served, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def real(backend) -> Served:  # noqa: ANN001 - the session's TransformersBackend
+    return Served(backend, MODEL, backend.template, threading.Lock())
+
+
+@pytest.fixture(scope="module")
+def real_url(real: Served) -> Iterator[str]:
+    yield from _start(real)
+
+
+def _client(url: str, timeout: float = 120) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{url}/v1", api_key="not-needed", max_retries=0, timeout=timeout)
+
+
+def _connection(url: str) -> http.client.HTTPConnection:
+    host, port = url.removeprefix("http://").split(":")
+    return http.client.HTTPConnection(host, int(port), timeout=60)
+
+
+def _answer(connection: http.client.HTTPConnection) -> tuple[int, dict]:
+    response = connection.getresponse()
+    assert response.getheader("Content-Type") == "application/json"
+    return response.status, json.loads(response.read())
+
+
+def _models_on(connection: http.client.HTTPConnection) -> None:
+    """The next request on the same connection is read as a request (not the last one's unread body)."""
+    connection.request("GET", "/v1/models")
+    status, body = _answer(connection)
+    assert status == 200 and body["data"][0]["id"] == MODEL, body
+
+
+# Refusals that leave the connection usable.
+
+
+def test_refused_bodies_are_read_so_the_next_request_on_the_connection_is_answered(real_url: str) -> None:
+    connection = _connection(real_url)
+    connection.request("POST", "/v1/nothing", body=json.dumps({"model": MODEL, "prompt": "GET / HTTP/1.1\r\n\r\n"}))
+    assert _answer(connection)[0] == 404
+    _models_on(connection)
+    connection.request("POST", "/v1/nothing", body=iter([b'{"model": "', b'x"}']), encode_chunked=True)  # a chunked body
+    assert _answer(connection)[0] == 404
+    _models_on(connection)
+    connection.request("PUT", "/v1/models", body=b"PUT /v1/models HTTP/1.1\r\n\r\n")  # the standard library's own refusal: JSON too
+    status, body = _answer(connection)
+    assert status == 501 and "error" in body
+    _models_on(connection)
+
+
+def test_a_chunked_body_is_read_as_a_body(real_url: str) -> None:
+    connection = _connection(real_url)
+    request = json.dumps({"model": MODEL, "prompt": "Hello", "max_tokens": 1, "logprobs": 2}).encode()
+    connection.request("POST", "/v1/completions", body=iter([request[:7], request[7:]]), encode_chunked=True)
+    status, body = _answer(connection)
+    assert status == 200 and body["choices"][0]["logprobs"]["top_logprobs"], body
+    _models_on(connection)
+
+
+def test_an_oversized_body_is_413_and_the_client_goes_on(real_url: str) -> None:
+    client = _client(real_url)
+    with pytest.raises(openai.APIStatusError) as refused:
+        client.completions.create(model=MODEL, prompt="x" * MAX_BODY, max_tokens=1)
+    assert refused.value.status_code == 413 and "over this server's limit" in refused.value.message
+    assert [model.id for model in client.models.list()] == [MODEL]
+
+
+def test_a_content_length_that_is_not_a_number_is_400(real_url: str) -> None:
+    with socket.create_connection(("127.0.0.1", int(real_url.rsplit(":", 1)[1])), timeout=30) as raw:
+        raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
+        answer = b""
+        while chunk := raw.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400") and b"Connection: close" in head
+    assert "is not a number of bytes" in json.loads(body)["error"]["message"]
+
+
+# What the model cannot answer, refused before any compute.
+
+
+def test_prompts_beyond_the_context_are_400_before_any_compute(real: Served, real_url: str) -> None:
+    client, limit = _client(real_url), real.backend.context_length
+    long_text = " apple" * (limit + 10)
+    ids = real.backend.encode([long_text])[0]
+    assert len(ids) > limit
+    asks = {
+        "text": lambda: client.completions.create(model=MODEL, prompt=long_text, max_tokens=1, logprobs=5),
+        "echo": lambda: client.completions.create(model=MODEL, prompt=ids, echo=True, max_tokens=0, logprobs=1),
+        "chat": lambda: client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": long_text}], max_completion_tokens=1),
+        "reply": lambda: client.completions.create(model=MODEL, prompt="Hello", max_tokens=limit),  # the prompt fits, the reply does not
+    }
+    for name, ask in asks.items():
+        started = time.monotonic()
+        with pytest.raises(openai.BadRequestError) as refused:
+            ask()
+        assert f"maximum context length is {limit} tokens" in refused.value.message, name
+        assert refused.value.code == "context_length_exceeded" and time.monotonic() - started < 10, name
+
+
+def test_streaming_and_several_choices_are_refused(real_url: str) -> None:
+    client = _client(real_url)
+    chat = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 1}
+    for ask, message in [
+        (lambda: client.completions.create(model=MODEL, prompt="Hi", max_tokens=1, stream=True), "stream is not supported"),
+        (lambda: client.chat.completions.create(**chat, stream=True), "stream is not supported"),
+        (lambda: client.completions.create(model=MODEL, prompt="Hi", max_tokens=1, n=2), "n must be 1"),
+        (lambda: client.chat.completions.create(**chat, n=2), "n must be 1"),
+        (lambda: client.completions.create(model=MODEL, prompt="Hi", max_tokens=1, best_of=3), "best_of must be 1"),
+    ]:  # fmt: skip
+        with pytest.raises(openai.BadRequestError, match=message):
+            ask()
+    assert len(client.chat.completions.create(**chat, n=1).choices) == 1
+
+
+def test_the_banner_names_the_date_chat_requests_get(real: Served) -> None:
+    line = banner(real, "127.0.0.1", 8000)
+    assert "writes no date" in line and "none date" not in line and line.split(" on ")[-1] == "http://127.0.0.1:8000/v1"
+
+
+# Time: a slow stand-in model, 50 ms per forward pass.
+
+
+class SlowModel(torch.nn.Module):
+    """Counts its forward passes; each takes 50 ms."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.passes = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.05)
+        self.passes += 1
+        return x
+
+
+class SlowBackend:
+    """What ``serve`` uses of a backend, generating one token per forward pass."""
+
+    context_length = 1000
+    tokenizer = ["a", "b", "c"]
+
+    def __init__(self) -> None:
+        self.model = SlowModel()
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return [[0] * len(text) for text in texts]
+
+    def generate_texts(self, prompts: list[str], settings, batch_size: int) -> list[Generation]:  # noqa: ANN001
+        for _ in range(settings.max_new_tokens):
+            self.model(torch.zeros(1))
+        return [Generation("a" * settings.max_new_tokens, settings.max_new_tokens, len(prompts[0]))]
+
+
+@pytest.fixture
+def slow() -> Iterator[tuple[Served, str]]:
+    served = Served(SlowBackend(), "slow", None, threading.Lock(), wait_s=1.0)  # type: ignore[arg-type]
+    for url in _start(served):
+        yield served, url
+
+
+def test_a_request_whose_client_left_stops_computing(slow: tuple[Served, str]) -> None:
+    served, url = slow
+    with pytest.raises(openai.APITimeoutError):
+        _client(url, timeout=0.5).completions.create(model="slow", prompt="Hi", max_tokens=200)  # 10 s of work
+    assert served.lock.acquire(timeout=1.0)  # freed within a forward pass of the hang-up
+    served.lock.release()
+    assert served.backend.model.passes < 25
+    assert _client(url).completions.create(model="slow", prompt="Hi", max_tokens=2).choices[0].text == "aa"
+
+
+def test_a_waiting_request_times_out_with_a_clear_error(slow: tuple[Served, str]) -> None:
+    served, url = slow
+    with served.lock:  # the model busy with someone else's request
+        started = time.monotonic()
+        with pytest.raises(openai.APIStatusError) as busy:
+            _client(url, timeout=30).completions.create(model="slow", prompt="Hi", max_tokens=1)
+        assert busy.value.status_code == 503 and "the server is busy" in busy.value.message and time.monotonic() - started < 5
+
+
+def test_a_waiting_request_whose_client_left_is_never_computed(slow: tuple[Served, str]) -> None:
+    served, url = slow
+    served.wait_s = 30.0
+    with served.lock:
+        with pytest.raises(openai.APITimeoutError):
+            _client(url, timeout=0.3).completions.create(model="slow", prompt="Hi", max_tokens=5)
+        time.sleep(0.5)  # the abandoned request notices while it waits
+    time.sleep(0.5)
+    assert served.backend.model.passes == 0
