@@ -170,6 +170,24 @@ def _add_summary(commands: argparse._SubParsersAction) -> None:
     summary = commands.add_parser("summary", help="accuracy and ECE over dates: min/mean/max, worst-to-best delta, baselines")
     summary.add_argument("--store", default="cache/results")
     summary.add_argument("--json", action="store_true", help="machine-readable output")
+    summary.add_argument("--dates", type=_period, help="only the dates START..END (both included), as a page's date filter selects them")
+
+
+def _period(text: str) -> "Period":  # noqa: F821 - the results layer is imported lazily
+    """``START..END`` as a :class:`dateeval.results.Period` (argparse reports a bad one in one line)."""
+    from dateeval.dates import parse_date
+    from dateeval.results.view import Period
+
+    start, separator, end = text.partition("..")
+    if not separator:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a range START..END (e.g. 2024-01-01..2024-01-31)")
+    try:
+        period = Period(parse_date(start), parse_date(end))
+    except DateEvalError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if period.end < period.start:
+        raise argparse.ArgumentTypeError(f"{text!r} ends before it starts")
+    return period
 
 
 def _add_template(commands: argparse._SubParsersAction) -> None:
@@ -378,11 +396,14 @@ def _open_results(path: str) -> "Results":  # noqa: F821 - the results layer is 
 
 
 def _cmd_summary(args: argparse.Namespace) -> int:
+    import pandas as pd
+
     from dateeval.metrics import METRICS, percent, points
 
     found = _open_results(args.store)
-    table = found.summary()
-    factors = found.statistics()["factors"] if len(table) else None
+    table = found.summary(args.dates)
+    # Table 5's CVs are over every stored level of each factor: shown for the whole store only, not for a --dates range.
+    factors = found.statistics()["factors"] if len(table) and args.dates is None else pd.DataFrame(columns=["entry", "dataset", "factor"])
     if args.json:
         records = table.to_dict(orient="records")
         for record in records:
@@ -416,7 +437,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
                 f"  CV {factor['factor']:13s} accuracy {percent(factor['accuracy_cv'])} [{percent(factor['accuracy_cv_low'])}, "
                 f"{percent(factor['accuracy_cv_high'])}]  ECE {percent(factor['ece_cv'])}  ({factor['levels']} levels)"
             )
-    for factor in factors[factors["factor"] == "precision"].to_dict(orient="records") if factors is not None else []:
+    for factor in factors[factors["factor"] == "precision"].to_dict(orient="records"):
         print(f"{factor['entry']} on {factor['dataset']}: CV precision accuracy {percent(factor['accuracy_cv'])} ({factor['levels']} dtypes)")
     return 0
 

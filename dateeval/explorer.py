@@ -192,6 +192,11 @@ class Selection:
     start: pd.Timestamp
     end: pd.Timestamp
 
+    @property
+    def period(self) -> results.Period:
+        """The selected dates, as the results layer (and ``summary --dates``) takes them."""
+        return results.Period(self.start.date(), self.end.date())
+
 
 def dataset_picker(metrics: pd.DataFrame, key: str = "dataset") -> str:
     """Sidebar dataset choice (in the URL), opening on the dataset with the most entries x conditions (the richest view)."""
@@ -320,9 +325,9 @@ def headline(root: str, fingerprint: tuple) -> dict | None:
 
 
 @st.cache_data(show_spinner="Computing the summary...", max_entries=4)
-def summary(root: str, fingerprint: tuple) -> pd.DataFrame:
-    """``Results.summary``: the rows `dateeval summary` prints and the report writes."""
-    return _view(root, fingerprint)[0].summary()
+def summary(root: str, fingerprint: tuple, period: results.Period | None = None) -> pd.DataFrame:
+    """``Results.summary`` over ``period``: the rows `dateeval summary [--dates START..END]` prints and the report writes."""
+    return _view(root, fingerprint)[0].summary(period)
 
 
 @st.cache_data(max_entries=16)

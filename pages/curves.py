@@ -5,7 +5,7 @@ import streamlit as st
 
 from dateeval import explorer, plots, viewstate
 from dateeval.results import descriptive, paper
-from dateeval.metrics import METRICS, available_metrics
+from dateeval.metrics import METRICS, available_metrics, points
 
 st.title("Scores by date: accuracy, calibration, pass@1, BLEU, chrF")
 explorer.app_settings()
@@ -46,10 +46,15 @@ st.plotly_chart(figure, width="stretch")
 st.download_button("Download figure (HTML)", figure.to_html(include_plotlyjs="cdn"), f"curves-{metric}.html", "text/html")
 explorer.downloads(explorer.item_table(selection), "per-item-per-date")
 st.subheader("Worst-to-best delta (Tables 1, 2 and 8)")
-summary = descriptive.summarize(dated.assign(date=dated["date"].dt.strftime("%Y-%m-%d")))
-explorer.show_table(summary[[c for c in ("entry", "n_dates", f"{metric}_min", f"{metric}_max", f"{metric}_delta", f"{metric}_worst_date",
+summary = explorer.summary(str(store.root), store.fingerprint(), selection.period)
+summary = summary[(summary["dataset"] == selection.dataset) & summary["entry"].isin(selection.entries)]
+chance = ["delta_null_upper", "delta_p_value"] if metric == "accuracy" else []
+explorer.show_table(summary[[c for c in ("entry", "n_items", "n_dates", f"{metric}_delta", *chance, f"{metric}_min", f"{metric}_max", f"{metric}_worst_date",
                                          f"{metric}_best_date") if c in summary]], selection.dataset)  # fmt: skip
 figures = paper.beside(selection.dataset, metric)
-if figures:
-    st.caption("The paper beside you: " + "; ".join(f"{f.says} ({f.where})" for f in figures) + f". Your largest delta here: "
-               f"{METRICS[metric].format(summary[f'{metric}_delta'].max())}.")  # fmt: skip
+if figures and len(summary):
+    top = summary.loc[summary[f"{metric}_delta"].idxmax()] if summary[f"{metric}_delta"].notna().any() else None
+    mine = "-" if top is None else (points(top[f"{metric}_delta"], int(top["n_items"])) if METRICS[metric].percent else METRICS[metric].format(top[f"{metric}_delta"]))
+    noise = f" (chance alone: up to {points(top['delta_null_upper'], int(top['n_items']))} for that entry)" if top is not None and metric == "accuracy" else ""
+    st.caption("The paper beside you: " + "; ".join(f"{f.says} ({f.where})" for f in figures) + f". Your largest delta here: {mine}{noise}, "
+               f"on {int(summary['n_items'].max())} questions x {int(summary['n_dates'].max())} dates.")  # fmt: skip

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -30,6 +31,22 @@ from dateeval.store import Store, StoreProblems
 N_PERM, N_BOOT = 200, 100
 # Entries whose matrices one view holds at once (each is tens of MB at paper scale).
 HELD_ENTRIES = 6
+
+
+@dataclass(frozen=True)
+class Period:
+    """A range of dates, both ends included: what a page's date filter or ``summary --dates`` selects."""
+
+    start: dt.date
+    end: dt.date
+
+    def holds(self, dates: pd.Series) -> pd.Series:
+        """Which of ``dates`` (stored as text or dates; missing for baselines) fall in the period."""
+        days = pd.to_datetime(dates, errors="coerce", format="mixed")
+        return pd.Series(days.between(pd.Timestamp(self.start), pd.Timestamp(self.end)).to_numpy(), index=dates.index)
+
+    def __str__(self) -> str:
+        return f"{self.start.isoformat()}..{self.end.isoformat()}"
 
 
 class Results:
@@ -108,27 +125,31 @@ class Results:
         found = stored.rows(self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (N_PERM,), compute)
         return found[0] if found else None
 
-    def significance_table(self) -> pd.DataFrame:
-        """``inference.significance`` of every graded entry with two or more dates (kept), with its null draws."""
+    def significance_table(self, period: Period | None = None) -> pd.DataFrame:
+        """``inference.significance`` of every graded entry with two or more dates in ``period`` (kept), with its null draws."""
         from dateeval.results import inference
 
-        rows = [self.significance(entry, dataset) for entry, dataset in self._dated_entries()]
+        rows = [self.significance(entry, dataset, period) for entry, dataset in self._dated_entries(period)]
         return pd.DataFrame(rows, columns=[*inference.SIGNIFICANCE_COLUMNS, "null_draws"])
 
-    def _dated_entries(self) -> list[tuple[str, str]]:
-        """(entry, dataset) of every graded entry with two or more dates, sorted."""
+    def _dated(self, period: Period | None) -> pd.DataFrame:
+        """The sums of graded date conditions in ``period`` (all of them without one)."""
         dated = self.sums[(self.sums["factor"] == "date") & (self.sums["n_graded"] > 0)]
-        counts = dated.groupby(["entry", "dataset"], sort=True)["condition_key"].nunique()
+        return dated if period is None else dated[period.holds(dated["date"])]
+
+    def _dated_entries(self, period: Period | None = None) -> list[tuple[str, str]]:
+        """(entry, dataset) of every graded entry with two or more dates in ``period``, sorted."""
+        counts = self._dated(period).groupby(["entry", "dataset"], sort=True)["condition_key"].nunique()
         return list(counts[counts >= 2].index)
 
-    def summary(self) -> pd.DataFrame:
-        """Tables 1, 8 and 9 per entry and dataset with the date effect's null band and Cochran's Q: the rows
-        ``dateeval summary``, the report and the Overview show."""
-
-        table = descriptive.summarize(self.metrics)
+    def summary(self, period: Period | None = None) -> pd.DataFrame:
+        """Tables 1, 8 and 9 per entry and dataset with the date effect's null band and Cochran's Q, over the dates
+        in ``period`` (baselines always): the rows ``dateeval summary``, the report, Overview and Curves show."""
+        metrics = self.metrics if period is None else self.metrics[(self.metrics["factor"] != "date") | period.holds(self.metrics["date"])]
+        table = descriptive.summarize(metrics)
         if table.empty:
             return table
-        extra = self.significance_table().rename(columns={"p_value": "delta_p_value", "null_upper": "delta_null_upper", "null_median": "delta_null_median"})
+        extra = self.significance_table(period).rename(columns={"p_value": "delta_p_value", "null_upper": "delta_null_upper", "null_median": "delta_null_median"})
         keep = ["entry", "dataset", "delta_null_median", "delta_null_upper", "delta_p_value", "exceeds_chance", "cochran_q", "cochran_p"]
         return table.merge(extra[keep], on=["entry", "dataset"], how="left")
 
@@ -146,14 +167,17 @@ class Results:
         significance = self.significance_table()
         return paper.yours(self.metrics, dataset, self.table7(dataset), significance[significance["dataset"] == dataset])
 
-    def significance(self, entry: str, dataset: str) -> dict:
-        """``inference.significance`` of one entry's date sweep (kept): the Factors page's row, and the headline's band."""
+    def significance(self, entry: str, dataset: str, period: Period | None = None) -> dict:
+        """``inference.significance`` of one entry's date sweep, or of its dates in ``period`` (kept): the Factors
+        page's row, the summary's chance columns and the headline's null draws."""
         from dateeval.results import inference
 
-        def compute() -> list[dict]:
-            return [inference.significance(entry, dataset, self.matrices(entry, dataset, None, "condition_key")[1], N_PERM)]
+        keys = None if period is None else sorted(set(self._dated(period).loc[lambda s: (s["entry"] == entry) & (s["dataset"] == dataset), "condition_key"]))
 
-        return self._kept("significance", entry, dataset, (), (N_PERM,), compute)[0]
+        def compute() -> list[dict]:
+            return [inference.significance(entry, dataset, self.matrices(entry, dataset, keys, "condition_key")[1], N_PERM)]
+
+        return self._kept("significance", entry, dataset, () if period is None else (str(period),), (N_PERM,), compute)[0]
 
     def factors(self, entry: str, dataset: str, conditions: pd.DataFrame) -> list[dict]:
         """``inference.entry_factors`` of one entry (its graded ``conditions``), from its matrices (kept)."""
