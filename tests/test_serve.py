@@ -127,12 +127,14 @@ def test_prompts_beyond_the_context_are_400_before_any_compute(real: Served, rea
         "echo": lambda: client.completions.create(model=MODEL, prompt=ids, echo=True, max_tokens=0, logprobs=1),
         "chat": lambda: client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": long_text}], max_completion_tokens=1),
         "reply": lambda: client.completions.create(model=MODEL, prompt="Hello", max_tokens=limit),  # the prompt fits, the reply does not
+        "10 MB": lambda: client.completions.create(model=MODEL, prompt="apple " * ((10 << 20) // 6), max_tokens=1),  # refused untokenised
     }
     for name, ask in asks.items():
         started = time.monotonic()
         with pytest.raises(openai.BadRequestError) as refused:
             ask()
         assert f"maximum context length is {limit} tokens" in refused.value.message, name
+        assert ("is at least" in refused.value.message) == (name == "10 MB"), name
         assert refused.value.code == "context_length_exceeded" and time.monotonic() - started < 10, name
 
 
