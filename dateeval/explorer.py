@@ -393,15 +393,11 @@ def show_table(table: pd.DataFrame, dataset: str = "", **kwargs) -> None:  # noq
     Numbers stay numbers (sortable) where every row has one; a column with gaps is shown as text so a gap reads ``-``,
     not "None".
     """
-    shown = metrics.for_display(table, dataset)
+    shown = metrics.on_screen(table, dataset)
     config = {}
     for name in table.columns:
         spec = metrics.column(name, dataset)
-        if shown[spec.label].dtype.kind != "f":
-            continue
-        if shown[spec.label].isna().any():
-            shown[spec.label] = table[name].map(spec.format)
-        else:
+        if shown[spec.label].dtype.kind == "f":
             config[spec.label] = st.column_config.NumberColumn(format="%.3f" if spec.kind == "p" else "%.2f")
     st.dataframe(shown, hide_index=True, width="stretch", column_config=config, **kwargs)
 

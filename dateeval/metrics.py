@@ -185,8 +185,8 @@ PLAIN = {
     "where": "Where in the paper", "the_paper_says": "The paper says", "dates": "Dates sampled", "delta_ratio": "Delta ratio", "cv_ratio": "CV ratio",
 }  # fmt: skip
 PERCENT = {
-    "delta": "Accuracy delta (%)", "null_median": "Chance delta, median (%)", "null_upper": "Chance delta, 95% (%)",
-    "delta_null_median": "Chance delta, median (%)", "delta_null_upper": "Chance delta, 95% (%)",
+    "delta": "Accuracy delta (pp)", "null_median": "Chance delta, median (pp)", "null_upper": "Chance delta, 95% (pp)",
+    "delta_null_median": "Chance delta, median (pp)", "delta_null_upper": "Chance delta, 95% (pp)",
     "mean_confidence": "Mean confidence (%)", "min_confidence": "Lowest confidence (%)",
     "consistent_confidence": "Confidence, consistent (%)", "inconsistent_confidence": "Confidence, inconsistent (%)",
     "max_confidence_difference": "Largest confidence difference (%)", "same_direction": "Same direction (%)",
@@ -231,7 +231,8 @@ def column(name: str, dataset: str = "") -> Column:
             heading = f"{spec.title(dataset)} {PART[part]}"
             if part.endswith("date"):
                 return Column(heading, "text")
-            return Column(heading + (" (%)" if spec.percent else ""), "percent" if spec.percent else "points", spec.scale)
+            unit = (" (pp)" if part == "delta" else " (%)") if spec.percent else ""  # a difference of rates is in percentage points
+            return Column(heading + unit, "percent" if spec.percent else "points", spec.scale)
     if name in PERCENT:
         return Column(PERCENT[name], "percent", 100.0)
     if name in P_VALUES:
@@ -249,6 +250,17 @@ def for_display(table: pd.DataFrame, dataset: str = "") -> pd.DataFrame:
         if spec.scale != 1.0 and out[name].dtype.kind in "fiu":
             out[name] = out[name].astype(float) * spec.scale
     return out.rename(columns={name: column(name, dataset).label for name in table.columns})
+
+
+def on_screen(table: pd.DataFrame, dataset: str = "") -> pd.DataFrame:
+    """What a page shows of a table (:func:`for_display`), where a column with gaps becomes display text so a gap
+    reads ``-``, not "None": the one transformation between the results layer and the screen."""
+    shown = for_display(table, dataset)
+    for name in table.columns:
+        spec = column(name, dataset)
+        if shown[spec.label].dtype.kind == "f" and shown[spec.label].isna().any():
+            shown[spec.label] = table[name].map(spec.format)
+    return shown
 
 
 def formatted(table: pd.DataFrame, dataset: str = "") -> pd.DataFrame:

@@ -55,7 +55,7 @@ def _table(at: AppTest, dataset: str):
 def test_overview_lists_every_demo_entry(app):
     at = app("pages/overview.py")
     table = _table(at, "mmlu")
-    assert len(table) >= 3 and table["Dates"].max() >= 300 and "Accuracy delta (worst to best) (%)" in table
+    assert len(table) >= 3 and table["Dates"].max() >= 300 and "Accuracy delta (worst to best) (pp)" in table
 
 
 def test_overview_headline_leads_with_the_verdict_against_the_largest_of_k(app):

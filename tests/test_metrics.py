@@ -41,10 +41,10 @@ def test_metrics_know_their_scale_direction_and_name():
 
 def test_columns_get_human_names_and_units():
     assert column("accuracy_worst_date").label == "Accuracy worst date"
-    assert column("accuracy_delta", "humaneval").label == "pass@1 delta (worst to best) (%)"
+    assert column("accuracy_delta", "humaneval").label == "pass@1 delta (worst to best) (pp)"
     assert column("bleu_delta").kind == "points" and column("ece_cv").kind == "percent" and column("cochran_p").kind == "p"
     table = pd.DataFrame({"entry": ["m"], "accuracy_delta": [0.0525], "bleu_delta": [1.5], "no_date_ece": [np.nan], "p_value": [0.01234]})
     shown = for_display(table)
-    assert shown["Accuracy delta (worst to best) (%)"].iloc[0] == pytest.approx(5.25) and shown["BLEU delta (worst to best)"].iloc[0] == 1.5
+    assert shown["Accuracy delta (worst to best) (pp)"].iloc[0] == pytest.approx(5.25) and shown["BLEU delta (worst to best)"].iloc[0] == 1.5
     text = formatted(table).iloc[0].tolist()
     assert text == ["m", "5.25", "1.50", "-", "0.012"]

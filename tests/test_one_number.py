@@ -1,0 +1,167 @@
+"""One number, one home: what every page shows equals what the results layer, `summary --json` and `report` give.
+
+The explorer runs on a copy of the demo store (every task kind: MCQA, chain of thought, GSM8K, HumanEval, WMT16; three
+precisions), through Streamlit's AppTest, for several selections. Every comparison is exact: the page, the CLI and the
+report read one implementation (``dateeval.results.Results``), and the page applies only ``metrics.on_screen``.
+"""
+
+import datetime as dt
+import json
+import math
+import re
+import shutil
+
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from conftest import ROOT, run_cli
+from dateeval import metrics, results
+
+JANUARY = results.Period(dt.date(2024, 1, 1), dt.date(2024, 1, 31))
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("one-number") / "store"
+    shutil.copytree(ROOT / "demo" / "store", root, ignore=shutil.ignore_patterns(".aggregates"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def layer(store):
+    return results.open(store)[0]
+
+
+@pytest.fixture
+def page(store, monkeypatch):
+    monkeypatch.setenv("DATEEVAL_STORE", str(store))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def open_page(name: str, **query: str) -> AppTest:
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+        at.query_params.update({"store": "mine", **query})
+        at.run()
+        at.switch_page(name).run()
+        assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
+        return at
+
+    return open_page
+
+
+def _summary_json(store, *extra: str) -> list[dict]:
+    done = run_cli("summary", "--store", str(store), "--json", *extra)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal to the last digit, missing equal to missing (JSON writes NaN as null)."""
+    missing = lambda value: value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT  # noqa: E731
+    if missing(a) or missing(b):
+        return missing(a) and missing(b)
+    return a == b or str(a) == str(b)
+
+
+def _assert_rows_equal(expected: pd.DataFrame, records: list[dict]) -> None:
+    """Every column of every (entry, dataset) row of the results layer equals the CLI's JSON record."""
+    by_key = {(record["entry"], record["dataset"]): record for record in records}
+    assert set(by_key) == set(zip(expected["entry"], expected["dataset"]))
+    for row in expected.to_dict("records"):
+        record = by_key[(row["entry"], row["dataset"])]
+        differing = {column: (value, record.get(column)) for column, value in row.items() if not _same(value, record.get(column))}
+        assert not differing, (row["entry"], row["dataset"], differing)
+
+
+def _assert_page_table(shown: pd.DataFrame, expected: pd.DataFrame, dataset: str) -> None:
+    """A table on a page equals ``metrics.on_screen`` of the results layer's rows, column by column."""
+    columns: dict[str, str] = {}  # label -> the results layer's column (a table shows a subset; the entry is its Model)
+    for name in ["entry", *expected.columns]:
+        columns.setdefault(metrics.column(name, dataset).label, name)
+    reference = metrics.on_screen(expected[[columns[label] for label in shown.columns]], dataset).set_index("Model")
+    shown = shown.set_index("Model")
+    assert set(shown.index) == set(reference.index)
+    for label in shown.columns:
+        pd.testing.assert_series_equal(shown[label], reference.loc[shown.index, label], check_exact=True, check_dtype=False, check_names=False)
+
+
+def _tables_under_headings(at: AppTest) -> dict[str, pd.DataFrame]:
+    """The Overview's table per dataset (the one with a Model column under each dataset's heading)."""
+    tables = [table.value for table in at.dataframe if "Model" in table.value]
+    return dict(zip([heading.value for heading in at.subheader], tables))
+
+
+def test_summary_json_report_and_results_agree_to_the_last_digit(store, layer, tmp_path):
+    expected = layer.summary()
+    _assert_rows_equal(expected, _summary_json(store))
+    _assert_rows_equal(layer.summary(JANUARY), _summary_json(store, "--dates", str(JANUARY)))
+    done = run_cli("report", "--store", str(store), "--out", str(tmp_path / "report"))
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "report" / "index.html").read_text()
+    titles = re.findall(r"<h2>(.*?)</h2>", page)
+    table1 = pd.read_csv(tmp_path / "report" / f"table-{titles.index('Table 1: accuracy, worst-to-best date') + 1}.csv")
+    for row in table1.to_dict("records"):
+        mine = expected[(expected["entry"] == row["entry"]) & (expected["dataset"] == row["dataset"])].iloc[0]
+        for column in ("accuracy_delta", "delta_null_upper", "delta_p_value", "cochran_p", "n_items", "n_dates"):
+            assert _same(float(row[column]), float(mine[column])), (row["entry"], row["dataset"], column)
+
+
+def test_overview_shows_the_layer_numbers_for_every_task_kind(page, layer):
+    at = page("pages/overview.py")
+    summary = layer.summary()
+    tables = _tables_under_headings(at)
+    assert set(tables) == set(summary["dataset"]) == {"gsm8k", "humaneval", "mmlu", "mmlu_cot", "wmt16_en_de"}
+    for dataset, shown in tables.items():
+        _assert_page_table(shown, summary[summary["dataset"] == dataset], dataset)
+    headline = layer.headline()
+    assert f"by up to **{metrics.points(headline['delta'], headline['n_items'])}**" in next(m.value for m in at.markdown if m.value.startswith("####"))
+
+
+def test_the_paper_comparison_reads_table7_and_shows_chance(page, layer):
+    """Beside the paper, the confidence of answers that change with the date is the Flips page's Table 7 (was "-"),
+    and the largest delta has chance's band and its context next to it."""
+    at = page("pages/overview.py")
+    beside = [table.value for table in at.dataframe if "Statistic" in table.value]
+    mmlu = beside[sorted(layer.summary()["dataset"].unique()).index("mmlu")].set_index("Statistic")
+    confidence = mmlu.loc["Confidence of answers that change with the date (accuracy)", "Yours"]
+    assert confidence == metrics.percent(layer.table7("mmlu")["inconsistent_confidence"].max()) and confidence != "-"
+    largest = mmlu.loc["Largest worst-to-best delta (accuracy)"]
+    assert largest["Yours"].endswith(" pp") and largest["Chance alone"].startswith("up to ") and "questions x" in largest["Yours on"]
+
+
+def test_curves_table_for_a_date_range_equals_summary_dates(page, layer, store):
+    at = page("pages/curves.py", dataset="mmlu", **{"from": "2024-01-01", "to": "2024-01-31"})
+    shown = next(table.value for table in at.dataframe if "Model" in table.value)
+    expected = layer.summary(JANUARY)
+    expected = expected[expected["dataset"] == "mmlu"]
+    _assert_page_table(shown, expected, "mmlu")
+    by_entry = {record["entry"]: record for record in _summary_json(store, "--dates", str(JANUARY)) if record["dataset"] == "mmlu"}
+    assert all(by_entry[entry]["n_dates"] == 31 for entry in shown["Model"])
+
+
+def test_flips_table7_equals_the_layer_for_the_selected_dates(page, layer):
+    entry = sorted(layer.summary().query("dataset == 'mmlu'")["entry"])[0]
+    at = page("pages/flips.py", dataset="mmlu", entry=entry, **{"from": "2024-03-01", "to": "2024-05-31"})
+    flips, table7 = layer.flips(entry, "mmlu", dt.date(2024, 3, 1), dt.date(2024, 5, 31))
+    shown = next(table.value for table in at.dataframe if "Confidence, inconsistent (%)" in table.value)
+    pd.testing.assert_frame_equal(shown.reset_index(drop=True), metrics.on_screen(table7.drop(columns=["dataset"]), "mmlu"), check_dtype=False)
+
+
+def test_leaderboard_statistics_follow_the_date_range_and_top_k(page):
+    """January only gives other reordering figures than the whole year, top-k changes the share, and top-k is in the URL."""
+    year = page("pages/leaderboard.py", dataset="mmlu")
+    january = page("pages/leaderboard.py", dataset="mmlu", **{"from": "2024-01-01", "to": "2024-01-31"})
+    figures = lambda at: [metric.value for metric in at.metric] + [caption.value for caption in at.caption if "Kendall" in caption.value]  # noqa: E731
+    assert figures(year) != figures(january)
+    assert "2024-01-01 to 2024-01-31" in january.metric[0].label
+    january.select_slider(key="top_k").set_value(1).run()
+    assert january.query_params["top_k"] in ("1", ["1"])
+    reopened = page("pages/leaderboard.py", dataset="mmlu", top_k="1", **{"from": "2024-01-01", "to": "2024-01-31"})
+    assert reopened.select_slider(key="top_k").value == 1 and figures(reopened) == figures(january)
+
+
+def test_factors_on_translation_says_what_does_not_apply(page):
+    at = page("pages/factors.py", dataset="wmt16_en_de")
+    shown = " ".join(info.value for info in at.info)
+    assert "do not apply to wmt16_en_de" in shown and "No factor sweeps in this store yet" not in shown
+    assert not any("Delta within tolerance" in table.value and table.value.isna().any().any() for table in at.dataframe)
