@@ -37,6 +37,7 @@ import jinja2
 import jinja2.meta
 from jinja2 import nodes
 
+from dateeval import render_limits
 from dateeval.errors import DateEvalError
 
 DATE_MODES = ("date", "none", "default")
@@ -107,28 +108,33 @@ class RenderedPrompt:
 
 
 @contextlib.contextmanager
-def _clock(pinned: dt.date | str | None) -> Iterator[None]:
-    """Pin transformers' ``strftime_now`` clock while rendering.
+def _rendering(pinned: dt.date | str | None, source: str, compiled: jinja2.Template, given: object) -> Iterator[None]:
+    """Pin transformers' ``strftime_now`` clock, have it render ``source`` as ``compiled`` (guarded), and apply the limits.
 
     ``pinned`` is a date, the sentinel string (every ``strftime_now`` call then
     returns the sentinel, so the date's position can be found), or None (the
-    real clock). transformers reads ``datetime`` from its module at call time,
-    so swapping that name is enough; the lock keeps concurrent renders (the
-    app renders while a sweep runs) from seeing each other's clock.
+    real clock). transformers reads ``datetime`` and ``_compile_jinja_template``
+    from its module at call time, so swapping those names is enough (any other
+    template still compiles as before); the lock keeps concurrent renders (the
+    app renders while a sweep runs) from seeing each other's clock. ``given``
+    (what the template is given) sizes the render's allocation budget.
     """
     from transformers.utils import chat_template_utils
 
     with _render_lock:
-        original = chat_template_utils.datetime
+        original_clock, original_compile = chat_template_utils.datetime, chat_template_utils._compile_jinja_template
         if isinstance(pinned, dt.date):
             moment = dt.datetime(pinned.year, pinned.month, pinned.day, 12)
             chat_template_utils.datetime = type("PinnedClock", (), {"now": staticmethod(lambda tz=None: moment)})
         elif isinstance(pinned, str):
             chat_template_utils.datetime = type("SentinelClock", (), {"now": staticmethod(lambda tz=None: _SentinelTime())})
+        chat_template_utils._compile_jinja_template = lambda template: compiled if template == source else original_compile(template)
+        token = render_limits.begin(given)
         try:
             yield
         finally:
-            chat_template_utils.datetime = original
+            render_limits.end(token)
+            chat_template_utils.datetime, chat_template_utils._compile_jinja_template = original_clock, original_compile
 
 
 def _infer_format(text: str) -> str | None:
@@ -142,9 +148,14 @@ def _infer_format(text: str) -> str | None:
 
 
 def _analyse(source: str, name: str) -> DateSupport:
-    """Find the template's date mechanism by reading its Jinja syntax tree."""
+    """Find the template's date mechanism by reading its Jinja syntax tree.
+
+    Parsed in the guarded environment: ``find_undeclared_variables`` runs
+    Jinja's compiler, whose constant folding would otherwise compute
+    ``'a' * 10**10`` before anything is rendered.
+    """
     try:
-        tree = jinja2.Environment(extensions=["jinja2.ext.loopcontrols"]).parse(source)
+        tree = render_limits.parse(source)
     except jinja2.TemplateSyntaxError as error:
         raise DateEvalError(f"chat template {name} does not parse: {error}") from None
     for call in tree.find_all(nodes.Call):
@@ -292,10 +303,12 @@ class ChatTemplate:
         return support
 
     def _render(self, messages: list[dict], *, variables: dict[str, str], clock: dt.date | str | None) -> str:
+        """The prompt, rendered by transformers under the limits of :mod:`dateeval.render_limits` (time, steps, memory)."""
         from transformers.utils.chat_template_utils import render_jinja_template
 
-        with _clock(clock):
-            try:
+        try:
+            compiled = render_limits.compile_template(self.source)
+            with _rendering(clock, self.source, compiled, (messages, variables, self.bos_token, self.eos_token)):
                 return render_jinja_template(
                     [messages],
                     chat_template=self.source,
@@ -304,9 +317,11 @@ class ChatTemplate:
                     eos_token=self.eos_token,
                     **variables,
                 )[0][0]
-            except Exception as error:  # noqa: BLE001 - the template is the user's code: any error in it is theirs
-                detail = error if isinstance(error, jinja2.TemplateError) else f"{type(error).__name__}: {error}"
-                raise DateEvalError(f"chat template {self.name} failed to render: {detail}") from None
+        except render_limits.RenderLimitError as error:
+            raise DateEvalError(f"chat template {self.name} stopped rendering: {error} ({render_limits.LIMITS})") from None
+        except Exception as error:  # noqa: BLE001 - the template is the user's code: any error in it is theirs
+            detail = error if isinstance(error, jinja2.TemplateError) else f"{type(error).__name__}: {error}"
+            raise DateEvalError(f"chat template {self.name} failed to render: {detail}") from None
 
     def render(
         self,

@@ -229,6 +229,9 @@ def _model_folder(folder, damage):
         ("{{ raise_exception('no system messages') }}", "failed to render: no system messages"),
         ("{{ nothing.here }}", "failed to render: 'nothing' is undefined"),
         ("{% for m in messages %}", "does not parse"),
+        ("{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}", "stopped rendering: it took more than 200,000 steps"),
+        ("{% set ns = namespace(s='ab') %}{% for i in range(99) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}", "stopped rendering: '~' would make a value"),
+        ("{{ 'a' * 10**10 }}", "stopped rendering: '*' would make a value of more than 8,388,609 characters"),
     ],
 )
 def test_templates_that_raise_are_named(source, fragment, tmp_path):

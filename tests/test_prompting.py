@@ -132,3 +132,56 @@ def test_bad_injection_settings(kwargs, message):
 def test_broken_template_is_one_clear_error():
     with pytest.raises(DateEvalError, match="does not parse"):
         _ = ChatTemplate("{% for x in %}").support
+
+
+# Templates that would hang the process or fill the host's memory (issue 18): each stops with one error, fast and small.
+HOSTILE_TEMPLATES = {
+    "nested loops of 99,999": "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
+    "a string doubled with ~": "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}",
+    "a string doubled with +": "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+    "a string doubled by replace": "{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s.replace('a', ns.s) %}{% endfor %}",
+    "a list doubled, then joined": "{% set ns = namespace(l=['ab']) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l|join }}",
+    "a repeated string": "{{ 'a' * 10**10 }}",
+    "a constant Jinja folds while the template is read": "{{ 'a'|center(10**10) }}{{ '%0999999999d' % 1 }}",
+    "a format width": "{{ '{:>999999999}'.format(1) }}",
+    "a padded method": "{{ messages[0].content.zfill(10**10) }}",
+    "references written out": "{% set a = ['x' * 1000000] %}{% set b = [a, a, a, a, a, a, a, a, a, a] %}{{ [b, b, b, b, b, b, b, b, b, b] }}",
+    "a set block of loops": "{% set x %}{% for i in range(99999) %}{% for j in range(99999) %}{{ '-' * 64 }}xxxx{% endfor %}{% endfor %}{% endset %}{{ x }}",
+    "a macro doubling its argument": "{% macro f(s) %}{{ f(s ~ s) }}{% endmacro %}{{ f('ab') }}",
+    "indented by a long string": "{{ ('a\\n' * 1000000)|indent('x' * 1000) }}",
+    "a big integer": "{{ 7 ** 10000000 }}",
+    "quadratic in the message": "{% for c in messages[-1].content %}{% for d in messages[-1].content %}{% endfor %}{% endfor %}",
+}
+
+
+@pytest.mark.parametrize("source", HOSTILE_TEMPLATES.values(), ids=HOSTILE_TEMPLATES.keys())
+def test_templates_that_would_hang_or_fill_memory_stop_with_one_error(source):
+    import resource
+    import time
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    started = time.monotonic()
+    messages = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "x" * 5000}]
+    with pytest.raises(DateEvalError, match=r"chat template hostile (stopped rendering|failed to render): "):
+        ChatTemplate(source, name="hostile").render(messages, mode="date", day=DAY)
+    assert time.monotonic() - started < 15  # the limit is 5 s; a loaded test machine gets slack
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 1_000_000  # KiB: under 1 GB more at the peak
+
+
+def test_lipsum_is_not_offered():
+    """Random text of any length: neither reproducible nor bounded."""
+    with pytest.raises(DateEvalError, match="'lipsum' is undefined"):
+        ChatTemplate("{{ lipsum(100000) }}", name="t").render(MESSAGES, mode="none")
+
+
+def test_the_limits_leave_every_real_template_as_transformers_renders_it(templates_dir):
+    """Guarded rendering is transformers' own environment, counted: the text is the same, for long prompts too."""
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    long = [MESSAGES[0], {"role": "user", "content": "word " * 200_000}]  # a million characters: far past any context here
+    for template in _templates(templates_dir):
+        if template.support.kind == "clock":
+            continue  # the real clock: rendered under a pinned one in every other test
+        for messages in (MESSAGES, long):
+            bare = render_jinja_template([messages], chat_template=template.source, add_generation_prompt=True, bos_token="<s>", eos_token="</s>")
+            assert template.render(messages, mode="default").text == bare[0][0], template.name
