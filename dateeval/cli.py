@@ -190,6 +190,13 @@ def _period(text: str) -> "Period":  # noqa: F821 - the results layer is importe
     return period
 
 
+def _add_export(commands: argparse._SubParsersAction) -> None:
+    export = commands.add_parser("export", help="every stored per-item row with its entry and condition, as one Parquet, CSV or JSONL file")
+    export.add_argument("--store", default="cache/results")
+    export.add_argument("--out", required=True, help="a file ending in .parquet, .csv or .jsonl (the format follows the suffix)")
+    export.add_argument("--dates", type=_period, help="only the dates START..END (baselines are always included)")
+
+
 def _add_template(commands: argparse._SubParsersAction) -> None:
     template = commands.add_parser("template", help="show how chat templates inject a date, and render one")
     template.add_argument("paths", nargs="+", help="chat templates: .jinja files, tokenizer_config.json files or model folders")
@@ -220,6 +227,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(commands)
     _add_summary(commands)
+    _add_export(commands)
     _add_template(commands)
     _add_compact(commands)
     _add_report(commands)
@@ -468,6 +476,16 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_export(args: argparse.Namespace) -> int:
+    from dateeval.results import export
+
+    out = Path(args.out)
+    export.check_target(out)
+    count = export.write(_open_results(args.store), out, args.dates)
+    print(f"exported {count} rows to {out}")
+    return 0
+
+
 def _cmd_regrade(args: argparse.Namespace) -> int:
     from dateeval.regrade import regrade
     from dateeval.store import Store
@@ -556,7 +574,7 @@ def _exclusive(lock: Path, busy: str) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
-    commands = {"run": _cmd_run, "summary": _cmd_summary, "template": _cmd_template, "compact": _cmd_compact, "report": _cmd_report,
+    commands = {"run": _cmd_run, "summary": _cmd_summary, "export": _cmd_export, "template": _cmd_template, "compact": _cmd_compact, "report": _cmd_report,
                 "regrade": _cmd_regrade, "serve": _cmd_serve, "probe": _cmd_probe}  # fmt: skip
     try:
         args = _parser().parse_args(argv)

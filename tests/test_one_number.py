@@ -165,3 +165,28 @@ def test_factors_on_translation_says_what_does_not_apply(page):
     shown = " ".join(info.value for info in at.info)
     assert "do not apply to wmt16_en_de" in shown and "No factor sweeps in this store yet" not in shown
     assert not any("Delta within tolerance" in table.value and table.value.isna().any().any() for table in at.dataframe)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
+def test_export_holds_every_row_and_gives_the_same_accuracies(store, layer, tmp_path, suffix):
+    """The export has every stored row (the same count DuckDB reads from the units, no sidecar mixed in), and the
+    accuracy per entry and condition recomputed from it equals the results layer's."""
+    import duckdb
+
+    out = tmp_path / f"rows{suffix}"
+    done = run_cli("export", "--store", str(store), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    read = {".parquet": pd.read_parquet, ".csv": pd.read_csv, ".jsonl": lambda path: pd.read_json(path, lines=True)}[suffix]
+    rows = read(out)
+    units = duckdb.sql(f"SELECT count(*) FROM read_parquet('{store}/*/*/*.parquet', union_by_name = true)").fetchall()[0][0]
+    assert len(rows) == units == sum(len(pd.read_parquet(path)) for path in store.glob("*/*/*.parquet"))
+    graded = rows[rows["dataset"] == "mmlu"].assign(correct=lambda frame: frame["correct"].astype(float))
+    recomputed = graded.groupby(["entry", "condition"])["correct"].mean()
+    stored = layer.metrics[layer.metrics["dataset"] == "mmlu"].set_index(["entry", "condition"])["accuracy"]
+    assert recomputed.to_dict() == stored.to_dict()
+
+
+def test_export_refuses_a_bad_target_in_one_line(store, tmp_path):
+    for out, says in ((tmp_path / "rows.txt", "give a file ending in"), (tmp_path, "is a folder"), (tmp_path / "no" / "rows.csv", "does not exist")):
+        done = run_cli("export", "--store", str(store), "--out", str(out))
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and says in done.stderr, done.stderr

@@ -1,0 +1,75 @@
+"""``dateeval export``: every stored per-item row, with its entry and condition, as one table any tool reads.
+
+The store's own units are already Parquet (README: the pandas and DuckDB one-liners), but they are spread over
+folders, vary in columns by task, and sit beside the ``.aggregates`` sidecars that a ``**/*.parquet`` glob would mix
+in. The export is one file of the rows a read of the store gives (verified, duplicates dropped as every reader drops
+them), with the explorer's ``entry`` label, in Parquet, CSV or JSON Lines by the file's suffix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dateeval.errors import DateEvalError
+from dateeval.results import descriptive
+from dateeval.results.view import Period, Results
+
+FORMATS = (".parquet", ".csv", ".jsonl")
+
+
+def check_target(out: Path) -> None:
+    """Refuse an output that cannot be written, before anything is read (one line, nothing left behind)."""
+    if out.is_dir():
+        raise DateEvalError(f"--out {out} is a folder: give a file name ending in {', '.join(FORMATS)}")
+    if out.suffix not in FORMATS:
+        raise DateEvalError(f"--out {out}: give a file ending in {', '.join(FORMATS)} (the format follows the suffix)")
+    if not out.parent.is_dir():
+        raise DateEvalError(f"--out {out}: the folder {out.parent} does not exist")
+
+
+def rows(results: Results, period: Period | None = None) -> pd.DataFrame:
+    """Every row the store holds (dates in ``period`` and every baseline), with ``entry``, in a stable order."""
+    frame, problems = results.store.read(paths=[results.store.root / source for source in dict.fromkeys(results.sums["source"])])
+    if problems.corrupted:
+        raise DateEvalError("; ".join(problems.messages()))
+    if frame.empty:
+        return frame
+    if period is not None:
+        frame = frame[(descriptive.with_factor(frame)["factor"] != "date") | period.holds(frame["date"])]
+    frame = frame.assign(entry=descriptive.entry_label(frame))
+    first = ["entry", "dataset", "condition", "date", "item_id", "correct", "confidence", "pred", "answer"]
+    ordered = [column for column in first if column in frame] + [column for column in frame if column not in first]
+    return frame[ordered].sort_values(["entry", "dataset", "condition", "item_id"], kind="stable", ignore_index=True)
+
+
+def write(results: Results, out: Path, period: Period | None = None) -> int:
+    """Write :func:`rows` to ``out`` atomically (a staging file renamed into place); returns the number of rows."""
+    check_target(out)
+    table = rows(results, period)
+    staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        if out.suffix == ".parquet":
+            table.to_parquet(staging, index=False)
+        elif out.suffix == ".csv":
+            _as_text(table).to_csv(staging, index=False)
+        else:
+            _as_text(table).to_json(staging, orient="records", lines=True, date_format="iso", force_ascii=False)
+        staging.replace(out)
+    except OSError as error:
+        staging.unlink(missing_ok=True)
+        raise DateEvalError(f"cannot write {out}: {error.strerror or error}") from None
+    return len(table)
+
+
+def _as_text(table: pd.DataFrame) -> pd.DataFrame:
+    """Lists and arrays (option probabilities, BLEU statistics) as JSON text, so CSV and JSONL keep them readable."""
+    out = table.copy()
+    for column in out.columns:
+        if out[column].map(lambda value: isinstance(value, (list, np.ndarray))).any():
+            out[column] = out[column].map(lambda value: json.dumps(np.asarray(value).tolist()) if isinstance(value, (list, np.ndarray)) else value)
+    return out
