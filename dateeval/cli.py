@@ -83,16 +83,13 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     from dateeval.backends.transformers import DEVICES, DTYPES
     from dateeval.models import DEFAULT_MODEL
     from dateeval.prompting import POSITIONS
+    from dateeval.tasks import dataset_help
 
     run = commands.add_parser("run", help="score datasets under every date (and baseline) condition")
     run.add_argument("--model", action="append", help=f"model name, Hub id, folder or .gguf; or BACKEND:SPEC such as vllm:PATH or "
                      f"openai:URL#MODEL (repeatable; default {DEFAULT_MODEL})")  # fmt: skip
     run.add_argument("--backend", choices=sorted(BACKENDS), help="backend for models that do not name one (default transformers)")
-    run.add_argument(
-        "--dataset", action="append",
-        help="repeatable: mmlu, arc_challenge, arc_easy, gpqa_main|diamond|extended (next-token MCQA; add _cot for chain of thought), "
-        "gsm8k, humaneval, wmt16_en_de|fi|cs; _<k>shot for few-shot (e.g. mmlu_5shot)",
-    )  # fmt: skip
+    run.add_argument("--dataset", action="append", help=dataset_help())
     run.add_argument("--shots", type=_integer(0), default=0, help="few-shot exemplars for every dataset that has them (paper Table 4 uses 5)")
     run.add_argument("--data-dir", help="folder with the benchmarks' original files (offline); default: the Hugging Face Hub")
     run.add_argument("--subjects", help="MMLU subjects, comma-separated")
@@ -248,15 +245,16 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from dateeval.prompting import DateInjection
     from dateeval.store import Store
     from dateeval.sweep import Sweep, SweepSpec
-    from dateeval.tasks import GenerationOptions, parse_name, with_shots
+    from dateeval.tasks import GenerationOptions, resolve, sources, takes_subjects, with_shots
 
     if not args.dataset:
         raise DateEvalError("give at least one --dataset (e.g. --dataset arc_challenge)")
-    datasets = tuple(with_shots(name, args.shots) for name in args.dataset)
+    # A file or spec is registered here under its stored name; workers register the same files (``sources``).
+    datasets = tuple(with_shots(resolve(name, args.data_dir), args.shots) for name in args.dataset)
     subjects = tuple(s.strip() for s in args.subjects.split(",") if s.strip()) if args.subjects else ()
     # In a sweep with MMLU, subjects select within MMLU and the other datasets take the rest of the subset;
     # without MMLU they would select nothing, so that is refused rather than ignored.
-    if subjects and all(parse_name(name).base != "mmlu" for name in datasets):
+    if subjects and not any(takes_subjects(name) for name in datasets):
         raise DateEvalError(f"--subjects selects MMLU subjects, and this sweep has no mmlu dataset ({', '.join(datasets)})")
     conditions = _server_clock_conditions(args) if args.api_mode == "server-clock" else expand(
         parse_dates(args.dates),
@@ -280,6 +278,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         options=BackendOptions(device=args.device, trust_remote_code=args.trust_remote_code, api_key_env=args.api_key_env, concurrency=args.concurrency,
                                timeout_s=args.request_timeout, retries=args.retries, mode=args.api_mode, tokenizer=args.tokenizer),
         generation=GenerationOptions(max_new_tokens=args.max_new_tokens, sample=args.sampling, seed=args.generation_seed),
+        sources=sources(datasets),
     )
     bar = None
 

@@ -34,6 +34,7 @@ class SweepSpec:
     generation: GenerationOptions = GenerationOptions()
     backend: str | None = None  # None: as each model names it (``vllm:PATH``), else transformers
     options: BackendOptions = BackendOptions()  # device, remote code, endpoint settings (dtype comes from ``dtypes``)
+    sources: tuple[str, ...] = ()  # users' dataset files and specs behind custom names: each process registers them (``tasks.sources``)
 
 
 @dataclass(frozen=True)

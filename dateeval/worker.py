@@ -26,7 +26,7 @@ from dateeval.errors import DateEvalError
 from dateeval.plan import Candidate, Description, SweepSpec, Unit
 from dateeval.prompting import dated_messages
 from dateeval.store import Store
-from dateeval.tasks import build_task, parse_name
+from dateeval.tasks import build_task, register_sources, resolve, takes_subjects
 from dateeval.tasks.base import Task
 
 
@@ -113,15 +113,16 @@ def check_asked_on(condition: Condition, results: list[dict]) -> None:
 
 
 def build_tasks(spec: SweepSpec) -> dict[str, Task]:
-    """The sweep's tasks, checked before any model loads. Subjects select within MMLU only; other datasets take the rest."""
+    """The sweep's tasks by stored name, checked before any model loads. Subjects select within MMLU only; other datasets take the rest."""
+    register_sources(spec.sources)
     tasks = {}
-    for name in dict.fromkeys(spec.datasets):
-        subset = spec.subset if parse_name(name).base == "mmlu" else replace(spec.subset, subjects=())
+    for name in dict.fromkeys(resolve(reference, spec.data_dir) for reference in spec.datasets):
+        subset = spec.subset if takes_subjects(name) else replace(spec.subset, subjects=())
         task = build_task(name, spec.data_dir, subset, spec.generation, spec.label_style)
         if not task.choice and any(condition.option_order for condition in spec.conditions):
             raise DateEvalError(f"option orders apply to multiple-choice datasets only, not {name}")
         task.ensure_runnable()
-        tasks[name] = task
+        tasks[task.dataset] = task
     return tasks
 
 

@@ -9,6 +9,7 @@ the Hugging Face Hub is used.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from dateeval.data.arc import load_arc
@@ -17,25 +18,28 @@ from dateeval.data.items import MCItem, Subset
 from dateeval.data.mmlu import load_mmlu
 from dateeval.errors import DateEvalError
 
-Loader = Callable[[tuple[str, ...], Path | None], list[MCItem]]
 
-LOADERS: dict[str, Loader] = {
-    "mmlu": load_mmlu,
-    "arc_challenge": lambda subjects, data_dir: load_arc("ARC-Challenge", data_dir),
-    "arc_easy": lambda subjects, data_dir: load_arc("ARC-Easy", data_dir),
-    "gpqa_main": lambda subjects, data_dir: load_gpqa("main", data_dir),
-    "gpqa_diamond": lambda subjects, data_dir: load_gpqa("diamond", data_dir),
-    "gpqa_extended": lambda subjects, data_dir: load_gpqa("extended", data_dir),
-}
+@dataclass(frozen=True)
+class Source:
+    """Where a multiple-choice benchmark's items come from, and its few-shot pool if it has one (never the test split)."""
 
-# Where few-shot exemplars come from (paper §5.4): MMLU's dev split (5 per subject), ARC's train split.
-EXEMPLAR_LOADERS: dict[str, Callable[[Path | None], list[MCItem]]] = {
-    "mmlu": lambda data_dir: load_mmlu((), data_dir, split="dev"),
-    "arc_challenge": lambda data_dir: load_arc("ARC-Challenge", data_dir, split="train"),
-    "arc_easy": lambda data_dir: load_arc("ARC-Easy", data_dir, split="train"),
-}
+    items: Callable[[tuple[str, ...], Path | None], list[MCItem]]
+    exemplars: Callable[[Path | None], list[MCItem]] | None = None
+    subjects: bool = False  # ``--subjects`` selects within it
 
-__all__ = ["EXEMPLAR_LOADERS", "LOADERS", "MCItem", "Subset", "load_exemplars", "load_items"]
+
+# The one table of multiple-choice benchmarks; exemplars as in paper §5.4: MMLU's dev split (5 per subject), ARC's train split.
+SOURCES: dict[str, Source] = {
+    "mmlu": Source(load_mmlu, lambda data_dir: load_mmlu((), data_dir, split="dev"), subjects=True),
+    "arc_challenge": Source(lambda subjects, data_dir: load_arc("ARC-Challenge", data_dir),
+                            lambda data_dir: load_arc("ARC-Challenge", data_dir, split="train")),
+    "arc_easy": Source(lambda subjects, data_dir: load_arc("ARC-Easy", data_dir), lambda data_dir: load_arc("ARC-Easy", data_dir, split="train")),
+    "gpqa_main": Source(lambda subjects, data_dir: load_gpqa("main", data_dir)),
+    "gpqa_diamond": Source(lambda subjects, data_dir: load_gpqa("diamond", data_dir)),
+    "gpqa_extended": Source(lambda subjects, data_dir: load_gpqa("extended", data_dir)),
+}  # fmt: skip
+
+__all__ = ["SOURCES", "MCItem", "Source", "Subset", "load_exemplars", "load_items"]
 
 
 def _directory(data_dir: str | Path | None) -> Path | None:
@@ -49,12 +53,12 @@ def _directory(data_dir: str | Path | None) -> Path | None:
 
 def load_items(name: str, data_dir: str | Path | None = None, subset: Subset = Subset()) -> list[MCItem]:
     """Load a benchmark's test items and select the subset."""
-    if name not in LOADERS:
-        raise DateEvalError(f"unknown dataset {name!r}: choose one of {', '.join(LOADERS)}")
-    if subset.subjects and name != "mmlu":
-        raise DateEvalError(f"--subjects applies to mmlu only, not {name}")
+    if name not in SOURCES:
+        raise DateEvalError(f"unknown dataset {name!r}: choose one of {', '.join(SOURCES)}")
+    if subset.subjects and not SOURCES[name].subjects:
+        raise DateEvalError(f"--subjects applies to {', '.join(n for n, s in SOURCES.items() if s.subjects)} only, not {name}")
     directory = _directory(data_dir)
-    items = LOADERS[name](subset.subjects, directory)
+    items = SOURCES[name].items(subset.subjects, directory)
     if not items:
         raise DateEvalError(f"{name} has no items in {directory or 'the Hub copy'}")
     return subset.select(items, name)
@@ -62,6 +66,8 @@ def load_items(name: str, data_dir: str | Path | None = None, subset: Subset = S
 
 def load_exemplars(name: str, data_dir: str | Path | None = None) -> list[MCItem]:
     """The pool few-shot exemplars are drawn from (never the test split)."""
-    if name not in EXEMPLAR_LOADERS:
-        raise DateEvalError(f"few-shot prompting needs exemplars; {name} has none here (available for {', '.join(EXEMPLAR_LOADERS)})")
-    return EXEMPLAR_LOADERS[name](_directory(data_dir))
+    exemplars = SOURCES[name].exemplars if name in SOURCES else None
+    if exemplars is None:
+        with_pool = ", ".join(n for n, s in SOURCES.items() if s.exemplars)
+        raise DateEvalError(f"few-shot prompting needs exemplars; {name} has none here (available for {with_pool})")
+    return exemplars(_directory(data_dir))

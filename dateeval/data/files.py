@@ -30,12 +30,11 @@ Item = TypeVar("Item", bound=_HasId)
 def read_text(path: Path, what: str) -> str:
     """The file's UTF-8 text (every benchmark release is UTF-8), decompressed when it ends in ``.gz``."""
     try:
-        if path.suffix == ".gz":
-            with gzip.open(path, "rt", encoding="utf-8") as handle:
-                return handle.read()
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as error:
-        raise DateEvalError(f"{what} file {path} is not UTF-8 text (byte {error.start}): convert it or restore the original") from None
+        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as text mode reads
+    except UnicodeDecodeError as error:  # decoded whole, so the offset and line are the file's own
+        line = error.object[: error.start].count(b"\n") + 1
+        raise DateEvalError(f"{what} file {path} is not UTF-8 text (byte {error.start}) on line {line}: convert it or restore the original") from None
     except (OSError, EOFError, zlib.error) as error:  # gzip: not gzip at all, or cut short
         raise DateEvalError(f"cannot read {what} file {path}: {getattr(error, 'strerror', None) or error}") from None
 
@@ -43,6 +42,19 @@ def read_text(path: Path, what: str) -> str:
 def parse_jsonl(lines: Iterable[str], path: Path, what: str, build: Callable[[dict], T]) -> list[T]:
     """One item per non-empty JSON line, built by ``build``; a line that is not JSON or lacks a field is named by its number."""
     items = []
+    for number, row in jsonl_rows(lines, path, what):
+        try:
+            items.append(build(row))
+        except KeyError as error:
+            raise DateEvalError(f"malformed {what} file {path}, line {number}: no field {error}") from None
+        except (AttributeError, TypeError, ValueError) as error:  # a field of the wrong type, a value out of place
+            raise DateEvalError(f"malformed {what} file {path}, line {number}: {error}") from None
+    return items
+
+
+def jsonl_rows(lines: Iterable[str], path: Path, what: str) -> list[tuple[int, dict]]:
+    """(line number, object) of every non-empty JSON line; a line that is not one JSON object is named by its number."""
+    rows = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -51,16 +63,14 @@ def parse_jsonl(lines: Iterable[str], path: Path, what: str, build: Callable[[di
             if not isinstance(row, dict):
                 raise TypeError(f"expected a JSON object, found {type(row).__name__}")
             _refuse_lone_surrogates(line, row)
-            items.append(build(row))
         except json.JSONDecodeError as error:
             raise DateEvalError(f"malformed {what} file {path}, line {number}: not JSON ({error.msg})") from None
-        except KeyError as error:
-            raise DateEvalError(f"malformed {what} file {path}, line {number}: no field {error}") from None
         except RecursionError:
             raise DateEvalError(f"malformed {what} file {path}, line {number}: JSON nested too deeply") from None
-        except (AttributeError, TypeError, ValueError) as error:  # a field of the wrong type, a value out of place
+        except (TypeError, ValueError) as error:
             raise DateEvalError(f"malformed {what} file {path}, line {number}: {error}") from None
-    return items
+        rows.append((number, row))
+    return rows
 
 
 def _refuse_lone_surrogates(line: str, row: dict) -> None:

@@ -3,22 +3,25 @@
 Names follow one grammar, so every variant is stored and shown under its
 own name: ``<benchmark>[_cot][_<k>shot]``, e.g. ``mmlu`` (next-token MCQA),
 ``mmlu_cot`` (chain-of-thought, §5.3), ``mmlu_5shot`` (Table 4),
-``gsm8k_5shot``, ``humaneval``, ``wmt16_en_de``.
+``gsm8k_5shot``, ``humaneval``, ``wmt16_en_de``. What ``<benchmark>`` may be,
+and what each supports, is read from the registry (:mod:`dateeval.tasks.registry`),
+where every task module registers its benchmarks; a user's own file or spec
+(:mod:`dateeval.tasks.custom`) joins it under its own name when first named.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from dateeval.backends.base import GenerationSettings
-from dateeval.data import EXEMPLAR_LOADERS, LOADERS, Subset, load_exemplars, load_items
+from dateeval.data import Subset
 from dateeval.errors import DateEvalError
 from dateeval.tasks.base import Task
+from dateeval.tasks.registry import GENERATION, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, builtin, dataset_help  # noqa: F401 - dataset_help: the CLI's
 
-GENERATION_BENCHMARKS = ("gsm8k", "humaneval", "wmt16_en_de", "wmt16_en_fi", "wmt16_en_cs")
-BENCHMARKS = (*LOADERS, *GENERATION_BENCHMARKS)
 _NAME = re.compile(r"(?P<base>[a-z0-9_]+?)(?P<cot>_cot)?(?:_(?P<shots>\d+)shot)?")
 
 
@@ -35,19 +38,25 @@ class TaskName:
 
 
 def parse_name(name: str) -> TaskName:
-    """Read ``<benchmark>[_cot][_<k>shot]``; one clear error for anything else."""
+    """Read ``<benchmark>[_cot][_<k>shot]`` against the registry; one clear error for anything else."""
     match = _NAME.fullmatch(name)
-    if not match or match["base"] not in BENCHMARKS:
+    if not match or match["base"] not in REGISTRY:
         raise DateEvalError(
             f"unknown dataset {name!r}: choose one of {', '.join(BENCHMARKS)}, optionally with _cot (multiple-choice ones) "
-            "and/or _<k>shot (e.g. mmlu_cot, mmlu_5shot, gsm8k_5shot)"
+            "and/or _<k>shot (e.g. mmlu_cot, mmlu_5shot, gsm8k_5shot), or give a .jsonl/.csv/.parquet file or a .toml/.yaml spec"
         )
     parsed = TaskName(match["base"], bool(match["cot"]), int(match["shots"] or 0))
-    if parsed.cot and parsed.base not in LOADERS:
-        raise DateEvalError(f"{name}: chain-of-thought (_cot) applies to the multiple-choice datasets ({', '.join(LOADERS)})")
-    if parsed.shots and parsed.base not in (*EXEMPLAR_LOADERS, "gsm8k"):
-        raise DateEvalError(f"{name}: few-shot prompting is available for {', '.join([*EXEMPLAR_LOADERS, 'gsm8k'])}")
+    benchmark = REGISTRY[parsed.base]
+    if parsed.cot and not benchmark.choice:
+        raise DateEvalError(f"{name}: chain-of-thought (_cot) applies to the multiple-choice datasets ({', '.join(MULTIPLE_CHOICE_BENCHMARKS)})")
+    if parsed.shots and not benchmark.few_shot:
+        raise DateEvalError(f"{name}: few-shot prompting is available for {', '.join(builtin(few_shot=True))} and datasets whose spec names exemplars")
     return parsed
+
+
+def benchmark_of(name: str) -> Benchmark:
+    """The registered benchmark a (parsed) dataset name belongs to."""
+    return REGISTRY[parse_name(name).base]
 
 
 def generates(name: str) -> bool:
@@ -56,13 +65,48 @@ def generates(name: str) -> bool:
         parsed = parse_name(name)
     except DateEvalError:
         return False
-    return parsed.cot or parsed.base in GENERATION_BENCHMARKS
+    return parsed.cot or REGISTRY[parsed.base].family == GENERATION
+
+
+def takes_subjects(name: str) -> bool:
+    """Whether ``--subjects`` selects within this dataset (MMLU); the other datasets of a sweep take the rest of the subset."""
+    return benchmark_of(name).subjects
 
 
 def with_shots(name: str, shots: int) -> str:
     """The dataset name with ``shots`` exemplars (the CLI's ``--shots``); names that already say theirs keep it."""
     parsed = parse_name(name)
     return name if parsed.shots or not shots else str(replace(parsed, shots=shots))
+
+
+def resolve(reference: str, data_dir: str | Path | None = None) -> str:
+    """The dataset name a ``--dataset`` value stands for.
+
+    A registered name is itself. A file or spec (``bench.jsonl``,
+    ``specs/bench.toml``) is registered under the name it declares. A name
+    nobody registered is looked for as ``DATA_DIR/<name>.{toml,yaml,jsonl,...}``,
+    so stored results of a custom dataset can be rebuilt (explorer, regrade)
+    from the folder that holds it.
+    """
+    if custom.is_reference(reference):
+        return custom.register_file(Path(reference))
+    match = _NAME.fullmatch(reference)
+    if match and match["base"] not in REGISTRY and data_dir is not None:
+        found = custom.find(Path(data_dir), match["base"])
+        if found is not None:
+            custom.register_file(found)
+    return reference
+
+
+def sources(names: Iterable[str]) -> tuple[str, ...]:
+    """The users' files behind these dataset names: what another process must register to build the same tasks."""
+    return tuple(dict.fromkeys(source for name in names if (source := benchmark_of(name).source) is not None))
+
+
+def register_sources(paths: Iterable[str]) -> None:
+    """Register users' files named by :func:`sources` (in a worker process, before its tasks are built)."""
+    for path in paths:
+        custom.register_file(Path(path))
 
 
 @dataclass(frozen=True)
@@ -83,32 +127,23 @@ def build_task(
     name: str, data_dir: str | Path | None = None, subset: Subset = Subset(), generation: GenerationOptions = GenerationOptions(),
     label_style: str = "auto",
 ) -> Task:  # fmt: skip
-    """Load a dataset's items (and exemplars) and wrap them in the task that evaluates them."""
-    task = _build(parse_name(name), name, data_dir, subset, generation, label_style)
+    """Load a dataset's items (and exemplars) and wrap them in the task that evaluates them; ``name`` may be a file or spec."""
+    directory = Path(data_dir) if data_dir is not None else None
+    if directory is not None and not directory.is_dir():
+        raise DateEvalError(f"data directory {directory} does not exist")
+    name = resolve(name, directory)
+    parsed = parse_name(name)
+    benchmark = REGISTRY[parsed.base]
+    if subset.subjects and not benchmark.subjects:
+        raise DateEvalError(f"--subjects applies to {', '.join(b.name for b in REGISTRY.values() if b.subjects)} only, not {name}")
+    task = benchmark.build(TaskRequest(name, parsed.cot, parsed.shots, directory, subset, generation, label_style))
     task.subset = subset.describe()
     return task
 
 
-def _build(parsed: TaskName, name: str, data_dir: str | Path | None, subset: Subset, generation: GenerationOptions, label_style: str) -> Task:
-    from dateeval.tasks import gsm8k, humaneval, mcqa, translation
+# Each module registers its benchmarks on import; the lists below are read from what they registered.
+from dateeval.tasks import custom, gsm8k, humaneval, mcqa, translation  # noqa: E402, F401
 
-    directory = Path(data_dir) if data_dir is not None else None
-    if directory is not None and not directory.is_dir():
-        raise DateEvalError(f"data directory {directory} does not exist")
-    if parsed.base in LOADERS:
-        items = load_items(parsed.base, directory, subset)
-        pool = load_exemplars(parsed.base, directory) if parsed.shots else ()
-        if parsed.cot:
-            return mcqa.ChainOfThoughtTask(name, items, pool, parsed.shots, generation.apply(mcqa.COT_SETTINGS))
-        return mcqa.MCQATask(name, items, pool, parsed.shots, label_style)
-    if subset.subjects:
-        raise DateEvalError(f"--subjects applies to mmlu only, not {name}")
-    if parsed.base == "gsm8k":
-        items = subset.select(gsm8k.load_items(directory), name)
-        return gsm8k.GSM8KTask(name, items, parsed.shots, generation.apply(gsm8k.SETTINGS))
-    if parsed.base == "humaneval":
-        items = subset.select(humaneval.load_problems(directory), name)
-        return humaneval.HumanEvalTask(name, items, generation.apply(humaneval.SETTINGS))
-    target = parsed.base.rsplit("_", 1)[-1]
-    items = subset.select(translation.load_segments(target, directory), name)
-    return translation.TranslationTask(name, items, target, generation.apply(translation.SETTINGS))
+MULTIPLE_CHOICE_BENCHMARKS = builtin(MULTIPLE_CHOICE)
+GENERATION_BENCHMARKS = builtin(GENERATION)
+BENCHMARKS = (*MULTIPLE_CHOICE_BENCHMARKS, *GENERATION_BENCHMARKS)

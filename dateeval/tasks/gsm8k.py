@@ -13,8 +13,9 @@ from dateeval.conditions import Condition
 from dateeval.data.files import parse_jsonl, read_text, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
-from dateeval.tasks.base import GenerationTask, Prompt, chat, without_confidence
+from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, without_confidence
 from dateeval.tasks.parsing import find_number, gsm8k_reference, parse_number
+from dateeval.tasks.registry import GENERATION, TaskRequest, benchmark
 
 PROMPT_VERSION = "gsm8k-v1"
 SETTINGS = GenerationSettings(max_new_tokens=320, stop=("\nQuestion:",))  # a reply that starts a new exemplar has ended
@@ -128,3 +129,9 @@ class GSM8KTask(GenerationTask):
             number, correct = grade(output, item)
             results.append({"parsed": None if number is None else str(number), "correct": correct})
         return results
+
+
+@benchmark("gsm8k", GENERATION, few_shot=True)
+def _build(request: TaskRequest) -> Task:
+    items = request.subset.select(load_items(request.data_dir), request.name)
+    return GSM8KTask(request.name, items, request.shots, request.generation.apply(SETTINGS))

@@ -20,7 +20,8 @@ from dateeval.data.files import parse_jsonl, read_text, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
 from dateeval.sandbox import Check, Limits, Outcome, ensure_available, run_many
-from dateeval.tasks.base import GenerationTask, Prompt, chat
+from dateeval.tasks.base import GenerationTask, Prompt, Task, chat
+from dateeval.tasks.registry import GENERATION, TaskRequest, benchmark
 
 PROMPT_VERSION = "humaneval-v1"
 SETTINGS = GenerationSettings(max_new_tokens=384)
@@ -134,3 +135,8 @@ class HumanEvalTask(GenerationTask):
         outcomes = grade(items, completions, self.limits)
         return [{"parsed": completion, "correct": outcome.passed, "outcome": outcome.status, "outcome_message": outcome.message[-2000:],
                  "run_seconds": outcome.seconds} for completion, outcome in zip(completions, outcomes)]  # fmt: skip
+
+
+@benchmark("humaneval", GENERATION)
+def _build(request: TaskRequest) -> Task:
+    return HumanEvalTask(request.name, request.subset.select(load_problems(request.data_dir), request.name), request.generation.apply(SETTINGS))

@@ -18,11 +18,13 @@ import numpy as np
 
 from dateeval.backends.base import LABEL_LOGPROBS, Backend, GenerationSettings, Label, LabelRequest, PromptInput
 from dateeval.conditions import Condition
+from dateeval.data import SOURCES, Source, load_exemplars, load_items
 from dateeval.data.items import LABELS, MCItem
 from dateeval.errors import DateEvalError
 from dateeval.tasks import fewshot
 from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, prompt_lengths, settings_key, without_confidence
 from dateeval.tasks.parsing import find_choice, parse_choice
+from dateeval.tasks.registry import MULTIPLE_CHOICE, Benchmark, TaskRequest, register
 
 PROMPT_VERSION = "mcqa-v1"
 INSTRUCTION = "The following is a multiple-choice question{about}. Reply with the letter of the correct answer."
@@ -291,3 +293,25 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
             pred = None if shown is None else prompt.shown_from[shown]
             results.append({"pred": pred, "parsed": None if pred is None else LABELS[pred], "correct": pred == item.answer})
         return results
+
+
+def choice_task(request: TaskRequest, items: list[MCItem], pool: Sequence[MCItem],
+                scored: type[MCQATask] = MCQATask, reasoned: type[ChainOfThoughtTask] = ChainOfThoughtTask) -> Task:  # fmt: skip
+    """The next-token or chain-of-thought task over multiple-choice items, as the name's variant (``_cot``) says."""
+    if request.cot:
+        return reasoned(request.name, items, pool, request.shots, request.generation.apply(COT_SETTINGS))
+    return scored(request.name, items, pool, request.shots, request.label_style)
+
+
+def _register(name: str, source: Source) -> None:
+    """Register one built-in multiple-choice benchmark of the data table."""
+
+    def build(request: TaskRequest) -> Task:
+        pool = load_exemplars(name, request.data_dir) if request.shots else ()
+        return choice_task(request, load_items(name, request.data_dir, request.subset), pool)
+
+    register(Benchmark(name, MULTIPLE_CHOICE, build, few_shot=source.exemplars is not None, subjects=source.subjects))
+
+
+for _name, _source in SOURCES.items():
+    _register(_name, _source)

@@ -22,7 +22,8 @@ from dateeval.backends.base import GenerationSettings
 from dateeval.conditions import Condition
 from dateeval.data.files import read_text
 from dateeval.errors import DateEvalError
-from dateeval.tasks.base import GenerationTask, Prompt, chat
+from dateeval.tasks.base import GenerationTask, Prompt, Task, chat
+from dateeval.tasks.registry import GENERATION, Benchmark, TaskRequest, register
 
 PROMPT_VERSION = "wmt16-v1"
 SETTINGS = GenerationSettings(max_new_tokens=192)
@@ -174,3 +175,12 @@ class TranslationTask(GenerationTask):
         stats = segment_stats(hypotheses, [item.reference for item in items])
         return [{"parsed": text, "correct": None, "score": sentence_chrf(text, item.reference), "bleu_stats": bleu, "chrf_stats": chrf}
                 for text, item, bleu, chrf in zip(hypotheses, items, stats["bleu"], stats["chrf"])]  # fmt: skip
+
+
+def _build(target: str, request: TaskRequest) -> Task:
+    items = request.subset.select(load_segments(target, request.data_dir), request.name)
+    return TranslationTask(request.name, items, target, request.generation.apply(SETTINGS))
+
+
+for _target in LANGUAGES:
+    register(Benchmark(f"wmt16_en_{_target}", GENERATION, functools.partial(_build, _target)))

@@ -1,0 +1,433 @@
+"""Your own benchmark, no code: a data file, or a small spec (TOML or YAML) describing one.
+
+``--dataset bench.jsonl`` runs a multiple-choice file with the fields
+``question``, ``choices`` (a list, or columns A, B, C...) and ``answer`` (an
+index or a letter). A spec says more: the task kind (next-token MCQA, chain of
+thought, open generation), the field mapping, how a generated answer is
+extracted and graded, few-shot exemplars and a system prompt::
+
+    kind = "generation"           # mcqa (default) | cot | generation
+    data = "capitals.jsonl"       # relative to the spec; or "hf:org/name" with split/config
+    system_prompt = "You are a geography teacher."
+    [fields]
+    question = "prompt"
+    answer = "target"
+    [grading]
+    method = "regex"              # exact | regex | numeric | gsm8k
+    [fewshot]
+    data = "capitals_dev.jsonl"
+    shots = 2
+
+The dataset is stored under the spec's (or file's) stem, with the usual
+``_cot`` / ``_<k>shot`` suffixes, and its content (items, mapping, grading,
+prompts) is hashed into ``task_key``: an edited file makes a new entry
+instead of mixing with old results. Every mistake in a spec ends in one line
+naming the spec and the key; mistakes in the data are named by
+:mod:`dateeval.data.custom`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import tomllib
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from decimal import Decimal
+from pathlib import Path
+
+from dateeval.backends.base import GenerationSettings
+from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, Condition
+from dateeval.data.custom import ANSWER_FORMATS, DATA_SUFFIXES, Fields, Table, TextItem, is_data_file, load, mc_item, text_item
+from dateeval.data.files import read_text
+from dateeval.data.items import MCItem
+from dateeval.errors import DateEvalError
+from dateeval.tasks import fewshot
+from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, settings_key
+from dateeval.tasks.mcqa import ChainOfThoughtTask, MCQATask, choice_task
+from dateeval.tasks.parsing import gsm8k_reference, normalize_number, parse_number
+from dateeval.tasks.registry import GENERATION, MULTIPLE_CHOICE, Benchmark, TaskRequest, register
+
+SPEC_SUFFIXES = (".toml", ".yaml", ".yml")
+KINDS = ("mcqa", "cot", "generation")
+OPEN_PROMPT_VERSION = "custom-generation-v1"
+OPEN_SETTINGS = GenerationSettings(max_new_tokens=256)
+_ANSWER_LINE = re.compile(r"answer\s*[:=]\s*(.*)", re.IGNORECASE)
+_EDGES = " \t\n\"'`*_.,;:!?()[]"  # decoration around an answer that exact match ignores
+
+
+# ---------------------------------------------------------------- grading
+
+
+@dataclass(frozen=True)
+class Grading:
+    """How a generated reply is graded: ``extract`` (a regex; group 1, else the match) picks the answer out of the reply,
+    ``method`` compares it with the reference; ``pattern`` is the regex method's test, ``{answer}`` the escaped reference."""
+
+    method: str = "exact"
+    extract: str | None = None
+    pattern: str = r"(?i)(?<!\w){answer}(?!\w)"
+    tolerance: float = 0.0
+
+
+@dataclass(frozen=True)
+class Grader:
+    """One grading method: how a reference is checked when the data loads, whether a reply's answer is numeric, and the comparison."""
+
+    reference: Callable[[str], str]
+    numeric: bool
+    correct: Callable[[str, str, Grading], bool]
+
+
+def _number_reference(text: str) -> str:
+    value = normalize_number(text)
+    if value is None:
+        raise ValueError(f"{text!r} is not a number (grading method numeric)")
+    return str(value)
+
+
+def _gsm8k_reference(text: str) -> str:
+    """A GSM8K-style answer ("... #### 42") or a plain number."""
+    return str(gsm8k_reference(text)) if "####" in text else _number_reference(text)
+
+
+def _exact(answer: str, reference: str, grading: Grading) -> bool:
+    def normal(text: str) -> str:
+        return " ".join(text.strip(_EDGES).casefold().split())
+
+    return normal(answer) == normal(reference)
+
+
+def _regex(answer: str, reference: str, grading: Grading) -> bool:
+    return re.search(grading.pattern.replace("{answer}", re.escape(reference)), answer) is not None
+
+
+def _within(answer: str, reference: str, grading: Grading) -> bool:
+    return abs(Decimal(answer) - Decimal(reference)) <= Decimal(str(grading.tolerance))
+
+
+GRADERS: dict[str, Grader] = {
+    "exact": Grader(str, False, _exact),  # the answer equals the reference (case, spacing, surrounding punctuation ignored)
+    "regex": Grader(str, False, _regex),  # ``pattern`` (with the reference in it) is found in the answer
+    "numeric": Grader(_number_reference, True, _within),  # the final number is within ``tolerance`` of the reference
+    "gsm8k": Grader(_gsm8k_reference, True, _within),  # GSM8K's grader: final number, references as "... #### 42"
+}
+
+
+def extract_answer(output: str, grading: Grading) -> str | None:
+    """The answer a reply gives (None: unparseable, graded wrong).
+
+    With ``extract``, its last match; otherwise numeric methods take the final
+    number as GSM8K does (after the last "Answer:", else the last number) and
+    text methods the rest of the last "Answer:" line, else the whole reply.
+    """
+    numeric = GRADERS[grading.method].numeric
+    if grading.extract:
+        matches = list(re.finditer(grading.extract, output))
+        if not matches:
+            return None
+        text = matches[-1].group(1) if matches[-1].re.groups else matches[-1].group(0)
+        number = normalize_number(text) if numeric else None
+        return (None if number is None else str(number)) if numeric else text.strip() or None
+    if numeric:
+        number = parse_number(output)
+        return None if number is None else str(number)
+    lines = list(_ANSWER_LINE.finditer(output))
+    return (lines[-1].group(1) if lines else output).strip() or None
+
+
+# ---------------------------------------------------------------- the spec
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A custom dataset: where its rows are, how fields map, what kind of task, how it is graded and prompted."""
+
+    name: str
+    source: Path
+    table: Table
+    kind: str = "mcqa"
+    fields: Fields = field(default_factory=Fields)
+    grading: Grading = field(default_factory=Grading)
+    exemplars: Table | None = None
+    shots: int = 0
+    system_prompt: str | None = None
+    instruction: str | None = None
+    max_new_tokens: int | None = None
+
+    @property
+    def dataset(self) -> str:
+        """The name results are stored under: the stem, plus the variant its kind and shots make."""
+        return self.name + ("_cot" if self.kind == "cot" else "") + (f"_{self.shots}shot" if self.shots else "")
+
+    def settings(self) -> dict:
+        """Everything that changes results except the rows themselves (and where the files are, which does not)."""
+        return {"kind": self.kind, "fields": asdict(self.fields), "grading": asdict(self.grading) if self.kind == GENERATION else None,
+                "system_prompt": self.system_prompt, "instruction": self.instruction, "max_new_tokens": self.max_new_tokens}  # fmt: skip
+
+    def load(self, table: Table, prefix: str) -> list[MCItem] | list[TextItem]:
+        if self.kind == GENERATION:
+            return load(table, self.fields, lambda fields: text_item(fields, prefix, GRADERS[self.grading.method].reference))
+        return load(table, self.fields, lambda fields: mc_item(fields, prefix))
+
+
+def _stem_name(path: Path) -> str:
+    """A file's stem as a dataset name: lower case, ``_`` for anything else."""
+    suffix = next((s for s in (*SPEC_SUFFIXES, *DATA_SUFFIXES) if path.name.endswith(s)), path.suffix)
+    return re.sub(r"[^a-z0-9]+", "_", path.name.removesuffix(suffix).lower()).strip("_")
+
+
+def dataset_name(path: Path) -> str:
+    """The name a file's dataset is stored under; a stem that makes no name, or reads as a variant suffix, is refused."""
+    name = _stem_name(path)
+    if not name or re.search(r"_cot$|_\d+shot$", name):
+        problem = "gives no name" if not name else "ends like a variant (_cot, _<k>shot)"
+        raise DateEvalError(f"{path}: a dataset is named after its file, and its name {problem}: rename the file")
+    return name
+
+
+class _Keys:
+    """Reads one table of a spec, naming the spec and the dotted key in every complaint."""
+
+    def __init__(self, path: Path, values: dict, prefix: str = "") -> None:
+        self.path, self.values, self.prefix = path, values, prefix
+
+    def error(self, key: str, problem: str) -> DateEvalError:
+        return DateEvalError(f"spec {self.path}, key {self.prefix + key!r}: {problem}")
+
+    def only(self, known: Sequence[str]) -> None:
+        for key in self.values:
+            if key not in known:
+                raise self.error(str(key), f"unknown (known here: {', '.join(known)})")
+
+    def get(self, key: str, kind: type | tuple[type, ...], default: object = None) -> object:
+        value = self.values.get(key, default)
+        if key in self.values and (isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind)):
+            names = {str: "text", int: "a whole number", float: "a number", list: "a list", dict: "a table", bool: "true/false"}
+            wanted = " or ".join(names[k] for k in (kind if isinstance(kind, tuple) else (kind,)))
+            raise self.error(key, f"expected {wanted}, found {type(value).__name__} {value!r}")
+        return value
+
+    def one_of(self, key: str, choices: Sequence[str], default: str) -> str:
+        value = self.get(key, str, default)
+        if value not in choices:
+            raise self.error(key, f"{value!r} is not one of {', '.join(choices)}")
+        return value
+
+    def table(self, key: str) -> _Keys:
+        return _Keys(self.path, self.get(key, dict, {}), f"{self.prefix}{key}.")
+
+
+def _parse(path: Path) -> dict:
+    """The spec file's top-level table (TOML, or YAML through PyYAML, which datasets and transformers already require)."""
+    text = read_text(path, "spec")
+    if path.suffix == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as error:
+            raise DateEvalError(f"spec {path} is not valid TOML: {error}") from None
+    import yaml
+
+    try:
+        values = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        raise DateEvalError(f"spec {path} is not valid YAML" + (f" (line {mark.line + 1})" if mark else "") +
+                            f": {getattr(error, 'problem', None) or error}") from None  # fmt: skip
+    if not isinstance(values, dict):
+        raise DateEvalError(f"spec {path}: expected a mapping of keys (kind, data, fields...), found {type(values).__name__}")
+    return values
+
+
+def _regex_key(keys: _Keys, key: str, default: str | None, probe: str = "") -> str | None:
+    value = keys.get(key, str, default)
+    if value is not None:
+        try:
+            re.compile(value.replace("{answer}", probe))
+        except re.error as error:
+            raise keys.error(key, f"not a regular expression ({error})") from None
+    return value
+
+
+def _table(keys: _Keys, location: str, spec_dir: Path) -> Table:
+    """A data location of the spec: a file relative to the spec, or ``hf:org/name`` with ``split`` and ``config``."""
+    if location.startswith("hf:"):
+        return Table(location, keys.get("config", str), keys.get("split", str, "test"))
+    if "split" in keys.values or "config" in keys.values:
+        raise keys.error("split" if "split" in keys.values else "config", "applies to Hub datasets (data = \"hf:org/name\") only")
+    path = spec_dir / location
+    if not is_data_file(path):
+        raise keys.error("data", f"{location!r} is not a {', '.join(DATA_SUFFIXES)} file nor hf:org/name")
+    if not path.is_file():
+        raise keys.error("data", f"no file {path}")
+    return Table(str(path))
+
+
+def _fields(keys: _Keys) -> Fields:
+    keys.only(("question", "choices", "answer", "answer_format", "id", "subject"))
+    choices = keys.get("choices", (str, list))
+    if isinstance(choices, list):
+        if len(choices) < 2 or not all(isinstance(column, str) for column in choices):
+            raise keys.error("choices", "a list of option columns needs at least two column names")
+        choices = tuple(choices)
+    return Fields(keys.get("question", str, "question"), choices, keys.get("answer", str, "answer"),
+                  keys.one_of("answer_format", ANSWER_FORMATS, "auto"), keys.get("id", str), keys.get("subject", str))  # fmt: skip
+
+
+def _grading(keys: _Keys) -> Grading:
+    keys.only(("method", "extract", "pattern", "tolerance"))
+    tolerance = keys.get("tolerance", (int, float), 0.0)
+    if tolerance < 0:
+        raise keys.error("tolerance", f"must be 0 or more, not {tolerance}")
+    return Grading(keys.one_of("method", tuple(GRADERS), "exact"), _regex_key(keys, "extract", None),
+                   _regex_key(keys, "pattern", Grading.pattern, "x"), float(tolerance))  # fmt: skip
+
+
+def read_spec(path: Path) -> Spec:
+    """A spec file, every key checked before any data is read."""
+    keys = _Keys(path, _parse(path))
+    keys.only(("kind", "data", "split", "config", "system_prompt", "instruction", "max_new_tokens", "fields", "grading", "fewshot"))
+    kind = keys.one_of("kind", KINDS, "mcqa")
+    for key in ("grading", "instruction", "max_new_tokens"):
+        if key in keys.values and kind != GENERATION:
+            raise keys.error(key, f'applies to kind = "generation" only, and this spec has kind = "{kind}"')
+    location = keys.get("data", str)
+    if location is None:
+        raise keys.error("data", "missing: the JSONL, CSV or Parquet file (relative to the spec), or hf:org/name")
+    table = _table(keys, location, path.parent)
+    max_new_tokens = keys.get("max_new_tokens", int)
+    if max_new_tokens is not None and max_new_tokens < 1:
+        raise keys.error("max_new_tokens", f"must be 1 or more, not {max_new_tokens}")
+    exemplars, shots = _fewshot(keys.table("fewshot"), table, path.parent)
+    return Spec(dataset_name(path), path, table, kind, _fields(keys.table("fields")), _grading(keys.table("grading")), exemplars, shots,
+                keys.get("system_prompt", str), keys.get("instruction", str), max_new_tokens)  # fmt: skip
+
+
+def _fewshot(keys: _Keys, table: Table, spec_dir: Path) -> tuple[Table | None, int]:
+    """The exemplar pool (a file, or another split of the same Hub dataset) and the default number of shots."""
+    keys.only(("shots", "data", "split"))
+    shots = keys.get("shots", int, 0)
+    if shots < 0:
+        raise keys.error("shots", f"must be 0 or more, not {shots}")
+    if "data" in keys.values:
+        return _table(keys, keys.get("data", str), spec_dir), shots
+    if "split" in keys.values:
+        if not table.hub:
+            raise keys.error("split", 'another split of the same dataset needs a Hub dataset (data = "hf:org/name"); give a file as fewshot.data')
+        return replace(table, split=keys.get("split", str)), shots
+    if shots:
+        raise keys.error("shots", "needs exemplars: fewshot.data (a file) or fewshot.split (a Hub split)")
+    return None, 0
+
+
+# ---------------------------------------------------------------- tasks
+
+
+class _Own:
+    """What a user's dataset adds to a task: its content in the task key, and its own system prompt.
+
+    The spec's system prompt replaces the sweep's default wording; a
+    ``--system-prompts`` factor sweep still varies it, as for any dataset.
+    """
+
+    content_key = ""
+    system_prompt: str | None = None
+
+    def key(self) -> str:
+        return settings_key(super().key(), self.content_key)
+
+    def prompt(self, item: object, condition: Condition) -> Prompt:
+        if self.system_prompt is not None and condition.system_prompt == DEFAULT_SYSTEM_PROMPT:
+            condition = replace(condition, system_prompt=self.system_prompt)
+        return super().prompt(item, condition)
+
+
+class OpenAnswerTask(GenerationTask):
+    """Open generation graded by a spec's method: the reply's answer is extracted, then compared with the item's reference."""
+
+    kind = "generation"
+    prompt_version = OPEN_PROMPT_VERSION
+
+    def __init__(self, dataset: str, items: list[TextItem], pool: Sequence[TextItem], shots: int, settings: GenerationSettings,
+                 grading: Grading, instruction: str | None = None) -> None:  # fmt: skip
+        self.dataset, self.items, self.shots, self.settings, self.grading, self.instruction = dataset, items, shots, settings, grading, instruction
+        self.exemplars = {item.id: fewshot.choose(item.id, item.subject, pool, shots) for item in items} if shots else {}
+
+    def prompt(self, item: TextItem, condition: Condition) -> Prompt:
+        """The instruction (if any), solved exemplars as "question / Answer: reference", then the question."""
+        solved = "".join(f"{e.question}\nAnswer: {e.reference}\n\n" for e in self.exemplars.get(item.id, []))
+        return chat(condition, (f"{self.instruction}\n\n" if self.instruction else "") + solved + item.question)
+
+    def item_record(self, item: TextItem) -> dict:
+        return {"subject": item.subject, "reference": item.reference}
+
+    def describe(self, item: TextItem) -> str:
+        return f"**{item.question}**\n\nReference answer: **{item.reference}**"
+
+    def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
+        correct = GRADERS[self.grading.method].correct
+        answers = [extract_answer(output, self.grading) for output in outputs]
+        return [{"parsed": answer, "correct": answer is not None and correct(answer, item.reference, self.grading)}
+                for answer, item in zip(answers, items)]  # fmt: skip
+
+
+class OwnMCQATask(_Own, MCQATask):
+    """A user's multiple-choice dataset, scored from the next token."""
+
+
+class OwnChainOfThoughtTask(_Own, ChainOfThoughtTask):
+    """A user's multiple-choice dataset, answered with reasoning."""
+
+
+class OwnOpenAnswerTask(_Own, OpenAnswerTask):
+    """A user's open-generation dataset."""
+
+
+def content_key(spec: Spec, items: Sequence[object], pool: Sequence[object]) -> str:
+    """A hash of what the dataset is (rows, exemplars, settings): stored in ``task_key``, so an edited file is a new entry."""
+    payload = json.dumps([spec.settings(), [asdict(item) for item in items], [asdict(item) for item in pool]], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _build(spec: Spec, request: TaskRequest) -> Task:
+    items = spec.load(spec.table, spec.name)
+    pool = spec.load(spec.exemplars, f"{spec.name}/fewshot") if request.shots else ()
+    selected = request.subset.select(items, request.name)
+    if spec.kind == GENERATION:
+        settings = request.generation.apply(replace(OPEN_SETTINGS, max_new_tokens=spec.max_new_tokens or OPEN_SETTINGS.max_new_tokens))
+        task = OwnOpenAnswerTask(request.name, selected, pool, request.shots, settings, spec.grading, spec.instruction)
+    else:
+        task = choice_task(request, selected, pool, OwnMCQATask, OwnChainOfThoughtTask)
+    task.content_key, task.system_prompt = content_key(spec, items, pool), spec.system_prompt
+    return task
+
+
+def is_reference(reference: str) -> bool:
+    """Whether a ``--dataset`` value names a file (a spec or data) rather than a registered name."""
+    return "/" in reference or reference.endswith((*SPEC_SUFFIXES, *DATA_SUFFIXES))
+
+
+def register_file(path: Path) -> str:
+    """Register a spec or a data file under its stem; returns the dataset name its results are stored under."""
+    if path.name.endswith(SPEC_SUFFIXES):
+        if not path.is_file():
+            raise DateEvalError(f"spec {path} does not exist")
+        spec = read_spec(path)
+    elif is_data_file(path):
+        spec = Spec(dataset_name(path), path, Table(str(path)))
+    else:
+        raise DateEvalError(f"{path}: a dataset file ends in {', '.join(DATA_SUFFIXES)}, a spec in {', '.join(SPEC_SUFFIXES)}")
+    family = GENERATION if spec.kind == GENERATION else MULTIPLE_CHOICE
+    register(Benchmark(spec.name, family, functools.partial(_build, spec), few_shot=spec.exemplars is not None, source=str(path.resolve())))
+    return spec.dataset
+
+
+def find(folder: Path, name: str) -> Path | None:
+    """The spec (preferred) or data file in ``folder`` whose stem makes ``name``."""
+    for suffix in (*SPEC_SUFFIXES, *DATA_SUFFIXES):
+        found = [path for path in sorted(folder.glob(f"*{suffix}")) if _stem_name(path) == name]
+        if found:
+            return found[0]
+    return None

@@ -1,0 +1,97 @@
+"""The benchmarks a dataset name can mean: each task module registers its own, nothing dispatches on names.
+
+A :class:`Benchmark` says what a name supports (chain of thought, few-shot,
+MMLU-style subjects) and how to build its task. The name grammar, the CLI's
+``--dataset`` help and the explorer's dataset lists are all read from
+:data:`REGISTRY`, so a new benchmark is one ``register`` call in its own module.
+A user's own dataset (a file or a spec, :mod:`dateeval.tasks.custom`) registers
+itself the same way when it is first named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from dateeval.data.items import Subset
+from dateeval.errors import DateEvalError
+
+if TYPE_CHECKING:
+    from dateeval.tasks import GenerationOptions
+    from dateeval.tasks.base import Task
+
+MULTIPLE_CHOICE = "multiple-choice"
+GENERATION = "generation"
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    """Everything a benchmark needs to build one task: the stored name, its variant, where the data is, which items."""
+
+    name: str
+    cot: bool
+    shots: int
+    data_dir: Path | None
+    subset: Subset
+    generation: GenerationOptions
+    label_style: str
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """One registered benchmark. ``family`` decides whether ``_cot`` applies; ``few_shot`` whether ``_<k>shot`` does."""
+
+    name: str
+    family: str
+    build: Callable[[TaskRequest], Task]
+    few_shot: bool = False
+    subjects: bool = False  # --subjects selects within it (MMLU)
+    source: str | None = None  # the user's file or spec, for a custom dataset
+
+    @property
+    def choice(self) -> bool:
+        return self.family == MULTIPLE_CHOICE
+
+
+REGISTRY: dict[str, Benchmark] = {}
+
+
+def register(benchmark: Benchmark) -> Benchmark:
+    """Add a benchmark; a second, different one under a taken name is refused (results are stored by name)."""
+    known = REGISTRY.get(benchmark.name)
+    if known is not None and known.source != benchmark.source:
+        where = f"{known.source}" if known.source else "a built-in benchmark"
+        raise DateEvalError(f"dataset name {benchmark.name!r} of {benchmark.source} is already taken by {where}: "
+                            "give the dataset another name (the `name` key of its spec, or rename the file)")  # fmt: skip
+    REGISTRY[benchmark.name] = benchmark
+    return benchmark
+
+
+def benchmark(name: str, family: str, *, few_shot: bool = False) -> Callable[[Callable[[TaskRequest], Task]], Callable[[TaskRequest], Task]]:
+    """Decorator form of :func:`register` for a module's build function."""
+
+    def decorate(build: Callable[[TaskRequest], Task]) -> Callable[[TaskRequest], Task]:
+        register(Benchmark(name, family, build, few_shot=few_shot))
+        return build
+
+    return decorate
+
+
+def builtin(family: str | None = None, few_shot: bool | None = None) -> tuple[str, ...]:
+    """Names of the built-in benchmarks, in registration order, optionally of one family or with exemplars."""
+    return tuple(
+        b.name for b in REGISTRY.values()
+        if b.source is None and family in (None, b.family) and few_shot in (None, b.few_shot)
+    )  # fmt: skip
+
+
+def dataset_help() -> str:
+    """The ``--dataset`` help, from what is registered."""
+    return (
+        f"repeatable: next-token MCQA {', '.join(builtin(MULTIPLE_CHOICE))} (add _cot for chain of thought); "
+        f"generation {', '.join(builtin(GENERATION))}; _<k>shot for few-shot ({', '.join(builtin(few_shot=True))}); "
+        "or your own benchmark: a .jsonl/.csv/.parquet file with question, choices and answer, or a .toml/.yaml spec "
+        "(README: Use your own benchmark)"
+    )

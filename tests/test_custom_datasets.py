@@ -1,0 +1,301 @@
+"""A user's own benchmark: files and specs, the registry they join, every mistake in one line, and a real sweep."""
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import ROOT, run_cli
+from dateeval import cli
+from dateeval.data import Subset
+from dateeval.errors import DateEvalError
+from dateeval.store import Store
+from dateeval.tasks import BENCHMARKS, GENERATION_BENCHMARKS, build_task, generates, parse_name, resolve, with_shots
+from dateeval.tasks.custom import Grading, extract_answer, register_file
+from dateeval.tasks.registry import REGISTRY
+
+EXAMPLES = ROOT / "docs" / "examples"
+ROWS = [
+    {"question": "2 + 2 = ?", "choices": ["3", "4", "5", "6"], "answer": 1},
+    {"question": "Capital of Italy?", "choices": ["Rome", "Milan", "Turin"], "answer": "A"},
+]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_registry():
+    """Each test registers its own files: names taken by one test's files are free again for the next."""
+    before = dict(REGISTRY)
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(before)
+
+
+def _jsonl(path: Path, rows: list) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def _build(path: Path, **subset):
+    return build_task(resolve(str(path)), None, Subset(**subset))
+
+
+def _error(path_or_name: str | Path, data_dir: Path | None = None) -> str:
+    with pytest.raises(DateEvalError) as caught:
+        build_task(resolve(str(path_or_name), data_dir), data_dir)
+    return str(caught.value)
+
+
+# ------------------------------------------------------------------ registry
+
+
+def test_builtin_names_help_and_grammar_come_from_the_registry(capsys):
+    assert BENCHMARKS == ("mmlu", "arc_challenge", "arc_easy", "gpqa_main", "gpqa_diamond", "gpqa_extended",
+                          "gsm8k", "humaneval", "wmt16_en_de", "wmt16_en_fi", "wmt16_en_cs")  # fmt: skip
+    assert GENERATION_BENCHMARKS == tuple(name for name in BENCHMARKS if REGISTRY[name].family == "generation")
+    assert generates("gsm8k") and generates("mmlu_cot") and not generates("mmlu") and not generates("no_such")
+    with pytest.raises(SystemExit):
+        cli._parser().parse_args(["run", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())  # argparse wraps the help: compare with spacing undone
+    for name in BENCHMARKS:
+        assert name in shown
+    assert ".toml/.yaml spec" in shown and "few-shot (mmlu, arc_challenge, arc_easy, gsm8k)" in shown
+
+
+# ------------------------------------------------------------------ the common case: no spec
+
+
+def test_jsonl_with_choices_list_and_index_or_letter_answers(tmp_path):
+    task = _build(_jsonl(tmp_path / "quiz.jsonl", ROWS))
+    assert task.dataset == "quiz" and type(task).__name__ == "OwnMCQATask"
+    assert [(item.options, item.answer) for item in task.items] == [(("3", "4", "5", "6"), 1), (("Rome", "Milan", "Turin"), 0)]
+    assert all(item.id.startswith("quiz/") for item in task.items)  # no id field: ids from the content, stable across runs
+
+
+def test_csv_with_option_columns_and_a_list_cell(tmp_path):
+    path = tmp_path / "Sky Quiz.csv"
+    path.write_text("\ufeffquestion,A,B,C,D,answer\nWhich is a star?,Sun,Moon,Mars,,A\nWhich is a planet?,Sun,Moon,Mars,Vega,2\n", encoding="utf-8")
+    task = _build(path)
+    assert task.dataset == "sky_quiz"
+    assert task.items[0].options == ("Sun", "Moon", "Mars") and task.items[1].answer == 2
+    listed = tmp_path / "listed.csv"
+    with listed.open("w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([["id", "question", "choices", "answer"], ["q1", "Pick two", '["one", "two"]', "b"]])
+    assert _build(listed).items[0].answer == 1  # a JSON list in a cell; a lower-case letter
+
+
+def test_parquet_and_answer_as_option_text(tmp_path):
+    path = tmp_path / "texts.parquet"
+    pq.write_table(pa.table({"question": ["Largest?", "Smallest?"], "choices": [["ant", "whale"], ["ant", "whale"]], "answer": ["whale", "ant"]}), path)
+    assert [item.answer for item in _build(path).items] == [1, 0]
+
+
+def test_the_example_spec_maps_fields_and_prompts_with_its_system_prompt_and_exemplars():
+    import datetime as dt
+
+    from dateeval.conditions import Condition
+
+    name = resolve(str(EXAMPLES / "geography.toml"))
+    assert name == "geography" and with_shots(name, 2) == "geography_2shot"
+    task = build_task("geography_2shot", EXAMPLES)  # found by name in the data folder, as the explorer and regrade do
+    item = task.items[0]
+    assert (item.id, item.answer, item.subject) == ("geo-1", 1, "rivers")
+    messages = task.prompt(item, Condition(date=dt.date(2024, 1, 1))).messages
+    assert messages[0]["content"] == "You are a geography teacher."
+    assert "Which river flows through Cairo?" in messages[1]["content"]  # same-topic exemplars from the dev file
+    paper = task.prompt(item, Condition(date=dt.date(2024, 1, 1), system_prompt="You are an expert multiple-choice question answerer."))
+    assert paper.messages[0]["content"] == "You are an expert multiple-choice question answerer."  # a wording factor still varies it
+
+
+def test_yaml_spec_with_option_columns_cot_and_stored_names(tmp_path):
+    _jsonl(tmp_path / "rows.jsonl", [{"n": "7", "q": "Odd one?", "w": "2", "x": "4", "y": "7", "key": "y"}])
+    spec = tmp_path / "odd.yaml"
+    spec.write_text("kind: cot\ndata: rows.jsonl\nfields:\n  question: q\n  choices: [w, x, y]\n  answer: key\n  answer_format: text\n  id: n\n")
+    with pytest.raises(DateEvalError, match="'y' is not the text of one of its options"):
+        build_task(resolve(str(spec)))
+    spec.write_text(spec.read_text().replace("key: y", "").replace("answer: key", "answer: y"))
+    name = resolve(str(spec))
+    task = build_task(name)
+    assert name == "odd_cot" and parse_name(name).cot and type(task).__name__ == "OwnChainOfThoughtTask"
+    assert task.items[0].options == ("2", "4", "7") and task.items[0].answer == 2
+
+
+def test_task_key_follows_the_content_not_the_path(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = _jsonl(tmp_path / "a" / "same.jsonl", ROWS)
+    second = Path(shutil.copy(first, tmp_path / "b" / "same.jsonl"))
+    key = _build(first).content_key
+    REGISTRY.pop("same")  # another process: the second copy registers under the same name
+    assert _build(second).content_key == key
+    _jsonl(second, [*ROWS[:1], {**ROWS[1], "answer": "B"}])
+    assert _build(second).content_key != key  # an edited file is a new entry, not mixed with the old results
+
+
+# ------------------------------------------------------------------ graders
+
+
+@pytest.mark.parametrize(
+    ("grading", "output", "reference", "parsed", "correct"),
+    [
+        (Grading("exact"), "Thinking...\nAnswer: **Paris.**", "paris", "**Paris.**", True),
+        (Grading("exact"), "The capital is Paris.", "Paris", "The capital is Paris.", False),
+        (Grading("regex"), "The capital is Paris.", "Paris", "The capital is Paris.", True),
+        (Grading("regex"), "Parisian food", "Paris", "Parisian food", False),
+        (Grading("numeric", tolerance=0.01), "so about 3.141 in all", "3.14", "3.141", True),
+        (Grading("numeric"), "Answer: 1,200 dollars", "1200", "1200", True),
+        (Grading("gsm8k"), "no number here", "42", None, False),
+        (Grading("exact", extract=r"<ans>(.*?)</ans>"), "<ans>no</ans> then <ans> Yes </ans>", "yes", "Yes", True),
+    ],
+)
+def test_graders(grading, output, reference, parsed, correct):
+    from dateeval.tasks.custom import GRADERS
+
+    grader = GRADERS[grading.method]
+    answer = extract_answer(output, grading)
+    assert answer == parsed
+    assert (answer is not None and grader.correct(answer, grader.reference(reference), grading)) is correct
+
+
+# ------------------------------------------------------------------ every mistake: one line naming file, row and field
+
+BAD_ROWS = [
+    ([ROWS[0], {"question": "No answer", "choices": ["a", "b"]}], "line 2, field 'answer': missing"),
+    ([{**ROWS[0], "answer": 4}], "line 1, field 'answer': 4 is out of range: the row has 4 options (index 0-3 or letter A-D)"),
+    ([{**ROWS[1], "answer": "D"}], "line 1, field 'answer': 'D' is out of range: the row has 3 options"),
+    ([{**ROWS[0], "answer": 1.5}], "line 1, field 'answer': 1.5 is not a whole number"),
+    ([{**ROWS[0], "id": "x"}, {**ROWS[1], "id": "x"}], "line 2, field 'id': duplicate id 'x' (first on line 1)"),
+    ([ROWS[0], ROWS[1], ROWS[0]], "line 3, field 'question': the same question as on line 1"),
+    ([{**ROWS[0], "question": ["a", "list"]}], "line 1, field 'question': expected text, found a list"),
+    ([{**ROWS[0], "choices": "3, 4, 5"}], "line 1, field 'choices': expected a list of options, found str"),
+    ([{**ROWS[0], "choices": ["3", {"text": "4"}]}], "line 1, field 'choices[1]': expected text, found an object"),
+    ([{**ROWS[0], "choices": ["only one"], "answer": 0}], "line 1, field 'choices': needs 2 to 26 options, found 1"),
+    ([{**ROWS[0], "answer": True}], "line 1, field 'answer': expected an index, a letter or an option's text, found true/false"),
+    ([{**ROWS[0], "question": "   "}], "line 1, field 'question': is empty"),
+    ([ROWS[0], [1, 2]], "line 2: expected a JSON object, found list"),
+]
+
+
+@pytest.mark.parametrize(("rows", "fragment"), BAD_ROWS)
+def test_bad_rows_are_named(rows, fragment, tmp_path):
+    path = _jsonl(tmp_path / "bad.jsonl", rows)
+    message = _error(path)
+    assert str(path) in message and fragment in message, message
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "fragment"),
+    [
+        ("empty.jsonl", b"\n\n", "has no rows"),
+        ("header.csv", b"question,choices,answer\n", "has no rows"),
+        ("latin.jsonl", json.dumps(ROWS[0]).encode() + b'\n{"question": "caf\xe9"}\n', "is not UTF-8 text (byte 89) on line 2"),
+        ("broken.jsonl", b'{"question": "x",\n', "line 1: not JSON"),
+        ("long.csv", b"question,A,B,answer\nQ,a,b,A,extra\n", "line 2: 5 values for 4 header columns"),
+        ("short.csv", b"question,A,B,answer\nQ,a,b\n", "line 2, field 'answer': missing (the row has fewer values than the header has columns)"),
+        ("fake.parquet", b"not parquet at all", "not a readable Parquet file"),
+        ("noopts.csv", b"question,answer\nQ,A\n", "line 2, field 'choices': missing"),
+    ],
+)
+def test_bad_files_are_named(name, content, fragment, tmp_path):
+    path = tmp_path / name
+    path.write_bytes(content)
+    message = _error(path)
+    assert str(path) in message and fragment in message, message
+
+
+def _spec(tmp_path: Path, text: str, suffix: str = ".toml") -> Path:
+    _jsonl(tmp_path / "rows.jsonl", ROWS)
+    path = tmp_path / f"spec{suffix}"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('data = "rows.jsonl"\nknd = "mcqa"\n', "key 'knd': unknown (known here: kind, data,"),
+        ('data = "rows.jsonl"\nkind = "essay"\n', "key 'kind': 'essay' is not one of mcqa, cot, generation"),
+        ('kind = "mcqa"\n', "key 'data': missing"),
+        ('data = "nothere.jsonl"\n', "key 'data': no file"),
+        ('data = "rows.txt"\n', "key 'data': 'rows.txt' is not a .jsonl, .jsonl.gz, .csv, .parquet file nor hf:org/name"),
+        ('data = "rows.jsonl"\n[fields]\nquestion = 3\n', "key 'fields.question': expected text, found int 3"),
+        ('data = "rows.jsonl"\n[fields]\nchoices = ["A"]\n', "key 'fields.choices': a list of option columns needs at least two"),
+        ('data = "rows.jsonl"\n[fields]\nanswer_format = "roman"\n', "key 'fields.answer_format': 'roman' is not one of auto, index, letter, text"),
+        ('data = "rows.jsonl"\n[grading]\nmethod = "exact"\n', 'key \'grading\': applies to kind = "generation" only'),
+        ('kind = "generation"\ndata = "rows.jsonl"\n[grading]\nmethod = "bleu"\n', "key 'grading.method': 'bleu' is not one of exact, regex, numeric, gsm8k"),
+        ('kind = "generation"\ndata = "rows.jsonl"\n[grading]\nextract = "(unclosed"\n', "key 'grading.extract': not a regular expression"),
+        ('kind = "generation"\ndata = "rows.jsonl"\n[grading]\ntolerance = -1\n', "key 'grading.tolerance': must be 0 or more"),
+        ('data = "rows.jsonl"\n[fewshot]\nshots = 3\n', "key 'fewshot.shots': needs exemplars"),
+        ('data = "rows.jsonl"\nsplit = "train"\n', "key 'split': applies to Hub datasets"),
+        ('data = "rows.jsonl"\nkind = mcqa\n', "is not valid TOML: Invalid value (at line 2, column 8)"),
+    ],
+)
+def test_bad_specs_are_named(text, fragment, tmp_path):
+    message = _error(_spec(tmp_path, text))
+    assert f"spec {tmp_path / 'spec.toml'}" in message and fragment in message, message
+
+
+def test_a_reference_the_grader_cannot_compare_is_named(tmp_path):
+    spec = _spec(tmp_path, 'kind = "generation"\ndata = "rows.jsonl"\n[grading]\nmethod = "numeric"\n')
+    _jsonl(tmp_path / "rows.jsonl", [{"question": "Q", "answer": "12"}, {"question": "R", "answer": "twelve"}])
+    assert f"dataset {tmp_path / 'rows.jsonl'}, line 2, field 'answer': 'twelve' is not a number (grading method numeric)" in _error(spec)
+
+
+def test_bad_yaml_and_names(tmp_path):
+    assert "is not valid YAML (line 2): mapping values are not allowed here" in _error(_spec(tmp_path, "data: rows.jsonl\nkind: mcqa: cot\n", ".yaml"))
+    assert "expected a mapping of keys" in _error(_spec(tmp_path, "- a list\n", ".yml"))
+    assert "ends like a variant (_cot, _<k>shot): rename the file" in _error(_jsonl(tmp_path / "quiz_cot.jsonl", ROWS))
+    assert "dataset name 'mmlu' of" in _error(_jsonl(tmp_path / "mmlu.jsonl", ROWS)) and "is already taken by a built-in benchmark" in _error(tmp_path / "mmlu.jsonl")
+    assert "dataset file" in _error(tmp_path / "absent.csv") and "does not exist" in _error(tmp_path / "absent.csv")
+
+
+def test_a_hub_dataset_spec_is_read_through_datasets(tmp_path, monkeypatch):
+    """The Hub is unreachable here: the spec is parsed, and loading ends in one line naming the dataset."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = tmp_path / "hubbed.toml"
+    spec.write_text('data = "hf:someone/some-mcqa"\nsplit = "validation"\n[fewshot]\nsplit = "train"\n')
+    message = _error(spec)
+    assert "cannot load someone/some-mcqa (None) from the Hugging Face Hub: HF_HUB_OFFLINE=1 is set" in message
+    assert "save it as a JSONL, CSV or Parquet file" in message
+
+
+def test_cli_errors_are_one_line_exit_2_before_the_model_loads(tmp_path, capsys):
+    path = _jsonl(tmp_path / "oops.jsonl", [ROWS[0], {**ROWS[1], "answer": 9}])
+    status = cli.main(["run", "--dataset", str(path), "--dates", "2024-01-01", "--store", str(tmp_path / "store")])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert err == f"dateeval: error: dataset {path}, line 2, field 'answer': 9 is out of range: the row has 3 options (index 0-2 or letter A-C)\n"
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.parquet"))
+
+
+# ------------------------------------------------------------------ end to end with the real default model
+
+
+def test_spec_datasets_sweep_end_to_end(tmp_path):
+    """A spec'd JSONL MCQA dataset and a spec'd generation dataset through a CLI sweep, resume, summary, regrade and the
+    explorer's lookup by name. Kept small (2 items, 2 dates, 8 generated tokens): CPU generation is the slow part."""
+    store = tmp_path / "store"
+    args = ["run", "--dataset", str(EXAMPLES / "geography.toml"), "--dataset", str(EXAMPLES / "arithmetic.toml"), "--limit", "2",
+            "--dates", "2024-01-01,2024-07-01", "--dtype", "float32", "--max-new-tokens", "8", "--store", str(store)]  # fmt: skip
+    first = run_cli(*args)
+    assert first.returncode == 0, first.stderr
+    assert "4 units (0 already in the store), 8 item-dates scored" in first.stdout
+    frame, problems = Store(store).read()
+    assert not problems.corrupted and len(frame) == 8
+    assert set(frame["dataset"]) == {"geography", "arithmetic"} and frame.groupby("dataset")["task_key"].nunique().eq(1).all()
+    mcqa, generated = frame[frame["dataset"] == "geography"], frame[frame["dataset"] == "arithmetic"]
+    assert set(mcqa["task"]) == {"mcqa"} and mcqa["probs"].map(len).eq(4).all() and set(mcqa["subject"]) == {"rivers", "capitals"}
+    assert set(generated["task"]) == {"generation"} and generated["output"].str.len().gt(0).all() and set(generated["reference"]) == {"21", "180"}
+    assert set(frame["item_id"]) == {"geo-1", "geo-2", "ar-1", "ar-2"}
+    rerun = run_cli(*args)
+    assert rerun.returncode == 0 and "4 units (4 already in the store), 0 item-dates scored" in rerun.stdout, rerun.stderr
+    summary = run_cli("summary", "--store", str(store), "--json")
+    assert summary.returncode == 0, summary.stderr
+    assert {row["dataset"] for row in json.loads(summary.stdout)} == {"geography", "arithmetic"}
+    regraded = run_cli("regrade", "--store", str(store), "--data-dir", str(EXAMPLES))
+    assert regraded.returncode == 0 and "arithmetic: 4 stored outputs regraded, 0 grades differ" in regraded.stdout, regraded.stderr
+    task = build_task("geography", str(EXAMPLES))  # how the explorer reads an item's text: by stored name, from a data folder
+    assert "Danube" in task.describe(task.items[0])
