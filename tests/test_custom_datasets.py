@@ -87,6 +87,11 @@ def test_csv_with_option_columns_and_a_list_cell(tmp_path):
     assert _build(listed).items[0].answer == 1  # a JSON list in a cell; a lower-case letter
 
 
+def test_the_readme_example_file_runs_without_a_spec():
+    task = _build(EXAMPLES / "planets.csv")
+    assert task.dataset == "planets" and [item.answer for item in task.items] == [1, 2, 0, 3]
+
+
 def test_parquet_and_answer_as_option_text(tmp_path):
     path = tmp_path / "texts.parquet"
     pq.write_table(pa.table({"question": ["Largest?", "Smallest?"], "choices": [["ant", "whale"], ["ant", "whale"]], "answer": ["whale", "ant"]}), path)
