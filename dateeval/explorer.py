@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dateeval import metrics, viewstate
+from dateeval import metrics, runs, viewstate
 from dateeval import results
 from dateeval.results import descriptive, sql, unit_sums
 from dateeval.errors import DateEvalError
@@ -130,6 +130,8 @@ def load() -> tuple[pd.DataFrame, pd.DataFrame]:
     sums, metrics = view.sums, _metrics(str(store.root), fingerprint)
     for message in dict.fromkeys(problems):
         st.warning(message)
+    if note := runs.partial_note(store.root):
+        st.warning(note)
     for note in unit_sums.confidence_notes(sums):
         st.info(note)
     if metrics.empty:
