@@ -26,8 +26,9 @@ left, right = st.columns(2)
 viewstate.seed("rolling", list(range(1, 32)), 1)
 rolling = left.slider("Rolling mean over calendar days (1 = off)", 1, 31, key="rolling")
 viewstate.publish("rolling", rolling)
-show_band = right.toggle("95% interval per date (bootstrap over questions)", value=METRICS[metric].per_item, disabled=not METRICS[metric].per_item,
-                         help="Accuracy and ECE; BLEU and chrF are corpus scores without per-question grades here.")  # fmt: skip
+show_band = right.toggle("95% interval per date (bootstrap over questions)", value=True,
+                         help="Resampling the questions (the same draws on every date): a mean for accuracy, pass@1 and ECE; for "
+                              "BLEU and chrF, the corpus score of the resampled segments' summed statistics (paired bootstrap).")  # fmt: skip
 store = explorer.current_store()
 band = explorer.bands(str(store.root), store.fingerprint(), selection, metric) if show_band else None
 defaults = explorer.template_default_dates(selection)

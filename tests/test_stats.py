@@ -165,3 +165,19 @@ def test_the_headline_test_holds_its_level_where_picking_the_largest_does_not():
         naive += top["p_value"] < 0.05
         family += inference.largest_of([row["delta"] for row in rows], [row["null_draws"] for row in rows])["p_value"] < 0.05
     assert family <= 6 and naive >= 10, (naive, family)  # measured: 12 vs 3 of 60
+
+
+def test_corpus_band_equals_resampling_the_segments_in_a_loop():
+    """BLEU's per-date interval: each resample's corpus score from the resampled segments' statistics, as a loop."""
+    from dateeval.tasks.translation import score_from_stats, segment_stats
+
+    hypotheses = [["the cat sat on the mat", "a dog barks", "it rains today", "we go home now"],
+                  ["the cat is on the mat", "a dog barked", "it rained today", "we go home"]]  # fmt: skip
+    references = ["the cat sat on the mat", "the dog barks", "it is raining today", "we go home now"]
+    stats = np.array([segment_stats(day, references)["bleu"] for day in hypotheses])  # dates x segments x statistics
+    band = inference.corpus_band("e", ["2024-01-01", "2024-01-02"], stats, "bleu", n_boot=50, seed=3)
+    weights = inference.resample_weights(4, 50, seed=3)
+    for day, row in enumerate(band.itertuples()):
+        samples = [score_from_stats("bleu", [sum(w * np.array(s) for w, s in zip(draw, stats[day]))]) for draw in weights]
+        assert (row.low, row.high) == pytest.approx(tuple(np.percentile(samples, [2.5, 97.5])))
+    assert band["low"].le(band["high"]).all() and band["high"].gt(0).all()

@@ -356,16 +356,33 @@ def resample_weights(n_items: int, n_boot: int, seed: int = 0) -> np.ndarray:
 
 
 BAND_COLUMNS = ["entry", "date", "low", "high"]
-# The metrics with a per-date band (a mean over per-item grades; not the corpus scores BLEU and chrF).
-BAND_METRICS = tuple(key for key, metric in METRICS.items() if metric.per_item)
 
 
 def date_band(entry: str, dates: list, correct: np.ndarray, confidence: np.ndarray, metric: str, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
     """One entry's rows of ``date_bands`` (a test oracle) from its dates x items matrices (empty where the metric has no band)."""
-    if metric not in BAND_METRICS or correct.shape[1] == 0 or (metric == "ece" and not np.isfinite(confidence).all()):
+    if not METRICS[metric].per_item or correct.shape[1] == 0 or (metric == "ece" and not np.isfinite(confidence).all()):
         return pd.DataFrame(columns=BAND_COLUMNS)
     weights = resample_weights(correct.shape[1], n_boot, seed)
     samples = correct @ weights.T / correct.shape[1] if metric == "accuracy" else ece_resampled(confidence, correct, weights)
+    low, high = np.percentile(samples, [2.5, 97.5], axis=1)
+    return pd.DataFrame({"entry": entry, "date": pd.to_datetime(dates), "low": low, "high": high})
+
+
+def corpus_band(entry: str, dates: list, stats: np.ndarray, metric: str, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
+    """95% interval of a corpus score (BLEU, chrF) on every date from resampling the segments (the questions).
+
+    ``stats`` is dates x segments x statistics: each segment's sufficient statistics on each date (NaN where a date
+    lacks the segment, which then adds nothing). A corpus score is a function of the summed statistics, so each
+    resample is the weighted sum (the same weights per segment on every date, as :func:`date_band` pairs items) fed
+    to sacrebleu's own score; this is the paired bootstrap of Koehn (2004) that sacrebleu's significance test uses.
+    """
+    from dateeval.tasks.translation import score_from_stats
+
+    if stats.size == 0:
+        return pd.DataFrame(columns=BAND_COLUMNS)
+    weights = resample_weights(stats.shape[1], n_boot, seed).astype(np.float64)
+    totals = np.einsum("bs,dsk->dbk", weights, np.nan_to_num(stats))  # dates x resamples x statistics
+    samples = np.array([[score_from_stats(metric, [total]) for total in per_date] for per_date in totals])
     low, high = np.percentile(samples, [2.5, 97.5], axis=1)
     return pd.DataFrame({"entry": entry, "date": pd.to_datetime(dates), "low": low, "high": high})
 

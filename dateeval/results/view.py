@@ -24,6 +24,7 @@ from dateeval import schema
 from dateeval.results import unit_sums, descriptive, stored, item_matrices, sql
 from dateeval.errors import DateEvalError
 
+from dateeval.metrics import METRICS, available_metrics
 from dateeval.schema import OUTCOME_COLUMNS
 from dateeval.store import Store, StoreProblems
 
@@ -193,10 +194,26 @@ class Results:
         from dateeval.results import inference
 
         def compute() -> list[dict]:
-            return inference.date_band(entry, *self.matrices(entry, dataset, None, "date"), metric).to_dict("records")
+            if METRICS[metric].per_item:
+                return inference.date_band(entry, *self.matrices(entry, dataset, None, "date"), metric).to_dict("records")
+            return inference.corpus_band(entry, *self.segment_stats(entry, dataset, metric), metric).to_dict("records")
 
         band = pd.DataFrame(self._kept("band", entry, dataset, (metric,), (), compute), columns=inference.BAND_COLUMNS)
         return band.assign(date=pd.to_datetime(band["date"]))  # as ``date_band`` gives them (kept rows read back as datetimes)
+
+    def segment_stats(self, entry: str, dataset: str, metric: str) -> tuple[list, np.ndarray]:
+        """One entry's dates and its segments' sufficient statistics of a corpus metric on each (dates x segments x
+        statistics, NaN where absent), read from its verified files: the per-item sidecars keep only their sums."""
+        rows = sql.rows(*self.sources(self._of(entry, dataset)), ["factor", "date", "item_id", f"{metric}_stats"])
+        rows = rows[(rows["factor"] == "date") & rows[f"{metric}_stats"].notna()]
+        if rows.empty:
+            return [], np.empty((0, 0, 0))
+        dates, date_index = np.unique(rows["date"].astype(str), return_inverse=True)
+        items, item_index = np.unique(rows["item_id"].astype(str), return_inverse=True)
+        values = np.vstack(rows[f"{metric}_stats"].to_numpy()).astype(float)
+        stats = np.full((len(dates), len(items), values.shape[1]), np.nan)
+        stats[date_index, item_index] = values
+        return list(dates), stats
 
     def flips(self, entry: str, dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Per-question flips and Table 7 of one entry's dates in [start, end] (kept; the dataset's whole range is kept
@@ -222,6 +239,72 @@ class Results:
         flips = pd.concat([part[0] for part in parts if len(part[0])] or [item_matrices.no_flips()[0]], ignore_index=True)
         table7 = pd.concat([part[1] for part in parts if len(part[1])] or [item_matrices.no_flips()[1]], ignore_index=True)
         return flips.sort_values(["changes", "mean_confidence"], ascending=[False, True], kind="stable", ignore_index=True), table7
+
+    # --- The date-robust number (issue 20 §2): every reader of it calls these -------------------------------------
+
+    def robust_entry(self, entry: str, dataset: str, period: Period | None = None) -> dict | None:
+        """``robust.entry_statistics`` of one entry's dates in ``period`` (kept: the two-way bootstrap and its
+        matrices cost seconds at paper scale), with its ``dates`` and ``per_date`` scores; None under two dates or items."""
+        from dateeval.results import robust
+
+        keys = None if period is None else sorted(set(self._dated(period).loc[lambda s: (s["entry"] == entry) & (s["dataset"] == dataset), "condition_key"]))
+
+        def compute() -> list[dict]:
+            dates, correct, _ = self.matrices(entry, dataset, keys, "date")
+            if min(correct.shape) < 2:
+                return []
+            dates = [str(day) for day in dates]
+            return [{"entry": entry, "dataset": dataset, **robust.entry_statistics(correct), "first_date": dates[0], "last_date": dates[-1],
+                     "dates": dates, "per_date": correct.mean(1).tolist()}]  # fmt: skip
+
+        found = self._kept("robust", entry, dataset, () if period is None else (str(period),), (robust.N_BOOT,), compute)
+        return found[0] if found else None
+
+    def _robust_rows(self, dataset: str, period: Period | None, entries: Sequence[str] | None) -> list[dict]:
+        rows = [self.robust_entry(entry, dataset, period) for entry, name in self._dated_entries(period)
+                if name == dataset and (entries is None or entry in entries)]  # fmt: skip
+        return [row for row in rows if row is not None]
+
+    def robust(self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None) -> pd.DataFrame:
+        """The robust leaderboard of a dataset's graded entries (``entries``: all): ``robust.leaderboard``."""
+        from dateeval.results import robust
+
+        return robust.leaderboard(self._robust_rows(dataset, period, entries))
+
+    def robust_pairs(self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None) -> pd.DataFrame:
+        """The leaderboard's pairs, marked where the date flips their order and their intervals overlap: ``robust.pairs``."""
+        from dateeval.results import robust
+
+        return robust.pairs(self._robust_rows(dataset, period, entries))
+
+    def robust_record(self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None, half_width: float = 0.01) -> dict:
+        """``robust.record``: the numbers, sentences and what produced them, machine-readable."""
+        from dateeval import __version__
+        from dateeval.results import robust
+
+        rows = self._robust_rows(dataset, period, entries)
+        return robust.record(dataset, rows, {row["entry"]: self.identity(row["entry"], dataset, row["dates"]) for row in rows}, half_width, __version__)
+
+    def identity(self, entry: str, dataset: str, dates: Sequence[str]) -> dict:
+        """What produced an entry's results on ``dates`` (kept): each recorded setting's value (a list where runs
+        differ), and a digest of every rendered prompt (date, item, prompt hash), which fixes template and wording."""
+        import json
+
+        import xxhash
+
+        columns = ["model", "model_key", "model_source", "model_revision", "dtype", "device", "hardware", "torch_version", "transformers_version",
+                   "task", "task_key", "prompt_version", "shots", "subset", "decoding", "template_date_kind", "date_line", "date_format",
+                   "date_position", "system_prompt"]  # fmt: skip
+
+        def compute() -> list[dict]:
+            rows = sql.rows(*self.sources(self._of(entry, dataset)), [*columns, "factor", "date", "item_id", "prompt_hash"], (min(dates), max(dates)))
+            rows = rows[(rows["factor"] == "date") & rows["date"].astype(str).isin(set(dates))]
+            found = {name: sorted({str(value) for value in rows[name].dropna().unique()}) for name in columns}
+            lines = (rows["date"].astype(str) + "\t" + rows["item_id"].astype(str) + "\t" + rows["prompt_hash"].astype(str)).sort_values()
+            found = {name: values[0] if len(values) == 1 else (values or None) for name, values in found.items()}
+            return [{"identity": json.dumps({**found, "prompts_digest": xxhash.xxh3_128_hexdigest("\n".join(lines).encode())})}]
+
+        return json.loads(self._kept("identity", entry, dataset, (min(dates), max(dates), len(dates)), (), compute)[0]["identity"])
 
     def entry_statistics(self) -> tuple[list[dict], list[dict]]:
         """Table 5 rows and null-band rows of every graded entry (each kept): only entries whose units changed compute."""
@@ -280,7 +363,6 @@ def keep(store: Store) -> list[str]:
     """Compute and keep the headline and every entry's statistics for the store as it is now (after a sweep or a
     compaction changed it), so that no explorer render is the first to pay for them; returns warnings, never raises
     for what a reader would also meet (a damaged unit is reported, a read-only store keeps nothing)."""
-    from dateeval.results import inference
 
     try:
         view, problems = Results.open(store)
@@ -288,9 +370,9 @@ def keep(store: Store) -> list[str]:
             return problems.messages()
         view.entry_statistics()
         view.headline()
-        dated = view.sums[(view.sums["factor"] == "date") & (view.sums["n_graded"] > 0)]
-        for (entry, dataset), _ in dated.groupby(["entry", "dataset"], sort=True):
-            for metric in inference.BAND_METRICS:
+        dated = descriptive.dated(view.metrics)
+        for (entry, dataset), part in dated.groupby(["entry", "dataset"], sort=True):
+            for metric in available_metrics(part):  # the Curves page's bands of every metric the entry has
                 view.band(entry, dataset, metric)
             view.flips(entry, dataset, *descriptive.date_range(view.metrics, dataset))
     except (DateEvalError, OSError) as error:
