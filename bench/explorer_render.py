@@ -121,9 +121,9 @@ def peak_gb() -> float:
 
 
 def keep_statistics(root: Path) -> None:
-    """Time ``findings.keep`` (what a sweep's or compaction's end runs) in a process of its own, with its peak memory."""
-    code = ("import resource, sys, time; start = time.perf_counter(); from dateeval import findings; from dateeval.store import Store; "
-            "messages = findings.keep(Store(sys.argv[1])); "
+    """Time ``results.keep`` (what a sweep's or compaction's end runs) in a process of its own, with its peak memory."""
+    code = ("import resource, sys, time; start = time.perf_counter(); from dateeval import results; from dateeval.store import Store; "
+            "messages = results.keep(Store(sys.argv[1])); "
             "print(f'kept statistics (end of sweep / compact): {time.perf_counter() - start:.2f}s, '"
             "f'peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB', *messages)")  # fmt: skip
     subprocess.run([sys.executable, "-c", code, str(root)], cwd=ROOT, check=True)
@@ -144,7 +144,7 @@ def main() -> None:
         start = time.perf_counter()
         build(root, args.items, args.models)
         print(f"built {root} in {time.perf_counter() - start:.0f}s")
-    # aggregates.FOLDER and derived.FOLDER, spelled out: importing dateeval here would take its imports out of the cold render
+    # unit_sums.FOLDER and stored.FOLDER, spelled out: importing dateeval here would take its imports out of the cold render
     if args.no_sidecars:
         shutil.rmtree(root / ".aggregates", ignore_errors=True)
     if args.fresh_statistics or args.computed_on_render:

@@ -323,10 +323,9 @@ def _executor(args: argparse.Namespace):  # noqa: ANN202 - an Executor
 
 def _server_clock_conditions(args: argparse.Namespace) -> list:
     """Server-clock mode: today's (UTC) run of the provider's own date, with an empty system prompt unless one is given."""
-    import datetime as dt
-
-    from dateeval.backends import split_model
+    from dateeval.backends import BackendOptions, split_model
     from dateeval.conditions import server_clock
+    from dateeval.probe import server_day
 
     given = [flag for flag, value in (("--dates", args.dates), ("--no-date", args.no_date), ("--template-default", args.template_default),
                                       ("--factor-date", args.factor_date)) if value]  # fmt: skip
@@ -336,8 +335,11 @@ def _server_clock_conditions(args: argparse.Namespace) -> list:
     others = [model for model in args.model or ["default"] if split_model(model, args.backend)[0] != "openai"]
     if others:
         raise DateEvalError(f"--api-mode server-clock asks an API endpoint (--model openai:URL#MODEL), not {others[0]}")
-    day = dt.datetime.now(dt.timezone.utc).date()
-    return server_clock(day, system_prompt="" if args.system_prompt is None else args.system_prompt, factors=_factor_levels(args))
+    # The provider's day, by its HTTP Date header: the date the model reads, whatever this machine's clock says.
+    dated = server_day(list(args.model), BackendOptions(api_key_env=args.api_key_env, timeout_s=args.request_timeout, retries=args.retries))
+    if dated.warning:
+        print(f"dateeval: warning: {dated.warning}", file=sys.stderr)
+    return server_clock(dated.day, system_prompt="" if args.system_prompt is None else args.system_prompt, factors=_factor_levels(args))
 
 
 def _factor_levels(args: argparse.Namespace) -> dict[str, list]:
@@ -521,7 +523,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     served = serve.load(args.model, name=args.served_model_name, chat_template=args.chat_template, dtype=args.dtype, device=args.device)
     server = serve.make_server(served, args.host, args.port)
     host, port = server.server_address[:2]
-    print(f"serving {served.name} ({served.template.support.kind} date in chat requests) on http://{host}:{port}/v1", flush=True)
+    print(serve.banner(served, host, port), flush=True)
     with server:
         server.serve_forever()
     return 0

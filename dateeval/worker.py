@@ -101,13 +101,14 @@ def check_context(backend: Backend, task: Task, conditions: list[Condition]) -> 
 
 
 def check_asked_on(condition: Condition, results: list[dict]) -> None:
-    """A server-clock unit stands for the provider's date on one UTC day: keep none of it if its requests crossed midnight."""
+    """A server-clock unit stands for the provider's date on one UTC day (by its Date header): keep none of it if its answers crossed midnight."""
     if not condition.server_clock:
         return
-    days = sorted({result["request_utc"][:10] for result in results if result.get("request_utc")} - {condition.date.isoformat()})
+    stamps = (result.get("server_date") or result.get("request_utc") for result in results)
+    days = sorted({stamp[:10] for stamp in stamps if stamp} - {condition.date.isoformat()})
     if days:
         raise DateEvalError(
-            f"requests of the server-clock run for {condition.date} were answered on {', '.join(days)} (UTC): the provider's date "
+            f"requests of the server-clock run for {condition.date} were answered on {', '.join(days)} (UTC, by the server's clock): the provider's date "
             "changed during the unit, so none of it was stored; run again (away from midnight UTC) to ask under one date"
         )
 

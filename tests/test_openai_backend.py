@@ -431,3 +431,13 @@ def test_probe_reports_a_template_without_a_date_as_not_injecting(own_template: 
     probe = run_cli("probe", "--model", f"openai:{own_template}#{MODEL}", "--request-timeout", "600")
     assert probe.returncode == 0, probe.stderr
     assert "does NOT inject the date" in probe.stdout and f"{CONTROL_DATE:%d %b %Y}" in probe.stdout
+
+
+def test_a_server_clock_run_is_filed_under_the_servers_day(other_clock: str, data_dir: Path, tmp_path: Path) -> None:
+    """This machine's clock says today; the server's says 2026-11-30: the rows carry the server's day, and the run says so."""
+    run = run_cli("run", "--model", f"openai:{other_clock}/v1#m", "--api-mode", "server-clock", "--dataset", "arc_challenge", "--limit", "2",
+                  "--data-dir", str(data_dir), "--store", str(tmp_path / "store"))  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "dateeval: warning: the server's clock reads 2026-11-30 12:00 UTC" in run.stderr
+    rows = _rows(tmp_path / "store")
+    assert set(rows["date"].astype(str)) == {"2026-11-30"} and rows["server_date"].str.startswith("2026-11-30").all()
