@@ -1,0 +1,285 @@
+"""A date-robust number (issue 20 §2): what to report when the date in the prompt moves the score.
+
+A score measured on one date is one draw from the dates a reader's model might
+see. The quantity worth reporting is the **date-marginal score**: the mean over
+dates drawn uniformly from a range. Its uncertainty has two sources, the
+questions and the dates, and one interval must cover both. Everything here is a
+pure function of dates x items outcome matrices (1 right, 0 wrong; the matrices
+:meth:`dateeval.results.Results.matrices` gives), so the CLI, the report and the
+explorer show one set of numbers:
+
+* :func:`two_way_bootstrap`: the interval, resampling items *and* dates (the
+  "pigeonhole" bootstrap of Owen 2007), vectorised as weighted sums;
+* :func:`variance_components`: how much of the variance is the item's, the
+  date's and their interaction's (two-way random-effects ANOVA, one observation
+  per cell, method of moments), and from them the standard error of the mean;
+* :func:`rank_intervals`, :func:`flipping_pairs`: the leaderboard by
+  date-marginal score, each entry's range of ranks over dates, how often it is
+  first, and the pairs that the date reorders;
+* :func:`dates_needed`, :func:`sentence`: how many dates give an interval of a
+  chosen width, and the sentence a researcher pastes.
+
+Dates are treated as drawn from an unbounded population (no finite-population
+correction): conservative when a sweep covers every day of its range.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from dateeval.metrics import METRICS, point_decimals
+from dateeval.results.inference import resample_weights
+
+Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: a 95% interval is mean +- Z95 x standard error
+N_BOOT = 1000  # two-way resamples (about 0.2 s of matrix products for 366 dates x 10,000 items)
+# Date counts the planning table and figure show (the paper sweeps up to 366).
+PLAN_SIZES = (2, 4, 8, 16, 32, 64, 128, 256, 366)
+
+
+def date_marginal(correct: np.ndarray) -> float:
+    """The mean over dates of each date's score: the grand mean of a balanced dates x items matrix."""
+    return float(np.asarray(correct, dtype=float).mean())
+
+
+def two_way_weights(n_dates: int, n_items: int, n_boot: int = N_BOOT, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """How often each date and each item is drawn in each resample: (resamples x dates, resamples x items).
+
+    Items are drawn as every interval over items here is (:func:`inference.resample_weights`, ``seed``), dates
+    independently of them (``seed + 1``), so the item half of the draws is the one the Curves page's bands use.
+    """
+    return resample_weights(n_dates, n_boot, seed + 1), resample_weights(n_items, n_boot, seed)
+
+
+def two_way_bootstrap(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> np.ndarray:
+    """The date-marginal score of ``n_boot`` resamples of both items and dates (Owen's pigeonhole bootstrap).
+
+    Resample b keeps the cell (date d, item i) w_date[b, d] x w_item[b, i]
+    times, so its mean is w_date[b] @ correct @ w_item[b] / (dates x items):
+    one matrix product over all resamples, no loop. The variance it gives
+    slightly exceeds Var(mean) (it counts the interaction about three times
+    over), so its interval errs on the wide side.
+    """
+    correct = np.asarray(correct, dtype=np.float32)
+    n_dates, n_items = correct.shape
+    by_date, by_item = two_way_weights(n_dates, n_items, n_boot, seed)
+    return ((by_date @ correct) * by_item).sum(1, dtype=np.float64) / (n_dates * n_items)
+
+
+def interval(samples: np.ndarray) -> tuple[float, float]:
+    """The 95% percentile interval of bootstrap samples."""
+    low, high = np.percentile(samples, [2.5, 97.5])
+    return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class Components:
+    """Two-way random-effects variance components of a dates x items matrix (one observation per cell).
+
+    ``item`` is the variance between questions, ``date`` between dates, ``residual`` the item x date interaction (with
+    one grade per cell it cannot be told apart from noise; with deterministic decoding there is none). Each is the
+    method-of-moments estimate, set to 0 where sampling makes it negative.
+    """
+
+    item: float
+    date: float
+    residual: float
+    n_dates: int
+    n_items: int
+
+    def mean_variance(self, n_dates: int | None = None, n_items: int | None = None) -> float:
+        """Var(date-marginal score) with ``n_dates`` dates and ``n_items`` items (default: those measured)."""
+        dates, items = n_dates or self.n_dates, n_items or self.n_items
+        return self.date / dates + self.item / items + self.residual / (dates * items)
+
+    def half_width(self, n_dates: int | None = None, n_items: int | None = None) -> float:
+        """The 95% interval's half-width of the date-marginal score with that many dates and items."""
+        return Z95 * math.sqrt(self.mean_variance(n_dates, n_items))
+
+    def shares(self) -> dict[str, float]:
+        """Each component's share of the variance of one cell (item + date + residual)."""
+        total = self.item + self.date + self.residual
+        return {name: (value / total if total > 0 else float("nan")) for name, value in (("item", self.item), ("date", self.date), ("residual", self.residual))}
+
+
+def mean_squares(correct: np.ndarray) -> tuple[float, float, float]:
+    """The two-way ANOVA's mean squares (items, dates, residual) of a dates x items matrix."""
+    y = np.asarray(correct, dtype=float)
+    n_dates, n_items = y.shape
+    grand, by_date, by_item = y.mean(), y.mean(1), y.mean(0)
+    residual = y - by_date[:, None] - by_item[None, :] + grand
+    ms_item = n_dates * np.sum((by_item - grand) ** 2) / (n_items - 1)
+    ms_date = n_items * np.sum((by_date - grand) ** 2) / (n_dates - 1)
+    ms_residual = np.sum(residual**2) / ((n_items - 1) * (n_dates - 1))
+    return float(ms_item), float(ms_date), float(ms_residual)
+
+
+def variance_components(correct: np.ndarray) -> Components:
+    """Item, date and item x date variance from the mean squares: E[MS_item] = s_res + D s_item, E[MS_date] =
+    s_res + I s_date, E[MS_res] = s_res (needs two or more dates and items)."""
+    n_dates, n_items = np.shape(correct)
+    ms_item, ms_date, ms_residual = mean_squares(correct)
+    return Components(item=max(0.0, (ms_item - ms_residual) / n_dates), date=max(0.0, (ms_date - ms_residual) / n_items),
+                      residual=ms_residual, n_dates=n_dates, n_items=n_items)  # fmt: skip
+
+
+def dates_needed(components: Components, half_width: float, n_items: int | None = None) -> int | None:
+    """The fewest dates (two or more) whose date-marginal 95% interval is at most +-``half_width`` with ``n_items``
+    items (default: those measured); None when no number of dates reaches it (the items alone are too few).
+
+    Solves Z95^2 (s_date / n + s_item / I + s_res / (I n)) <= h^2 for n.
+    """
+    items = n_items or components.n_items
+    room = (half_width / Z95) ** 2 - components.item / items
+    if room <= 0:
+        return None
+    return max(2, math.ceil((components.date + components.residual / items) / room - 1e-12))
+
+
+def plan(components: Components, sizes: tuple[int, ...] = PLAN_SIZES) -> pd.DataFrame:
+    """The predicted 95% half-width for each number of dates (the date budget, for the date-marginal score)."""
+    return pd.DataFrame({"dates": list(sizes), "half_width": [components.half_width(n) for n in sizes]})
+
+
+def entry_statistics(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> dict:
+    """One entry's date-robust figures from its dates x items matrix: score, two-way interval, variance components."""
+    components = variance_components(correct)
+    low, high = interval(two_way_bootstrap(correct, n_boot, seed))
+    shares = components.shares()
+    return {
+        "score": date_marginal(correct), "low": low, "high": high, "half_width": (high - low) / 2,
+        "anova_half_width": components.half_width(), "item_only_half_width": Z95 * math.sqrt(components.item / components.n_items),
+        "var_item": components.item, "var_date": components.date, "var_residual": components.residual,
+        "share_item": shares["item"], "share_date": shares["date"], "share_residual": shares["residual"],
+        "n_dates": components.n_dates, "n_items": components.n_items,
+    }  # fmt: skip
+
+
+def components_of(row: dict) -> Components:
+    """The :class:`Components` an :func:`entry_statistics` row holds."""
+    return Components(row["var_item"], row["var_date"], row["var_residual"], int(row["n_dates"]), int(row["n_items"]))
+
+
+RANK_COLUMNS = ["rank_best", "rank_worst", "rank_low", "rank_high", "first_share", "n_ranked_dates"]
+
+
+def per_date_ranks(scores: pd.DataFrame) -> pd.DataFrame:
+    """Each entry's rank on each date (dates x entries; 1 = best, ties share the best rank, as ``descriptive.ranks``)."""
+    return scores.rank(axis=1, ascending=False, method="min").astype(int)
+
+
+def rank_intervals(scores: pd.DataFrame) -> pd.DataFrame:
+    """Per entry (the columns of ``scores``, dates x entries, dates every entry has): its best and worst rank over
+    dates, the central 95% of its ranks (observed ranks: the 2.5% and 97.5% quantiles of the inverted CDF), and the
+    share of dates at which it ranks first (ties included)."""
+    ranks = per_date_ranks(scores).to_numpy()
+    low, high = np.quantile(ranks, [0.025, 0.975], axis=0, method="inverted_cdf")
+    return pd.DataFrame({"entry": scores.columns, "rank_best": ranks.min(0), "rank_worst": ranks.max(0), "rank_low": low.astype(int),
+                         "rank_high": high.astype(int), "first_share": (ranks == 1).mean(0), "n_ranked_dates": len(ranks)})  # fmt: skip
+
+
+PAIR_COLUMNS = ["entry_a", "entry_b", "a_ahead", "b_ahead", "tied", "flips", "intervals_overlap", "unresolved"]
+
+
+def flipping_pairs(scores: pd.DataFrame, intervals: pd.DataFrame) -> pd.DataFrame:
+    """Every pair of entries, ``entry_a`` the one with the higher date-marginal score: on how many dates each is
+    ahead, whether their order flips with the date, whether their 95% intervals overlap, and ``unresolved``
+    (both: the date decides which ranks higher, and the data cannot tell them apart).
+
+    ``scores`` is dates x entries; ``intervals`` has ``entry``, ``score``, ``low`` and ``high`` per entry.
+    """
+    known = intervals.set_index("entry")
+    order = known.loc[list(scores.columns)].sort_values("score", ascending=False, kind="stable").index
+    rows = []
+    for a, b in combinations(order, 2):
+        ahead, behind = int((scores[a] > scores[b]).sum()), int((scores[a] < scores[b]).sum())
+        overlap = bool(known.at[a, "low"] <= known.at[b, "high"] and known.at[b, "low"] <= known.at[a, "high"])
+        flips = ahead > 0 and behind > 0
+        rows.append({"entry_a": a, "entry_b": b, "a_ahead": ahead, "b_ahead": behind, "tied": len(scores) - ahead - behind, "flips": flips,
+                     "intervals_overlap": overlap, "unresolved": flips and overlap})  # fmt: skip
+    return pd.DataFrame(rows, columns=PAIR_COLUMNS)
+
+
+def sentence(metric: str, row: dict, first: str, last: str, decimals: int = 1) -> str:
+    """The one sentence a researcher pastes: the date-marginal score, its half-width, the dates and how they were drawn."""
+    return (f"{metric} {100 * row['score']:.{decimals}f} ± {100 * row['half_width']:.{decimals}f} pp, mean over {int(row['n_dates'])} dates "
+            f"drawn uniformly from {first}..{last}, 95% CI over items and dates ({int(row['n_items'])} items)")  # fmt: skip
+
+
+def advice(metric: str, row: dict, half_width: float, first: str, last: str, decimals: int = 1) -> str:
+    """How many dates, drawn how and from which range, give a +-``half_width`` interval (from the variance components)."""
+    components = components_of(row)
+    needed = dates_needed(components, half_width)
+    target = f"±{100 * half_width:.{decimals}f} pp"
+    if needed is None:
+        floor = 100 * Z95 * math.sqrt(components.item / components.n_items)
+        return (f"No number of dates gives {metric} {target} with these {components.n_items} items: the questions alone give "
+                f"±{floor:.{decimals}f} pp; add items.")  # fmt: skip
+    return (f"For {metric} {target}, score {needed} dates drawn uniformly from {first}..{last} "
+            f"(predicted ±{100 * components.half_width(needed):.{decimals}f} pp with {components.n_items} items).")  # fmt: skip
+
+
+ENTRY_ROW_COLUMNS = ["entry", "dataset", "score", "low", "high", "half_width", "anova_half_width", "item_only_half_width", "var_item", "var_date",
+                     "var_residual", "share_item", "share_date", "share_residual", "n_dates", "n_items", "first_date", "last_date"]  # fmt: skip
+BOARD_COLUMNS = ["rank", *ENTRY_ROW_COLUMNS[:2], *ENTRY_ROW_COLUMNS[2:], *RANK_COLUMNS]
+
+
+def date_scores(rows: list[dict]) -> pd.DataFrame:
+    """Per-date scores (dates x entries) of entries' :func:`entry_statistics` rows (with ``dates`` and ``per_date``),
+    on the dates every entry has: ranks compare entries on one date."""
+    series = {row["entry"]: pd.Series(row["per_date"], index=[str(day) for day in row["dates"]], dtype=float) for row in rows}
+    return pd.DataFrame(series).dropna().sort_index()
+
+
+def leaderboard(rows: list[dict]) -> pd.DataFrame:
+    """Entries ordered by date-marginal score (``rank``: 1 = best, ties share the best), with each one's interval,
+    variance components and rank interval over the dates they all have (missing where they share none)."""
+    if not rows:
+        return pd.DataFrame(columns=BOARD_COLUMNS)
+    board = pd.DataFrame(rows)[ENTRY_ROW_COLUMNS]
+    scores = date_scores(rows)
+    ranks = rank_intervals(scores) if len(scores) else pd.DataFrame({"entry": board["entry"]}).assign(**dict.fromkeys(RANK_COLUMNS, np.nan))
+    board = board.merge(ranks, on="entry", how="left").sort_values(["score", "entry"], ascending=[False, True], ignore_index=True)
+    board.insert(0, "rank", board["score"].rank(ascending=False, method="min").astype(int))
+    return board[BOARD_COLUMNS]
+
+
+def pairs(rows: list[dict]) -> pd.DataFrame:
+    """:func:`flipping_pairs` of entries' :func:`entry_statistics` rows, on the dates they all have."""
+    scores = date_scores(rows)
+    return flipping_pairs(scores, pd.DataFrame(rows)) if len(rows) >= 2 and len(scores) else pd.DataFrame(columns=PAIR_COLUMNS)
+
+
+def record(dataset: str, rows: list[dict], identities: dict[str, dict], half_width: float, version: str) -> dict:
+    """The machine-readable account of one dataset's date-robust numbers: what produced each (model identity,
+    task settings, rendered prompts' digest, dates, items, dateeval's version), the numbers, and the sentences."""
+    metric = METRICS["accuracy"].name_on(dataset)
+    board, found = leaderboard(rows), {row["entry"]: row for row in rows}
+    entries = []
+    for line in board.to_dict("records"):
+        row = found[line["entry"]]
+        decimals = max(1, point_decimals(int(row["n_items"])))
+        needed = dates_needed(components_of(row), half_width)
+        entries.append({**_plain(line), "identity": identities.get(line["entry"], {}), "dates": [str(day) for day in row["dates"]],
+                        "dates_needed": needed, "half_width_with_dates_needed": None if needed is None else components_of(row).half_width(needed),
+                        "sentence": sentence(metric, row, row["first_date"], row["last_date"], decimals),
+                        "advice": advice(metric, row, half_width, row["first_date"], row["last_date"], decimals)})  # fmt: skip
+    return {
+        "dataset": dataset, "metric": metric, "half_width_target": half_width, "confidence_level": 0.95,
+        "interval": f"percentile, two-way bootstrap over items and dates (Owen 2007), {N_BOOT} resamples, seed 0",
+        "components": "two-way random-effects ANOVA (items x dates, one grade per cell), method of moments, negatives set to 0",
+        "dateeval_version": version, "entries": entries, "pairs": [_plain(pair) for pair in pairs(rows).to_dict("records")],
+    }  # fmt: skip
+
+
+def _plain(row: dict) -> dict:
+    """A table row as JSON-ready values: numpy scalars as Python numbers, NaN as None."""
+    out = {}
+    for key, value in row.items():
+        value = value.item() if isinstance(value, np.generic) else value
+        out[key] = None if isinstance(value, float) and math.isnan(value) else value
+    return out
