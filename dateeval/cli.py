@@ -194,6 +194,31 @@ def _add_export(commands: argparse._SubParsersAction) -> None:
     export.add_argument("--dates", type=_period, help="only the dates START..END (baselines are always included)")
 
 
+def _add_robust(commands: argparse._SubParsersAction) -> None:
+    robust = commands.add_parser("robust", help="what to report: the date-marginal score with its interval over items and dates, the robust "
+                                 "leaderboard, and how many dates give an interval of a chosen width")  # fmt: skip
+    robust.add_argument("--store", default="cache/results")
+    robust.add_argument("--dataset", action="append", help="only these datasets (repeatable; default: every graded dataset with two or more dates)")
+    robust.add_argument("--dates", type=_period, help="only the dates START..END (both included)")
+    robust.add_argument("--half-width", type=_fraction, default=0.01, help="the 95%% interval's half-width to plan for, as a fraction (default 0.01 = 1 pp)")
+    form = robust.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="machine-readable records: the numbers, the sentences and what produced them")
+    form.add_argument("--markdown", action="store_true", help="a Markdown table per dataset, with the sentences")
+    form.add_argument("--latex", action="store_true", help="a LaTeX table per dataset, the sentence as its caption")
+    robust.add_argument("--figure", type=Path, help="also write the figure (.svg, .pdf or .png; needs one dataset)")
+
+
+def _fraction(text: str) -> float:
+    """An argparse type for a half-width: a number strictly between 0 and 1 (0.01 is one percentage point)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1 (0.01 = 1 pp), not {text}")
+    return value
+
+
 def _add_template(commands: argparse._SubParsersAction) -> None:
     template = commands.add_parser("template", help="show how chat templates inject a date, and render one")
     template.add_argument("paths", nargs="+", help="chat templates: .jinja files, tokenizer_config.json files or model folders")
@@ -225,6 +250,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_run(commands)
     _add_summary(commands)
     _add_export(commands)
+    _add_robust(commands)
     _add_template(commands)
     _add_compact(commands)
     _add_report(commands)
@@ -487,6 +513,44 @@ def _cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_robust(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from dateeval.results import robust_format
+
+    if args.figure and (args.figure.suffix not in robust_format.FIGURE_FORMATS or not args.figure.parent.is_dir()):
+        raise DateEvalError(f"--figure {args.figure}: give a file ending in {', '.join(robust_format.FIGURE_FORMATS)} in a folder that exists")
+    found = _open_results(args.store)
+    datasets = sorted(found.metrics["dataset"].unique()) if len(found.metrics) else []
+    unknown = sorted(set(args.dataset or ()) - set(datasets))
+    if unknown:
+        raise DateEvalError(f"no dataset {unknown[0]!r} in {args.store} (it holds: {', '.join(datasets) or 'nothing'})")
+    records = [found.robust_record(name, args.dates, half_width=args.half_width) for name in args.dataset or datasets]
+    records = [record for record in records if record["entries"]]
+    if not records:
+        raise DateEvalError(f"nothing to report in {args.store}: a date-robust number needs a graded entry with two or more dates and items")
+    if args.figure and len(records) > 1:
+        raise DateEvalError(f"--figure draws one dataset: add --dataset (one of {', '.join(record['dataset'] for record in records)})")
+    if args.json:
+        print(json.dumps(_json_safe(records), indent=2))
+    for record in records if not args.json else ():
+        board = pd.DataFrame(record["entries"])
+        shown = robust_format.display(board, record["dataset"], args.half_width)
+        sentences = [f"{entry['entry']}: {entry['sentence']}. {entry['advice']}" for entry in record["entries"]]
+        unresolved = [f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]]
+        if args.latex:
+            print(robust_format.latex(shown, robust_format.caption(record["dataset"], board) + " " + record["entries"][0]["sentence"] + "."))
+        elif args.markdown:
+            print(f"### {record['dataset']}\n\n{robust_format.markdown(shown)}\n" + "".join(f"- {line}\n" for line in sentences))
+        else:
+            print(f"{record['dataset']}:\n{shown.to_string(index=False)}\n" + "".join(f"  {line}\n" for line in sentences))
+        if unresolved and not args.latex:
+            print(("- " if args.markdown else "  ") + "the date reorders these pairs and their intervals overlap: " + "; ".join(unresolved) + "\n")
+    if args.figure:
+        print(f"figure written to {robust_format.figure(records[0], args.figure)}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
 def _cmd_regrade(args: argparse.Namespace) -> int:
     from dateeval.regrade import regrade
     from dateeval.store import Store
@@ -575,7 +639,7 @@ def _exclusive(lock: Path, busy: str) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
-    commands = {"run": _cmd_run, "summary": _cmd_summary, "export": _cmd_export, "template": _cmd_template, "compact": _cmd_compact, "report": _cmd_report,
+    commands = {"run": _cmd_run, "summary": _cmd_summary, "export": _cmd_export, "robust": _cmd_robust, "template": _cmd_template, "compact": _cmd_compact, "report": _cmd_report,
                 "regrade": _cmd_regrade, "serve": _cmd_serve, "probe": _cmd_probe}  # fmt: skip
     try:
         args = _parser().parse_args(argv)

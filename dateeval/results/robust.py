@@ -204,10 +204,18 @@ def flipping_pairs(scores: pd.DataFrame, intervals: pd.DataFrame) -> pd.DataFram
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
-def sentence(metric: str, row: dict, first: str, last: str, decimals: int = 1) -> str:
-    """The one sentence a researcher pastes: the date-marginal score, its half-width, the dates and how they were drawn."""
-    return (f"{metric} {100 * row['score']:.{decimals}f} ± {100 * row['half_width']:.{decimals}f} pp, mean over {int(row['n_dates'])} dates "
-            f"drawn uniformly from {first}..{last}, 95% CI over items and dates ({int(row['n_items'])} items)")  # fmt: skip
+def describe_dates(dates: list[str]) -> str:
+    """How the swept dates cover their range, in words: every day of it, or how many dates within it."""
+    days = pd.to_datetime(pd.Series(dates)).sort_values()
+    first, last = f"{days.iloc[0]:%Y-%m-%d}", f"{days.iloc[-1]:%Y-%m-%d}"
+    every_day = len(days) == (days.iloc[-1] - days.iloc[0]).days + 1
+    return f"all {len(days)} days of {first}..{last}" if every_day else f"{len(days)} dates in {first}..{last}"
+
+
+def sentence(metric: str, row: dict, decimals: int = 1) -> str:
+    """The one sentence a researcher pastes: the date-marginal score, its half-width, the dates it is the mean over."""
+    return (f"{metric} {100 * row['score']:.{decimals}f} ± {100 * row['half_width']:.{decimals}f} pp, mean over {describe_dates(row['dates'])}, "
+            f"95% CI over items and dates ({int(row['n_items'])} items)")  # fmt: skip
 
 
 def advice(metric: str, row: dict, half_width: float, first: str, last: str, decimals: int = 1) -> str:
@@ -219,7 +227,7 @@ def advice(metric: str, row: dict, half_width: float, first: str, last: str, dec
         floor = 100 * Z95 * math.sqrt(components.item / components.n_items)
         return (f"No number of dates gives {metric} {target} with these {components.n_items} items: the questions alone give "
                 f"±{floor:.{decimals}f} pp; add items.")  # fmt: skip
-    return (f"For {metric} {target}, score {needed} dates drawn uniformly from {first}..{last} "
+    return (f"For {metric} {target}, score {needed} dates drawn uniformly at random from {first}..{last} "
             f"(predicted ±{100 * components.half_width(needed):.{decimals}f} pp with {components.n_items} items).")  # fmt: skip
 
 
@@ -265,8 +273,9 @@ def record(dataset: str, rows: list[dict], identities: dict[str, dict], half_wid
         decimals = max(1, point_decimals(int(row["n_items"])))
         needed = dates_needed(components_of(row), half_width)
         entries.append({**_plain(line), "identity": identities.get(line["entry"], {}), "dates": [str(day) for day in row["dates"]],
+                        "per_date": list(row["per_date"]),
                         "dates_needed": needed, "half_width_with_dates_needed": None if needed is None else components_of(row).half_width(needed),
-                        "sentence": sentence(metric, row, row["first_date"], row["last_date"], decimals),
+                        "sentence": sentence(metric, row, decimals),
                         "advice": advice(metric, row, half_width, row["first_date"], row["last_date"], decimals)})  # fmt: skip
     return {
         "dataset": dataset, "metric": metric, "half_width_target": half_width, "confidence_level": 0.95,
