@@ -96,6 +96,28 @@ def paper_tables(results: Results) -> tuple[dict[str, pd.DataFrame], dict[str, s
     return tables, missing
 
 
+def _robust_section(results: Results, out: Path, half_width: float = 0.01) -> list[str]:
+    """What to report, per dataset (``Results.robust_record``, as ``dateeval robust`` prints it): the robust
+    leaderboard, the sentences to paste, the pairs the date reorders, the figure; the leaderboard's numbers as CSV."""
+    from dateeval.results import robust_format
+
+    parts = []
+    for dataset in sorted(results.metrics["dataset"].unique()) if len(results.metrics) else []:
+        record = results.robust_record(dataset, half_width=half_width)
+        if not record["entries"]:
+            continue
+        board = pd.DataFrame(record["entries"])
+        board.drop(columns=["identity", "dates", "per_date", "sentence", "advice"]).to_csv(out / f"robust-{dataset}.csv", index=False)
+        sentences = "".join(f"<li><b>{html.escape(entry['entry'])}</b>: {html.escape(entry['sentence'])}. {html.escape(entry['advice'])}</li>"
+                            for entry in record["entries"])  # fmt: skip
+        unresolved = "; ".join(f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"])
+        shown = robust_format.display(board, dataset, half_width).to_html(index=False, border=0)
+        parts.append(f"<h2>What to report: {html.escape(dataset)}</h2><p>{html.escape(robust_format.caption(dataset, board))}</p>{shown}<ul>{sentences}</ul>"
+                     + (f"<p>The date reorders these pairs and their intervals overlap: {html.escape(unresolved)}.</p>" if unresolved else "")
+                     + (robust_format.svg(record) or "") + f"<p><a href='robust-{dataset}.csv'>CSV</a></p>")  # fmt: skip
+    return parts
+
+
 def write_report(results: Results, out: Path) -> Path:
     """A self-contained HTML report (tables, figures, missing cells) plus one CSV per table."""
     out.mkdir(parents=True, exist_ok=True)
@@ -113,6 +135,7 @@ def write_report(results: Results, out: Path) -> Path:
         figure = plots.curves(group, metric, per_condition[per_condition["dataset"] == dataset], dataset=dataset)
         figure.update_layout(title=f"{plots.axis_label(metric, dataset)} by date: {dataset}")
         parts.append(figure.to_html(full_html=False, include_plotlyjs=index == 0))
+    parts += _robust_section(results, out)
     if missing:
         items = "".join(f"<li><b>{html.escape(name)}</b>: {html.escape(how)}</li>" for name, how in missing.items())
         parts.append(f"<h2>Not in this store</h2><ul>{items}</ul>")

@@ -131,7 +131,7 @@ def figure(record: dict, out: Path) -> Path:
 
 
 def svg(record: dict) -> str | None:
-    """:func:`figure` as SVG text, for embedding in the HTML report (None without matplotlib)."""
+    """:func:`figure` as an ``<svg>`` element (no XML prologue), for embedding in the HTML report (None without matplotlib)."""
     import tempfile
 
     try:
@@ -140,4 +140,5 @@ def svg(record: dict) -> str | None:
         return None
     with tempfile.TemporaryDirectory() as folder:
         path = figure(record, Path(folder) / "robust.svg")
-        return path.read_text()
+        text = path.read_text()
+    return text[text.index("<svg"):]
