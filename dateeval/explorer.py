@@ -413,3 +413,9 @@ def statistics(root: str, fingerprint: tuple) -> dict[str, pd.DataFrame]:
     """Table 5, the date effect against chance, run-to-run variation and Table 3 (``Results.statistics``; each
     entry's part kept with the store, usually since the sweep that wrote it)."""
     return _view(root, fingerprint)[0].statistics()
+
+
+@st.cache_data(show_spinner="Bootstrapping over questions and dates...", max_entries=16)
+def robust(root: str, fingerprint: tuple, selection: Selection, half_width: float) -> dict:
+    """``Results.robust_record`` of the selection (entries, dataset, dates): what `dateeval robust` prints and the report shows."""
+    return _view(root, fingerprint)[0].robust_record(selection.dataset, selection.period, selection.entries, half_width)
