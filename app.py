@@ -7,6 +7,7 @@ PAGES = [
     st.Page("pages/overview.py", title="Overview", icon=":material/table_chart:", default=True),
     st.Page("pages/curves.py", title="Curves", icon=":material/show_chart:"),
     st.Page("pages/leaderboard.py", title="Leaderboard", icon=":material/leaderboard:"),
+    st.Page("pages/robust.py", title="What to report", icon=":material/verified:"),
     st.Page("pages/flips.py", title="Flips", icon=":material/swap_horiz:"),
     st.Page("pages/factors.py", title="Factors", icon=":material/tune:"),
     st.Page("pages/prompt.py", title="Prompt", icon=":material/search:"),

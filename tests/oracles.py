@@ -142,3 +142,43 @@ def largest_of(deltas: list[float], draws: list[np.ndarray], level: float = 0.95
     return {"delta": observed, "null_median": float(np.median(maxima)), "null_upper": float(np.quantile(maxima, level)),
             "p_value": (1 + sum(1 for value in maxima if value >= observed - 1e-12)) / (len(maxima) + 1)}
 
+
+
+def two_way_anova(matrix: list[list[float]]) -> dict[str, float]:
+    """Two-way random-effects ANOVA without replication (rows = dates, columns = items) by explicit loops, the reference
+    for ``robust.variance_components``: sums of squares, mean squares, and the method-of-moments components
+    E[MS_item] = s_res + D s_item, E[MS_date] = s_res + I s_date, E[MS_res] = s_res (negatives set to 0)."""
+    dates, items = len(matrix), len(matrix[0])
+    grand = sum(sum(row) for row in matrix) / (dates * items)
+    date_means = [sum(row) / items for row in matrix]
+    item_means = [sum(matrix[d][i] for d in range(dates)) / dates for i in range(items)]
+    ss_total = sum((matrix[d][i] - grand) ** 2 for d in range(dates) for i in range(items))
+    ss_date = items * sum((mean - grand) ** 2 for mean in date_means)
+    ss_item = dates * sum((mean - grand) ** 2 for mean in item_means)
+    ss_residual = ss_total - ss_date - ss_item
+    ms_item, ms_date, ms_residual = ss_item / (items - 1), ss_date / (dates - 1), ss_residual / ((items - 1) * (dates - 1))
+    return {"ms_item": ms_item, "ms_date": ms_date, "ms_residual": ms_residual, "item": max(0.0, (ms_item - ms_residual) / dates),
+            "date": max(0.0, (ms_date - ms_residual) / items), "residual": ms_residual}  # fmt: skip
+
+
+def rank_intervals(scores: pd.DataFrame) -> pd.DataFrame:
+    """``robust.rank_intervals`` by recounting: an entry's rank on a date is 1 + the entries strictly ahead of it;
+    the central 95% are the sorted ranks at positions ceil(q n) - 1 (the inverted CDF)."""
+    import math
+
+    rows = []
+    for entry in scores.columns:
+        ranks = sorted(1 + sum(1 for other in scores.columns if scores.at[day, other] > scores.at[day, entry]) for day in scores.index)
+        n = len(ranks)
+        rows.append({"entry": entry, "rank_best": ranks[0], "rank_worst": ranks[-1], "rank_low": ranks[max(0, math.ceil(0.025 * n) - 1)],
+                     "rank_high": ranks[max(0, math.ceil(0.975 * n) - 1)], "first_share": sum(rank == 1 for rank in ranks) / n, "n_ranked_dates": n})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def pigeonhole_means(matrix: np.ndarray, date_draws: np.ndarray, item_draws: np.ndarray) -> list[float]:
+    """The two-way bootstrap as a plain loop: for each resample, the mean over the drawn dates x drawn items (with repeats)."""
+    means = []
+    for dates, items in zip(date_draws, item_draws):
+        cells = [float(matrix[d, i]) for d in dates for i in items]
+        means.append(sum(cells) / len(cells))
+    return means

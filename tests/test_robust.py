@@ -1,0 +1,190 @@
+"""The date-robust number (issue 20 §2): each statistic against a reference, and every reader (CLI, report, explorer
+page) against the results layer's ``Results.robust*``, exactly."""
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit.testing.v1 import AppTest
+
+import oracles
+from conftest import ROOT, run_cli
+from dateeval import results
+from dateeval.results import robust, robust_format
+
+
+def _binary(dates: int, items: int, seed: int) -> np.ndarray:
+    """Right/wrong outcomes with an item effect, a date effect and noise: every component present."""
+    rng = np.random.default_rng(seed)
+    logit = rng.normal(0, 1.5, items)[None, :] + rng.normal(0, 0.4, dates)[:, None] + rng.normal(0, 0.5, (dates, items))
+    return (rng.random((dates, items)) < 1 / (1 + np.exp(-logit))).astype(float)
+
+
+def test_two_way_bootstrap_equals_a_plain_loop_on_the_same_draws():
+    correct = _binary(7, 13, seed=1)
+    n_boot, seed = 60, 3
+    vectorised = robust.two_way_bootstrap(correct, n_boot, seed)
+    # the draws the weights count: resample_weights draws indices with default_rng(seed), dates with seed + 1
+    item_draws = np.random.default_rng(seed).integers(0, 13, (n_boot, 13))
+    date_draws = np.random.default_rng(seed + 1).integers(0, 7, (n_boot, 7))
+    np.testing.assert_allclose(vectorised, oracles.pigeonhole_means(correct, date_draws, item_draws), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("matrix", [_binary(6, 9, seed=2), np.random.default_rng(4).normal(size=(5, 8)), _binary(12, 4, seed=5)])
+def test_variance_components_equal_a_hand_computed_two_way_anova(matrix):
+    expected = oracles.two_way_anova(matrix.tolist())
+    found = robust.variance_components(matrix)
+    assert robust.mean_squares(matrix) == pytest.approx((expected["ms_item"], expected["ms_date"], expected["ms_residual"]), rel=1e-12)
+    assert (found.item, found.date, found.residual) == pytest.approx((expected["item"], expected["date"], expected["residual"]), rel=1e-12, abs=1e-15)
+    if found.item > 0 and found.date > 0:  # untruncated: Var(mean) = (MS_item + MS_date - MS_res) / (I D)
+        assert found.mean_variance() == pytest.approx((expected["ms_item"] + expected["ms_date"] - expected["ms_residual"]) / matrix.size, rel=1e-12)
+
+
+def test_variance_components_find_a_pure_date_effect():
+    """Every item right on some dates and wrong on the others: all the variance is the date's."""
+    correct = np.repeat(np.array([1, 0, 1, 1, 0, 0], dtype=float)[:, None], 10, axis=1)
+    found = robust.variance_components(correct)
+    assert found.item == 0 and found.residual == 0 and found.date == pytest.approx(np.var(correct[:, 0], ddof=1))
+    assert found.shares()["date"] == 1
+
+
+def test_dates_needed_is_the_fewest_that_reach_the_width():
+    components = robust.variance_components(_binary(30, 400, seed=6))
+    floor = robust.Z95 * math.sqrt(components.item / components.n_items)  # what infinitely many dates would give
+    assert components.date > 0 and components.residual > 0
+    for half_width in (floor * 1.01, floor * 1.2, floor * 3):
+        needed = robust.dates_needed(components, half_width)
+        assert needed is not None and components.half_width(needed) <= half_width
+        assert needed == 2 or components.half_width(needed - 1) > half_width
+    assert robust.dates_needed(components, floor * 0.99) is None
+
+
+def test_rank_intervals_equal_a_brute_force_recount():
+    rng = np.random.default_rng(7)
+    scores = pd.DataFrame(rng.integers(0, 5, (41, 5)) / 10, columns=[f"model {k}" for k in range(5)], index=[f"2024-01-{d:02d}" for d in range(1, 42)])
+    pd.testing.assert_frame_equal(robust.rank_intervals(scores), oracles.rank_intervals(scores), check_dtype=False)
+
+
+def test_flipping_pairs_recount_who_is_ahead():
+    scores = pd.DataFrame({"a": [0.5, 0.6, 0.4], "b": [0.45, 0.5, 0.5], "c": [0.1, 0.1, 0.1]}, index=["d1", "d2", "d3"])
+    intervals = pd.DataFrame({"entry": ["a", "b", "c"], "score": [0.5, 0.48, 0.1], "low": [0.4, 0.4, 0.0], "high": [0.6, 0.55, 0.2]})
+    pairs = robust.flipping_pairs(scores, intervals).set_index(["entry_a", "entry_b"])
+    assert pairs.loc[("a", "b")].to_dict() == {"a_ahead": 2, "b_ahead": 1, "tied": 0, "flips": True, "intervals_overlap": True, "unresolved": True}
+    assert not pairs.loc[("a", "c"), "flips"] and not pairs.loc[("b", "c"), "intervals_overlap"]
+
+
+def test_sentence_names_the_dates_and_the_interval():
+    row = {"score": 0.6123, "half_width": 0.0081, "n_items": 1000, "dates": [f"2024-01-{d:02d}" for d in range(1, 32)]}
+    assert robust.sentence("accuracy", row) == ("accuracy 61.2 ± 0.8 pp, mean over all 31 days of 2024-01-01..2024-01-31, 95% CI over items and "
+                                                "dates (1000 items)")  # fmt: skip
+    monthly = {**row, "dates": [f"2024-{month:02d}-01" for month in range(1, 13)]}
+    assert "mean over 12 dates in 2024-01-01..2024-12-01," in robust.sentence("accuracy", monthly)
+
+
+# --- every reader equals the results layer ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("robust") / "store"
+    shutil.copytree(ROOT / "demo" / "store", root, ignore=shutil.ignore_patterns(".aggregates"))
+    return root
+
+
+@pytest.fixture(scope="module")
+def layer(store):
+    return results.open(store)[0]
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal to the last digit (JSON writes NaN as null; tuples come back as lists)."""
+    if isinstance(a, dict):
+        return set(a) == set(b) and all(_same(a[key], b[key]) for key in a)
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if a is None or (isinstance(a, float) and math.isnan(a)):
+        return b is None or (isinstance(b, float) and math.isnan(b))
+    return a == b
+
+
+def test_the_layer_gives_every_graded_dataset_and_its_record(layer):
+    board = layer.robust("mmlu")
+    assert list(board["rank"]) == sorted(board["rank"]) and len(board) == 3 and (board["n_dates"] == 366).all()
+    assert (board["low"] <= board["score"]).all() and (board["score"] <= board["high"]).all()
+    record = layer.robust_record("mmlu", half_width=0.25)
+    entry = record["entries"][0]
+    assert entry["identity"]["model_revision"] and len(entry["identity"]["prompts_digest"]) == 32 and record["dateeval_version"]
+    assert entry["sentence"].startswith(f"accuracy {100 * entry['score']:.1f} ± ") and "all 366 days of 2024-01-01..2024-12-31" in entry["sentence"]
+    assert layer.robust("wmt16_en_de").empty  # BLEU and chrF are corpus scores: no per-item grade to resample
+    assert len(layer.robust_pairs("mmlu")) == 3
+
+
+def test_cli_json_equals_the_layer_to_the_last_digit(store, layer):
+    done = run_cli("robust", "--store", str(store), "--json", "--half-width", "0.25")
+    assert done.returncode == 0, done.stderr
+    records = {record["dataset"]: record for record in json.loads(done.stdout)}
+    assert set(records) == {"gsm8k", "humaneval", "mmlu", "mmlu_cot"}
+    for dataset, record in records.items():
+        assert _same(layer.robust_record(dataset, half_width=0.25), record), dataset
+
+
+def test_cli_tables_and_figure(store, layer, tmp_path):
+    shown = robust_format.display(layer.robust("mmlu"), "mmlu", 0.01)
+    markdown = run_cli("robust", "--store", str(store), "--dataset", "mmlu", "--markdown", "--figure", str(tmp_path / "robust.svg"))
+    assert markdown.returncode == 0, markdown.stderr
+    assert robust_format.markdown(shown) in markdown.stdout
+    assert all(entry["sentence"] in markdown.stdout for entry in layer.robust_record("mmlu")["entries"])
+    assert (tmp_path / "robust.svg").read_text().lstrip().startswith("<?xml") and "<svg" in (tmp_path / "robust.svg").read_text()
+    latex = run_cli("robust", "--store", str(store), "--dataset", "gsm8k", "--latex", "--figure", str(tmp_path / "robust.pdf"))
+    assert latex.returncode == 0, latex.stderr
+    assert r"\begin{tabular}" in latex.stdout and r"$\pm$" in latex.stdout and (tmp_path / "robust.pdf").read_bytes().startswith(b"%PDF")
+
+
+def test_report_section_equals_the_layer(store, layer, tmp_path):
+    done = run_cli("report", "--store", str(store), "--out", str(tmp_path / "report"))
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "report" / "index.html").read_text()
+    assert "<h2>What to report: mmlu</h2>" in page and "<svg" in page
+    written = pd.read_csv(tmp_path / "report" / "robust-mmlu.csv")
+    expected = layer.robust("mmlu")
+    for column in robust.BOARD_COLUMNS:
+        assert written[column].tolist() == expected[column].tolist(), column
+    for entry in layer.robust_record("mmlu")["entries"]:
+        assert entry["sentence"].replace("×", "x") in page.replace("×", "x")
+
+
+def test_page_shows_the_layer_numbers(store, layer, monkeypatch):
+    monkeypatch.setenv("DATEEVAL_STORE", str(store))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.query_params.update({"store": "mine", "dataset": "mmlu"})
+    at.run()
+    at.switch_page("pages/robust.py").run()
+    assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
+    shown = next(table.value for table in at.dataframe if "Model" in table.value)
+    expected = robust_format.display(layer.robust("mmlu"), "mmlu", 0.01)
+    pd.testing.assert_frame_equal(shown.reset_index(drop=True).astype(str), expected, check_dtype=False)
+    sentences = [code.value for code in at.code]
+    assert sentences == [entry["sentence"] + "." for entry in layer.robust_record("mmlu")["entries"]]
+
+
+@pytest.mark.parametrize("arguments, says", [
+    (["--half-width", "0"], "between 0 and 1"),
+    (["--half-width", "one"], "invalid number"),
+    (["--dataset", "nope"], "no dataset 'nope'"),
+    (["--figure", "robust.txt"], "give a file ending in"),
+    (["--figure", "robust.svg"], "--figure draws one dataset"),
+    (["--json", "--latex"], "not allowed with"),
+])  # fmt: skip
+def test_bad_input_is_one_line_and_exit_2(store, tmp_path, arguments, says):
+    arguments = [str(tmp_path / argument) if argument.startswith("robust.") else argument for argument in arguments]
+    done = run_cli("robust", "--store", str(store), *arguments)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+
+
+def test_a_store_that_does_not_exist_is_one_line(tmp_path):
+    done = run_cli("robust", "--store", str(tmp_path / "missing"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "does not exist" in done.stderr
