@@ -11,7 +11,7 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT
 
-PAGES = ["pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/flips.py", "pages/factors.py", "pages/prompt.py", "pages/run.py"]
+PAGES = ["pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/robust.py", "pages/flips.py", "pages/factors.py", "pages/prompt.py", "pages/run.py"]
 
 
 @pytest.fixture
@@ -41,7 +41,7 @@ def test_page_renders_on_the_demo(app, page):
 def test_page_renders_on_an_empty_store(app, page):
     at = app(page, store="My results")
     assert not at.error
-    if page in ("pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/flips.py", "pages/factors.py"):
+    if page in ("pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/robust.py", "pages/flips.py", "pages/factors.py"):
         assert any("No results yet" in info.value for info in at.info)
 
 

@@ -20,7 +20,7 @@ from conftest import ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts"
-PAGES = {"overview": "", "curves": "curves", "leaderboard": "leaderboard", "flips": "flips", "factors": "factors", "prompt": "prompt", "run": "run"}
+PAGES = {"overview": "", "curves": "curves", "leaderboard": "leaderboard", "robust": "robust", "flips": "flips", "factors": "factors", "prompt": "prompt", "run": "run"}
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]  # fmt: skip
 
