@@ -16,12 +16,25 @@ def axis_label(metric: str, dataset: str = "") -> str:
     return METRICS[metric].axis_label(dataset)
 
 
-def _layout(figure: go.Figure, title: str, y_title: str, x_title: str = "Date") -> go.Figure:
+# Every chart's modebar: the camera button saves an SVG (vector, for a paper or slides) named after the chart.
+CHART_CONFIG = {"toImageButtonOptions": {"format": "svg", "filename": "dateeval-chart"}, "displaylogo": False}
+DAY_MS = 86_400_000
+
+
+def _layout(figure: go.Figure, title: str, y_title: str, x_title: str = "Date", traces: int = 0) -> go.Figure:
+    """Shared layout. With many traces the legend goes to the right, in a scrolling column, so it never squeezes the
+    plot; date axes tick in days (a store of two dates gets no hour ticks)."""
+    side = traces > 6
     figure.update_layout(
         title=title, xaxis_title=x_title, yaxis_title=y_title, hovermode="x unified", template="plotly_white",
-        legend={"orientation": "h", "y": -0.2}, margin={"t": 60, "b": 40},
+        legend={"orientation": "v", "x": 1.02, "y": 1} if side else {"orientation": "h", "y": -0.2}, margin={"t": 60, "b": 40},
         hoverlabel={"namelength": -1},  # full entry names: "smollm2-135m (bfloat16, cpu)" and "(float32, cpu)" differ at the end
     )  # fmt: skip
+    if x_title == "Date":
+        figure.update_xaxes(tickformat="%Y-%m-%d")
+        dates = [pd.Timestamp(x) for trace in figure.data for x in (trace.x if trace.x is not None else ())]
+        if dates and (max(dates) - min(dates)).days <= 14:
+            figure.update_xaxes(dtick=DAY_MS)
     return figure
 
 
@@ -43,7 +56,10 @@ def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: i
         values = spec.shown(group[metric])
         if band is not None and len(band[band["entry"] == entry]):
             _band(figure, band[band["entry"] == entry], spec.scale, entry, colour)
-        figure.add_trace(go.Scatter(x=group["date"], y=values, mode="lines", name=entry, line={"color": colour}, opacity=0.45 if rolling > 1 else 1))
+        dash = DASHES[(index // len(PALETTE)) % len(DASHES)]  # past ten entries colours repeat: the line style tells them apart
+        figure.add_trace(go.Scatter(x=group["date"], y=values, mode="lines+markers" if len(group) <= 31 else "lines", name=entry,
+                                    line={"color": colour, "dash": dash}, opacity=0.45 if rolling > 1 else 1,
+                                    customdata=[entry] * len(group)))  # fmt: skip
         if rolling > 1:
             mean = pd.Series(values.to_numpy(), index=pd.DatetimeIndex(group["date"])).rolling(f"{rolling}D", center=True, min_periods=1).mean()
             figure.add_trace(go.Scatter(x=group["date"], y=mean.to_numpy(), mode="lines", name=f"{entry} ({rolling}-day mean)",
@@ -58,9 +74,12 @@ def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: i
             day = default_dates[entry]
             figure.add_trace(go.Scatter(x=[day, day], y=[values.min(), values.max()], mode="lines", line={"dash": "dot", "color": colour},
                                         name=f"{entry}: the template's own date ({day:%Y-%m-%d})"))  # fmt: skip
-    return _layout(figure, f"{spec.axis_label(dataset).removesuffix(' (%)')} by date in the system prompt", spec.axis_label(dataset))
+    figure = _layout(figure, f"{spec.axis_label(dataset).removesuffix(' (%)')} by date in the system prompt", spec.axis_label(dataset),
+                     traces=dated["entry"].nunique() * (2 if band is not None else 1))  # fmt: skip
+    return figure.update_yaxes(rangemode="nonnegative") if spec.higher_is_better or spec.percent else figure
 
 
+DASHES = ["solid", "dot", "dashdot"]
 PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22"]
 
 

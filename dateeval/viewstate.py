@@ -20,7 +20,7 @@ value set twice.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import streamlit as st
 
@@ -55,6 +55,22 @@ def seed(key: str, options: Sequence, default: object, multi: bool = False) -> N
         state[key] = valid if current is not None and (valid or not current) else list(default)
     else:
         state[key] = current if current in options else default
+
+
+def seed_value(key: str, default: object, parse: Callable[[str], object]) -> None:
+    """Seed a free-form widget (a date, a text, a number) from the URL the first time, else keep the session's value."""
+    state = st.session_state
+    seen = state.setdefault("_viewstate_seen", set())
+    if key not in seen:
+        seen.add(key)
+        try:
+            if key in st.query_params:
+                state[key] = parse(st.query_params[key])
+                return
+        except ValueError:  # a hand-edited link with a value that is not one: the default
+            pass
+    if key not in state:
+        state[key] = state.get(_kept(key), default)
 
 
 def seed_dates(key: str, first: dt.date, last: dt.date) -> None:

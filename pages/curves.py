@@ -43,7 +43,17 @@ if overlay != "(none)":
     dated, chosen = pd.concat([tag(dated, selection.dataset), tag(dated_extra, overlay)]), pd.concat([tag(chosen, selection.dataset), tag(extra, overlay)])
     band = tag(band, selection.dataset) if band is not None else None
 figure = plots.curves(dated, metric, chosen, rolling=rolling, default_dates=defaults, dataset=selection.dataset, band=band)
-st.plotly_chart(figure, width="stretch")
+clicked = st.plotly_chart(figure, width="stretch", config=plots.CHART_CONFIG, on_select="rerun", selection_mode="points", key="curve_click")
+picked = [point for point in (clicked.selection.points if clicked else []) if point.get("customdata")]
+if picked:  # a point on an entry's line: that date's questions on Flips, and the prompt on that date
+    day, entry = str(picked[0]["x"])[:10], picked[0]["customdata"]
+    shared = {"store": st.query_params.get("store", "demo"), "dataset": selection.dataset}
+    left, right = st.columns(2)
+    left.page_link("pages/flips.py", label=f"{entry}: the questions on {day} (Flips)", icon=":material/swap_horiz:",
+                   query_params={**shared, "entry": entry, "from": day, "to": day})  # fmt: skip
+    right.page_link("pages/prompt.py", label=f"The prompt on {day} (Prompt)", icon=":material/search:", query_params={**shared, "first": day})
+else:
+    st.caption("Click a point on a line to open that date's questions on **Flips** and its prompt on **Prompt**.")
 st.download_button("Download figure (HTML)", figure.to_html(include_plotlyjs="cdn"), f"curves-{metric}.html", "text/html")
 explorer.downloads(explorer.item_table(selection), "per-item-per-date")
 st.subheader("Worst-to-best delta (Tables 1, 2 and 8)")

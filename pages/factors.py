@@ -31,7 +31,7 @@ else:
         st.info("Only the date was swept on this dataset, so there is nothing to set it against yet. Run e.g. `python -m dateeval run ... "
                 "--batch-sizes 1,8,32 --option-orders 5 --system-prompts paper --dtype float32 --dtype bfloat16 --repeat 2`.")  # fmt: skip
     figure = plots.factor_bars(factors, metric)
-    st.plotly_chart(figure, width="stretch")
+    st.plotly_chart(figure, width="stretch", config=plots.CHART_CONFIG)
     st.download_button("Download figure (HTML)", figure.to_html(include_plotlyjs="cdn"), "factors.html", "text/html")
     explorer.show_table(factors.drop(columns=["dataset"]), dataset)
 st.subheader("The date's delta against chance")

@@ -5,7 +5,8 @@ from dataclasses import replace
 import pandas as pd
 import streamlit as st
 
-from dateeval import explorer, plots
+from dateeval import explorer, plots, viewstate
+from dateeval.errors import DateEvalError
 from dateeval.results import descriptive
 from dateeval.data.items import LABELS
 from dateeval.tasks import generates
@@ -32,6 +33,16 @@ SHOW = {"changes": "Answer changes across dates", "right-wrong": "Right ↔ wron
 show = explorer.picker("Show", list(SHOW), "show", default="right-wrong" if generates(selection.dataset) else "changes", format_func=SHOW.get)
 shown = {"changes": flips[~flips["consistent"]], "right-wrong": flips[(flips["n_correct"] > 0) & (flips["n_wrong"] > 0)], "all": flips}[show]
 shown = shown.drop(columns=["entry", "dataset"]).dropna(axis=1, how="all")
+viewstate.seed_value("find", "", str)
+found = st.text_input("Find a question by its text", key="find", help="Case-insensitive; searches the benchmark's text in the sidebar's data folder.")
+viewstate.publish("find", found)
+if found.strip():
+    try:
+        texts = explorer.item_descriptions(selection.dataset, explorer.data_dir())
+    except DateEvalError as error:
+        st.error(f"Question texts unavailable: {error}. Set the benchmark data folder in the sidebar.")
+        texts = {}
+    shown = shown[shown["item_id"].map(lambda item: found.strip().lower() in texts.get(item, "").lower())]
 st.subheader(f"{len(shown)} questions, most date-sensitive first")
 explorer.show_table(shown, selection.dataset)
 explorer.downloads(shown, "flips")
@@ -58,15 +69,27 @@ def history(rows: pd.DataFrame, *columns: str) -> pd.DataFrame:
     return found.drop_duplicates("condition_key").sort_values("date").reset_index(drop=True)
 
 
+def predicted(rows: pd.DataFrame) -> str:
+    """What the model answered on the selected dates, next to the correct option ("B on 300 dates, C on 66")."""
+    counts = ", ".join(f"{LABELS[int(p)]} on {n} dates" for p, n in rows["pred"].dropna().value_counts().items())
+    unparsed = int(rows["pred"].isna().sum())
+    return f"Correct option: {LABELS[int(rows['answer'].iloc[0])]}. Predicted: {counts or 'none'}" + (f"; no answer on {unparsed} dates." if unparsed else ".")
+
+
 def option_probabilities(where, entry: str, rows: pd.DataFrame) -> None:  # noqa: ANN001 - a Streamlit column
-    """Choice tasks: each option's probability on each date as a line, and the predictions."""
+    """Choice tasks: each option's probability on each date as a line; chain of thought, where the letters' probabilities
+    exist only for parsed answers, the answer and its confidence per date instead of an empty chart."""
     n_options = int(rows["n_options"].iloc[0])
     probs = history(rows, "probs")
     probs = probs[probs["probs"].notna()]  # CoT: none where the answer was unparseable
     answer = int(rows["answer"].iloc[0])
-    where.plotly_chart(plots.option_lines(probs, list(LABELS[:n_options]), answer, title=entry), width="stretch")
-    counts = ", ".join(f"{LABELS[int(p)]} on {n} dates" for p, n in rows["pred"].dropna().value_counts().items())
-    where.caption(f"Correct option: {LABELS[answer]}. Predicted: {counts}.")
+    if len(probs) >= 2:
+        where.plotly_chart(plots.option_lines(probs, list(LABELS[:n_options]), answer, title=entry), width="stretch", config=plots.CHART_CONFIG)
+    else:
+        answers = rows[["date", "pred", "confidence", "correct"]].assign(pred=rows["pred"].map(lambda p: "-" if pd.isna(p) else LABELS[int(p)]))
+        where.caption(f"{entry}: the answer and its confidence on each date (its options' probabilities exist only where an answer was parsed)")
+        where.dataframe(answers.rename(columns={"date": "Date", "pred": "Answer", "confidence": "Confidence", "correct": "Right"}), hide_index=True)
+    where.caption(predicted(rows))
 
 
 def verdict(row: pd.Series) -> str:
@@ -78,7 +101,7 @@ def verdict(row: pd.Series) -> str:
 def outputs_side_by_side(rows: pd.DataFrame) -> None:
     """Generated tasks: the item's result on each date, then two dates' outputs (newlines kept) with their first divergence."""
     outputs = history(rows, "output", "parsed", "correct", "score", "outcome", "outcome_message")
-    st.plotly_chart(plots.item_over_dates(outputs, selection.dataset), width="stretch")
+    st.plotly_chart(plots.item_over_dates(outputs, selection.dataset), width="stretch", config=plots.CHART_CONFIG)
     days = [pd.Timestamp(day).date() for day in outputs["date"]]
     right, wrong = outputs.index[outputs["correct"] == True], outputs.index[outputs["correct"] == False]  # noqa: E712 - may hold None
     first, second = (int(right[0]), int(wrong[0])) if len(right) and len(wrong) else (0, min(1, len(days) - 1))
@@ -115,4 +138,4 @@ if generates(selection.dataset):
     outputs_side_by_side(first_rows)
     if len(chosen_rows) > 1:
         st.subheader(f"{compare} on the same question")
-        st.plotly_chart(plots.item_over_dates(history(chosen_rows[compare], "parsed", "correct", "score"), selection.dataset), width="stretch")
+        st.plotly_chart(plots.item_over_dates(history(chosen_rows[compare], "parsed", "correct", "score"), selection.dataset), width="stretch", config=plots.CHART_CONFIG)

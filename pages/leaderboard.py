@@ -23,7 +23,7 @@ ranked = descriptive.ranks(in_range, metric)
 if ranked["entry"].nunique() < 2:
     st.info("A leaderboard needs at least two models with results on this dataset: select more in the sidebar or run another model.")
     st.stop()
-st.plotly_chart(plots.bump(ranked), width="stretch")
+st.plotly_chart(plots.bump(ranked), width="stretch", config=plots.CHART_CONFIG)
 dates = sorted(ranked["date"].dt.date.unique())
 left, right = st.columns(2)
 first = explorer.date_picker("First date", dates, "a", dates[0], where=left)
@@ -53,7 +53,7 @@ share = descriptive.top_k_reorders(in_range, selection.dataset, k, metric)
 st.metric(f"Consecutive date pairs whose top {k} differs ({selection.start:%Y-%m-%d} to {selection.end:%Y-%m-%d})", percent(share))
 taus = descriptive.kendall_taus(in_range, selection.dataset, metric)
 if len(taus):
-    st.plotly_chart(plots.tau_histogram(taus), width="stretch")
+    st.plotly_chart(plots.tau_histogram(taus), width="stretch", config=plots.CHART_CONFIG)
     st.caption(f"Mean Kendall tau {taus['tau'].mean():.3f}; {percent((taus['tau'] < 1).mean())} of date pairs rank the models differently.",
                help="Kendall tau compares two rankings: 1 = the same order, -1 = reversed; tau-b counts ties fairly.")
 leaderboard = ranked.pivot_table(index="entry", columns="date", values="rank").rename(columns=lambda day: f"{day:%Y-%m-%d}").reset_index()

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from dateeval import explorer, plots, sent
+from dateeval import explorer, plots, sent, viewstate
 from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
 from dateeval.prompting import POSITIONS, ChatTemplate, DateInjection
@@ -38,7 +38,10 @@ def chosen_template() -> ChatTemplate | None:
     return ChatTemplate.from_file(path, bos_token=BOS) if path else None
 
 
-source = st.radio("Template", ["Default model (SmolLM2-135M-Instruct)", "A template file"], horizontal=True)
+SOURCES = ["Default model (SmolLM2-135M-Instruct)", "A template file"]
+viewstate.seed("source", SOURCES, SOURCES[0])
+source = st.radio("Template", SOURCES, horizontal=True, key="source")
+viewstate.publish("source", source)
 try:
     if source.startswith("Default"):
         @st.cache_resource(show_spinner="Loading the default model's tokenizer...")
@@ -55,12 +58,23 @@ try:
         st.stop()
     st.info(f"This template {template.support.describe()}.")
     left, right = st.columns(2)
-    first = left.date_input("First date", dt.date(2024, 1, 1), min_value=dt.date(1900, 1, 1), max_value=dt.date(2100, 12, 31))
-    second = right.date_input("Second date", dt.date(2024, 7, 26), min_value=dt.date(1900, 1, 1), max_value=dt.date(2100, 12, 31))
-    system = st.text_input("System message", "You are a helpful assistant.")
-    if st.toggle("Use a real benchmark item (the exact user message a sweep sends, few-shot exemplars included)"):
-        name = st.text_input("Dataset", "gsm8k", help="e.g. mmlu, mmlu_5shot, arc_challenge_cot, gsm8k_5shot, humaneval, wmt16_en_de")
-        number = st.number_input("Item number", min_value=0, value=0)
+    for key, default in (("first", dt.date(2024, 1, 1)), ("second", dt.date(2024, 7, 26))):
+        viewstate.seed_value(key, default, dt.date.fromisoformat)
+    first = left.date_input("First date", min_value=dt.date(1900, 1, 1), max_value=dt.date(2100, 12, 31), key="first")
+    second = right.date_input("Second date", min_value=dt.date(1900, 1, 1), max_value=dt.date(2100, 12, 31), key="second")
+    viewstate.seed_value("system", "You are a helpful assistant.", str)
+    system = st.text_input("System message", key="system")
+    viewstate.seed_value("real_item", "dataset" in st.query_params, lambda text: text == "True")
+    real_item = st.toggle("Use a real benchmark item (the exact user message a sweep sends, few-shot exemplars included)", key="real_item")
+    for key, value in (("first", first), ("second", second), ("system", system), ("real_item", real_item)):
+        viewstate.publish(key, value)
+    if real_item:
+        viewstate.seed_value("dataset", "gsm8k", str)
+        viewstate.seed_value("item", 0, int)
+        name = st.text_input("Dataset", key="dataset", help="e.g. mmlu, mmlu_5shot, arc_challenge_cot, gsm8k_5shot, humaneval, wmt16_en_de")
+        number = st.number_input("Item number", min_value=0, key="item")
+        viewstate.publish("dataset", name)
+        viewstate.publish("item", int(number))
         task = explorer.task_for(name.strip(), explorer.data_dir())
         item = task.items[min(int(number), len(task.items) - 1)]
         user = task.prompt(item, Condition(date_mode="none", system_prompt=system)).messages[-1]["content"]

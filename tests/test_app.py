@@ -165,8 +165,8 @@ def test_flips_show_two_dates_outputs_side_by_side(app, dataset):
     at.sidebar.selectbox(key="dataset").set_value(dataset).run()
     at.selectbox(key="show").set_value("all").run()
     assert not at.exception and not at.error
-    flips = at.dataframe[-1].value
-    assert len(flips) >= 16 and "Answer changes" in flips
+    flips = next(table.value for table in at.dataframe if "Answer changes" in table.value)
+    assert len(flips) >= 16
     at.date_input(key="output_b").set_value(at.date_input(key="output_b").max).run()
     assert not at.exception and not at.error
     assert "<pre" in _html(at) and ("Identical for the first" in " ".join(c.value for c in at.caption) or "identical outputs" in " ".join(s.value for s in at.success))
@@ -266,3 +266,35 @@ def test_query_parameters_open_the_same_view(monkeypatch):
     assert at.selectbox(key="question").value == "gsm8k/163fb24c18ba" and at.sidebar.date_input(key="dates").value == (dt.date(2024, 2, 1), dt.date(2024, 6, 30))
     at.selectbox(key="show").set_value("changes").run()
     assert at.query_params["show"] in ("changes", ["changes"]) and at.query_params["dataset"] in ("gsm8k", ["gsm8k"])  # the address follows the view
+
+
+def test_cot_flips_show_answers_and_confidence_not_an_empty_chart(app):
+    """Chain of thought has letters' probabilities only where an answer was parsed: the question shows its answer and
+    confidence per date, and what the model predicted next to the correct option."""
+    at = app("pages/flips.py")
+    at.sidebar.selectbox(key="dataset").set_value("mmlu_cot").run()
+    at.selectbox(key="show").set_value("all").run()
+    answers = next(table.value for table in at.dataframe if "Answer" in table.value and "Confidence" in table.value)
+    assert len(answers) >= 2 and any(caption.value.startswith("Correct option:") and "Predicted:" in caption.value for caption in at.caption)
+
+
+def test_flips_finds_a_question_by_its_text(app, data_dir, monkeypatch):
+    monkeypatch.setenv("DATEEVAL_DATA_DIR", str(data_dir))
+    at = app("pages/flips.py")
+    at.sidebar.selectbox(key="dataset").set_value("gsm8k").run()
+    at.selectbox(key="show").set_value("all").run()
+    everything = next(table.value for table in at.dataframe if "Answer changes" in table.value)
+    at.text_input(key="find").set_value("Janet").run()
+    found = next(table.value for table in at.dataframe if "Answer changes" in table.value)
+    assert 0 < len(found) < len(everything) and at.query_params["find"] in ("Janet", ["Janet"])
+
+
+def test_prompt_page_choices_live_in_the_url(monkeypatch):
+    """A link from a curve's point opens the Prompt page on that date (and a shared link restores the item)."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params.update({"store": "demo", "first": "2024-03-14", "second": "2024-11-05", "system": "Be brief."})
+    at.run()
+    at.switch_page("pages/prompt.py").run()
+    assert not at.exception and at.date_input(key="first").value == dt.date(2024, 3, 14) and at.date_input(key="second").value == dt.date(2024, 11, 5)
+    assert at.text_input(key="system").value == "Be brief." and "Today Date: 14 Mar 2024" in re.sub(r"<[^>]+>", "", _shown(at))
