@@ -300,9 +300,10 @@ class Results:
             rows = sql.rows(*self.sources(self._of(entry, dataset)), [*columns, "factor", "date", "item_id", "prompt_hash"], (min(dates), max(dates)))
             rows = rows[(rows["factor"] == "date") & rows["date"].astype(str).isin(set(dates))]
             found = {name: sorted({str(value) for value in rows[name].dropna().unique()}) for name in columns}
-            lines = (rows["date"].astype(str) + "\t" + rows["item_id"].astype(str) + "\t" + rows["prompt_hash"].astype(str)).sort_values()
+            # one hash per (date, item, prompt hash), by value (not by row order or text encoding), sorted: a digest of the set
+            prompts = np.sort(pd.util.hash_pandas_object(rows[["date", "item_id", "prompt_hash"]].astype(str), index=False).to_numpy())
             found = {name: values[0] if len(values) == 1 else (values or None) for name, values in found.items()}
-            return [{"identity": json.dumps({**found, "prompts_digest": xxhash.xxh3_128_hexdigest("\n".join(lines).encode())})}]
+            return [{"identity": json.dumps({**found, "prompts_digest": xxhash.xxh3_128_hexdigest(prompts.tobytes())})}]
 
         return json.loads(self._kept("identity", entry, dataset, (min(dates), max(dates), len(dates)), (), compute)[0]["identity"])
 
