@@ -15,7 +15,7 @@ from dateeval.data import Subset
 from dateeval.errors import DateEvalError
 from dateeval.store import Store
 from dateeval.tasks import BENCHMARKS, GENERATION_BENCHMARKS, build_task, generates, parse_name, resolve, with_shots
-from dateeval.tasks.custom import Grading, extract_answer, register_file
+from dateeval.tasks.custom import GRADERS, Grading, extract_answer
 from dateeval.tasks.registry import REGISTRY
 
 EXAMPLES = ROOT / "docs" / "examples"
@@ -157,8 +157,6 @@ def test_task_key_follows_the_content_not_the_path(tmp_path):
     ],
 )
 def test_graders(grading, output, reference, parsed, correct):
-    from dateeval.tasks.custom import GRADERS
-
     grader = GRADERS[grading.method]
     answer = extract_answer(output, grading)
     assert answer == parsed

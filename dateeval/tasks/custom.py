@@ -126,16 +126,16 @@ def extract_answer(output: str, grading: Grading) -> str | None:
     numeric = GRADERS[grading.method].numeric
     if grading.extract:
         matches = list(re.finditer(grading.extract, output))
-        if not matches:
-            return None
-        text = matches[-1].group(1) if matches[-1].re.groups else matches[-1].group(0)
+        text = ((matches[-1].group(1) if matches[-1].re.groups else matches[-1].group(0)) or "") if matches else ""
         number = normalize_number(text) if numeric else None
-        return (None if number is None else str(number)) if numeric else text.strip() or None
-    if numeric:
+    elif numeric:
         number = parse_number(output)
+    else:
+        lines = list(_ANSWER_LINE.finditer(output))
+        text = lines[-1].group(1) if lines else output
+    if numeric:
         return None if number is None else str(number)
-    lines = list(_ANSWER_LINE.finditer(output))
-    return (lines[-1].group(1) if lines else output).strip() or None
+    return text.strip() or None
 
 
 # ---------------------------------------------------------------- the spec
