@@ -132,11 +132,10 @@ def figure(record: dict, out: Path) -> Path:
 
 def svg(record: dict) -> str | None:
     """:func:`figure` as an ``<svg>`` element (no XML prologue), for embedding in the HTML report (None without matplotlib)."""
+    import importlib.util
     import tempfile
 
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("matplotlib") is None:
         return None
     with tempfile.TemporaryDirectory() as folder:
         path = figure(record, Path(folder) / "robust.svg")
