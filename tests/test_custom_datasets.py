@@ -167,9 +167,11 @@ def test_graders(grading, output, reference, parsed, correct):
 
 BAD_ROWS = [
     ([ROWS[0], {"question": "No answer", "choices": ["a", "b"]}], "line 2, field 'answer': missing"),
-    ([{**ROWS[0], "answer": 4}], "line 1, field 'answer': 4 is out of range: the row has 4 options (index 0-3 or letter A-D)"),
+    ([{**ROWS[1], "answer": 3}], "line 1, field 'answer': 3 is out of range: the row has 3 options (index 0-2 or letter A-C)"),
+    ([{**ROWS[0], "answer": 4}], "line 1, field 'answer': 4 is ambiguous (as index out of range, as text option B): set answer_format"),
     ([{**ROWS[1], "answer": "D"}], "line 1, field 'answer': 'D' is out of range: the row has 3 options"),
     ([{**ROWS[0], "answer": 1.5}], "line 1, field 'answer': 1.5 is not a whole number"),
+    ([{**ROWS[0], "answer": "3"}], "line 1, field 'answer': '3' is ambiguous (as index option D, as text option A): set answer_format"),
     ([{**ROWS[0], "id": "x"}, {**ROWS[1], "id": "x"}], "line 2, field 'id': duplicate id 'x' (first on line 1)"),
     ([ROWS[0], ROWS[1], ROWS[0]], "line 3, field 'question': the same question as on line 1"),
     ([{**ROWS[0], "question": ["a", "list"]}], "line 1, field 'question': expected text, found a list"),

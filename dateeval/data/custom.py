@@ -128,7 +128,7 @@ def _parquet(path: Path) -> list[Row]:
 class Fields:
     """Which field holds what. ``None`` means "find it": ``choices`` is a list field ``choices`` or the columns
     A, B, C...; ``id`` and ``subject`` are used where the rows have them. Answers are a 0-based index, a letter,
-    or (``text``) an option's text; ``auto`` takes whichever the value is."""
+    or an option's text; ``auto`` takes whichever the value is, unless it reads as two different options."""
 
     question: str = "question"
     choices: str | tuple[str, ...] | None = None
@@ -207,26 +207,36 @@ def _options(row: dict, choices: str | tuple[str, ...]) -> tuple[str, ...]:
 
 
 def _answer(value: object, field: str, answer_format: str, options: tuple[str, ...]) -> int:
-    """The option index an answer names: a 0-based index, a letter, or (``text``) an option's own text."""
+    """The option index an answer names: a 0-based index, a letter, or an option's own text.
+
+    ``auto`` accepts any of them, but refuses a value they read differently
+    (answer "3" among options "1".."4": index 3 or the option "3"?): a guess
+    there would score every such item against the wrong option, silently.
+    """
     n = len(options)
     expected = f"the row has {n} options (index 0-{n - 1} or letter A-{LABELS[n - 1]})"
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise FieldError(field, f"expected an index, a letter or an option's text, found {_kind(value)}")
-    text = str(value).strip()
-    if answer_format in ("auto", "index") and (isinstance(value, (int, float)) or (text.isascii() and text.isdigit())):
-        if isinstance(value, float) and not value.is_integer():
-            raise FieldError(field, f"{value!r} is not a whole number: {expected}")
-        if not 0 <= int(text if isinstance(value, str) else value) < n:
-            raise FieldError(field, f"{value!r} is out of range: {expected}")
-        return int(text if isinstance(value, str) else value)
-    if answer_format in ("auto", "letter") and len(text) == 1 and text.upper() in LABELS:
-        if LABELS.index(text.upper()) >= n:
-            raise FieldError(field, f"{value!r} is out of range: {expected}")
-        return LABELS.index(text.upper())
-    if answer_format in ("auto", "text") and text in (option.strip() for option in options):
-        return [option.strip() for option in options].index(text)
-    wanted = {"index": "a 0-based index", "letter": "a letter", "text": "the text of one of its options"}.get(answer_format, "an index, a letter or an option's text")
-    raise FieldError(field, f"{value!r} is not {wanted}: {expected}")
+    if isinstance(value, float) and not value.is_integer():
+        raise FieldError(field, f"{value!r} is not a whole number: {expected}")
+    text = str(int(value)) if isinstance(value, float) else str(value).strip()
+    texts = [option.strip() for option in options]
+    readings = {
+        "index": int(text) if text.isascii() and text.isdigit() else None,
+        "letter": LABELS.index(text.upper()) if len(text) == 1 and text.upper() in LABELS else None,
+        "text": texts.index(text) if text in texts else None,
+    }
+    found = {form: index for form, index in readings.items() if index is not None and answer_format in ("auto", form)}
+    if not found:
+        wanted = {"index": "a 0-based index", "letter": "a letter", "text": "the text of one of its options"}.get(answer_format, "an index, a letter or an option's text")
+        raise FieldError(field, f"{value!r} is not {wanted}: {expected}")
+    if len(set(found.values())) > 1:
+        readings_text = ", ".join(f"as {form} " + (f"option {LABELS[index]}" if index < n else "out of range") for form, index in found.items())
+        raise FieldError(field, f"{value!r} is ambiguous ({readings_text}): set answer_format (index, letter or text) in a spec")
+    index = next(iter(found.values()))
+    if index >= n:
+        raise FieldError(field, f"{value!r} is out of range: {expected}")
+    return index
 
 
 def mc_item(fields: Fields, prefix: str) -> Callable[[dict], MCItem]:
