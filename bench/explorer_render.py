@@ -37,6 +37,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -129,6 +130,46 @@ def keep_statistics(root: Path) -> None:
     subprocess.run([sys.executable, "-c", code, str(root)], cwd=ROOT, check=True)
 
 
+# A selection change per page on the demo: (widget kind, key, value).
+DEMO_SELECTIONS = {
+    "overview": None, "curves": ("selectbox", "metric", "ece"), "leaderboard": ("select_slider", "top_k", 1),
+    "flips": ("selectbox", "show", "all"), "factors": ("selectbox", "factor_metric", "ece"), "prompt": ("date_input", "first", dt.date(2024, 3, 14)),
+    "robust": None,
+}  # fmt: skip
+
+
+def demo_visits() -> None:
+    """The demo as a new user meets it, in one session: the first render (imports, first read), each page's first visit,
+    and one selection change per page. The store is a copy without kept statistics, so the demo's own first computation
+    is timed too (the demo ships no sidecars: .aggregates is ignored by git)."""
+    from streamlit.testing.v1 import AppTest
+
+    with tempfile.TemporaryDirectory() as folder:
+        store = Path(folder) / "store"
+        shutil.copytree(ROOT / "demo" / "store", store, ignore=shutil.ignore_patterns(".aggregates"))
+        os.environ["DATEEVAL_STORE"] = str(store)
+        start = time.perf_counter()
+        at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=600)
+        at.query_params["store"] = "mine"
+        at.run()
+        print(f"{'first render':22s} {time.perf_counter() - start:6.2f}s (Overview: imports, first read, statistics)")
+        for page, change in DEMO_SELECTIONS.items():
+            if not (ROOT / "pages" / f"{page}.py").exists():
+                continue
+            start = time.perf_counter()
+            at.switch_page(f"pages/{page}.py").run()
+            visit = time.perf_counter() - start
+            assert not at.exception, [e.message for e in at.exception]
+            changed = ""
+            if change is not None:
+                kind, key, value = change
+                start = time.perf_counter()
+                getattr(at, kind)(key=key).set_value(value).run()
+                changed = f"   selection change {time.perf_counter() - start:5.2f}s"
+                assert not at.exception, [e.message for e in at.exception]
+            print(f"{page:22s} first visit {visit:5.2f}s{changed}   peak RSS so far {peak_gb():.2f} GB", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--items", type=int, default=10_000)
@@ -137,8 +178,13 @@ def main() -> None:
     parser.add_argument("--pages", default=",".join(PAGES), help="comma-separated, from " + ",".join(PAGES))
     parser.add_argument("--no-sidecars", action="store_true", help="remove the store's aggregates first (an old store)")
     parser.add_argument("--fresh-statistics", action="store_true", help="compute the statistics kept with the store again first, as a sweep's end does")
+    parser.add_argument("--demo", action="store_true", help="time the built-in demo store instead (a copy): first render, each page's first "
+                        "visit in one session, and a selection change per page (issue 17 part 5 targets: 2 s, 2 s, 1 s)")
     parser.add_argument("--computed-on-render", action="store_true", help="remove the statistics kept with the store first (cold renders compute them)")
     args = parser.parse_args()
+    if args.demo:
+        demo_visits()
+        return
     root = ROOT / "cache" / f"bench-store-{args.items}x{args.models}"
     if not root.exists():
         start = time.perf_counter()

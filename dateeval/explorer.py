@@ -220,6 +220,7 @@ def picker(label: str, options: list, key: str, default: object = None, where=st
 def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection:
     """Sidebar: dataset, entries (model x precision x device) and date range, all in the URL."""
     dataset = dataset_picker(metrics)
+    _switch_to(dataset)
     available = sorted(metrics[metrics["dataset"] == dataset]["entry"].unique())
     if multi_entry:
         viewstate.seed("entries", available, available, multi=True)
@@ -235,7 +236,26 @@ def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection:
     picked = st.sidebar.date_input("Date range", min_value=first, max_value=last, key="dates")
     start, end = (picked if isinstance(picked, tuple) and len(picked) == 2 else (first, last))
     viewstate.publish_dates("dates", start, end)
+    st.session_state[PER_DATASET][dataset] = {"entries": list(entries), "entry": entries[0] if entries else None, "dates": (start, end)}
     return Selection(tuple(entries), dataset, pd.Timestamp(start), pd.Timestamp(end))
+
+
+PER_DATASET = "_selection_per_dataset"
+
+
+def _switch_to(dataset: str) -> None:
+    """On a change of dataset, bring back what was chosen on that dataset before (else all its entries and its whole
+    date range): a range or entries chosen on one dataset never silently narrow another's view."""
+    state = st.session_state
+    kept = state.setdefault(PER_DATASET, {})
+    previous, state["_selection_dataset"] = state.get("_selection_dataset"), dataset
+    if previous is None or previous == dataset:
+        return
+    for key in ("entries", "entry", "dates"):
+        state.pop(key, None)
+        state.pop(viewstate.kept(key), None)
+        if kept.get(dataset, {}).get(key) is not None:
+            state[key] = kept[dataset][key]
 
 
 def date_picker(label: str, days: list, key: str, default: object, where=st) -> object:  # noqa: ANN001 - a Streamlit container

@@ -49,7 +49,7 @@ def seed(key: str, options: Sequence, default: object, multi: bool = False) -> N
         from_url = _from_url(key, options, multi)
         if from_url is not None:
             state[key] = from_url
-    current = state[key] if key in state else state.get(_kept(key))
+    current = state[key] if key in state else state.get(kept(key))
     if multi:
         valid = [value for value in current or [] if value in options]
         state[key] = valid if current is not None and (valid or not current) else list(default)
@@ -70,7 +70,7 @@ def seed_value(key: str, default: object, parse: Callable[[str], object]) -> Non
         except ValueError:  # a hand-edited link with a value that is not one: the default
             pass
     if key not in state:
-        state[key] = state.get(_kept(key), default)
+        state[key] = state.get(kept(key), default)
 
 
 def seed_dates(key: str, first: dt.date, last: dt.date) -> None:
@@ -85,7 +85,7 @@ def seed_dates(key: str, first: dt.date, last: dt.date) -> None:
             state[key] = (max(first, min(start, last)), max(first, min(end, last)))
         except ValueError:  # a hand-edited link with a date that is not one: the whole range
             state[key] = (first, last)
-    value = state[key] if key in state else state.get(_kept(key))
+    value = state[key] if key in state else state.get(kept(key))
     if not (isinstance(value, tuple) and value and all(first <= day <= last for day in value)):
         state[key] = (first, last)
     else:
@@ -94,17 +94,18 @@ def seed_dates(key: str, first: dt.date, last: dt.date) -> None:
 
 def publish(key: str, value: object) -> None:
     """Write a selection to the URL (lists as repeated parameters)."""
-    st.session_state[_kept(key)] = value
+    st.session_state[kept(key)] = value
     text = [_text(item) for item in value] if isinstance(value, (list, tuple)) else _text(value)
     if st.query_params.get_all(key) != (text if isinstance(text, list) else [text]):
         st.query_params[key] = text
 
 
 def publish_dates(key: str, start: dt.date, end: dt.date) -> None:
-    st.session_state[_kept(key)] = (start, end)
+    st.session_state[kept(key)] = (start, end)
     publish("from", start)
     publish("to", end)
 
 
-def _kept(key: str) -> str:
+def kept(key: str) -> str:
+    """Where a selection is kept under a plain key (Streamlit drops a widget's own state on pages that do not draw it)."""
     return f"_viewstate_kept_{key}"

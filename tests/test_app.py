@@ -298,3 +298,18 @@ def test_prompt_page_choices_live_in_the_url(monkeypatch):
     at.switch_page("pages/prompt.py").run()
     assert not at.exception and at.date_input(key="first").value == dt.date(2024, 3, 14) and at.date_input(key="second").value == dt.date(2024, 11, 5)
     assert at.text_input(key="system").value == "Be brief." and "Today Date: 14 Mar 2024" in re.sub(r"<[^>]+>", "", _shown(at))
+
+
+def test_switching_dataset_keeps_each_datasets_own_range_and_entries(app):
+    """A range or entries chosen on mmlu do not narrow gsm8k's view, and come back on returning to mmlu."""
+    at = app("pages/curves.py")
+    at.sidebar.selectbox(key="dataset").set_value("mmlu").run()
+    entries = at.sidebar.multiselect(key="entries").options
+    at.sidebar.multiselect(key="entries").set_value(entries[:1]).run()
+    at.sidebar.date_input(key="dates").set_value((dt.date(2024, 1, 1), dt.date(2024, 1, 31))).run()
+    at.sidebar.selectbox(key="dataset").set_value("gsm8k").run()
+    assert not at.exception and at.sidebar.date_input(key="dates").value == (dt.date(2024, 1, 1), dt.date(2024, 12, 1))
+    assert at.sidebar.multiselect(key="entries").value == at.sidebar.multiselect(key="entries").options
+    at.sidebar.selectbox(key="dataset").set_value("mmlu").run()
+    assert at.sidebar.multiselect(key="entries").value == entries[:1]
+    assert at.sidebar.date_input(key="dates").value == (dt.date(2024, 1, 1), dt.date(2024, 1, 31))
