@@ -82,6 +82,21 @@ def percent(value: object) -> str:
     return "-" if missing(value) else f"{100 * float(value):.2f}%"
 
 
+# What a reader needs to know of each statistic, in one place: the pages' tooltips read these.
+EXPLAIN = {
+    "ece": "ECE (expected calibration error): answers grouped into 10 bins by confidence; the gap between each bin's mean "
+           "confidence and its accuracy, weighted by its size. 0 = confidence means what it says.",
+    "cv": "CV (coefficient of variation): standard deviation / mean of the score across a factor's levels (e.g. the dates); "
+          "a unit-free size of the variation, comparable across factors.",
+    "null": "Chance alone: shuffle each question's right/wrong answers across the dates (as if the date did nothing) and "
+            "recompute the statistic, 200 times; 95% of shuffles stay below the band's edge. Worst-to-best over N dates grows "
+            "with N even with no effect, so the delta is compared with the same statistic over the same dates.",
+    "cochran": "Cochran's Q: a test that accuracy is the same on every date, on the same questions (paired); a small p says "
+               "some dates differ.",
+    "tau": "Kendall tau compares two rankings: 1 = the same order, -1 = reversed; tau-b counts ties fairly.",
+}  # fmt: skip
+
+
 def point_decimals(n_items: int) -> int:
     """Decimals a difference of rates over ``n_items`` questions deserves: one question is 100/n points, so 20
     questions get none (5 pp steps), up to 1,000 one, beyond that two."""
@@ -260,6 +275,8 @@ def on_screen(table: pd.DataFrame, dataset: str = "") -> pd.DataFrame:
         spec = column(name, dataset)
         if shown[spec.label].dtype.kind == "f" and shown[spec.label].isna().any():
             shown[spec.label] = table[name].map(spec.format)
+        elif shown[spec.label].dtype == object and shown[spec.label].map(missing).any():
+            shown[spec.label] = shown[spec.label].map(lambda value: "-" if missing(value) else value)
     return shown
 
 

@@ -4,7 +4,7 @@ import streamlit as st
 
 from dateeval import explorer, plots
 from dateeval.results import descriptive, inference
-from dateeval.metrics import METRICS, available_metrics, percent
+from dateeval.metrics import EXPLAIN, METRICS, available_metrics, percent
 
 st.title("Is the date effect real, and how big is it next to the rest?")
 explorer.app_settings()
@@ -26,7 +26,8 @@ if not graded:  # translation: a corpus metric, no per-question right/wrong to c
             "right/wrong to compare factors or dates with. Its scores over dates are on **Curves**; the date budget below uses them.")
 else:
     rates = [m for m in ("accuracy", "ece") if f"{m}_cv" in factors and factors[f"{m}_cv"].notna().any()]
-    metric = explorer.picker("Metric", rates, "factor_metric", format_func=lambda m: plots.axis_label(m, dataset).removesuffix(" (%)"))
+    metric = explorer.picker("Metric", rates, "factor_metric", format_func=lambda m: plots.axis_label(m, dataset).removesuffix(" (%)"),
+                             help=f"{EXPLAIN['cv']}\n\n{EXPLAIN['ece']}")  # fmt: skip
     if set(factors["factor"]) == {"date"}:
         st.info("Only the date was swept on this dataset, so there is nothing to set it against yet. Run e.g. `python -m dateeval run ... "
                 "--batch-sizes 1,8,32 --option-orders 5 --system-prompts paper --dtype float32 --dtype bfloat16 --repeat 2`.")  # fmt: skip
@@ -39,7 +40,7 @@ significance = tables["significance"][tables["significance"]["dataset"] == datas
 st.caption(
     "*Chance delta, 95%*: 95% of the deltas you would see if every question's answers were shuffled across dates (the date "
     "having no effect) are at most this; *p-value*: share of those deltas at least as large as the observed one. Cochran's Q "
-    "tests whether accuracy is equal on all dates."
+    "tests whether accuracy is equal on all dates.", help=f"{EXPLAIN['null']}\n\n{EXPLAIN['cochran']}",
 )
 if len(significance):
     explorer.show_table(significance.drop(columns=["dataset"]), dataset)

@@ -5,7 +5,7 @@ import streamlit as st
 
 from dateeval import explorer, plots, viewstate
 from dateeval.results import descriptive
-from dateeval.metrics import METRICS, available_metrics, percent
+from dateeval.metrics import EXPLAIN, METRICS, available_metrics, percent
 
 st.title("Leaderboard by date")
 explorer.app_settings()
@@ -55,6 +55,6 @@ taus = descriptive.kendall_taus(in_range, selection.dataset, metric)
 if len(taus):
     st.plotly_chart(plots.tau_histogram(taus), width="stretch", config=plots.CHART_CONFIG)
     st.caption(f"Mean Kendall tau {taus['tau'].mean():.3f}; {percent((taus['tau'] < 1).mean())} of date pairs rank the models differently.",
-               help="Kendall tau compares two rankings: 1 = the same order, -1 = reversed; tau-b counts ties fairly.")
+               help=EXPLAIN["tau"])
 leaderboard = ranked.pivot_table(index="entry", columns="date", values="rank").rename(columns=lambda day: f"{day:%Y-%m-%d}").reset_index()
 explorer.downloads(leaderboard, "leaderboard-ranks")

@@ -3,14 +3,9 @@
 import streamlit as st
 
 from dateeval import explorer
-from dateeval.metrics import METRICS, available_metrics, percent, points
+from dateeval.metrics import EXPLAIN, METRICS, available_metrics, percent, points
 
-NULL_HELP = (
-    "Chance alone: shuffle each question's right/wrong answers across the dates (as if the date did nothing), recompute the "
-    "statistic, repeat 200 times. The band's edge is what 95% of those shuffles stay below. Worst-to-best over N dates grows "
-    "with N even without any effect, and the largest of K entries grows with K, so the headline is tested against the "
-    "largest of K shuffled deltas, not one entry's."
-)
+NULL_HELP = EXPLAIN["null"] + " The largest of K entries also grows with K, so the headline is tested against the largest of K shuffled deltas."
 
 st.title("How much does the date in the system prompt move the results?")
 explorer.app_settings()

@@ -376,6 +376,8 @@ def keep(store: Store) -> list[str]:
             for metric in available_metrics(part):  # the Curves page's bands of every metric the entry has
                 view.band(entry, dataset, metric)
             view.flips(entry, dataset, *descriptive.date_range(view.metrics, dataset))
+        for dataset in sorted({dataset for _, dataset in view._dated_entries()}):
+            view.robust(dataset)  # What to report: each entry's two-way bootstrap, seconds at paper scale
     except (DateEvalError, OSError) as error:
         return [f"the store's statistics were not kept ({error}); the explorer computes them when first shown"]
     return problems.messages()
