@@ -153,7 +153,8 @@ class Recorder:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True, name=f"dateeval-run-{run_id}")
 
-    def __enter__(self) -> Recorder:
+    def __enter__(self) -> Recorder:  # noqa: PYI034 - Python 3.10 has no typing.Self
+        self._poll()  # a request written before the sweep began stops it before any model loads
         try:
             self._write()
         except OSError as error:

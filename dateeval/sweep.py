@@ -24,6 +24,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from dateeval import runs
 from dateeval.backends import locate
 from dateeval.errors import DateEvalError
 from dateeval.leases import DEFAULT_TTL_S, Leases, holder
@@ -33,7 +34,11 @@ from dateeval.store import Store, StoreProblems
 from dateeval.results import unit_sums
 from dateeval.worker import UnitResult, Worker, build_tasks
 
-__all__ = ["Executor", "LocalExecutor", "Progress", "Sweep", "SweepSpec"]
+__all__ = ["Executor", "LocalExecutor", "Progress", "Sweep", "SweepCancelled", "SweepSpec"]
+
+
+class SweepCancelled(DateEvalError):
+    """A sweep stopped by a cancel request from elsewhere (another tab, another process) before it finished."""
 
 
 @dataclass
@@ -120,6 +125,7 @@ class Sweep:
     ) -> None:  # fmt: skip
         self.spec, self.store = spec, store
         self.on_progress = on_progress or (lambda progress: None)
+        self._callers_cancel = cancel is not None
         self.cancel = cancel or threading.Event()
         self.executor = executor or LocalExecutor()
         self.wait, self.poll_s = wait, poll_s
@@ -131,7 +137,13 @@ class Sweep:
         self._writes: list[Future] = []
 
     def run(self) -> Progress:
-        """Execute every missing unit; returns the final progress (what ran, what was already there)."""
+        """Execute every missing unit; returns the final progress (what ran, what was already there).
+
+        The sweep is recorded in the store while it runs and when it ends (``dateeval.runs``), so every tab and process
+        reading the store lists it, and any of them can cancel it. A caller that passed its own ``cancel`` event learns
+        of a cancellation from that event; one that did not (the CLI) gets :class:`SweepCancelled`, so a sweep
+        cancelled elsewhere never reports success.
+        """
         if self.spec.batch_size < 1:
             raise DateEvalError(f"batch size must be at least 1, not {self.spec.batch_size}")
         self.store.ensure_writable()
@@ -139,13 +151,22 @@ class Sweep:
             locate(model, self.spec.backend)  # an unknown model or backend fails here, before anything loads
         tasks = build_tasks(self.spec)
         progress = Progress(units_total=len(self.spec.models) * len(self.spec.dtypes) * len(tasks) * len(self.spec.conditions))
+        with runs.Recorder(self.store.root, self.run_id, self.spec, progress, self.cancel) as recorder:
+            self._execute(progress)
+        if recorder.requested and not self._callers_cancel and progress.units_done < progress.units_total:
+            raise SweepCancelled(f"cancelled on request (the Run page) after {progress.units_done} of {progress.units_total} units; "
+                                 "finished units are saved: run the same command again to resume")  # fmt: skip
+        return progress
+
+    def _execute(self, progress: Progress) -> None:
+        """Every model at every precision, then the explorer's statistics (skipped when cancelled)."""
         progress.messages += StoreProblems(removed=self.store.remove_leftovers()).messages()
         self._started = time.perf_counter()
         try:
             for model in self.spec.models:
                 for dtype in self.spec.dtypes:
                     if self.cancel.is_set():
-                        return progress
+                        return
                     description = self.executor.start(self.spec, model, dtype, self.run_id)
                     try:
                         self._run_model(description, progress)
@@ -157,7 +178,6 @@ class Sweep:
             self.executor.close()
         if progress.units_done > progress.units_skipped and not self.cancel.is_set():
             self._keep_statistics(progress)
-        return progress
 
     def _keep_statistics(self, progress: Progress) -> None:
         """Compute the explorer's costly statistics for the store as this sweep left it (``dateeval.results.view``), so that

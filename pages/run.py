@@ -2,9 +2,10 @@
 
 import datetime as dt
 
+import pandas as pd
 import streamlit as st
 
-from dateeval import explorer
+from dateeval import explorer, runs
 from dateeval.backends import BackendOptions, openai_api
 from dateeval.backends.transformers import DTYPES
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
@@ -79,7 +80,7 @@ with st.form("sweep"):
 state = st.session_state
 if submitted:
     if state.get("background_sweep") is not None and state["background_sweep"].running:
-        st.warning("A sweep is already running: cancel it first.")
+        st.warning("A sweep started in this tab is still running: cancel it below first.")
     else:
         try:
             spec = SweepSpec(
@@ -111,9 +112,10 @@ if submitted:
 
 @st.fragment(run_every=1.0)
 def progress_panel() -> None:
+    """This tab's sweep in detail (speed, workers, warnings); every tab lists every sweep below."""
     sweep = state.get("background_sweep")
     if sweep is None:
-        st.caption("No sweep started in this session.")
+        st.caption("No sweep started in this tab.")
         return
     progress = sweep.progress
     if progress is not None and progress.units_total:
@@ -134,11 +136,56 @@ def progress_panel() -> None:
         st.caption("Loading model and data...")
     if sweep.error:
         st.error(sweep.error)
+    elif sweep.finished and sweep.cancel.is_set() and (progress is None or progress.units_done < progress.units_total):
+        st.warning("Cancelled: the units it finished are saved, and running the same sweep again resumes it.", icon=":material/cancel:")
     elif sweep.finished:
-        label = "Cancelled" if sweep.cancel.is_set() else "Finished"
-        st.success(f"{label}. Pick 'My results' as the store in the sidebar to explore the results.", icon=":material/check_circle:")
-    if sweep.running and st.button("Cancel sweep"):
-        sweep.cancel.set()
+        st.success("Finished. Pick 'My results' as the store in the sidebar to explore the results.", icon=":material/check_circle:")
+
+
+STATUS_ICONS = {"running": "⏳", "succeeded": "✅", "cancelled": "⛔", "failed": "❌", "interrupted": "⚠️"}
+
+
+def duration(seconds: float) -> str:
+    """``42 s``, ``3 min 05 s``, ``2 h 01 min``: readable at a glance in the list."""
+    minutes, secs = divmod(round(seconds), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min" if hours else f"{minutes} min {secs:02d} s" if minutes else f"{secs} s"
+
+
+def status_text(record: runs.RunRecord) -> str:
+    label = "cancelling" if record.status == "running" and record.cancel_requested else record.status
+    return f"{STATUS_ICONS[record.status]} {label}"
+
+
+def runs_table(records: list[runs.RunRecord]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "Sweep": [record.spec for record in records],
+            "Started": [dt.datetime.fromtimestamp(record.started).strftime("%Y-%m-%d %H:%M:%S") for record in records],
+            "Duration": [duration(record.duration_s) for record in records],
+            "Status": [status_text(record) for record in records],
+            "Units": [f"{record.units_done} / {record.units_total}" for record in records],
+            "Detail": [record.error or (record.current if record.status == "running" else "") for record in records],
+        }
+    )
+
+
+@st.fragment(run_every=1.0)
+def runs_panel() -> None:
+    """Every sweep recorded in the results store (``dateeval.runs``): the same list in every tab, and cancel for any."""
+    registry = runs.Registry(explorer.results_store())
+    records = registry.runs()
+    st.subheader("Sweeps on this store")
+    if not records:
+        st.caption("No sweep has run on 'My results' yet.")
+        return
+    st.dataframe(runs_table(records), hide_index=True)
+    for record in records:
+        if record.status == "running" and not record.cancel_requested:
+            # A callback runs before the rerun it triggers, so the list drawn by that rerun already says "cancelling".
+            st.button(f"Cancel: {record.spec}", key=f"cancel_{record.id}", on_click=registry.request_cancel, args=(record.id,),
+                      help="It stops after the unit it is computing, wherever it runs; finished units stay saved.")  # fmt: skip
 
 
 progress_panel()
+runs_panel()
