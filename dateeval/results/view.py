@@ -173,12 +173,22 @@ class Results:
         page's row, the summary's chance columns and the headline's null draws."""
         from dateeval.results import inference
 
-        keys = None if period is None else sorted(set(self._dated(period).loc[lambda s: (s["entry"] == entry) & (s["dataset"] == dataset), "condition_key"]))
+        keys = self._date_keys(entry, dataset, period)
 
         def compute() -> list[dict]:
             return [inference.significance(entry, dataset, self.matrices(entry, dataset, keys, "condition_key")[1], N_PERM)]
 
-        return self._kept("significance", entry, dataset, () if period is None else (str(period),), (N_PERM,), compute)[0]
+        return self._kept("significance", entry, dataset, () if keys is None else (str(period),), (N_PERM,), compute)[0]
+
+    def _date_keys(self, entry: str, dataset: str, period: Period | None) -> list | None:
+        """The condition keys of an entry's graded dates in ``period``; None where that is all of them (the whole
+        sweep: what a sweep's end keeps, so a page whose range is the whole store reads it instead of computing)."""
+        if period is None:
+            return None
+        dated = self._dated(None)
+        mine = dated[(dated["entry"] == entry) & (dated["dataset"] == dataset)]
+        inside = mine.loc[period.holds(mine["date"]), "condition_key"]
+        return None if inside.nunique() == mine["condition_key"].nunique() else sorted(set(inside))
 
     def factors(self, entry: str, dataset: str, conditions: pd.DataFrame) -> list[dict]:
         """``inference.entry_factors`` of one entry (its graded ``conditions``), from its matrices (kept)."""
@@ -247,7 +257,7 @@ class Results:
         matrices cost seconds at paper scale), with its ``dates`` and ``per_date`` scores; None under two dates or items."""
         from dateeval.results import robust
 
-        keys = None if period is None else sorted(set(self._dated(period).loc[lambda s: (s["entry"] == entry) & (s["dataset"] == dataset), "condition_key"]))
+        keys = self._date_keys(entry, dataset, period)
 
         def compute() -> list[dict]:
             dates, correct, _ = self.matrices(entry, dataset, keys, "date")
@@ -257,7 +267,7 @@ class Results:
             return [{"entry": entry, "dataset": dataset, **robust.entry_statistics(correct), "first_date": dates[0], "last_date": dates[-1],
                      "dates": dates, "per_date": correct.mean(1).tolist()}]  # fmt: skip
 
-        found = self._kept("robust", entry, dataset, () if period is None else (str(period),), (robust.N_BOOT,), compute)
+        found = self._kept("robust", entry, dataset, () if keys is None else (str(period),), (robust.N_BOOT,), compute)
         return found[0] if found else None
 
     def _robust_rows(self, dataset: str, period: Period | None, entries: Sequence[str] | None) -> list[dict]:
