@@ -57,6 +57,7 @@ class Results:
     def __init__(self, store: Store, fingerprint: tuple, sums: pd.DataFrame, metrics: pd.DataFrame) -> None:
         self.store, self.fingerprint, self.sums, self.metrics = store, fingerprint, sums, metrics
         self.entry_outcomes = functools.lru_cache(maxsize=HELD_ENTRIES)(self._entry_outcomes)
+        self._computed_flips = functools.lru_cache(maxsize=HELD_ENTRIES)(self._compute_flips)  # both tables from one computation
 
     @classmethod
     def open(cls, store: Store) -> tuple[Results, StoreProblems]:
@@ -156,7 +157,7 @@ class Results:
 
     def table7(self, dataset: str | None = None) -> pd.DataFrame:
         """Table 7 (confidence of answers that stay vs change with the date) over each entry's whole stored range."""
-        parts = [self.flips(entry, name, *descriptive.date_range(self.metrics, name))[1]
+        parts = [self._flip_table(entry, name, *descriptive.date_range(self.metrics, name), "table7")
                  for entry, name in self._dated_entries() if dataset in (None, name)]  # fmt: skip
         parts = [part for part in parts if len(part)]
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=item_matrices.TABLE7_COLUMNS)
@@ -226,22 +227,26 @@ class Results:
         return list(dates), stats
 
     def flips(self, entry: str, dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """Per-question flips and Table 7 of one entry's dates in [start, end] (kept; the dataset's whole range is kept
-        when a sweep ends): from its matrices, or by DuckDB over its files where the matrices cannot tell."""
-        computed: list[tuple[pd.DataFrame, pd.DataFrame]] = []
+        """Per-question flips and Table 7 of one entry's dates in [start, end] (each kept; the dataset's whole range is
+        kept when a sweep ends), from its condition x item matrices."""
+        return self._flip_table(entry, dataset, start, end, "flips"), self._flip_table(entry, dataset, start, end, "table7")
 
-        def tables() -> tuple[pd.DataFrame, pd.DataFrame]:
-            if not computed:
-                found = self.entry_outcomes(entry, dataset)
-                computed.append(item_matrices.flips(found, start, end) if found is not None else item_matrices.no_flips())
-            return computed[0]
+    def _flip_table(self, entry: str, dataset: str, start: dt.date, end: dt.date, name: str) -> pd.DataFrame:
+        """One of :meth:`flips`' tables, read alone where kept (Table 7 is one row; the flips are one per question)."""
 
-        flips, table7 = (self._kept(name, entry, dataset, (str(start), str(end)), (), lambda part=part: _records(tables()[part]))
-                         for part, name in enumerate(("flips", "table7")))  # fmt: skip
+        def compute() -> list[dict]:
+            return _records(self._computed_flips(entry, dataset, start, end)[("flips", "table7").index(name)])
+
+        rows = self._kept(name, entry, dataset, (str(start), str(end)), (), compute)
+        if name == "table7":
+            return pd.DataFrame(rows, columns=item_matrices.TABLE7_COLUMNS).astype(dict.fromkeys(["consistent_confidence", "inconsistent_confidence"], float))
         rates = dict.fromkeys(["mean_confidence", "min_confidence", "mean_score"], float)  # a column missing on every item comes back as None
-        flips = pd.DataFrame(flips, columns=item_matrices.FLIP_COLUMNS).astype(rates)
-        table7 = pd.DataFrame(table7, columns=item_matrices.TABLE7_COLUMNS).astype(dict.fromkeys(["consistent_confidence", "inconsistent_confidence"], float))
-        return flips.assign(answer=flips["answer"].where(flips["answer"].notna(), np.nan)), table7
+        flips = pd.DataFrame(rows, columns=item_matrices.FLIP_COLUMNS).astype(rates)
+        return flips.assign(answer=flips["answer"].where(flips["answer"].notna(), np.nan))
+
+    def _compute_flips(self, entry: str, dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
+        found = self.entry_outcomes(entry, dataset)
+        return item_matrices.flips(found, start, end) if found is not None else item_matrices.no_flips()
 
     def flips_of(self, entries: Sequence[str], dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
         """:meth:`flips` of several entries: their questions most-changing first, and their Table 7 rows."""
