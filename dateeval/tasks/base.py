@@ -79,7 +79,7 @@ class Task(ABC):
     @property
     @abstractmethod
     def kind(self) -> str:
-        """``mcqa``, ``cot``, ``gsm8k``, ``humaneval`` or ``translation``."""
+        """``mcqa``, ``cot``, ``gsm8k``, ``humaneval``, ``translation``, or ``generation`` (a user's open-generation dataset)."""
 
 
 def prompt_lengths(backend: Backend, inputs: list[PromptInput]) -> list[int | None]:
