@@ -176,6 +176,7 @@ class Sweep:
             self._writers.shutdown(wait=True)
             self.leases.close()
             self.executor.close()
+            progress.messages += [f"lease: {note}" for note in dict.fromkeys(self.leases.notes)]  # malformed leases taken over
         if progress.units_done > progress.units_skipped and not self.cancel.is_set():
             self._keep_statistics(progress)
 

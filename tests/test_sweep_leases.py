@@ -33,3 +33,9 @@ def test_units_held_elsewhere_are_waited_for_or_named(data_dir, tmp_path):
     assert waited.returncode == 0, waited.stderr
     assert unit.exists() and "done: 2 units" in waited.stdout
     assert time.perf_counter() - started > 8  # it waited for the lease rather than skipping the unit
+
+    unit.unlink()  # a lease left with a PID no process can have (was an OverflowError): taken over at once and named
+    lease_path(unit).write_text(json.dumps({"host": "other-host", "pid": 99999999999999999999, "token": "t", "ttl_s": 60}))
+    malformed = run_cli(*args, "--no-wait")
+    assert malformed.returncode == 0 and unit.exists(), malformed.stderr
+    assert "malformed lease" in malformed.stderr and "Traceback" not in malformed.stderr
