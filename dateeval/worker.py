@@ -26,7 +26,7 @@ from dateeval.errors import DateEvalError
 from dateeval.plan import Candidate, Description, SweepSpec, Unit
 from dateeval.prompting import dated_messages
 from dateeval.store import Store
-from dateeval.tasks import build_task, register_sources, resolve, takes_subjects
+from dateeval.tasks import build_task, mcqa, register_sources, resolve, takes_subjects
 from dateeval.tasks.base import Task
 
 
@@ -120,8 +120,11 @@ def build_tasks(spec: SweepSpec) -> dict[str, Task]:
     for name in dict.fromkeys(resolve(reference, spec.data_dir) for reference in spec.datasets):
         subset = spec.subset if takes_subjects(name) else replace(spec.subset, subjects=())
         task = build_task(name, spec.data_dir, subset, spec.generation, spec.label_style)
-        if not task.choice and any(condition.option_order for condition in spec.conditions):
+        highest = max((condition.option_order or 0 for condition in spec.conditions), default=0)
+        if not task.choice and highest:
             raise DateEvalError(f"option orders apply to multiple-choice datasets only, not {name}")
+        if task.choice:
+            mcqa.check_orders(task.items, highest)
         task.ensure_runnable()
         tasks[task.dataset] = task
     return tasks

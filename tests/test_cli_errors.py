@@ -348,7 +348,7 @@ def test_more_option_orders_than_permutations_are_refused(data_dir, tmp_path):
     """4 options have 24 orders: --option-orders 30 would run 31 units, 7 of them repeats counted as new orders."""
     result = run_cli("run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "2", "--dates", "2024-01-01",
                      "--option-orders", "30", "--store", str(tmp_path))  # fmt: skip
-    _assert_one_line_error(result, "option order 24 asked of item Mercury_7175875, whose 4 options have only 24 orders")
+    _assert_one_line_error(result, "option order 30 asked of item Mercury_7175875, whose 4 options have only 24 orders")
     assert "use --option-orders 23 or fewer" in result.stderr and not list(tmp_path.rglob("*.parquet"))
 
 

@@ -69,6 +69,12 @@ def _check_order(item: MCItem, order: int) -> None:
                             f"(the published one and {orders - 1} others): use --option-orders {orders - 1} or fewer")  # fmt: skip
 
 
+def check_orders(items: list[MCItem], highest: int) -> None:
+    """Before any model loads: refuse option orders the item with the fewest options cannot give (``_check_order``)."""
+    if highest and items:
+        _check_order(min(items, key=lambda item: len(item.options)), highest)
+
+
 def permute(item: MCItem, order: int) -> tuple[MCItem, list[int]]:
     """The item with its options in the ``order``-th seeded permutation (0 = as published).
 
