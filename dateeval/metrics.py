@@ -10,6 +10,7 @@ used for a single list, for many groups at once and for bootstrap matrices.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,14 +20,40 @@ ECE_BINS = 10
 
 
 @dataclass(frozen=True)
+class Grouped:
+    """One unit's rows grouped per entry x condition (``codes``: dense group numbers): what a metric sums."""
+
+    frame: pd.DataFrame
+    codes: np.ndarray
+    groups: int
+
+    def values(self, column: str) -> np.ndarray:
+        """A numeric column as floats, NaN where missing (or everywhere, where the unit lacks it)."""
+        return self.frame[column].astype(float).to_numpy() if column in self.frame else np.full(len(self.frame), np.nan)
+
+    def count(self, keep: np.ndarray) -> np.ndarray:
+        return np.bincount(self.codes[keep], minlength=self.groups)
+
+    def total(self, keep: np.ndarray, values: np.ndarray) -> np.ndarray:
+        return np.bincount(self.codes[keep], weights=values[keep], minlength=self.groups)
+
+
+@dataclass(frozen=True)
 class Metric:
-    """A per-condition score: its column, how it is called, its display scale and which way is better."""
+    """A per-condition score: how it is summed and finished, how it is called, its display scale and which way is better.
+
+    ``sums`` turns a unit's grouped rows into additive columns (kept in the unit's sidecar, so a condition's value
+    never needs its rows again); ``finish`` turns those columns, one row per group, into the metric's value(s).
+    Adding a metric is one entry in :data:`METRICS`: the sidecars, every page, the CLI and the report read it from here.
+    """
 
     key: str
     label: str
     scale: float  # stored value x scale = shown value (100 for rates stored in [0, 1])
     higher_is_better: bool
     datasets: str  # which datasets have it, in words (the data decide: see available_metrics)
+    sums: Callable[[Grouped], dict[str, object]]
+    finish: Callable[[pd.DataFrame], dict[str, object]]
     per_item: bool = True  # a mean over per-item grades, so resampling the questions gives its interval (not BLEU/chrF: corpus scores)
 
     @property
@@ -56,16 +83,71 @@ class Metric:
         return (f"{number:+.2f}" if signed else f"{number:.2f}") + ("%" if self.percent else "")
 
 
+def _accuracy_sums(rows: Grouped) -> dict[str, object]:
+    correct = rows.values("correct")
+    graded = np.isfinite(correct)
+    return {"n_graded": rows.count(graded), "sum_correct": rows.total(graded, correct)}
+
+
+def _accuracy(sums: pd.DataFrame) -> dict[str, object]:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {"accuracy": sums["sum_correct"].to_numpy() / sums["n_graded"].to_numpy()}
+
+
+def _ece_sums(rows: Grouped) -> dict[str, object]:
+    """The confidence's sum and count, and ECE's bin sums over rows with both a grade and a confidence."""
+    correct, confidence = rows.values("correct"), rows.values("confidence")
+    confident = np.isfinite(confidence)
+    keep = confident & np.isfinite(correct)
+    bins = ece_bin_sums(rows.codes[keep], confidence[keep], correct[keep], rows.groups)
+    return {"n_confidence": rows.count(confident), "sum_confidence": rows.total(confident, confidence),
+            "bin_correct": list(bins[0]), "bin_confidence": list(bins[1]), "bin_count": list(bins[2])}  # fmt: skip
+
+
+def _ece(sums: pd.DataFrame) -> dict[str, object]:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return {"ece": ece_from_sums(*(np.vstack(sums[part].to_numpy()) for part in ("bin_correct", "bin_confidence", "bin_count"))),
+                "mean_confidence": sums["sum_confidence"].to_numpy() / sums["n_confidence"].to_numpy()}  # fmt: skip
+
+
+def _corpus_sums(name: str) -> Callable[[Grouped], dict[str, object]]:
+    """A corpus score's segments' sufficient statistics, summed per group (None where a group has none)."""
+
+    def sums(rows: Grouped) -> dict[str, object]:
+        column = f"{name}_stats"
+        if column not in rows.frame or not rows.frame[column].notna().any():
+            return {f"n_{column}": np.zeros(rows.groups, dtype=np.int64), column: [None] * rows.groups}
+        has = rows.frame[column].notna().to_numpy()
+        values = np.vstack(rows.frame[column].to_numpy()[has]).astype(float)
+        totals = np.zeros((rows.groups, values.shape[1]))
+        np.add.at(totals, rows.codes[has], values)
+        counts = rows.count(has)
+        return {f"n_{column}": counts, column: [row if n else None for row, n in zip(totals, counts)]}
+
+    return sums
+
+
+def _corpus(name: str) -> Callable[[pd.DataFrame], dict[str, object]]:
+    """The corpus score (sacrebleu's own) of each group's summed statistics."""
+
+    def finish(sums: pd.DataFrame) -> dict[str, object]:
+        from dateeval.tasks.translation import score_from_stats
+
+        column = sums[f"{name}_stats"] if f"{name}_stats" in sums else pd.Series([None] * len(sums))
+        return {name: np.array([np.nan if stats is None else score_from_stats(name, [stats]) for stats in column], dtype=float)}
+
+    return finish
+
+
 METRICS: dict[str, Metric] = {
     m.key: m
     for m in (
-        Metric("accuracy", "accuracy", 100.0, True, "every graded task (pass@1 on HumanEval); not translation"),
-        Metric("ece", "ECE", 100.0, False, "tasks with a confidence: next-token and chain-of-thought MCQA, GSM8K"),
-        Metric("bleu", "BLEU", 1.0, True, "translation (WMT16)", per_item=False),
-        Metric("chrf", "chrF", 1.0, True, "translation (WMT16)", per_item=False),
+        Metric("accuracy", "accuracy", 100.0, True, "every graded task (pass@1 on HumanEval); not translation", _accuracy_sums, _accuracy),
+        Metric("ece", "ECE", 100.0, False, "tasks with a confidence: next-token and chain-of-thought MCQA, GSM8K", _ece_sums, _ece),
+        Metric("bleu", "BLEU", 1.0, True, "translation (WMT16)", _corpus_sums("bleu"), _corpus("bleu"), per_item=False),
+        Metric("chrf", "chrF", 1.0, True, "translation (WMT16)", _corpus_sums("chrf"), _corpus("chrf"), per_item=False),
     )
 }
-KEYS = tuple(METRICS)
 
 
 def metric(key: str) -> Metric:
@@ -110,7 +192,7 @@ def points(value: object, n_items: int) -> str:
 
 def available_metrics(metrics: pd.DataFrame) -> list[str]:
     """The metrics with at least one value in a metrics frame (e.g. BLEU and chrF only for translation)."""
-    return [m for m in KEYS if m in metrics and metrics[m].notna().any()]
+    return [m for m in METRICS if m in metrics and metrics[m].notna().any()]
 
 
 # --- ECE: one implementation ------------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ def demo(tmp_path) -> Store:
 
 def _from_rows(store: Store) -> pd.DataFrame:
     frame, _ = store.read(columns=SUMMARY_COLUMNS, optional=GENERATION_COLUMNS)
-    return descriptive.condition_metrics(frame)
+    return oracles.condition_metrics(frame)
 
 
 def _same(left: pd.DataFrame, right: pd.DataFrame) -> None:
@@ -239,3 +239,25 @@ def test_kept_rows_held_in_memory_are_bounded(demo, monkeypatch):
         assert stored.rows(demo, "bounded", f"label {index}", units, (index,), lambda index=index: [{"index": index}]) == [{"index": index}]
     assert len(stored._KEPT) == 3
     assert stored.rows(demo, "bounded", "label 0", units, (0,), lambda: pytest.fail("kept on disk")) == [{"index": 0}]  # read back
+
+
+def test_a_metric_is_added_in_one_place(tmp_path, monkeypatch):
+    """A metric is one ``Metric``: how a unit's rows are summed and how the sums are finished. The sidecars, the
+    per-condition metrics, the summary and its deltas carry a new one with nothing else changed."""
+    from dateeval.metrics import METRICS, Metric
+
+    def sums(rows) -> dict:  # noqa: ANN001 - metrics.Grouped
+        correct = rows.values("correct")
+        return {"n_wrong": rows.count(correct == 0)}
+
+    def finish(summed) -> dict:  # noqa: ANN001 - a sums frame
+        return {"wrong": summed["n_wrong"].to_numpy() / summed["n_rows"].to_numpy()}
+
+    monkeypatch.setitem(METRICS, "wrong", Metric("wrong", "wrong answers", 100.0, False, "graded tasks", sums, finish))
+    store = Store(tmp_path)
+    unit_sums.write_unit(store, store.unit_path("m", "d", "2024-01-01", "a"), _unit("2024-01-01", range(4), [True, False, True, True]))
+    unit_sums.write_unit(store, store.unit_path("m", "d", "2024-01-02", "b"), _unit("2024-01-02", range(4), [False, False, True, False]))
+    view, _ = results.open(store)
+    assert view.metrics.set_index("date")["wrong"].to_dict() == {"2024-01-01": 0.25, "2024-01-02": 0.75}
+    row = view.summary().iloc[0]
+    assert row["wrong_delta"] == 0.5 and row["wrong_worst_date"] == "2024-01-02"

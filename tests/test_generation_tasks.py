@@ -145,7 +145,7 @@ def _generated_rows(dataset, per_condition):
 
 def test_metrics_of_generated_answers_have_accuracy_but_no_ece():
     frame = _generated_rows("gsm8k", {"2024-01-01": [("18", True, None), ("3", False, None)], "2024-01-02": [("18", True, None), (None, False, None)]})
-    metrics = descriptive.condition_metrics(frame)
+    metrics = oracles.condition_metrics(frame)
     assert metrics["accuracy"].tolist() == [0.5, 0.5] and metrics["ece"].isna().all() and metrics["bleu"].isna().all()
     flips = oracles.item_flips(frame).set_index("item_id")
     assert flips.loc["i1", "changes"] == 1 and flips.loc["i0", "consistent"] and flips.loc["i1", "n_wrong"] == 2
@@ -156,7 +156,7 @@ def test_translation_metrics_are_corpus_scores_per_date(data_dir):
     references = [s.reference for s in segments]
     good, bad = references, [s.source for s in segments]
     per_date = {day: list(zip(hyps, [None] * 4, translation.segment_stats(hyps, references)["bleu"])) for day, hyps in (("2024-01-01", good), ("2024-01-02", bad))}
-    metrics = descriptive.condition_metrics(_generated_rows("wmt16_en_de", per_date))
+    metrics = oracles.condition_metrics(_generated_rows("wmt16_en_de", per_date))
     assert metrics["bleu"].tolist() == pytest.approx([100.0, translation.corpus_scores(bad, references)["bleu"]])
     assert metrics["accuracy"].isna().all()
     summary = descriptive.summarize(metrics)

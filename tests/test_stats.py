@@ -7,7 +7,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from dateeval.results import inference
-from dateeval.results.descriptive import condition_metrics
+from oracles import condition_metrics
 from dateeval.metrics import ece, ece_rows
 
 

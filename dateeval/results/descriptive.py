@@ -12,9 +12,8 @@ import datetime as dt
 import numpy as np
 import pandas as pd
 
-from dateeval.metrics import KEYS as METRICS
 from dateeval.metrics import METRICS as REGISTRY
-from dateeval.metrics import available_metrics, ece_by_code
+from dateeval.metrics import available_metrics
 from dateeval.schema import ENTRY, ENTRY_KEY, UNPARSEABLE
 
 
@@ -71,61 +70,12 @@ def common_items(frame: pd.DataFrame) -> pd.DataFrame:
     return frame[np.isin(entry * n_items + item, full)]
 
 
-def _mean_by_code(codes: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
-    """Mean of the finite values per group; NaN for a group without any."""
-    keep = np.isfinite(values)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.bincount(codes[keep], weights=values[keep], minlength=groups) / np.bincount(codes[keep], minlength=groups)
-
-
-def _corpus_scores(frame: pd.DataFrame, codes: np.ndarray, groups: int) -> dict[str, np.ndarray]:
-    """Corpus BLEU and chrF per group from the rows' stored sufficient statistics (NaN where a group has none)."""
-    from dateeval.tasks.translation import METRICS as MT_METRICS
-    from dateeval.tasks.translation import score_from_stats
-
-    out = {}
-    for name in MT_METRICS:
-        scores = np.full(groups, np.nan)
-        column = f"{name}_stats"
-        if column in frame:
-            has = frame[column].notna().to_numpy()
-            if has.any():
-                stats = np.vstack(frame[column].to_numpy()[has])
-                sums = np.zeros((groups, stats.shape[1]))
-                np.add.at(sums, codes[has], stats)
-                for group in np.unique(codes[has]):
-                    scores[group] = score_from_stats(name, sums[group : group + 1])
-        out[name] = scores
-    return out
-
-
 def with_factor(frame: pd.DataFrame) -> pd.DataFrame:
     """Fill the ``factor`` column for rows stored before it existed (they are date sweeps or baselines)."""
     if "factor" in frame and frame["factor"].notna().all():
         return frame
     derived = frame["date_mode"].map({"date": "date", "none": "no-date", "default": "template-default"})
     return frame.assign(factor=frame["factor"].fillna(derived) if "factor" in frame else derived)
-
-
-def condition_metrics(frame: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy, ECE, mean confidence, BLEU and chrF per entry x condition, on the items common to all conditions."""
-    columns = ENTRY + ["entry", "condition", "factor", "date_mode", "date", "n_items", *METRICS, "mean_confidence"]
-    if frame.empty:
-        return pd.DataFrame(columns=columns)
-    frame = common_items(with_factor(frame))
-    codes = _codes(frame, ENTRY_KEY + ["condition_key"])
-    groups = int(codes.max()) + 1
-    correct, confidence = frame["correct"].astype(float).to_numpy(), frame["confidence"].astype(float).to_numpy()
-    first = np.unique(codes, return_index=True)[1]
-    metrics = frame.iloc[first][ENTRY + ["condition", "factor", "date_mode", "date"]].reset_index(drop=True)
-    metrics["n_items"] = np.bincount(codes)
-    metrics["accuracy"] = _mean_by_code(codes, correct, groups)
-    metrics["ece"] = ece_by_code(codes, confidence, correct, groups=groups)
-    metrics["mean_confidence"] = _mean_by_code(codes, confidence, groups)
-    for name, scores in _corpus_scores(frame, codes, groups).items():
-        metrics[name] = scores
-    metrics["entry"] = entry_label(metrics)
-    return metrics[columns].sort_values(ENTRY + ["date_mode", "date"], ignore_index=True)
 
 
 def template_default_dates(frame: pd.DataFrame) -> dict[str, pd.Timestamp]:

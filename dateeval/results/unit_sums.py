@@ -33,7 +33,7 @@ reads of ``dateeval.results.sql`` (DuckDB knows nothing of these checksums)
 read only such files. Damage after that verdict without a write (bit rot)
 is caught by the next ``Store.read`` or sweep, not by those reads.
 
-**Exact, never approximate.** ``descriptive.condition_metrics`` drops rows
+**Exact, never approximate.** ``of_rows_metrics`` (the same sums over rows) drops rows
 duplicated across files and keeps only the items every condition of an
 entry scored. Summing sidecars reproduces it exactly when each entry x
 condition lives in a single file (nothing to drop) and all conditions of an
@@ -56,7 +56,7 @@ import xxhash
 
 from dateeval import schema
 from dateeval.errors import DateEvalError
-from dateeval.metrics import ece_bin_sums, ece_from_sums
+from dateeval.metrics import METRICS, Grouped
 from dateeval.results import descriptive
 from dateeval.schema import CORPUS_COLUMNS, DESCRIPTION, ENTRY, ENTRY_KEY, GROUP
 from dateeval.store import Store, StoreProblems
@@ -121,18 +121,11 @@ def of_rows(frame: pd.DataFrame) -> pd.DataFrame:
     codes = descriptive._codes(frame, GROUP)
     groups = int(codes.max()) + 1
     out = frame.iloc[np.unique(codes, return_index=True)[1]][GROUP + DESCRIPTION].reset_index(drop=True)
-    correct, confidence = frame["correct"].astype(float).to_numpy(), frame["confidence"].astype(float).to_numpy()
-    graded, confident = np.isfinite(correct), np.isfinite(confidence)
-    count = lambda keep: np.bincount(codes[keep], minlength=groups)  # noqa: E731
-    total = lambda keep, values: np.bincount(codes[keep], weights=values[keep], minlength=groups)  # noqa: E731
     out["n_rows"] = np.bincount(codes, minlength=groups)
-    out["n_graded"], out["sum_correct"] = count(graded), total(graded, correct)
-    out["n_confidence"], out["sum_confidence"] = count(confident), total(confident, confidence)
-    keep = graded & confident
-    sums = ece_bin_sums(codes[keep], confidence[keep], correct[keep], groups)
-    out["bin_correct"], out["bin_confidence"], out["bin_count"] = (list(part) for part in sums)
-    for column in CORPUS_COLUMNS:
-        out[f"n_{column}"], out[column] = _stat_sums(frame, column, codes, groups)
+    grouped = Grouped(frame, codes, groups)
+    for metric in METRICS.values():  # each metric's own additive columns (``Metric.sums``)
+        for name, values in metric.sums(grouped).items():
+            out[name] = values
     out["date_text"] = _first_text(frame, "date_text", codes, groups)
     out["confidence_note"] = _first_text(frame, "confidence_note", codes, groups)  # why a server left confidences out
     out["items"] = _item_digests(frame["item_id"], codes, groups)
@@ -183,18 +176,6 @@ def prediction_text(frame: pd.DataFrame) -> np.ndarray:
 
     codes, uniques = pd.factorize(descriptive.predictions(frame), use_na_sentinel=False)
     return np.array([text(value) for value in uniques], dtype=object)[codes]
-
-
-def _stat_sums(frame: pd.DataFrame, column: str, codes: np.ndarray, groups: int) -> tuple[np.ndarray, list]:
-    """Rows with the statistics and their summed vectors, per group (None where a group has none)."""
-    if column not in frame or not frame[column].notna().any():
-        return np.zeros(groups, dtype=np.int64), [None] * groups
-    has = frame[column].notna().to_numpy()
-    values = np.vstack(frame[column].to_numpy()[has]).astype(float)
-    sums = np.zeros((groups, values.shape[1]))
-    np.add.at(sums, codes[has], values)
-    counts = np.bincount(codes[has], minlength=groups)
-    return counts, [row if n else None for row, n in zip(sums, counts)]
 
 
 def _item_digests(items: pd.Series, codes: np.ndarray, groups: int) -> list[str]:
@@ -282,42 +263,48 @@ def confidence_notes(sums: pd.DataFrame) -> list[str]:
             for (entry, dataset), part in noted.groupby(["entry", "dataset"], sort=True)]  # fmt: skip
 
 
-def metrics(sums: pd.DataFrame) -> pd.DataFrame:
-    """``descriptive.condition_metrics`` from sums of entries that :func:`inexact_entries` does not name."""
-    from dateeval.tasks.translation import score_from_stats
+def metric_columns() -> list[str]:
+    """The per-condition metrics table's columns: what identifies the condition, then every registered metric."""
+    return ENTRY + ["entry", "condition", "factor", "date_mode", "date", "n_items", *METRICS, "mean_confidence"]
 
+
+def metrics(sums: pd.DataFrame) -> pd.DataFrame:
+    """Per-condition metrics from summed rows, one per sums row: each metric finishes its own columns (``Metric.finish``)."""
     if sums.empty:
-        return descriptive.condition_metrics(pd.DataFrame())
+        return pd.DataFrame(columns=metric_columns())
     out = sums[ENTRY + ["condition", "factor", "date_mode", "date"]].copy()
     out["n_items"] = sums["n_rows"].to_numpy()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["accuracy"] = sums["sum_correct"].to_numpy() / sums["n_graded"].to_numpy()
-        out["ece"] = ece_from_sums(*(np.vstack(sums[part].to_numpy()) for part in ("bin_correct", "bin_confidence", "bin_count")))
-        out["mean_confidence"] = sums["sum_confidence"].to_numpy() / sums["n_confidence"].to_numpy()
-    for name in ("bleu", "chrf"):
-        column = sums[f"{name}_stats"] if f"{name}_stats" in sums else pd.Series([None] * len(sums))
-        out[name] = [float("nan") if stats is None else score_from_stats(name, [stats]) for stats in column]
+    for metric in METRICS.values():
+        for name, values in metric.finish(sums).items():
+            out[name] = values
     out["entry"] = descriptive.entry_label(out)
-    columns = ENTRY + ["entry", "condition", "factor", "date_mode", "date", "n_items", *descriptive.METRICS, "mean_confidence"]
-    return out[columns]
+    return out[metric_columns()]
+
+
+def of_rows_metrics(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per entry x condition metrics of rows read from the store, on the items every condition of an entry scored:
+    the same sums and finish as the sidecars, over all of a condition's rows at once."""
+    if frame.empty:
+        return pd.DataFrame(columns=metric_columns())
+    return metrics(of_rows(descriptive.common_items(descriptive.with_factor(frame)))).sort_values(ENTRY + ["date_mode", "date"], ignore_index=True)
 
 
 def condition_metrics(store: Store, sums: pd.DataFrame) -> tuple[pd.DataFrame, StoreProblems]:
-    """Per entry x condition metrics of the whole store, equal to ``descriptive.condition_metrics`` of all its rows.
+    """Per entry x condition metrics of the whole store, equal to :func:`of_rows_metrics` of all its rows.
 
     Exact entries come from the sums; the others from their own files' rows
     (read, verified and de-duplicated by the store), with any unreadable file reported.
     """
 
     if sums.empty:
-        return descriptive.condition_metrics(pd.DataFrame()), StoreProblems()
+        return metrics(sums), StoreProblems()
     inexact = inexact_entries(sums)
     on_rows = _in(sums, inexact)
     parts, problems = [metrics(sums[~on_rows])], StoreProblems()
     if on_rows.any():
         paths = [store.root / source for source in dict.fromkeys(sums.loc[on_rows, "source"])]
         frame, problems = store.read(columns=SOURCE_COLUMNS, paths=paths, optional=OPTIONAL_COLUMNS)
-        parts.append(descriptive.condition_metrics(frame[_in(frame, inexact)]))
+        parts.append(of_rows_metrics(frame[_in(frame, inexact)]))
     table = pd.concat([part for part in parts if len(part)], ignore_index=True) if any(len(p) for p in parts) else parts[0]
     table["entry"] = descriptive.entry_label(table)  # labels tell entries apart across both parts
     return table.sort_values(ENTRY + ["date_mode", "date"], ignore_index=True), problems
