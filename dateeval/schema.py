@@ -17,12 +17,15 @@ ENTRY = ["model", "dtype", "device", "hardware", "model_key", "dataset", "task_k
 ENTRY_KEY = ["model_key", "hardware", "dataset", "task_key"]
 # One entry x condition: the unit of every per-condition sum.
 GROUP = [*ENTRY_KEY, "condition_key"]
-# What describes a group beyond its key (shown, not grouped on).
-DESCRIPTION = [column for column in ENTRY if column not in ENTRY_KEY] + ["condition", "factor", "date_mode", "date"]
+# What describes a group beyond its key (shown, not grouped on); ``task`` is the task's kind (mcqa, cot, gsm8k,
+# humaneval, translation, generation), which says what a dataset is even where its name is a user's own file.
+DESCRIPTION = [column for column in ENTRY if column not in ENTRY_KEY] + ["condition", "factor", "date_mode", "date", "task"]
+# Task kinds (the ``task`` column) whose replies are generated, stored verbatim and graded.
+GENERATION_KINDS = ("cot", "gsm8k", "humaneval", "translation", "generation")
 # The columns every task writes.
 SUMMARY_COLUMNS = [
     "model", "model_key", "dtype", "device", "hardware", "dataset", "task_key", "condition", "condition_key", "date_mode", "date",
-    "system_prompt", "item_id", "correct", "confidence", "pred", "answer", "prompt_hash", "created_at", "date_text", "factor",
+    "system_prompt", "item_id", "correct", "confidence", "pred", "answer", "prompt_hash", "created_at", "date_text", "factor", "task",
 ]  # fmt: skip
 # Sentence-level sufficient statistics of corpus metrics (BLEU, chrF).
 CORPUS_COLUMNS = ["bleu_stats", "chrf_stats"]

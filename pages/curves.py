@@ -62,7 +62,7 @@ summary = summary[(summary["dataset"] == selection.dataset) & summary["entry"].i
 chance = ["delta_null_upper", "delta_p_value"] if metric == "accuracy" else []
 explorer.show_table(summary[[c for c in ("entry", "n_items", "n_dates", f"{metric}_delta", *chance, f"{metric}_min", f"{metric}_max", f"{metric}_worst_date",
                                          f"{metric}_best_date") if c in summary]], selection.dataset)  # fmt: skip
-figures = paper.beside(selection.dataset, metric)
+figures = paper.beside(selection.dataset, metric, task=chosen["task"].dropna().iloc[0] if chosen["task"].notna().any() else None)
 if figures and len(summary):
     top = summary.loc[summary[f"{metric}_delta"].idxmax()] if summary[f"{metric}_delta"].notna().any() else None
     mine = "-" if top is None else (points(top[f"{metric}_delta"], int(top["n_items"])) if METRICS[metric].percent else METRICS[metric].format(top[f"{metric}_delta"]))

@@ -9,7 +9,7 @@ from dateeval import explorer, plots, viewstate
 from dateeval.errors import DateEvalError
 from dateeval.results import descriptive
 from dateeval.data.items import LABELS
-from dateeval.tasks import generates
+from dateeval.schema import GENERATION_KINDS
 
 st.title("Questions that flip with the date")
 explorer.app_settings()
@@ -20,7 +20,8 @@ explorer.intro(
     "answers read two dates' outputs side by side: where they first diverge is where the date started a different "
     "reasoning path (§5.3)."
 )
-_, _, selection = explorer.page_data(multi_entry=False)
+_, chosen, selection = explorer.page_data(multi_entry=False)
+generated = chosen["task"].isin(GENERATION_KINDS).any()  # by the rows' task kind: a user's own dataset too
 store = explorer.current_store()
 flips, table7 = explorer.flips(str(store.root), store.fingerprint(), selection)
 if flips.empty:
@@ -30,7 +31,7 @@ if table7["consistent_confidence"].notna().any() or table7["inconsistent_confide
     st.subheader("Confidence of consistent vs inconsistent predictions (Table 7)")
     explorer.show_table(table7.drop(columns=["dataset"]), selection.dataset)
 SHOW = {"changes": "Answer changes across dates", "right-wrong": "Right ↔ wrong changes only", "all": "All questions"}
-show = explorer.picker("Show", list(SHOW), "show", default="right-wrong" if generates(selection.dataset) else "changes", format_func=SHOW.get)
+show = explorer.picker("Show", list(SHOW), "show", default="right-wrong" if generated else "changes", format_func=SHOW.get)
 shown = {"changes": flips[~flips["consistent"]], "right-wrong": flips[(flips["n_correct"] > 0) & (flips["n_wrong"] > 0)], "all": flips}[show]
 shown = shown.drop(columns=["entry", "dataset"]).dropna(axis=1, how="all")
 viewstate.seed_value("find", "", str)
@@ -133,7 +134,7 @@ if first_rows["n_options"].notna().any() and first_rows["confidence"].notna().an
     st.subheader("The options' probabilities across dates")
     for column, (entry, rows) in zip(st.columns(len(chosen_rows)), chosen_rows.items()):
         option_probabilities(column, entry, rows)
-if generates(selection.dataset):
+if generated:
     st.subheader(f"Outputs of {selection.entries[0]} on two dates")
     outputs_side_by_side(first_rows)
     if len(chosen_rows) > 1:

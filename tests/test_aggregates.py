@@ -261,3 +261,19 @@ def test_a_metric_is_added_in_one_place(tmp_path, monkeypatch):
     assert view.metrics.set_index("date")["wrong"].to_dict() == {"2024-01-01": 0.25, "2024-01-02": 0.75}
     row = view.summary().iloc[0]
     assert row["wrong_delta"] == 0.5 and row["wrong_worst_date"] == "2024-01-02"
+
+
+def test_a_users_generation_dataset_is_reported_by_its_task_kind(tmp_path):
+    """A dataset named after a user's file is unknown to the report's process: its rows' task kind puts it in Table 2
+    (generation), not Table 1, and Flips treats it as generated."""
+    from dateeval.results import report
+
+    store = Store(tmp_path)
+    for day, correct in (("2024-01-01", [True, False, True]), ("2024-01-02", [False, False, True])):
+        rows = [dict(row, dataset="arithmetic", task="generation") for row in _unit(day, range(3), correct)]
+        unit_sums.write_unit(store, store.unit_path("m", "arithmetic", day, day), rows)
+    view, _ = results.open(store)
+    assert view.kind("arithmetic") == "generation"
+    tables, _ = report.paper_tables(view)
+    titles = [title for title, table in tables.items() if "arithmetic" in set(table.get("dataset", []))]
+    assert any(title.startswith("Table 2") for title in titles) and not any(title.startswith("Table 1") for title in titles), titles

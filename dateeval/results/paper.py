@@ -19,6 +19,7 @@ from dateeval.results import descriptive
 from dateeval.errors import DateEvalError
 from dateeval.metrics import METRICS, percent, points
 from dateeval.results.inference import cv, largest_of
+from dateeval.schema import GENERATION_KINDS
 from dateeval.tasks import GENERATION_BENCHMARKS, parse_name
 
 
@@ -55,12 +56,13 @@ FIGURES = (
 )  # fmt: skip
 
 
-def kind(dataset: str) -> str:
-    """Which of the paper's groups a dataset belongs to (chain of thought is compared with MCQA, Figure 4)."""
+def kind(dataset: str, task: str | None = None) -> str:
+    """Which of the paper's groups a dataset belongs to (chain of thought is compared with MCQA, Figure 4): by its name
+    where this version knows it, else by its rows' task kind (a user's own file; "generation" has no paper figure)."""
     try:
         name = parse_name(dataset)
     except DateEvalError:
-        return "mcqa"
+        return task if task in GENERATION_KINDS and task != "cot" else "mcqa"
     if name.base.startswith("wmt16"):
         return "translation"
     if name.base in GENERATION_BENCHMARKS:
@@ -68,9 +70,9 @@ def kind(dataset: str) -> str:
     return "fewshot" if name.shots else "mcqa"
 
 
-def beside(dataset: str, metric: str | None = None) -> list[PaperFigure]:
+def beside(dataset: str, metric: str | None = None, task: str | None = None) -> list[PaperFigure]:
     """The paper's figures about the same kind of dataset (and metric, when given)."""
-    return [f for f in FIGURES if f.kind == kind(dataset) and (metric is None or f.metric == metric)]
+    return [f for f in FIGURES if f.kind == kind(dataset, task) and (metric is None or f.metric == metric)]
 
 
 STATISTICS = {
@@ -106,7 +108,8 @@ def _chance(figure: PaperFigure, significance: pd.DataFrame, n_items: int) -> st
     return f"median {points(float(significance['null_median'].mean()), n_items)} (mean over {len(significance)} of each one's null median)"
 
 
-def yours(metrics: pd.DataFrame, dataset: str, table7: pd.DataFrame | None = None, significance: pd.DataFrame | None = None) -> pd.DataFrame:
+def yours(metrics: pd.DataFrame, dataset: str, table7: pd.DataFrame | None = None, significance: pd.DataFrame | None = None,
+          task: str | None = None) -> pd.DataFrame:  # fmt: skip
     """The paper's figures about a dataset's kind beside the same statistic from the user's store.
 
     Beside each of yours: what chance alone gives for it (the permutation null of the same statistic, so a class
@@ -118,7 +121,7 @@ def yours(metrics: pd.DataFrame, dataset: str, table7: pd.DataFrame | None = Non
     n_items = int(dated["n_items"].max()) if "n_items" in dated and len(dated) else 0
     context = f"{dated['entry'].nunique()} entries, {n_items} questions x {dated['date'].nunique()} dates" if len(dated) else "-"
     rows = []
-    for figure in beside(dataset):
+    for figure in beside(dataset, task=task):
         spec = METRICS[figure.metric]
         if figure.statistic == "inconsistent_confidence":
             values = table7["inconsistent_confidence"].dropna() if table7 is not None and len(table7) else pd.Series(dtype=float)

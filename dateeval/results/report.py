@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +17,7 @@ import pandas as pd
 from dateeval import metrics, plots
 from dateeval.results import descriptive
 from dateeval.results.view import Results
+from dateeval.schema import GENERATION_KINDS
 from dateeval.errors import DateEvalError
 from dateeval.tasks import GENERATION_BENCHMARKS, parse_name
 
@@ -27,12 +29,15 @@ MISSING = {
 }
 
 
-def _variant(dataset: str) -> str:
-    """Which of the paper's tables a dataset belongs to: mcqa (Table 1), generation (Table 2), fewshot (Table 4), cot (Figure 4)."""
+def _variant(dataset: str, task: str | None) -> str:
+    """Which of the paper's tables a dataset belongs to: mcqa (Table 1), generation (Table 2), fewshot (Table 4), cot
+    (Figure 4); by its name where this version knows it, else by its rows' task kind (a user's own file)."""
     try:
         name = parse_name(dataset)
     except DateEvalError:
-        return "mcqa"  # a dataset this version does not know: treat as plain MCQA
+        if task == "cot":
+            return "cot"
+        return "generation" if task in GENERATION_KINDS else "fewshot" if re.search(r"_\d+shot$", dataset) else "mcqa"
     if name.shots:
         return "fewshot"
     if name.cot:
@@ -49,14 +54,14 @@ def paper_tables(results: Results) -> tuple[dict[str, pd.DataFrame], dict[str, s
     """Every paper table the store can fill, and the missing ones with what would fill them (all read from ``results``)."""
     summary = results.summary()
     tables: dict[str, pd.DataFrame] = {}
-    kinds = set(summary["dataset"].map(_variant)) if len(summary) else set()
+    variant = summary["dataset"].map(lambda dataset: _variant(dataset, results.kind(dataset))) if len(summary) else pd.Series(dtype=object)
+    kinds = set(variant)
     missing = dict(value for kind, value in MISSING.items() if kind not in kinds)
     if summary.empty:
         missing["Tables 1, 8, 9"] = "the store has no results: `python -m dateeval run --dataset mmlu --data-dir DIR --no-date`"
         return tables, missing
     delta = ["entry", "dataset", "n_items", "n_dates"]
     accuracy = ["accuracy_min", "accuracy_max", "accuracy_delta", "accuracy_worst_date", "accuracy_best_date", "delta_null_upper", "delta_p_value", "cochran_p"]
-    variant = summary["dataset"].map(_variant)
     titles = {
         "mcqa": ("Table 1: accuracy, worst-to-best date", accuracy),
         "generation": ("Table 2: open-ended tasks, worst-to-best date (accuracy; pass@1 on HumanEval; BLEU and chrF on WMT16)",

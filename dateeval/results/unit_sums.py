@@ -62,9 +62,9 @@ from dateeval.schema import CORPUS_COLUMNS, DESCRIPTION, ENTRY, ENTRY_KEY, GROUP
 from dateeval.store import Store, StoreProblems
 
 FOLDER = ".aggregates"
-FORMAT = 4  # bump when the sidecars' columns change: older ones are then rebuilt from their units
+FORMAT = 5  # bump when the sidecars' columns change: older ones are then rebuilt from their units
 # Per-item columns the sums are made of (plus the row key, so that a unit's own duplicates are dropped as a read does).
-SOURCE_COLUMNS = [*dict.fromkeys([*ENTRY, "condition", "condition_key", "factor", "date_mode", "date", "date_text", "item_id",
+SOURCE_COLUMNS = [*dict.fromkeys([*ENTRY, "condition", "condition_key", "factor", "date_mode", "date", "date_text", "item_id", "task",
                                   "prompt_hash", "correct", "confidence", "pred", "answer"])]  # fmt: skip
 # Read where a unit has them: generated answers' parsed form, translations' sentence score.
 OPTIONAL_COLUMNS = [*CORPUS_COLUMNS, "parsed", "score", "confidence_note"]
@@ -265,14 +265,14 @@ def confidence_notes(sums: pd.DataFrame) -> list[str]:
 
 def metric_columns() -> list[str]:
     """The per-condition metrics table's columns: what identifies the condition, then every registered metric."""
-    return ENTRY + ["entry", "condition", "factor", "date_mode", "date", "n_items", *METRICS, "mean_confidence"]
+    return ENTRY + ["entry", "condition", "factor", "date_mode", "date", "task", "n_items", *METRICS, "mean_confidence"]
 
 
 def metrics(sums: pd.DataFrame) -> pd.DataFrame:
     """Per-condition metrics from summed rows, one per sums row: each metric finishes its own columns (``Metric.finish``)."""
     if sums.empty:
         return pd.DataFrame(columns=metric_columns())
-    out = sums[ENTRY + ["condition", "factor", "date_mode", "date"]].copy()
+    out = sums[ENTRY + ["condition", "factor", "date_mode", "date", "task"]].copy()
     out["n_items"] = sums["n_rows"].to_numpy()
     for metric in METRICS.values():
         for name, values in metric.finish(sums).items():

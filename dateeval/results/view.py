@@ -162,12 +162,18 @@ class Results:
         parts = [part for part in parts if len(part)]
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=item_matrices.TABLE7_COLUMNS)
 
+    def kind(self, dataset: str) -> str | None:
+        """The task kind its rows record for a dataset (``schema.GENERATION_KINDS``, ``mcqa``, ``cot``); None for rows
+        written before kinds were recorded."""
+        kinds = self.metrics.loc[self.metrics["dataset"] == dataset, "task"].dropna()
+        return str(kinds.iloc[0]) if len(kinds) else None
+
     def paper_beside(self, dataset: str) -> pd.DataFrame:
         """The paper's figures about a dataset's kind beside the store's, each with chance's band and its context."""
         from dateeval.results import paper
 
         significance = self.significance_table()
-        return paper.yours(self.metrics, dataset, self.table7(dataset), significance[significance["dataset"] == dataset])
+        return paper.yours(self.metrics, dataset, self.table7(dataset), significance[significance["dataset"] == dataset], self.kind(dataset))
 
     def significance(self, entry: str, dataset: str, period: Period | None = None) -> dict:
         """``inference.significance`` of one entry's date sweep, or of its dates in ``period`` (kept): the Factors
