@@ -184,6 +184,45 @@ def converted_gguf_dir(source: ModelSource) -> Path:
     return target
 
 
+@dataclass(frozen=True)
+class LightTokenizer:
+    """What a page needs of a tokenizer (count tokens, name its special tokens) and where its chat template is, read by
+    the ``tokenizers`` library from a saved ``tokenizer.json``: a tenth of a second, where importing and loading
+    ``AutoTokenizer`` costs several (the Prompt page's first visit)."""
+
+    folder: Path
+    tokenizer: object  # tokenizers.Tokenizer
+    all_special_tokens: tuple[str, ...]
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+
+
+def load_light_tokenizer(source: ModelSource) -> LightTokenizer:
+    """:class:`LightTokenizer` of a model, from its converted or saved tokenizer folder (saved once by
+    :func:`load_tokenizer` where none exists yet)."""
+    from tokenizers import Tokenizer
+
+    folder = _tokenizer_folder(source)
+    if folder is None:
+        load_tokenizer(source)
+        folder = _tokenizer_folder(source)
+    if folder is None:
+        raise DateEvalError(f"no tokenizer.json for {source.name}: load it once with a sweep or `dateeval template`")
+    tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+    special = tuple(token.content for token in tokenizer.get_added_tokens_decoder().values() if token.special)
+    return LightTokenizer(folder, tokenizer, special)
+
+
+def _tokenizer_folder(source: ModelSource) -> Path | None:
+    """A folder holding the model's ``tokenizer.json`` and its config: the local model itself, its conversion, or the
+    tokenizer saved from its GGUF."""
+    folders = [Path(source.location)] if source.kind == "dir" else []
+    if source.kind == "gguf":
+        folders = [cache_dir() / sub / f"{source.name}-{source.revision[:12]}" for sub in ("models", "tokenizers")]
+    return next((folder for folder in folders if (folder / "tokenizer.json").is_file() and (folder / "tokenizer_config.json").is_file()), None)
+
+
 def load_tokenizer(source: ModelSource) -> "PreTrainedTokenizerBase":  # noqa: F821 - transformers is imported lazily
     """The tokenizer alone, without converting the model: for pages that show prompts and count tokens.
 

@@ -46,10 +46,10 @@ try:
     if source.startswith("Default"):
         @st.cache_resource(show_spinner="Loading the default model's tokenizer...")
         def default_template() -> tuple[ChatTemplate, object]:
-            from dateeval.models import load_tokenizer, resolve
+            from dateeval.models import load_light_tokenizer, resolve
 
-            tokenizer = load_tokenizer(resolve("smollm2-135m"))  # the tokenizer alone: the weights are not converted
-            return ChatTemplate.from_tokenizer(tokenizer, name="smollm2-135m"), tokenizer
+            tokenizer = load_light_tokenizer(resolve("smollm2-135m"))  # the tokenizer alone: the weights are not converted
+            return ChatTemplate.from_file(tokenizer.folder), tokenizer
 
         template, tokenizer = default_template()
     else:
