@@ -419,13 +419,14 @@ def _json_safe(value: object) -> object:
 def _open_results(path: str) -> "Results":  # noqa: F821 - the results layer is imported lazily
     """The store's results (``dateeval.results.open``, what every page reads), its problems as warnings on stderr."""
     from dateeval import results
+    from dateeval.results import unit_sums
     from dateeval.store import Store
 
     store = Store(path)
     if not store.root.is_dir():
         raise DateEvalError(f"store {store.root} does not exist: run `python -m dateeval run ... --store {store.root}` first")
     found, problems = results.open(store)
-    for message in problems.messages():
+    for message in problems.messages() + unit_sums.label_notes(found.sums):
         print(f"dateeval: warning: {message}", file=sys.stderr)
     return found
 

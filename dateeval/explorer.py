@@ -134,6 +134,8 @@ def load() -> tuple[pd.DataFrame, pd.DataFrame]:
         st.warning(note)
     for note in unit_sums.confidence_notes(sums):
         st.info(note)
+    for note in unit_sums.label_notes(sums):
+        st.warning(note)
     if metrics.empty:
         empty_state()
         st.stop()

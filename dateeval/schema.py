@@ -18,8 +18,9 @@ ENTRY_KEY = ["model_key", "hardware", "dataset", "task_key"]
 # One entry x condition: the unit of every per-condition sum.
 GROUP = [*ENTRY_KEY, "condition_key"]
 # What describes a group beyond its key (shown, not grouped on); ``task`` is the task's kind (mcqa, cot, gsm8k,
-# humaneval, translation, generation), which says what a dataset is even where its name is a user's own file.
-DESCRIPTION = [column for column in ENTRY if column not in ENTRY_KEY] + ["condition", "factor", "date_mode", "date", "task"]
+# humaneval, translation, generation), which says what a dataset is even where its name is a user's own file;
+# ``label_variant`` is the option label a choice task read (" A" or "A"): scores read from different labels differ.
+DESCRIPTION = [column for column in ENTRY if column not in ENTRY_KEY] + ["condition", "factor", "date_mode", "date", "task", "label_variant"]
 # Task kinds (the ``task`` column) whose replies are generated, stored verbatim and graded.
 GENERATION_KINDS = ("cot", "gsm8k", "humaneval", "translation", "generation")
 # The columns every task writes.

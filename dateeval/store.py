@@ -53,11 +53,13 @@ class StoreProblems:
     """
 
     corrupted: list[tuple[Path, str]] = field(default_factory=list)
+    foreign: list[tuple[Path, str]] = field(default_factory=list)  # Parquet files dateeval did not write: named, left alone
     unreachable: set[Path] = field(default_factory=set)
     removed: list[Path] = field(default_factory=list)
 
     def messages(self) -> list[str]:
         unread = [f"store: cannot read {path} ({reason}); left in place, its rows are not included" for path, reason in self.corrupted]
+        unread += [f"store: {path} was not written by dateeval ({reason}); left alone and not read" for path, reason in self.foreign]
         return unread + [f"store: removed {path}, a staging file left by a killed write" for path in self.removed]
 
 
@@ -124,7 +126,7 @@ class Store:
         """
         try:
             return _load(path, None, None, full_check=True)
-        except _READ_ERRORS:
+        except (Foreign, *_READ_ERRORS):
             return None
 
     @staticmethod
@@ -132,6 +134,8 @@ class Store:
         """Why a unit file cannot be trusted (every column and page verified), or None when it reads intact."""
         try:
             _load(path, None, None, full_check=True)
+        except Foreign as error:
+            return str(error)
         except _READ_ERRORS as error:
             return _reason(error)
         return None
@@ -148,12 +152,13 @@ class Store:
         return aside
 
     def set_aside_damaged(self, problems: StoreProblems) -> list[str]:
-        """Move the damaged files a read reported out of the way, so that their units run again; one line each.
+        """Move the damaged files a read reported out of the way, so that their units run again; one line each (and one
+        for each file dateeval did not write, which stays where it is).
 
         A file that failed with an operating-system error is left alone: the
         error may pass, and its content is not known to be damaged.
         """
-        lines = []
+        lines = [f"store: {path} was not written by dateeval ({reason}); left alone and not read" for path, reason in problems.foreign]
         for path, reason in problems.corrupted:
             if path in problems.unreachable:
                 lines.append(f"store: cannot read {path} ({reason}); left in place, its rows are computed again beside it")
@@ -199,8 +204,9 @@ class Store:
             paths = sorted(folder.glob("*.parquet"))
             frame, problems = self.read(paths=paths)
             all_problems.corrupted += problems.corrupted
+            all_problems.foreign += problems.foreign
             all_problems.unreachable |= problems.unreachable
-            broken = {path for path, _ in problems.corrupted}
+            broken = {path for path, _ in problems.corrupted + problems.foreign}
             readable = [path for path in paths if path not in broken]
             if len(readable) < 2:
                 continue
@@ -242,6 +248,8 @@ class Store:
                 table = _load(path, wanted, filters, full_check=full_check)
                 if table.num_rows:
                     frames.append(table.to_pandas())
+            except Foreign as error:
+                problems.foreign.append((path, str(error)))
             except _READ_ERRORS as error:
                 problems.corrupted.append((path, _reason(error)))
                 if isinstance(error, OSError) and error.errno is not None:
@@ -263,6 +271,14 @@ class Store:
 # with the item pushed down) skips every other group by its item_id statistics: a paper-scale file's question is read
 # in about 0.1 s instead of 0.4-0.6 s (a date-major file, every group holding every question), for a file about 10% larger.
 COMPACTED_ROW_GROUP = 1 << 16
+# Columns every unit dateeval ever wrote has: a file with neither these nor dateeval's checksums is someone else's.
+IDENTITY = ["model_key", "condition_key", "item_id"]
+
+
+class Foreign(Exception):
+    """A Parquet file in the store that dateeval did not write (a user's own, another tool's): never read, moved or merged."""
+
+
 # What reading a damaged file can raise: the reader's own errors, a failed page checksum (OSError), a
 # mismatched content checksum, undecodable pandas metadata (ValueError).
 _READ_ERRORS = (OSError, pa.ArrowException, ValueError, checksums.Damaged)
@@ -286,6 +302,8 @@ def _load(path: Path, columns: list[str] | None, filters: list[tuple] | None, fu
     with pq.ParquetFile(path, page_checksum_verification=True) as file:
         names = file.schema_arrow.names
         record = checksums.stored(file.schema_arrow.metadata)
+        if record is None and not set(IDENTITY) <= set(names):
+            raise Foreign(f"no checksums and no {', '.join(sorted(set(IDENTITY) - set(names)))} column")
         if record is not None:
             checksums.check_columns(record, names)
         # Files written before a column existed (e.g. `factor`) still read; the column comes back empty.

@@ -217,7 +217,7 @@ def _corpus_scores(frame: pd.DataFrame, codes: np.ndarray, groups: int) -> dict[
 
 def condition_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     """The row-by-row reference for ``unit_sums.metrics``: Accuracy, ECE, mean confidence, BLEU and chrF per entry x condition, on the items common to all conditions."""
-    columns = ENTRY + ["entry", "condition", "factor", "date_mode", "date", "task", "n_items", *METRICS, "mean_confidence"]
+    columns = ENTRY + ["entry", "condition", "factor", "date_mode", "date", "task", "label_variant", "n_items", *METRICS, "mean_confidence"]
     if frame.empty:
         return pd.DataFrame(columns=columns)
     frame = common_items(with_factor(frame))
@@ -225,8 +225,10 @@ def condition_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     groups = int(codes.max()) + 1
     correct, confidence = frame["correct"].astype(float).to_numpy(), frame["confidence"].astype(float).to_numpy()
     first = np.unique(codes, return_index=True)[1]
-    metrics = frame.assign(task=frame["task"] if "task" in frame else None).iloc[first][ENTRY + ["condition", "factor", "date_mode", "date", "task"]]
-    metrics = metrics.reset_index(drop=True)
+    firsts = frame.assign(**{column: frame[column] if column in frame else None for column in ("task", "label_variant")}).iloc[first]
+    metrics = firsts[ENTRY + ["condition", "factor", "date_mode", "date", "task", "label_variant"]].reset_index(drop=True)
+    for column in ("task", "label_variant"):  # a column some files lack reads as NaN there: missing, as the sums keep it
+        metrics[column] = metrics[column].astype(object).where(metrics[column].notna(), None)
     metrics["n_items"] = np.bincount(codes)
     metrics["accuracy"] = _mean_by_code(codes, correct, groups)
     metrics["ece"] = ece_by_code(codes, confidence, correct, groups=groups)

@@ -28,7 +28,7 @@ def demo(tmp_path) -> Store:
 
 
 def _from_rows(store: Store) -> pd.DataFrame:
-    frame, _ = store.read(columns=SUMMARY_COLUMNS, optional=GENERATION_COLUMNS)
+    frame, _ = store.read(columns=SUMMARY_COLUMNS, optional=[*GENERATION_COLUMNS, "label_variant"])
     return oracles.condition_metrics(frame)
 
 
@@ -277,3 +277,26 @@ def test_a_users_generation_dataset_is_reported_by_its_task_kind(tmp_path):
     tables, _ = report.paper_tables(view)
     titles = [title for title, table in tables.items() if "arithmetic" in set(table.get("dataset", []))]
     assert any(title.startswith("Table 2") for title in titles) and not any(title.startswith("Table 1") for title in titles), titles
+
+
+def test_entries_scored_from_different_option_labels_are_marked_not_comparable(tmp_path, monkeypatch):
+    """An API run in chat mode reads "A" where in-process reads " A": the explorer and summary say the two entries
+    are not comparable (issue 18: 0.25 against 0.45 on the same items, for that reason alone)."""
+    from streamlit.testing.v1 import AppTest
+
+    from conftest import ROOT, run_cli
+
+    store = Store(tmp_path / "store")
+    for variant, key in (("space+label", "t1"), ("label", "t2")):
+        for day in ("2024-01-01", "2024-01-02"):
+            rows = [dict(row, task_key=key, label_variant=variant, task="mcqa") for row in _unit(day, range(3), [True, False, day == "2024-01-01"])]
+            unit_sums.write_unit(store, store.unit_path("m", "d", day, f"{key}{day}"), rows)
+    notes = unit_sums.label_notes(results.open(store)[0].sums)
+    assert len(notes) == 1 and "not comparable" in notes[0] and "'label'" in notes[0] and "'space+label'" in notes[0]
+    summary = run_cli("summary", "--store", str(store.root))
+    assert summary.returncode == 0 and "entries scored reading different option labels are not comparable" in summary.stderr
+    monkeypatch.setenv("DATEEVAL_STORE", str(store.root))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.query_params["store"] = "mine"
+    at.run()
+    assert not at.exception and any("not comparable" in warning.value for warning in at.warning)

@@ -71,7 +71,7 @@ def test_the_heartbeat_keeps_a_lease_young(tmp_path):
 def test_only_one_of_many_takes_over_an_expired_lease(tmp_path):
     unit = tmp_path / "u.parquet"
     _plant(unit, "gone-host", 1, ttl_s=1, age_s=100)
-    contenders = [Leases(owner=Owner(f"host{i}", i, str(i))) for i in range(8)]
+    contenders = [Leases(owner=Owner(f"host{i}", i + 1, str(i))) for i in range(8)]  # process ids start at 1 (0 is no process)
     won = []
     barrier = threading.Barrier(len(contenders))
 

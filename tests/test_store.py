@@ -201,3 +201,30 @@ def test_staging_files_of_killed_writes_are_removed_and_live_ones_kept(tmp_path)
     _, _, problems = store.compact()
     assert not dead.exists() and not old.exists() and live.exists() and elsewhere.exists()
     assert sorted(problems.removed) == sorted([dead, old]) and any("left by a killed write" in m for m in problems.messages())
+
+
+def test_parquet_files_dateeval_did_not_write_are_named_and_left_alone(tmp_path):
+    """A user's own Parquet file in the store (was: summary TypeError and a "nan on nan" entry, compact ValueError
+    leaving a compacted file beside the originals): every command names it, reads none of it, and leaves it as it was."""
+    import shutil
+
+    from conftest import ROOT, run_cli
+
+    store = tmp_path / "store"
+    shutil.copytree(ROOT / "demo" / "store", store, ignore=shutil.ignore_patterns(".aggregates"))
+    beside = next(store.glob("*/mmlu/*.parquet")).parent / "my-notes.parquet"
+    elsewhere = store / "someone" / "else" / "table.parquet"
+    elsewhere.parent.mkdir(parents=True)
+    for path in (beside, elsewhere):
+        pd.DataFrame({"a": [1, 2], "b": ["x", None]}).to_parquet(path)
+    before = {path: path.read_bytes() for path in (beside, elsewhere)}
+    clean = run_cli("summary", "--store", str(ROOT / "demo" / "store"), "--json")
+    summary = run_cli("summary", "--store", str(store), "--json")
+    assert summary.returncode == 0 and "Traceback" not in summary.stderr and summary.stdout == clean.stdout
+    assert all(f"{path} was not written by dateeval" in summary.stderr for path in (beside, elsewhere)), summary.stderr
+    compact = run_cli("compact", "--store", str(store))
+    assert compact.returncode == 0 and "Traceback" not in compact.stderr and "not written by dateeval" in compact.stderr
+    assert {path: path.read_bytes() for path in (beside, elsewhere)} == before
+    assert run_cli("summary", "--store", str(store), "--json").stdout == clean.stdout  # compacting merged only dateeval's units
+    frame, problems = Store(store).read()
+    assert sorted(path for path, _ in problems.foreign) == sorted([beside, elsewhere]) and frame["model_key"].notna().all()

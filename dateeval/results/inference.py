@@ -398,8 +398,8 @@ def headline(significance: pd.DataFrame, metrics: pd.DataFrame) -> dict | None:
     if significance.empty:
         return None
     top = significance.loc[significance["delta"].idxmax()]
-    summary = summarize(metrics).set_index(["entry", "dataset"])
-    dates = summary.loc[(top["entry"], top["dataset"])]
+    summary = summarize(metrics)
+    dates = summary[(summary["entry"] == top["entry"]) & (summary["dataset"] == top["dataset"])].iloc[0]
     family = largest_of(significance["delta"].tolist(), significance["null_draws"].tolist())
     out = {"entry": top["entry"], "dataset": top["dataset"], "delta": family["delta"], "n_dates": int(top["n_dates"]), "n_items": int(top["n_items"]),
            "k_entries": len(significance), "null_median": family["null_median"], "null_upper": family["null_upper"], "p_value": family["p_value"],

@@ -62,9 +62,9 @@ from dateeval.schema import CORPUS_COLUMNS, DESCRIPTION, ENTRY, ENTRY_KEY, GROUP
 from dateeval.store import Store, StoreProblems
 
 FOLDER = ".aggregates"
-FORMAT = 5  # bump when the sidecars' columns change: older ones are then rebuilt from their units
+FORMAT = 6  # bump when the sidecars' columns change: older ones are then rebuilt from their units
 # Per-item columns the sums are made of (plus the row key, so that a unit's own duplicates are dropped as a read does).
-SOURCE_COLUMNS = [*dict.fromkeys([*ENTRY, "condition", "condition_key", "factor", "date_mode", "date", "date_text", "item_id", "task",
+SOURCE_COLUMNS = [*dict.fromkeys([*ENTRY, "condition", "condition_key", "factor", "date_mode", "date", "date_text", "item_id", "task", "label_variant",
                                   "prompt_hash", "correct", "confidence", "pred", "answer"])]  # fmt: skip
 # Read where a unit has them: generated answers' parsed form, translations' sentence score.
 OPTIONAL_COLUMNS = [*CORPUS_COLUMNS, "parsed", "score", "confidence_note"]
@@ -232,6 +232,7 @@ def load(store: Store) -> tuple[pd.DataFrame, StoreProblems]:
         if sums is None:
             sums, found = build(store, unit)
             problems.corrupted += found.corrupted
+            problems.foreign += found.foreign
             problems.unreachable |= found.unreachable
         if sums is not None:
             parts.append(sums)
@@ -254,6 +255,18 @@ def inexact_entries(sums: pd.DataFrame) -> pd.DataFrame:
     return sums.loc[(split | mixed).to_numpy(), ENTRY_KEY].drop_duplicates(ignore_index=True)
 
 
+def label_notes(sums: pd.DataFrame) -> list[str]:
+    """Datasets whose entries read different option labels (" A" in-process, "A" over a chat API): not comparable."""
+    notes = []
+    for dataset, part in sums.dropna(subset=["label_variant"]).groupby("dataset", sort=True):
+        variants = part.groupby("label_variant")["entry"].unique()
+        if len(variants) > 1:
+            said = "; ".join(f"{', '.join(sorted(entries))} read {variant!r}" for variant, entries in variants.items())
+            notes.append(f"{dataset}: entries scored reading different option labels are not comparable ({said}); "
+                         "the label alone can move accuracy by 20 points")  # fmt: skip
+    return notes
+
+
 def confidence_notes(sums: pd.DataFrame) -> list[str]:
     """Why entries have no confidence (and so no ECE) on some conditions, as their rows state it: one line per entry and dataset."""
     if "confidence_note" not in sums:
@@ -265,14 +278,14 @@ def confidence_notes(sums: pd.DataFrame) -> list[str]:
 
 def metric_columns() -> list[str]:
     """The per-condition metrics table's columns: what identifies the condition, then every registered metric."""
-    return ENTRY + ["entry", "condition", "factor", "date_mode", "date", "task", "n_items", *METRICS, "mean_confidence"]
+    return ENTRY + ["entry", "condition", "factor", "date_mode", "date", "task", "label_variant", "n_items", *METRICS, "mean_confidence"]
 
 
 def metrics(sums: pd.DataFrame) -> pd.DataFrame:
     """Per-condition metrics from summed rows, one per sums row: each metric finishes its own columns (``Metric.finish``)."""
     if sums.empty:
         return pd.DataFrame(columns=metric_columns())
-    out = sums[ENTRY + ["condition", "factor", "date_mode", "date", "task"]].copy()
+    out = sums[ENTRY + ["condition", "factor", "date_mode", "date", "task", "label_variant"]].copy()
     out["n_items"] = sums["n_rows"].to_numpy()
     for metric in METRICS.values():
         for name, values in metric.finish(sums).items():

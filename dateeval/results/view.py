@@ -67,6 +67,7 @@ class Results:
         sums = sums.assign(entry=descriptive.entry_label(sums)) if len(sums) else sums.assign(entry=None)
         metrics, more = unit_sums.condition_metrics(store, sums)
         problems.corrupted += more.corrupted
+        problems.foreign += more.foreign
         problems.unreachable |= more.unreachable
         return cls(store, fingerprint, sums, metrics), problems
 
