@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,14 @@ def backend():
     from dateeval.models import resolve
 
     return TransformersBackend(resolve("smollm2-135m"), dtype="float32", device="cpu")
+
+
+def demo_copy(folder: Path) -> Path:
+    """A copy of the built-in demo store under ``folder``, without its sidecars (as a fresh clone has it): tests may
+    write to it (kept statistics, compaction) without touching the repository's demo."""
+    store = folder / "store"
+    shutil.copytree(ROOT / "demo" / "store", store, ignore=shutil.ignore_patterns(".aggregates"))
+    return store
 
 
 def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:

@@ -93,13 +93,7 @@ def factor_table(frame: pd.DataFrame, n_boot: int = 200) -> pd.DataFrame:
 
 def date_significance(frame: pd.DataFrame, n_perm: int = 500) -> pd.DataFrame:
     """Per entry and dataset: the observed delta, its null band and p-value, and Cochran's Q (graded rows only)."""
-    frame = graded(frame)
-    rows = []
-    for (entry, dataset), group in frame.assign(entry=entry_label(frame)).groupby(["entry", "dataset"]):
-        dated = group[group["factor"] == "date"]
-        if dated["condition_key"].nunique() >= 2:
-            rows.append(significance(entry, dataset, outcome_matrices(dated, "condition_key")[1], n_perm))
-    return pd.DataFrame(rows, columns=SIGNIFICANCE_COLUMNS)
+    return significance_rows(frame, n_perm).reindex(columns=SIGNIFICANCE_COLUMNS)
 
 
 def date_bands(rows: pd.DataFrame, metric: str, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:

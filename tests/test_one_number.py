@@ -9,13 +9,12 @@ import datetime as dt
 import json
 import math
 import re
-import shutil
 
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, demo_copy, run_cli
 from dateeval import metrics, results
 
 JANUARY = results.Period(dt.date(2024, 1, 1), dt.date(2024, 1, 31))
@@ -23,9 +22,7 @@ JANUARY = results.Period(dt.date(2024, 1, 1), dt.date(2024, 1, 31))
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("one-number") / "store"
-    shutil.copytree(ROOT / "demo" / "store", root, ignore=shutil.ignore_patterns(".aggregates"))
-    return root
+    return demo_copy(tmp_path_factory.mktemp("one-number"))
 
 
 @pytest.fixture(scope="module")

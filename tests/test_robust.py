@@ -3,7 +3,6 @@ page) against the results layer's ``Results.robust*``, exactly."""
 
 import json
 import math
-import shutil
 
 import numpy as np
 import pandas as pd
@@ -11,7 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import oracles
-from conftest import ROOT, run_cli
+from conftest import ROOT, demo_copy, run_cli
 from dateeval import results
 from dateeval.results import robust, robust_format
 
@@ -89,9 +88,7 @@ def test_sentence_names_the_dates_and_the_interval():
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    root = tmp_path_factory.mktemp("robust") / "store"
-    shutil.copytree(ROOT / "demo" / "store", root, ignore=shutil.ignore_patterns(".aggregates"))
-    return root
+    return demo_copy(tmp_path_factory.mktemp("robust"))
 
 
 @pytest.fixture(scope="module")

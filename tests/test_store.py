@@ -206,12 +206,9 @@ def test_staging_files_of_killed_writes_are_removed_and_live_ones_kept(tmp_path)
 def test_parquet_files_dateeval_did_not_write_are_named_and_left_alone(tmp_path):
     """A user's own Parquet file in the store (was: summary TypeError and a "nan on nan" entry, compact ValueError
     leaving a compacted file beside the originals): every command names it, reads none of it, and leaves it as it was."""
-    import shutil
+    from conftest import ROOT, demo_copy, run_cli
 
-    from conftest import ROOT, run_cli
-
-    store = tmp_path / "store"
-    shutil.copytree(ROOT / "demo" / "store", store, ignore=shutil.ignore_patterns(".aggregates"))
+    store = demo_copy(tmp_path)
     beside = next(store.glob("*/mmlu/*.parquet")).parent / "my-notes.parquet"
     elsewhere = store / "someone" / "else" / "table.parquet"
     elsewhere.parent.mkdir(parents=True)
