@@ -450,6 +450,10 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     if table.empty:
         print(f"no results in {args.store}")
         return 0
+    if args.dates is None:  # the store's finding, as the Overview's first line says it
+        from dateeval.results import headline_sentence
+
+        print(headline_sentence(found.headline()))
     for row in table.to_dict(orient="records"):
         print(f"{row['entry']} on {row['dataset']}: {row['n_items']} items x {row['n_dates']} dates")
         for metric in (m for m in METRICS if f"no_date_{m}" in row and _has(row, m)):

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from dateeval import explorer
-from dateeval.metrics import EXPLAIN, METRICS, available_metrics, percent, points
+from dateeval import explorer, results
+from dateeval.metrics import EXPLAIN, available_metrics, percent, points
 
 NULL_HELP = EXPLAIN["null"] + " The largest of K entries also grows with K, so the headline is tested against the largest of K shuffled deltas."
 
@@ -17,17 +17,12 @@ top = explorer.headline(root, fingerprint)
 if top is None:
     st.info("The headline needs one model scored on two or more dates: run a date sweep on the **Run** page.")
 elif top["delta"] == 0:
-    st.markdown(f"#### Within chance: on the {top['n_dates']} dates and {top['n_items']} questions of this store, changing the date moved no score.")
+    st.markdown(f"#### {results.headline_sentence(top)}")
 else:
     n = top["n_items"]
     verdict = "Beyond chance" if top["beyond_chance"] else "Within chance"
     of_k = f"the largest of {top['k_entries']} model x dataset deltas" if top["k_entries"] > 1 else "the only model x dataset delta"
-    st.markdown(
-        f"#### {verdict} (p = {top['p_value']:.3f}): changing only the date moves {METRICS['accuracy'].name_on(top['dataset'])} of "
-        f"**{top['entry']}** on **{top['dataset']}** by up to **{points(top['delta'], n)}** ({of_k}, {n} questions x {top['n_dates']} dates); "
-        f"chance alone gives up to {points(top['null_upper'], n)} in 95% of shuffles.",
-        help=NULL_HELP,
-    )
+    st.markdown(f"#### {results.headline_sentence(top, strong=lambda text: f'**{text}**')}", help=NULL_HELP)
     columns = st.columns(4)
     columns[0].metric("Verdict", verdict, help=f"p = {top['p_value']:.3f} for {of_k}, against the largest of {top['k_entries']} shuffled deltas")
     columns[1].metric("Largest worst-to-best delta", points(top["delta"], n), help=f"worst {top['worst_date']}, best {top['best_date']}; percentage points")

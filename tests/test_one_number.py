@@ -6,6 +6,7 @@ report read one implementation (``dateeval.results.Results``), and the page appl
 """
 
 import datetime as dt
+import html
 import json
 import math
 import re
@@ -187,3 +188,14 @@ def test_export_refuses_a_bad_target_in_one_line(store, tmp_path):
     for out, says in ((tmp_path / "rows.txt", "give a file ending in"), (tmp_path, "is a folder"), (tmp_path / "no" / "rows.csv", "does not exist")):
         done = run_cli("export", "--store", str(store), "--out", str(out))
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
+
+
+def test_the_headline_is_one_sentence_on_the_page_in_summary_and_in_the_report(page, layer, store, tmp_path):
+    sentence = results.headline_sentence(layer.headline())
+    assert sentence.startswith("Within chance (p = 0.965)")
+    shown = next(m.value for m in page("pages/overview.py").markdown if m.value.startswith("####"))
+    assert shown.removeprefix("#### ").replace("**", "") == sentence
+    printed = run_cli("summary", "--store", str(store))
+    assert printed.returncode == 0 and printed.stdout.splitlines()[0] == sentence
+    assert run_cli("report", "--store", str(store), "--out", str(tmp_path / "report")).returncode == 0
+    assert html.escape(sentence) in (tmp_path / "report" / "index.html").read_text()

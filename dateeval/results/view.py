@@ -377,6 +377,23 @@ class Results:
         return chosen
 
 
+def headline_sentence(top: dict | None, strong: Callable[[str], str] = str) -> str:
+    """The store's finding in one sentence, verdict first: what the Overview shows, `summary` prints and the report
+    writes (``strong`` marks the entry, dataset and delta, e.g. in Markdown bold)."""
+    if top is None:
+        return "No headline: it needs one model scored on two or more dates."
+    n = int(top["n_items"])
+    if top["delta"] == 0:
+        return f"Within chance: on the {top['n_dates']} dates and {n} questions of this store, changing the date moved no score."
+    from dateeval.metrics import METRICS, points
+
+    verdict = "Beyond chance" if top["beyond_chance"] else "Within chance"
+    of_k = f"the largest of {top['k_entries']} model x dataset deltas" if top["k_entries"] > 1 else "the only model x dataset delta"
+    return (f"{verdict} (p = {top['p_value']:.3f}): changing only the date moves {METRICS['accuracy'].name_on(top['dataset'])} of "
+            f"{strong(top['entry'])} on {strong(top['dataset'])} by up to {strong(points(top['delta'], n))} ({of_k}, {n} questions x "
+            f"{top['n_dates']} dates); chance alone gives up to {points(top['null_upper'], n)} in 95% of shuffles.")  # fmt: skip
+
+
 def _records(table: pd.DataFrame) -> list[dict]:
     """A table's rows as kept rows: missing values as None (a text column holding NaN cannot be written)."""
     return table.astype(object).where(table.notna(), None).to_dict("records")
