@@ -20,7 +20,7 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 
-from dateeval.schema import ENTRY_KEY, ROW_KEY, UNPARSEABLE
+from dateeval.schema import ENTRY_KEY, ROW_KEY
 
 
 def _connect(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
@@ -55,16 +55,6 @@ def _factor(types: dict[str, str]) -> str:
     """``analysis.with_factor``: the stored factor, else the one the date mode implies (files from before it existed)."""
     derived = "CASE date_mode WHEN 'date' THEN 'date' WHEN 'none' THEN 'no-date' WHEN 'default' THEN 'template-default' END"
     return f"coalesce(factor, {derived})" if "factor" in types else derived
-
-
-def _prediction(types: dict[str, str]) -> str:
-    """``analysis.predictions``: the parsed answer, else the prediction, else one value for 'unparseable'.
-
-    pandas compares a number with a string as different (1 != '1'), so a
-    numeric prediction is tagged before it becomes text.
-    """
-    pred = "NULL" if "pred" not in types else ("CAST(pred AS VARCHAR)" if types["pred"] == "VARCHAR" else "'#' || CAST(pred AS VARCHAR)")
-    return f"coalesce({_column(types, 'parsed', 'VARCHAR')}, {pred}, '{UNPARSEABLE}')"
 
 
 def item_rows(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, item_id: str, columns: Sequence[str]) -> pd.DataFrame:
