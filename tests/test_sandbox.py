@@ -25,9 +25,10 @@ from dateeval.tasks import humaneval
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
 FAST = Limits(timeout_s=5, cpu_s=5)
+ROOMY = Limits(timeout_s=60, cpu_s=60)  # for programs that must finish: a loaded CI machine walks '/' in more than 5 s
 
 
-def probe(body: str, expected: object, limits: Limits = FAST) -> object:
+def probe(body: str, expected: object, limits: Limits = ROOMY) -> object:
     """Run ``body`` as the model's function ``f()`` and check it returns ``expected``: 'passed' means contained."""
     solution = "import os, sys, ctypes, socket, glob\n\ndef f():\n" + "".join(f"    {line}\n" for line in body.splitlines())
     return run_check(Check(solution, f"assert candidate() == {expected!r}, candidate()\n", "f"), limits)
@@ -69,7 +70,7 @@ def test_hostile_programs_are_contained(name, code, status):
     started = time.perf_counter()
     outcome = program(code)
     assert outcome.status == status, (name, outcome)
-    assert time.perf_counter() - started < FAST.timeout_s + 5
+    assert time.perf_counter() - started < FAST.timeout_s + 30  # stopped at its limit (slack for a loaded machine), not hung
 
 
 def test_patched_builtins_or_eq_cannot_fake_a_pass():
@@ -133,7 +134,7 @@ def test_the_grader_never_follows_a_path_the_program_planted(tmp_path):
     outcome = program(plant)
     assert outcome.status == "error" and "TOP-SECRET" not in outcome.message, outcome
     assert "FileNotFoundError" in outcome.message
-    assert time.perf_counter() - started < FAST.timeout_s  # a FIFO where output was read cannot hang the grader
+    assert time.perf_counter() - started < 60  # a FIFO where output was read cannot hang the grader
 
 
 def test_host_processes_data_store_and_packages_are_out_of_sight(data_dir, tmp_path):
@@ -289,7 +290,8 @@ def test_programs_run_in_parallel():
     started = time.perf_counter()
     outcomes = run_many([Check("import time\ntime.sleep(1)\ndef f():\n    return 1\n", "assert candidate() == 1\n", "f")] * 4, workers=4)
     assert all(o.passed for o in outcomes)
-    assert time.perf_counter() - started < 3.5  # four one-second programs side by side, not one after another
+    # side by side, not one after another: the wall time is well under the four programs' own times added up
+    assert time.perf_counter() - started < 0.75 * sum(o.seconds for o in outcomes), outcomes
 
 
 
@@ -464,15 +466,16 @@ def test_a_correct_program_using_memory_under_its_limit_passes(memory_mode):
 _GRADE_ONE = """
 import json, sys
 from dateeval.sandbox import Check, Limits, run_check
-print(run_check(Check(*json.loads(sys.argv[1])), Limits(timeout_s=6, cpu_s=6)).status)
+seconds = int(sys.argv[2])
+print(run_check(Check(*json.loads(sys.argv[1])), Limits(timeout_s=seconds, cpu_s=seconds)).status)
 """
 
 
-def _grader_process(check: Check) -> subprocess.Popen:
+def _grader_process(check: Check, seconds: int) -> subprocess.Popen:
     """Another grading process on this host, as a second sweep or a Ray worker would be."""
     argument = json.dumps([check.solution, check.checker, check.entry_point])
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    return subprocess.Popen([sys.executable, "-c", _GRADE_ONE, argument], stdout=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen([sys.executable, "-c", _GRADE_ONE, argument, str(seconds)], stdout=subprocess.PIPE, text=True, env=env)
 
 
 def test_two_grader_processes_never_share_a_sandbox_user_id():
@@ -486,11 +489,11 @@ def test_two_grader_processes_never_share_a_sandbox_user_id():
         "    [t.join() for t in threads]\n"
         "    return sorted(results)\n"
     )
-    bombing = _grader_process(Check(bomb + "def f():\n    return 1\n", "assert candidate() == 1\n", "f"))
+    bombing = _grader_process(Check(bomb + "def f():\n    return 1\n", "assert candidate() == 1\n", "f"), seconds=6)
     time.sleep(2)  # the bomb is at its process limit before the other grader starts
-    correct = _grader_process(Check(threaded, "assert candidate() == [0, 1, 2, 3]\n", "f"))
-    assert correct.communicate(timeout=30)[0].strip() == "passed"
-    assert bombing.communicate(timeout=30)[0].strip() == "timeout"
+    correct = _grader_process(Check(threaded, "assert candidate() == [0, 1, 2, 3]\n", "f"), seconds=60)  # time enough on a busy host
+    assert correct.communicate(timeout=90)[0].strip() == "passed"  # the failure this guards against is an error, not a timeout
+    assert bombing.communicate(timeout=90)[0].strip() == "timeout"
 
 
 def test_io_uring_is_refused():
