@@ -126,12 +126,38 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     api.add_argument("--retries", type=_integer(0, 20), default=5, help="retries of a request on 429/5xx/timeouts (default 5)")
     api.add_argument("--tokenizer", help="completions mode: the model whose tokenizer and chat template render prompts (default: the served name)")
     run.add_argument("--store", default="cache/results", help="results folder (default cache/results)")
+    _add_spec_flags(run)
     cluster = run.add_argument_group("where units run (dateeval/ray_executor.py)")
     cluster.add_argument("--executor", default="local", choices=("local", "ray"), help="local: this process (default); ray: actors on a Ray cluster")
     cluster.add_argument("--address", help="Ray cluster: auto, HOST:PORT or ray://HOST:10001 (default: start a local Ray instance)")
     cluster.add_argument("--workers", type=_integer(1, 100_000), help="Ray actors, each loading the model once (default: one per CPU, or per GPU share)")
     cluster.add_argument("--gpus-per-worker", type=float, default=0.0, help="GPUs each Ray actor takes (default 0)")
     cluster.add_argument("--no-wait", action="store_true", help="fail (non-zero exit) naming units other drivers still hold, instead of waiting for them")
+
+
+def _add_spec_flags(run: argparse.ArgumentParser) -> None:
+    """One flag per spec key (``custom.KEYS``): what a spec says, said for the data files given as ``--dataset``."""
+    from dateeval.tasks.custom import KEYS
+    from dateeval.tasks.described import dest
+
+    spec = run.add_argument_group("your own data file described by flags instead of a spec: one flag per spec key, saved as a spec in "
+                                  "STORE/.specs (README: Use your own benchmark)")  # fmt: skip
+    types = {str: _text, int: int, (int, float): _finite, (str, list): _text}
+    for key in KEYS:
+        if key.name != "data":  # the data file is --dataset
+            spec.add_argument(key.flag, dest=dest(key), type=types[key.kind], metavar=key.name.rpartition(".")[2].upper(),
+                              help=f"{key.help} (spec key {key.name})" + ("; comma-separated for several columns" if key.kind == (str, list) else ""))  # fmt: skip
+
+
+def _finite(text: str) -> float:
+    """An argparse type for a number that is not NaN or infinite."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, not {text}")
+    return value
 
 
 def _add_api_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
@@ -276,7 +302,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not args.dataset:
         raise DateEvalError("give at least one --dataset (e.g. --dataset arc_challenge)")
     # A file or spec is registered here under its stored name; workers register the same files (``sources``).
-    datasets = tuple(with_shots(resolve(name, args.data_dir), args.shots) for name in args.dataset)
+    datasets = tuple(with_shots(resolve(name, args.data_dir), args.shots) for name in _described(args))
     subjects = tuple(s.strip() for s in args.subjects.split(",") if s.strip()) if args.subjects else ()
     # In a sweep with MMLU, subjects select within MMLU and the other datasets take the rest of the subset;
     # without MMLU they would select nothing, so that is refused rather than ignored.
@@ -332,6 +358,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
         f"{final.items_scored} item-dates scored in {final.seconds:.1f}s -> {args.store}"
     )
     return 0
+
+
+def _described(args: argparse.Namespace) -> list[str]:
+    """The ``--dataset`` values, each data file described by ``--spec-*`` flags (and each Hub dataset) replaced by the spec
+    written for it into the store, which is said in one line: the user can run, or edit, that spec next time."""
+    from dateeval.tasks import described
+
+    specs = described.describe_all(args.dataset, described.values_from(vars(args)), Path(args.store))
+    for reference, path in specs.items():
+        print(f"dataset {reference} described as the spec {path} (run it again with --dataset {path})")
+    return [str(specs.get(reference, reference)) for reference in args.dataset]
 
 
 def _executor(args: argparse.Namespace):  # noqa: ANN202 - an Executor

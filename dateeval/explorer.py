@@ -24,7 +24,7 @@ from dateeval.errors import DateEvalError
 from dateeval.models import cache_dir
 from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
 from dateeval.store import Store
-from dateeval.tasks import build_task
+from dateeval.tasks import build_task, custom
 from dateeval.tasks.base import Task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -157,7 +157,9 @@ def default_data_dir() -> str:
 
 @st.cache_resource(show_spinner="Loading the benchmark...", max_entries=8)
 def task_for(dataset: str, folder: str) -> Task:
-    """A dataset's task (items, exemplars, prompts) from a data folder, or the Hub when the folder is empty."""
+    """A dataset's task (items, exemplars, prompts) from a data folder, or the Hub when the folder is empty; a dataset
+    the Run page's store keeps (uploaded, or described by ``run`` flags) from the store."""
+    custom.register_kept(results_store(), dataset)
     return build_task(dataset, folder or None)
 
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from dateeval.errors import DateEvalError
 from dateeval.store import Store
-from dateeval.tasks import build_task
+from dateeval.tasks import build_task, custom
 from dateeval.tasks.base import GenerationTask, Prompt
 
 COLUMNS = ["model_key", "hardware", "task_key", "condition_key", "prompt_hash", "dataset", "item_id", "date", "output", "parsed",
@@ -29,10 +29,11 @@ def regrade(store: Store, data_dir: str | None, datasets: tuple[str, ...] = ()) 
         frame = frame[frame["dataset"].isin(datasets)]
     if frame.empty:
         raise DateEvalError(f"no stored outputs to regrade in {store.root}" + (f" for {', '.join(datasets)}" if datasets else ""))
-    return pd.concat([_dataset(name, rows, data_dir) for name, rows in frame.groupby("dataset", sort=True)], ignore_index=True)
+    return pd.concat([_dataset(name, rows, data_dir, store) for name, rows in frame.groupby("dataset", sort=True)], ignore_index=True)
 
 
-def _dataset(name: str, rows: pd.DataFrame, data_dir: str | None) -> pd.DataFrame:
+def _dataset(name: str, rows: pd.DataFrame, data_dir: str | None, store: Store) -> pd.DataFrame:
+    custom.register_kept(store.root, name)  # a dataset described by flags or uploaded: its spec is in the store
     task = build_task(name, data_dir)
     if not isinstance(task, GenerationTask):
         raise DateEvalError(f"{name} is not a generation task")

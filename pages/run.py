@@ -5,7 +5,7 @@ import datetime as dt
 import pandas as pd
 import streamlit as st
 
-from dateeval import explorer, runs
+from dateeval import explorer, runs, uploads
 from dateeval.backends import BackendOptions, openai_api
 from dateeval.backends.transformers import DTYPES
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
@@ -18,7 +18,7 @@ from dateeval.ray_executor import RayExecutor
 from dateeval.runner import BackgroundSweep
 from dateeval.store import Store
 from dateeval.sweep import LocalExecutor, SweepSpec
-from dateeval.tasks import BENCHMARKS, GenerationOptions, TaskName
+from dateeval.tasks import BENCHMARKS, GenerationOptions, TaskName, parse_name, sources
 
 BACKEND_CHOICES = {"transformers": "transformers (in process)", "vllm": "vLLM (offline engine)", "openai": "OpenAI-compatible endpoint"}
 DATE_CONTROL = {
@@ -33,6 +33,15 @@ DATE_CONTROL = {
 def model_spec(backend: str, model: str, endpoint: str) -> str:
     """The ``--model`` text for the chosen backend (``vllm:NAME``, ``openai:URL#NAME``)."""
     return {"transformers": model, "vllm": f"vllm:{model}", "openai": f"openai:{endpoint}#{model}"}[backend]
+
+
+def dataset_name(own: list, builtin: str, cot: bool, shots: int) -> str:
+    """The stored name of the dataset to run, with the chain-of-thought and few-shot choices: an uploaded dataset (kept
+    in the store once every row is checked) goes before the Dataset box."""
+    if not own:
+        return str(TaskName(builtin, cot, shots))
+    parsed = parse_name(uploads.keep([uploads.Upload(file.name, file.getvalue()) for file in own], explorer.results_store()))
+    return str(parse_name(str(TaskName(parsed.base, parsed.cot or cot, parsed.shots or shots))))
 
 
 st.title("Run a date sweep")
@@ -55,6 +64,12 @@ with st.form("sweep"):
     step = right.number_input("Every N days", min_value=1, value=1)
     no_date = left.checkbox("Also run without any date (baseline)", value=True)
     template_default = right.checkbox("Also run the template as shipped", value=False)
+    own = st.file_uploader(
+        "Or your own dataset: a data file, or a spec with the files it names (README: Use your own benchmark)",
+        type=[suffix.lstrip(".") for suffix in uploads.SUFFIXES], accept_multiple_files=True,
+        help=f"Up to {uploads.MAX_BYTES // 2**20} MiB a file, kept in the store's .datasets folder. A spec names only files uploaded with it "
+        "(or hf:org/name). An upload goes before the Dataset box.",
+    )  # fmt: skip
     with st.expander("Prompting: chain of thought, few-shot, generation length"):
         cot = st.checkbox("Chain of thought (multiple-choice datasets: the model reasons, then 'The answer is X.')")
         shots = st.number_input("Few-shot exemplars (MMLU, ARC, GSM8K; the paper's Table 4 uses 5)", min_value=0, max_value=8, value=0)
@@ -83,9 +98,10 @@ if submitted:
         st.warning("A sweep started in this tab is still running: cancel it below first.")
     else:
         try:
+            name = dataset_name(own, dataset, cot, int(shots))
             spec = SweepSpec(
                 models=(model_spec(backend, model.strip(), endpoint.strip()),),
-                datasets=(str(TaskName(dataset, cot, int(shots))),),
+                datasets=(name,),
                 conditions=tuple(
                     expand(
                         parse_dates(f"{start}..{end}/{step}"),
@@ -103,6 +119,7 @@ if submitted:
                 batch_size=int(batch_size),
                 generation=GenerationOptions(max_new_tokens=int(max_new_tokens) or None, sample=sampling),
                 options=BackendOptions(api_key_env=key_env.strip() or None, mode=api_mode),
+                sources=sources((name,)),
             )
             executor = RayExecutor(address=cluster.strip(), workers=int(workers) or None) if cluster.strip() else LocalExecutor()
             state["background_sweep"] = BackgroundSweep(spec, Store(explorer.results_store()), executor=executor).start()

@@ -48,7 +48,7 @@ from dateeval.tasks import fewshot
 from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, settings_key
 from dateeval.tasks.mcqa import ChainOfThoughtTask, MCQATask, choice_task
 from dateeval.tasks.parsing import gsm8k_reference, normalize_number, parse_number
-from dateeval.tasks.registry import GENERATION, MULTIPLE_CHOICE, Benchmark, TaskRequest, register
+from dateeval.tasks.registry import GENERATION, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, register
 
 SPEC_SUFFIXES = (".toml", ".yaml", ".yml")
 KINDS = ("mcqa", "cot", "generation")
@@ -146,7 +146,6 @@ class Spec:
     """A custom dataset: where its rows are, how fields map, what kind of task, how it is graded and prompted."""
 
     name: str
-    source: Path
     table: Table
     kind: str = "mcqa"
     fields: Fields = field(default_factory=Fields)
@@ -188,14 +187,110 @@ def dataset_name(path: Path) -> str:
     return name
 
 
-class _Keys:
-    """Reads one table of a spec, naming the spec and the dotted key in every complaint."""
+@dataclass(frozen=True)
+class Key:
+    """One key a spec may set (``fields.question``: the key ``question`` of the table ``[fields]``).
 
-    def __init__(self, path: Path, values: dict, prefix: str = "") -> None:
-        self.path, self.values, self.prefix = path, values, prefix
+    :data:`KEYS` is the one list of them: the spec reader knows these keys
+    and no others, and ``run`` has one flag per key (:attr:`flag`), so a
+    dataset described by flags is the spec those keys make.
+    """
+
+    name: str
+    kind: type | tuple[type, ...]
+    help: str
+    file: bool = False  # a data location (a path, or hf:org/name), relative to the spec
+
+    @property
+    def table(self) -> str:
+        return self.name.rpartition(".")[0]
+
+    @property
+    def flag(self) -> str:
+        """``--spec-`` and the key, dots and underscores as dashes: ``--spec-fields-question``, ``--spec-grading-tolerance``."""
+        return FLAG_PREFIX + self.name.replace(".", "-").replace("_", "-")
+
+
+FLAG_PREFIX = "--spec-"
+TABLES = ("fields", "grading", "fewshot")
+KEYS = (
+    Key("kind", str, "mcqa (next-token, the default), cot (chain of thought) or generation (open answers)"),
+    Key("data", str, "the JSONL, CSV or Parquet file, or hf:org/name (through datasets)", file=True),
+    Key("split", str, "the Hub dataset's split (default test)"),
+    Key("config", str, "the Hub dataset's configuration"),
+    Key("system_prompt", str, "replaces the default system message wording for this dataset"),
+    Key("instruction", str, "generation: the text before each question"),
+    Key("max_new_tokens", int, "generation: the longest reply (default 256)"),
+    Key("fields.question", str, "the field holding the question (default question)"),
+    Key("fields.choices", (str, list), "a list field of options (default choices), or several option columns (default A, B, C...)"),
+    Key("fields.answer", str, "the field holding the answer (default answer)"),
+    Key("fields.answer_format", str, f"how the answer names an option: {', '.join(ANSWER_FORMATS)} (default auto)"),
+    Key("fields.id", str, "the field holding each item's id (default id, if the rows have one)"),
+    Key("fields.subject", str, "the field holding each item's subject (default subject, if the rows have one)"),
+    Key("grading.method", str, "generation: exact (default), regex, numeric or gsm8k"),
+    Key("grading.extract", str, "generation: a regex picking the answer out of the reply (its group 1, last match)"),
+    Key("grading.pattern", str, "generation, method regex: the regex the reply must contain, {answer} the escaped reference"),
+    Key("grading.tolerance", (int, float), "generation, methods numeric and gsm8k: how far the number may be off (default 0)"),
+    Key("fewshot.data", str, "a file of exemplars with the same fields (same-subject ones are preferred)", file=True),
+    Key("fewshot.split", str, "the Hub split exemplars come from (a Hub dataset only)"),
+    Key("fewshot.shots", int, "exemplars per question (default 0; K stores the dataset as NAME_Kshot)"),
+)
+
+
+def _known(table: str) -> tuple[str, ...]:
+    """The keys a table of the spec may hold (the top level: its keys and the tables)."""
+    leaves = tuple(key.name.rpartition(".")[2] for key in KEYS if key.table == table)
+    return leaves + (TABLES if not table else ())
+
+
+@dataclass(frozen=True)
+class SpecNames:
+    """How a spec file's keys are named in messages: ``spec bench.toml, key 'grading.method': ...``."""
+
+    path: Path
 
     def error(self, key: str, problem: str) -> DateEvalError:
-        return DateEvalError(f"spec {self.path}, key {self.prefix + key!r}: {problem}")
+        return DateEvalError(f"spec {self.path}, key {key!r}: {problem}")
+
+    def key(self, key: str) -> str:
+        return key
+
+    def setting(self, key: str, value: str) -> str:
+        return f"{key} = {json.dumps(value)}"
+
+
+@dataclass(frozen=True)
+class FlagNames:
+    """How keys are named when ``run`` flags describe a dataset: by their flag (the data location is ``--dataset``, a
+    table by the flags of it that were given)."""
+
+    values: dict
+
+    def error(self, key: str, problem: str) -> DateEvalError:
+        return DateEvalError(f"{self.key(key)}: {problem}")
+
+    def key(self, key: str) -> str:
+        if key == "data":
+            return "--dataset"
+        if key in TABLES:
+            return ", ".join(k.flag for k in KEYS if k.table == key and k.name.rpartition(".")[2] in self.values.get(key, {}))
+        return next(k.flag for k in KEYS if k.name == key)
+
+    def setting(self, key: str, value: str) -> str:
+        return f"{self.key(key)} {value}"
+
+
+Names = SpecNames | FlagNames
+
+
+class _Keys:
+    """Reads one table of a spec, naming the dotted key in every complaint (as the spec's key, or as its flag)."""
+
+    def __init__(self, names: Names, values: dict, prefix: str = "") -> None:
+        self.names, self.values, self.prefix = names, values, prefix
+
+    def error(self, key: str, problem: str) -> DateEvalError:
+        return self.names.error(self.prefix + key, problem)
 
     def only(self, known: Sequence[str]) -> None:
         for key in self.values:
@@ -217,7 +312,7 @@ class _Keys:
         return value
 
     def table(self, key: str) -> _Keys:
-        return _Keys(self.path, self.get(key, dict, {}), f"{self.prefix}{key}.")
+        return _Keys(self.names, self.get(key, dict, {}), f"{self.prefix}{key}.")
 
 
 def _parse(path: Path) -> dict:
@@ -251,13 +346,20 @@ def _regex_key(keys: _Keys, key: str, default: str | None, probe: str = "") -> s
     return value
 
 
-def _table(keys: _Keys, location: str, spec_dir: Path) -> Table:
-    """A data location of the spec: a file relative to the spec, or ``hf:org/name`` with ``split`` and ``config``."""
+def _table(keys: _Keys, location: str, base: Path, confined: bool) -> Table:
+    """A data location: a file relative to ``base`` (the spec's folder), or ``hf:org/name`` with ``split`` and ``config``.
+
+    A ``confined`` spec (uploaded on the Run page) may name only files beside
+    it: checked before the path is looked at, so a spec cannot read, nor probe
+    for, a file elsewhere on the machine that serves the app.
+    """
     if location.startswith("hf:"):
         return Table(location, keys.get("config", str), keys.get("split", str, "test"))
     if "split" in keys.values or "config" in keys.values:
-        raise keys.error("split" if "split" in keys.values else "config", "applies to Hub datasets (data = \"hf:org/name\") only")
-    path = spec_dir / location
+        raise keys.error("split" if "split" in keys.values else "config", f"applies to Hub datasets ({keys.names.setting('data', 'hf:org/name')}) only")
+    if confined and (Path(location).name != location or location.startswith(".")):
+        raise keys.error("data", f"{location!r} is not a file uploaded beside the spec: an uploaded spec names files uploaded with it (or hf:org/name)")
+    path = base / location
     if not is_data_file(path):
         raise keys.error("data", f"{location!r} is not a {', '.join(DATA_SUFFIXES)} file nor hf:org/name")
     if not path.is_file():
@@ -266,7 +368,7 @@ def _table(keys: _Keys, location: str, spec_dir: Path) -> Table:
 
 
 def _fields(keys: _Keys) -> Fields:
-    keys.only(("question", "choices", "answer", "answer_format", "id", "subject"))
+    keys.only(_known("fields"))
     choices = keys.get("choices", (str, list))
     if isinstance(choices, list):
         if len(choices) < 2 or not all(isinstance(column, str) for column in choices):
@@ -277,7 +379,7 @@ def _fields(keys: _Keys) -> Fields:
 
 
 def _grading(keys: _Keys) -> Grading:
-    keys.only(("method", "extract", "pattern", "tolerance"))
+    keys.only(_known("grading"))
     tolerance = keys.get("tolerance", (int, float), 0.0)
     if tolerance < 0:
         raise keys.error("tolerance", f"must be 0 or more, not {tolerance}")
@@ -285,40 +387,50 @@ def _grading(keys: _Keys) -> Grading:
                    _regex_key(keys, "pattern", Grading.pattern, "x"), float(tolerance))  # fmt: skip
 
 
-def read_spec(path: Path) -> Spec:
-    """A spec file, every key checked before any data is read."""
-    keys = _Keys(path, _parse(path))
-    keys.only(("kind", "data", "split", "config", "system_prompt", "instruction", "max_new_tokens", "fields", "grading", "fewshot"))
+def read_spec(path: Path, confined: bool = False) -> Spec:
+    """A spec file, every key checked before any data is read (``confined``: its files must lie beside it)."""
+    return spec_from(_parse(path), SpecNames(path), dataset_name(path), path.parent, confined)
+
+
+def spec_from(values: dict, names: Names, name: str, base: Path, confined: bool = False) -> Spec:
+    """A spec from its keys' values (a spec file's, or ``run`` flags'), every key checked before any data is read.
+
+    ``names`` says how a mistake names the key (the spec's key, or the flag),
+    ``base`` is the folder that relative files are in.
+    """
+    keys = _Keys(names, values)
+    keys.only(_known(""))
     kind = keys.one_of("kind", KINDS, "mcqa")
     for key in ("grading", "instruction", "max_new_tokens"):
         if key in keys.values and kind != GENERATION:
-            raise keys.error(key, f'applies to kind = "generation" only, and this spec has kind = "{kind}"')
+            raise keys.error(key, f"applies to {names.setting('kind', GENERATION)} only, and this spec has {names.setting('kind', kind)}")
     location = keys.get("data", str)
     if location is None:
         raise keys.error("data", "missing: the JSONL, CSV or Parquet file (relative to the spec), or hf:org/name")
-    table = _table(keys, location, path.parent)
+    table = _table(keys, location, base, confined)
     max_new_tokens = keys.get("max_new_tokens", int)
     if max_new_tokens is not None and max_new_tokens < 1:
         raise keys.error("max_new_tokens", f"must be 1 or more, not {max_new_tokens}")
-    exemplars, shots = _fewshot(keys.table("fewshot"), table, path.parent)
-    return Spec(dataset_name(path), path, table, kind, _fields(keys.table("fields")), _grading(keys.table("grading")), exemplars, shots,
+    exemplars, shots = _fewshot(keys.table("fewshot"), table, base, confined)
+    return Spec(name, table, kind, _fields(keys.table("fields")), _grading(keys.table("grading")), exemplars, shots,
                 keys.get("system_prompt", str), keys.get("instruction", str), max_new_tokens)  # fmt: skip
 
 
-def _fewshot(keys: _Keys, table: Table, spec_dir: Path) -> tuple[Table | None, int]:
+def _fewshot(keys: _Keys, table: Table, base: Path, confined: bool) -> tuple[Table | None, int]:
     """The exemplar pool (a file, or another split of the same Hub dataset) and the default number of shots."""
-    keys.only(("shots", "data", "split"))
+    keys.only(_known("fewshot"))
     shots = keys.get("shots", int, 0)
     if shots < 0:
         raise keys.error("shots", f"must be 0 or more, not {shots}")
     if "data" in keys.values:
-        return _table(keys, keys.get("data", str), spec_dir), shots
+        return _table(keys, keys.get("data", str), base, confined), shots
     if "split" in keys.values:
         if not table.hub:
-            raise keys.error("split", 'another split of the same dataset needs a Hub dataset (data = "hf:org/name"); give a file as fewshot.data')
+            raise keys.error("split", f"another split of the same dataset needs a Hub dataset ({keys.names.setting('data', 'hf:org/name')}); "
+                             f"give a file as {keys.names.key('fewshot.data')}")  # fmt: skip
         return replace(table, split=keys.get("split", str)), shots
     if shots:
-        raise keys.error("shots", "needs exemplars: fewshot.data (a file) or fewshot.split (a Hub split)")
+        raise keys.error("shots", f"needs exemplars: {keys.names.key('fewshot.data')} (a file) or {keys.names.key('fewshot.split')} (a Hub split)")
     return None, 0
 
 
@@ -409,16 +521,20 @@ def is_reference(reference: str) -> bool:
     return "/" in reference or reference.endswith((*SPEC_SUFFIXES, *DATA_SUFFIXES))
 
 
-def register_file(path: Path) -> str:
-    """Register a spec or a data file under its stem; returns the dataset name its results are stored under."""
+def spec_of(path: Path, confined: bool = False) -> Spec:
+    """The spec a file makes: a spec file read, or a data file's defaults (``confined``: a spec's files must lie beside it)."""
     if path.name.endswith(SPEC_SUFFIXES):
         if not path.is_file():
             raise DateEvalError(f"spec {path} does not exist")
-        spec = read_spec(path)
-    elif is_data_file(path):
-        spec = Spec(dataset_name(path), path, Table(str(path)))
-    else:
-        raise DateEvalError(f"{path}: a dataset file ends in {', '.join(DATA_SUFFIXES)}, a spec in {', '.join(SPEC_SUFFIXES)}")
+        return read_spec(path, confined)
+    if is_data_file(path):
+        return Spec(dataset_name(path), Table(str(path)))
+    raise DateEvalError(f"{path}: a dataset file ends in {', '.join(DATA_SUFFIXES)}, a spec in {', '.join(SPEC_SUFFIXES)}")
+
+
+def register_file(path: Path, confined: bool = False) -> str:
+    """Register a spec or a data file under its stem; returns the dataset name its results are stored under."""
+    spec = spec_of(path, confined)
     family = GENERATION if spec.kind == GENERATION else MULTIPLE_CHOICE
     register(Benchmark(spec.name, family, functools.partial(_build, spec), few_shot=spec.exemplars is not None, source=str(path.resolve())))
     return spec.dataset
@@ -431,3 +547,23 @@ def find(folder: Path, name: str) -> Path | None:
         if found:
             return found[0]
     return None
+
+
+# Where a store keeps the datasets it was given without a file of the user's: the specs ``run`` writes for
+# ``--spec-*`` flags, and the files uploaded on the Run page (flat folders: the store's results are two levels down).
+SPECS_DIR = ".specs"
+UPLOADS_DIR = ".datasets"
+
+
+def register_kept(store_root: Path, name: str) -> None:
+    """Register the dataset a store keeps for a stored name, so the store's results can be rebuilt (explorer, regrade)
+    without knowing where its description lies. It goes before a data folder's file of the same name: the store's
+    spec is what its results were made with (a folder may hold the bare data file it describes)."""
+    base = re.sub(r"(_cot)?(_\d+shot)?$", "", name)
+    if base in REGISTRY:
+        return
+    for folder in (SPECS_DIR, UPLOADS_DIR):
+        found = find(Path(store_root) / folder, base)
+        if found is not None:
+            register_file(found, confined=folder == UPLOADS_DIR)
+            return
