@@ -44,14 +44,14 @@ class Metric:
 
     ``sums`` turns a unit's grouped rows into additive columns (kept in the unit's sidecar, so a condition's value
     never needs its rows again); ``finish`` turns those columns, one row per group, into the metric's value(s).
-    Adding a metric is one entry in :data:`METRICS`: the sidecars, every page, the CLI and the report read it from here.
+    Adding a metric is one entry in :data:`METRICS` plus the benchmarks that declare it (``Benchmark.metrics``, as an
+    Inspect scorer declares its metrics): the sidecars, every page, the CLI and the report read it from here.
     """
 
     key: str
     label: str
     scale: float  # stored value x scale = shown value (100 for rates stored in [0, 1])
     higher_is_better: bool
-    datasets: str  # which datasets have it, in words (the data decide: see available_metrics)
     sums: Callable[[Grouped], dict[str, object]]
     finish: Callable[[pd.DataFrame], dict[str, object]]
     per_item: bool = True  # a mean over per-item grades, so resampling the questions gives its interval (not BLEU/chrF: corpus scores)
@@ -142,10 +142,10 @@ def _corpus(name: str) -> Callable[[pd.DataFrame], dict[str, object]]:
 METRICS: dict[str, Metric] = {
     m.key: m
     for m in (
-        Metric("accuracy", "accuracy", 100.0, True, "every graded task (pass@1 on HumanEval); not translation", _accuracy_sums, _accuracy),
-        Metric("ece", "ECE", 100.0, False, "tasks with a confidence: next-token and chain-of-thought MCQA, GSM8K", _ece_sums, _ece),
-        Metric("bleu", "BLEU", 1.0, True, "translation (WMT16)", _corpus_sums("bleu"), _corpus("bleu"), per_item=False),
-        Metric("chrf", "chrF", 1.0, True, "translation (WMT16)", _corpus_sums("chrf"), _corpus("chrf"), per_item=False),
+        Metric("accuracy", "accuracy", 100.0, True, _accuracy_sums, _accuracy),
+        Metric("ece", "ECE", 100.0, False, _ece_sums, _ece),
+        Metric("bleu", "BLEU", 1.0, True, _corpus_sums("bleu"), _corpus("bleu"), per_item=False),
+        Metric("chrf", "chrF", 1.0, True, _corpus_sums("chrf"), _corpus("chrf"), per_item=False),
     )
 }
 
@@ -190,9 +190,16 @@ def points(value: object, n_items: int) -> str:
     return "-" if missing(value) else f"{100 * float(value):.{point_decimals(n_items)}f} pp"
 
 
-def available_metrics(metrics: pd.DataFrame) -> list[str]:
-    """The metrics with at least one value in a metrics frame (e.g. BLEU and chrF only for translation)."""
-    return [m for m in METRICS if m in metrics and metrics[m].notna().any()]
+def dataset_metrics(metrics: pd.DataFrame) -> list[str]:
+    """The metrics a reader shows of a dataset's per-condition ``metrics``: those its benchmark declares
+    (``tasks.registry.declared_metrics``; every one where nothing declares them: rows stored before kinds were
+    recorded) of which the rows hold a value, so an ECE the backend could not measure is no empty column."""
+    from dateeval.tasks.registry import declared_metrics
+
+    declared: set[str] = set()
+    for dataset, kind in metrics[["dataset", "task"]].drop_duplicates().itertuples(index=False):
+        declared.update(declared_metrics(dataset, None if missing(kind) else kind) or METRICS)
+    return [m for m in METRICS if m in declared and m in metrics and metrics[m].notna().any()]
 
 
 # --- ECE: one implementation ------------------------------------------------------------------------------------

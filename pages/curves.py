@@ -5,7 +5,7 @@ import streamlit as st
 
 from dateeval import explorer, plots, viewstate
 from dateeval.results import descriptive, paper
-from dateeval.metrics import EXPLAIN, METRICS, available_metrics, points
+from dateeval.metrics import EXPLAIN, METRICS, dataset_metrics, points
 
 st.title("Scores by date: accuracy, calibration, pass@1, BLEU, chrF")
 explorer.app_settings()
@@ -21,7 +21,7 @@ dated = dated[dated["date"].between(selection.start, selection.end)]
 if dated.empty:
     st.info("No dated results for this selection: widen the date range or pick other models.")
     st.stop()
-metric = explorer.picker("Metric", available_metrics(dated), "metric", format_func=lambda m: plots.axis_label(m, selection.dataset), help=EXPLAIN["ece"])
+metric = explorer.picker("Metric", dataset_metrics(dated), "metric", format_func=lambda m: plots.axis_label(m, selection.dataset), help=EXPLAIN["ece"])
 left, right = st.columns(2)
 viewstate.seed("rolling", list(range(1, 32)), 1)
 rolling = left.slider("Rolling mean over calendar days (1 = off)", 1, 31, key="rolling")

@@ -4,7 +4,7 @@ import streamlit as st
 
 from dateeval import explorer, plots
 from dateeval.results import descriptive, inference
-from dateeval.metrics import EXPLAIN, METRICS, available_metrics, percent
+from dateeval.metrics import EXPLAIN, METRICS, dataset_metrics, percent
 
 st.title("Is the date effect real, and how big is it next to the rest?")
 explorer.app_settings()
@@ -57,7 +57,7 @@ st.subheader("How many dates does a budget need?")
 entries = sorted(metrics[metrics["dataset"] == dataset]["entry"].unique())
 entry = explorer.picker("Model", entries, "entry")
 dated = descriptive.dated(metrics[(metrics["dataset"] == dataset) & (metrics["entry"] == entry)])
-scored = [m for m in available_metrics(dated) if METRICS[m].higher_is_better]
+scored = [m for m in dataset_metrics(dated) if METRICS[m].higher_is_better]
 if len(dated) < 2 or not scored:
     st.info("A date budget needs a score on two or more dates.")
 else:

@@ -5,7 +5,7 @@ import streamlit as st
 
 from dateeval import explorer, plots, viewstate
 from dateeval.results import descriptive
-from dateeval.metrics import EXPLAIN, METRICS, available_metrics, percent
+from dateeval.metrics import EXPLAIN, METRICS, dataset_metrics, percent
 
 st.title("Leaderboard by date")
 explorer.app_settings()
@@ -15,7 +15,7 @@ explorer.intro(
     "rankings of every pair of dates (1 = identical order)."
 )
 frame, chosen, selection = explorer.page_data()
-scores = [m for m in available_metrics(chosen) if METRICS[m].higher_is_better]
+scores = [m for m in dataset_metrics(chosen) if METRICS[m].higher_is_better]
 metric = explorer.picker("Ranked by", scores, "rank_metric", format_func=lambda m: plots.axis_label(m, selection.dataset)) if scores else "accuracy"
 in_range = descriptive.dated(chosen)
 in_range = in_range[in_range["date"].between(selection.start, selection.end)]  # every statistic below reads the selected dates only

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from dateeval import explorer, results
-from dateeval.metrics import EXPLAIN, available_metrics, percent, points
+from dateeval.metrics import EXPLAIN, dataset_metrics, percent, points
 
 NULL_HELP = EXPLAIN["null"] + " The largest of K entries also grows with K, so the headline is tested against the largest of K shuffled deltas."
 
@@ -40,7 +40,7 @@ explorer.intro(
 )
 summary = explorer.summary(root, fingerprint)
 for dataset, table in summary.groupby("dataset", sort=True):
-    names = available_metrics(metrics[metrics["dataset"] == dataset])
+    names = dataset_metrics(metrics[metrics["dataset"] == dataset])
     columns = ["entry", "n_items", "n_dates"] + [f"{m}_{part}" for m in names for part in ("delta", "min", "mean", "max", "worst_date", "best_date")]
     columns += ["delta_null_upper", "delta_p_value"] + [f"no_date_{m}" for m in names]
     st.subheader(dataset)

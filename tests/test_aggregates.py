@@ -242,9 +242,12 @@ def test_kept_rows_held_in_memory_are_bounded(demo, monkeypatch):
 
 
 def test_a_metric_is_added_in_one_place(tmp_path, monkeypatch):
-    """A metric is one ``Metric``: how a unit's rows are summed and how the sums are finished. The sidecars, the
-    per-condition metrics, the summary and its deltas carry a new one with nothing else changed."""
+    """A metric is one ``Metric``: how a unit's rows are summed and how the sums are finished, and the benchmarks that
+    declare it. The sidecars, the per-condition metrics, the summary and its deltas carry a new one with nothing else
+    changed, on the datasets that declare it only (the declaration also decides that ``d``, whose rows have
+    confidences, has no ECE)."""
     from dateeval.metrics import METRICS, Metric
+    from dateeval.tasks.registry import MULTIPLE_CHOICE, REGISTRY, Benchmark
 
     def sums(rows) -> dict:  # noqa: ANN001 - metrics.Grouped
         correct = rows.values("correct")
@@ -253,14 +256,18 @@ def test_a_metric_is_added_in_one_place(tmp_path, monkeypatch):
     def finish(summed) -> dict:  # noqa: ANN001 - a sums frame
         return {"wrong": summed["n_wrong"].to_numpy() / summed["n_rows"].to_numpy()}
 
-    monkeypatch.setitem(METRICS, "wrong", Metric("wrong", "wrong answers", 100.0, False, "graded tasks", sums, finish))
+    monkeypatch.setitem(METRICS, "wrong", Metric("wrong", "wrong answers", 100.0, False, sums, finish))
+    monkeypatch.setitem(REGISTRY, "d", Benchmark("d", MULTIPLE_CHOICE, lambda request: pytest.fail("not built"), metrics=("accuracy", "wrong")))
     store = Store(tmp_path)
-    unit_sums.write_unit(store, store.unit_path("m", "d", "2024-01-01", "a"), _unit("2024-01-01", range(4), [True, False, True, True]))
-    unit_sums.write_unit(store, store.unit_path("m", "d", "2024-01-02", "b"), _unit("2024-01-02", range(4), [False, False, True, False]))
+    for dataset in ("d", "mmlu"):
+        for day, correct in (("2024-01-01", [True, False, True, True]), ("2024-01-02", [False, False, True, False])):
+            unit_sums.write_unit(store, store.unit_path("m", dataset, day, day), [dict(row, dataset=dataset) for row in _unit(day, range(4), correct)])
     view, _ = results.open(store)
-    assert view.metrics.set_index("date")["wrong"].to_dict() == {"2024-01-01": 0.25, "2024-01-02": 0.75}
-    row = view.summary().iloc[0]
-    assert row["wrong_delta"] == 0.5 and row["wrong_worst_date"] == "2024-01-02"
+    mine = view.metrics[view.metrics["dataset"] == "d"]
+    assert mine.set_index("date")["wrong"].to_dict() == {"2024-01-01": 0.25, "2024-01-02": 0.75}
+    row, mmlu = view.summary().set_index("dataset").loc[["d", "mmlu"]].to_dict("records")
+    assert row["wrong_delta"] == 0.5 and row["wrong_worst_date"] == "2024-01-02" and pd.isna(row["ece_mean"])
+    assert pd.isna(mmlu["wrong_delta"]) and mmlu["ece_mean"] > 0
 
 
 def test_a_users_generation_dataset_is_reported_by_its_task_kind(tmp_path):

@@ -4,7 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dateeval.metrics import METRICS, column, ece, ece_by_code, ece_resampled, ece_rows, for_display, formatted, percent
+from dateeval.errors import DateEvalError
+from dateeval.metrics import METRICS, column, dataset_metrics, ece, ece_by_code, ece_resampled, ece_rows, for_display, formatted, percent
+from dateeval.tasks.registry import MULTIPLE_CHOICE, Benchmark, register
 
 
 def reference_ece(confidence: np.ndarray, correct: np.ndarray, bins: int = 10) -> float:
@@ -48,3 +50,21 @@ def test_columns_get_human_names_and_units():
     assert shown["Accuracy delta (worst to best) (pp)"].iloc[0] == pytest.approx(5.25) and shown["BLEU delta (worst to best)"].iloc[0] == 1.5
     text = formatted(table).iloc[0].tolist()
     assert text == ["m", "5.25", "1.50", "-", "0.012"]
+
+
+def test_a_datasets_metrics_are_what_its_benchmark_declares():
+    """Every reader asks ``dataset_metrics``: the benchmark's declaration or, for a name no benchmark in this process
+    registers (a user's file stored earlier), its rows' task kind's; of those, the ones its rows measured."""
+
+    def rows(dataset: str, kind: str | None, **values: float) -> pd.DataFrame:
+        return pd.DataFrame({"dataset": [dataset], "task": [kind], **{key: [values.get(key, np.nan)] for key in METRICS}})
+
+    every = {"accuracy": 0.5, "ece": 0.1, "bleu": 20.0, "chrf": 40.0}
+    assert dataset_metrics(rows("mmlu_cot_5shot", "cot", **every)) == ["accuracy", "ece"]
+    assert dataset_metrics(rows("wmt16_en_de", "translation", **every)) == ["bleu", "chrf"]
+    assert dataset_metrics(rows("humaneval", "humaneval", **every)) == ["accuracy"]
+    assert dataset_metrics(rows("my_quiz", "generation", **every)) == ["accuracy"]  # a user's file, not registered here
+    assert dataset_metrics(rows("my_quiz", None, accuracy=0.5, bleu=3.0)) == ["accuracy", "bleu"]  # nothing declares: the measured
+    assert dataset_metrics(rows("mmlu", "mcqa", accuracy=0.5)) == ["accuracy"]  # an API reply without a confidence has no ECE
+    with pytest.raises(DateEvalError, match="unknown metrics"):
+        register(Benchmark("typo", MULTIPLE_CHOICE, lambda request: pytest.fail("not built"), metrics=("acuracy",)))

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from dateeval.metrics import METRICS as REGISTRY
-from dateeval.metrics import available_metrics
+from dateeval.metrics import dataset_metrics
 from dateeval.schema import ENTRY, ENTRY_KEY, UNPARSEABLE
 
 
@@ -116,7 +116,7 @@ def summarize(metrics: pd.DataFrame) -> pd.DataFrame:
         dated = group[group["factor"] == "date"].sort_values("date")
         row["n_dates"] = len(dated)
         row["n_items"] = int(group["n_items"].iloc[0])
-        for metric in available_metrics(group):
+        for metric in dataset_metrics(group):
             if dated[metric].notna().any():
                 row.update(_extremes(dated, metric, REGISTRY[metric].higher_is_better))
             for factor, name in (("no-date", "no_date"), ("template-default", "template_default")):

@@ -137,7 +137,7 @@ def write_report(results: Results, out: Path) -> Path:
     per_condition = results.metrics
     dated = descriptive.dated(per_condition)
     for index, (dataset, group) in enumerate(dated.groupby("dataset")):
-        metric = metrics.available_metrics(group)[0]
+        metric = metrics.dataset_metrics(group)[0]
         figure = plots.curves(group, metric, per_condition[per_condition["dataset"] == dataset], dataset=dataset)
         figure.update_layout(title=f"{plots.axis_label(metric, dataset)} by date: {dataset}")
         parts.append(figure.to_html(full_html=False, include_plotlyjs=index == 0))

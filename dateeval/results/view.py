@@ -24,7 +24,7 @@ from dateeval import schema
 from dateeval.results import unit_sums, descriptive, stored, item_matrices, sql
 from dateeval.errors import DateEvalError
 
-from dateeval.metrics import METRICS, available_metrics
+from dateeval.metrics import METRICS, dataset_metrics
 from dateeval.schema import OUTCOME_COLUMNS
 from dateeval.store import Store, StoreProblems
 
@@ -141,7 +141,8 @@ class Results:
         return dated if period is None else dated[period.holds(dated["date"])]
 
     def _dated_entries(self, period: Period | None = None) -> list[tuple[str, str]]:
-        """(entry, dataset) of every graded entry with two or more dates in ``period``, sorted."""
+        """(entry, dataset) of every graded entry with two or more dates in ``period``, sorted: the one place that decides
+        which entries have a date effect to test (null band, headline, Table 7, the robust number)."""
         counts = self._dated(period).groupby(["entry", "dataset"], sort=True)["condition_key"].nunique()
         return list(counts[counts >= 2].index)
 
@@ -330,15 +331,13 @@ class Results:
         return json.loads(self._kept("identity", entry, dataset, (min(dates), max(dates), len(dates)), (), compute)[0]["identity"])
 
     def entry_statistics(self) -> tuple[list[dict], list[dict]]:
-        """Table 5 rows and null-band rows of every graded entry (each kept): only entries whose units changed compute."""
-        factors, significance = [], []
+        """Table 5 rows of every graded entry and null-band rows of those with two or more dates (each kept): only
+        entries whose units changed compute."""
+        factors = []
         graded = self.sums[self.sums["n_graded"] > 0]
         for (entry, dataset), part in graded.groupby(["entry", "dataset"], sort=True):
-            conditions = part[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True)
-            factors += self.factors(entry, dataset, conditions)
-            if conditions["factor"].eq("date").sum() >= 2:
-                significance.append(self.significance(entry, dataset))
-        return factors, significance
+            factors += self.factors(entry, dataset, part[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True))
+        return factors, [self.significance(entry, dataset) for entry, dataset in self._dated_entries()]
 
     def statistics(self) -> dict[str, pd.DataFrame]:
         """Table 5, the date effect against chance, run-to-run variation and Table 3, for the whole store.
@@ -412,7 +411,7 @@ def keep(store: Store) -> list[str]:
         view.headline()
         dated = descriptive.dated(view.metrics)
         for (entry, dataset), part in dated.groupby(["entry", "dataset"], sort=True):
-            for metric in available_metrics(part):  # the Curves page's bands of every metric the entry has
+            for metric in dataset_metrics(part):  # the Curves page's bands of every metric the entry has
                 view.band(entry, dataset, metric)
             view.flips(entry, dataset, *descriptive.date_range(view.metrics, dataset))
         for dataset in sorted({dataset for _, dataset in view._dated_entries()}):

@@ -48,7 +48,7 @@ from dateeval.tasks import fewshot
 from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, settings_key
 from dateeval.tasks.mcqa import ChainOfThoughtTask, MCQATask, choice_task
 from dateeval.tasks.parsing import gsm8k_reference, normalize_number, parse_number
-from dateeval.tasks.registry import GENERATION, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, register
+from dateeval.tasks.registry import GENERATION, KIND_METRICS, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, register
 
 SPEC_SUFFIXES = (".toml", ".yaml", ".yml")
 KINDS = ("mcqa", "cot", "generation")
@@ -536,7 +536,8 @@ def register_file(path: Path, confined: bool = False) -> str:
     """Register a spec or a data file under its stem; returns the dataset name its results are stored under."""
     spec = spec_of(path, confined)
     family = GENERATION if spec.kind == GENERATION else MULTIPLE_CHOICE
-    register(Benchmark(spec.name, family, functools.partial(_build, spec), few_shot=spec.exemplars is not None, source=str(path.resolve())))
+    register(Benchmark(spec.name, family, functools.partial(_build, spec), few_shot=spec.exemplars is not None, source=str(path.resolve()),
+                       metrics=KIND_METRICS[spec.kind]))  # fmt: skip
     return spec.dataset
 
 

@@ -24,7 +24,7 @@ from dateeval.errors import DateEvalError
 from dateeval.tasks import fewshot
 from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, prompt_lengths, settings_key, without_confidence
 from dateeval.tasks.parsing import find_choice, parse_choice
-from dateeval.tasks.registry import MULTIPLE_CHOICE, Benchmark, TaskRequest, register
+from dateeval.tasks.registry import CALIBRATED, MULTIPLE_CHOICE, Benchmark, TaskRequest, register
 
 PROMPT_VERSION = "mcqa-v1"
 INSTRUCTION = "The following is a multiple-choice question{about}. Reply with the letter of the correct answer."
@@ -316,7 +316,7 @@ def _register(name: str, source: Source) -> None:
         pool = load_exemplars(name, request.data_dir) if request.shots else ()
         return choice_task(request, load_items(name, request.data_dir, request.subset), pool)
 
-    register(Benchmark(name, MULTIPLE_CHOICE, build, few_shot=source.exemplars is not None, subjects=source.subjects))
+    register(Benchmark(name, MULTIPLE_CHOICE, build, few_shot=source.exemplars is not None, subjects=source.subjects, metrics=CALIBRATED))
 
 
 for _name, _source in SOURCES.items():

@@ -5,7 +5,9 @@ MMLU-style subjects) and how to build its task. The name grammar, the CLI's
 ``--dataset`` help and the explorer's dataset lists are all read from
 :data:`REGISTRY`, so a new benchmark is one ``register`` call in its own module.
 A user's own dataset (a file or a spec, :mod:`dateeval.tasks.custom`) registers
-itself the same way when it is first named.
+itself the same way when it is first named. Each benchmark declares the metrics
+its rows support (as an Inspect task's scorer declares its metrics): every reader
+asks :func:`declared_metrics`, never a metric which datasets it applies to.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from dateeval.data.items import Subset
 from dateeval.errors import DateEvalError
+from dateeval.metrics import METRICS
 
 if TYPE_CHECKING:
     from dateeval.tasks import GenerationOptions
@@ -24,6 +27,12 @@ if TYPE_CHECKING:
 
 MULTIPLE_CHOICE = "multiple-choice"
 GENERATION = "generation"
+ACCURACY = ("accuracy",)  # every graded task's (pass@1 on HumanEval)
+CALIBRATED = ("accuracy", "ece")  # answers with a confidence: ECE's
+
+# The metrics of a user's own dataset of each task kind (what ``custom`` declares), and so of a dataset no benchmark
+# in this process registers (a user's file stored by an earlier run), read from its rows' ``task`` column.
+KIND_METRICS: dict[str, tuple[str, ...]] = {"mcqa": CALIBRATED, "cot": CALIBRATED, "generation": ACCURACY}
 
 
 @dataclass(frozen=True)
@@ -49,6 +58,7 @@ class Benchmark:
     few_shot: bool = False
     subjects: bool = False  # --subjects selects within it (MMLU)
     source: str | None = None  # the user's file or spec, for a custom dataset
+    metrics: tuple[str, ...] = ACCURACY  # keys of metrics.METRICS its rows support (as Inspect's @scorer(metrics=...))
 
     @property
     def choice(self) -> bool:
@@ -59,7 +69,11 @@ REGISTRY: dict[str, Benchmark] = {}
 
 
 def register(benchmark: Benchmark) -> Benchmark:
-    """Add a benchmark; a second, different one under a taken name is refused (results are stored by name)."""
+    """Add a benchmark; a second, different one under a taken name is refused (results are stored by name), and so is
+    a metric no one defined (a typo would otherwise leave its column off every page without a word)."""
+    unknown = [key for key in benchmark.metrics if key not in METRICS]
+    if unknown:
+        raise DateEvalError(f"benchmark {benchmark.name!r} declares unknown metrics {unknown}: choose from {', '.join(METRICS)}")
     known = REGISTRY.get(benchmark.name)
     if known is not None and known.source != benchmark.source:
         where = f"{known.source}" if known.source else "a built-in benchmark"
@@ -69,11 +83,13 @@ def register(benchmark: Benchmark) -> Benchmark:
     return benchmark
 
 
-def benchmark(name: str, family: str, *, few_shot: bool = False) -> Callable[[Callable[[TaskRequest], Task]], Callable[[TaskRequest], Task]]:
+def benchmark(
+    name: str, family: str, *, few_shot: bool = False, metrics: tuple[str, ...] = ACCURACY
+) -> Callable[[Callable[[TaskRequest], Task]], Callable[[TaskRequest], Task]]:  # fmt: skip
     """Decorator form of :func:`register` for a module's build function."""
 
     def decorate(build: Callable[[TaskRequest], Task]) -> Callable[[TaskRequest], Task]:
-        register(Benchmark(name, family, build, few_shot=few_shot))
+        register(Benchmark(name, family, build, few_shot=few_shot, metrics=metrics))
         return build
 
     return decorate
@@ -85,6 +101,18 @@ def builtin(family: str | None = None, few_shot: bool | None = None) -> tuple[st
         b.name for b in REGISTRY.values()
         if b.source is None and family in (None, b.family) and few_shot in (None, b.few_shot)
     )  # fmt: skip
+
+
+def declared_metrics(dataset: str, kind: str | None) -> tuple[str, ...] | None:
+    """The metric keys a stored dataset's rows support: what its benchmark declares or, where no benchmark in this
+    process has its name, what its rows' task ``kind`` declares (:data:`KIND_METRICS`); None where neither tells."""
+    # The name grammar's; importing the package also registers every built-in benchmark.
+    from dateeval.tasks import parse_name
+
+    try:
+        return REGISTRY[parse_name(dataset).base].metrics
+    except DateEvalError:
+        return KIND_METRICS.get(kind)
 
 
 def dataset_help() -> str:

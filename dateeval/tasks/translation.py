@@ -183,4 +183,4 @@ def _build(target: str, request: TaskRequest) -> Task:
 
 
 for _target in LANGUAGES:
-    register(Benchmark(f"wmt16_en_{_target}", GENERATION, functools.partial(_build, _target)))
+    register(Benchmark(f"wmt16_en_{_target}", GENERATION, functools.partial(_build, _target), metrics=METRICS))
