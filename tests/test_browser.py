@@ -21,6 +21,7 @@ from conftest import ROOT
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts"
 PAGES = {"overview": "", "curves": "curves", "leaderboard": "leaderboard", "robust": "robust", "flips": "flips", "factors": "factors", "prompt": "prompt", "run": "run"}
+LAPTOP = {"width": 1280, "height": 800}  # the smallest screen the explorer is read on
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
          "--disable-component-update", "--disable-sync"]  # fmt: skip
 
@@ -68,9 +69,9 @@ def _is_base_path_probe(url: str) -> bool:
     return url.endswith(("/_stcore/health", "/_stcore/host-config")) and urlparse(url).path.count("/") > 2
 
 
-def _open(browser, url: str):
+def _open(browser, url: str, viewport: dict | None = None):
     """Open a page and collect console errors, page errors and failed requests (except the base-path probes)."""
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page = browser.new_page(viewport=viewport or {"width": 1400, "height": 1000})
     errors: list[str] = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -171,5 +172,48 @@ def test_generated_code_keeps_its_lines(browser, server):
     text = output.inner_text()
     assert text.count("\n") >= 3 and ("def " in text or "return" in text), text[:300]
     page.screenshot(path=str(ARTIFACTS / "flips-humaneval.png"), full_page=True)
+    assert page.locator("[data-testid='stException']").count() == 0 and not errors, errors
+    page.close()
+
+
+def _cell_box(page, grid, column: int) -> dict:
+    """The on-screen box of a grid's first cell in ``column`` (0-based), without scrolling the grid sideways. The grid is
+    drawn on a canvas, so the cell is selected from the keyboard and its box is that of the read-only editor opened on
+    it; selecting a cell not wholly in view would scroll the grid, which is asserted not to happen."""
+    from playwright.sync_api import expect
+
+    box = grid.bounding_box()
+    for _ in range(3):  # a click on a grid another one holds the focus from may only give it the focus
+        page.mouse.click(box["x"] + 10, box["y"] + 35 + 17)  # the first row's first cell, under the 35-pixel header
+        page.wait_for_timeout(600)  # apart, so that two clicks are no double click (which opens the cell)
+        if grid.locator("[aria-selected=true]").count():
+            break
+    for _ in range(column):
+        page.keyboard.press("ArrowRight")
+    expect(grid.locator("[aria-selected=true]").first).to_have_id(f"glide-cell-{column}-0")
+    assert grid.locator(".dvn-scroller").evaluate("scroller => scroller.scrollLeft") == 0, "the grid scrolled sideways to show the cell"
+    page.keyboard.press("Enter")
+    editor = page.locator("[id^=gdg-overlay]")
+    found = editor.bounding_box()
+    page.keyboard.press("Escape")
+    editor.wait_for(state="detached")
+    return found
+
+
+def test_every_delta_is_in_view_on_a_laptop_screen(browser, server):
+    """At 1280 x 800 each Overview table shows its worst-to-best delta (header and cells) without scrolling sideways:
+    the header is among the columns the grid draws, and its first cell lies inside the grid and the window."""
+    page, errors = _open(browser, server, LAPTOP)
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth"), "the page scrolls sideways"
+    delta = page.locator("th[role=columnheader]", has_text="delta (worst to best)")
+    grids = page.locator("[data-testid=stDataFrame]").filter(has=delta)
+    assert grids.count() == page.locator("h3").count() == 5, "a dataset's delta column is out of view"  # the demo's datasets
+    for index in range(grids.count()):
+        grid = grids.nth(index)
+        header = grid.locator(delta)
+        grid.scroll_into_view_if_needed()
+        frame, cell = grid.bounding_box(), _cell_box(page, grid, int(header.get_attribute("aria-colindex")) - 1)
+        assert frame["x"] <= cell["x"] and cell["x"] + cell["width"] <= min(frame["x"] + frame["width"], LAPTOP["width"]), (header.inner_text(), cell)
+    page.screenshot(path=str(ARTIFACTS / "overview-laptop.png"))
     assert page.locator("[data-testid='stException']").count() == 0 and not errors, errors
     page.close()
