@@ -49,6 +49,20 @@ def demo_copy(folder: Path) -> Path:
     return store
 
 
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    """A module's own copy of the demo (:func:`demo_copy`): its tests share the statistics they keep in it."""
+    return demo_copy(tmp_path_factory.mktemp("demo"))
+
+
+@pytest.fixture(scope="module")
+def layer(store: Path):
+    """The results layer (``dateeval.results.Results``) of the module's copy of the demo: what every reader is compared with."""
+    from dateeval import results
+
+    return results.open(store)[0]
+
+
 def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run ``python -m dateeval`` as a user would, offline."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}

@@ -15,20 +15,10 @@ import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT, demo_copy, run_cli
+from conftest import ROOT, run_cli
 from dateeval import metrics, results
 
 JANUARY = results.Period(dt.date(2024, 1, 1), dt.date(2024, 1, 31))
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return demo_copy(tmp_path_factory.mktemp("one-number"))
-
-
-@pytest.fixture(scope="module")
-def layer(store):
-    return results.open(store)[0]
 
 
 @pytest.fixture

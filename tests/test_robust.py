@@ -10,8 +10,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import oracles
-from conftest import ROOT, demo_copy, run_cli
-from dateeval import results
+from conftest import ROOT, run_cli
 from dateeval.results import robust, robust_format
 
 
@@ -84,16 +83,6 @@ def test_sentence_names_the_dates_and_the_interval():
 
 
 # --- every reader equals the results layer ------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return demo_copy(tmp_path_factory.mktemp("robust"))
-
-
-@pytest.fixture(scope="module")
-def layer(store):
-    return results.open(store)[0]
 
 
 def _same(a: object, b: object) -> bool:
