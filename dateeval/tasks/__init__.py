@@ -43,7 +43,8 @@ def parse_name(name: str) -> TaskName:
     if not match or match["base"] not in REGISTRY:
         raise DateEvalError(
             f"unknown dataset {name!r}: choose one of {', '.join(BENCHMARKS)}, optionally with _cot (multiple-choice ones) "
-            "and/or _<k>shot (e.g. mmlu_cot, mmlu_5shot, gsm8k_5shot), or give a .jsonl/.csv/.parquet file or a .toml/.yaml spec"
+            "and/or _<k>shot (e.g. mmlu_cot, mmlu_5shot, gsm8k_5shot), or give a .jsonl/.csv/.parquet file, a .toml/.yaml spec "
+            "or an lm-eval task (lmeval:NAME or lmeval:task.yaml)"
         )
     parsed = TaskName(match["base"], bool(match["cot"]), int(match["shots"] or 0))
     benchmark = REGISTRY[parsed.base]
@@ -86,8 +87,11 @@ def resolve(reference: str, data_dir: str | Path | None = None) -> str:
     ``specs/bench.toml``) is registered under the name it declares. A name
     nobody registered is looked for as ``DATA_DIR/<name>.{toml,yaml,jsonl,...}``,
     so stored results of a custom dataset can be rebuilt (explorer, regrade)
-    from the folder that holds it.
+    from the folder that holds it. ``lmeval:TASK`` (or an lm-eval task YAML)
+    is registered from lm-eval (:mod:`dateeval.tasks.lmeval`).
     """
+    if lmeval.is_reference(reference):
+        return lmeval.register_source(reference)
     if custom.is_reference(reference):
         return custom.register_file(Path(reference))
     match = _NAME.fullmatch(reference)
@@ -95,6 +99,8 @@ def resolve(reference: str, data_dir: str | Path | None = None) -> str:
         found = custom.find(Path(data_dir), match["base"])
         if found is not None:
             custom.register_file(found)
+    if match and match["base"] not in REGISTRY and (source := lmeval.find(Path(data_dir) if data_dir else None, match["base"])):
+        lmeval.register_source(source)
     return reference
 
 
@@ -104,9 +110,12 @@ def sources(names: Iterable[str]) -> tuple[str, ...]:
 
 
 def register_sources(paths: Iterable[str]) -> None:
-    """Register users' files named by :func:`sources` (in a worker process, before its tasks are built)."""
+    """Register users' files and lm-eval tasks named by :func:`sources` (in a worker process, before its tasks are built)."""
     for path in paths:
-        custom.register_file(Path(path))
+        if lmeval.is_reference(path):
+            lmeval.register_source(path)
+        else:
+            custom.register_file(Path(path))
 
 
 @dataclass(frozen=True)
@@ -142,7 +151,7 @@ def build_task(
 
 
 # Each module registers its benchmarks on import; the lists below are read from what they registered.
-from dateeval.tasks import custom, gsm8k, humaneval, mcqa, translation  # noqa: E402, F401
+from dateeval.tasks import custom, gsm8k, humaneval, lmeval, mcqa, translation  # noqa: E402, F401
 
 MULTIPLE_CHOICE_BENCHMARKS = builtin(MULTIPLE_CHOICE)
 GENERATION_BENCHMARKS = builtin(GENERATION)

@@ -1,0 +1,343 @@
+"""lm-evaluation-harness tasks, run with dateeval's date-controlled chat templates and backends (optional extra).
+
+``--dataset lmeval:arc_easy`` (a task lm-eval registers) or
+``--dataset lmeval:path/task.yaml`` (a task YAML; a ``.yaml`` with lm-eval's
+keys is recognised without the prefix) runs the task as lm-eval defines it:
+its documents, ``doc_to_text``/``doc_to_choice``/``doc_to_target``, few-shot
+sampler, filters and metrics come from lm-eval's own objects; dateeval
+decides only the date. The prompt is what lm-eval builds with
+``--apply_chat_template --system_instruction S`` (its chat messages, captured
+from ``Task.fewshot_context``), rendered by dateeval's template under each
+date condition. Then:
+
+* ``multiple_choice``: each choice's log-likelihood after the rendered prompt,
+  split into context and continuation as lm-eval's HF model does (trailing
+  whitespace of the context moves to the continuation), scored by the
+  backend's ``continuation_logprobs``;
+* ``generate_until``: the backend generates with the task's ``until`` and
+  ``max_gen_toks``;
+
+and lm-eval's filters and ``process_results`` grade each document, so every
+metric is lm-eval's. A row's ``correct`` is the task's first metric under its
+first filter (``acc``, ``exact_match``, ...); all of them are kept per row in
+``lmeval_metrics``, and each choice's log-likelihood in ``choice_logprobs``.
+Where the system instruction is the sweep's system prompt and no date is
+shown, the log-likelihoods equal lm-eval's own run (``tests/test_lmeval.py``).
+
+Exemplars are drawn once per document, in document order from lm-eval's
+fewshot seed, as lm-eval does, so every date shows the same ones.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from dateeval.backends.base import CONTINUATION_LOGPROBS, GENERATE, Backend, ContinuationRequest, GenerationSettings, PromptInput
+from dateeval.conditions import Condition
+from dateeval.errors import DateEvalError
+from dateeval.tasks.base import GenerationTask, Prompt, Task, prompt_lengths, settings_key
+from dateeval.tasks.registry import GENERATION, KIND_METRICS, MULTIPLE_CHOICE, Benchmark, TaskRequest, register
+
+PREFIX = "lmeval:"
+PROMPT_VERSION = "lmeval-v1"
+INSTALL = "lm-eval tasks need the optional extra: ./run.sh setup-lmeval (or pip install -r requirements-lmeval.txt)"
+SUPPORTED = {"multiple_choice": MULTIPLE_CHOICE, "generate_until": GENERATION}
+KINDS = {"multiple_choice": "mcqa", "generate_until": "generation"}  # the task kind its rows record
+_SYSTEM = "\x00dateeval-system\x00"  # stands for the condition's system message until a prompt is asked for
+_LMEVAL_KEYS = re.compile(r"^(output_type|dataset_path|doc_to_text|doc_to_choice|include)\s*:", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Document:
+    """One lm-eval document: its index in the task's evaluation split (the item id), the document, and its chat messages."""
+
+    id: str
+    doc: dict
+    messages: tuple[dict, ...]
+
+
+def is_reference(reference: str) -> bool:
+    """``lmeval:NAME_OR_YAML``, or a YAML file with lm-eval's task keys (``output_type``, ``doc_to_text``...)."""
+    if reference.startswith(PREFIX):
+        return True
+    path = Path(reference)
+    if not reference.endswith((".yaml", ".yml")) or not path.is_file():
+        return False
+    try:
+        return _LMEVAL_KEYS.search(path.read_text(encoding="utf-8", errors="replace")) is not None
+    except OSError:
+        return False
+
+
+def _source(reference: str) -> str:
+    """The canonical ``lmeval:`` source: a registered name as given, a YAML file by its absolute path."""
+    target = reference.removeprefix(PREFIX).strip()
+    if not target:
+        raise DateEvalError("--dataset lmeval: needs a task name or a task YAML file after 'lmeval:'")
+    path = Path(target)
+    if target.endswith((".yaml", ".yml")):
+        if not path.is_file():
+            raise DateEvalError(f"lm-eval task file {target} does not exist")
+        return PREFIX + str(path.resolve())
+    return PREFIX + target
+
+
+def _lm_eval():  # noqa: ANN202 - the optional package, imported when asked for
+    try:
+        import lm_eval
+        import lm_eval.tasks
+    except ImportError:
+        raise DateEvalError(INSTALL) from None
+    return lm_eval
+
+
+@functools.lru_cache(maxsize=2)
+def _manager(defaults: bool):  # noqa: ANN202
+    """lm-eval's task index: without its built-in tasks for a YAML file (seconds faster), with them for a name."""
+    return _lm_eval().tasks.TaskManager(include_defaults=defaults)
+
+
+@functools.lru_cache(maxsize=16)
+def load_task(source: str):  # noqa: ANN201 - an lm_eval ConfigurableTask
+    """lm-eval's task object for an ``lmeval:`` source; one clear error for anything lm-eval cannot build."""
+    target = source.removeprefix(PREFIX)
+    from_file = target.endswith((".yaml", ".yml"))
+    try:
+        tasks = _manager(not from_file).load(target)["tasks"]
+    except DateEvalError:
+        raise
+    except Exception as error:  # noqa: BLE001 - lm-eval raises anything from a bad YAML, a missing dataset or an unknown name
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise DateEvalError(f"lm-eval cannot load task {target}: {type(error).__name__}: {first}") from None
+    if len(tasks) != 1:
+        raise DateEvalError(f"lm-eval task {target} is a group of {len(tasks)} tasks ({', '.join(sorted(tasks)[:5])}...): name one of them")
+    task = next(iter(tasks.values()))
+    if task.OUTPUT_TYPE not in SUPPORTED:
+        raise DateEvalError(f"lm-eval task {target} has output_type {task.OUTPUT_TYPE!r}: dateeval runs {' and '.join(SUPPORTED)} tasks")
+    return task
+
+
+def dataset_name(task) -> str:  # noqa: ANN001
+    """The name results are stored under: ``lmeval_`` and the task's name, so it never takes a built-in's."""
+    name = "lmeval_" + re.sub(r"[^a-z0-9]+", "_", str(task.config.task).lower()).strip("_")
+    if re.search(r"_cot$|_\d+shot$", name):
+        raise DateEvalError(f"lm-eval task {task.config.task}: its name ends like a dateeval variant (_cot, _<k>shot); rename the task")
+    return name
+
+
+def register_source(reference: str) -> str:
+    """Register an lm-eval task under its dataset name; returns that name (workers call it again with the same source)."""
+    source = _source(reference)
+    task = load_task(source)
+    name = dataset_name(task)
+    register(Benchmark(name, SUPPORTED[task.OUTPUT_TYPE], functools.partial(_build, source), few_shot=True, source=source,
+                       metrics=KIND_METRICS[KINDS[task.OUTPUT_TYPE]]))  # fmt: skip
+    return name
+
+
+def find(folder: Path | None, name: str) -> str | None:
+    """The ``lmeval:`` source of a stored dataset name: a task YAML in ``folder`` whose task makes ``name``, else the task
+    lm-eval registers under the rest of the name (how the explorer and regrade rebuild a stored lm-eval dataset)."""
+    if not name.startswith("lmeval_"):
+        return None
+    for path in sorted(folder.glob("*.y*ml")) if folder is not None and folder.is_dir() else ():
+        if is_reference(str(path)):
+            try:
+                if dataset_name(load_task(_source(str(path)))) == name:
+                    return _source(str(path))
+            except DateEvalError:
+                continue  # another task's YAML that does not load: not the one asked for
+    return PREFIX + name.removeprefix("lmeval_")
+
+
+# ---------------------------------------------------------------- building
+
+
+def _capture(messages: list[dict], add_generation_prompt: bool = True) -> str:
+    """Stands in for lm-eval's chat template: the messages are what we want (a reply prefilled by gen_prefix is not run)."""
+    if not add_generation_prompt:
+        raise DateEvalError("lm-eval tasks with gen_prefix (a prefilled assistant reply) are not supported by dateeval yet")
+    _capture.messages = tuple(dict(message) for message in messages)  # type: ignore[attr-defined]
+    return ""
+
+
+def _documents(task, shots: int, target: str) -> list[Document]:  # noqa: ANN001
+    """Every evaluation document with its messages, exemplars drawn in document order from lm-eval's fewshot seed."""
+    if shots:
+        task.set_fewshot_seed(seed=1234)  # lm-eval's default --fewshot_random_seed
+    documents = []
+    try:
+        for index, doc in enumerate(task.eval_docs):
+            context = task.fewshot_context(doc, shots, system_instruction=_SYSTEM, apply_chat_template=True, chat_template=_capture)
+            if isinstance(context, list):
+                raise DateEvalError(f"lm-eval task {target} gives several contexts per document (multiple inputs): not supported yet")
+            documents.append(Document(str(index), doc, _capture.messages))  # type: ignore[attr-defined]
+    except DateEvalError:
+        raise
+    except Exception as error:  # noqa: BLE001 - a template or field error in the user's task
+        raise DateEvalError(f"lm-eval task {target}, document {len(documents)}: {type(error).__name__}: {error}") from None
+    if not documents:
+        raise DateEvalError(f"lm-eval task {target} has no evaluation documents")
+    return documents
+
+
+def _content_key(task, shots: int) -> str:  # noqa: ANN001
+    """A hash of the task's configuration and documents: an edited YAML or data file makes a new entry."""
+    lm_eval = _lm_eval()
+    config = json.dumps(task.dump_config(), sort_keys=True, default=str)
+    docs = json.dumps(list(task.eval_docs), sort_keys=True, default=str, ensure_ascii=False)
+    payload = "|".join((lm_eval.__version__, config, hashlib.sha256(docs.encode()).hexdigest(), str(shots)))
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _build(source: str, request: TaskRequest) -> Task:
+    target = source.removeprefix(PREFIX)
+    if request.cot:
+        raise DateEvalError(f"{request.name}: _cot does not apply to lm-eval tasks (the task's own prompt is run)")
+    task = load_task(source)
+    shots = request.shots or int(task.config.num_fewshot or 0)
+    documents = request.subset.select(_documents(task, shots, target), request.name)
+    kind = LMEvalChoiceTask if task.OUTPUT_TYPE == "multiple_choice" else LMEvalGenerationTask
+    return kind(request.name, task, documents, shots, _content_key(task, shots), request)
+
+
+# ---------------------------------------------------------------- grading as lm-eval does
+
+
+def _graded(task, docs: list[dict], instances: list[list], responses: list) -> list[dict]:  # noqa: ANN001
+    """lm-eval's own grading: every filter over every response, then ``process_results`` per document and filter."""
+    flat = [instance for group in instances for instance in group]
+    for instance, response in zip(flat, responses):
+        instance.resps = [response]
+    for ensemble in task._filters:  # noqa: SLF001 - the filters lm-eval's evaluator applies
+        ensemble.apply(flat)
+    graded = []
+    for doc, group in zip(docs, instances):
+        metrics: dict[str, float] = {}
+        for ensemble in task._filters:  # noqa: SLF001
+            results = task.process_results(doc, [instance.filtered_resps[ensemble.name] for instance in group])
+            metrics |= {f"{metric},{ensemble.name}": value for metric, value in results.items()}
+        graded.append(metrics)
+    return graded
+
+
+def _primary(task, graded: dict) -> bool:  # noqa: ANN001
+    """The task's first metric under its first filter, as a right/wrong outcome."""
+    metric = task.config.metric_list[0]["metric"] if task.config.metric_list else next(iter(graded)).split(",")[0]
+    key = f"{metric},{task._filters[0].name}"  # noqa: SLF001
+    value = graded.get(key)
+    if value not in (0, 1, True, False):
+        raise DateEvalError(f"lm-eval task {task.config.task}: its first metric {metric} is not right/wrong per document ({value!r}); "
+                            "put a 0/1 metric (acc, exact_match) first in metric_list")  # fmt: skip
+    return bool(value)
+
+
+def _encode_pair(context: str, continuation: str) -> ContinuationRequest:
+    """lm-eval's split: trailing whitespace of the context belongs to the continuation (``LM._encode_pair``)."""
+    stripped = context.rstrip()
+    return ContinuationRequest(stripped, context[len(stripped) :] + continuation)
+
+
+class _LMEval:
+    """What both output types share: the document's messages under a condition, identity, and how items are shown."""
+
+    def __init__(self, dataset: str, task, documents: list[Document], shots: int, content_key: str, request: TaskRequest) -> None:  # noqa: ANN001
+        self.dataset, self.lm_task, self.items, self.shots, self.content_key = dataset, task, documents, shots, content_key
+
+    def prompt(self, item: Document, condition: Condition) -> Prompt:
+        """lm-eval's messages with the condition's system message where ``--system_instruction`` would be."""
+        return Prompt([{**m, "content": m["content"].replace(_SYSTEM, condition.system_message())} for m in item.messages])
+
+    def _requests(self, item: Document, text: str) -> list:
+        """lm-eval's requests for the document after ``text`` (``prepare`` made sure prompts are rendered text)."""
+        made = self.lm_task.construct_requests(item.doc, text, apply_chat_template=True)
+        return made if isinstance(made, list) else [made]
+
+    def item_record(self, item: Document) -> dict:
+        return {"subject": None, "reference": str(self.lm_task.doc_to_target(item.doc))}
+
+    def describe(self, item: Document) -> str:
+        text = str(self.lm_task.doc_to_text(item.doc))
+        if self.lm_task.OUTPUT_TYPE != "multiple_choice":
+            return f"**{text}**\n\nReference answer: **{self.lm_task.doc_to_target(item.doc)}**"
+        gold = self.lm_task.doc_to_target(item.doc)
+        choices = self.lm_task.doc_to_choice(item.doc)
+        gold = choices.index(gold) if isinstance(gold, str) and gold in choices else gold
+        lines = "\n".join(f"- {choice}" + (" :green[:material/check_circle: **correct**]" if i == gold else "") for i, choice in enumerate(choices))
+        return f"**{text}**\n\n{lines}"
+
+
+class LMEvalChoiceTask(_LMEval, Task):
+    """An lm-eval ``multiple_choice`` task: one log-likelihood per choice, graded by lm-eval (acc, acc_norm...)."""
+
+    kind = "mcqa"
+    prompt_version = PROMPT_VERSION
+    choice = False  # the choices are continuations, not lettered options: no option-order factor
+
+    def prepare(self, backend: Backend) -> None:
+        if not backend.supports(CONTINUATION_LOGPROBS) or not backend.capabilities.renders_locally:
+            raise DateEvalError(f"{self.dataset} scores each choice's log-likelihood after the rendered prompt, which backend {backend.name} cannot give")
+
+    def key(self) -> str:
+        return settings_key(PROMPT_VERSION, self.shots, self.content_key)
+
+    def record(self) -> dict:
+        return {**super().record(), "label_variant": "loglikelihood"}
+
+    def item_record(self, item: Document) -> dict:
+        return {**super().item_record(item), "n_options": len(self.lm_task.doc_to_choice(item.doc))}
+
+    def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
+        instances = [self._requests(item, text) for item, text in zip(items, inputs)]
+        pairs = [_encode_pair(*instance.arguments) for group in instances for instance in group]
+        lls = backend.continuation_logprobs(pairs, batch_size)
+        graded = _graded(self.lm_task, [item.doc for item in items], instances, [(ll, False) for ll in lls])
+        results, start = [], 0
+        for group, metrics, length in zip(instances, graded, prompt_lengths(backend, inputs)):
+            scores = np.array(lls[start : start + len(group)], dtype=np.float64)
+            start += len(group)
+            probs = np.exp(scores - scores.max())
+            probs /= probs.sum()
+            pred = int(np.argmax(scores))
+            results.append({"prompt_tokens": length, "choice_logprobs": scores.tolist(), "probs": probs.tolist(), "label_mass": math.nan,
+                            "pred": pred, "correct": _primary(self.lm_task, metrics), "confidence": float(probs[pred]),
+                            "lmeval_metrics": json.dumps(metrics, sort_keys=True)})  # fmt: skip
+        return results
+
+
+class LMEvalGenerationTask(_LMEval, GenerationTask):
+    """An lm-eval ``generate_until`` task: the reply is generated under the task's ``until``, then lm-eval filters and grades it."""
+
+    kind = "generation"
+    prompt_version = PROMPT_VERSION
+
+    def __init__(self, dataset: str, task, documents: list[Document], shots: int, content_key: str, request: TaskRequest) -> None:  # noqa: ANN001
+        super().__init__(dataset, task, documents, shots, content_key, request)
+        kwargs = dict(task.config.generation_kwargs or {})
+        until = kwargs.get("until") or []
+        stop = (until,) if isinstance(until, str) else tuple(until)
+        own = GenerationSettings(max_new_tokens=int(kwargs.get("max_gen_toks", 256)), stop=stop, sample=bool(kwargs.get("do_sample", False)))
+        self.settings = replace(request.generation.apply(own), sample=request.generation.sample or own.sample)
+
+    def prepare(self, backend: Backend) -> None:
+        if not backend.supports(GENERATE) or not backend.capabilities.renders_locally:
+            raise DateEvalError(f"{self.dataset} generates after the rendered prompt, which backend {backend.name} cannot do")
+
+    def key(self) -> str:
+        return settings_key(super().key(), self.content_key)
+
+    def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
+        """lm-eval's filters and metrics over the replies (after generating, and when regrading stored outputs)."""
+        instances = [self._requests(item, "") for item in items]
+        graded = _graded(self.lm_task, [item.doc for item in items], instances, outputs)
+        first = self.lm_task._filters[0].name  # noqa: SLF001
+        return [{"parsed": str(group[0].filtered_resps[first]), "correct": _primary(self.lm_task, metrics), "lmeval_metrics": json.dumps(metrics, sort_keys=True)}
+                for group, metrics in zip(instances, graded)]  # fmt: skip

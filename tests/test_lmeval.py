@@ -1,0 +1,190 @@
+"""lm-evaluation-harness tasks run by dateeval: parity with lm-eval's own run, and clear errors.
+
+The tasks are YAML files over local JSONL files made from ../shared/data (ARC-Challenge for a multiple-choice task,
+GSM8K for a generate_until task with lm-eval's gsm8k filters), so nothing is downloaded. The parity target: with the
+same system prompt and chat template and no date, the per-choice log-likelihoods equal lm-eval's own
+``--apply_chat_template --system_instruction`` run to 1e-5 in float32, and every metric is equal.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import run_cli
+from dateeval.conditions import DEFAULT_SYSTEM_PROMPT
+from dateeval.errors import DateEvalError
+from dateeval.store import Store
+from dateeval.tasks import build_task, resolve
+from dateeval.tasks.registry import REGISTRY
+
+lm_eval = pytest.importorskip("lm_eval", reason="the optional lm-eval extra is not installed (./run.sh setup-lmeval)")
+
+ARC_ITEMS, GSM_ITEMS, MAX_TOKENS = 12, 3, 32
+
+
+@pytest.fixture(autouse=True)
+def _fresh_registry():
+    before = dict(REGISTRY)
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(before)
+
+
+def _choice_yaml(folder: Path, data_dir: Path) -> Path:
+    """An ARC-Challenge multiple-choice task as lm-eval's own arc_challenge YAML words it, over a local JSONL."""
+    rows = [json.loads(line) for line in (data_dir / "arc" / "ARC-Challenge" / "ARC-Challenge-Test.jsonl").read_text().splitlines()[:ARC_ITEMS]]
+    with (folder / "arc.jsonl").open("w") as out:
+        for row in rows:
+            labels = [choice["label"] for choice in row["question"]["choices"]]
+            choices = [choice["text"] for choice in row["question"]["choices"]]
+            out.write(json.dumps({"question": row["question"]["stem"], "choices": choices, "gold": labels.index(row["answerKey"])}) + "\n")
+    config = {
+        "task": "arc_local", "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(folder / "arc.jsonl")}}, "test_split": "test",
+        "output_type": "multiple_choice", "doc_to_text": "Question: {{question}}\nAnswer:", "doc_to_choice": "{{choices}}", "doc_to_target": "gold",
+        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True},
+                        {"metric": "acc_norm", "aggregation": "mean", "higher_is_better": True}],
+    }  # fmt: skip
+    path = folder / "arc_local.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _generation_yaml(folder: Path, data_dir: Path) -> Path:
+    """A GSM8K generate_until task with lm-eval's gsm8k filters (strict and flexible extraction) and exact match."""
+    lines = (data_dir / "gsm8k" / "test.jsonl").read_text().splitlines()[:GSM_ITEMS]
+    (folder / "gsm.jsonl").write_text("\n".join(lines) + "\n")
+    config = {
+        "task": "gsm_local", "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(folder / "gsm.jsonl")}}, "test_split": "test",
+        "output_type": "generate_until", "doc_to_text": "Question: {{question}}\nAnswer:", "doc_to_target": "{{answer.split('####')[-1].strip()}}",
+        "generation_kwargs": {"until": ["Question:", "\n\n"], "max_gen_toks": MAX_TOKENS, "do_sample": False},
+        "filter_list": [
+            {"name": "strict-match", "filter": [{"function": "regex", "regex_pattern": r"#### (\-?[0-9\.\,]+)"}, {"function": "take_first"}]},
+            {"name": "flexible-extract", "filter": [{"function": "regex", "group_select": -1, "regex_pattern": r"(-?[$0-9.,]{2,})|(-?[0-9]+)"},
+                                                    {"function": "take_first"}]},
+        ],
+        "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True, "ignore_case": True,
+                         "ignore_punctuation": False, "regexes_to_ignore": [",", r"\$", "(?s).*#### ", r"\.$"]}],
+    }  # fmt: skip
+    path = folder / "gsm_local.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def _lm_eval_own_run(folder: Path, model_dir: Path) -> dict:
+    """lm-eval's own evaluation: its HF model, ``--apply_chat_template --system_instruction``, samples logged, one request at a time."""
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    return simple_evaluate(
+        model="hf", model_args={"pretrained": str(model_dir), "dtype": "float32", "device": "cpu"}, tasks=["arc_local", "gsm_local"],
+        task_manager=TaskManager(include_defaults=False, include_path=str(folder)), apply_chat_template=True,
+        system_instruction=DEFAULT_SYSTEM_PROMPT, log_samples=True, batch_size=1,
+    )  # fmt: skip
+
+
+def test_an_lm_eval_task_scores_as_lm_eval_does_and_moves_with_the_date(tmp_path, data_dir):
+    from dateeval.models import converted_gguf_dir
+    from dateeval.models import resolve as resolve_model
+
+    arc, gsm = _choice_yaml(tmp_path, data_dir), _generation_yaml(tmp_path, data_dir)
+    store = tmp_path / "store"
+    # Batch size 1 on both sides: padding in a batch moves float32 sums by ~2e-5 (measured at 32), the batch-size
+    # effect dateeval measures as a factor of its own.
+    ran = run_cli("run", "--dataset", f"lmeval:{arc}", "--dataset", str(gsm), "--dates", "2024-02-29", "--no-date", "--dtype", "float32",
+                  "--batch-size", "1", "--store", str(store))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    frame, problems = Store(store).read()
+    assert not problems.corrupted and set(frame["dataset"]) == {"lmeval_arc_local", "lmeval_gsm_local"}
+    ours = frame[frame["date_mode"] == "none"].set_index(["dataset", "item_id"])
+
+    theirs = _lm_eval_own_run(tmp_path, converted_gguf_dir(resolve_model("smollm2-135m")))
+    for sample in theirs["samples"]["arc_local"]:
+        row = ours.loc[("lmeval_arc_local", str(sample["doc_id"]))]
+        expected = [float(resp[0][0]) for resp in sample["resps"]]
+        assert row["choice_logprobs"] == pytest.approx(expected, abs=1e-5), sample["doc_id"]
+        assert json.loads(row["lmeval_metrics"]) == {"acc,none": sample["acc"], "acc_norm,none": sample["acc_norm"]}
+        assert bool(row["correct"]) == bool(sample["acc"])
+    for sample in theirs["samples"]["gsm_local"]:
+        row = ours.loc[("lmeval_gsm_local", str(sample["doc_id"]))]
+        assert row["output"] == sample["resps"][0][0], sample["doc_id"]
+        assert json.loads(row["lmeval_metrics"])["exact_match,strict-match"] == sample["exact_match"] or sample["filter"] != "strict-match"
+    arc_rows = ours.loc["lmeval_arc_local"]
+    assert arc_rows["correct"].mean() == pytest.approx(theirs["results"]["arc_local"]["acc,none"], abs=0)
+    for name in ("strict-match", "flexible-extract"):
+        metric = ours.loc["lmeval_gsm_local"]["lmeval_metrics"].map(lambda text, name=name: json.loads(text)[f"exact_match,{name}"]).mean()
+        assert metric == pytest.approx(theirs["results"]["gsm_local"][f"exact_match,{name}"], abs=0)
+
+    dated = frame[frame["date_mode"] == "date"].set_index(["dataset", "item_id"]).loc["lmeval_arc_local"]
+    assert (dated["choice_logprobs"].map(tuple) != arc_rows["choice_logprobs"].map(tuple)).any()  # the date reached the prompt
+
+    summary = run_cli("summary", "--store", str(store), "--json")
+    assert summary.returncode == 0, summary.stderr
+    by_dataset = {row["dataset"]: row for row in json.loads(summary.stdout)}
+    assert set(by_dataset) == {"lmeval_arc_local", "lmeval_gsm_local"}
+    task = build_task(resolve("lmeval_arc_local", tmp_path), tmp_path)  # the explorer's way back from a stored name to the items
+    assert "Question:" in task.describe(task.items[0])
+
+
+def test_few_shot_exemplars_are_lm_evals_and_the_same_under_every_date(tmp_path, data_dir):
+    from dateeval.conditions import expand
+
+    import datetime as dt
+
+    arc = _choice_yaml(tmp_path, data_dir)
+    name = resolve(f"lmeval:{arc}")
+    task = build_task(f"{name}_2shot")
+    first, second = expand([dt.date(2024, 1, 1), dt.date(2024, 6, 1)])[:2]
+    messages = task.prompt(task.items[0], first).messages
+    assert messages == task.prompt(task.items[0], second).messages  # the date is added by the template, later
+    assert messages[0] == {"role": "system", "content": DEFAULT_SYSTEM_PROMPT} and messages[1]["content"].count("Question:") == 3
+
+    lm_task = task.lm_task
+    lm_task.set_fewshot_seed(seed=1234)
+    theirs = lm_task.fewshot_context(lm_task.eval_docs[0], 2, system_instruction=DEFAULT_SYSTEM_PROMPT, apply_chat_template=True,
+                                     chat_template=lambda history, add_generation_prompt=True: json.dumps(history))  # fmt: skip
+    assert json.loads(theirs) == messages
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"output_type": "loglikelihood_rolling"}, "dateeval runs multiple_choice and generate_until tasks"),
+        ({"dataset_kwargs": {"data_files": {"test": "/nonexistent/arc.jsonl"}}}, "lm-eval cannot load task"),
+        ({"doc_to_text": "{{no_such_field.x}}"}, "document 0"),
+        ({"metric_list": [{"metric": "brier_score", "aggregation": "brier_score", "higher_is_better": False}]}, None),
+    ],
+)
+def test_tasks_dateeval_cannot_run_are_refused_in_one_line(tmp_path, data_dir, change, message):
+    path = _choice_yaml(tmp_path, data_dir)
+    path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), **change}))
+    if message is None:  # a task whose first metric is not right/wrong: refused when graded, before anything is stored
+        store = tmp_path / "store"
+        ran = run_cli("run", "--dataset", str(path), "--dates", "2024-01-01", "--limit", "2", "--dtype", "float32", "--store", str(store))
+        assert ran.returncode != 0 and "Traceback" not in ran.stderr and "is not right/wrong per document" in ran.stderr, ran.stderr
+        return
+    with pytest.raises(DateEvalError, match=message):
+        build_task(resolve(f"lmeval:{path}"))
+
+
+def test_references_and_the_missing_extra(tmp_path, data_dir, monkeypatch):
+    from dateeval.tasks import lmeval
+
+    arc = _choice_yaml(tmp_path, data_dir)
+    spec = tmp_path / "mine.yaml"
+    spec.write_text("kind: mcqa\ndata: arc.jsonl\n")
+    assert lmeval.is_reference(str(arc)) and lmeval.is_reference("lmeval:arc_easy") and not lmeval.is_reference(str(spec))
+    with pytest.raises(DateEvalError, match="needs a task name or a task YAML"):
+        resolve("lmeval:")
+    with pytest.raises(DateEvalError, match="does not exist"):
+        resolve("lmeval:/nowhere/task.yaml")
+    lmeval.load_task.cache_clear()
+    lmeval._manager.cache_clear()
+    monkeypatch.setitem(sys.modules, "lm_eval", None)  # as if the extra were not installed
+    with pytest.raises(DateEvalError, match="optional extra: ./run.sh setup-lmeval"):
+        resolve(f"lmeval:{arc}")
+    lmeval.load_task.cache_clear()
