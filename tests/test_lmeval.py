@@ -155,7 +155,7 @@ def test_few_shot_exemplars_are_lm_evals_and_the_same_under_every_date(tmp_path,
     [
         ({"output_type": "loglikelihood_rolling"}, "dateeval runs multiple_choice and generate_until tasks"),
         ({"dataset_kwargs": {"data_files": {"test": "/nonexistent/arc.jsonl"}}}, "lm-eval cannot load task"),
-        ({"doc_to_text": "{{no_such_field.x}}"}, "document 0"),
+        ({"doc_to_text": "{{no_such_field.x}}"}, "'no_such_field' is undefined"),
         ({"metric_list": [{"metric": "brier_score", "aggregation": "brier_score", "higher_is_better": False}]}, None),
     ],
 )
