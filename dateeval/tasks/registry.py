@@ -120,6 +120,6 @@ def dataset_help() -> str:
     return (
         f"repeatable: next-token MCQA {', '.join(builtin(MULTIPLE_CHOICE))} (add _cot for chain of thought); "
         f"generation {', '.join(builtin(GENERATION))}; _<k>shot for few-shot ({', '.join(builtin(few_shot=True))}); "
-        "or your own benchmark: a .jsonl/.csv/.parquet file with question, choices and answer, or a .toml/.yaml spec "
-        "(README: Use your own benchmark)"
+        "or your own benchmark: a .jsonl/.csv/.parquet file with question, choices and answer, a .toml/.yaml spec, "
+        "or an lm-eval task, lmeval:NAME or lmeval:task.yaml (README: Use your own benchmark)"
     )
