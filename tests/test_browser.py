@@ -32,13 +32,10 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, data_dir):
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
+def streamlit_server(store: Path, data_dir: Path):
+    """The explorer as a user starts it, on ``store`` ("My results") and ``data_dir``; yields its URL, stops it after."""
     port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DATEEVAL_STORE": str(tmp_path_factory.mktemp("results")), "DATEEVAL_DATA_DIR": str(data_dir),
-           "PYTHONPATH": str(ROOT)}  # fmt: skip
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DATEEVAL_STORE": str(store), "DATEEVAL_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address", "127.0.0.1",
                "--server.headless", "true", "--browser.gatherUsageStats", "false"]  # fmt: skip
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -52,6 +49,13 @@ def server(tmp_path_factory, data_dir):
     yield url
     process.terminate()
     process.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, data_dir):
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
+    yield from streamlit_server(tmp_path_factory.mktemp("results"), data_dir)
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import run_cli
+
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT
 from dateeval.errors import DateEvalError
 from dateeval.store import Store
@@ -87,22 +87,29 @@ def _lm_eval_own_run(folder: Path, model_dir: Path) -> dict:
     )  # fmt: skip
 
 
-def test_an_lm_eval_task_scores_as_lm_eval_does_and_moves_with_the_date(tmp_path, data_dir):
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory, data_dir) -> Path:
+    """Both tasks swept by dateeval (the no-date baseline and one date); returns the folder with the YAMLs and the store."""
+    folder = tmp_path_factory.mktemp("lmeval")
+    arc, gsm = _choice_yaml(folder, data_dir), _generation_yaml(folder, data_dir)
+    # Batch size 1: padding in a batch moves float32 sums by ~2e-5 (measured at 4 to 48), the batch-size
+    # effect dateeval measures as a factor of its own.
+    ran = run_cli("run", "--dataset", f"lmeval:{arc}", "--dataset", str(gsm), "--dates", "2024-02-29", "--no-date", "--dtype", "float32",
+                  "--batch-size", "1", "--store", str(folder / "store"))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    return folder
+
+
+def test_an_lm_eval_task_scores_as_lm_eval_does_and_moves_with_the_date(swept):
     from dateeval.models import converted_gguf_dir
     from dateeval.models import resolve as resolve_model
 
-    arc, gsm = _choice_yaml(tmp_path, data_dir), _generation_yaml(tmp_path, data_dir)
-    store = tmp_path / "store"
-    # Batch size 1 on both sides: padding in a batch moves float32 sums by ~2e-5 (measured at 32), the batch-size
-    # effect dateeval measures as a factor of its own.
-    ran = run_cli("run", "--dataset", f"lmeval:{arc}", "--dataset", str(gsm), "--dates", "2024-02-29", "--no-date", "--dtype", "float32",
-                  "--batch-size", "1", "--store", str(store))  # fmt: skip
-    assert ran.returncode == 0, ran.stderr
+    store = swept / "store"
     frame, problems = Store(store).read()
     assert not problems.corrupted and set(frame["dataset"]) == {"lmeval_arc_local", "lmeval_gsm_local"}
     ours = frame[frame["date_mode"] == "none"].set_index(["dataset", "item_id"])
 
-    theirs = _lm_eval_own_run(tmp_path, converted_gguf_dir(resolve_model("smollm2-135m")))
+    theirs = _lm_eval_own_run(swept, converted_gguf_dir(resolve_model("smollm2-135m")))
     for sample in theirs["samples"]["arc_local"]:
         row = ours.loc[("lmeval_arc_local", str(sample["doc_id"]))]
         expected = [float(resp[0][0]) for resp in sample["resps"]]
@@ -126,14 +133,28 @@ def test_an_lm_eval_task_scores_as_lm_eval_does_and_moves_with_the_date(tmp_path
     assert summary.returncode == 0, summary.stderr
     by_dataset = {row["dataset"]: row for row in json.loads(summary.stdout)}
     assert set(by_dataset) == {"lmeval_arc_local", "lmeval_gsm_local"}
-    task = build_task(resolve("lmeval_arc_local", tmp_path), tmp_path)  # the explorer's way back from a stored name to the items
+    task = build_task(resolve("lmeval_arc_local", swept), swept)  # the explorer's way back from a stored name to the items
     assert "Question:" in task.describe(task.items[0])
 
 
-def test_few_shot_exemplars_are_lm_evals_and_the_same_under_every_date(tmp_path, data_dir):
-    from dateeval.conditions import expand
+@pytest.mark.parametrize("page", ["pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/flips.py", "pages/factors.py"])
+def test_the_explorer_reads_an_lm_eval_store(swept, page, monkeypatch):
+    from conftest import ROOT
+    from streamlit.testing.v1 import AppTest
 
+    monkeypatch.setenv("DATEEVAL_STORE", str(swept / "store"))
+    monkeypatch.setenv("DATEEVAL_DATA_DIR", str(swept))  # where the task YAMLs are: item text comes from lm-eval's documents
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    at.run()
+    at.switch_page(page).run()
+    at.sidebar.selectbox(key="store").set_value("mine").run()
+    assert not at.exception and not at.error, ([e.message for e in at.exception], [e.value for e in at.error])
+
+
+def test_few_shot_exemplars_are_lm_evals_and_the_same_under_every_date(tmp_path, data_dir):
     import datetime as dt
+
+    from dateeval.conditions import expand
 
     arc = _choice_yaml(tmp_path, data_dir)
     name = resolve(f"lmeval:{arc}")

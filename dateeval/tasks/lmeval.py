@@ -40,11 +40,31 @@ from pathlib import Path
 
 import numpy as np
 
-from dateeval.backends.base import CONTINUATION_LOGPROBS, GENERATE, Backend, ContinuationRequest, GenerationSettings, PromptInput
+from dateeval.backends.base import (
+    CONTINUATION_LOGPROBS,
+    GENERATE,
+    Backend,
+    ContinuationRequest,
+    GenerationSettings,
+    PromptInput,
+)
 from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
-from dateeval.tasks.base import GenerationTask, Prompt, Task, prompt_lengths, settings_key
-from dateeval.tasks.registry import GENERATION, KIND_METRICS, MULTIPLE_CHOICE, Benchmark, TaskRequest, register
+from dateeval.tasks.base import (
+    GenerationTask,
+    Prompt,
+    Task,
+    prompt_lengths,
+    settings_key,
+)
+from dateeval.tasks.registry import (
+    GENERATION,
+    KIND_METRICS,
+    MULTIPLE_CHOICE,
+    Benchmark,
+    TaskRequest,
+    register,
+)
 
 PREFIX = "lmeval:"
 PROMPT_VERSION = "lmeval-v1"
@@ -90,7 +110,7 @@ def _source(reference: str) -> str:
     return PREFIX + target
 
 
-def _lm_eval():  # noqa: ANN202 - the optional package, imported when asked for
+def _lm_eval():
     try:
         import lm_eval
         import lm_eval.tasks
@@ -100,13 +120,13 @@ def _lm_eval():  # noqa: ANN202 - the optional package, imported when asked for
 
 
 @functools.lru_cache(maxsize=2)
-def _manager(defaults: bool):  # noqa: ANN202
+def _manager(defaults: bool):
     """lm-eval's task index: without its built-in tasks for a YAML file (seconds faster), with them for a name."""
     return _lm_eval().tasks.TaskManager(include_defaults=defaults)
 
 
 @functools.lru_cache(maxsize=16)
-def load_task(source: str):  # noqa: ANN201 - an lm_eval ConfigurableTask
+def load_task(source: str):
     """lm-eval's task object for an ``lmeval:`` source; one clear error for anything lm-eval cannot build."""
     target = source.removeprefix(PREFIX)
     from_file = target.endswith((".yaml", ".yml"))
@@ -125,7 +145,7 @@ def load_task(source: str):  # noqa: ANN201 - an lm_eval ConfigurableTask
     return task
 
 
-def dataset_name(task) -> str:  # noqa: ANN001
+def dataset_name(task) -> str:
     """The name results are stored under: ``lmeval_`` and the task's name, so it never takes a built-in's."""
     name = "lmeval_" + re.sub(r"[^a-z0-9]+", "_", str(task.config.task).lower()).strip("_")
     if re.search(r"_cot$|_\d+shot$", name):
@@ -169,7 +189,7 @@ def _capture(messages: list[dict], add_generation_prompt: bool = True) -> str:
     return ""
 
 
-def _documents(task, shots: int, target: str) -> list[Document]:  # noqa: ANN001
+def _documents(task, shots: int, target: str) -> list[Document]:
     """Every evaluation document with its messages, exemplars drawn in document order from lm-eval's fewshot seed."""
     if shots:
         task.set_fewshot_seed(seed=1234)  # lm-eval's default --fewshot_random_seed
@@ -189,7 +209,7 @@ def _documents(task, shots: int, target: str) -> list[Document]:  # noqa: ANN001
     return documents
 
 
-def _content_key(task, shots: int) -> str:  # noqa: ANN001
+def _content_key(task, shots: int) -> str:
     """A hash of the task's configuration and documents: an edited YAML or data file makes a new entry."""
     lm_eval = _lm_eval()
     config = json.dumps(task.dump_config(), sort_keys=True, default=str)
@@ -212,27 +232,27 @@ def _build(source: str, request: TaskRequest) -> Task:
 # ---------------------------------------------------------------- grading as lm-eval does
 
 
-def _graded(task, docs: list[dict], instances: list[list], responses: list) -> list[dict]:  # noqa: ANN001
+def _graded(task, docs: list[dict], instances: list[list], responses: list) -> list[dict]:
     """lm-eval's own grading: every filter over every response, then ``process_results`` per document and filter."""
     flat = [instance for group in instances for instance in group]
     for instance, response in zip(flat, responses):
         instance.resps = [response]
-    for ensemble in task._filters:  # noqa: SLF001 - the filters lm-eval's evaluator applies
+    for ensemble in task._filters:
         ensemble.apply(flat)
     graded = []
     for doc, group in zip(docs, instances):
         metrics: dict[str, float] = {}
-        for ensemble in task._filters:  # noqa: SLF001
+        for ensemble in task._filters:
             results = task.process_results(doc, [instance.filtered_resps[ensemble.name] for instance in group])
             metrics |= {f"{metric},{ensemble.name}": value for metric, value in results.items()}
         graded.append(metrics)
     return graded
 
 
-def _primary(task, graded: dict) -> bool:  # noqa: ANN001
+def _primary(task, graded: dict) -> bool:
     """The task's first metric under its first filter, as a right/wrong outcome."""
     metric = task.config.metric_list[0]["metric"] if task.config.metric_list else next(iter(graded)).split(",")[0]
-    key = f"{metric},{task._filters[0].name}"  # noqa: SLF001
+    key = f"{metric},{task._filters[0].name}"
     value = graded.get(key)
     if value not in (0, 1, True, False):
         raise DateEvalError(f"lm-eval task {task.config.task}: its first metric {metric} is not right/wrong per document ({value!r}); "
@@ -249,7 +269,7 @@ def _encode_pair(context: str, continuation: str) -> ContinuationRequest:
 class _LMEval:
     """What both output types share: the document's messages under a condition, identity, and how items are shown."""
 
-    def __init__(self, dataset: str, task, documents: list[Document], shots: int, content_key: str, request: TaskRequest) -> None:  # noqa: ANN001
+    def __init__(self, dataset: str, task, documents: list[Document], shots: int, content_key: str, request: TaskRequest) -> None:
         self.dataset, self.lm_task, self.items, self.shots, self.content_key = dataset, task, documents, shots, content_key
 
     def prompt(self, item: Document, condition: Condition) -> Prompt:
@@ -319,7 +339,7 @@ class LMEvalGenerationTask(_LMEval, GenerationTask):
     kind = "generation"
     prompt_version = PROMPT_VERSION
 
-    def __init__(self, dataset: str, task, documents: list[Document], shots: int, content_key: str, request: TaskRequest) -> None:  # noqa: ANN001
+    def __init__(self, dataset: str, task, documents: list[Document], shots: int, content_key: str, request: TaskRequest) -> None:
         super().__init__(dataset, task, documents, shots, content_key, request)
         kwargs = dict(task.config.generation_kwargs or {})
         until = kwargs.get("until") or []
@@ -338,6 +358,6 @@ class LMEvalGenerationTask(_LMEval, GenerationTask):
         """lm-eval's filters and metrics over the replies (after generating, and when regrading stored outputs)."""
         instances = [self._requests(item, "") for item in items]
         graded = _graded(self.lm_task, [item.doc for item in items], instances, outputs)
-        first = self.lm_task._filters[0].name  # noqa: SLF001
+        first = self.lm_task._filters[0].name
         return [{"parsed": str(group[0].filtered_resps[first]), "correct": _primary(self.lm_task, metrics), "lmeval_metrics": json.dumps(metrics, sort_keys=True)}
                 for group, metrics in zip(instances, graded)]  # fmt: skip
