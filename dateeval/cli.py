@@ -479,9 +479,13 @@ def _cmd_summary(args: argparse.Namespace) -> int:
     factors = found.statistics()["factors"] if len(table) and args.dates is None else pd.DataFrame(columns=["entry", "dataset", "factor"])
     if args.json:
         records = table.to_dict(orient="records")
+        # What to report (``dateeval robust``'s numbers for each entry, over the same dates); None under two dates.
+        robust = {(entry["entry"], dataset): entry for dataset in dict.fromkeys(table["dataset"])
+                  for entry in found.robust_record(dataset, args.dates)["entries"]}  # fmt: skip
         for record in records:
             mine = factors[(factors["entry"] == record["entry"]) & (factors["dataset"] == record["dataset"])]
             record["factors"] = mine.drop(columns=["entry", "dataset"]).to_dict(orient="records")
+            record["robust"] = robust.get((record["entry"], record["dataset"]))
         print(json.dumps(_json_safe(records), indent=2, default=str))
         return 0
     if table.empty:

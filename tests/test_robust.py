@@ -117,6 +117,16 @@ def test_cli_json_equals_the_layer_to_the_last_digit(store, layer):
         assert _same(layer.robust_record(dataset, half_width=0.25), record), dataset
 
 
+def test_summary_json_carries_each_entrys_robust_record(store, layer):
+    done = run_cli("summary", "--store", str(store), "--json")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    for row in rows:
+        expected = next((entry for entry in layer.robust_record(row["dataset"])["entries"] if entry["entry"] == row["entry"]), None)
+        assert _same(expected, row["robust"]), (row["entry"], row["dataset"])
+    assert {row["dataset"] for row in rows if row["robust"] is None} == {"wmt16_en_de"}  # corpus scores: no per-item grade
+
+
 def test_cli_tables_and_figure(store, layer, tmp_path):
     shown = robust_format.display(layer.robust("mmlu"), "mmlu", 0.01)
     markdown = run_cli("robust", "--store", str(store), "--dataset", "mmlu", "--markdown", "--figure", str(tmp_path / "robust.svg"))
