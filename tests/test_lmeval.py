@@ -135,6 +135,8 @@ def test_an_lm_eval_task_scores_as_lm_eval_does_and_moves_with_the_date(swept):
     assert set(by_dataset) == {"lmeval_arc_local", "lmeval_gsm_local"}
     task = build_task(resolve("lmeval_arc_local", swept), swept)  # the explorer's way back from a stored name to the items
     assert "Question:" in task.describe(task.items[0])
+    regraded = run_cli("regrade", "--store", str(store), "--data-dir", str(swept))  # lm-eval's filters and metrics on stored replies
+    assert regraded.returncode == 0 and "lmeval_gsm_local: 6 stored outputs regraded, 0 grades differ" in regraded.stdout, regraded.stderr
 
 
 @pytest.mark.parametrize("page", ["pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/flips.py", "pages/factors.py"])
