@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def read_positions_only(backend, contexts: list[str], continuations: list[str], batch_size: int) -> list[float]:  # noqa: ANN001
+def read_positions_only(backend, contexts: list[str], continuations: list[str], batch_size: int) -> list[float]:
     """The baseline: the output layer only at the positions whose next token is read."""
     import torch
 
