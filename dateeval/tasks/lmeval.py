@@ -181,12 +181,21 @@ def find(folder: Path | None, name: str) -> str | None:
 # ---------------------------------------------------------------- building
 
 
-def _capture(messages: list[dict], add_generation_prompt: bool = True) -> str:
-    """Stands in for lm-eval's chat template: the messages are what we want (a reply prefilled by gen_prefix is not run)."""
-    if not add_generation_prompt:
-        raise DateEvalError("lm-eval tasks with gen_prefix (a prefilled assistant reply) are not supported by dateeval yet")
-    _capture.messages = tuple(dict(message) for message in messages)  # type: ignore[attr-defined]
-    return ""
+def _messages_of(task, doc: dict, shots: int) -> tuple[dict, ...]:
+    """The chat lm-eval builds for ``doc`` with ``--apply_chat_template``: its template callback is handed the messages,
+    which are what dateeval renders (a prefilled reply, ``gen_prefix``, is refused: dateeval renders a new turn)."""
+    captured: list[tuple[dict, ...]] = []
+
+    def capture(messages: list[dict], add_generation_prompt: bool = True) -> str:
+        if not add_generation_prompt:
+            raise DateEvalError("lm-eval tasks with gen_prefix (a prefilled assistant reply) are not supported by dateeval yet")
+        captured.append(tuple(dict(message) for message in messages))
+        return ""
+
+    context = task.fewshot_context(doc, shots, system_instruction=_SYSTEM, apply_chat_template=True, chat_template=capture)
+    if isinstance(context, list):
+        raise DateEvalError("it gives several contexts per document (multiple inputs): not supported yet")
+    return captured[0]
 
 
 def _documents(task, shots: int, target: str) -> list[Document]:
@@ -196,14 +205,10 @@ def _documents(task, shots: int, target: str) -> list[Document]:
     documents = []
     try:
         for index, doc in enumerate(task.eval_docs):
-            context = task.fewshot_context(doc, shots, system_instruction=_SYSTEM, apply_chat_template=True, chat_template=_capture)
-            if isinstance(context, list):
-                raise DateEvalError(f"lm-eval task {target} gives several contexts per document (multiple inputs): not supported yet")
-            documents.append(Document(str(index), doc, _capture.messages))  # type: ignore[attr-defined]
-    except DateEvalError:
-        raise
+            documents.append(Document(str(index), doc, _messages_of(task, doc, shots)))
     except Exception as error:  # noqa: BLE001 - a template or field error in the user's task
-        raise DateEvalError(f"lm-eval task {target}, document {len(documents)}: {type(error).__name__}: {error}") from None
+        problem = str(error) if isinstance(error, DateEvalError) else f"{type(error).__name__}: {error}"
+        raise DateEvalError(f"lm-eval task {target}, document {len(documents)}: {problem}") from None
     if not documents:
         raise DateEvalError(f"lm-eval task {target} has no evaluation documents")
     return documents
