@@ -41,6 +41,17 @@ def backend():
     return TransformersBackend(resolve("smollm2-135m"), dtype="float32", device="cpu")
 
 
+@pytest.fixture
+def fresh_registry():
+    """For tests that register users' files and tasks: names one test takes are free again for the next."""
+    from dateeval.tasks.registry import REGISTRY
+
+    before = dict(REGISTRY)
+    yield
+    REGISTRY.clear()
+    REGISTRY.update(before)
+
+
 def demo_copy(folder: Path) -> Path:
     """A copy of the built-in demo store under ``folder``, without its sidecars (as a fresh clone has it): tests may
     write to it (kept statistics, compaction) without touching the repository's demo."""

@@ -34,6 +34,8 @@ def _free_port() -> int:
 
 def streamlit_server(store: Path, data_dir: Path):
     """The explorer as a user starts it, on ``store`` ("My results") and ``data_dir``; yields its URL, stops it after."""
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "DATEEVAL_STORE": str(store), "DATEEVAL_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)}
     command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address", "127.0.0.1",
@@ -53,19 +55,22 @@ def streamlit_server(store: Path, data_dir: Path):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, data_dir):
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
     yield from streamlit_server(tmp_path_factory.mktemp("results"), data_dir)
 
 
-@pytest.fixture(scope="module")
-def browser(server):
+def chromium():
+    """Debian's chromium, driven by Playwright, as every browser test launches it; yields the browser, closes it after."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
         yield browser
         browser.close()
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    yield from chromium()
 
 
 def _is_base_path_probe(url: str) -> bool:

@@ -23,13 +23,7 @@ ROWS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _fresh_registry():
-    """Each test registers its own files: names taken by one test's files are free again for the next."""
-    before = dict(REGISTRY)
-    yield
-    REGISTRY.clear()
-    REGISTRY.update(before)
+pytestmark = pytest.mark.usefixtures("fresh_registry")  # each test registers its own files (conftest)
 
 
 def _jsonl(path: Path, rows: list) -> Path:

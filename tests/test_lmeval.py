@@ -20,19 +20,13 @@ from dateeval.conditions import DEFAULT_SYSTEM_PROMPT
 from dateeval.errors import DateEvalError
 from dateeval.store import Store
 from dateeval.tasks import build_task, resolve
-from dateeval.tasks.registry import REGISTRY
 
 lm_eval = pytest.importorskip("lm_eval", reason="the optional lm-eval extra is not installed (./run.sh setup-lmeval)")
 
 ARC_ITEMS, GSM_ITEMS, MAX_TOKENS = 12, 3, 32
 
 
-@pytest.fixture(autouse=True)
-def _fresh_registry():
-    before = dict(REGISTRY)
-    yield
-    REGISTRY.clear()
-    REGISTRY.update(before)
+pytestmark = pytest.mark.usefixtures("fresh_registry")  # each test registers its own files (conftest)
 
 
 def _choice_yaml(folder: Path, data_dir: Path) -> Path:

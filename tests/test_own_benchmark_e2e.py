@@ -12,7 +12,7 @@ import json
 import pandas as pd
 import pytest
 from conftest import ROOT, run_cli
-from test_browser import CHROMIUM, FLAGS, PAGES, _open, streamlit_server
+from test_browser import PAGES, _open, chromium, streamlit_server
 
 EXAMPLES = ROOT / "docs" / "examples"
 DATASETS = {"geography": EXAMPLES / "geography.toml", "arithmetic": EXAMPLES / "arithmetic.toml"}
@@ -50,19 +50,12 @@ def test_the_robust_report_and_the_export_cover_both_datasets(store, tmp_path):
 
 @pytest.fixture(scope="module")
 def own_server(store):
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
     yield from streamlit_server(store, EXAMPLES)
 
 
 @pytest.fixture(scope="module")
 def own_browser(own_server):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=FLAGS)
-        yield browser
-        browser.close()
+    yield from chromium()
 
 
 @pytest.mark.parametrize("name", [name for name in PAGES if name != "run"])
