@@ -175,7 +175,11 @@ EXPLAIN = {
             "with N even with no effect, so the delta is compared with the same statistic over the same dates.",
     "cochran": "Cochran's Q: a test that accuracy is the same on every date, on the same questions (paired); a small p says "
                "some dates differ.",
-    "tau": "Kendall tau compares two rankings: 1 = the same order, -1 = reversed; tau-b counts ties fairly.",
+    "tau": "Kendall tau-b compares two rankings: 1 = the same order (ties included), -1 = reversed; ties count fairly. "
+           "Two dates rank the models differently when any pair of models is ordered differently, a tie broken included. "
+           "A date on which every model ties has no defined tau: its pairs are counted apart, not as the same order.",
+    "top_k": "A date's top k is every model ranked k or better, ties sharing a rank (three models tied first are all in the "
+             "top 1); consecutive dates differ when those models or their ranks differ. No name breaks a tie.",
 }  # fmt: skip
 
 

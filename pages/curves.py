@@ -1,4 +1,4 @@
-"""Curves: accuracy and ECE against the date (paper Figures 2, 11-13), with a bootstrap interval per date."""
+"""Curves: accuracy and ECE against the date (paper Figures 2, 11-13), with a 95% interval per date."""
 
 import pandas as pd
 import streamlit as st
@@ -11,9 +11,11 @@ st.title("Scores by date: accuracy, calibration, pass@1, BLEU, chrF")
 explorer.app_settings()
 explorer.intro(
     "One line per model: the score (accuracy, ECE, pass@1, BLEU or chrF, whichever the dataset has) when the system prompt "
-    "says it is that day; the shaded band is a 95% interval from resampling the questions (what another draw of questions "
-    "could give on that day). Triangles mark each model's best and worst date; dashed lines are the same model with no date "
-    "at all (the paper's recommended mitigation). If the date did not matter, the lines would be flat inside their bands."
+    "says it is that day; the shaded band is a 95% interval for that day's score over the question population (exact "
+    "Clopper-Pearson for rates, bootstrap over questions for ECE, BLEU and chrF): it says how sure one date's number is, not "
+    "whether the date matters. Triangles mark each model's best and worst date; dashed lines are the same model with no date "
+    "at all (the paper's recommended mitigation). Whether the date matters is the permutation test's question: the table "
+    "below gives each delta with what chance alone gives (shuffling each question's answers across the dates)."
 )
 frame, chosen, selection = explorer.page_data()
 dated = descriptive.dated(chosen)
@@ -26,9 +28,10 @@ left, right = st.columns(2)
 viewstate.seed("rolling", list(range(1, 32)), 1)
 rolling = left.slider("Rolling mean over calendar days (1 = off)", 1, 31, key="rolling")
 viewstate.publish("rolling", rolling)
-show_band = right.toggle("95% interval per date (bootstrap over questions)", value=True,
-                         help="Resampling the questions (the same draws on every date): a mean for accuracy, pass@1 and ECE; for "
-                              "BLEU and chrF, the corpus score of the resampled segments' summed statistics (paired bootstrap).")  # fmt: skip
+show_band = right.toggle("95% interval per date (over questions)", value=True,
+                         help="Accuracy and pass@1: the exact Clopper-Pearson interval of the day's k of n (coverage >= 95% at any "
+                              "n and rate; docs/coverage.md). ECE: percentile bootstrap over questions. BLEU and chrF: the corpus "
+                              "score of the resampled segments' summed statistics (paired bootstrap).")  # fmt: skip
 store = explorer.current_store()
 band = explorer.bands(str(store.root), store.fingerprint(), selection, metric) if show_band else None
 defaults = explorer.template_default_dates(selection)

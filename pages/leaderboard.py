@@ -50,11 +50,14 @@ viewstate.seed("top_k", sizes, min(3, sizes[-1]))
 k = st.select_slider("Top k", sizes, key="top_k", help="How many of the best entries must keep their order for two dates to count as the same top k.")
 viewstate.publish("top_k", k)
 share = descriptive.top_k_reorders(in_range, selection.dataset, k, metric)
-st.metric(f"Consecutive date pairs whose top {k} differs ({selection.start:%Y-%m-%d} to {selection.end:%Y-%m-%d})", percent(share))
+st.metric(f"Consecutive date pairs whose top {k} differs ({selection.start:%Y-%m-%d} to {selection.end:%Y-%m-%d})", percent(share),
+          help=EXPLAIN["top_k"])
 taus = descriptive.kendall_taus(in_range, selection.dataset, metric)
 if len(taus):
-    st.plotly_chart(plots.tau_histogram(taus), width="stretch", config=plots.CHART_CONFIG)
-    st.caption(f"Mean Kendall tau {taus['tau'].mean():.3f}; {percent((taus['tau'] < 1).mean())} of date pairs rank the models differently.",
-               help=EXPLAIN["tau"])
+    found = descriptive.reordering(taus)
+    if found["n_defined"]:
+        st.plotly_chart(plots.tau_histogram(taus[taus["defined"]]), width="stretch", config=plots.CHART_CONFIG)
+    mean = f"Mean Kendall tau {found['mean_tau']:.3f} over the defined pairs; " if found["n_defined"] else ""
+    st.caption(f"{mean}{percent(found['share'])} of date pairs rank the models differently: {descriptive.reordering_words(found)}", help=EXPLAIN["tau"])
 leaderboard = ranked.pivot_table(index="entry", columns="date", values="rank").rename(columns=lambda day: f"{day:%Y-%m-%d}").reset_index()
 explorer.downloads(leaderboard, "leaderboard-ranks")

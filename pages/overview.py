@@ -3,6 +3,7 @@
 import streamlit as st
 
 from dateeval import explorer, results
+from dateeval.results import descriptive
 from dateeval.metrics import EXPLAIN, dataset_metrics, percent, points
 
 NULL_HELP = EXPLAIN["null"] + " The largest of K entries also grows with K, so the headline is tested against the largest of K shuffled deltas."
@@ -28,8 +29,10 @@ else:
     columns[1].metric("Largest worst-to-best delta", points(top["delta"], n), help=f"worst {top['worst_date']}, best {top['best_date']}; percentage points")
     columns[2].metric(f"Chance alone (largest of {top['k_entries']}, 95% ≤)", points(top["null_upper"], n), help=NULL_HELP)
     if top["reorder_dataset"] is not None:
+        counts = {"n_pairs": top["reorder_pairs"], "n_defined": top["reorder_defined"], "n_undefined": top["reorder_undefined"],
+                  "n_reordered": top["reorder_count"]}  # fmt: skip
         columns[3].metric(f"Date pairs that reorder the {top['reorder_entries']} models on {top['reorder_dataset']}", percent(top["reorder"]),
-                          help="Share of pairs of dates whose rankings of the models differ (Kendall tau < 1).")
+                          help=descriptive.reordering_words(counts))
     else:
         columns[3].metric("Date pairs that reorder the leaderboard", "-", help="needs two or more models on one dataset")
 explorer.intro(

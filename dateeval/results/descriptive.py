@@ -146,37 +146,80 @@ def ranks(metrics: pd.DataFrame, metric: str = "accuracy") -> pd.DataFrame:
     return frame
 
 
+TAU_COLUMNS = ["date_a", "date_b", "tau", "defined", "same_order"]
+
+
+def _pair_signs(metrics: pd.DataFrame, dataset: str, metric: str) -> tuple[pd.Index, np.ndarray]:
+    """Each date's ranking of the entries as the signs (-1, 0, 1) of its entry pairs' differences (dates x pairs).
+
+    A sign is exact: two scores tie only when they are equal floats, and the same counts over the same items give
+    equal floats (IEEE division is correctly rounded). So every comparison below is on integers.
+    """
+    table = dated(metrics[metrics["dataset"] == dataset]).pivot_table(index="date", columns="entry", values=metric).dropna(axis=0)
+    first, second = np.triu_indices(table.shape[1], k=1)
+    values = table.to_numpy()
+    return table.index, np.sign(values[:, first] - values[:, second]).astype(np.int64)
+
+
 def kendall_taus(metrics: pd.DataFrame, dataset: str, metric: str = "accuracy") -> pd.DataFrame:
     """Kendall tau-b between the entry rankings of every pair of dates (needs at least two entries).
 
-    Vectorised over all pairs: each date's ranking becomes the signs of its
-    pairwise differences, and tau-b is their normalised dot product, so 366
-    dates (66,795 pairs) take milliseconds. A date on which every entry ties
-    has no defined tau with any other date; it counts as 1 (same order).
+    Vectorised over all pairs: each date's ranking becomes the signs of its pairwise differences; tau-b is their
+    dot product over the square root of the product of their non-zero counts, all integers, so 366 dates (66,795
+    pairs) take milliseconds. ``same_order`` is exact: the two dates' sign vectors are identical (the same weak order,
+    ties included), never a float compared with 1; there ``tau`` is exactly 1. A date on which every entry ties has
+    no defined tau with any date: ``defined`` is False, ``tau`` NaN, and the pair is neither same nor reordered.
     """
-    table = dated(metrics[metrics["dataset"] == dataset]).pivot_table(index="date", columns="entry", values=metric)
-    table = table.dropna(axis=0)
-    if table.shape[1] < 2:
-        return pd.DataFrame(columns=["date_a", "date_b", "tau"])
-    values = table.to_numpy()
-    first, second = np.triu_indices(values.shape[1], k=1)
-    signs = np.sign(values[:, first] - values[:, second])
-    norms = np.sqrt((signs**2).sum(1))
+    index, signs = _pair_signs(metrics, dataset, metric)
+    if signs.shape[1] == 0:
+        return pd.DataFrame(columns=TAU_COLUMNS)
+    dot = signs @ signs.T
+    nonzero = np.count_nonzero(signs, axis=1)
+    a, b = np.triu_indices(len(signs), k=1)
+    dot, n_a, n_b = dot[a, b], nonzero[a], nonzero[b]
+    defined = (n_a > 0) & (n_b > 0)
+    same = defined & (dot == n_a) & (n_a == n_b)  # dot <= agreeing non-zero places <= min(n_a, n_b): equality iff identical
     with np.errstate(invalid="ignore", divide="ignore"):
-        tau = (signs @ signs.T) / np.outer(norms, norms)
-    a, b = np.triu_indices(len(values), k=1)
-    return pd.DataFrame({"date_a": table.index[a], "date_b": table.index[b], "tau": np.nan_to_num(tau[a, b], nan=1.0)})
+        tau = np.where(same, 1.0, np.where(defined, dot / np.sqrt(n_a * n_b), np.nan))
+    return pd.DataFrame({"date_a": index[a], "date_b": index[b], "tau": tau, "defined": defined, "same_order": same})
+
+
+def reordering(taus: pd.DataFrame) -> dict[str, float | int]:
+    """How often two dates rank the entries differently, from :func:`kendall_taus`: counts and the share.
+
+    The share is over the pairs whose tau is defined (neither date ties every entry); a tie on one date that is
+    broken on the other is a different order. Pairs with a date that ties every entry are counted apart
+    (``n_undefined``), never as "same order".
+    """
+    defined = int(taus["defined"].sum()) if len(taus) else 0
+    reordered = int((taus["defined"] & ~taus["same_order"]).sum()) if len(taus) else 0
+    return {"n_pairs": len(taus), "n_defined": defined, "n_undefined": len(taus) - defined, "n_reordered": reordered,
+            "share": reordered / defined if defined else float("nan"),
+            "mean_tau": float(taus.loc[taus["defined"], "tau"].mean()) if defined else float("nan")}  # fmt: skip
+
+
+def reordering_words(found: dict) -> str:
+    """:func:`reordering` in one sentence with its counts (what the Leaderboard and Overview state under the share)."""
+    if not found["n_defined"]:
+        return f"No date pair has a defined order: every model ties on at least one date of each of the {found['n_pairs']:,} pairs."
+    undefined = f"; {found['n_undefined']:,} pairs undefined (every model tied on a date of the pair), left out" if found["n_undefined"] else ""
+    return (f"{found['n_reordered']:,} of {found['n_defined']:,} date pairs rank the models differently (a tie broken counts as a "
+            f"change; Kendall tau-b < 1){undefined}.")  # fmt: skip
 
 
 def top_k_reorders(metrics: pd.DataFrame, dataset: str, k: int, metric: str = "accuracy") -> float:
-    """Share of consecutive date pairs whose top-k entries (in order) differ."""
-    frame = ranks(metrics[metrics["dataset"] == dataset], metric).sort_values(["date", "rank", "entry"])
-    tops = frame.groupby("date")["entry"].apply(lambda entries: tuple(entries.iloc[:k]))
+    """Share of consecutive date pairs whose top k differ, ties kept as ties.
+
+    A date's top k is every entry ranked k or better (rank = 1 + the entries strictly ahead, so tied entries share
+    a rank and all of them enter) with its rank; two dates have the same top k when those are identical. No name
+    breaks a tie: three entries tied first are a different top 1 from one entry alone in front.
+    """
+    frame = ranks(metrics[metrics["dataset"] == dataset], metric)
+    frame = frame[frame["rank"] <= k]
+    tops = frame.assign(placed=list(zip(frame["entry"], frame["rank"]))).groupby("date")["placed"].agg(frozenset)
     if len(tops) < 2:
         return float("nan")
     return float(np.mean([a != b for a, b in zip(tops.iloc[:-1], tops.iloc[1:])]))
-
-
 
 
 def predictions(rows: pd.DataFrame) -> pd.Series:
