@@ -1,0 +1,187 @@
+"""Every statistic at its edges against a brute-force oracle written here: ties, all-equal outcomes, rates of 0 and 1,
+two dates, one item (issue 23). The stores are small and random, so ties are the rule, not the exception; each oracle
+is the definition computed by loops, never the product's vectorised code."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as scipy_stats
+
+from dateeval.results import descriptive, inference
+
+ENTRIES = ["a", "b", "c", "d"]
+
+
+def _stores(n_stores: int = 60, seed: int = 7):
+    """Random (dates x entries) accuracy tables from few items (1-3), so ties, 0 and 1 are common; two dates included."""
+    rng = np.random.default_rng(seed)
+    for index in range(n_stores):
+        n_dates, n_entries, n_items = int(rng.integers(2, 7)), int(rng.integers(2, 5)), int(rng.integers(1, 4))
+        if index % 5 == 0:  # all-equal outcomes: every entry the same on every date
+            counts = np.full((n_dates, n_entries), int(rng.integers(0, n_items + 1)))
+        else:
+            counts = rng.integers(0, n_items + 1, (n_dates, n_entries))
+        yield counts / n_items
+
+
+def _metrics(table: np.ndarray) -> pd.DataFrame:
+    rows = [dict(entry=ENTRIES[e], dataset="d", factor="date", date_mode="date", date=f"2024-01-{d + 1:02d}", accuracy=float(table[d, e]))
+            for d in range(table.shape[0]) for e in range(table.shape[1])]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _tau_b(x: list[float], y: list[float]) -> float:
+    """Kendall tau-b by its definition: (concordant - discordant) / sqrt((pairs - ties in x)(pairs - ties in y))."""
+    concordant = discordant = ties_x = ties_y = pairs = 0
+    for i, j in itertools.combinations(range(len(x)), 2):
+        pairs += 1
+        dx, dy = x[i] - x[j], y[i] - y[j]
+        ties_x += dx == 0
+        ties_y += dy == 0
+        concordant += dx * dy > 0
+        discordant += dx * dy < 0
+    denominator = (pairs - ties_x) * (pairs - ties_y)
+    return (concordant - discordant) / math.sqrt(denominator) if denominator else float("nan")
+
+
+def _same_order(x: list[float], y: list[float]) -> bool:
+    """Every pair of entries compares the same way (<, =, >) on both dates."""
+    return all((x[i] > x[j]) == (y[i] > y[j]) and (x[i] == x[j]) == (y[i] == y[j]) for i, j in itertools.combinations(range(len(x)), 2))
+
+
+def test_kendall_tau_and_the_reorder_share_equal_their_definitions_on_tied_stores():
+    seen_undefined = seen_tied_same = 0
+    for table in _stores():
+        taus = descriptive.kendall_taus(_metrics(table), "d")
+        assert len(taus) == math.comb(table.shape[0], 2)
+        expected_defined = expected_reordered = 0
+        for row, (i, j) in zip(taus.itertuples(), itertools.combinations(range(table.shape[0]), 2)):
+            x, y = list(table[i]), list(table[j])
+            tau = _tau_b(x, y)
+            defined = not math.isnan(tau)
+            assert row.defined == defined
+            if defined:
+                assert row.tau == pytest.approx(tau, abs=1e-12)
+                assert row.tau == pytest.approx(scipy_stats.kendalltau(x, y).statistic, abs=1e-12)
+                assert row.same_order == _same_order(x, y)
+                assert (row.tau == 1.0) == row.same_order  # exactly 1, never 0.9999999999999998
+                expected_defined += 1
+                expected_reordered += not _same_order(x, y)
+                seen_tied_same += row.same_order and len(set(x)) < len(x)
+            else:
+                assert math.isnan(row.tau) and not row.same_order
+                seen_undefined += 1
+        found = descriptive.reordering(taus)
+        assert (found["n_defined"], found["n_reordered"], found["n_undefined"]) == (expected_defined, expected_reordered, len(taus) - expected_defined)
+        if expected_defined:
+            assert found["share"] == expected_reordered / expected_defined
+        else:
+            assert math.isnan(found["share"])
+    assert seen_undefined and seen_tied_same  # the edges were exercised
+
+
+def test_top_k_keeps_ties_as_ties():
+    for table in _stores(seed=11):
+        metrics = _metrics(table)
+        for k in range(1, table.shape[1] + 1):
+            tops = []
+            for values in table:
+                rank = {ENTRIES[e]: 1 + sum(other > value for other in values) for e, value in enumerate(values)}
+                tops.append({(entry, r) for entry, r in rank.items() if r <= k})
+            expected = np.mean([a != b for a, b in zip(tops, tops[1:])])
+            assert descriptive.top_k_reorders(metrics, "d", k) == pytest.approx(expected)
+    tied_then_alone = _metrics(np.array([[0.5, 0.5, 0.5], [0.6, 0.5, 0.5]]))
+    assert descriptive.top_k_reorders(tied_then_alone, "d", 1) == 1.0  # three tied first, then "a" alone: a different top 1
+
+
+def test_identical_orderings_never_count_as_reordered():
+    """The issue's two-date case: the same order on both dates is 0 reordered pairs and tau exactly 1."""
+    same = _metrics(np.array([[0.25, 0.5, 0.75], [0.3, 0.55, 0.8]]))
+    found = descriptive.reordering(descriptive.kendall_taus(same, "d"))
+    assert found == {"n_pairs": 1, "n_defined": 1, "n_undefined": 0, "n_reordered": 0, "share": 0.0, "mean_tau": 1.0}
+    every_tied = _metrics(np.array([[0.5, 0.5], [0.5, 0.5], [0.25, 0.75]]))
+    found = descriptive.reordering(descriptive.kendall_taus(every_tied, "d"))
+    assert (found["n_undefined"], found["n_defined"]) == (3, 0) and math.isnan(found["share"])
+    assert "No date pair has a defined order" in descriptive.reordering_words(found)
+
+
+def _cochran_by_loops(correct: np.ndarray) -> float:
+    k, n = correct.shape  # dates x items
+    column = [sum(correct[d, i] for i in range(n)) for d in range(k)]
+    row = [sum(correct[d, i] for d in range(k)) for i in range(n)]
+    total = sum(column)
+    denominator = k * total - sum(r * r for r in row)
+    return 0.0 if denominator == 0 else (k - 1) * (k * sum(c * c for c in column) - total**2) / denominator
+
+
+def _matrices(n: int = 40, seed: int = 3):
+    """Small dates x items right/wrong matrices: two dates, one item, all right, all wrong among them."""
+    rng = np.random.default_rng(seed)
+    yield np.ones((2, 1)), np.zeros((3, 1)), np.ones((2, 4)), np.zeros((4, 3)), np.array([[1.0], [0.0]])
+    for _ in range(n):
+        n_dates, n_items = int(rng.integers(2, 5)), int(rng.integers(1, 5))
+        yield (rng.random((n_dates, n_items)) < rng.choice([0.0, 0.2, 0.5, 1.0])).astype(float)
+
+
+def test_cochran_q_equals_its_definition():
+    for group in _matrices():
+        for correct in group if isinstance(group, tuple) else (group,):
+            found = inference.cochran_q(correct)
+            assert found["q"] == pytest.approx(_cochran_by_loops(correct), abs=1e-9)
+            assert found["df"] == correct.shape[0] - 1
+            assert 0 <= found["p_value"] <= 1
+
+
+def _exact_null_p(correct: np.ndarray) -> float:
+    """The exact permutation p-value of max - min per-date accuracy: every item's column in every order, enumerated."""
+    observed = np.ptp(correct.mean(1))
+    columns = [sorted(set(itertools.permutations(correct[:, i]))) for i in range(correct.shape[1])]
+    hits = total = 0
+    for choice in itertools.product(*columns):
+        total += 1
+        hits += np.ptp(np.array(choice).T.mean(1)) >= observed - 1e-12
+    return hits / total
+
+
+def test_the_null_band_p_value_agrees_with_exact_enumeration():
+    """Monte-Carlo p (with its +1 correction) within 4 standard errors of the exact permutation p, on tiny matrices."""
+    cases = [np.array([[1.0, 0, 1], [0, 0, 1]]), np.array([[1.0, 1, 1, 0], [0, 0, 1, 0], [1, 0, 0, 0]]), np.ones((2, 3)),
+             np.array([[1.0], [0.0]]), np.array([[1.0, 0], [0, 1], [0, 0]])]  # fmt: skip
+    n_perm = 4000
+    for correct in cases:
+        exact = _exact_null_p(correct)
+        found = inference.against(float(np.ptp(correct.mean(1))), inference.null_draws(correct, n_perm, seed=1))["p_value"]
+        assert abs(found - exact) <= 4 * math.sqrt(exact * (1 - exact) / n_perm) + 2 / n_perm, (correct, found, exact)
+
+
+def _clopper_pearson_by_search(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
+    """The exact interval by its definition, inverting the binomial tails by bisection (no beta quantiles)."""
+
+    def solve(tail, target: float) -> float:
+        low, high = 0.0, 1.0
+        for _ in range(80):
+            middle = (low + high) / 2
+            low, high = (middle, high) if tail(middle) < target else (low, middle)
+        return (low + high) / 2
+
+    lower = 0.0 if k == 0 else solve(lambda p: scipy_stats.binom.sf(k - 1, n, p), alpha / 2)  # P(X >= k) rises with p
+    upper = 1.0 if k == n else solve(lambda p: -scipy_stats.binom.cdf(k, n, p), -alpha / 2)  # P(X <= k) falls with p
+    return lower, upper
+
+
+@pytest.mark.parametrize("n", [1, 2, 10, 16, 50])
+def test_per_date_rate_bands_are_exact_and_never_zero_width(n):
+    right = np.arange(n + 1)
+    low, high = inference.clopper_pearson(right, n)
+    for k in right:
+        expected = _clopper_pearson_by_search(int(k), n)
+        assert low[k] == pytest.approx(expected[0], abs=1e-9) and high[k] == pytest.approx(expected[1], abs=1e-9)
+        assert low[k] <= k / n <= high[k] and high[k] - low[k] > 0
+    correct = (np.arange(n)[None, :] < right[:, None]).astype(float)  # date d has d right
+    band = inference.date_band("e", list(pd.date_range("2024-01-01", periods=n + 1)), correct, np.full(correct.shape, 0.5), "accuracy")
+    assert np.allclose(band["low"], low) and np.allclose(band["high"], high)
