@@ -75,11 +75,44 @@ def test_flipping_pairs_recount_who_is_ahead():
 
 
 def test_sentence_names_the_dates_and_the_interval():
-    row = {"score": 0.6123, "half_width": 0.0081, "n_items": 1000, "dates": [f"2024-01-{d:02d}" for d in range(1, 32)]}
+    row = {"score": 0.6123, "low": 0.6042, "high": 0.6204, "low_mc_error": 0.0002, "high_mc_error": 0.0002, "n_items": 1000,
+           "dates": [f"2024-01-{d:02d}" for d in range(1, 32)]}  # fmt: skip
     assert robust.sentence("accuracy", row) == ("accuracy 61.2 ± 0.8 pp, mean over all 31 days of 2024-01-01..2024-01-31, 95% CI over items and "
                                                 "dates (1000 items)")  # fmt: skip
     monthly = {**row, "dates": [f"2024-{month:02d}-01" for month in range(1, 13)]}
     assert "mean over 12 dates in 2024-01-01..2024-12-01," in robust.sentence("accuracy", monthly)
+
+
+def test_an_asymmetric_interval_is_stated_as_it_is_with_the_digits_its_seed_error_allows():
+    """The issue's GSM8K case: 1.0 with [0.0, 4.7] is not "1.0 ± 2.3" (below zero), and ends that another seed moves
+    by 2 pp print without decimals."""
+    row = {"score": 0.010, "low": 0.0, "high": 0.047, "low_mc_error": 0.0004, "high_mc_error": 0.0004, "n_items": 16, "dates": ["2024-01-01", "2024-01-02"]}
+    assert robust.sentence("accuracy", row).startswith("accuracy 1.0 [0.0, 4.7], mean over")
+    noisy = {**row, "low_mc_error": 0.02, "high_mc_error": 0.01}
+    assert robust.sentence("accuracy", noisy).startswith("accuracy 1.0 [0, 5], mean over")
+    assert robust.shown_decimals(0.0004, 1) == 1 and robust.shown_decimals(0.0004, 2) == 1 and robust.shown_decimals(0.004, 2) == 0 and robust.shown_decimals(0.03, 1) == 0
+
+
+def test_the_seed_error_of_the_ends_is_what_other_seeds_give():
+    """end_errors from one bootstrap predicts the spread of the ends over 40 seeds (within a factor of 2), on 3 dates."""
+    rng = np.random.default_rng(5)
+    correct = (rng.random((3, 40)) < 0.3).astype(float)
+    ends = np.array([robust.interval(robust.two_way_bootstrap(correct, seed=seed)) for seed in range(40)])
+    predicted = np.mean([robust.end_errors(robust.two_way_bootstrap(correct, seed=seed)) for seed in range(40)], axis=0)
+    assert np.all(predicted / ends.std(0, ddof=1) > 0.5) and np.all(predicted / ends.std(0, ddof=1) < 2)
+
+
+def test_adding_a_source_of_variation_never_narrows_a_planned_interval():
+    """Every width a reader compares with another (the planning table, 'the questions alone', the measured dates) comes
+    from the variance components: with the dates' variance added, never narrower than the questions' alone."""
+    rng = np.random.default_rng(2)
+    for _ in range(200):
+        n_dates, n_items = int(rng.integers(2, 12)), int(rng.integers(2, 30))
+        correct = (rng.random((n_dates, n_items)) < rng.random((1, n_items)) * rng.random((n_dates, 1)) * 2).astype(float)
+        row = robust.entry_statistics(correct, n_boot=50)
+        assert row["anova_half_width"] >= row["item_only_half_width"]
+        widths = robust.plan(robust.components_of(row))["half_width"].to_numpy()
+        assert np.all(widths >= row["item_only_half_width"]) and np.all(np.diff(widths) <= 1e-15)
 
 
 # --- every reader equals the results layer ------------------------------------------------------------------------
@@ -103,7 +136,7 @@ def test_the_layer_gives_every_graded_dataset_and_its_record(layer):
     record = layer.robust_record("mmlu", half_width=0.25)
     entry = record["entries"][0]
     assert entry["identity"]["model_revision"] and len(entry["identity"]["prompts_digest"]) == 32 and record["dateeval_version"]
-    assert entry["sentence"].startswith(f"accuracy {100 * entry['score']:.1f} ± ") and "all 366 days of 2024-01-01..2024-12-31" in entry["sentence"]
+    assert entry["sentence"].startswith(f"accuracy {100 * entry['score']:.1f} ") and "all 366 days of 2024-01-01..2024-12-31" in entry["sentence"]
     assert layer.robust("wmt16_en_de").empty  # BLEU and chrF are corpus scores: no per-item grade to resample
     assert len(layer.robust_pairs("mmlu")) == 3
 

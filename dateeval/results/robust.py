@@ -76,6 +76,39 @@ def interval(samples: np.ndarray) -> tuple[float, float]:
     return float(low), float(high)
 
 
+def end_errors(samples: np.ndarray) -> tuple[float, float]:
+    """The Monte-Carlo standard error of each end of :func:`interval`: what another bootstrap seed could move it by.
+
+    By the order-statistic method: the q-quantile of B resamples has a 95% interval between the order statistics of
+    rank B q -+ Z95 sqrt(B q (1 - q)); a quarter of that span's width is the standard error. With 2 or 3 dates the
+    resamples take few values and the ends jump by whole steps between seeds: this says how many digits they deserve.
+    """
+    ordered = np.sort(np.asarray(samples, dtype=float))
+    count, out = len(ordered), []
+    for q in (0.025, 0.975):
+        spread = Z95 * math.sqrt(count * q * (1 - q))
+        low, high = max(0, math.floor(count * q - spread)), min(count - 1, math.ceil(count * q + spread))
+        out.append(float(ordered[high] - ordered[low]) / (2 * Z95))
+    return out[0], out[1]
+
+
+def shown_decimals(error: float, most: int) -> int:
+    """Decimals of a percentage whose Monte-Carlo standard error is ``error`` (a fraction): the last digit shown is
+    at least twice the error, never more than ``most`` decimals (the question count's rule), never fewer than 0."""
+    if error <= 0:
+        return most
+    return max(0, min(most, math.floor(-math.log10(2 * 100 * error))))
+
+
+def interval_text(score: float, low: float, high: float, decimals: int, interval_decimals: int) -> str:
+    """``score`` with its 95% interval as it is: ``61.2 ± 0.8 pp`` only when both ends are as far from the score at the
+    digits shown, else ``36.3 [18, 57]`` (percentages): a ``±`` would misstate an asymmetric interval (e.g. below 0)."""
+    below, above = round(100 * (score - low), interval_decimals), round(100 * (high - score), interval_decimals)
+    if below == above:
+        return f"{100 * score:.{decimals}f} ± {below:.{interval_decimals}f} pp"
+    return f"{100 * score:.{decimals}f} [{100 * low:.{interval_decimals}f}, {100 * high:.{interval_decimals}f}]"
+
+
 @dataclass(frozen=True)
 class Components:
     """Two-way random-effects variance components of a dates x items matrix (one observation per cell).
@@ -148,10 +181,11 @@ def plan(components: Components, sizes: tuple[int, ...] = PLAN_SIZES) -> pd.Data
 def entry_statistics(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """One entry's date-robust figures from its dates x items matrix: score, two-way interval, variance components."""
     components = variance_components(correct)
-    low, high = interval(two_way_bootstrap(correct, n_boot, seed))
+    samples = two_way_bootstrap(correct, n_boot, seed)
+    (low, high), (low_error, high_error) = interval(samples), end_errors(samples)
     shares = components.shares()
     return {
-        "score": date_marginal(correct), "low": low, "high": high, "half_width": (high - low) / 2,
+        "score": date_marginal(correct), "low": low, "high": high, "half_width": (high - low) / 2, "low_mc_error": low_error, "high_mc_error": high_error,
         "anova_half_width": components.half_width(), "item_only_half_width": Z95 * math.sqrt(components.item / components.n_items),
         "var_item": components.item, "var_date": components.date, "var_residual": components.residual,
         "share_item": shares["item"], "share_date": shares["date"], "share_residual": shares["residual"],
@@ -212,10 +246,15 @@ def describe_dates(dates: list[str]) -> str:
     return f"all {len(days)} days of {first}..{last}" if every_day else f"{len(days)} dates in {first}..{last}"
 
 
+def interval_decimals(row: dict, decimals: int) -> int:
+    """Decimals the row's interval ends deserve: ``decimals`` at most, fewer where another bootstrap seed would move them."""
+    return shown_decimals(max(row.get("low_mc_error", 0.0), row.get("high_mc_error", 0.0)), decimals)
+
+
 def sentence(metric: str, row: dict, decimals: int = 1) -> str:
-    """The one sentence a researcher pastes: the date-marginal score, its half-width, the dates it is the mean over."""
-    return (f"{metric} {100 * row['score']:.{decimals}f} ± {100 * row['half_width']:.{decimals}f} pp, mean over {describe_dates(row['dates'])}, "
-            f"95% CI over items and dates ({int(row['n_items'])} items)")  # fmt: skip
+    """The one sentence a researcher pastes: the date-marginal score, its 95% interval as it is, the dates it is the mean over."""
+    shown = interval_text(row["score"], row["low"], row["high"], decimals, interval_decimals(row, decimals))
+    return f"{metric} {shown}, mean over {describe_dates(row['dates'])}, 95% CI over items and dates ({int(row['n_items'])} items)"
 
 
 def advice(metric: str, row: dict, half_width: float, first: str, last: str, decimals: int = 1) -> str:
@@ -225,13 +264,14 @@ def advice(metric: str, row: dict, half_width: float, first: str, last: str, dec
     target = f"±{100 * half_width:.{decimals}f} pp"
     if needed is None:
         floor = 100 * Z95 * math.sqrt(components.item / components.n_items)
-        return (f"No number of dates gives {metric} {target} with these {components.n_items} items: the questions alone give "
-                f"±{floor:.{decimals}f} pp; add items.")  # fmt: skip
+        return (f"No number of dates gives {metric} {target} with these {components.n_items} items: by the variance components "
+                f"(normal approximation, the method of every planned width here) the questions alone give ±{floor:.{decimals}f} pp; "
+                f"add items.")  # fmt: skip
     return (f"For {metric} {target}, score {needed} dates drawn uniformly at random from {first}..{last} "
             f"(predicted ±{100 * components.half_width(needed):.{decimals}f} pp with {components.n_items} items).")  # fmt: skip
 
 
-ENTRY_ROW_COLUMNS = ["entry", "dataset", "score", "low", "high", "half_width", "anova_half_width", "item_only_half_width", "var_item", "var_date",
+ENTRY_ROW_COLUMNS = ["entry", "dataset", "score", "low", "high", "half_width", "low_mc_error", "high_mc_error", "anova_half_width", "item_only_half_width", "var_item", "var_date",
                      "var_residual", "share_item", "share_date", "share_residual", "n_dates", "n_items", "first_date", "last_date"]  # fmt: skip
 BOARD_COLUMNS = ["rank", *ENTRY_ROW_COLUMNS[:2], *ENTRY_ROW_COLUMNS[2:], *RANK_COLUMNS]
 
