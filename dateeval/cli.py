@@ -471,7 +471,7 @@ def _open_results(path: str) -> "Results":  # noqa: F821 - the results layer is 
 def _cmd_summary(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from dateeval.metrics import METRICS, percent, points
+    from dateeval.metrics import METRICS, cv_text, percent, points
 
     found = _open_results(args.store)
     table = found.summary(args.dates)
@@ -515,8 +515,8 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         mine = factors[(factors["entry"] == row["entry"]) & (factors["dataset"] == row["dataset"])]
         for factor in mine.to_dict(orient="records"):
             print(
-                f"  CV {factor['factor']:13s} accuracy {percent(factor['accuracy_cv'])} [{percent(factor['accuracy_cv_low'])}, "
-                f"{percent(factor['accuracy_cv_high'])}]  ECE {percent(factor['ece_cv'])}  ({factor['levels']} levels)"
+                f"  CV {factor['factor']:13s} accuracy {cv_text(factor['accuracy_cv'], factor['accuracy_cv_low'], factor['accuracy_cv_high'], factor['accuracy_cv_meaningful'])}"
+                f"  ECE {percent(factor['ece_cv'])}  ({factor['levels']} levels)"
             )
     for factor in factors[factors["factor"] == "precision"].to_dict(orient="records"):
         print(f"{factor['entry']} on {factor['dataset']}: CV precision accuracy {percent(factor['accuracy_cv'])} ({factor['levels']} dtypes)")

@@ -164,12 +164,22 @@ def percent(value: object) -> str:
     return "-" if missing(value) else f"{100 * float(value):.2f}%"
 
 
+def cv_text(value: object, low: object, high: object, meaningful: object = True) -> str:
+    """A CV with its 95% interval as people read it: no interval where there is none (zero width or missing), and
+    said to be not meaningful where its mean is near 0 (``inference.cv_meaningful``)."""
+    shown = percent(value)
+    if not missing(low) and not missing(high):
+        shown += f" [{percent(low)}, {percent(high)}]"
+    return shown if meaningful is not False or missing(value) else f"{shown} (not meaningful: mean near 0)"
+
+
 # What a reader needs to know of each statistic, in one place: the pages' tooltips read these.
 EXPLAIN = {
     "ece": "ECE (expected calibration error): answers grouped into 10 bins by confidence; the gap between each bin's mean "
            "confidence and its accuracy, weighted by its size. 0 = confidence means what it says.",
     "cv": "CV (coefficient of variation): standard deviation / mean of the score across a factor's levels (e.g. the dates); "
-          "a unit-free size of the variation, comparable across factors.",
+          "a unit-free size of the variation, comparable across factors. Not meaningful where the mean is near 0 (fewer than "
+          "5 right answers per level): there it measures counting noise. No interval is shown where every resample gives one value.",
     "null": "Chance alone: shuffle each question's right/wrong answers across the dates (as if the date did nothing) and "
             "recompute the statistic, 200 times; 95% of shuffles stay below the band's edge. Worst-to-best over N dates grows "
             "with N even with no effect, so the delta is compared with the same statistic over the same dates.",
@@ -288,7 +298,7 @@ PLAIN = {
     "n_correct": "Dates right", "n_wrong": "Dates wrong", "changes": "Answer changes", "n_predictions": "Distinct answers",
     "consistent": "Same answer every date", "answer": "Correct answer", "item_id": "Question", "mean_score": "Mean sentence chrF",
     "levels": "Levels", "factor": "Factor", "spearman": "Spearman ρ", "pearson": "Pearson r", "cochran_q": "Cochran's Q",
-    "runs": "Runs", "prediction_changes": "Answer changes", "exceeds_chance": "Beyond chance", "n_inconsistent": "Inconsistent items",
+    "runs": "Runs", "prediction_changes": "Answer changes", "exceeds_chance": "Beyond chance", "accuracy_cv_meaningful": "CV meaningful (mean not near 0)", "n_inconsistent": "Inconsistent items",
     "comparison": "Comparison", "a": "A", "b": "B", "statistic": "Statistic", "yours": "Yours", "the_paper": "The paper's",
     "where": "Where in the paper", "the_paper_says": "The paper says", "dates": "Dates sampled", "delta_ratio": "Delta ratio", "cv_ratio": "CV ratio",
 }  # fmt: skip

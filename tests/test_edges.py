@@ -185,3 +185,20 @@ def test_per_date_rate_bands_are_exact_and_never_zero_width(n):
     correct = (np.arange(n)[None, :] < right[:, None]).astype(float)  # date d has d right
     band = inference.date_band("e", list(pd.date_range("2024-01-01", periods=n + 1)), correct, np.full(correct.shape, 0.5), "accuracy")
     assert np.allclose(band["low"], low) and np.allclose(band["high"], high)
+
+
+def test_a_cv_near_zero_is_said_to_be_not_meaningful_and_a_zero_width_interval_is_none():
+    """One right answer on one of four dates: every resample that keeps it gives the same CV, so its 'interval' would be
+    zero-wide; the mean is far below 5 right answers per level, so the CV is flagged (GSM8K's 233.5% [233.55, 233.55])."""
+    from dateeval.metrics import cv_text
+
+    correct = np.zeros((4, 16))
+    correct[0, 3] = 1
+    found = inference.bootstrap_cv(correct, np.full(correct.shape, np.nan), n_boot=200)
+    assert found["accuracy_cv"] == pytest.approx(inference.cv(correct.mean(1))) and found["accuracy_cv"] > 1
+    assert math.isnan(found["accuracy_cv_low"]) and math.isnan(found["accuracy_cv_high"]) and not found["accuracy_cv_meaningful"]
+    assert cv_text(found["accuracy_cv"], found["accuracy_cv_low"], found["accuracy_cv_high"], False) == "200.00% (not meaningful: mean near 0)"
+    rng = np.random.default_rng(0)
+    typical = inference.bootstrap_cv((rng.random((6, 200)) < 0.5).astype(float), np.full((6, 200), np.nan), n_boot=200)
+    assert typical["accuracy_cv_meaningful"] and typical["accuracy_cv_low"] < typical["accuracy_cv"] < typical["accuracy_cv_high"]
+    assert cv_text(0.0123, 0.01, 0.02) == "1.23% [1.00%, 2.00%]"

@@ -17,8 +17,8 @@ import pandas as pd
 
 from dateeval.results import descriptive
 from dateeval.errors import DateEvalError
-from dateeval.metrics import METRICS, percent, points
-from dateeval.results.inference import cv, largest_of
+from dateeval.metrics import METRICS, cv_text, percent, points
+from dateeval.results.inference import cv, cv_meaningful, largest_of
 from dateeval.schema import GENERATION_KINDS
 from dateeval.tasks import GENERATION_BENCHMARKS, parse_name
 
@@ -129,7 +129,8 @@ def yours(metrics: pd.DataFrame, dataset: str, table7: pd.DataFrame | None = Non
         else:
             values = _per_entry(dated, figure.statistic, figure.metric) if figure.metric in dated else pd.Series(dtype=float)
             value = values.mean() if figure.statistic in ("mean_delta", "cv") else values.max() if len(values) else None
-            mine = percent(value) if figure.statistic == "cv" else points(value, n_items) if spec.percent else spec.format(value)
+            near_zero = figure.statistic == "cv" and len(dated) and not cv_meaningful(float(dated[figure.metric].mean()), n_items)
+            mine = cv_text(value, None, None, not near_zero) if figure.statistic == "cv" else points(value, n_items) if spec.percent else spec.format(value)
             theirs = f"{figure.value:.2f}" + (" pp" if spec.percent and figure.statistic != "cv" else "%" if figure.statistic == "cv" else "")
         rows.append({"statistic": f"{STATISTICS[figure.statistic]} ({spec.name_on(dataset)})", "yours": mine, "chance_alone": _chance(figure, significance, n_items),
                      "yours_on": context, "the_paper": theirs, "where": figure.where, "the_paper_says": figure.says})  # fmt: skip
