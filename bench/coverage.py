@@ -1,0 +1,162 @@
+"""Do the intervals and tests the pages print keep their promise? A simulation with known truth (issue 27 §1).
+
+Every figure calls the function the pages and the CLI call, with the arguments they use:
+
+* per-date band of a rate (Curves): ``inference.date_band(..., "accuracy")``, against the percentile bootstrap it replaced;
+* the date-robust interval (What to report, ``robust``): ``robust.entry_statistics`` -> ``low``, ``high``; and the
+  variance components' normal interval ``score +- anova_half_width`` that the planning table predicts;
+* the verdict's tests (Overview, Factors, ``summary``): ``inference.significance`` -> the permutation p-value of the
+  worst-to-best delta and Cochran's Q p-value, their size with no date effect and their power against planted ones.
+
+Truth. Outcomes are Bernoulli(P) with P = Phi(mu + a_item + b_date + c_item_date), a, b, c normal with standard
+deviations chosen per scenario (item-dominated, date-dominated, interaction-heavy). The date-marginal score's truth,
+the mean of P over the populations of items and dates, is Phi(mu / sqrt(1 + sd_a^2 + sd_b^2 + sd_c^2)) exactly. A
+per-date band's truth is that date's rate over the question population: with no date or interaction part, the rate.
+Each figure has its Monte-Carlo standard error sqrt(c (1 - c) / reps).
+
+    .venv/bin/python bench/coverage.py                 # the full grid, writes docs/coverage.md (about 10 min on 2 cores)
+    .venv/bin/python bench/coverage.py --quick         # a reduced grid, printed only
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dateeval.results import inference, robust  # noqa: E402
+from dateeval.results.view import N_PERM  # noqa: E402  (the permutations the explorer's verdict uses)
+
+RATES = (0.02, 0.1, 0.3, 0.5)
+ITEMS = (10, 20, 50, 200, 1000)
+DATES = (2, 12, 366)
+# Standard deviations (item, date, item x date) on the probit scale.
+SCENARIOS = {"item-dominated": (1.0, 0.05, 0.1), "date-dominated": (0.3, 0.3, 0.1), "interaction-heavy": (0.5, 0.1, 0.6),
+             "no date effect": (0.5, 0.0, 0.6)}  # the tests' null: items differ, answers vary at random, no date part
+ROBUST_SCENARIOS = ("item-dominated", "date-dominated", "interaction-heavy")
+
+
+def se(share: float, reps: int) -> float:
+    """The Monte-Carlo standard error of a share measured over ``reps`` simulations."""
+    return math.sqrt(max(share * (1 - share), 1e-12) / reps)
+
+
+def _dates(n: int) -> list:
+    return list(pd.date_range("2024-01-01", periods=n))
+
+
+def percentile_band(correct: np.ndarray, n_boot: int = 200, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The per-date band the Curves page drew before: the 95% percentile bootstrap over questions (the baseline)."""
+    weights = inference.resample_weights(correct.shape[1], n_boot, seed)
+    return tuple(np.percentile(correct @ weights.T / correct.shape[1], [2.5, 97.5], axis=1))
+
+
+def band_coverage(n_items: int, rate: float, reps: int, n_dates: int = 12, seed: int = 0) -> dict:
+    """Coverage of the per-date accuracy band (and of the old percentile bootstrap) when every date's true rate is ``rate``."""
+    rng = np.random.default_rng(seed)
+    hits = old = 0
+    for _ in range(reps):
+        correct = (rng.random((n_dates, n_items)) < rate).astype(float)
+        band = inference.date_band("e", _dates(n_dates), correct, np.full(correct.shape, 0.5), "accuracy")
+        hits += int(((band["low"] <= rate) & (rate <= band["high"])).sum())
+        low, high = percentile_band(correct, seed=int(rng.integers(1 << 31)))
+        old += int(((low <= rate) & (rate <= high)).sum())
+    total = reps * n_dates
+    return {"items": n_items, "rate": rate, "coverage": hits / total, "se": se(hits / total, total), "percentile_bootstrap": old / total}
+
+
+def simulate(rng: np.random.Generator, n_dates: int, n_items: int, rate: float, scenario: str, shift: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """One store (dates x items right/wrong) from the scenario's probit model with population-mean score ``rate``, and
+    that truth. ``shift`` (per date, in probability) plants a date effect on top."""
+    sd_item, sd_date, sd_cell = SCENARIOS[scenario]
+    mu = stats.norm.ppf(rate) * math.sqrt(1 + sd_item**2 + sd_date**2 + sd_cell**2)
+    latent = mu + sd_item * rng.standard_normal(n_items)[None, :] + sd_date * rng.standard_normal(n_dates)[:, None]
+    probability = stats.norm.cdf(latent + sd_cell * rng.standard_normal((n_dates, n_items)))
+    if shift is not None:
+        probability = np.clip(probability + shift[:, None], 0, 1)
+    return (rng.random((n_dates, n_items)) < probability).astype(float), rate
+
+
+def robust_coverage(n_items: int, n_dates: int, rate: float, scenario: str, reps: int, seed: int = 0) -> dict:
+    """Coverage of the date-robust interval (two-way bootstrap) and of the variance components' normal interval."""
+    rng = np.random.default_rng(seed)
+    boot = anova = 0
+    for _ in range(reps):
+        correct, truth = simulate(rng, n_dates, n_items, rate, scenario)
+        row = robust.entry_statistics(correct, seed=int(rng.integers(1 << 31)))
+        boot += row["low"] <= truth <= row["high"]
+        anova += abs(row["score"] - truth) <= row["anova_half_width"]
+    return {"scenario": scenario, "items": n_items, "dates": n_dates, "rate": rate, "two_way_bootstrap": boot / reps,
+            "anova_normal": anova / reps, "se": se(0.95, reps)}  # fmt: skip
+
+
+def test_rejections(n_items: int, n_dates: int, rate: float, effect: float, reps: int, scenario: str = "no date effect", seed: int = 0) -> dict:
+    """How often the verdict's two tests reject at 5%: size when ``effect`` is 0, power against a planted date effect
+    whose true worst-to-best range is ``effect`` (the dates' rates spread evenly over it, in shuffled order)."""
+    rng = np.random.default_rng(seed)
+    delta = cochran = 0
+    for _ in range(reps):
+        shift = rng.permutation(np.linspace(-effect / 2, effect / 2, n_dates)) if effect else None
+        correct, _ = simulate(rng, n_dates, n_items, rate, scenario, shift)
+        found = inference.significance("e", "d", correct, N_PERM)
+        delta += found["p_value"] < 0.05
+        cochran += found["cochran_p"] < 0.05
+    return {"items": n_items, "dates": n_dates, "rate": rate, "effect_pp": 100 * effect, "delta_permutation": delta / reps,
+            "cochran_q": cochran / reps, "se_at_5pct": se(0.05, reps)}  # fmt: skip
+
+
+def _table(rows: list[dict], fmt: dict[str, str] | None = None) -> str:
+    frame = pd.DataFrame(rows)
+    fmt = fmt or {}
+    head = "| " + " | ".join(frame.columns) + " |\n|" + "|".join("---:" for _ in frame.columns) + "|\n"
+    cell = lambda column, value: fmt[column].format(value) if column in fmt else f"{value:.3f}" if isinstance(value, float) else str(value)  # noqa: E731
+    body = "".join("| " + " | ".join(cell(c, v) for c, v in row.items()) + " |\n" for row in frame.to_dict("records"))
+    return head + body
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a reduced grid, printed, docs/coverage.md left alone")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "coverage.md"))
+    args = parser.parse_args()
+    started = time.perf_counter()
+    items, dates = ((10, 20, 50), (2, 12)) if args.quick else (ITEMS, DATES)
+    reps = 100 if args.quick else 400
+    bands = [band_coverage(n, p, reps) for n in items for p in RATES]
+    robust_rows = [robust_coverage(n, d, p, s, reps // (4 if d == 366 else 1)) for s in ROBUST_SCENARIOS for n in items if n <= 200 for d in dates
+                   for p in (0.1, 0.3)]  # fmt: skip
+    tests = [test_rejections(n, d, 0.3, e, reps // (4 if d == 366 else 1)) for n in items if n <= 200 for d in dates for e in (0, 0.02, 0.05, 0.1)]
+    text = (
+        "# Coverage and power: does each interval and test keep its promise?\n\n"
+        f"Written by `bench/coverage.py` ({'--quick, ' if args.quick else ''}{reps} simulated stores per cell, fewer at 366 dates; "
+        f"{time.perf_counter() - started:.0f} s on this machine). Every figure calls the function the pages call; its Monte-Carlo "
+        "standard error is in the `se` column (for a coverage of 0.95, or a size of 0.05). Nominal: 0.95 coverage, 0.05 size.\n\n"
+        "## Per-date band of a rate (Curves): exact Clopper-Pearson, `inference.date_band`\n\n"
+        "Every date's true rate is `rate`; 12 dates per store. `percentile_bootstrap` is the band the page drew before "
+        "(200 resamples over questions), kept here as the baseline: it collapses to [0, 0] when a date has no right answer.\n\n"
+        + _table(bands)
+        + "\n## The date-robust interval (What to report, `robust`): `robust.entry_statistics`\n\n"
+        "`two_way_bootstrap`: the printed [low, high] (percentile, Owen's two-way bootstrap, 1,000 resamples). `anova_normal`: "
+        "score ± `anova_half_width`, the method of the planning table's predicted widths and of 'the questions alone'.\n\n"
+        + _table(robust_rows)
+        + "\n## The verdict's tests (Overview, Factors, `summary`): `inference.significance`\n\n"
+        f"Rejections at 5% of the worst-to-best delta's permutation test ({N_PERM} permutations, as the explorer) and of Cochran's "
+        "Q, on data with no date part (items differ, sd 0.5; each answer varies at random, sd 0.6; probit scale) at a 30% rate; `effect_pp` 0 is the size, the others the power against a planted date "
+        "effect whose true worst-to-best range is that many points.\n\n"
+        + _table(tests, {"effect_pp": "{:.0f}"})
+    )
+    print(text)
+    if not args.quick:
+        Path(args.out).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
