@@ -148,6 +148,21 @@ def test_leaderboard_statistics_follow_the_date_range_and_top_k(page):
     assert reopened.select_slider(key="top_k").value == 1 and figures(reopened) == figures(january)
 
 
+def test_the_leaderboard_and_overview_count_reorders_exactly_and_ties_apart(page, layer):
+    """Issue 23 §1 on the demo: two dates with one order are 0% reordered (was 100% with "mean tau 1.000"); top 1 over
+    2024-01-18..02-11 is tie-aware (79.17%, was 8.33% with ties broken by name); the Overview counts the 48,074 pairs
+    with a date that ties every model apart (42.83% of the 18,721 defined pairs, was 28.03% of all)."""
+    two = page("pages/leaderboard.py", dataset="mmlu", **{"from": "2024-01-11", "to": "2024-01-12"})
+    said = " ".join(caption.value for caption in two.caption)
+    assert "0 of 3 models change position" in said and "0.00% of date pairs rank the models differently" in said and "0 of 1 date pairs" in said
+    ties = page("pages/leaderboard.py", dataset="mmlu", top_k="1", **{"from": "2024-01-18", "to": "2024-02-11"})
+    assert [metric.value for metric in ties.metric if "top 1" in metric.label] == ["79.17%"]
+    overview = page("pages/overview.py")
+    reorder = [metric for metric in overview.metric if metric.label.startswith("Date pairs that reorder")]
+    assert [metric.value for metric in reorder] == ["42.83%"] and "48,074 pairs undefined" in reorder[0].help
+    assert layer.headline()["reorder_count"] == 8019 and layer.headline()["reorder_defined"] == 18721
+
+
 def test_factors_on_translation_says_what_does_not_apply(page):
     at = page("pages/factors.py", dataset="wmt16_en_de")
     shown = " ".join(info.value for info in at.info)
