@@ -439,9 +439,9 @@ def _has(row: dict, metric: str) -> bool:
 
 def _delta(metric: str, value: object, n_items: int) -> str:
     """A worst-to-best delta as shown everywhere: rates in percentage points at the precision the questions allow."""
-    from dateeval.metrics import METRICS, points
+    from dateeval.metrics import METRICS
 
-    return points(value, n_items) if METRICS[metric].percent else METRICS[metric].format(value)
+    return METRICS[metric].delta(value, n_items)
 
 
 def _json_safe(value: object) -> object:

@@ -55,6 +55,7 @@ class Metric:
     sums: Callable[[Grouped], dict[str, object]]
     finish: Callable[[pd.DataFrame], dict[str, object]]
     per_item: bool = True  # a mean over per-item grades, so resampling the questions gives its interval (not BLEU/chrF: corpus scores)
+    counted: bool = False  # a share of questions (k of n): its differences move in steps of 100/n points
 
     @property
     def percent(self) -> bool:
@@ -81,6 +82,16 @@ class Metric:
             return "-"
         number = self.shown(float(value))
         return (f"{number:+.2f}" if signed else f"{number:.2f}") + ("%" if self.percent else "")
+
+    def delta(self, value: object, n_items: int) -> str:
+        """A difference of this metric as shown everywhere, at its own resolution: a share of questions in percentage
+        points to the digits its question count supports (:func:`points`); ECE, a mean of continuous confidences, in
+        points with two decimals (0.04 pp is not "0 pp"); BLEU and chrF in their points."""
+        if self.counted:
+            return points(value, n_items)
+        if missing(value):
+            return "-"
+        return f"{self.shown(float(value)):.2f}" + (" pp" if self.percent else "")
 
 
 def _accuracy_sums(rows: Grouped) -> dict[str, object]:
@@ -142,7 +153,7 @@ def _corpus(name: str) -> Callable[[pd.DataFrame], dict[str, object]]:
 METRICS: dict[str, Metric] = {
     m.key: m
     for m in (
-        Metric("accuracy", "accuracy", 100.0, True, _accuracy_sums, _accuracy),
+        Metric("accuracy", "accuracy", 100.0, True, _accuracy_sums, _accuracy, counted=True),
         Metric("ece", "ECE", 100.0, False, _ece_sums, _ece),
         Metric("bleu", "BLEU", 1.0, True, _corpus_sums("bleu"), _corpus("bleu"), per_item=False),
         Metric("chrf", "chrF", 1.0, True, _corpus_sums("chrf"), _corpus("chrf"), per_item=False),

@@ -68,7 +68,7 @@ explorer.show_table(summary[[c for c in ("entry", "n_items", "n_dates", f"{metri
 figures = paper.beside(selection.dataset, metric, task=chosen["task"].dropna().iloc[0] if chosen["task"].notna().any() else None)
 if figures and len(summary):
     top = summary.loc[summary[f"{metric}_delta"].idxmax()] if summary[f"{metric}_delta"].notna().any() else None
-    mine = "-" if top is None else (points(top[f"{metric}_delta"], int(top["n_items"])) if METRICS[metric].percent else METRICS[metric].format(top[f"{metric}_delta"]))
+    mine = "-" if top is None else METRICS[metric].delta(top[f"{metric}_delta"], int(top["n_items"]))
     noise = f" (chance alone: up to {points(top['delta_null_upper'], int(top['n_items']))} for that entry)" if top is not None and metric == "accuracy" else ""
     st.caption("The paper beside you: " + "; ".join(f"{f.says} ({f.where})" for f in figures) + f". Your largest delta here: {mine}{noise}, "
                f"on {int(summary['n_items'].max())} questions x {int(summary['n_dates'].max())} dates.")  # fmt: skip

@@ -12,7 +12,8 @@ st.title("What to report")
 explorer.app_settings()
 explorer.intro(
     "One date's score is one draw from the dates a model may see. Report the mean over dates instead, with an interval "
-    "that covers both the questions and the dates (a two-way bootstrap). Below: the leaderboard by that mean, each "
+    "that covers both the questions and the dates (exact at the effective sample size the question and date variance give; "
+    "docs/coverage.md measures its coverage). Below: the leaderboard by that mean, each "
     "model's range of ranks over the dates, how the variance splits into question, date and question x date, and how "
     "many dates give an interval of the width you want."
 )

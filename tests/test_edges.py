@@ -202,3 +202,12 @@ def test_a_cv_near_zero_is_said_to_be_not_meaningful_and_a_zero_width_interval_i
     typical = inference.bootstrap_cv((rng.random((6, 200)) < 0.5).astype(float), np.full((6, 200), np.nan), n_boot=200)
     assert typical["accuracy_cv_meaningful"] and typical["accuracy_cv_low"] < typical["accuracy_cv"] < typical["accuracy_cv_high"]
     assert cv_text(0.0123, 0.01, 0.02) == "1.23% [1.00%, 2.00%]"
+
+
+def test_each_metric_shows_a_difference_at_its_own_resolution():
+    """A share of 20 questions moves in 5 pp steps (whole points); ECE does not: 0.04 pp is not '0 pp', 24.65 not '25'."""
+    from dateeval.metrics import METRICS
+
+    assert METRICS["accuracy"].delta(0.15, 20) == "15 pp" and METRICS["accuracy"].delta(0.0123, 5000) == "1.23 pp"
+    assert METRICS["ece"].delta(0.0004, 20) == "0.04 pp" and METRICS["ece"].delta(0.2465, 20) == "24.65 pp"
+    assert METRICS["bleu"].delta(2.84, 20) == "2.84"

@@ -75,22 +75,39 @@ def test_flipping_pairs_recount_who_is_ahead():
 
 
 def test_sentence_names_the_dates_and_the_interval():
-    row = {"score": 0.6123, "low": 0.6042, "high": 0.6204, "low_mc_error": 0.0002, "high_mc_error": 0.0002, "n_items": 1000,
-           "dates": [f"2024-01-{d:02d}" for d in range(1, 32)]}  # fmt: skip
+    row = {"score": 0.6123, "low": 0.6042, "high": 0.6204, "n_items": 1000, "dates": [f"2024-01-{d:02d}" for d in range(1, 32)]}
     assert robust.sentence("accuracy", row) == ("accuracy 61.2 ± 0.8 pp, mean over all 31 days of 2024-01-01..2024-01-31, 95% CI over items and "
                                                 "dates (1000 items)")  # fmt: skip
     monthly = {**row, "dates": [f"2024-{month:02d}-01" for month in range(1, 13)]}
     assert "mean over 12 dates in 2024-01-01..2024-12-01," in robust.sentence("accuracy", monthly)
 
 
-def test_an_asymmetric_interval_is_stated_as_it_is_with_the_digits_its_seed_error_allows():
-    """The issue's GSM8K case: 1.0 with [0.0, 4.7] is not "1.0 ± 2.3" (below zero), and ends that another seed moves
-    by 2 pp print without decimals."""
-    row = {"score": 0.010, "low": 0.0, "high": 0.047, "low_mc_error": 0.0004, "high_mc_error": 0.0004, "n_items": 16, "dates": ["2024-01-01", "2024-01-02"]}
+def test_an_asymmetric_interval_is_stated_as_it_is():
+    """The issue's GSM8K case: 1.0 with [0.0, 4.7] is not "1.0 ± 2.3" (below zero)."""
+    row = {"score": 0.010, "low": 0.0, "high": 0.047, "n_items": 16, "dates": ["2024-01-01", "2024-01-02"]}
     assert robust.sentence("accuracy", row).startswith("accuracy 1.0 [0.0, 4.7], mean over")
-    noisy = {**row, "low_mc_error": 0.02, "high_mc_error": 0.01}
-    assert robust.sentence("accuracy", noisy).startswith("accuracy 1.0 [0, 5], mean over")
-    assert robust.shown_decimals(0.0004, 1) == 1 and robust.shown_decimals(0.0004, 2) == 1 and robust.shown_decimals(0.004, 2) == 0 and robust.shown_decimals(0.03, 1) == 0
+
+
+def test_the_interval_is_korn_graubard_from_the_variance_components():
+    """Against its definition: Clopper-Pearson (checked against binomial tails in test_edges) of p n* of n*,
+    n* = p(1-p)/Var x (z/t_df)^2 with the unbiased Var from the mean squares; near 0 never zero-wide."""
+    from scipy import stats
+
+    rng = np.random.default_rng(4)
+    for n_dates, n_items, rate in ((2, 20, 0.3), (12, 16, 0.02), (366, 20, 0.35), (12, 50, 0.9)):
+        correct = (rng.random((n_dates, n_items)) < rate * rng.random(n_items) * 2).astype(float)
+        row = robust.entry_statistics(correct, n_boot=50)
+        ms_item, ms_date, ms_residual = robust.mean_squares(correct)
+        variance = (ms_date + ms_item - ms_residual) / correct.size
+        p = correct.mean()
+        t = stats.t.ppf(0.975, row["df"])
+        n = (min(p * (1 - p) / variance, correct.size) if 0 < p < 1 and variance > 0 else n_items) * (robust.Z95 / t) ** 2
+        x = p * n
+        assert row["low"] <= p <= row["high"] and row["high"] > row["low"]
+        assert row["low"] == pytest.approx(stats.beta.ppf(0.025, x, n - x + 1) if x > 0 else 0.0)
+        assert row["high"] == pytest.approx(stats.beta.ppf(0.975, x + 1, n - x) if x < n else 1.0)
+    zero = robust.entry_statistics(np.zeros((12, 16)), n_boot=50)
+    assert zero["low"] == 0 and zero["high"] == pytest.approx(1 - 0.025 ** (1 / (16 * (robust.Z95 / stats.t.ppf(0.975, 15)) ** 2)))
 
 
 def test_the_seed_error_of_the_ends_is_what_other_seeds_give():

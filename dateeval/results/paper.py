@@ -130,7 +130,7 @@ def yours(metrics: pd.DataFrame, dataset: str, table7: pd.DataFrame | None = Non
             values = _per_entry(dated, figure.statistic, figure.metric) if figure.metric in dated else pd.Series(dtype=float)
             value = values.mean() if figure.statistic in ("mean_delta", "cv") else values.max() if len(values) else None
             near_zero = figure.statistic == "cv" and len(dated) and not cv_meaningful(float(dated[figure.metric].mean()), n_items)
-            mine = cv_text(value, None, None, not near_zero) if figure.statistic == "cv" else points(value, n_items) if spec.percent else spec.format(value)
+            mine = cv_text(value, None, None, not near_zero) if figure.statistic == "cv" else spec.delta(value, n_items)
             theirs = f"{figure.value:.2f}" + (" pp" if spec.percent and figure.statistic != "cv" else "%" if figure.statistic == "cv" else "")
         rows.append({"statistic": f"{STATISTICS[figure.statistic]} ({spec.name_on(dataset)})", "yours": mine, "chance_alone": _chance(figure, significance, n_items),
                      "yours_on": context, "the_paper": theirs, "where": figure.where, "the_paper_says": figure.says})  # fmt: skip
