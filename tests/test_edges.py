@@ -137,14 +137,15 @@ def test_cochran_q_equals_its_definition():
             assert 0 <= found["p_value"] <= 1
 
 
-def _exact_null_p(correct: np.ndarray) -> float:
-    """The exact permutation p-value of max - min per-date accuracy: every item's column in every order, enumerated."""
-    observed = np.ptp(correct.mean(1))
+def _exact_null_p(correct: np.ndarray, statistic=lambda m: np.ptp(m.mean(1))) -> float:
+    """The exact permutation p-value of a statistic of the dates x items matrix (default: max - min per-date accuracy):
+    every item's column in every order, enumerated."""
+    observed = statistic(correct)
     columns = [sorted(set(itertools.permutations(correct[:, i]))) for i in range(correct.shape[1])]
     hits = total = 0
     for choice in itertools.product(*columns):
         total += 1
-        hits += np.ptp(np.array(choice).T.mean(1)) >= observed - 1e-12
+        hits += statistic(np.array(choice).T) >= observed - 1e-9
     return hits / total
 
 
@@ -157,6 +158,9 @@ def test_the_null_band_p_value_agrees_with_exact_enumeration():
         exact = _exact_null_p(correct)
         found = inference.against(float(np.ptp(correct.mean(1))), inference.null_draws(correct, n_perm, seed=1))["p_value"]
         assert abs(found - exact) <= 4 * math.sqrt(exact * (1 - exact) / n_perm) + 2 / n_perm, (correct, found, exact)
+        exact_q = _exact_null_p(correct, lambda m: _cochran_by_loops(m))  # Cochran's Q as a permutation statistic
+        found_q = inference.null_tests(correct, n_perm, seed=1)[1]
+        assert abs(found_q - exact_q) <= 4 * math.sqrt(exact_q * (1 - exact_q) / n_perm) + 2 / n_perm, (correct, found_q, exact_q)
 
 
 def _clopper_pearson_by_search(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:

@@ -239,6 +239,26 @@ def null_draws(correct: np.ndarray, n_perm: int, seed: int = 0) -> np.ndarray:
     return np.ptp(_shuffled_counts(np.asarray(correct) > 0.5, n_perm, np.random.default_rng(seed)), axis=1) / correct.shape[1]
 
 
+def spread(counts: np.ndarray) -> np.ndarray:
+    """How unequal the dates' right answers are: D sum(C_d^2) - (sum C_d)^2 over the last axis, in integers (exact).
+
+    With every item's right answers fixed (as shuffling keeps them), Cochran's Q is this times a constant, so a
+    permutation test on it is Cochran's Q test with an exact size, where the chi-square approximation is unsure (few items)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    return counts.shape[-1] * np.sum(counts**2, axis=-1) - np.sum(counts, axis=-1) ** 2
+
+
+def null_tests(correct: np.ndarray, n_perm: int, seed: int = 0) -> tuple[np.ndarray, float]:
+    """The worst-to-best deltas chance alone gives (:func:`null_draws`, the same draws) and, from the same shuffles, the
+    permutation p-value of Cochran's Q (:func:`spread`)."""
+    correct = np.asarray(correct) > 0.5
+    counts = _shuffled_counts(correct, n_perm, np.random.default_rng(seed))
+    right = correct.sum(0)
+    observed = correct[:, (right > 0) & (right < correct.shape[0])].sum(1)  # the items shuffling moves, as the draws count them
+    p_value = float((1 + np.sum(spread(counts) >= spread(observed))) / (n_perm + 1))
+    return np.ptp(counts, axis=1) / correct.shape[1], p_value
+
+
 def against(observed: float, draws: np.ndarray, level: float = 0.95) -> dict[str, float]:
     """An observed delta against chance's draws of the same statistic: the band's median and ``level`` quantile
     (its upper edge) and the permutation p-value."""
@@ -357,15 +377,16 @@ def run_to_run(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 SIGNIFICANCE_COLUMNS = ["entry", "dataset", "n_dates", "n_items", "delta", "null_median", "null_upper", "p_value", "exceeds_chance",
-                        "cochran_q", "cochran_p"]  # fmt: skip
+                        "cochran_q", "cochran_p", "cochran_permutation_p"]  # fmt: skip
 
 
 def significance(entry: str, dataset: str, correct: np.ndarray, n_perm: int) -> dict:
     """One entry's row of ``date_significance`` (a test oracle) from its dates x items outcome matrix (by condition key)."""
-    draws = null_draws(correct, n_perm)
+    draws, cochran_permutation = null_tests(correct, n_perm)
     band, q = against(float(np.ptp(correct.mean(1))), draws), cochran_q(correct)
     return {"entry": entry, "dataset": dataset, "n_dates": correct.shape[0], "n_items": correct.shape[1], **band,
-            "exceeds_chance": band["p_value"] < 0.05, "cochran_q": q["q"], "cochran_p": q["p_value"], "null_draws": draws.tolist()}  # fmt: skip
+            "exceeds_chance": band["p_value"] < 0.05, "cochran_q": q["q"], "cochran_p": q["p_value"], "cochran_permutation_p": cochran_permutation,
+            "null_draws": draws.tolist()}  # fmt: skip
 
 
 def resample_weights(n_items: int, n_boot: int, seed: int = 0) -> np.ndarray:
