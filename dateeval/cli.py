@@ -492,9 +492,9 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         print(f"no results in {args.store}")
         return 0
     if args.dates is None:  # the store's finding, as the Overview's first line says it
-        from dateeval.results import headline_sentence
+        from dateeval.results import headline_sentence, verdict_power
 
-        print(headline_sentence(found.headline()))
+        print("\n".join(line for line in (headline_sentence(found.headline()), verdict_power(found.headline())) if line))
     for row in table.to_dict(orient="records"):
         print(f"{row['entry']} on {row['dataset']}: {row['n_items']} items x {row['n_dates']} dates")
         for metric in (m for m in METRICS if f"no_date_{m}" in row and _has(row, m)):
@@ -509,8 +509,9 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         if row["n_dates"] > 1 and not math.isnan(row.get("delta_p_value", math.nan)):
             verdict = "beyond chance" if row["exceeds_chance"] else "within chance"
             print(
-                f"  chance    accuracy delta {verdict} (95% of chance deltas <= {points(row['delta_null_upper'], row['n_items'])}, "
-                f"p = {row['delta_p_value']:.3f}); Cochran's Q p = {row['cochran_p']:.3g}"
+                f"  chance    date effect {verdict} (Cochran's Q by permutation p = {row['cochran_permutation_p']:.3f}; chi-square "
+                f"p = {row['cochran_p']:.3g}); accuracy delta: 95% of chance deltas <= {points(row['delta_null_upper'], row['n_items'])}, "
+                f"p = {row['delta_p_value']:.3f}"
             )
         mine = factors[(factors["entry"] == row["entry"]) & (factors["dataset"] == row["dataset"])]
         for factor in mine.to_dict(orient="records"):

@@ -309,7 +309,7 @@ PLAIN = {
     "n_correct": "Dates right", "n_wrong": "Dates wrong", "changes": "Answer changes", "n_predictions": "Distinct answers",
     "consistent": "Same answer every date", "answer": "Correct answer", "item_id": "Question", "mean_score": "Mean sentence chrF",
     "levels": "Levels", "factor": "Factor", "spearman": "Spearman ρ", "pearson": "Pearson r", "cochran_q": "Cochran's Q",
-    "runs": "Runs", "prediction_changes": "Answer changes", "exceeds_chance": "Beyond chance", "accuracy_cv_meaningful": "CV meaningful (mean not near 0)", "n_inconsistent": "Inconsistent items",
+    "runs": "Runs", "prediction_changes": "Answer changes", "exceeds_chance": "Date effect beyond chance (Q, permutation)", "accuracy_cv_meaningful": "CV meaningful (mean not near 0)", "n_inconsistent": "Inconsistent items",
     "comparison": "Comparison", "a": "A", "b": "B", "statistic": "Statistic", "yours": "Yours", "the_paper": "The paper's",
     "where": "Where in the paper", "the_paper_says": "The paper says", "dates": "Dates sampled", "delta_ratio": "Delta ratio", "cv_ratio": "CV ratio",
 }  # fmt: skip
@@ -323,7 +323,8 @@ PERCENT = {
     "accuracy_cv": "CV of accuracy (%)", "accuracy_cv_low": "CV of accuracy, 95% low (%)", "accuracy_cv_high": "CV of accuracy, 95% high (%)",
     "ece_cv": "CV of ECE (%)", "ece_cv_low": "CV of ECE, 95% low (%)", "ece_cv_high": "CV of ECE, 95% high (%)",
 }  # fmt: skip
-P_VALUES = {"p_value": "p-value", "delta_p_value": "p-value (delta vs chance)", "cochran_p": "Cochran's Q p-value"}
+P_VALUES = {"p_value": "p-value", "delta_p_value": "p-value (delta vs chance)", "cochran_p": "Cochran's Q p-value (chi-square)",
+            "cochran_permutation_p": "Cochran's Q p-value (permutation)"}
 
 
 @dataclass(frozen=True)

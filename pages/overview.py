@@ -24,8 +24,10 @@ else:
     verdict = "Beyond chance" if top["beyond_chance"] else "Within chance"
     of_k = f"the largest of {top['k_entries']} model x dataset deltas" if top["k_entries"] > 1 else "the only model x dataset delta"
     st.markdown(f"#### {results.headline_sentence(top, strong=lambda text: f'**{text}**')}", help=NULL_HELP)
+    st.caption(results.verdict_power(top))
     columns = st.columns(4)
-    columns[0].metric("Verdict", verdict, help=f"p = {top['p_value']:.3f} for {of_k}, against the largest of {top['k_entries']} shuffled deltas")
+    columns[0].metric("Verdict", verdict, help=f"p = {top['p_value']:.3f}: {results.verdict_power(top)} The delta itself against the largest of "
+                                               f"{top['k_entries']} shuffled deltas ({of_k}): p = {top['delta_p_value']:.3f}.")  # fmt: skip
     columns[1].metric("Largest worst-to-best delta", points(top["delta"], n), help=f"worst {top['worst_date']}, best {top['best_date']}; percentage points")
     columns[2].metric(f"Chance alone (largest of {top['k_entries']}, 95% ≤)", points(top["null_upper"], n), help=NULL_HELP)
     if top["reorder_dataset"] is not None:

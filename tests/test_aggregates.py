@@ -134,7 +134,12 @@ def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
     pd.testing.assert_frame_equal(tables["run_to_run"], inference.run_to_run(frame), check_exact=False, rtol=1e-12)
     assert set(tables["factors"]["factor"]) >= {"date", "precision"} and len(tables["significance"]) == 6  # every graded entry
     metrics, _ = unit_sums.condition_metrics(demo, sums)
-    assert explorer.headline(str(demo.root), fingerprint) == inference.headline(oracles.significance_rows(frame), metrics)
+    headline = explorer.headline(str(demo.root), fingerprint)
+    expected = inference.headline(oracles.significance_rows(frame), metrics)
+    assert {key: value for key, value in headline.items() if not key.startswith("power")} == expected
+    top = inference.graded(frame)
+    top = top[(top["entry"] == expected["entry"]) & (top["dataset"] == expected["dataset"]) & (top["factor"] == "date")]
+    assert headline["power"] == inference.power(inference.outcome_matrices(top, "condition_key")[1], headline["power_effect"])
     chosen = sorted(metrics.loc[metrics["dataset"] == "mmlu", "entry"].unique())
     selection = explorer.Selection(tuple(chosen), "mmlu", pd.Timestamp("2024-01-01"), pd.Timestamp("2024-12-31"))
     for metric in ("accuracy", "ece"):

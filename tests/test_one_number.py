@@ -196,11 +196,13 @@ def test_export_refuses_a_bad_target_in_one_line(store, tmp_path):
 
 
 def test_the_headline_is_one_sentence_on_the_page_in_summary_and_in_the_report(page, layer, store, tmp_path):
-    sentence = results.headline_sentence(layer.headline())
-    assert sentence.startswith("Within chance (p = 0.965)")
-    shown = next(m.value for m in page("pages/overview.py").markdown if m.value.startswith("####"))
-    assert shown.removeprefix("#### ").replace("**", "") == sentence
+    sentence, power = results.headline_sentence(layer.headline()), results.verdict_power(layer.headline())
+    assert sentence.startswith("Within chance (p = 1.000)")  # Cochran's Q by permutation, min-p over the 6 entries
+    assert power.startswith("p from Cochran's Q by permutation over the 6 entries (min-p). With 20 questions x 366 dates this test finds a 5 pp")
+    overview = page("pages/overview.py")
+    shown = next(m.value for m in overview.markdown if m.value.startswith("####"))
+    assert shown.removeprefix("#### ").replace("**", "") == sentence and power in [caption.value for caption in overview.caption]
     printed = run_cli("summary", "--store", str(store))
-    assert printed.returncode == 0 and printed.stdout.splitlines()[0] == sentence
+    assert printed.returncode == 0 and printed.stdout.splitlines()[:2] == [sentence, power]
     assert run_cli("report", "--store", str(store), "--out", str(tmp_path / "report")).returncode == 0
-    assert html.escape(sentence) in (tmp_path / "report" / "index.html").read_text()
+    assert html.escape(sentence) in (tmp_path / "report" / "index.html").read_text() and html.escape(power) in (tmp_path / "report" / "index.html").read_text()

@@ -167,6 +167,28 @@ def test_the_headline_test_holds_its_level_where_picking_the_largest_does_not():
     assert family <= 6 and naive >= 10, (naive, family)  # measured: 12 vs 3 of 60
 
 
+def test_the_verdict_min_p_holds_its_level_where_the_smallest_of_k_does_not():
+    """The verdict (Cochran's Q by permutation over K = 7 null entries): the smallest entry's p below 5% far more often
+    than 5%; the min-p family p-value (Westfall-Young) not."""
+    naive = family = 0
+    for trial in range(60):
+        rows = [inference.significance("e", "d", _synthetic(12, 30, seed=100 * trial + entry), 100) for entry in range(7)]
+        naive += min(row["cochran_permutation_p"] for row in rows) < 0.05
+        family += inference.smallest_p([row["spread_observed"] for row in rows], [row["spread_draws"] for row in rows]) < 0.05
+    assert family <= 6 and naive >= 10, (naive, family)
+
+
+def test_smallest_p_equals_a_plain_loop():
+    rng = np.random.default_rng(3)
+    draws = [rng.integers(0, 50, 200) for _ in range(4)]
+    observed = [40, 10, 45, 30]
+    shuffled = np.random.default_rng(0)
+    paired = [shuffled.permutation(d.astype(float))[:200] for d in draws]
+    own = min((1 + sum(x >= o for x in d)) / (len(d) + 1) for o, d in zip(observed, draws))
+    null = [min(sum(x >= d[b] for x in d) / len(d) for d in paired) for b in range(200)]
+    assert inference.smallest_p(observed, draws) == pytest.approx((1 + sum(value <= own for value in null)) / 201)
+
+
 def test_corpus_band_equals_resampling_the_segments_in_a_loop():
     """BLEU's per-date interval: each resample's corpus score from the resampled segments' statistics, as a loop."""
     from dateeval.tasks.translation import score_from_stats, segment_stats

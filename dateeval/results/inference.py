@@ -248,15 +248,53 @@ def spread(counts: np.ndarray) -> np.ndarray:
     return counts.shape[-1] * np.sum(counts**2, axis=-1) - np.sum(counts, axis=-1) ** 2
 
 
-def null_tests(correct: np.ndarray, n_perm: int, seed: int = 0) -> tuple[np.ndarray, float]:
-    """The worst-to-best deltas chance alone gives (:func:`null_draws`, the same draws) and, from the same shuffles, the
-    permutation p-value of Cochran's Q (:func:`spread`)."""
+def null_tests(correct: np.ndarray, n_perm: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+    """From one set of shuffles: the worst-to-best deltas chance alone gives (:func:`null_draws`, the same draws), and
+    Cochran's Q as a permutation statistic: its draws and its observed value (:func:`spread`)."""
     correct = np.asarray(correct) > 0.5
     counts = _shuffled_counts(correct, n_perm, np.random.default_rng(seed))
     right = correct.sum(0)
     observed = correct[:, (right > 0) & (right < correct.shape[0])].sum(1)  # the items shuffling moves, as the draws count them
-    p_value = float((1 + np.sum(spread(counts) >= spread(observed))) / (n_perm + 1))
-    return np.ptp(counts, axis=1) / correct.shape[1], p_value
+    return np.ptp(counts, axis=1) / correct.shape[1], spread(counts), int(spread(observed))
+
+
+def permutation_p(observed: float, draws: np.ndarray) -> float:
+    """The permutation p-value (1 + draws at least as large) / (draws + 1): exact size under the null."""
+    return float((1 + np.sum(np.asarray(draws) >= observed)) / (len(draws) + 1))
+
+
+def smallest_p(observed: Sequence[float], draws: Sequence[np.ndarray], seed: int = 0) -> float:
+    """The smallest of K entries' permutation p-values, against the smallest of K under the null (Westfall & Young's
+    min-p): the family-wise p-value of "the date moves at least one entry".
+
+    Each null draw's own p-value is its rank among its entry's draws; entries' draws are paired at random (as
+    :func:`largest_of` does) and the minimum taken across entries, draw by draw.
+    """
+    rng = np.random.default_rng(seed)
+    size = min(len(d) for d in draws)
+    smallest = min(permutation_p(value, d) for value, d in zip(observed, draws))
+    null = np.ones(size)
+    for d in draws:
+        d = rng.permutation(np.asarray(d, dtype=float))[:size]
+        at_least = len(d) - np.searchsorted(np.sort(d), d, side="left")  # draws >= each draw, itself included
+        null = np.minimum(null, at_least / len(d))
+    return float((1 + np.sum(null <= smallest)) / (size + 1))
+
+
+def power(correct: np.ndarray, effect: float = 0.05, n_sims: int = 100, n_perm: int = 100, seed: int = 0) -> float:
+    """How often the verdict's test (Cochran's Q by permutation, 5%) finds a planted date effect of ``effect`` on
+    these questions and dates: each question keeps its own rate (its share right over the dates), the dates' rates are
+    moved by an even spread over +-``effect`` / 2 (in random order), and outcomes are drawn from those rates."""
+    rng = np.random.default_rng(seed)
+    correct = np.asarray(correct, dtype=float)
+    rates, n_dates = correct.mean(0), correct.shape[0]
+    found = 0
+    for _ in range(n_sims):
+        shift = rng.permutation(np.linspace(-effect / 2, effect / 2, n_dates))
+        drawn = rng.random(correct.shape) < np.clip(rates[None, :] + shift[:, None], 0, 1)
+        _, draws, observed = null_tests(drawn, n_perm, int(rng.integers(1 << 31)))
+        found += permutation_p(observed, draws) < 0.05
+    return found / n_sims
 
 
 def against(observed: float, draws: np.ndarray, level: float = 0.95) -> dict[str, float]:
@@ -376,17 +414,17 @@ def run_to_run(frame: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["entry", "dataset", "runs", "accuracy_cv", "max_confidence_difference", "prediction_changes"])
 
 
-SIGNIFICANCE_COLUMNS = ["entry", "dataset", "n_dates", "n_items", "delta", "null_median", "null_upper", "p_value", "exceeds_chance",
-                        "cochran_q", "cochran_p", "cochran_permutation_p"]  # fmt: skip
+SIGNIFICANCE_COLUMNS = ["entry", "dataset", "n_dates", "n_items", "delta", "null_median", "null_upper", "p_value", "cochran_q", "cochran_p",
+                        "cochran_permutation_p", "exceeds_chance"]  # fmt: skip
 
 
 def significance(entry: str, dataset: str, correct: np.ndarray, n_perm: int) -> dict:
     """One entry's row of ``date_significance`` (a test oracle) from its dates x items outcome matrix (by condition key)."""
-    draws, cochran_permutation = null_tests(correct, n_perm)
-    band, q = against(float(np.ptp(correct.mean(1))), draws), cochran_q(correct)
+    draws, spreads, observed = null_tests(correct, n_perm)
+    band, q, permuted = against(float(np.ptp(correct.mean(1))), draws), cochran_q(correct), permutation_p(observed, spreads)
     return {"entry": entry, "dataset": dataset, "n_dates": correct.shape[0], "n_items": correct.shape[1], **band,
-            "exceeds_chance": band["p_value"] < 0.05, "cochran_q": q["q"], "cochran_p": q["p_value"], "cochran_permutation_p": cochran_permutation,
-            "null_draws": draws.tolist()}  # fmt: skip
+            "exceeds_chance": permuted < 0.05, "cochran_q": q["q"], "cochran_p": q["p_value"], "cochran_permutation_p": permuted,
+            "null_draws": draws.tolist(), "spread_observed": observed, "spread_draws": spreads.tolist()}  # fmt: skip
 
 
 def resample_weights(n_items: int, n_boot: int, seed: int = 0) -> np.ndarray:
@@ -448,9 +486,11 @@ def corpus_band(entry: str, dates: list, stats: np.ndarray, metric: str, n_boot:
 
 
 def headline(significance: pd.DataFrame, metrics: pd.DataFrame) -> dict | None:
-    """The finding of a store in numbers: its largest worst-to-best accuracy delta over the K graded entries,
-    tested against the null of the largest of K (:func:`largest_of`), and how often two dates rank the
-    entries differently.
+    """The finding of a store in numbers: the verdict, whether the date moves any of the K graded entries (Cochran's
+    Q by permutation, family-wise by :func:`smallest_p`: the most powerful of the tests measured in
+    ``docs/coverage.md``, with exact size); its largest worst-to-best accuracy delta with what the largest of K
+    shuffled deltas gives (:func:`largest_of`, and that delta's own p-value); how often two dates rank the entries
+    differently.
 
     ``significance`` holds :func:`significance` rows (with their ``null_draws``) of every entry with two or more
     dates. None when there is none.
@@ -461,9 +501,10 @@ def headline(significance: pd.DataFrame, metrics: pd.DataFrame) -> dict | None:
     summary = summarize(metrics)
     dates = summary[(summary["entry"] == top["entry"]) & (summary["dataset"] == top["dataset"])].iloc[0]
     family = largest_of(significance["delta"].tolist(), significance["null_draws"].tolist())
+    verdict = smallest_p(significance["spread_observed"].tolist(), significance["spread_draws"].tolist())
     out = {"entry": top["entry"], "dataset": top["dataset"], "delta": family["delta"], "n_dates": int(top["n_dates"]), "n_items": int(top["n_items"]),
-           "k_entries": len(significance), "null_median": family["null_median"], "null_upper": family["null_upper"], "p_value": family["p_value"],
-           "beyond_chance": family["p_value"] < 0.05, "entry_null_upper": top["null_upper"], "entry_p_value": top["p_value"],
+           "k_entries": len(significance), "null_median": family["null_median"], "null_upper": family["null_upper"], "p_value": verdict,
+           "beyond_chance": verdict < 0.05, "delta_p_value": family["p_value"], "entry_null_upper": top["null_upper"], "entry_p_value": top["p_value"],
            "worst_date": dates.get("accuracy_worst_date"), "best_date": dates.get("accuracy_best_date"), "reorder": float("nan"), "reorder_dataset": None}  # fmt: skip
     entries = metrics[metrics["factor"] == "date"].groupby("dataset")["entry"].nunique()
     if len(entries) and entries.max() >= 2:

@@ -30,6 +30,8 @@ from dateeval.store import Store, StoreProblems
 
 # Permutations of the date's null band and resamples of Table 5's intervals (the explorer's, the same on every page).
 N_PERM, N_BOOT = 200, 100
+# The planted date effect whose detection rate the verdict states ("finds a 5 pp date effect N% of the time").
+POWER_EFFECT = 0.05
 # Entries whose matrices one view holds at once (each is tens of MB at paper scale).
 HELD_ENTRIES = 6
 
@@ -117,13 +119,17 @@ class Results:
         return stored.rows(self.store, name, label, self.entry_units(entry, dataset), (entry, dataset, *view, *constants), compute)
 
     def headline(self) -> dict | None:
-        """The store's finding (kept): the largest worst-to-best accuracy delta over its graded entries, tested
-        against the null of the largest of them, and leaderboard reordering (``inference.headline``)."""
+        """The store's finding (kept): the verdict over its graded entries, the largest worst-to-best accuracy delta
+        against the null of the largest of them, leaderboard reordering (``inference.headline``), and how often the
+        verdict's test finds a 5 pp date effect on the top entry's questions and dates (``inference.power``)."""
         from dateeval.results import inference
 
         def compute() -> list[dict]:
             found = inference.headline(self.significance_table(), self.metrics)
-            return [] if found is None else [found]
+            if found is None:
+                return []
+            correct = self.matrices(found["entry"], found["dataset"], None, "condition_key")[1]  # its date sweep, as its significance
+            return [{**found, "power_effect": POWER_EFFECT, "power": inference.power(correct, POWER_EFFECT)}]
 
         found = stored.rows(self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (N_PERM,), compute)
         return found[0] if found else None
@@ -133,7 +139,7 @@ class Results:
         from dateeval.results import inference
 
         rows = [self.significance(entry, dataset, period) for entry, dataset in self._dated_entries(period)]
-        return pd.DataFrame(rows, columns=[*inference.SIGNIFICANCE_COLUMNS, "null_draws"])
+        return pd.DataFrame(rows, columns=[*inference.SIGNIFICANCE_COLUMNS, "null_draws", "spread_observed", "spread_draws"])
 
     def _dated(self, period: Period | None) -> pd.DataFrame:
         """The sums of graded date conditions in ``period`` (all of them without one)."""
@@ -154,7 +160,8 @@ class Results:
         if table.empty:
             return table
         extra = self.significance_table(period).rename(columns={"p_value": "delta_p_value", "null_upper": "delta_null_upper", "null_median": "delta_null_median"})
-        keep = ["entry", "dataset", "delta_null_median", "delta_null_upper", "delta_p_value", "exceeds_chance", "cochran_q", "cochran_p"]
+        keep = ["entry", "dataset", "delta_null_median", "delta_null_upper", "delta_p_value", "cochran_q", "cochran_p", "cochran_permutation_p",
+                "exceeds_chance"]  # fmt: skip
         return table.merge(extra[keep], on=["entry", "dataset"], how="left")
 
     def table7(self, dataset: str | None = None) -> pd.DataFrame:
@@ -391,6 +398,17 @@ def headline_sentence(top: dict | None, strong: Callable[[str], str] = str) -> s
     return (f"{verdict} (p = {top['p_value']:.3f}): changing only the date moves {METRICS['accuracy'].name_on(top['dataset'])} of "
             f"{strong(top['entry'])} on {strong(top['dataset'])} by up to {strong(points(top['delta'], n))} ({of_k}, {n} questions x "
             f"{top['n_dates']} dates); chance alone gives up to {points(top['null_upper'], n)} in 95% of shuffles.")  # fmt: skip
+
+
+def verdict_power(top: dict | None) -> str:
+    """The verdict's test and how often it finds a real date effect here: the line under the headline (empty
+    where there is no verdict)."""
+    if top is None or top["delta"] == 0:
+        return ""
+    tested = f"Cochran's Q by permutation over the {top['k_entries']} entries (min-p)" if top["k_entries"] > 1 else "Cochran's Q by permutation"
+    return (f"p from {tested}. With {int(top['n_items'])} questions x {top['n_dates']} dates this test finds a "
+            f"{100 * top['power_effect']:.0f} pp date effect {100 * top['power']:.0f}% of the time (simulated on these questions; "
+            f"docs/coverage.md).")  # fmt: skip
 
 
 def _records(table: pd.DataFrame) -> list[dict]:
