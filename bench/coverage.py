@@ -103,7 +103,7 @@ def test_rejections(n_items: int, n_dates: int, rate: float, effect: float, reps
     """How often the verdict's two tests reject at 5%: size when ``effect`` is 0, power against a planted date effect
     whose true worst-to-best range is ``effect`` (the dates' rates spread evenly over it, in shuffled order)."""
     rng = np.random.default_rng(seed)
-    delta = cochran = permuted = 0
+    delta = cochran = permuted = left = 0
     for _ in range(reps):
         shift = rng.permutation(np.linspace(-effect / 2, effect / 2, n_dates)) if effect else None
         correct, _ = simulate(rng, n_dates, n_items, rate, scenario, shift)
@@ -111,8 +111,10 @@ def test_rejections(n_items: int, n_dates: int, rate: float, effect: float, reps
         delta += found["p_value"] < 0.05
         cochran += found["cochran_p"] < 0.05
         permuted += found["cochran_permutation_p"] < 0.05
+        left += np.abs(correct.mean(1) - found["mean_accuracy"]).max() > found["chance_half_width"] + 1e-12
     return {"items": n_items, "dates": n_dates, "rate": rate, "effect_pp": 100 * effect, "delta_permutation": delta / reps,
-            "cochran_q_chi2": cochran / reps, "cochran_q_permutation": permuted / reps, "se_at_5pct": se(0.05, reps)}  # fmt: skip
+            "cochran_q_chi2": cochran / reps, "cochran_q_permutation": permuted / reps, "leaves_chance_band": left / reps,
+            "se_at_5pct": se(0.05, reps)}  # fmt: skip
 
 
 def _table(rows: list[dict], fmt: dict[str, str] | None = None) -> str:
@@ -153,7 +155,8 @@ def main() -> None:
         + _table(robust_rows)
         + "\n## The verdict's tests (Overview, Factors, `summary`): `inference.significance`\n\n"
         f"Rejections at 5% of the worst-to-best delta's permutation test ({N_PERM} permutations, as the explorer), of Cochran's "
-        "Q by its chi-square approximation and of Cochran's Q as a permutation statistic (the same shuffles), on data with no date part (items differ, sd 0.5; each answer varies at random, sd 0.6; probit scale) at a 30% rate; `effect_pp` 0 is the size, the others the power against a planted date "
+        "Q by its chi-square approximation and of Cochran's Q as a permutation statistic (the same shuffles), and how often a "
+        "date's accuracy leaves the Curves page's chance band (`chance_half_width`: simultaneous over the dates), on data with no date part (items differ, sd 0.5; each answer varies at random, sd 0.6; probit scale) at a 30% rate; `effect_pp` 0 is the size, the others the power against a planted date "
         "effect whose true worst-to-best range is that many points. The verdict (Overview, `summary`, the report) uses "
         "Cochran's Q by permutation, family-wise over the K entries by min-p: its size is exact, and where the three differ "
         "(many dates) it finds a real date effect far more often than the worst-to-best delta does; with 2 dates the two "

@@ -39,7 +39,7 @@ def _layout(figure: go.Figure, title: str, y_title: str, x_title: str = "Date", 
 
 
 def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: int = 1, default_dates: dict[str, pd.Timestamp] | None = None,
-           dataset: str = "", band: pd.DataFrame | None = None) -> go.Figure:  # fmt: skip
+           dataset: str = "", band: pd.DataFrame | None = None, chance: pd.DataFrame | None = None) -> go.Figure:  # fmt: skip
     """Metric against date, one line per entry (paper Figures 2, 11-13).
 
     Worst and best dates are marked (none on a flat line); each entry's
@@ -47,7 +47,9 @@ def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: i
     plot would print over each other); ``rolling`` > 1 adds a centred mean
     over that many calendar days (not points: on monthly data a 7-day mean
     is the value itself); ``band`` (entry, date, low, high) shades a 95%
-    interval per date.
+    interval per date; ``chance`` (entry, low, high) draws each entry's chance
+    band as two dotted lines over its dates: where the date has no effect,
+    the whole line stays between them in 95% of shuffles.
     """
     figure = go.Figure()
     spec = METRICS[metric]
@@ -65,6 +67,8 @@ def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: i
             figure.add_trace(go.Scatter(x=group["date"], y=mean.to_numpy(), mode="lines", name=f"{entry} ({rolling}-day mean)",
                                         line={"width": 3, "color": colour}))  # fmt: skip
         _extremes(figure, group, values, spec.higher_is_better, entry, colour)
+        if chance is not None and len(chance[chance["entry"] == entry]) and len(group):
+            _chance(figure, chance[chance["entry"] == entry].iloc[0], group["date"], spec.scale, entry, colour)
         baseline = baselines[(baselines["entry"] == entry) & (baselines["date_mode"] == "none")]
         if len(baseline) and len(group):
             level = spec.shown(float(baseline[metric].iloc[0]))
@@ -90,6 +94,15 @@ def _band(figure: go.Figure, band: pd.DataFrame, scale: float, entry: str, colou
                                 legendgroup=f"{entry} band"))  # fmt: skip
     figure.add_trace(go.Scatter(x=band["date"], y=scale * band["low"], mode="lines", line={"width": 0}, fill="tonexty", opacity=0.2,
                                 fillcolor=_transparent(colour), name=f"{entry}: 95% interval", hoverinfo="skip", legendgroup=f"{entry} band"))  # fmt: skip
+
+
+def _chance(figure: go.Figure, row: pd.Series, dates: pd.Series, scale: float, entry: str, colour: str) -> None:
+    """An entry's chance band: its lower and upper edge as dotted lines over its dates, one legend entry for both."""
+    for edge, shown in (("low", True), ("high", False)):
+        level = scale * float(row[edge])
+        figure.add_trace(go.Scatter(x=[dates.min(), dates.max()], y=[level, level], mode="lines", line={"dash": "dot", "color": colour, "width": 1},
+                                    name=f"{entry}: chance band (no date effect)", legendgroup=f"{entry} chance", showlegend=shown,
+                                    hovertemplate=f"chance band {edge}: {level:.2f}<extra></extra>"))  # fmt: skip
 
 
 def _transparent(colour: str, alpha: float = 0.18) -> str:

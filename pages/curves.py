@@ -14,8 +14,10 @@ explorer.intro(
     "says it is that day; the shaded band is a 95% interval for that day's score over the question population (exact "
     "Clopper-Pearson for rates, bootstrap over questions for ECE, BLEU and chrF): it says how sure one date's number is, not "
     "whether the date matters. Triangles mark each model's best and worst date; dashed lines are the same model with no date "
-    "at all (the paper's recommended mitigation). Whether the date matters is the permutation test's question: the table "
-    "below gives each delta with what chance alone gives (shuffling each question's answers across the dates)."
+    "at all (the paper's recommended mitigation). Whether the date matters is the permutation test's question: for "
+    "accuracy the dotted lines are each model's chance band (shuffling each question's answers across the dates, the date "
+    "having no effect, keeps the whole line between them 95% of the time), and the table below gives each delta with what "
+    "chance alone gives."
 )
 frame, chosen, selection = explorer.page_data()
 dated = descriptive.dated(chosen)
@@ -34,6 +36,7 @@ show_band = right.toggle("95% interval per date (over questions)", value=True,
                               "score of the resampled segments' summed statistics (paired bootstrap).")  # fmt: skip
 store = explorer.current_store()
 band = explorer.bands(str(store.root), store.fingerprint(), selection, metric) if show_band else None
+chance = explorer.chance_bands(str(store.root), store.fingerprint(), selection) if metric == "accuracy" else None
 defaults = explorer.template_default_dates(selection)
 everything = explorer.store_metrics()
 others = sorted(set(everything.loc[everything[metric].notna(), "dataset"]) - {selection.dataset})
@@ -45,7 +48,8 @@ if overlay != "(none)":
     tag = lambda table, name: table.assign(entry=table["entry"] + " · " + name)  # noqa: E731
     dated, chosen = pd.concat([tag(dated, selection.dataset), tag(dated_extra, overlay)]), pd.concat([tag(chosen, selection.dataset), tag(extra, overlay)])
     band = tag(band, selection.dataset) if band is not None else None
-figure = plots.curves(dated, metric, chosen, rolling=rolling, default_dates=defaults, dataset=selection.dataset, band=band)
+    chance = tag(chance, selection.dataset) if chance is not None else None
+figure = plots.curves(dated, metric, chosen, rolling=rolling, default_dates=defaults, dataset=selection.dataset, band=band, chance=chance)
 clicked = st.plotly_chart(figure, width="stretch", config=plots.CHART_CONFIG, on_select="rerun", selection_mode="points", key="curve_click")
 picked = [point for point in (clicked.selection.points if clicked else []) if point.get("customdata")]
 if picked:  # a point on an entry's line: that date's questions on Flips, and the prompt on that date

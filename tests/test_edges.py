@@ -159,7 +159,7 @@ def test_the_null_band_p_value_agrees_with_exact_enumeration():
         found = inference.against(float(np.ptp(correct.mean(1))), inference.null_draws(correct, n_perm, seed=1))["p_value"]
         assert abs(found - exact) <= 4 * math.sqrt(exact * (1 - exact) / n_perm) + 2 / n_perm, (correct, found, exact)
         exact_q = _exact_null_p(correct, lambda m: _cochran_by_loops(m))  # Cochran's Q as a permutation statistic
-        _, draws, observed = inference.null_tests(correct, n_perm, seed=1)
+        _, draws, observed, _ = inference.null_tests(correct, n_perm, seed=1)
         found_q = inference.permutation_p(observed, draws)
         assert abs(found_q - exact_q) <= 4 * math.sqrt(exact_q * (1 - exact_q) / n_perm) + 2 / n_perm, (correct, found_q, exact_q)
 

@@ -163,6 +163,18 @@ def test_the_leaderboard_and_overview_count_reorders_exactly_and_ties_apart(page
     assert layer.headline()["reorder_count"] == 8019 and layer.headline()["reorder_defined"] == 18721
 
 
+def test_curves_draw_each_models_chance_band_from_its_significance(page, layer):
+    """Issue 23 §2: the yardstick for the date is the permutation band, drawn; the per-date band says so."""
+    at = page("pages/curves.py", dataset="mmlu")
+    figure = json.loads(at.get("plotly_chart")[0].proto.spec)
+    lines = [trace for trace in figure["data"] if "chance band" in str(trace.get("name"))]
+    found = layer.significance("smollm2-135m (float32, cpu)", "mmlu")
+    edges = sorted(trace["y"][0] for trace in lines if trace["name"] == "smollm2-135m (float32, cpu): chance band (no date effect)")
+    expected = [100 * (found["mean_accuracy"] - found["chance_half_width"]), 100 * (found["mean_accuracy"] + found["chance_half_width"])]
+    assert edges == pytest.approx(expected) and found["chance_half_width"] > 0
+    assert len(lines) == 6 and "Whether the date matters is the permutation test" in " ".join(c.value for c in at.caption)
+
+
 def test_factors_on_translation_says_what_does_not_apply(page):
     at = page("pages/factors.py", dataset="wmt16_en_de")
     shown = " ".join(info.value for info in at.info)

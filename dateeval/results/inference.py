@@ -248,14 +248,26 @@ def spread(counts: np.ndarray) -> np.ndarray:
     return counts.shape[-1] * np.sum(counts**2, axis=-1) - np.sum(counts, axis=-1) ** 2
 
 
-def null_tests(correct: np.ndarray, n_perm: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
-    """From one set of shuffles: the worst-to-best deltas chance alone gives (:func:`null_draws`, the same draws), and
-    Cochran's Q as a permutation statistic: its draws and its observed value (:func:`spread`)."""
+def null_tests(correct: np.ndarray, n_perm: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """From one set of shuffles: the worst-to-best deltas chance alone gives (:func:`null_draws`, the same draws);
+    Cochran's Q as a permutation statistic, its draws and its observed value (:func:`spread`); and the chance band's
+    half-width (:func:`envelope`)."""
     correct = np.asarray(correct) > 0.5
     counts = _shuffled_counts(correct, n_perm, np.random.default_rng(seed))
     right = correct.sum(0)
     observed = correct[:, (right > 0) & (right < correct.shape[0])].sum(1)  # the items shuffling moves, as the draws count them
-    return np.ptp(counts, axis=1) / correct.shape[1], spread(counts), int(spread(observed))
+    return np.ptp(counts, axis=1) / correct.shape[1], spread(counts), int(spread(observed)), envelope(counts, correct.shape[1])
+
+
+def envelope(counts: np.ndarray, n_items: int, level: float = 0.95) -> float:
+    """The half-width of the chance band drawn on Curves: with the date having no effect, every date's accuracy lies
+    within the mean +- this in ``level`` of the shuffles (a simultaneous band over all the dates, the yardstick for
+    "does the line leave it"). Shuffles keep the total right, so the mean over dates is the observed one."""
+    counts = np.asarray(counts, dtype=float)
+    if counts.size == 0:
+        return 0.0
+    deviation = np.abs(counts - counts.mean(1, keepdims=True)).max(1) / n_items
+    return float(np.quantile(deviation, level))
 
 
 def permutation_p(observed: float, draws: np.ndarray) -> float:
@@ -292,7 +304,7 @@ def power(correct: np.ndarray, effect: float = 0.05, n_sims: int = 100, n_perm: 
     for _ in range(n_sims):
         shift = rng.permutation(np.linspace(-effect / 2, effect / 2, n_dates))
         drawn = rng.random(correct.shape) < np.clip(rates[None, :] + shift[:, None], 0, 1)
-        _, draws, observed = null_tests(drawn, n_perm, int(rng.integers(1 << 31)))
+        _, draws, observed, _ = null_tests(drawn, n_perm, int(rng.integers(1 << 31)))
         found += permutation_p(observed, draws) < 0.05
     return found / n_sims
 
@@ -420,10 +432,11 @@ SIGNIFICANCE_COLUMNS = ["entry", "dataset", "n_dates", "n_items", "delta", "null
 
 def significance(entry: str, dataset: str, correct: np.ndarray, n_perm: int) -> dict:
     """One entry's row of ``date_significance`` (a test oracle) from its dates x items outcome matrix (by condition key)."""
-    draws, spreads, observed = null_tests(correct, n_perm)
+    draws, spreads, observed, half_width = null_tests(correct, n_perm)
     band, q, permuted = against(float(np.ptp(correct.mean(1))), draws), cochran_q(correct), permutation_p(observed, spreads)
     return {"entry": entry, "dataset": dataset, "n_dates": correct.shape[0], "n_items": correct.shape[1], **band,
             "exceeds_chance": permuted < 0.05, "cochran_q": q["q"], "cochran_p": q["p_value"], "cochran_permutation_p": permuted,
+            "mean_accuracy": float(correct.mean()), "chance_half_width": half_width,
             "null_draws": draws.tolist(), "spread_observed": observed, "spread_draws": spreads.tolist()}  # fmt: skip
 
 

@@ -138,15 +138,16 @@ class Results:
         """``inference.significance`` of every graded entry with two or more dates in ``period`` (kept), with its null draws."""
         from dateeval.results import inference
 
-        rows = [self.significance(entry, dataset, period) for entry, dataset in self._dated_entries(period)]
-        return pd.DataFrame(rows, columns=[*inference.SIGNIFICANCE_COLUMNS, "null_draws", "spread_observed", "spread_draws"])
+        rows = [self.significance(entry, dataset, period) for entry, dataset in self.dated_entries(period)]
+        return pd.DataFrame(rows, columns=[*inference.SIGNIFICANCE_COLUMNS, "mean_accuracy", "chance_half_width", "null_draws", "spread_observed",
+                                           "spread_draws"])  # fmt: skip
 
     def _dated(self, period: Period | None) -> pd.DataFrame:
         """The sums of graded date conditions in ``period`` (all of them without one)."""
         dated = self.sums[(self.sums["factor"] == "date") & (self.sums["n_graded"] > 0)]
         return dated if period is None else dated[period.holds(dated["date"])]
 
-    def _dated_entries(self, period: Period | None = None) -> list[tuple[str, str]]:
+    def dated_entries(self, period: Period | None = None) -> list[tuple[str, str]]:
         """(entry, dataset) of every graded entry with two or more dates in ``period``, sorted: the one place that decides
         which entries have a date effect to test (null band, headline, Table 7, the robust number)."""
         counts = self._dated(period).groupby(["entry", "dataset"], sort=True)["condition_key"].nunique()
@@ -167,7 +168,7 @@ class Results:
     def table7(self, dataset: str | None = None) -> pd.DataFrame:
         """Table 7 (confidence of answers that stay vs change with the date) over each entry's whole stored range."""
         parts = [self._flip_table(entry, name, *descriptive.date_range(self.metrics, name), "table7")
-                 for entry, name in self._dated_entries() if dataset in (None, name)]  # fmt: skip
+                 for entry, name in self.dated_entries() if dataset in (None, name)]  # fmt: skip
         parts = [part for part in parts if len(part)]
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=item_matrices.TABLE7_COLUMNS)
 
@@ -291,7 +292,7 @@ class Results:
         return found[0] if found else None
 
     def _robust_rows(self, dataset: str, period: Period | None, entries: Sequence[str] | None) -> list[dict]:
-        rows = [self.robust_entry(entry, dataset, period) for entry, name in self._dated_entries(period)
+        rows = [self.robust_entry(entry, dataset, period) for entry, name in self.dated_entries(period)
                 if name == dataset and (entries is None or entry in entries)]  # fmt: skip
         return [row for row in rows if row is not None]
 
@@ -344,7 +345,7 @@ class Results:
         graded = self.sums[self.sums["n_graded"] > 0]
         for (entry, dataset), part in graded.groupby(["entry", "dataset"], sort=True):
             factors += self.factors(entry, dataset, part[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True))
-        return factors, [self.significance(entry, dataset) for entry, dataset in self._dated_entries()]
+        return factors, [self.significance(entry, dataset) for entry, dataset in self.dated_entries()]
 
     def statistics(self) -> dict[str, pd.DataFrame]:
         """Table 5, the date effect against chance, run-to-run variation and Table 3, for the whole store.
@@ -432,7 +433,7 @@ def keep(store: Store) -> list[str]:
             for metric in dataset_metrics(part):  # the Curves page's bands of every metric the entry has
                 view.band(entry, dataset, metric)
             view.flips(entry, dataset, *descriptive.date_range(view.metrics, dataset))
-        for dataset in sorted({dataset for _, dataset in view._dated_entries()}):
+        for dataset in sorted({dataset for _, dataset in view.dated_entries()}):
             view.robust(dataset)  # What to report: each entry's two-way bootstrap, seconds at paper scale
     except (DateEvalError, OSError) as error:
         return [f"the store's statistics were not kept ({error}); the explorer computes them when first shown"]
