@@ -84,6 +84,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     from dateeval.models import DEFAULT_MODEL
     from dateeval.prompting import POSITIONS
     from dateeval.tasks import dataset_help
+    from dateeval.tasks.base import FEWSHOT_FORMATS
 
     run = commands.add_parser("run", help="score datasets under every date (and baseline) condition")
     run.add_argument("--model", action="append", help=f"model name, Hub id, folder or .gguf; or BACKEND:SPEC such as vllm:PATH or "
@@ -91,6 +92,10 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--backend", choices=sorted(BACKENDS), help="backend for models that do not name one (default transformers)")
     run.add_argument("--dataset", action="append", help=dataset_help())
     run.add_argument("--shots", type=_integer(0), default=0, help="few-shot exemplars for every dataset that has them (paper Table 4 uses 5)")
+    run.add_argument("--fewshot-format", action="append", choices=FEWSHOT_FORMATS,
+                     help="how exemplars reach the model: single-turn (all in the user message; dateeval's tasks' default) or multi-turn "
+                          "(a user and an assistant turn each, as lm-eval's --fewshot_as_multiturn; lm-eval tasks' default); repeat it "
+                          "to sweep both, stored as NAME and NAME_multiturn (or NAME_singleturn), a factor beside the date")  # fmt: skip
     run.add_argument("--data-dir", help="folder with the benchmarks' original files (offline); default: the Hugging Face Hub")
     run.add_argument("--subjects", help="MMLU subjects, comma-separated")
     run.add_argument("--limit", type=int, help="first N items (after --sample)")
@@ -297,12 +302,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from dateeval.prompting import DateInjection
     from dateeval.store import Store
     from dateeval.sweep import Sweep, SweepSpec
-    from dateeval.tasks import GenerationOptions, resolve, sources, takes_subjects, with_shots
+    from dateeval.tasks import GenerationOptions, resolve, sources, takes_subjects, with_fewshot_format, with_shots
 
     if not args.dataset:
         raise DateEvalError("give at least one --dataset (e.g. --dataset arc_challenge)")
     # A file or spec is registered here under its stored name; workers register the same files (``sources``).
-    datasets = tuple(with_shots(resolve(name, args.data_dir), args.shots) for name in _described(args))
+    named = [with_shots(resolve(name, args.data_dir), args.shots) for name in _described(args)]
+    datasets = tuple(dict.fromkeys(with_fewshot_format(name, fewshot) for name in named for fewshot in (args.fewshot_format or [None])))
     subjects = tuple(s.strip() for s in args.subjects.split(",") if s.strip()) if args.subjects else ()
     # In a sweep with MMLU, subjects select within MMLU and the other datasets take the rest of the subset;
     # without MMLU they would select nothing, so that is refused rather than ignored.

@@ -378,6 +378,12 @@ def about_demo(metrics: pd.DataFrame) -> None:
         )
 
 
+@st.cache_data(max_entries=4)
+def fewshot_formats(root: str, fingerprint: tuple) -> pd.DataFrame:
+    """The date effect under each few-shot format (``Results.fewshot_formats``, cached)."""
+    return _view(root, fingerprint)[0].fewshot_formats()
+
+
 @st.cache_data(show_spinner="Shuffling answers across the dates...", max_entries=16)
 def chance_bands(root: str, fingerprint: tuple, selection: Selection) -> pd.DataFrame:
     """Per entry of the selection, over its selected dates: the band within which chance alone keeps every date's

@@ -308,7 +308,7 @@ PLAIN = {
     "entry": "Model", "dataset": "Dataset", "n_items": "Items", "n_dates": "Dates", "task_key": "Task settings",
     "n_correct": "Dates right", "n_wrong": "Dates wrong", "changes": "Answer changes", "n_predictions": "Distinct answers",
     "consistent": "Same answer every date", "answer": "Correct answer", "item_id": "Question", "mean_score": "Mean sentence chrF",
-    "levels": "Levels", "factor": "Factor", "spearman": "Spearman ρ", "pearson": "Pearson r", "cochran_q": "Cochran's Q",
+    "levels": "Levels", "factor": "Factor", "format": "Few-shot format", "spearman": "Spearman ρ", "pearson": "Pearson r", "cochran_q": "Cochran's Q",
     "runs": "Runs", "prediction_changes": "Answer changes", "exceeds_chance": "Date effect beyond chance (Q, permutation)", "accuracy_cv_meaningful": "CV meaningful (mean not near 0)", "n_inconsistent": "Inconsistent items",
     "comparison": "Comparison", "a": "A", "b": "B", "statistic": "Statistic", "yours": "Yours", "the_paper": "The paper's",
     "where": "Where in the paper", "the_paper_says": "The paper says", "dates": "Dates sampled", "delta_ratio": "Delta ratio", "cv_ratio": "CV ratio",

@@ -35,6 +35,13 @@ else:
     st.plotly_chart(figure, width="stretch", config=plots.CHART_CONFIG)
     st.download_button("Download figure (HTML)", figure.to_html(include_plotlyjs="cdn"), "factors.html", "text/html")
     explorer.show_table(factors.drop(columns=["dataset"]), dataset)
+formats = explorer.fewshot_formats(str(store.root), store.fingerprint())
+formats = formats[formats["dataset"] == dataset]
+if len(formats):
+    st.subheader("The date effect under each few-shot format (paper §5.4)")
+    st.caption("The same model and exemplars, the exemplars in the one user message (single-turn) or as conversation turns "
+               "(multi-turn, as lm-eval builds them with a chat template): does the format change how much the date moves the score?")
+    explorer.show_table(formats.drop(columns=["dataset"]), dataset)
 st.subheader("The date's delta against chance")
 significance = tables["significance"][tables["significance"]["dataset"] == dataset]
 st.caption(

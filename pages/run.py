@@ -1,6 +1,7 @@
 """Run: start a date sweep from the browser; it runs in the background and resumes from the store."""
 
 import datetime as dt
+from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
@@ -18,7 +19,8 @@ from dateeval.ray_executor import RayExecutor
 from dateeval.runner import BackgroundSweep
 from dateeval.store import Store
 from dateeval.sweep import LocalExecutor, SweepSpec
-from dateeval.tasks import BENCHMARKS, GenerationOptions, TaskName, parse_name, sources
+from dateeval.tasks import BENCHMARKS, GenerationOptions, TaskName, parse_name, sources, with_fewshot_format
+from dateeval.tasks.base import FEWSHOT_FORMATS
 
 BACKEND_CHOICES = {"transformers": "transformers (in process)", "vllm": "vLLM (offline engine)", "openai": "OpenAI-compatible endpoint"}
 DATE_CONTROL = {
@@ -35,13 +37,13 @@ def model_spec(backend: str, model: str, endpoint: str) -> str:
     return {"transformers": model, "vllm": f"vllm:{model}", "openai": f"openai:{endpoint}#{model}"}[backend]
 
 
-def dataset_name(own: list, builtin: str, cot: bool, shots: int) -> str:
-    """The stored name of the dataset to run, with the chain-of-thought and few-shot choices: an uploaded dataset (kept
-    in the store once every row is checked) goes before the Dataset box."""
+def dataset_name(own: list, builtin: str, cot: bool, shots: int, fewshot_format: str | None = None) -> str:
+    """The stored name of the dataset to run, with the chain-of-thought, few-shot and few-shot format choices (None: the
+    dataset's own format): an uploaded dataset (kept in the store once every row is checked) goes before the Dataset box."""
     if not own:
-        return str(TaskName(builtin, cot, shots))
+        return with_fewshot_format(str(TaskName(builtin, cot, shots)), fewshot_format)
     parsed = parse_name(uploads.keep([uploads.Upload(file.name, file.getvalue()) for file in own], explorer.results_store()))
-    return str(parse_name(str(TaskName(parsed.base, parsed.cot or cot, parsed.shots or shots))))
+    return with_fewshot_format(str(parse_name(str(replace(parsed, cot=parsed.cot or cot, shots=parsed.shots or shots)))), fewshot_format)
 
 
 st.title("Run a date sweep")
@@ -73,6 +75,10 @@ with st.form("sweep"):
     with st.expander("Prompting: chain of thought, few-shot, generation length"):
         cot = st.checkbox("Chain of thought (multiple-choice datasets: the model reasons, then 'The answer is X.')")
         shots = st.number_input("Few-shot exemplars (MMLU, ARC, GSM8K; the paper's Table 4 uses 5)", min_value=0, max_value=8, value=0)
+        fewshot_format = st.selectbox("Few-shot format", [None, *FEWSHOT_FORMATS], key="fewshot_format",
+                                      format_func=lambda chosen: "the dataset's own (single-turn; lm-eval tasks: multi-turn)" if chosen is None else chosen,
+                                      help="single-turn: every exemplar in the one user message; multi-turn: each exemplar a user and an "
+                                           "assistant turn, as lm-eval builds it with a chat template (--fewshot_as_multiturn)")  # fmt: skip
         max_new_tokens = st.number_input("Longest reply in tokens (0: the task's default)", min_value=0, value=0)
         sampling = st.checkbox("Sample with the model's temperature/top-p and a fixed seed (default: greedy)")
     with st.expander("Where it runs: backend (transformers, vLLM, an OpenAI-compatible endpoint) and executor (here, or a Ray cluster)"):
@@ -98,7 +104,7 @@ if submitted:
         st.warning("A sweep started in this tab is still running: cancel it below first.")
     else:
         try:
-            name = dataset_name(own, dataset, cot, int(shots))
+            name = dataset_name(own, dataset, cot, int(shots), fewshot_format)
             spec = SweepSpec(
                 models=(model_spec(backend, model.strip(), endpoint.strip()),),
                 datasets=(name,),

@@ -154,17 +154,46 @@ def test_few_shot_exemplars_are_lm_evals_and_the_same_under_every_date(tmp_path,
 
     arc = _choice_yaml(tmp_path, data_dir)
     name = resolve(f"lmeval:{arc}")
-    task = build_task(f"{name}_2shot")
     first, second = expand([dt.date(2024, 1, 1), dt.date(2024, 6, 1)])[:2]
-    messages = task.prompt(task.items[0], first).messages
-    assert messages == task.prompt(task.items[0], second).messages  # the date is added by the template, later
-    assert messages[0] == {"role": "system", "content": DEFAULT_SYSTEM_PROMPT} and messages[1]["content"].count("Question:") == 3
+    for suffix, multiturn in (("_2shot_singleturn", False), ("_2shot", True)):  # lm-eval's CLI: multi-turn with a chat template
+        task = build_task(f"{name}{suffix}")
+        assert task.dataset == f"{name}{suffix}" and task.multiturn == multiturn
+        messages = task.prompt(task.items[0], first).messages
+        assert messages == task.prompt(task.items[0], second).messages  # the date is added by the template, later
+        assert messages[0] == {"role": "system", "content": DEFAULT_SYSTEM_PROMPT}
+        assert [m["role"] for m in messages[1:]] == (["user", "assistant"] * 2 + ["user"] if multiturn else ["user"])
+        assert sum(m["content"].count("Question:") for m in messages) == 3
+        lm_task = task.lm_task
+        lm_task.set_fewshot_seed(seed=1234)
+        theirs = lm_task.fewshot_context(lm_task.eval_docs[0], 2, system_instruction=DEFAULT_SYSTEM_PROMPT, apply_chat_template=True,
+                                         fewshot_as_multiturn=multiturn, chat_template=lambda history, add_generation_prompt=True: json.dumps(history))  # fmt: skip
+        assert json.loads(theirs) == messages
 
-    lm_task = task.lm_task
-    lm_task.set_fewshot_seed(seed=1234)
-    theirs = lm_task.fewshot_context(lm_task.eval_docs[0], 2, system_instruction=DEFAULT_SYSTEM_PROMPT, apply_chat_template=True,
-                                     chat_template=lambda history, add_generation_prompt=True: json.dumps(history))  # fmt: skip
-    assert json.loads(theirs) == messages
+
+def test_multi_turn_few_shot_scores_as_lm_evals_own_run(tmp_path, data_dir):
+    """lm-eval's CLI turns --fewshot_as_multiturn on with --apply_chat_template: dateeval's lm-eval tasks default to it,
+    and a 2-shot sweep's per-choice log-likelihoods equal lm-eval's own multi-turn run to 1e-5 (float32)."""
+    from lm_eval import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    from dateeval.models import converted_gguf_dir
+    from dateeval.models import resolve as resolve_model
+
+    arc = _choice_yaml(tmp_path, data_dir)
+    ran = run_cli("run", "--dataset", f"lmeval:{arc}", "--shots", "2", "--no-date", "--dates", "2024-02-29", "--dtype", "float32", "--batch-size", "1",
+                  "--limit", "6", "--store", str(tmp_path / "store"))  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    frame, _ = Store(tmp_path / "store").read()
+    assert set(frame["dataset"]) == {"lmeval_arc_local_2shot"}
+    ours = frame[frame["date_mode"] == "none"].set_index("item_id")
+    theirs = simple_evaluate(
+        model="hf", model_args={"pretrained": str(converted_gguf_dir(resolve_model("smollm2-135m"))), "dtype": "float32", "device": "cpu"},
+        tasks=["arc_local"], task_manager=TaskManager(include_defaults=False, include_path=str(tmp_path)), apply_chat_template=True,
+        fewshot_as_multiturn=True, num_fewshot=2, system_instruction=DEFAULT_SYSTEM_PROMPT, log_samples=True, batch_size=1, limit=6,
+    )  # fmt: skip
+    for sample in theirs["samples"]["arc_local"]:
+        expected = [float(resp[0][0]) for resp in sample["resps"]]
+        assert ours.loc[str(sample["doc_id"]), "choice_logprobs"] == pytest.approx(expected, abs=1e-5), sample["doc_id"]
 
 
 @pytest.mark.parametrize(

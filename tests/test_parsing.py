@@ -69,9 +69,10 @@ def test_gsm8k_reference(data_dir):
 
 def test_cot_prompt_asks_for_the_parseable_ending():
     from dateeval.data.items import MCItem
-    from dateeval.tasks.mcqa import cot_user_message
+    from dateeval.tasks.mcqa import cot_parts
 
-    text = cot_user_message(MCItem("q", "What is 2+2?", ("3", "4"), 1, "arithmetic"))
+    lead, _, question = cot_parts(MCItem("q", "What is 2+2?", ("3", "4"), 1, "arithmetic"))
+    text = lead + question
     assert "The answer is X." in text and "A. 3\nB. 4" in text and "about arithmetic" in text
 
 

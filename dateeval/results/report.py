@@ -92,6 +92,9 @@ def paper_tables(results: Results) -> tuple[dict[str, pd.DataFrame], dict[str, s
         tables["Table 5: coefficient of variation per factor"] = factors
     else:
         missing["Table 5 (other factors)"] = "add `--batch-sizes 1,8,32 --option-orders 5 --system-prompts paper --dtype float32 --dtype bfloat16`"
+    formats = results.fewshot_formats()
+    if len(formats):
+        tables["Table 4 (§5.4): the date effect under each few-shot format"] = formats
     tables["Table 7: confidence of consistent vs inconsistent predictions"] = results.table7()
     determinism = statistics["run_to_run"]
     if len(determinism):

@@ -165,6 +165,30 @@ class Results:
                 "exceeds_chance"]  # fmt: skip
         return table.merge(extra[keep], on=["entry", "dataset"], how="left")
 
+    def fewshot_formats(self, period: Period | None = None) -> pd.DataFrame:
+        """The date effect under each few-shot format, side by side (paper §5.4 asks whether few-shot helps): every
+        entry swept on a dataset in both formats (stored as NAME and NAME_multiturn, or NAME_singleturn for lm-eval's
+        tasks), with each format's mean accuracy, worst-to-best delta, what chance gives for it and the verdict's p."""
+        from dateeval.tasks.base import MULTI_TURN, SINGLE_TURN
+
+        columns = ["entry", "dataset", "format", "n_items", "n_dates", "accuracy_mean", "accuracy_delta", "delta_null_upper",
+                   "cochran_permutation_p", "exceeds_chance"]  # fmt: skip
+        summary = self.summary(period)
+        if summary.empty:
+            return pd.DataFrame(columns=columns)
+        names = set(summary["dataset"])
+        rows = []
+        for suffix, named, other in (("_multiturn", MULTI_TURN, SINGLE_TURN), ("_singleturn", SINGLE_TURN, MULTI_TURN)):
+            for dataset in sorted(name for name in names if name.endswith(suffix) and name.removesuffix(suffix) in names):
+                base = dataset.removesuffix(suffix)
+                pair = summary[summary["dataset"].isin([base, dataset])]
+                pair = pair.assign(format=np.where(pair["dataset"].eq(base), other, named), dataset=base)
+                both = pair.groupby("entry")["format"].transform("nunique") == 2
+                rows.append(pair[both])
+        if not rows:
+            return pd.DataFrame(columns=columns)
+        return pd.concat(rows).reindex(columns=columns).sort_values(["dataset", "entry", "format"], ignore_index=True)
+
     def table7(self, dataset: str | None = None) -> pd.DataFrame:
         """Table 7 (confidence of answers that stay vs change with the date) over each entry's whole stored range."""
         parts = [self._flip_table(entry, name, *descriptive.date_range(self.metrics, name), "table7")

@@ -1,9 +1,11 @@
 """Which task a dataset name means, and building it.
 
 Names follow one grammar, so every variant is stored and shown under its
-own name: ``<benchmark>[_cot][_<k>shot]``, e.g. ``mmlu`` (next-token MCQA),
-``mmlu_cot`` (chain-of-thought, §5.3), ``mmlu_5shot`` (Table 4),
-``gsm8k_5shot``, ``humaneval``, ``wmt16_en_de``. What ``<benchmark>`` may be,
+own name: ``<benchmark>[_cot][_<k>shot][_multiturn|_singleturn]``, e.g. ``mmlu``
+(next-token MCQA), ``mmlu_cot`` (chain-of-thought, §5.3), ``mmlu_5shot`` (Table 4),
+``mmlu_5shot_multiturn`` (its exemplars as conversation turns), ``gsm8k_5shot``,
+``humaneval``, ``wmt16_en_de``. The format suffix appears only where it is not
+the benchmark's default (single-turn for dateeval's tasks, multi-turn for lm-eval's). What ``<benchmark>`` may be,
 and what each supports, is read from the registry (:mod:`dateeval.tasks.registry`),
 where every task module registers its benchmarks; a user's own file or spec
 (:mod:`dateeval.tasks.custom`) joins it under its own name when first named.
@@ -19,22 +21,28 @@ from pathlib import Path
 from dateeval.backends.base import GenerationSettings
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
-from dateeval.tasks.base import Task
+from dateeval.tasks.base import MULTI_TURN, SINGLE_TURN, Task
 from dateeval.tasks.registry import GENERATION, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, builtin, dataset_help  # noqa: F401 - dataset_help: the CLI's
 
-_NAME = re.compile(r"(?P<base>[a-z0-9_]+?)(?P<cot>_cot)?(?:_(?P<shots>\d+)shot)?")
+_NAME = re.compile(r"(?P<base>[a-z0-9_]+?)(?P<cot>_cot)?(?:_(?P<shots>\d+)shot)?(?:_(?P<turns>multiturn|singleturn))?")
+# The few-shot format a name asks for, by its suffix.
+TURNS = {"multiturn": MULTI_TURN, "singleturn": SINGLE_TURN}
 
 
 @dataclass(frozen=True)
 class TaskName:
-    """A dataset name taken apart: the benchmark, chain-of-thought or not, and the number of exemplars."""
+    """A dataset name taken apart: the benchmark, chain-of-thought or not, the number of exemplars, and the few-shot
+    format (``multiturn`` against ``default_multiturn``, the benchmark's own; the name says it only where it differs)."""
 
     base: str
     cot: bool = False
     shots: int = 0
+    multiturn: bool = False
+    default_multiturn: bool = False
 
     def __str__(self) -> str:
-        return self.base + ("_cot" if self.cot else "") + (f"_{self.shots}shot" if self.shots else "")
+        turns = "" if self.multiturn == self.default_multiturn else "_multiturn" if self.multiturn else "_singleturn"
+        return self.base + ("_cot" if self.cot else "") + (f"_{self.shots}shot" if self.shots else "") + turns
 
 
 def parse_name(name: str) -> TaskName:
@@ -46,12 +54,15 @@ def parse_name(name: str) -> TaskName:
             "and/or _<k>shot (e.g. mmlu_cot, mmlu_5shot, gsm8k_5shot), or give a .jsonl/.csv/.parquet file, a .toml/.yaml spec "
             "or an lm-eval task (lmeval:NAME or lmeval:task.yaml)"
         )
-    parsed = TaskName(match["base"], bool(match["cot"]), int(match["shots"] or 0))
-    benchmark = REGISTRY[parsed.base]
+    benchmark = REGISTRY[match["base"]]
+    multiturn = TURNS[match["turns"]] == MULTI_TURN if match["turns"] else benchmark.multiturn
+    parsed = TaskName(match["base"], bool(match["cot"]), int(match["shots"] or 0), multiturn, benchmark.multiturn)
     if parsed.cot and not benchmark.choice:
         raise DateEvalError(f"{name}: chain-of-thought (_cot) applies to the multiple-choice datasets ({', '.join(MULTIPLE_CHOICE_BENCHMARKS)})")
-    if parsed.shots and not benchmark.few_shot:
+    if (parsed.shots or match["turns"]) and not benchmark.few_shot:
         raise DateEvalError(f"{name}: few-shot prompting is available for {', '.join(builtin(few_shot=True))} and datasets whose spec names exemplars")
+    if match["turns"] and not parsed.shots and not benchmark.multiturn:  # lm-eval's tasks may take their shots from their YAML
+        raise DateEvalError(f"{name}: a few-shot format needs exemplars: name them, e.g. {replace(parsed, shots=5)}")
     return parsed
 
 
@@ -78,6 +89,17 @@ def with_shots(name: str, shots: int) -> str:
     """The dataset name with ``shots`` exemplars (the CLI's ``--shots``); names that already say theirs keep it."""
     parsed = parse_name(name)
     return name if parsed.shots or not shots else str(replace(parsed, shots=shots))
+
+
+def with_fewshot_format(name: str, fewshot_format: str | None) -> str:
+    """The dataset name with its exemplars in ``fewshot_format`` (the CLI's ``--fewshot-format``; None: the
+    benchmark's own), said in the name only where it differs from the benchmark's default; a name that already says
+    its format, and a dataset without few-shot prompting, keep theirs."""
+    parsed = parse_name(name)
+    benchmark = REGISTRY[parsed.base]
+    if fewshot_format is None or _NAME.fullmatch(name)["turns"] or not benchmark.few_shot or not (parsed.shots or benchmark.multiturn):
+        return str(parsed)
+    return str(replace(parsed, multiturn=fewshot_format == MULTI_TURN))
 
 
 def resolve(reference: str, data_dir: str | Path | None = None) -> str:
@@ -140,13 +162,12 @@ def build_task(
     directory = Path(data_dir) if data_dir is not None else None
     if directory is not None and not directory.is_dir():
         raise DateEvalError(f"data directory {directory} does not exist")
-    name = resolve(name, directory)
-    parsed = parse_name(name)
-    benchmark = REGISTRY[parsed.base]
+    parsed = parse_name(resolve(name, directory))
+    name, benchmark = str(parsed), REGISTRY[parsed.base]  # the name results are stored under says a format only where it is not the default
     if subset.subjects and not benchmark.subjects:
         raise DateEvalError(f"--subjects applies to {', '.join(b.name for b in REGISTRY.values() if b.subjects)} only, not {name}")
-    task = benchmark.build(TaskRequest(name, parsed.cot, parsed.shots, directory, subset, generation, label_style))
-    task.subset = subset.describe()
+    task = benchmark.build(TaskRequest(name, parsed.cot, parsed.shots, directory, subset, generation, label_style, parsed.multiturn))
+    task.subset, task.multiturn = subset.describe(), parsed.multiturn
     return task
 
 

@@ -36,6 +36,31 @@ def chat(condition: Condition, user: str, shown_from: list[int] | None = None) -
     return Prompt([{"role": "system", "content": condition.system_message()}, {"role": "user", "content": user}], shown_from)
 
 
+# How solved exemplars reach the model: all in the one user message (dateeval's built-in tasks, lm-eval without a chat
+# template), or as turns of a conversation (lm-eval's --fewshot_as_multiturn, on whenever --apply_chat_template is).
+SINGLE_TURN, MULTI_TURN = "single-turn", "multi-turn"
+FEWSHOT_FORMATS = (SINGLE_TURN, MULTI_TURN)
+
+
+def few_shot_chat(condition: Condition, lead: str, shots: Sequence[tuple[str, str]], question: str, multiturn: bool,
+                  shown_from: list[int] | None = None) -> Prompt:  # fmt: skip
+    """A few-shot prompt: ``lead`` (the instruction and its blank line, or nothing), solved exemplars as (question,
+    answer) with the answer as the single-turn text continues the question (e.g. ``" A"``, ``"\nThe answer is A."``),
+    then the question.
+
+    Single-turn: one user message, each exemplar its question, answer and a blank line. Multi-turn, as lm-eval builds
+    it: each exemplar is a user turn (the first led by ``lead``) and an assistant turn holding its answer (stripped of
+    the text that joined it to the question), then the question as the last user turn. Without exemplars both are one
+    user message.
+    """
+    if not multiturn or not shots:
+        return chat(condition, lead + "".join(f"{asked}{answer}\n\n" for asked, answer in shots) + question, shown_from)
+    turns = [{"role": "system", "content": condition.system_message()}]
+    for index, (asked, answer) in enumerate(shots):
+        turns += [{"role": "user", "content": (lead if index == 0 else "") + asked}, {"role": "assistant", "content": answer.strip()}]
+    return Prompt(turns + [{"role": "user", "content": question}], shown_from)
+
+
 class Task(ABC):
     """One benchmark, as a sweep sees it. ``dataset`` is the name results are stored and shown under."""
 
@@ -43,6 +68,7 @@ class Task(ABC):
     items: Sequence[Any]
     prompt_version: str
     shots: int = 0
+    multiturn: bool = False  # exemplars as turns of a conversation (``few_shot_chat``); set by ``build_task`` from the name
     choice: bool = False  # items have lettered options (option order can be permuted)
     subset: str = "all"  # how the items were selected, recorded with every row
 
@@ -59,6 +85,11 @@ class Task(ABC):
     @abstractmethod
     def key(self) -> str:
         """Hash of every task setting that changes results: part of each stored row's identity."""
+
+    def format_parts(self) -> tuple[str, ...]:
+        """The few-shot format as part of :meth:`key` where it changes the prompt (exemplars as turns): nothing for the
+        single-turn default, so every key stored before the format was a choice stays the same."""
+        return (MULTI_TURN,) if self.multiturn and self.shots else ()
 
     @abstractmethod
     def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
@@ -106,7 +137,7 @@ class GenerationTask(Task):
     settings: GenerationSettings
 
     def key(self) -> str:
-        return settings_key(self.prompt_version, self.shots, json.dumps(asdict(self.settings), sort_keys=True))
+        return settings_key(self.prompt_version, self.shots, json.dumps(asdict(self.settings), sort_keys=True), *self.format_parts())
 
     def record(self) -> dict:
         decoding = "sample" if self.settings.sample else "greedy"

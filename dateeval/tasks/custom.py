@@ -45,7 +45,7 @@ from dateeval.data.files import read_text
 from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
 from dateeval.tasks import fewshot
-from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, settings_key
+from dateeval.tasks.base import FEWSHOT_FORMATS, MULTI_TURN, SINGLE_TURN, GenerationTask, Prompt, Task, few_shot_chat, settings_key
 from dateeval.tasks.mcqa import ChainOfThoughtTask, MCQATask, choice_task
 from dateeval.tasks.parsing import gsm8k_reference, normalize_number, parse_number
 from dateeval.tasks.registry import GENERATION, KIND_METRICS, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, register
@@ -152,14 +152,16 @@ class Spec:
     grading: Grading = field(default_factory=Grading)
     exemplars: Table | None = None
     shots: int = 0
+    multiturn: bool = False  # fewshot.format: the exemplars as conversation turns
     system_prompt: str | None = None
     instruction: str | None = None
     max_new_tokens: int | None = None
 
     @property
     def dataset(self) -> str:
-        """The name results are stored under: the stem, plus the variant its kind and shots make."""
-        return self.name + ("_cot" if self.kind == "cot" else "") + (f"_{self.shots}shot" if self.shots else "")
+        """The name results are stored under: the stem, plus the variant its kind, shots and few-shot format make."""
+        return (self.name + ("_cot" if self.kind == "cot" else "") + (f"_{self.shots}shot" if self.shots else "")
+                + ("_multiturn" if self.multiturn and self.shots else ""))  # fmt: skip
 
     def settings(self) -> dict:
         """Everything that changes results except the rows themselves (and where the files are, which does not)."""
@@ -181,8 +183,8 @@ def _stem_name(path: Path) -> str:
 def dataset_name(path: Path) -> str:
     """The name a file's dataset is stored under; a stem that makes no name, or reads as a variant suffix, is refused."""
     name = _stem_name(path)
-    if not name or re.search(r"_cot$|_\d+shot$", name):
-        problem = "gives no name" if not name else "ends like a variant (_cot, _<k>shot)"
+    if not name or re.search(r"_cot$|_\d+shot$|_(multi|single)turn$", name):
+        problem = "gives no name" if not name else "ends like a variant (_cot, _<k>shot, _multiturn, _singleturn)"
         raise DateEvalError(f"{path}: a dataset is named after its file, and its name {problem}: rename the file")
     return name
 
@@ -234,6 +236,8 @@ KEYS = (
     Key("fewshot.data", str, "a file of exemplars with the same fields (same-subject ones are preferred)", file=True),
     Key("fewshot.split", str, "the Hub split exemplars come from (a Hub dataset only)"),
     Key("fewshot.shots", int, "exemplars per question (default 0; K stores the dataset as NAME_Kshot)"),
+    Key("fewshot.format", str, f"how exemplars reach the model: {' or '.join(FEWSHOT_FORMATS)} (default {SINGLE_TURN}; "
+                               f"{MULTI_TURN} stores the dataset as NAME_Kshot_multiturn)"),
 )
 
 
@@ -413,7 +417,13 @@ def spec_from(values: dict, names: Names, name: str, base: Path, confined: bool 
         raise keys.error("max_new_tokens", f"must be 1 or more, not {max_new_tokens}")
     exemplars, shots = _fewshot(keys.table("fewshot"), table, base, confined)
     return Spec(name, table, kind, _fields(keys.table("fields")), _grading(keys.table("grading")), exemplars, shots,
-                keys.get("system_prompt", str), keys.get("instruction", str), max_new_tokens)  # fmt: skip
+                _fewshot_format(keys.table("fewshot")) == MULTI_TURN, keys.get("system_prompt", str), keys.get("instruction", str),
+                max_new_tokens)  # fmt: skip
+
+
+def _fewshot_format(keys: _Keys) -> str:
+    """``fewshot.format``, one of :data:`FEWSHOT_FORMATS` (single-turn when not given)."""
+    return keys.one_of("format", FEWSHOT_FORMATS, SINGLE_TURN)
 
 
 def _fewshot(keys: _Keys, table: Table, base: Path, confined: bool) -> tuple[Table | None, int]:
@@ -469,8 +479,8 @@ class OpenAnswerTask(GenerationTask):
 
     def prompt(self, item: TextItem, condition: Condition) -> Prompt:
         """The instruction (if any), solved exemplars as "question / Answer: reference", then the question."""
-        solved = "".join(f"{e.question}\nAnswer: {e.reference}\n\n" for e in self.exemplars.get(item.id, []))
-        return chat(condition, (f"{self.instruction}\n\n" if self.instruction else "") + solved + item.question)
+        solved = [(e.question, f"\nAnswer: {e.reference}") for e in self.exemplars.get(item.id, [])]
+        return few_shot_chat(condition, f"{self.instruction}\n\n" if self.instruction else "", solved, item.question, self.multiturn)
 
     def item_record(self, item: TextItem) -> dict:
         return {"subject": item.subject, "reference": item.reference}

@@ -13,7 +13,7 @@ from dateeval.conditions import Condition
 from dateeval.data.files import parse_jsonl, read_text, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
-from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, without_confidence
+from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, without_confidence
 from dateeval.tasks.parsing import find_number, gsm8k_reference, parse_number
 from dateeval.tasks.registry import CALIBRATED, GENERATION, TaskRequest, benchmark
 
@@ -66,12 +66,13 @@ def load_items(data_dir: Path | None = None) -> list[MathItem]:
     return unique_ids(parse_jsonl(read_text(path, "GSM8K").splitlines(), path, "GSM8K", _item), path)
 
 
-def user_message(item: MathItem, shots: int = 0) -> str:
-    """The instruction, the first ``shots`` worked exemplars (the same for every item), then the question."""
+def user_parts(item: MathItem, shots: int = 0) -> tuple[str, list[tuple[str, str]], str]:
+    """The user turn's parts (``base.few_shot_chat``): the instruction, the first ``shots`` worked exemplars (the same
+    for every item) as question and worked answer, then the question."""
     if shots > len(EXEMPLARS):
         raise DateEvalError(f"GSM8K has {len(EXEMPLARS)} fixed exemplars; {shots}-shot is not available")
-    solved = "".join(f"Question: {q}\n{solution}\nAnswer: {answer}\n\n" for q, solution, answer in EXEMPLARS[:shots])
-    return f"{INSTRUCTION}\n\n{solved}Question: {item.question}"
+    solved = [(f"Question: {q}", f"\n{solution}\nAnswer: {answer}") for q, solution, answer in EXEMPLARS[:shots]]
+    return f"{INSTRUCTION}\n\n", solved, f"Question: {item.question}"
 
 
 def grade(output: str, item: MathItem) -> tuple[Decimal | None, bool]:
@@ -88,10 +89,10 @@ class GSM8KTask(GenerationTask):
 
     def __init__(self, dataset: str, items: list[MathItem], shots: int = 0, settings: GenerationSettings = SETTINGS) -> None:
         self.dataset, self.items, self.shots, self.settings = dataset, items, shots, settings
-        user_message(items[0], shots)  # fail early on an impossible shot count
+        user_parts(items[0], shots)  # fail early on an impossible shot count
 
     def prompt(self, item: MathItem, condition: Condition) -> Prompt:
-        return chat(condition, user_message(item, self.shots))
+        return few_shot_chat(condition, *user_parts(item, self.shots), self.multiturn)
 
     def item_record(self, item: MathItem) -> dict:
         return {"reference": str(item.reference)}

@@ -158,7 +158,7 @@ def register_source(reference: str) -> str:
     source = _source(reference)
     task = load_task(source)
     name = dataset_name(task)
-    register(Benchmark(name, SUPPORTED[task.OUTPUT_TYPE], functools.partial(_build, source), few_shot=True, source=source,
+    register(Benchmark(name, SUPPORTED[task.OUTPUT_TYPE], functools.partial(_build, source), few_shot=True, multiturn=True, source=source,
                        metrics=KIND_METRICS[KINDS[task.OUTPUT_TYPE]]))  # fmt: skip
     return name
 
@@ -181,8 +181,9 @@ def find(folder: Path | None, name: str) -> str | None:
 # ---------------------------------------------------------------- building
 
 
-def _messages_of(task, doc: dict, shots: int) -> tuple[dict, ...]:
-    """The chat lm-eval builds for ``doc`` with ``--apply_chat_template``: its template callback is handed the messages,
+def _messages_of(task, doc: dict, shots: int, multiturn: bool) -> tuple[dict, ...]:
+    """The chat lm-eval builds for ``doc`` with ``--apply_chat_template`` (and ``--fewshot_as_multiturn`` where
+    ``multiturn``, as lm-eval's CLI sets it with a chat template): its template callback is handed the messages,
     which are what dateeval renders (a prefilled reply, ``gen_prefix``, is refused: dateeval renders a new turn)."""
     captured: list[tuple[dict, ...]] = []
 
@@ -192,20 +193,21 @@ def _messages_of(task, doc: dict, shots: int) -> tuple[dict, ...]:
         captured.append(tuple(dict(message) for message in messages))
         return ""
 
-    context = task.fewshot_context(doc, shots, system_instruction=_SYSTEM, apply_chat_template=True, chat_template=capture)
+    context = task.fewshot_context(doc, shots, system_instruction=_SYSTEM, apply_chat_template=True, fewshot_as_multiturn=multiturn and shots > 0,
+                                   chat_template=capture)  # fmt: skip
     if isinstance(context, list):
         raise DateEvalError("it gives several contexts per document (multiple inputs): not supported yet")
     return captured[0]
 
 
-def _documents(task, shots: int, target: str) -> list[Document]:
+def _documents(task, shots: int, multiturn: bool, target: str) -> list[Document]:
     """Every evaluation document with its messages, exemplars drawn in document order from lm-eval's fewshot seed."""
     if shots:
         task.set_fewshot_seed(seed=1234)  # lm-eval's default --fewshot_random_seed
     documents = []
     try:
         for index, doc in enumerate(task.eval_docs):
-            documents.append(Document(str(index), doc, _messages_of(task, doc, shots)))
+            documents.append(Document(str(index), doc, _messages_of(task, doc, shots, multiturn)))
     except Exception as error:  # noqa: BLE001 - a template or field error in the user's task
         problem = str(error) if isinstance(error, DateEvalError) else f"{type(error).__name__}: {error}"
         raise DateEvalError(f"lm-eval task {target}, document {len(documents)}: {problem}") from None
@@ -229,7 +231,7 @@ def _build(source: str, request: TaskRequest) -> Task:
         raise DateEvalError(f"{request.name}: _cot does not apply to lm-eval tasks (the task's own prompt is run)")
     task = load_task(source)
     shots = request.shots or int(task.config.num_fewshot or 0)
-    documents = request.subset.select(_documents(task, shots, target), request.name)
+    documents = request.subset.select(_documents(task, shots, request.multiturn, target), request.name)
     kind = LMEvalChoiceTask if task.OUTPUT_TYPE == "multiple_choice" else LMEvalGenerationTask
     return kind(request.name, task, documents, shots, _content_key(task, shots), request)
 
@@ -312,7 +314,7 @@ class LMEvalChoiceTask(_LMEval, Task):
             raise DateEvalError(f"{self.dataset} scores each choice's log-likelihood after the rendered prompt, which backend {backend.name} cannot give")
 
     def key(self) -> str:
-        return settings_key(PROMPT_VERSION, self.shots, self.content_key)
+        return settings_key(PROMPT_VERSION, self.shots, self.content_key, *self.format_parts())
 
     def record(self) -> dict:
         return {**super().record(), "label_variant": "loglikelihood"}

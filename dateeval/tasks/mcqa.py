@@ -22,7 +22,7 @@ from dateeval.data import SOURCES, Source, load_exemplars, load_items
 from dateeval.data.items import LABELS, MCItem
 from dateeval.errors import DateEvalError
 from dateeval.tasks import fewshot
-from dateeval.tasks.base import GenerationTask, Prompt, Task, chat, prompt_lengths, settings_key, without_confidence
+from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, prompt_lengths, settings_key, without_confidence
 from dateeval.tasks.parsing import find_choice, parse_choice
 from dateeval.tasks.registry import CALIBRATED, MULTIPLE_CHOICE, Benchmark, TaskRequest, register
 
@@ -44,21 +44,22 @@ def _question(item: MCItem) -> str:
     return f"{item.question}\n{options}"
 
 
-def user_message(item: MCItem, exemplars: Sequence[MCItem] = ()) -> str:
-    """The user turn: instruction, solved exemplars (few-shot), the question, lettered options, and ``Answer:``."""
-    shots = "".join(f"{_question(e)}\nAnswer: {LABELS[e.answer]}\n\n" for e in exemplars)
-    return f"{INSTRUCTION.format(about=_about(item))}\n\n{shots}{_question(item)}\nAnswer:"
+def scored_parts(item: MCItem, exemplars: Sequence[MCItem] = ()) -> tuple[str, list[tuple[str, str]], str]:
+    """The user turn's parts (``base.few_shot_chat``): the instruction, the solved exemplars (question, ``" X"``), the
+    question with its lettered options and ``Answer:``."""
+    shots = [(f"{_question(e)}\nAnswer:", f" {LABELS[e.answer]}") for e in exemplars]
+    return f"{INSTRUCTION.format(about=_about(item))}\n\n", shots, f"{_question(item)}\nAnswer:"
 
 
-def cot_user_message(item: MCItem, exemplars: Sequence[MCItem] = ()) -> str:
+def cot_parts(item: MCItem, exemplars: Sequence[MCItem] = ()) -> tuple[str, list[tuple[str, str]], str]:
     """Chain-of-thought variant (paper Figure 7); the reply is parsed with ``parsing.parse_choice``.
 
     Exemplars show the expected ending ("The answer is X.") only: the
     benchmarks ship no reasoning chains, and invented ones would be a
     confound of their own.
     """
-    shots = "".join(f"{_question(e)}\nThe answer is {LABELS[e.answer]}.\n\n" for e in exemplars)
-    return f"{COT_INSTRUCTION.format(about=_about(item))}\n\n{shots}{_question(item)}"
+    shots = [(_question(e), f"\nThe answer is {LABELS[e.answer]}.") for e in exemplars]
+    return f"{COT_INSTRUCTION.format(about=_about(item))}\n\n", shots, _question(item)
 
 
 def _check_order(item: MCItem, order: int) -> None:
@@ -202,7 +203,7 @@ class MCQATask(_Choice, Task):
 
     def prompt(self, item: MCItem, condition: Condition) -> Prompt:
         shown, shown_from, exemplars = self.shown(item, condition)
-        return chat(condition, user_message(shown, exemplars), shown_from)
+        return few_shot_chat(condition, *scored_parts(shown, exemplars), self.multiturn, shown_from)
 
     def prepare(self, backend: Backend) -> None:
         if not backend.supports(LABEL_LOGPROBS):
@@ -211,7 +212,7 @@ class MCQATask(_Choice, Task):
 
     def key(self) -> str:
         # Zero-shot keeps the first release's key, so existing stores stay valid.
-        return self.labels.key if not self.shots else settings_key(self.labels.key, self.shots)
+        return self.labels.key if not self.shots else settings_key(self.labels.key, self.shots, *self.format_parts())
 
     def record(self) -> dict:
         return {**super().record(), "label_variant": self.labels.variant}
@@ -289,7 +290,7 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
 
     def prompt(self, item: MCItem, condition: Condition) -> Prompt:
         shown, shown_from, exemplars = self.shown(item, condition)
-        return chat(condition, cot_user_message(shown, exemplars), shown_from)
+        return few_shot_chat(condition, *cot_parts(shown, exemplars), self.multiturn, shown_from)
 
     def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
         """The last "The answer is X" (shown letter), mapped back to the original option; unparseable is wrong."""

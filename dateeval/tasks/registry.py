@@ -46,6 +46,7 @@ class TaskRequest:
     subset: Subset
     generation: GenerationOptions
     label_style: str
+    multiturn: bool = False  # exemplars as conversation turns (the name's ``_multiturn``, or the benchmark's default)
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ class Benchmark:
     family: str
     build: Callable[[TaskRequest], Task]
     few_shot: bool = False
+    multiturn: bool = False  # the default few-shot format: single-turn for dateeval's tasks, multi-turn for lm-eval's (as its CLI)
     subjects: bool = False  # --subjects selects within it (MMLU)
     source: str | None = None  # the user's file or spec, for a custom dataset
     metrics: tuple[str, ...] = ACCURACY  # keys of metrics.METRICS its rows support (as Inspect's @scorer(metrics=...))
