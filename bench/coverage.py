@@ -117,6 +117,13 @@ def test_rejections(n_items: int, n_dates: int, rate: float, effect: float, reps
             "se_at_5pct": se(0.05, reps)}  # fmt: skip
 
 
+def _short(rows: list[dict], columns: tuple[str, ...], keys: tuple[str, ...], reps: int) -> str:
+    """The cells where a coverage falls below nominal by more than 2 Monte-Carlo standard errors, in words."""
+    limit = 0.95 - 2 * se(0.95, reps)
+    found = [f"{column} {row[column]:.3f} at " + ", ".join(f"{key} {row[key]}" for key in keys) for row in rows for column in columns if row[column] < limit]
+    return ("**Short of 0.95 (below 0.95 − 2 SE = " + f"{limit:.3f}):** " + "; ".join(found) + ".\n\n") if found else f"No cell below 0.95 − 2 SE ({limit:.3f}).\n\n"
+
+
 def _table(rows: list[dict], fmt: dict[str, str] | None = None) -> str:
     frame = pd.DataFrame(rows)
     fmt = fmt or {}
@@ -146,12 +153,16 @@ def main() -> None:
         "## Per-date band of a rate (Curves): exact Clopper-Pearson, `inference.date_band`\n\n"
         "Every date's true rate is `rate`; 12 dates per store. `percentile_bootstrap` is the band the page drew before "
         "(200 resamples over questions), kept here as the baseline: it collapses to [0, 0] when a date has no right answer.\n\n"
+        + _short(bands, ("coverage",), ("items", "rate"), reps * 12)
         + _table(bands)
         + "\n## The date-robust interval (What to report, `robust`): `robust.entry_statistics`\n\n"
         "`korn_graubard`: the printed [low, high] (Clopper-Pearson at the effective sample size the variance components give, "
         "Satterthwaite df). `two_way_bootstrap`: the percentile two-way bootstrap (Owen 2007, 1,000 resamples) it replaced, kept "
         "as a cross-check in `--json`. `anova_normal`: score ± `anova_half_width`, the normal approximation of the planning "
         "table's predicted widths and of 'the questions alone'.\n\n"
+        + _short(robust_rows, ("korn_graubard",), ("scenario", "items", "dates", "rate"), reps)
+        + "Where it is short (many dates, few questions, a skewed spread of question difficulty near a low rate) the What to "
+        "report page and `robust` say so beside the sentence.\n\n"
         + _table(robust_rows)
         + "\n## The verdict's tests (Overview, Factors, `summary`): `inference.significance`\n\n"
         f"Rejections at 5% of the worst-to-best delta's permutation test ({N_PERM} permutations, as the explorer), of Cochran's "

@@ -246,7 +246,8 @@ def test_a_reference_the_grader_cannot_compare_is_named(tmp_path):
 def test_bad_yaml_and_names(tmp_path):
     assert "is not valid YAML (line 2): mapping values are not allowed here" in _error(_spec(tmp_path, "data: rows.jsonl\nkind: mcqa: cot\n", ".yaml"))
     assert "expected a mapping of keys" in _error(_spec(tmp_path, "- a list\n", ".yml"))
-    assert "ends like a variant (_cot, _<k>shot): rename the file" in _error(_jsonl(tmp_path / "quiz_cot.jsonl", ROWS))
+    assert "ends like a variant (_cot, _<k>shot, _multiturn, _singleturn): rename the file" in _error(_jsonl(tmp_path / "quiz_cot.jsonl", ROWS))
+    assert "ends like a variant" in _error(_jsonl(tmp_path / "quiz_multiturn.jsonl", ROWS))
     assert "dataset name 'mmlu' of" in _error(_jsonl(tmp_path / "mmlu.jsonl", ROWS)) and "is already taken by a built-in benchmark" in _error(tmp_path / "mmlu.jsonl")
     assert "dataset file" in _error(tmp_path / "absent.csv") and "does not exist" in _error(tmp_path / "absent.csv")
 

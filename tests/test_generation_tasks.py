@@ -13,7 +13,7 @@ def test_gsm8k_items_and_grading(data_dir):
     items = gsm8k.load_items(data_dir)
     assert len(items) == 1319 and len({i.id for i in items}) == 1319
     first = items[0]
-    assert first.reference == Decimal("18") and "Janet" in gsm8k.user_message(first)
+    assert first.reference == Decimal("18") and "Janet" in gsm8k.user_parts(first)[2]
     assert gsm8k.grade("16 - 3 - 4 = 9 eggs, 9 * 2 = 18.\nAnswer: $18", first) == (Decimal("18"), True)
     assert gsm8k.grade("Answer: 17", first) == (Decimal("17"), False)
     assert gsm8k.grade("I don't know.", first) == (None, False)
