@@ -170,6 +170,11 @@ def missing(value: object) -> bool:
     return value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value))
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 question``, ``2 questions``: a count with its noun in the right number."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def percent(value: object) -> str:
     """A rate or share in [0, 1] as a percentage with two decimals (``-`` when missing)."""
     return "-" if missing(value) else f"{100 * float(value):.2f}%"
@@ -341,7 +346,8 @@ class Column:
         if self.kind == "p":
             return f"{float(value):.3f}"
         if self.kind in ("percent", "points", "number"):
-            return f"{self.scale * float(value):.2f}"
+            text = f"{self.scale * float(value):.2f}"
+            return text.removeprefix("-") if float(text) == 0 else text  # a value that rounds to 0 is "0.00", never "-0.00"
         return str(value)
 
 
@@ -379,6 +385,8 @@ def for_display(table: pd.DataFrame, dataset: str = "") -> pd.DataFrame:
         spec = column(name, dataset)
         if spec.scale != 1.0 and out[name].dtype.kind in "fiu":
             out[name] = out[name].astype(float) * spec.scale
+        if out[name].dtype.kind == "f":  # what rounds to 0 at the digits shown is 0, never "-0.00"
+            out[name] = out[name].mask(out[name].round(3 if spec.kind == "p" else 2) == 0, 0.0)
     return out.rename(columns={name: column(name, dataset).label for name in table.columns})
 
 

@@ -27,7 +27,7 @@ def _layout(figure: go.Figure, title: str, y_title: str, x_title: str = "Date", 
     side = traces > 6
     figure.update_layout(
         title=title, xaxis_title=x_title, yaxis_title=y_title, hovermode="x unified", template="plotly_white",
-        legend={"orientation": "v", "x": 1.02, "y": 1} if side else {"orientation": "h", "y": -0.2}, margin={"t": 60, "b": 40},
+        legend={"orientation": "v", "x": 1.02, "y": 1} if side else {"orientation": "h", "y": -0.25, "yanchor": "top"}, margin={"t": 60, "b": 40},
         hoverlabel={"namelength": -1},  # full entry names: "smollm2-135m (bfloat16, cpu)" and "(float32, cpu)" differ at the end
     )  # fmt: skip
     if x_title == "Date":
@@ -122,12 +122,17 @@ def _extremes(figure: go.Figure, group: pd.DataFrame, values: pd.Series, higher_
 
 
 def bump(ranked: pd.DataFrame) -> go.Figure:
-    """Rank of each entry on each date (Figure 1b as a bump chart); rank 1 at the top."""
+    """Rank of each entry on each date (Figure 1b as a bump chart); rank 1 at the top. Entries that tie share a rank, so
+    each line is drawn a little off its rank (a fixed offset per entry, within +-0.2) to keep tied lines side by side
+    instead of one hiding the others; the hover gives the true rank."""
     figure = go.Figure()
-    for entry, group in ranked.groupby("entry", sort=True):
-        figure.add_trace(go.Scatter(x=group["date"], y=group["rank"], mode="lines", line={"shape": "hv"}, name=entry))
+    entries = sorted(ranked["entry"].unique())
+    for index, (entry, group) in enumerate(ranked.groupby("entry", sort=True)):
+        offset = 0.0 if len(entries) == 1 else 0.4 * index / (len(entries) - 1) - 0.2
+        figure.add_trace(go.Scatter(x=group["date"], y=group["rank"] + offset, mode="lines", line={"shape": "hv"}, name=entry,
+                                    customdata=group["rank"], hovertemplate="rank %{customdata}<extra>%{fullData.name}</extra>"))  # fmt: skip
     figure.update_yaxes(autorange="reversed", dtick=1)
-    return _layout(figure, "Leaderboard position by date", "Rank (1 = best)")
+    return _layout(figure, "Leaderboard position by date (tied models drawn side by side)", "Rank (1 = best)")
 
 
 def tau_histogram(taus: pd.DataFrame) -> go.Figure:

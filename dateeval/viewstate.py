@@ -4,7 +4,9 @@ Every page widget that defines a view (store, dataset, entries, metric,
 dates, question) is keyed, seeded before it is drawn and published after:
 
 * seeded from the URL's query parameter the first time the session sees the
-  key (opening a shared link), else from what the session already chose,
+  key (opening a shared link) and whenever the URL holds a value the session
+  did not publish (a link followed inside the app, e.g. from a point on
+  Curves to its questions on Flips), else from what the session already chose,
   else from the page's default, and always to one of the current options
   (a value that is no longer offered falls back to the default);
 * published back to the URL after the widget is drawn, so the address bar
@@ -40,11 +42,16 @@ def _from_url(key: str, options: Sequence, multi: bool) -> object | None:
     return by_text.get(st.query_params[key])
 
 
+def linked(key: str) -> bool:
+    """Whether the URL holds a value for ``key`` that this session did not publish: a link was followed to this view."""
+    return key in st.query_params and st.query_params.get_all(key) != st.session_state.get(PUBLISHED, {}).get(key)
+
+
 def seed(key: str, options: Sequence, default: object, multi: bool = False) -> None:
     """Put a valid value for widget ``key`` into the session state before the widget is drawn."""
     state = st.session_state
     seen = state.setdefault("_viewstate_seen", set())
-    if key not in seen:
+    if key not in seen or linked(key):
         seen.add(key)
         from_url = _from_url(key, options, multi)
         if from_url is not None:
@@ -61,7 +68,7 @@ def seed_value(key: str, default: object, parse: Callable[[str], object]) -> Non
     """Seed a free-form widget (a date, a text, a number) from the URL the first time, else keep the session's value."""
     state = st.session_state
     seen = state.setdefault("_viewstate_seen", set())
-    if key not in seen:
+    if key not in seen or linked(key):
         seen.add(key)
         try:
             if key in st.query_params:
@@ -77,7 +84,7 @@ def seed_dates(key: str, first: dt.date, last: dt.date) -> None:
     """Seed a date-range widget (``key``) from ``from``/``to`` in the URL, clipped to the stored dates."""
     state = st.session_state
     seen = state.setdefault("_viewstate_seen", set())
-    if key not in seen:
+    if key not in seen or linked("from") or linked("to"):
         seen.add(key)
         try:
             start = dt.date.fromisoformat(st.query_params.get("from", first.isoformat()))
@@ -96,6 +103,7 @@ def publish(key: str, value: object) -> None:
     """Write a selection to the URL (lists as repeated parameters)."""
     st.session_state[kept(key)] = value
     text = [_text(item) for item in value] if isinstance(value, (list, tuple)) else _text(value)
+    st.session_state.setdefault(PUBLISHED, {})[key] = text if isinstance(text, list) else [text]
     if st.query_params.get_all(key) != (text if isinstance(text, list) else [text]):
         st.query_params[key] = text
 
@@ -104,6 +112,9 @@ def publish_dates(key: str, start: dt.date, end: dt.date) -> None:
     st.session_state[kept(key)] = (start, end)
     publish("from", start)
     publish("to", end)
+
+
+PUBLISHED = "_viewstate_published"  # what this session last wrote to the URL, per key
 
 
 def kept(key: str) -> str:

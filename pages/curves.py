@@ -56,12 +56,13 @@ if picked:  # a point on an entry's line: that date's questions on Flips, and th
     day, entry = str(picked[0]["x"])[:10], picked[0]["customdata"]
     shared = {"store": st.query_params.get("store", "demo"), "dataset": selection.dataset}
     left, right = st.columns(2)
-    left.page_link("pages/flips.py", label=f"{entry}: the questions on {day} (Flips)", icon=":material/swap_horiz:",
-                   query_params={**shared, "entry": entry, "from": day, "to": day})  # fmt: skip
+    span = {"from": f"{selection.start:%Y-%m-%d}", "to": f"{selection.end:%Y-%m-%d}"}  # a question flips between dates: the range, not one day
+    left.page_link("pages/flips.py", label=f"{entry}: the questions that flip over {span['from']}..{span['to']} (Flips)",
+                   icon=":material/swap_horiz:", query_params={**shared, **span, "entry": entry})  # fmt: skip
     right.page_link("pages/prompt.py", label=f"The prompt on {day} (Prompt)", icon=":material/search:", query_params={**shared, "first": day})
 else:
     st.caption("Click a point on a line to open that date's questions on **Flips** and its prompt on **Prompt**.")
-st.download_button("Download figure (HTML)", figure.to_html(include_plotlyjs="cdn"), f"curves-{metric}.html", "text/html")
+st.download_button("Download figure (HTML, works offline)", figure.to_html(include_plotlyjs=True), f"curves-{metric}.html", "text/html")
 explorer.downloads(explorer.item_table(selection), "per-item-per-date")
 st.subheader("Worst-to-best delta (Tables 1, 2 and 8)")
 summary = explorer.summary(str(store.root), store.fingerprint(), selection.period)

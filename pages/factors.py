@@ -33,7 +33,7 @@ else:
                 "--batch-sizes 1,8,32 --option-orders 5 --system-prompts paper --dtype float32 --dtype bfloat16 --repeat 2`.")  # fmt: skip
     figure = plots.factor_bars(factors, metric)
     st.plotly_chart(figure, width="stretch", config=plots.CHART_CONFIG)
-    st.download_button("Download figure (HTML)", figure.to_html(include_plotlyjs="cdn"), "factors.html", "text/html")
+    st.download_button("Download figure (HTML, works offline)", figure.to_html(include_plotlyjs=True), "factors.html", "text/html")
     explorer.show_table(factors.drop(columns=["dataset"]), dataset)
 formats = explorer.fewshot_formats(str(store.root), store.fingerprint())
 formats = formats[formats["dataset"] == dataset]
@@ -57,9 +57,15 @@ if len(tables["run_to_run"]):
     st.subheader("Run-to-run variation (repeats of one condition)")
     explorer.show_table(tables["run_to_run"], dataset)
 st.subheader("Is there a good date? (Table 3)")
-explorer.show_table(tables["trend"][tables["trend"]["dataset"] == dataset].drop(columns=["dataset"]), dataset)
-if len(tables["correlations"]):
-    explorer.show_table(tables["correlations"], dataset)
+trend = tables["trend"][tables["trend"]["dataset"] == dataset]
+if len(trend):
+    explorer.show_table(trend.drop(columns=["dataset"]), dataset)
+else:
+    st.caption(f"No trend of accuracy over the dates on {dataset}: it needs per-question grades on three or more dates.")
+correlations = tables["correlations"]
+correlations = correlations[correlations["a"].str.endswith(f" / {dataset}") | correlations["b"].str.endswith(f" / {dataset}")]
+if len(correlations):
+    explorer.show_table(correlations, dataset)
 st.subheader("How many dates does a budget need?")
 entries = sorted(metrics[metrics["dataset"] == dataset]["entry"].unique())
 entry = explorer.picker("Model", entries, "entry")

@@ -9,6 +9,7 @@ from dateeval import explorer, plots, viewstate
 from dateeval.errors import DateEvalError
 from dateeval.results import descriptive
 from dateeval.data.items import LABELS
+from dateeval.metrics import counted
 from dateeval.schema import GENERATION_KINDS
 
 st.title("Questions that flip with the date")
@@ -34,6 +35,8 @@ SHOW = {"changes": "Answer changes across dates", "right-wrong": "Right ↔ wron
 show = explorer.picker("Show", list(SHOW), "show", default="right-wrong" if generated else "changes", format_func=SHOW.get)
 shown = {"changes": flips[~flips["consistent"]], "right-wrong": flips[(flips["n_correct"] > 0) & (flips["n_wrong"] > 0)], "all": flips}[show]
 shown = shown.drop(columns=["entry", "dataset"]).dropna(axis=1, how="all")
+if not generated and "answer" in shown:  # a choice task's correct option by its letter, as the question shows it
+    shown = shown.assign(answer=shown["answer"].map(lambda answer: "-" if pd.isna(answer) else LABELS[int(answer)]))
 viewstate.seed_value("find", "", str)
 found = st.text_input("Find a question by its text", key="find", help="Case-insensitive; searches the benchmark's text in the sidebar's data folder.")
 viewstate.publish("find", found)
@@ -44,7 +47,7 @@ if found.strip():
         st.error(f"Question texts unavailable: {error}. Set the benchmark data folder in the sidebar.")
         texts = {}
     shown = shown[shown["item_id"].map(lambda item: found.strip().lower() in texts.get(item, "").lower())]
-st.subheader(f"{len(shown)} questions, most date-sensitive first")
+st.subheader(f"{counted(len(shown), 'question')}, most date-sensitive first")
 explorer.show_table(shown, selection.dataset)
 explorer.downloads(shown, "flips")
 if shown.empty:
@@ -52,6 +55,8 @@ if shown.empty:
 item_id = explorer.picker("Question", shown["item_id"].tolist(), "question")
 st.subheader(f"Question {item_id}")
 explorer.describe_item(selection.dataset, item_id)
+st.page_link("pages/prompt.py", label="The prompt of this question (Prompt)", icon=":material/search:",
+             query_params={"store": st.query_params.get("store", "demo"), "real_item": "True", "dataset": selection.dataset, "question": item_id})
 everything = explorer.store_metrics()
 others = sorted(set(everything.loc[everything["dataset"] == selection.dataset, "entry"]) - set(selection.entries))
 compare = explorer.picker("Side by side with", ["(none)", *others], "compare")
@@ -87,9 +92,11 @@ def option_probabilities(where, entry: str, rows: pd.DataFrame) -> None:  # noqa
     if len(probs) >= 2:
         where.plotly_chart(plots.option_lines(probs, list(LABELS[:n_options]), answer, title=entry), width="stretch", config=plots.CHART_CONFIG)
     else:
-        answers = rows[["date", "pred", "confidence", "correct"]].assign(pred=rows["pred"].map(lambda p: "-" if pd.isna(p) else LABELS[int(p)]))
+        answers = pd.DataFrame({"Date": rows["date"].astype(str), "Answer": rows["pred"].map(lambda p: "-" if pd.isna(p) else LABELS[int(p)]),
+                                "Confidence (%)": rows["confidence"].map(lambda c: "-" if pd.isna(c) else f"{100 * c:.2f}"),
+                                "Right": rows["correct"].map(lambda right: "-" if pd.isna(right) else "yes" if right else "no")})  # fmt: skip
         where.caption(f"{entry}: the answer and its confidence on each date (its options' probabilities exist only where an answer was parsed)")
-        where.dataframe(answers.rename(columns={"date": "Date", "pred": "Answer", "confidence": "Confidence", "correct": "Right"}), hide_index=True)
+        where.dataframe(answers, hide_index=True)
     where.caption(predicted(rows))
 
 

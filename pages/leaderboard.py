@@ -5,7 +5,7 @@ import streamlit as st
 
 from dateeval import explorer, plots, viewstate
 from dateeval.results import descriptive
-from dateeval.metrics import EXPLAIN, METRICS, dataset_metrics, percent
+from dateeval.metrics import EXPLAIN, METRICS, counted, dataset_metrics, percent
 
 st.title("Leaderboard by date")
 explorer.app_settings()
@@ -34,17 +34,18 @@ def board(day) -> pd.DataFrame:  # noqa: ANN001 - a date
     """The ranking on one date, scores in the metric's display unit."""
     rows = ranked[ranked["date"].dt.date == day].sort_values("rank")
     label = plots.axis_label(metric, selection.dataset)
-    return rows[["rank", "entry", metric]].assign(**{label: METRICS[metric].shown(rows[metric])})[["rank", "entry", label]].set_index("entry")
+    board = rows[["rank", "entry", metric]].assign(**{label: METRICS[metric].shown(rows[metric])})[["rank", "entry", label]]
+    return board.rename(columns={"rank": "Rank", "entry": "Model"}).set_index("Model")
 
 
 a, b = board(first), board(second)
-moved = a.index[a["rank"] != b.reindex(a.index)["rank"]]
+moved = a.index[a["Rank"] != b.reindex(a.index)["Rank"]]
 style = lambda table: table.style.format({plots.axis_label(metric, selection.dataset): "{:.2f}"}).apply(  # noqa: E731
     lambda row: ["background-color: #fff3b0" if row.name in moved else "" for _ in row], axis=1
 )
 left.dataframe(style(a), width="stretch")
 right.dataframe(style(b), width="stretch")
-st.caption(f"{len(moved)} of {len(a)} models change position between {first} and {second} (highlighted).")
+st.caption(f"{len(moved)} of {counted(len(a), 'model')} change position between {first} and {second} (highlighted).")
 sizes = list(range(1, ranked["entry"].nunique() + 1))
 viewstate.seed("top_k", sizes, min(3, sizes[-1]))
 k = st.select_slider("Top k", sizes, key="top_k", help="How many of the best entries must keep their order for two dates to count as the same top k.")

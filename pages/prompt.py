@@ -8,6 +8,7 @@ import streamlit as st
 from dateeval import explorer, plots, sent, viewstate
 from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
+from dateeval.metrics import counted
 from dateeval.prompting import POSITIONS, ChatTemplate, DateInjection
 
 st.title("The prompt each model really sees")
@@ -70,23 +71,27 @@ try:
         viewstate.publish(key, value)
     if real_item:
         viewstate.seed_value("dataset", "gsm8k", str)
-        viewstate.seed_value("item", 0, int)
         name = st.text_input("Dataset", key="dataset", help="e.g. mmlu, mmlu_5shot, arc_challenge_cot, gsm8k_5shot, humaneval, wmt16_en_de")
+        task = explorer.task_for(name.strip(), explorer.data_dir())
+        ids = [item.id for item in task.items]
+        if viewstate.linked("question") and st.query_params["question"] in ids:  # a question opened from Flips, by its id
+            st.session_state["item"] = ids.index(st.query_params["question"])
+        viewstate.seed_value("item", 0, int)
         number = st.number_input("Item number", min_value=0, key="item")
         viewstate.publish("dataset", name)
         viewstate.publish("item", int(number))
-        task = explorer.task_for(name.strip(), explorer.data_dir())
         item = task.items[min(int(number), len(task.items) - 1)]
-        user = task.prompt(item, Condition(date_mode="none", system_prompt=system)).messages[-1]["content"]
-        st.caption(f"{item.id} ({len(task.items)} items)")
+        viewstate.publish("question", item.id)
+        messages = task.prompt(item, Condition(date_mode="none", system_prompt=system)).messages  # every turn (multi-turn few-shot too)
+        st.caption(f"{item.id} ({counted(len(task.items), 'item')})")
     else:
         user = st.text_area("User message", "The following is a multiple-choice question. Reply with the letter of the correct answer.\n\nWhat is 2+2?\nA. 3\nB. 4\nAnswer:")
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     with st.expander("Injection settings (templates without a date of their own)"):
         line = st.text_input("Date line", "Today Date: {date}")
         fmt = st.text_input("Date format (strftime)", "%d %b %Y")
         position = st.selectbox("Position", POSITIONS)
     injection = DateInjection(line=line, format=fmt, position=position)
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     mode = st.radio("Sent to", list(sent.API_MODES), format_func=sent.API_MODES.get, key="api_mode")
     server = template if mode != "completions" and st.radio("The server's chat template", [KNOWN, UNKNOWN], key="server_template") == KNOWN else None
     requests = [sent.request(mode, template, messages, day, injection, server) for day in (first, second)]

@@ -193,7 +193,7 @@ def date_trend(metrics: pd.DataFrame) -> pd.DataFrame:
 
     rows = []
     for (entry, dataset), group in metrics[metrics["factor"] == "date"].groupby(["entry", "dataset"]):
-        if len(group) < 3:
+        if len(group) < 3 or group["accuracy"].isna().all():  # a corpus score (BLEU, chrF) has no accuracy to trend
             continue
         if group["accuracy"].nunique() == 1:  # a flat line has no trend (and no defined correlation)
             rows.append({"entry": entry, "dataset": dataset, "n_dates": len(group), "spearman": float("nan"), "p_value": float("nan")})
