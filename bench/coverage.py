@@ -32,6 +32,7 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from dateeval.metrics import ece_rows  # noqa: E402
 from dateeval.results import inference, robust  # noqa: E402
 from dateeval.results.view import N_PERM  # noqa: E402  (the permutations the explorer's verdict uses)
 
@@ -99,6 +100,66 @@ def robust_coverage(n_items: int, n_dates: int, rate: float, scenario: str, reps
             "two_way_bootstrap": boot / reps, "anova_normal": anova / reps, "se": se(0.95, reps)}  # fmt: skip
 
 
+def _segments(rng: np.random.Generator, n: int) -> np.ndarray:
+    """Per-segment BLEU statistics (hypothesis and reference length, then matches and totals of 1- to 4-grams) of
+    translations of varying quality: each segment's n-gram precision is q^n with q ~ Beta(6, 4)."""
+    length = 5 + rng.poisson(15, n)
+    reference = np.maximum(1, length + np.rint(rng.normal(0, 3, n)))
+    quality = rng.beta(6, 4, n)
+    totals = np.stack([np.maximum(length - k + 1, 0) for k in range(1, 5)], 1)
+    matches = rng.binomial(totals, quality[:, None] ** np.arange(1, 5)[None, :])
+    return np.column_stack([length, reference, matches, totals]).astype(float)
+
+
+def bleu_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0) -> dict:
+    """Coverage of the Curves page's per-date BLEU band (``inference.corpus_band``: the paired bootstrap over segments)
+    of the corpus BLEU of the segment population (from 200,000 segments' summed statistics)."""
+    from dateeval.tasks.translation import score_from_stats
+
+    rng = np.random.default_rng(seed)
+    truth = score_from_stats("bleu", [_segments(np.random.default_rng(12345), 200_000).sum(0)])
+    hits = 0
+    for _ in range(reps):
+        stats = np.stack([_segments(rng, n_items) for _ in range(n_dates)])
+        band = inference.corpus_band("e", _dates(n_dates), stats, "bleu", seed=int(rng.integers(1 << 31)))
+        hits += int(((band["low"] <= truth) & (truth <= band["high"])).sum())
+    total = reps * n_dates
+    return {"items": n_items, "truth_bleu": round(truth, 2), "coverage": hits / total, "se": se(hits / total, total)}
+
+
+def ece_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0) -> dict:
+    """Coverage of the per-date ECE band (``inference.date_band(..., "ece")``, percentile bootstrap over questions) of the
+    population's ECE, for a model whose confidence c ~ Beta(5, 2) is right with probability c^1.5 (overconfident)."""
+    rng = np.random.default_rng(seed)
+    population = rng.beta(5, 2, 1_000_000)
+    truth = float(ece_rows(population[None, :], (rng.random(population.size) < population**1.5)[None, :].astype(float))[0])
+    hits = 0
+    for _ in range(reps):
+        confidence = rng.beta(5, 2, (n_dates, n_items))
+        correct = (rng.random(confidence.shape) < confidence**1.5).astype(float)
+        band = inference.date_band("e", _dates(n_dates), correct, confidence, "ece", seed=int(rng.integers(1 << 31)))
+        hits += int(((band["low"] <= truth) & (truth <= band["high"])).sum())
+    total = reps * n_dates
+    return {"items": n_items, "truth_ece": round(truth, 4), "coverage": hits / total, "se": se(hits / total, total)}
+
+
+def cv_coverage(n_items: int, n_dates: int, effect: float, reps: int, rate: float = 0.3, seed: int = 0) -> dict:
+    """Coverage of Table 5's CV interval over dates (``inference.bootstrap_cv``, bootstrap over questions) of the CV of
+    the dates' true rates over the question population, with a planted date effect of ``effect`` (worst to best)."""
+    rng = np.random.default_rng(seed)
+    sd_item, sd_cell = 0.5, 0.3
+    scale = math.sqrt(1 + sd_item**2 + sd_cell**2)
+    hits = 0
+    for _ in range(reps):
+        rates = rate + rng.permutation(np.linspace(-effect / 2, effect / 2, n_dates))
+        truth = float(inference.cv(rates))  # the dates' population rates: Phi(mu_d / scale) = rates
+        latent = stats.norm.ppf(rates)[:, None] * scale + sd_item * rng.standard_normal(n_items)[None, :]
+        correct = (rng.random((n_dates, n_items)) < stats.norm.cdf(latent + sd_cell * rng.standard_normal((n_dates, n_items)))).astype(float)
+        found = inference.bootstrap_cv(correct, np.full(correct.shape, np.nan), seed=int(rng.integers(1 << 31)))
+        hits += found["accuracy_cv_low"] <= truth <= found["accuracy_cv_high"]
+    return {"items": n_items, "dates": n_dates, "effect_pp": 100 * effect, "coverage": hits / reps, "se": se(hits / reps, reps)}
+
+
 def test_rejections(n_items: int, n_dates: int, rate: float, effect: float, reps: int, scenario: str = "no date effect", seed: int = 0) -> dict:
     """How often the verdict's two tests reject at 5%: size when ``effect`` is 0, power against a planted date effect
     whose true worst-to-best range is ``effect`` (the dates' rates spread evenly over it, in shuffled order)."""
@@ -144,6 +205,10 @@ def main() -> None:
     bands = [band_coverage(n, p, reps) for n in items for p in RATES]
     robust_rows = [robust_coverage(n, d, p, s, reps) for s in ROBUST_SCENARIOS for n in items if n <= 200 for d in dates
                    for p in (0.1, 0.3)]  # fmt: skip
+    small = reps // 2  # the bootstrap cells are slower per store
+    bleu = [bleu_band_coverage(n, small) for n in items]
+    ece = [ece_band_coverage(n, small) for n in items]
+    cvs = [cv_coverage(n, d, e, small) for n in items if n <= 200 for d in dates if d <= 12 for e in (0.02, 0.1)]
     tests = [test_rejections(n, d, 0.3, e, reps) for n in items if n <= 200 for d in dates for e in (0, 0.02, 0.05, 0.1)]
     text = (
         "# Coverage and power: does each interval and test keep its promise?\n\n"
@@ -155,6 +220,22 @@ def main() -> None:
         "(200 resamples over questions), kept here as the baseline: it collapses to [0, 0] when a date has no right answer.\n\n"
         + _short(bands, ("coverage",), ("items", "rate"), reps * 12)
         + _table(bands)
+        + "\n## Per-date BLEU band (Curves): `inference.corpus_band`\n\nThe paired bootstrap over segments (200 resamples), against the "
+        "corpus BLEU of the segment population; synthetic per-segment statistics of translations of varying quality, 3 dates "
+        f"per store, {small} stores per cell. chrF's band is the same method on chrF's statistics.\n\n"
+        + _short(bleu, ("coverage",), ("items",), small * 3)
+        + _table(bleu)
+        + "\n## Per-date ECE band (Curves): `inference.date_band(..., \"ece\")`\n\nThe percentile bootstrap over questions, against the "
+        "population's ECE (10 bins), for an overconfident model. The sample ECE is biased upward with few questions (each bin's "
+        "|confidence - accuracy| gains noise), so the band sits above the truth: the Curves page says so.\n\n"
+        + _short(ece, ("coverage",), ("items",), small * 3)
+        + _table(ece)
+        + "\n## CV interval over dates (Table 5, Factors): `inference.bootstrap_cv`\n\nAgainst the CV of the dates' true rates, a "
+        "planted date effect of `effect_pp` (worst to best) at a 30% rate. Counting noise inflates a CV measured on few questions "
+        "(it is a CV of noisy per-date scores), so its interval, which resamples the questions, sits above a small true CV: the "
+        "Factors page says so.\n\n"
+        + _short(cvs, ("coverage",), ("items", "dates", "effect_pp"), small)
+        + _table(cvs, {"effect_pp": "{:.0f}"})
         + "\n## The date-robust interval (What to report, `robust`): `robust.entry_statistics`\n\n"
         "`korn_graubard`: the printed [low, high] (Clopper-Pearson at the effective sample size the variance components give, "
         "Satterthwaite df). `two_way_bootstrap`: the percentile two-way bootstrap (Owen 2007, 1,000 resamples) it replaced, kept "
@@ -173,6 +254,10 @@ def main() -> None:
         "(many dates) it finds a real date effect far more often than the worst-to-best delta does; with 2 dates the two "
         "permutation tests are one test. The chi-square Q's size is not guaranteed with few questions.\n\n"
         + _table(tests, {"effect_pp": "{:.0f}"})
+        + "\n## Not intervals\n\nThe robust leaderboard's *central 95% of ranks* and *ranks over dates* describe the ranks the "
+        "swept dates gave (quantiles of the observed ranks), not an estimate of anything beyond them: they have no coverage to "
+        "measure. The planning table's predicted half-widths are the `anova_normal` interval at other numbers of dates; its "
+        "coverage at the measured dates is the column above.\n"
     )
     print(text)
     if not args.quick:

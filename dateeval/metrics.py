@@ -195,7 +195,9 @@ EXPLAIN = {
            "confidence and its accuracy, weighted by its size. 0 = confidence means what it says.",
     "cv": "CV (coefficient of variation): standard deviation / mean of the score across a factor's levels (e.g. the dates); "
           "a unit-free size of the variation, comparable across factors. Not meaningful where the mean is near 0 (fewer than "
-          "5 right answers per level): there it measures counting noise. No interval is shown where every resample gives one value.",
+          "5 right answers per level): there it measures counting noise. Its interval resamples the questions: it says how "
+          "much this CV would move on other questions, and counting noise inflates it, so it does not cover a small true CV "
+          "across the levels (docs/coverage.md). No interval is shown where every resample gives one value.",
     "null": "Chance alone: shuffle each question's right/wrong answers across the dates (as if the date did nothing) and "
             "recompute the statistic, 200 times; 95% of shuffles stay below the band's edge. Worst-to-best over N dates grows "
             "with N even with no effect, so the delta is compared with the same statistic over the same dates.",
