@@ -70,7 +70,10 @@ class RunRecord:
 
     @property
     def incomplete(self) -> bool:
-        """Whether this run left (or is still leaving) planned units out of the store."""
+        """Whether this run left (or is still leaving) planned units out of the store. A sweep cancelled before any of
+        its units was stored left nothing partial: every figure is as it was before it started."""
+        if self.status == "cancelled" and self.units_done == 0:
+            return False
         return self.status != "succeeded" and self.units_total > 0
 
     @classmethod

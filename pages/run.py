@@ -37,11 +37,17 @@ def model_spec(backend: str, model: str, endpoint: str) -> str:
     return {"transformers": model, "vllm": f"vllm:{model}", "openai": f"openai:{endpoint}#{model}"}[backend]
 
 
-def dataset_name(own: list, builtin: str, cot: bool, shots: int, fewshot_format: str | None = None) -> str:
+SOURCES = {"benchmark": "The Dataset box", "upload": "My upload (below)"}
+
+
+def dataset_name(source: str, own: list, builtin: str, cot: bool, shots: int, fewshot_format: str | None = None) -> str:
     """The stored name of the dataset to run, with the chain-of-thought, few-shot and few-shot format choices (None: the
-    dataset's own format): an uploaded dataset (kept in the store once every row is checked) goes before the Dataset box."""
-    if not own:
+    dataset's own format): the Dataset box's, or the upload's (kept in the store once every row is checked), as
+    ``source`` says; an upload asked for but not there yet (Start pressed while it uploads) is an error, never the box."""
+    if source == "benchmark":
         return with_fewshot_format(str(TaskName(builtin, cot, shots)), fewshot_format)
+    if not own:
+        raise DateEvalError("no file uploaded yet: wait until the upload below has finished (its name appears under the box), then press Start")
     parsed = parse_name(uploads.keep([uploads.Upload(file.name, file.getvalue()) for file in own], explorer.results_store()))
     return with_fewshot_format(str(parse_name(str(replace(parsed, cot=parsed.cot or cot, shots=parsed.shots or shots)))), fewshot_format)
 
@@ -52,10 +58,12 @@ explorer.intro(
     "Score a model on a dataset once per date. Results go to the 'My results' store and are reused: rerunning the same "
     "sweep (or a wider one) only computes what is missing, and a cancelled or interrupted sweep resumes where it stopped."
 )
+panel = st.container()  # this tab's sweep, above the long form: Start shows its progress where the eye is
 with st.form("sweep"):
     left, right = st.columns(2)
     model = left.text_input("Model", DEFAULT_MODEL, help="smollm2-135m, a Hub id (org/name), a model folder or a .gguf file")
     dataset = right.selectbox("Dataset", BENCHMARKS, index=BENCHMARKS.index("arc_challenge"))
+    source = st.radio("Run", list(SOURCES), format_func=SOURCES.get, horizontal=True, key="source")
     data_dir = left.text_input("Data folder (empty: the Hugging Face Hub)", explorer.data_dir(), help="Starts from the sidebar's data folder.")
     subjects = right.text_input("MMLU subjects (comma-separated, empty: all)")
     limit = left.number_input("First N items", min_value=1, value=10)
@@ -70,7 +78,7 @@ with st.form("sweep"):
         "Or your own dataset: a data file, or a spec with the files it names (README: Use your own benchmark)",
         type=[suffix.lstrip(".") for suffix in uploads.SUFFIXES], accept_multiple_files=True,
         help=f"Up to {uploads.MAX_BYTES // 2**20} MiB a file, kept in the store's .datasets folder. A spec names only files uploaded with it "
-        "(or hf:org/name). An upload goes before the Dataset box.",
+        "(or hf:org/name). Choose 'My upload' above to run it.",
     )  # fmt: skip
     with st.expander("Prompting: chain of thought, few-shot, generation length"):
         cot = st.checkbox("Chain of thought (multiple-choice datasets: the model reasons, then 'The answer is X.')")
@@ -104,7 +112,7 @@ if submitted:
         st.warning("A sweep started in this tab is still running: cancel it below first.")
     else:
         try:
-            name = dataset_name(own, dataset, cot, int(shots), fewshot_format)
+            name = dataset_name(source, own, dataset, cot, int(shots), fewshot_format)
             spec = SweepSpec(
                 models=(model_spec(backend, model.strip(), endpoint.strip()),),
                 datasets=(name,),
@@ -129,8 +137,9 @@ if submitted:
             )
             executor = RayExecutor(address=cluster.strip(), workers=int(workers) or None) if cluster.strip() else LocalExecutor()
             state["background_sweep"] = BackgroundSweep(spec, Store(explorer.results_store()), executor=executor).start()
+            st.toast(f"Sweep started: {name}. Its progress is at the top of this page.", icon=":material/play_arrow:")
         except DateEvalError as error:
-            st.error(str(error))
+            panel.error(str(error))
 
 
 @st.fragment(run_every=1.0)
@@ -210,5 +219,6 @@ def runs_panel() -> None:
                       help="It stops after the unit it is computing, wherever it runs; finished units stay saved.")  # fmt: skip
 
 
-progress_panel()
+with panel:
+    progress_panel()
 runs_panel()

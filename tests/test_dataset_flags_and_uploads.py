@@ -199,6 +199,7 @@ def run_page(tmp_path, monkeypatch):
 
 
 def _submit(at: AppTest, files: list[tuple[str, bytes]]) -> AppTest:
+    at.radio(key="source").set_value("upload")
     at.file_uploader[0].set_value([(name, data, "application/octet-stream") for name, data in files])
     at.date_input[1].set_value(at.date_input[0].value)  # one date
     next(box for box in at.number_input if box.label == "First N items").set_value(2)
@@ -213,6 +214,13 @@ def test_the_run_page_refuses_a_spec_that_points_outside_its_upload(run_page, tm
     assert "No sweep started in this tab." in [caption.value for caption in at.caption]
 
 
+def test_start_before_the_upload_has_arrived_is_an_error_not_the_dataset_box(run_page, tmp_path):
+    """Issue 23 §3: Start pressed while the chosen file still uploads ran arc_challenge; it now says to wait."""
+    at = _submit(run_page, [])
+    assert len(at.error) == 1 and "no file uploaded yet" in at.error[0].value
+    assert not list((tmp_path / "results").glob("*/*/*.parquet")) and "No sweep started in this tab." in [caption.value for caption in at.caption]
+
+
 def test_the_run_page_shows_a_malformed_upload_in_one_error_box(run_page):
     at = _submit(run_page, [("quiz.csv", b"question,A,B,answer\nQ,a,b,A,extra\n")])
     assert len(at.error) == 1 and "line 2: 5 values for 4 header columns" in at.error[0].value
@@ -222,6 +230,7 @@ def test_the_run_page_runs_an_uploaded_dataset_like_a_cli_sweep(run_page, tmp_pa
     """The real default model on a 2-question upload, one date and the baseline: rows stored under the file's name."""
     at = _submit(run_page, [("quiz.jsonl", QUIZ.encode())])
     assert not at.error, [e.value for e in at.error]
+    assert [toast.value for toast in at.toast if toast.value.startswith("Sweep started: quiz.")]  # Start says so where the eye is
     for _ in range(240):
         at.run()
         if at.success or at.error:

@@ -46,6 +46,12 @@ def test_a_cancel_request_from_anywhere_stops_the_sweep_and_reads_as_cancelled(t
     assert note and "cancelled, 1 of 2 units" in note and "arc_challenge" in note
 
 
+def test_a_sweep_cancelled_before_any_unit_leaves_nothing_partial(tmp_path):
+    """Issue 23 §3: cancelled with 0 units stored, no figure is partial, so no page warns."""
+    record = _record(tmp_path, "a0", units_done=0, cancel_after=True)
+    assert record.status == "cancelled" and runs.partial_note(tmp_path) is None
+
+
 def test_a_later_complete_run_of_the_same_sweep_clears_the_partial_note(tmp_path):
     _record(tmp_path, "a1", units_done=1, cancel_after=True)
     time.sleep(0.01)
