@@ -25,7 +25,7 @@ else:
     of_k = f"the largest of {top['k_entries']} model x dataset deltas" if top["k_entries"] > 1 else "the only model x dataset delta"
     st.markdown(f"#### {results.headline_sentence(top, strong=lambda text: f'**{text}**')}", help=NULL_HELP)
     st.caption(results.verdict_power(top))
-    columns = st.columns(4)
+    columns = [*st.columns(2), *st.columns(2)]  # two by two: at 1280 px four across cut their labels and the verdict short
     columns[0].metric("Verdict", verdict, help=f"p = {top['p_value']:.3f}: {results.verdict_power(top)} The delta itself against the largest of "
                                                f"{top['k_entries']} shuffled deltas ({of_k}): p = {top['delta_p_value']:.3f}.")  # fmt: skip
     columns[1].metric("Largest worst-to-best delta", points(top["delta"], n), help=f"worst {top['worst_date']}, best {top['best_date']}; percentage points")
@@ -46,8 +46,9 @@ explorer.intro(
 summary = explorer.summary(root, fingerprint)
 for dataset, table in summary.groupby("dataset", sort=True):
     names = dataset_metrics(metrics[metrics["dataset"] == dataset])
-    columns = ["entry", "n_items", "n_dates"] + [f"{m}_{part}" for m in names for part in ("delta", "min", "mean", "max", "worst_date", "best_date")]
-    columns += ["delta_null_upper", "delta_p_value"] + [f"no_date_{m}" for m in names]
+    # The verdict's columns first (the delta, what chance gives for it, the test's p), so a laptop screen shows them.
+    columns = ["entry", "n_items", "n_dates"] + [f"{m}_delta" for m in names] + ["delta_null_upper", "cochran_permutation_p", "delta_p_value"]
+    columns += [f"{m}_{part}" for m in names for part in ("min", "mean", "max", "worst_date", "best_date")] + [f"no_date_{m}" for m in names]
     st.subheader(dataset)
     explorer.show_table(table[[c for c in columns if c in table and table[c].notna().any()]], dataset)
     mine = explorer.paper_beside(root, fingerprint, dataset)

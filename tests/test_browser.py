@@ -225,4 +225,10 @@ def test_every_delta_is_in_view_on_a_laptop_screen(browser, server):
         assert frame["x"] <= cell["x"] and cell["x"] + cell["width"] <= min(frame["x"] + frame["width"], LAPTOP["width"]), (header.inner_text(), cell)
     page.screenshot(path=str(ARTIFACTS / "overview-laptop.png"))
     assert page.locator("[data-testid='stException']").count() == 0 and not errors, errors
+    # Issue 23 §3: the verdict's figures are read whole ("Within cha..." was cut), and its chance columns are in view.
+    cut = page.evaluate("""() => [...document.querySelectorAll('[data-testid=stMetricLabel] p, [data-testid=stMetricValue] div')]
+                                  .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)""")
+    assert not cut, cut
+    chance = page.locator("th[role=columnheader]", has_text="Chance delta, 95%")
+    assert page.locator("[data-testid=stDataFrame]").filter(has=chance).count() == 5, "a dataset's chance column is out of view"
     page.close()

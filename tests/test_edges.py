@@ -216,3 +216,20 @@ def test_each_metric_shows_a_difference_at_its_own_resolution():
     assert METRICS["accuracy"].delta(0.15, 20) == "15 pp" and METRICS["accuracy"].delta(0.0123, 5000) == "1.23 pp"
     assert METRICS["ece"].delta(0.0004, 20) == "0.04 pp" and METRICS["ece"].delta(0.2465, 20) == "24.65 pp"
     assert METRICS["bleu"].delta(2.84, 20) == "2.84"
+
+
+def test_the_date_budget_agrees_with_every_subset_of_dates():
+    """The date budget's sampled shares against the exact share over every m-subset of the dates (within 4 SE), on
+    tied and all-equal accuracies; all-equal and two dates give the exact answer (1.0)."""
+    rng = np.random.default_rng(5)
+    cases = [np.round(rng.random(7) * 4) / 4, np.array([0.5, 0.5, 0.5, 0.25, 0.75, 0.5]), np.full(6, 0.3), np.array([0.2, 0.4])]
+    for accuracy in cases:
+        full_delta, full_cv = np.ptp(accuracy), float(inference.cv(accuracy))
+        sizes = tuple(m for m in (2, 3, 4) if m <= len(accuracy))
+        found = inference.date_budget(accuracy, sizes=sizes, n_draws=4000, seed=1).set_index("dates")
+        for m in sizes:
+            subsets = [accuracy[list(pick)] for pick in itertools.combinations(range(len(accuracy)), m)]
+            within = np.mean([abs(np.ptp(s) - full_delta) <= 0.2 * full_delta for s in subsets]) if full_delta else 1.0
+            cv_within = np.mean([abs(inference.cv(s) - full_cv) <= 0.2 * full_cv for s in subsets]) if full_cv else 1.0
+            for expected, column in ((within, "delta_within"), (cv_within, "cv_within")):
+                assert abs(found.loc[m, column] - expected) <= 4 * math.sqrt(expected * (1 - expected) / 4000) + 1e-9, (accuracy, m, column)
