@@ -274,7 +274,7 @@ def test_cot_flips_show_answers_and_confidence_not_an_empty_chart(app):
     at = app("pages/flips.py")
     at.sidebar.selectbox(key="dataset").set_value("mmlu_cot").run()
     at.selectbox(key="show").set_value("all").run()
-    answers = next(table.value for table in at.dataframe if "Answer" in table.value and "Confidence" in table.value)
+    answers = next(table.value for table in at.dataframe if "Answer" in table.value and "Confidence (%)" in table.value)
     assert len(answers) >= 2 and any(caption.value.startswith("Correct option:") and "Predicted:" in caption.value for caption in at.caption)
 
 
