@@ -219,7 +219,7 @@ def test_every_delta_is_in_view_on_a_laptop_screen(browser, server):
     assert grids.count() == page.locator("h3").count() == 5, "a dataset's delta column is out of view"  # the demo's datasets
     for index in range(grids.count()):
         grid = grids.nth(index)
-        header = grid.locator(delta)
+        header = grid.locator(delta).first
         grid.scroll_into_view_if_needed()
         frame, cell = grid.bounding_box(), _cell_box(page, grid, int(header.get_attribute("aria-colindex")) - 1)
         assert frame["x"] <= cell["x"] and cell["x"] + cell["width"] <= min(frame["x"] + frame["width"], LAPTOP["width"]), (header.inner_text(), cell)
@@ -230,5 +230,5 @@ def test_every_delta_is_in_view_on_a_laptop_screen(browser, server):
                                   .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)""")
     assert not cut, cut
     chance = page.locator("th[role=columnheader]", has_text="Chance delta, 95%")
-    assert page.locator("[data-testid=stDataFrame]").filter(has=chance).count() == 5, "a dataset's chance column is out of view"
+    assert page.locator("[data-testid=stDataFrame]").filter(has=chance).count() == 4, "a dataset's chance column is out of view"  # WMT has none
     page.close()
