@@ -190,13 +190,14 @@ def status_text(record: runs.RunRecord) -> str:
 
 
 def runs_table(records: list[runs.RunRecord]) -> pd.DataFrame:
+    # Status and progress first: the sweep's description is long and would push them off a laptop screen.
     return pd.DataFrame(
         {
-            "Sweep": [record.spec for record in records],
-            "Started": [dt.datetime.fromtimestamp(record.started).strftime("%Y-%m-%d %H:%M:%S") for record in records],
-            "Duration": [duration(record.duration_s) for record in records],
             "Status": [status_text(record) for record in records],
             "Units": [f"{record.units_done} / {record.units_total}" for record in records],
+            "Started": [dt.datetime.fromtimestamp(record.started).strftime("%Y-%m-%d %H:%M:%S") for record in records],
+            "Duration": [duration(record.duration_s) for record in records],
+            "Sweep": [record.spec for record in records],
             "Detail": [record.error or (record.current if record.status == "running" else "") for record in records],
         }
     )
