@@ -228,7 +228,8 @@ def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection:
     available = sorted(metrics[metrics["dataset"] == dataset]["entry"].unique())
     if multi_entry:
         viewstate.seed("entries", available, available, multi=True)
-        entries = st.sidebar.multiselect("Models", available, key="entries")
+        shared, chip = chip_labels(available)
+        entries = st.sidebar.multiselect(f"Models ({shared})" if shared else "Models", available, key="entries", format_func=chip)
         viewstate.publish("entries", entries)
     else:
         entries = [picker("Model", available, "entry", where=st.sidebar)]
@@ -242,6 +243,22 @@ def filters(metrics: pd.DataFrame, multi_entry: bool = True) -> Selection:
     viewstate.publish_dates("dates", start, end)
     st.session_state[PER_DATASET][dataset] = {"entries": list(entries), "entry": entries[0] if entries else None, "dates": (start, end)}
     return Selection(tuple(entries), dataset, pd.Timestamp(start), pd.Timestamp(end))
+
+
+def chip_labels(entries: list[str]) -> tuple[str, Callable[[str], str]]:
+    """What the entries share and a chip label for each: the sidebar's chips are cut after about 18 characters, so
+    entries of one model ("smollm2-135m (bfloat16, cpu)", "... (float32, cpu)") are shown by what tells them apart
+    ("bfloat16, cpu") under a heading that names the model; entries of different models keep their names."""
+    models = {entry.split(" (", 1)[0] for entry in entries}
+    if len(entries) < 2 or len(models) != 1 or not all(" (" in entry for entry in entries):
+        return "", str
+    model = next(iter(models))
+
+    def chip(entry: str) -> str:
+        label = entry.removeprefix(f"{model} (")
+        return label[:-1] if label.endswith(")") and label.count(")") == 1 else label
+
+    return model, chip
 
 
 PER_DATASET = "_selection_per_dataset"

@@ -232,3 +232,16 @@ def test_every_delta_is_in_view_on_a_laptop_screen(browser, server):
     chance = page.locator("th[role=columnheader]", has_text="Chance delta, 95%")
     assert page.locator("[data-testid=stDataFrame]").filter(has=chance).count() == 4, "a dataset's chance column is out of view"  # WMT has none
     page.close()
+
+
+def test_the_sidebar_chips_tell_the_models_apart_on_a_laptop_screen(browser, server):
+    """Issue 23 §3: three precisions of one model were three chips cut to "smollm2-135m (floa..."; each chip now shows
+    what tells its entry apart, whole, under a heading that names the model."""
+    page, errors = _open(browser, f"{server}/curves?store=demo&dataset=mmlu", LAPTOP)
+    chips = "[data-testid=stSidebar] [data-testid=stMultiSelectTagsContainer] [data-tag] > span[title]"
+    texts = page.evaluate(f"() => [...document.querySelectorAll('{chips}')].filter(e => e.offsetParent).map(e => e.textContent)")
+    assert sorted(texts) == ["bfloat16, cpu", "float16, cpu", "float32, cpu"], texts
+    assert page.get_by_text("Models (smollm2-135m)").count() >= 1
+    cut = page.evaluate(f"() => [...document.querySelectorAll('{chips}')].filter(e => e.offsetParent && e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)")
+    assert not cut and not errors, (cut, errors)
+    page.close()
