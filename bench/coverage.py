@@ -222,7 +222,8 @@ def main() -> None:
         + _table(bands)
         + "\n## Per-date BLEU band (Curves): `inference.corpus_band`\n\nThe paired bootstrap over segments (200 resamples), against the "
         "corpus BLEU of the segment population; synthetic per-segment statistics of translations of varying quality, 3 dates "
-        f"per store, {small} stores per cell. chrF's band is the same method on chrF's statistics.\n\n"
+        f"per store, {small} stores per cell. chrF's band is the same method on chrF's statistics. It runs a little short (a "
+        "percentile interval of a ratio of sums): the Curves page's band help says so.\n\n"
         + _short(bleu, ("coverage",), ("items",), small * 3)
         + _table(bleu)
         + "\n## Per-date ECE band (Curves): `inference.date_band(..., \"ece\")`\n\nThe percentile bootstrap over questions, against the "
