@@ -78,3 +78,15 @@ def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run ``python -m dateeval`` as a user would, offline."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "dateeval", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
+
+
+def sweep_finishes(at, seconds: float = 120) -> None:
+    """Rerun a Run page (AppTest) until the sweep it started ends; it must end in its success box, not an error."""
+    import time
+
+    for _ in range(int(seconds * 2)):
+        at.run()
+        if at.success or at.error:
+            break
+        time.sleep(0.5)
+    assert at.success, [e.value for e in at.error]

@@ -2,12 +2,11 @@
 on the Run page (``dateeval.uploads``). Both become a spec kept in the store and rebuilt from there by name."""
 
 import json
-import time
 import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, sweep_finishes
 from streamlit.testing.v1 import AppTest
 
 from dateeval import cli, uploads
@@ -231,11 +230,6 @@ def test_the_run_page_runs_an_uploaded_dataset_like_a_cli_sweep(run_page, tmp_pa
     at = _submit(run_page, [("quiz.jsonl", QUIZ.encode())])
     assert not at.error, [e.value for e in at.error]
     assert [toast.value for toast in at.toast if toast.value.startswith("Sweep started: quiz.")]  # Start says so where the eye is
-    for _ in range(240):
-        at.run()
-        if at.success or at.error:
-            break
-        time.sleep(0.5)
-    assert at.success, [e.value for e in at.error]
+    sweep_finishes(at)
     assert {path.parent.name for path in (tmp_path / "results").glob("*/*/*.parquet")} == {"quiz"}
     assert (tmp_path / "results" / ".datasets" / "quiz.jsonl").read_text() == QUIZ

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import time
 
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli, sweep_finishes
 from streamlit.testing.v1 import AppTest
 
 from dateeval import results
@@ -115,10 +114,5 @@ def test_the_run_page_runs_the_chosen_format(tmp_path, data_dir, monkeypatch):
     at.selectbox(key="fewshot_format").set_value(MULTI_TURN)
     at.button[0].click().run()
     assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
-    for _ in range(240):
-        at.run()
-        if at.success or at.error:
-            break
-        time.sleep(0.5)
-    assert at.success, [e.value for e in at.error]
+    sweep_finishes(at)
     assert {path.parent.name for path in (tmp_path / "results").glob("*/*/*.parquet")} == {"arc_challenge_1shot_multiturn"}
