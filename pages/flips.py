@@ -34,7 +34,10 @@ if table7["consistent_confidence"].notna().any() or table7["inconsistent_confide
 SHOW = {"changes": "Answer changes across dates", "right-wrong": "Right ↔ wrong changes only", "all": "All questions"}
 show = explorer.picker("Show", list(SHOW), "show", default="right-wrong" if generated else "changes", format_func=SHOW.get)
 shown = {"changes": flips[~flips["consistent"]], "right-wrong": flips[(flips["n_correct"] > 0) & (flips["n_wrong"] > 0)], "all": flips}[show]
+# What tells a fragile answer first (changes, right/wrong, confidence, the answer), so a laptop screen shows it.
+FIRST = ["item_id", "changes", "n_correct", "n_wrong", "mean_confidence", "min_confidence", "mean_score", "answer"]
 shown = shown.drop(columns=["entry", "dataset"]).dropna(axis=1, how="all")
+shown = shown[[c for c in FIRST if c in shown] + [c for c in shown if c not in FIRST]]
 if not generated and "answer" in shown:  # a choice task's correct option by its letter, as the question shows it
     shown = shown.assign(answer=shown["answer"].map(lambda answer: "-" if pd.isna(answer) else LABELS[int(answer)]))
 viewstate.seed_value("find", "", str)

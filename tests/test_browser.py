@@ -245,3 +245,8 @@ def test_the_sidebar_chips_tell_the_models_apart_on_a_laptop_screen(browser, ser
     cut = page.evaluate(f"() => [...document.querySelectorAll('{chips}')].filter(e => e.offsetParent && e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)")
     assert not cut and not errors, (cut, errors)
     page.close()
+    flips, errors = _open(browser, f"{server}/flips?store=demo&dataset=mmlu", LAPTOP)
+    flips.locator("th[role=columnheader]", has_text="Answer changes").first.wait_for(state="attached", timeout=60_000)
+    for heading in ("Answer changes", "Dates right", "Dates wrong", "Mean confidence (%)"):  # a fragile answer's signs, in view
+        assert flips.locator("th[role=columnheader]", has_text=heading).count() >= 1, heading
+    flips.close()
