@@ -43,3 +43,9 @@ def test_the_verdicts_tests_hold_their_size(study, n_items, n_dates):
     limit = 0.05 + 3 * study.se(0.05, 150)
     for test in ("delta_permutation", "cochran_q_chi2", "cochran_q_permutation", "leaves_chance_band"):
         assert found[test] <= limit, (test, found)
+
+
+def test_the_headlines_family_wise_tests_hold_their_size(study):
+    found = study.family_rejections(20, 12, 6, 0.0, reps=150)
+    limit = 0.05 + 3 * study.se(0.05, 150)
+    assert found["verdict_min_p"] <= limit and found["largest_delta_of_k"] <= limit, found
