@@ -461,13 +461,14 @@ def date_band(entry: str, dates: list, correct: np.ndarray, confidence: np.ndarr
     return pd.DataFrame({"entry": entry, "date": pd.to_datetime(dates), "low": low, "high": high})
 
 
-def clopper_pearson(right: np.ndarray, n: int, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+def clopper_pearson(right: np.ndarray, n: float, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
     """The exact (Clopper-Pearson) interval of a rate from ``right`` of ``n``: every true rate it leaves out would give a
     count at least this extreme with probability below (1 - level) / 2 on that side.
 
     Its coverage is at least ``level`` for every true rate and every n (Brown, Cai & DasGupta 2001); the percentile
     bootstrap's falls to 0.17 at 10 questions and 2% (``docs/coverage.md``), and gives 0 of n the zero-width band
-    [0, 0]. Here 0 of n gives [0, 1 - (alpha/2)^(1/n)]: never zero width.
+    [0, 0]. Here 0 of n gives [0, 1 - (alpha/2)^(1/n)]: never zero width. ``right`` and ``n`` may be fractional (an
+    effective sample size, ``robust.korn_graubard``).
     """
     from scipy import stats as scipy_stats
 
