@@ -169,7 +169,8 @@ class Results:
         """The date effect under each few-shot format, side by side (paper §5.4 asks whether few-shot helps): every
         entry swept on a dataset in both formats (stored as NAME and NAME_multiturn, or NAME_singleturn for lm-eval's
         tasks), with each format's mean accuracy, worst-to-best delta, what chance gives for it and the verdict's p."""
-        from dateeval.tasks.base import MULTI_TURN, SINGLE_TURN
+        from dateeval.tasks import TURNS  # the name suffix of each format
+        from dateeval.tasks.base import FEWSHOT_FORMATS
 
         columns = ["entry", "dataset", "format", "n_items", "n_dates", "accuracy_mean", "accuracy_delta", "delta_null_upper",
                    "cochran_permutation_p", "exceeds_chance"]  # fmt: skip
@@ -178,7 +179,8 @@ class Results:
             return pd.DataFrame(columns=columns)
         names = set(summary["dataset"])
         rows = []
-        for suffix, named, other in (("_multiturn", MULTI_TURN, SINGLE_TURN), ("_singleturn", SINGLE_TURN, MULTI_TURN)):
+        for word, named in TURNS.items():
+            suffix, other = f"_{word}", next(fewshot for fewshot in FEWSHOT_FORMATS if fewshot != named)
             for dataset in sorted(name for name in names if name.endswith(suffix) and name.removesuffix(suffix) in names):
                 base = dataset.removesuffix(suffix)
                 pair = summary[summary["dataset"].isin([base, dataset])]
