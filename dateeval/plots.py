@@ -21,6 +21,13 @@ CHART_CONFIG = {"toImageButtonOptions": {"format": "svg", "filename": "dateeval-
 DAY_MS = 86_400_000
 
 
+def standalone_html(figure: go.Figure) -> str:
+    """A chart as one HTML file that works offline (plotly.js inside, no CDN) whose camera saves a PNG at twice the
+    size: the page's own camera saves SVG, so a user has both (raster for slides and documents, vector for papers)."""
+    config = {**CHART_CONFIG, "toImageButtonOptions": {**CHART_CONFIG["toImageButtonOptions"], "format": "png", "scale": 2}}
+    return figure.to_html(include_plotlyjs=True, config=config)
+
+
 def _layout(figure: go.Figure, title: str, y_title: str, x_title: str = "Date", traces: int = 0) -> go.Figure:
     """Shared layout. With many traces the legend goes to the right, in a scrolling column, so it never squeezes the
     plot; date axes tick in days (a store of two dates gets no hour ticks)."""

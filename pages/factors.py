@@ -33,7 +33,7 @@ else:
                 "--batch-sizes 1,8,32 --option-orders 5 --system-prompts paper --dtype float32 --dtype bfloat16 --repeat 2`.")  # fmt: skip
     figure = plots.factor_bars(factors, metric)
     st.plotly_chart(figure, width="stretch", config=plots.CHART_CONFIG)
-    st.download_button("Download figure (HTML, works offline)", figure.to_html(include_plotlyjs=True), "factors.html", "text/html")
+    st.download_button("Download figure (HTML, works offline; its camera saves PNG)", plots.standalone_html(figure), "factors.html", "text/html")
     explorer.show_table(factors.drop(columns=["dataset"]), dataset)
 formats = explorer.fewshot_formats(str(store.root), store.fingerprint())
 formats = formats[formats["dataset"] == dataset]

@@ -54,3 +54,4 @@ middle.download_button("Table (LaTeX)", robust_format.latex(shown, caption), f"r
 right.download_button("Record (JSON)", json.dumps(record, indent=2), f"robust-{selection.dataset}.json", "application/json")
 if figure is not None:
     last.download_button("Figure (SVG)", figure, f"robust-{selection.dataset}.svg", "image/svg+xml")
+    last.download_button("Figure (PNG)", lambda: robust_format.png(record), f"robust-{selection.dataset}.png", "image/png")

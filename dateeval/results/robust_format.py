@@ -129,14 +129,26 @@ def figure(record: dict, out: Path) -> Path:
     return out
 
 
-def svg(record: dict) -> str | None:
-    """:func:`figure` as an ``<svg>`` element (no XML prologue), for embedding in the HTML report (None without matplotlib)."""
+def _rendered(record: dict, suffix: str) -> bytes | None:
+    """:func:`figure` in memory as ``suffix`` (".svg", ".png"); None without matplotlib (the page then shows no figure)."""
     import importlib.util
     import tempfile
 
     if importlib.util.find_spec("matplotlib") is None:
         return None
     with tempfile.TemporaryDirectory() as folder:
-        path = figure(record, Path(folder) / "robust.svg")
-        text = path.read_text()
+        return figure(record, Path(folder) / f"robust{suffix}").read_bytes()
+
+
+def svg(record: dict) -> str | None:
+    """:func:`figure` as an ``<svg>`` element (no XML prologue), for embedding in the HTML report (None without matplotlib)."""
+    found = _rendered(record, ".svg")
+    if found is None:
+        return None
+    text = found.decode()
     return text[text.index("<svg"):]
+
+
+def png(record: dict) -> bytes | None:
+    """:func:`figure` as PNG bytes at 200 dpi, for slides and documents that take no SVG (None without matplotlib)."""
+    return _rendered(record, ".png")
