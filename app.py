@@ -1,4 +1,4 @@
-"""dateeval explorer: ``streamlit run app.py`` (or ``./run.sh app``)."""
+"""dateeval explorer: ``./run.sh app`` (or ``python -m dateeval.launch``; plain ``streamlit run app.py`` also works, but a deep link as a fresh server's first request then opens in Streamlit's v1 mode: see dateeval/launch.py)."""
 
 import streamlit as st
 

@@ -39,7 +39,7 @@ for entry in record["entries"]:
     st.caption(entry["advice"])
 st.subheader("Robust leaderboard")
 shown = robust_format.display(board, selection.dataset, half_width / 100)
-st.dataframe(shown, hide_index=True, width="stretch")
+st.dataframe(shown, hide_index=True, width="stretch", column_config={"95% CI": st.column_config.TextColumn(help=robust_format.CI_HELP)})
 st.caption(robust_format.caption(selection.dataset, board))
 unresolved = [f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]]
 if unresolved:
