@@ -1,4 +1,5 @@
-"""dateeval explorer: ``./run.sh app`` (or ``python -m dateeval.launch``; plain ``streamlit run app.py`` also works, but a deep link as a fresh server's first request then opens in Streamlit's v1 mode: see dateeval/launch.py)."""
+"""dateeval explorer: ``./run.sh app`` (``python -m dateeval.launch``). Plain ``streamlit run app.py`` works too, except
+that a deep link as a fresh server's first request then opens in Streamlit's v1 mode (see dateeval/launch.py)."""
 
 import streamlit as st
 
