@@ -522,7 +522,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         mine = factors[(factors["entry"] == row["entry"]) & (factors["dataset"] == row["dataset"])]
         for factor in mine.to_dict(orient="records"):
             print(
-                f"  CV {factor['factor']:13s} accuracy {cv_text(factor['accuracy_cv'], factor['accuracy_cv_low'], factor['accuracy_cv_high'], factor['accuracy_cv_meaningful'])}"
+                f"  CV {factor['factor']:13s} accuracy {cv_text(factor['accuracy_cv'], factor['accuracy_cv_low'], factor['accuracy_cv_high'], factor['accuracy_cv_meaningful'], factor['accuracy_cv_noise_free'])}"
                 f"  ECE {percent(factor['ece_cv'])}  ({factor['levels']} levels)"
             )
     for factor in factors[factors["factor"] == "precision"].to_dict(orient="records"):

@@ -189,13 +189,22 @@ def _visible(text: str, special: Sequence[str]) -> str:
 
 
 def factor_bars(table: pd.DataFrame, metric: str = "accuracy") -> go.Figure:
-    """Table 5 as bars: CV of a metric per factor, with bootstrap 95% intervals, one colour per entry."""
+    """Table 5 as bars: the measured CV of a metric per factor, one colour per entry. Accuracy adds its CV without
+    counting noise as a diamond with that one's 95% interval; ECE's bars carry the bootstrap interval of the measured CV."""
     figure = go.Figure()
-    for entry, group in table.groupby("entry", sort=True):
+    for index, (entry, group) in enumerate(table.groupby("entry", sort=True)):
         value, low, high = 100 * group[f"{metric}_cv"], 100 * group[f"{metric}_cv_low"], 100 * group[f"{metric}_cv_high"]
-        figure.add_trace(go.Bar(x=group["factor"], y=value, name=entry, error_y={"type": "data", "symmetric": False, "array": high - value,
-                                                                                   "arrayminus": value - low}))  # fmt: skip
-    figure.update_layout(barmode="group")
+        colour = PALETTE[index % len(PALETTE)]
+        if metric == "accuracy":
+            figure.add_trace(go.Bar(x=group["factor"], y=value, name=entry, marker_color=colour, offsetgroup=entry))
+            noise_free = 100 * group["accuracy_cv_noise_free"]
+            figure.add_trace(go.Scatter(x=group["factor"], y=noise_free, mode="markers", marker={"symbol": "diamond", "color": "black", "size": 8},
+                                        name="without counting noise, 95% CI", offsetgroup=entry, legendgroup="noise-free", showlegend=index == 0,
+                                        error_y={"type": "data", "symmetric": False, "array": high - noise_free, "arrayminus": noise_free - low}))  # fmt: skip
+        else:
+            figure.add_trace(go.Bar(x=group["factor"], y=value, name=entry, marker_color=colour, error_y={"type": "data", "symmetric": False,
+                                    "array": high - value, "arrayminus": value - low}))  # fmt: skip
+    figure.update_layout(barmode="group", scattermode="group")
     return _layout(figure, f"Variation of {axis_label(metric).removesuffix(' (%)')} by source (coefficient of variation)", "CV (%)", x_title="Factor")
 
 
