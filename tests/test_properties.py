@@ -23,7 +23,7 @@ from dateeval.results import descriptive, unit_sums
 from dateeval.store import Store
 from tests.test_edges import _cochran_by_loops, _same_order, _tau_b
 
-N_STORES = 30
+N_STORES = 20
 
 
 @dataclass
