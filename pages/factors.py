@@ -11,8 +11,9 @@ explorer.app_settings()
 explorer.intro(
     "A worst-to-best delta over 366 dates is never zero, even by chance. Here each source of variation (the date, batch "
     "size, precision, option order, system-prompt wording, user location) is measured on the same questions as a "
-    "coefficient of variation (CV = standard deviation / mean across its levels), with 95% bootstrap intervals over "
-    "questions; the date's delta is compared with the deltas chance alone produces; and repeats of one condition show "
+    "coefficient of variation (CV = standard deviation / mean across its levels). On few questions counting noise inflates "
+    "a measured CV, so accuracy's bars carry the CV without counting noise (a diamond) with its 95% interval; the date's "
+    "delta is compared with the deltas chance alone produces; and repeats of one condition show "
     "the run-to-run variation (zero on a deterministic setup)."
 )
 _, metrics = explorer.load()
