@@ -199,9 +199,9 @@ class Leases:
             if current is not None and current.owner == self.owner:
                 lease_path(unit).unlink(missing_ok=True)
 
-    def remove_expired(self, root: Path) -> list[Path]:
-        """Remove the expired leases in a store's unit folders; returns them. A driver killed after its unit's rename and
-        before its release leaves a lease beside a finished unit, which no sweep leases again: it would stay for good."""
+    def remove_expired(self, root: Path) -> list[str]:
+        """Remove the expired leases in a store's unit folders; returns what was removed and why. A driver killed after its
+        unit's rename and before its release leaves a lease beside a finished unit, which no sweep leases again."""
         removed = []
         for path in sorted(root.glob("*/*/.*.lease")) if root.is_dir() else []:
             unit = path.with_name(path.name.removeprefix(".").removesuffix(".lease"))
@@ -209,7 +209,7 @@ class Leases:
                 current = holder(unit)
                 if current is not None and current.expired:
                     path.unlink(missing_ok=True)
-                    removed.append(path)
+                    removed.append(f"{current.problem}; removed" if current.problem else f"removed {path}, an expired lease of {current.owner.describe()}")
         return removed
 
     def held(self) -> set[Path]:

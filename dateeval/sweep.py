@@ -161,7 +161,7 @@ class Sweep:
     def _execute(self, progress: Progress) -> None:
         """Every model at every precision, then the explorer's statistics (skipped when cancelled)."""
         progress.messages += StoreProblems(removed=self.store.remove_leftovers()).messages()
-        progress.messages += [f"lease: removed {path}, an expired lease left by a killed driver" for path in self.leases.remove_expired(self.store.root)]
+        progress.messages += [f"lease: {note}" for note in self.leases.remove_expired(self.store.root)]  # left by killed drivers
         self._started = time.perf_counter()
         try:
             for model in self.spec.models:

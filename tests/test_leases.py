@@ -190,5 +190,7 @@ def test_expired_leases_are_removed_and_live_ones_kept(tmp_path):
     dead, live = tmp_path / "m" / "d" / "dead.parquet", tmp_path / "m" / "d" / "live.parquet"
     _plant(dead, socket.gethostname(), 999_999_999, ttl_s=60, age_s=0)
     _plant(live, "other-host", 1, ttl_s=60, age_s=1)
-    assert Leases().remove_expired(tmp_path) == [lease_path(dead)]
+    lease_path(tmp_path / "m" / "d" / "bad.parquet").write_text("{")
+    removed = Leases().remove_expired(tmp_path)
+    assert len(removed) == 2 and f"removed {lease_path(dead)}, an expired lease of" in removed[1] and "malformed lease" in removed[0], removed
     assert holder(dead) is None and holder(live) is not None
