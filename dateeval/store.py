@@ -174,9 +174,10 @@ class Store:
         return lines
 
     def remove_leftovers(self) -> list[Path]:
-        """Remove staging files of writes killed before their rename (never one a live process is writing)."""
+        """Remove staging files of writes killed before their rename (never one a live process is writing): in the unit
+        folders (``<model>/<dataset>``) and in the folders kept beside them (the sidecars' ``.aggregates/<model>/<dataset>``)."""
         removed = []
-        for path in self.root.glob("*/*/.*.tmp") if self.root.is_dir() else []:
+        for path in [path for pattern in ("*/*/.*.tmp", "*/*/*/.*.tmp") for path in self.root.glob(pattern)] if self.root.is_dir() else []:
             match = _STAGING.match(path.name)
             if match and leftovers.abandoned(path, match["host"], int(match["pid"])):
                 path.unlink(missing_ok=True)

@@ -115,7 +115,7 @@ def check_asked_on(condition: Condition, results: list[dict]) -> None:
 
 def build_tasks(spec: SweepSpec) -> dict[str, Task]:
     """The sweep's tasks by stored name, checked before any model loads. Subjects select within MMLU only; other datasets take the rest."""
-    register_sources(spec.sources)
+    register_sources(spec.sources, spec.trust_task_code)
     tasks = {}
     for name in dict.fromkeys(resolve(reference, spec.data_dir) for reference in spec.datasets):
         subset = spec.subset if takes_subjects(name) else replace(spec.subset, subjects=())
