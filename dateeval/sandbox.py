@@ -71,12 +71,13 @@ _COMMON = r"""
 import builtins, collections.abc, io, os, pickle, resource, struct, sys
 
 def limit(cpu_s, memory_mb, file_mb, processes):
+    "memory_mb 0: no address-space limit (a cgroup counts the program's memory, and threads' reserved stacks are not memory)."
     if os.getuid() == 0:  # started privileged by bwrap (we run as root): become a user id no other sandbox has
         uid = os.stat("/proc/self/ns/pid").st_ino  # our PID namespace's inode: unique among live ones, host-wide
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
-    for name, value in (("RLIMIT_CPU", cpu_s), ("RLIMIT_AS", memory_mb << 20), ("RLIMIT_FSIZE", file_mb << 20),
+    for name, value in (("RLIMIT_CPU", cpu_s), ("RLIMIT_AS", (memory_mb << 20) or resource.RLIM_INFINITY), ("RLIMIT_FSIZE", file_mb << 20),
                         ("RLIMIT_NPROC", processes), ("RLIMIT_CORE", 0)):
         resource.setrlimit(getattr(resource, name), (value, value))
 
@@ -90,8 +91,10 @@ STANDARD |= {("datetime", n) for n in ("date", "datetime", "time", "timedelta", 
 HARMLESS = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__", "__annotations__", "__init__",
             "__new__", "__repr__", "__getnewargs__", "__match_args__", "__orig_bases__", "__parameters__", "__firstlineno__",
             "__static_attributes__", "__classcell__", "__dataclass_fields__", "__dataclass_params__"}
-# The arguments that rebuild a subclass's value as its standard base, ``base(*arguments)`` (by default ``base(value)``).
-ARGUMENTS = {"defaultdict": lambda base, v: (v.default_factory, dict(v)), "deque": lambda base, v: (list(v), v.maxlen)}
+# The arguments that rebuild a subclass's value as its standard base, ``base(*arguments)`` (by default ``base(value)``;
+# a str's own text, not what an Enum's __str__ makes of it).
+ARGUMENTS = {"defaultdict": lambda base, v: (v.default_factory, dict(v)), "deque": lambda base, v: (list(v), v.maxlen),
+             "str": lambda base, v: (str.__str__(v),)}
 ARGUMENTS |= dict.fromkeys(("date", "datetime", "time", "timedelta", "timezone"), lambda base, v: base.__reduce__(v)[1])
 
 class Remote:
@@ -142,8 +145,13 @@ def standard(kind):
 
 def plain(kind, base):
     "Whether a subclass of a standard class keeps its base's behaviour (a namedtuple does, a class with __eq__ does not)."
-    return not any((name.startswith("__") or hasattr(base, name)) and name not in HARMLESS
-                   for klass in kind.__mro__[:kind.__mro__.index(base)] for name in vars(klass))
+    return not any((name.startswith("__") or hasattr(base, name)) and name not in HARMLESS and not restated(klass, base, name, value)
+                   for klass in kind.__mro__[:kind.__mro__.index(base)] for name, value in vars(klass).items())
+
+def restated(klass, base, name, value):
+    "The base's own attribute, or what the enum module's classes define or give an enum class (names, display, flag"
+    "operators): an IntEnum member compares and computes as its int, as in OpenAI's harness."
+    return value is getattr(base, name, None) or "enum" in (klass.__module__, getattr(value, "__module__", None))
 
 class Sender(pickle.Pickler):
     "Pickles standard values as they are; anything else as the nearest thing the checker can hold."
@@ -370,6 +378,11 @@ _ISOLATION_AS_ROOT = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unsh
 _ISOLATION_AS_USER = ["--unshare-all", "--unshare-user", "--disable-userns"]
 
 
+# Two malloc arenas per process, not eight per core: each arena reserves 64 MB of address space, which the
+# single-process mode's address-space limit counts (13 threads fitted in 1 GB; 63 with two arenas).
+_ARENAS = ("--setenv", "MALLOC_ARENA_MAX", "2")
+
+
 @lru_cache(maxsize=1)
 def _base_command() -> tuple[str, ...]:
     """The bwrap arguments every sandbox shares: what is visible, and how it is isolated."""
@@ -380,7 +393,7 @@ def _base_command() -> tuple[str, ...]:
     roots += [Path(link) for link in ("/lib", "/lib64", "/bin") if Path(link).is_dir() and not Path(link).is_symlink()]
     args = [bwrap_path(), *(_ISOLATION_AS_ROOT if AS_ROOT else _ISOLATION_AS_USER), "--die-with-parent", "--new-session",
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8",
-            "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]  # fmt: skip
+            "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", *_ARENAS]  # fmt: skip
     for root in roots:
         for folder in reversed(root.parents[:-1]):  # made world-traversable: bwrap would create /root as 0700
             args += ["--perms", "0755", "--dir", str(folder)]
@@ -402,8 +415,14 @@ def _command(limits: Limits, seccomp_fd: int) -> list[str]:
 
 
 def _process_memory_mb(limits: Limits, counted: bool) -> int:
-    """The per-process address-space limit: the whole limit under a cgroup, else what the tmpfs scratch leaves."""
-    return limits.memory_mb if counted else max(limits.memory_mb - 2 * limits.tmp_mb, 64)
+    """The per-process address-space limit: none (0) under a cgroup, else what the tmpfs scratch leaves.
+
+    A cgroup already counts every page the program holds; an address-space
+    limit on top would count what it only reserves (each thread's stack and
+    malloc arena: 14 threads filled 1 GB), failing correct threaded solutions
+    that OpenAI's harness, which sets no such limit, passes.
+    """
+    return 0 if counted else max(limits.memory_mb - 2 * limits.tmp_mb, 64)
 
 
 @lru_cache(maxsize=1)
