@@ -60,7 +60,7 @@ from dateeval import cgroups, seccomp
 from dateeval.errors import DateEvalError
 
 OUTCOMES = ("passed", "failed", "timeout", "error")
-MAX_SOURCE_BYTES = 100_000  # code travels as an argument; Linux caps one argument at 128 KiB
+MAX_SOURCE_BYTES = 100_000  # code travels as an argument (see _argument); Linux caps one argument at 128 KiB
 
 # Shared by both sandboxes: limits (set here, inside the sandbox, so they count only its own processes),
 # and how values cross between solution and checker: pickles, read back by the checker only into the standard
@@ -197,6 +197,10 @@ def send(fd, message, handles=None):
     while data:
         data = data[os.write(fd, data):]
 
+def source(argument):
+    "The code exactly as the parent had it, NUL bytes and lone surrogates included (see sandbox._argument)."
+    return os.fsencode(argument).replace(b"\xff", b"\0").decode("utf-8", "surrogatepass")
+
 def read(handle, size):
     data = handle.read(size)
     if len(data) != size:
@@ -215,13 +219,13 @@ def receive(handle, limit_bytes, trusted):
 _SOLUTION = _COMMON + r"""
 def main():
     requests, replies, name, limits = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], [int(v) for v in sys.argv[4].split(",")]
-    source = sys.argv[5]
+    code = source(sys.argv[5])
     del sys.argv[1:]
     limit(*limits)
     handle = os.fdopen(requests, "rb")
     namespace = {"__name__": "__main__"}
     try:
-        exec(compile(source, "solution.py", "exec"), namespace)
+        exec(compile(code, "solution.py", "exec"), namespace)
         handles = [namespace[name]]
     except BaseException as error:
         send(replies, ("unloadable", f"{type(error).__name__} while loading the solution: {error}"[:2000]))
@@ -252,7 +256,7 @@ class SolutionError(Exception):
 def main():
     global call  # what every Remote calls: defined below, where it holds the channel
     requests, replies, verdict, limits = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), [int(v) for v in sys.argv[4].split(",")]
-    source = sys.argv[5]
+    code = source(sys.argv[5])
     del sys.argv[1:]
     limit(*limits)
     handle = os.fdopen(replies, "rb")
@@ -274,7 +278,7 @@ def main():
         return answer[1]
 
     try:
-        exec(compile(source, "checker.py", "exec"), {"__name__": "__main__", "candidate": Remote(0, "candidate")})
+        exec(compile(code, "checker.py", "exec"), {"__name__": "__main__", "candidate": Remote(0, "candidate")})
     except assertion_error as error:
         status, message = "failed", traceback.format_exception_only(error)[-1].strip()
     except EOFError:
@@ -463,7 +467,7 @@ class _Stream:
 class _Container:
     """One running sandbox: the ``bwrap`` process, the host PID of its namespace's init, and its cgroups if any."""
 
-    def __init__(self, code: str, argv: list[str], pass_fds: tuple[int, ...], limits: Limits, found: tuple[cgroups.Hierarchy, ...]) -> None:
+    def __init__(self, code: str, argv: list[str | bytes], pass_fds: tuple[int, ...], limits: Limits, found: tuple[cgroups.Hierarchy, ...]) -> None:
         status_read, status_write = os.pipe()
         filter_read, filter_write = os.pipe()
         self.group = cgroups.ProgramGroup(found, limits.memory_mb << 20, limits.processes + 2) if found else None  # + bwrap, init
@@ -524,10 +528,18 @@ def _pidfd(status: bytes) -> int | None:
         return None
 
 
+def _argument(code: str) -> bytes:
+    """Code as one command-line argument, exactly: a model's reply may hold NUL bytes (which no argument can) and lone
+    surrogates (which UTF-8 cannot encode). UTF-8 with each surrogate as its three bytes, NUL as 0xFF (a byte UTF-8
+    never uses); the sandbox's ``source`` reverses it, and Python then refuses both, as in OpenAI's harness."""
+    return code.encode("utf-8", "surrogatepass").replace(b"\0", b"\xff")
+
+
 def run_check(check: Check, limits: Limits = Limits()) -> Outcome:
     """Grade one solution against its checker, each in its own sandbox; the verdict comes only from the checker."""
     started = time.perf_counter()
-    if max(len(check.solution.encode()), len(check.checker.encode())) > MAX_SOURCE_BYTES:
+    solution, checker = _argument(check.solution), _argument(check.checker)
+    if max(len(solution), len(checker)) > MAX_SOURCE_BYTES:
         return Outcome("error", f"program longer than {MAX_SOURCE_BYTES} bytes", 0.0)
     ensure_available()
     to_solution, from_checker = os.pipe()  # checker writes calls, solution reads them
@@ -536,9 +548,9 @@ def run_check(check: Check, limits: Limits = Limits()) -> Outcome:
     found = cgroups.hierarchies()  # each program's memory counted in total; without them, each runs as one process
     containers: list[_Container] = []
     try:
-        containers.append(_Container(_SOLUTION, [str(to_solution), str(to_checker), check.entry_point, check.solution],
+        containers.append(_Container(_SOLUTION, [str(to_solution), str(to_checker), check.entry_point, solution],
                                      (to_solution, to_checker), limits, found))  # fmt: skip
-        containers.append(_Container(_CHECKER, [str(from_checker), str(from_solution), str(verdict_write), check.checker],
+        containers.append(_Container(_CHECKER, [str(from_checker), str(from_solution), str(verdict_write), checker],
                                      (from_checker, from_solution, verdict_write), limits, found))  # fmt: skip
     finally:
         for fd in (to_solution, to_checker, from_checker, from_solution, verdict_write):

@@ -49,6 +49,17 @@ def test_pass_fail_and_error():
     assert program("def broken(:\n").status == "error"
 
 
+def test_a_reply_with_a_nul_byte_or_a_lone_surrogate_runs_as_it_came():
+    """Python refuses both characters in source, as OpenAI's harness does: a grade, not a crash of the grader. An
+    exception's message with a lone surrogate comes back exactly."""
+    for code, refusal in (("x = '\0'", "null bytes"), ("x = '\ud800'", "surrogates not allowed"), ("# \udcff\0\xff", "'\\udcff' in position 2")):
+        outcome = program(code)
+        assert outcome.status == "error" and refusal in outcome.message, (code, outcome)
+    assert program("x = '\\0\\ud800\\xff'\nassert len(x) == 3 and ord(x[2]) == 0xFF").passed  # escapes in the text stay text
+    raising = run_check(Check("def f():\n    raise ValueError(chr(0xD800) + '\\0')\n", "candidate()\n", "f"))
+    assert (raising.status, raising.message) == ("error", "ValueError: \ud800\0")
+
+
 def test_values_cross_as_plain_data():
     values = "[1, 2.5, 'x', None, True, (1, 2), {3, 4}, frozenset({5}), {'k': [1]}, {(1, 2): 3}, b'\\x00', 10**40, float('inf')]"
     assert run_check(Check("def f(x):\n    return x\n", f"v = {values}\nassert candidate(v) == v\nassert type(candidate((1,))) is tuple\n", "f")).passed
