@@ -24,11 +24,14 @@ folder, no store, no ``/etc``, no host sockets.
   token, ``sys.exit(0)`` in the solution: none of them can produce "passed".
 
 The parent never opens a path either program controls: code goes in as an
-argument, output comes back through pipes it created, drained continuously
-(a program printing megabytes is not blocked) and kept up to a cap. Memory is
+argument, exactly as the model wrote it (NUL bytes and lone surrogates
+included, see ``_argument``), output comes back through pipes it created,
+drained continuously (a program printing megabytes is not blocked) and kept
+up to a cap. Memory is
 limited per program, in total: each sandbox starts inside its own cgroup
 (:mod:`dateeval.cgroups`: memory with no swap, and process count), which
-counts every process, shared memory and tmpfs page; where no cgroup can be
+counts every process, shared memory and tmpfs page (and then no address-space
+limit is set: it would count reserved, unused memory); where no cgroup can be
 made, the program may not create processes (threads are fine), so its
 per-process address-space limit, less its tmpfs, is its total. memfd and
 SysV shared memory are refused everywhere. CPU seconds, file size and process
