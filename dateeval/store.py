@@ -128,7 +128,8 @@ class Store:
     def read_table(path: Path) -> pa.Table | None:
         """One file's rows as an Arrow table, every column verified; None when it is damaged or unreadable.
 
-        For bulk per-item columns that are used as arrays: no pandas frame, no duplicate removal.
+        For bulk per-item columns that are used as arrays: no pandas frame, no duplicate removal. Escaped text
+        columns stay escaped (``ESCAPED_KEY``: Arrow cannot hold what they decode to).
         """
         try:
             return _load(path, None, None, full_check=True)
