@@ -25,7 +25,7 @@ from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
 from dateeval.plan import Candidate, Description, SweepSpec, Unit
 from dateeval.prompting import dated_messages
-from dateeval.store import Store
+from dateeval.store import Store, arrow_table
 from dateeval.tasks import build_task, mcqa, register_sources, resolve, takes_subjects
 from dateeval.tasks.base import Task
 
@@ -197,7 +197,7 @@ class Worker:
             for item, prompt, (_, date_text), prompt_hash, result in zip(items, prompts, inputs, unit.prompt_hashes, results)
         ]  # fmt: skip
         return UnitResult(
-            pa.Table.from_pylist(rows), len(items), sum(r.get("prompt_tokens") or 0 for r in results),
+            arrow_table(rows), len(items), sum(r.get("prompt_tokens") or 0 for r in results),
             sum(r.get("output_tokens") or 0 for r in results), time.perf_counter() - started,
         )
 
