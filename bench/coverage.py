@@ -257,7 +257,7 @@ def main() -> None:
         + "\n## CV interval over dates (Table 5, Factors): `inference.noise_free_cv`\n\nAgainst the CV of the dates' true rates, a "
         "planted date effect of `effect_pp` (worst to best) at a 30% rate. Counting noise inflates a CV measured on few questions "
         "(it is a CV of noisy per-date scores), so the interval is the noise-free CV's: the two-way ANOVA's date variance, its "
-        "noncentral F inverted, a half-count continuity correction on the upper end. `measured_cv_bootstrap` is the interval the "
+        "noncentral F inverted, a continuity correction of half one answer's step on the upper end. `measured_cv_bootstrap` is the interval the "
         "page showed before (the percentile bootstrap of the measured CV over questions), kept as the baseline: it sits above a "
         "small true CV.\n\n"
         + _short(cvs, ("coverage",), ("items", "dates", "effect_pp"), small)
