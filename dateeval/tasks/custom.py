@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import re
 import tomllib
 from collections.abc import Callable, Sequence
@@ -41,9 +42,10 @@ from pathlib import Path
 from dateeval.backends.base import GenerationSettings
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, Condition
 from dateeval.data.custom import ANSWER_FORMATS, DATA_SUFFIXES, Fields, Table, TextItem, is_data_file, load, mc_item, text_item
-from dateeval.data.files import read_text
+from dateeval.data.files import load_yaml, read_text
 from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
+from dateeval.limits import MAX_SPEC_BYTES
 from dateeval.tasks import fewshot
 from dateeval.tasks.base import FEWSHOT_FORMATS, MULTI_TURN, SINGLE_TURN, GenerationTask, Prompt, Task, few_shot_chat, settings_key
 from dateeval.tasks.mcqa import ChainOfThoughtTask, MCQATask, choice_task
@@ -321,16 +323,18 @@ class _Keys:
 
 def _parse(path: Path) -> dict:
     """The spec file's top-level table (TOML, or YAML through PyYAML, which datasets and transformers already require)."""
-    text = read_text(path, "spec")
+    text = read_text(path, "spec", MAX_SPEC_BYTES)
     if path.suffix == ".toml":
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
             raise DateEvalError(f"spec {path} is not valid TOML: {error}") from None
+        except RecursionError:  # arrays in arrays: tomllib recurses once a level
+            raise DateEvalError(f"spec {path} is not valid TOML: nested too deeply") from None
     import yaml
 
     try:
-        values = yaml.safe_load(text)
+        values = load_yaml(text, path, "spec")
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         raise DateEvalError(f"spec {path} is not valid YAML" + (f" (line {mark.line + 1})" if mark else "") +
@@ -385,6 +389,8 @@ def _fields(keys: _Keys) -> Fields:
 def _grading(keys: _Keys) -> Grading:
     keys.only(_known("grading"))
     tolerance = keys.get("tolerance", (int, float), 0.0)
+    if not math.isfinite(tolerance):  # TOML's nan and inf, YAML's .nan and .inf: grading would fail after generation
+        raise keys.error("tolerance", f"must be a finite number, not {tolerance}")
     if tolerance < 0:
         raise keys.error("tolerance", f"must be 0 or more, not {tolerance}")
     return Grading(keys.one_of("method", tuple(GRADERS), "exact"), _regex_key(keys, "extract", None),
