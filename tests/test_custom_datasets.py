@@ -7,6 +7,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import time
 import tracemalloc
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from conftest import ROOT, run_cli
 from dateeval import cli
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
+from dateeval.limits import REGEX_SECONDS
 from dateeval.store import Store
 from dateeval.tasks import BENCHMARKS, GENERATION_BENCHMARKS, build_task, generates, parse_name, resolve, with_shots
 from dateeval.tasks.custom import GRADERS, Grading, extract_answer
@@ -161,6 +163,21 @@ def test_graders(grading, output, reference, parsed, correct):
     answer = extract_answer(output, grading)
     assert answer == parsed
     assert (answer is not None and grader.correct(answer, grader.reference(reference), grading)) is correct
+
+
+@pytest.mark.parametrize(
+    ("grading", "output"),
+    [
+        (Grading("exact", extract=r"(a+)+$"), "a" * 26 + "!"),  # 8.7 s in re; the regex module sees it cannot match
+        (Grading("exact", extract=r"(a|aa)+$"), "a" * 36 + "!"),  # 14 s in re; stopped at the time bound
+        (Grading("regex", pattern=r"(a|aa)+$|{answer}"), "a" * 36 + "!"),
+    ],
+)
+def test_a_grading_regex_is_bounded_in_time(grading, output):
+    start = time.process_time()
+    answer = extract_answer(output, grading)
+    correct = answer is not None and GRADERS[grading.method].correct(answer, "b", grading)
+    assert time.process_time() - start < 2.5 * REGEX_SECONDS and not correct
 
 
 # ------------------------------------------------------------------ every mistake: one line naming file, row and field

@@ -39,13 +39,15 @@ from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 
+import regex
+
 from dateeval.backends.base import GenerationSettings
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, Condition
 from dateeval.data.custom import ANSWER_FORMATS, DATA_SUFFIXES, Fields, Table, TextItem, is_data_file, load, mc_item, text_item
 from dateeval.data.files import load_yaml, read_text
 from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
-from dateeval.limits import MAX_SPEC_BYTES
+from dateeval.limits import MAX_SPEC_BYTES, REGEX_SECONDS
 from dateeval.tasks import fewshot
 from dateeval.tasks.base import FEWSHOT_FORMATS, MULTI_TURN, SINGLE_TURN, GenerationTask, Prompt, Task, few_shot_chat, settings_key
 from dateeval.tasks.mcqa import ChainOfThoughtTask, MCQATask, choice_task
@@ -102,8 +104,23 @@ def _exact(answer: str, reference: str, grading: Grading) -> bool:
     return normal(answer) == normal(reference)
 
 
+def _matches(pattern: str, text: str) -> list[regex.Match] | None:
+    """Every match of a spec's grading regex in a reply, or None when finding them takes over ``REGEX_SECONDS`` of CPU.
+
+    A spec's pattern is the user's, the reply the model's: ``(a+)+$`` on a
+    27-character reply backtracks for seconds in ``re``, and the pattern that
+    blows up cannot be told from one that does not. The ``regex`` module
+    (re's syntax; a dependency of transformers) stops such a search at a time
+    bound, and the reply is then graded as one the pattern cannot read.
+    """
+    try:
+        return list(regex.finditer(pattern, text, timeout=REGEX_SECONDS))
+    except TimeoutError:
+        return None
+
+
 def _regex(answer: str, reference: str, grading: Grading) -> bool:
-    return re.search(grading.pattern.replace("{answer}", re.escape(reference)), answer) is not None
+    return bool(_matches(grading.pattern.replace("{answer}", regex.escape(reference)), answer))
 
 
 def _within(answer: str, reference: str, grading: Grading) -> bool:
@@ -127,7 +144,9 @@ def extract_answer(output: str, grading: Grading) -> str | None:
     """
     numeric = GRADERS[grading.method].numeric
     if grading.extract:
-        matches = list(re.finditer(grading.extract, output))
+        matches = _matches(grading.extract, output)
+        if matches is None:
+            return None
         text = ((matches[-1].group(1) if matches[-1].re.groups else matches[-1].group(0)) or "") if matches else ""
         number = normalize_number(text) if numeric else None
     elif numeric:
@@ -348,8 +367,8 @@ def _regex_key(keys: _Keys, key: str, default: str | None, probe: str = "") -> s
     value = keys.get(key, str, default)
     if value is not None:
         try:
-            re.compile(value.replace("{answer}", probe))
-        except re.error as error:
+            regex.compile(value.replace("{answer}", probe))
+        except regex.error as error:
             raise keys.error(key, f"not a regular expression ({error})") from None
     return value
 

@@ -85,7 +85,7 @@ def extract_completion(output: str, problem: Problem) -> str:
     """
     match = _CODE_BLOCK.search(output)
     code = match.group(1) if match else output
-    if re.search(rf"^\s*def\s+{re.escape(problem.entry_point)}\s*\(", code, re.MULTILINE):
+    if re.search(rf"^[ \t]*def\s+{re.escape(problem.entry_point)}\s*\(", code, re.MULTILINE):  # [ \t]*, not \s*: linear in blank lines
         # The prompt ends inside the stub's docstring body; close it with a body, then redefine.
         return f"    ...\n\n{code}"
     return code
