@@ -19,7 +19,7 @@ MAX_ROW_CHARS = 4 * 2**20  # one JSONL line or CSV line: a long-context question
 MAX_FIELDS = 1_000  # columns of one data file
 YAML_MAX_NODES = 10_000  # a spec's YAML nodes, every alias counted as the nodes it expands to
 YAML_MAX_DEPTH = 32  # nesting of a spec's YAML (a spec is three levels deep)
-REGEX_SECONDS = 1.0  # one grading regex of a spec on one reply; a sane pattern takes microseconds
+REGEX_SECONDS = 1.0  # CPU seconds of one grading regex of a spec on one reply; a sane pattern takes microseconds
 
 
 def mib(size: int) -> str:

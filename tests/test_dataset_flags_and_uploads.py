@@ -159,6 +159,7 @@ QUIZ = "".join(json.dumps({"question": q, "choices": ["a", "b", "c"], "answer": 
         ([_upload("quiz.jsonl", QUIZ + '{"question": "Three?", "choices": ["a"], "answer": 0}\n')], "dataset quiz.jsonl, line 3, field 'choices': needs 2 to 26 options"),
         ([uploads.Upload("quiz.jsonl", b'{"question": "caf\xe9"}\n')], "dataset file quiz.jsonl is not UTF-8 text (byte 17) on line 1"),
         ([_upload("mmlu.jsonl", QUIZ)], "dataset name 'mmlu' of"),  # loads, then its name is refused: it stayed in .datasets
+        ([_upload("quiz.yaml", "data: quiz.jsonl\nsystem_prompt: &a [*a]\n"), _upload("quiz.jsonl", QUIZ)], "its YAML has an alias inside its own anchor"),
     ],
 )
 def test_a_bad_upload_is_one_error_and_nothing_is_kept(files, message, tmp_path):
