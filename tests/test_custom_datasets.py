@@ -340,8 +340,9 @@ def _data_bombs(folder: Path) -> dict[str, str]:
     """Each data bomb's file (a few KB on disk, or sparse) and the line it must end in."""
     with gzip.open(folder / "blank.jsonl.gz", "wb", compresslevel=1) as handle:
         handle.write(b" " * (65 * 2**20))
-    with open(folder / "sparse.jsonl", "wb") as handle:
-        handle.truncate(2 * 2**30)
+    for sparse in ("sparse.jsonl", "sparse.yaml"):
+        with open(folder / sparse, "wb") as handle:
+            handle.truncate(2 * 2**30)
     (folder / "lines.jsonl").write_bytes(b"{}\n" * 250_000)
     (folder / "wide.jsonl").write_text(json.dumps({f"f{n}": 0 for n in range(1001)}) + "\n")
     (folder / "long.jsonl").write_text(json.dumps({"question": "x" * (4 * 2**20)}) + "\n")
@@ -352,6 +353,7 @@ def _data_bombs(folder: Path) -> dict[str, str]:
     return {
         "blank.jsonl.gz": "is over the 64 MiB a file may hold decompressed",
         "sparse.jsonl": "is over the 64 MiB a file may hold: cut it into smaller files",
+        "sparse.yaml": "is over the 1 MiB a file may hold: cut it into smaller files",
         "lines.jsonl": "has over the 250,000 lines a file may hold",
         "wide.jsonl": "line 1: 1,001 fields, over the 1,000 a row may have",
         "long.jsonl": "line 1: 4,194,320 characters, over the 4,194,304 a line may have",
