@@ -34,7 +34,7 @@ def read_text(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> str:
     """The file's UTF-8 text (every benchmark release is UTF-8), decompressed when it ends in ``.gz``; past ``limit``
     bytes (decompressed), one line, having read no more than that (a gzip of blank lines or a sparse file is a bomb)."""
     try:
-        data = _read_bytes(path, what, limit)
+        data = read_bytes(path, what, limit)
         return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as text mode reads
     except UnicodeDecodeError as error:  # decoded whole, so the offset and line are the file's own
         line = error.object[: error.start].count(b"\n") + 1
@@ -43,7 +43,7 @@ def read_text(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> str:
         raise DateEvalError(f"cannot read {what} file {path}: {getattr(error, 'strerror', None) or error}") from None
 
 
-def _read_bytes(path: Path, what: str, limit: int) -> bytes:
+def read_bytes(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> bytes:
     """At most ``limit`` bytes of the file, decompressed as they are read: its size is checked first, and a gzip is
     streamed, so neither a sparse file nor a small gzip that decompresses to gigabytes is ever held whole."""
     compressed = path.suffix == ".gz"
