@@ -70,6 +70,7 @@ from dateeval.backends.base import (
 )
 from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
+from dateeval.limits import MAX_SPEC_BYTES
 from dateeval.tasks.base import (
     GenerationTask,
     Prompt,
@@ -116,7 +117,8 @@ def is_reference(reference: str) -> bool:
     if not reference.endswith((".yaml", ".yml")) or not path.is_file():
         return False
     try:
-        return _LMEVAL_KEYS.search(path.read_text(encoding="utf-8", errors="replace")) is not None
+        with path.open(encoding="utf-8", errors="replace") as handle:  # its head only: a sparse 2 GB .yaml is read as a spec, and refused
+            return _LMEVAL_KEYS.search(handle.read(MAX_SPEC_BYTES)) is not None
     except OSError:
         return False
 
