@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from dateeval.backends.base import GenerationSettings
+from dateeval.backends.openai_api import MAX_API_STOPS
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
@@ -52,7 +53,10 @@ MAX_BODY = 16 << 20
 DRAIN_LIMIT = 4 * MAX_BODY  # an oversized body up to this is read and dropped (the connection lives on); beyond it, closed
 IDLE_S = 60.0  # a connection that sends nothing for this long (idle keep-alive, a stalled body) is closed
 WAIT_S = 60.0  # how long a request may wait for the model before it is answered 503 (clients retry those)
+BACKLOG = 1024  # connections the kernel queues before the server accepts them (the standard library's 5 drops a burst of clients)
 POLL_S = 0.2  # how often a waiting request looks whether its client is still there
+MAX_STOP_CHARS = 64  # the longest stop string: transformers preprocesses stops against the whole vocabulary before the first forward pass (4 x 64 characters: 0.7 s here, 4 x 1024: 2.3 s)
+MAX_ECHO_POSITIONS = 2048  # the most prompt tokens an echo scores: each holds a full-vocabulary row of logits (2,000 tokens: 1.4 GB)
 
 
 class RequestError(Exception):
@@ -147,15 +151,23 @@ def _number(body: dict, name: str, default: float, low: float, high: float) -> f
 
 
 def _stops(body: dict) -> tuple[str, ...]:
+    """At most OpenAI's four stop strings, each short: their preprocessing runs before any forward pass, where a hang-up cannot stop it."""
     stop = body.get("stop") or ()
     stop = (stop,) if isinstance(stop, str) else stop
     if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
         raise RequestError(400, "stop must be a string or a list of strings")
+    if len(stop) > MAX_API_STOPS:
+        raise RequestError(400, f"stop holds {len(stop):,} strings: this server takes at most {MAX_API_STOPS} stop strings, as OpenAI does")
+    if not all(0 < len(s) <= MAX_STOP_CHARS for s in stop):
+        raise RequestError(400, f"each stop string must be non-empty and at most {MAX_STOP_CHARS} characters")
     return tuple(stop)
 
 
 def _settings(body: dict, max_tokens: int) -> GenerationSettings:
-    """Greedy at temperature 0; otherwise the model's own sampling settings with the request's seed."""
+    """Greedy at temperature 0; otherwise the model's own sampling settings with the request's seed.
+
+    Read for every request, scored ones included: a value this server would refuse for a generation is refused everywhere.
+    """
     temperature = _number(body, "temperature", 1.0, 0.0, 2.0)
     seed = int(_number(body, "seed", 0, 0, 2**63 - 1))
     return GenerationSettings(max_new_tokens=max_tokens, stop=_stops(body), sample=temperature > 0, seed=seed)
@@ -276,13 +288,14 @@ def _generate_or_score(served: Served, client: Client, prompt: str, body: dict, 
     """(text, prompt tokens, completion tokens, first token's alternatives): one token scored, or a decoded reply."""
     if k is not None and max_tokens != 1:
         raise RequestError(400, "this server returns logprobs for max_tokens=1 only")
+    settings = _settings(body, max_tokens)
     encoded = _encode(served, prompt, max_tokens)
     if k is not None:
         best = top_logprobs(served, client, encoded, max(k, 1))
         text = next(iter(best))
         return text, len(encoded), 1, dict(list(best.items())[: max(k, 1)])
     with holding(served, client):
-        reply = served.backend.generate_texts([prompt], _settings(body, max_tokens), batch_size=1)[0]
+        reply = served.backend.generate_texts([prompt], settings, batch_size=1)[0]
     return reply.text, reply.prompt_tokens, reply.n_tokens, None
 
 
@@ -303,8 +316,12 @@ def _echo(served: Served, client: Client, prompt: str | list[int], body: dict, k
     max_tokens = body.get("max_tokens")
     if k is None or max_tokens not in (0, 1) or isinstance(max_tokens, bool):
         raise RequestError(400, "this server echoes the prompt with logprobs and max_tokens 0 or 1 only")
+    _settings(body, 1)
     ids = _encode(served, prompt, max_tokens) if isinstance(prompt, str) else prompt
     _check_context(served, len(ids), max_tokens)
+    if len(ids) > MAX_ECHO_POSITIONS:
+        raise RequestError(400, f"echo scores at most {MAX_ECHO_POSITIONS:,} tokens, and this prompt has {len(ids):,}: score it in parts",
+                           "echo_too_long")  # fmt: skip
     scored = score_prompt(served, client, ids, k)
     tokens, values, tops = scored.tokens, scored.token_logprobs, scored.top_logprobs
     if max_tokens == 1:
@@ -399,12 +416,25 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, route(self.served, _json_object(data), Client(self.connection)))
         except RequestError as error:
             self._refuse(error)
-        except ClientGone:
-            self.close_connection = True  # nobody reads an answer
+        except (ClientGone, ConnectionError):
+            self._left()
         except Exception as error:  # noqa: BLE001 - a bug or the model failing: the client gets an answer, the operator the traceback
             traceback.print_exc(file=sys.stderr)
             self.close_connection = True
             self._send(500, _error(f"internal error: {type(error).__name__}: {error}", "server_error"))
+
+    def handle_one_request(self) -> None:
+        """One request; a client that hangs up or resets mid-request is one log line, never a traceback."""
+        try:
+            super().handle_one_request()
+        except ConnectionError:
+            self._left()
+
+    def _left(self) -> None:
+        """A client gone before its answer: nobody reads one, so the connection closes and the operator reads one line."""
+        self.close_connection = True
+        request = f" ({self.command} {self.path})" if getattr(self, "path", None) else ""
+        print(f"{self.address_string()}:{self.client_address[1]} left before its answer{request}", file=sys.stderr, flush=True)
 
     def _body(self) -> bytes:
         """The request body, read to its end so that the connection stays usable; where it cannot be, the connection closes after the answer."""
@@ -489,6 +519,10 @@ def _json_object(data: bytes) -> dict:
         raise RequestError(400, "the body is not JSON") from None
     if not isinstance(body, dict):
         raise RequestError(400, "the body must be a JSON object")
+    try:
+        json.dumps(body, ensure_ascii=False).encode()
+    except UnicodeEncodeError:  # JSON may escape half a UTF-16 pair (\\ud800); no tokenizer or template takes it
+        raise RequestError(400, "the body holds a lone surrogate escape (such as \\ud800): strings must be valid Unicode") from None
     return body
 
 
@@ -497,15 +531,20 @@ def _error(message: str, code: str | None = None) -> dict:
     return {"error": {"message": message, "type": kind, "code": code}}
 
 
+class Server(ThreadingHTTPServer):
+    """A thread per connection, a burst of :data:`BACKLOG` connections queued by the kernel rather than refused."""
+
+    request_queue_size = BACKLOG
+    daemon_threads = True
+
+
 def make_server(served: Served, host: str, port: int) -> ThreadingHTTPServer:
     """A server bound to ``host:port`` (port 0: a free one, read back from ``server_address``)."""
     handler = type("BoundHandler", (Handler,), {"served": served})
     try:
-        server = ThreadingHTTPServer((host, port), handler)
+        return Server((host, port), handler)
     except OSError as error:
         raise DateEvalError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
-    server.daemon_threads = True
-    return server
 
 
 def banner(served: Served, host: str, port: int) -> str:

@@ -21,7 +21,8 @@ import pytest
 import torch
 
 from dateeval.backends.base import Generation
-from dateeval.serve import MAX_BODY, Served, banner, make_server
+from dateeval.backends.openai_api import MAX_API_STOPS
+from dateeval.serve import MAX_BODY, MAX_ECHO_POSITIONS, MAX_STOP_CHARS, Served, banner, make_server
 
 MODEL = "smollm2-135m"
 
@@ -227,3 +228,77 @@ def test_a_waiting_request_whose_client_left_is_never_computed(slow: tuple[Serve
         time.sleep(3)  # the abandoned request notices while it waits (slack for a loaded machine)
     time.sleep(0.5)
     assert served.backend.model.passes == 0
+
+
+# What one request may ask for (issue 25 §4): bounded, and refused with the limit named before any compute.
+
+
+def _raw(url: str, path: str, body: bytes) -> tuple[int, dict]:
+    connection = _connection(url)
+    connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+    return _answer(connection)
+
+
+def test_what_one_request_may_ask_for_is_bounded_and_named(real: Served, real_url: str) -> None:
+    client, ids = _client(real_url), real.backend.encode([" apple" * (MAX_ECHO_POSITIONS + 10)])[0][: MAX_ECHO_POSITIONS + 1]
+    asks = {
+        f"at most {MAX_API_STOPS} stop strings": lambda: client.completions.create(model=MODEL, prompt="Hi", max_tokens=2, stop=["x"] * 10_000),
+        f"at most {MAX_STOP_CHARS} characters": lambda: client.completions.create(model=MODEL, prompt="Hi", max_tokens=2, stop=["x" * (MAX_STOP_CHARS + 1)]),
+        "non-empty": lambda: client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_completion_tokens=2, stop=[""]),
+        f"at most {MAX_ECHO_POSITIONS:,} tokens": lambda: client.completions.create(model=MODEL, prompt=ids, echo=True, max_tokens=0, logprobs=20),
+    }
+    for limit, ask in asks.items():
+        started = time.monotonic()
+        with pytest.raises(openai.BadRequestError) as refused:
+            ask()
+        assert limit in refused.value.message and time.monotonic() - started < 5, (limit, refused.value.message)
+
+
+def test_a_lone_surrogate_is_400(real_url: str) -> None:
+    for path, field in [("/v1/completions", '"prompt": "Hi \\ud800"'), ("/v1/chat/completions", '"messages": [{"role": "user", "content": "\\udfff"}]')]:
+        status, body = _raw(real_url, path, f'{{"model": "{MODEL}", {field}, "max_tokens": 1}}'.encode())
+        assert status == 400 and "surrogate" in body["error"]["message"], body
+
+
+def test_invalid_settings_are_400_with_logprobs_too(real_url: str) -> None:
+    for bad in [{"temperature": 5}, {"seed": -1}, {"stop": 7}, {"temperature": "hot"}]:
+        for scored in [{"logprobs": 2, "max_tokens": 1}, {"logprobs": 1, "max_tokens": 0, "echo": True}]:
+            status, body = _raw(real_url, "/v1/completions", json.dumps({"model": MODEL, "prompt": "Hi", **scored, **bad}).encode())
+            assert status == 400, (bad, scored, body)
+        chat = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 1, "logprobs": True, **bad}
+        assert _raw(real_url, "/v1/chat/completions", json.dumps(chat).encode())[0] == 400, bad
+
+
+def test_a_client_that_leaves_is_one_log_line(slow: tuple[Served, str], capsys: pytest.CaptureFixture[str]) -> None:
+    _, url = slow
+    request = json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": 4}).encode()
+    for _ in range(5):  # each sends its request and resets the connection at once
+        raw = socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=30)
+        raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(request), request))
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        raw.close()
+    with pytest.raises(openai.APITimeoutError):  # and one that gives up while its request computes
+        _client(url, timeout=0.2).completions.create(model="slow", prompt="Hi", max_tokens=40)
+    time.sleep(3)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Error" not in err, err
+    lines = err.splitlines()
+    assert 1 <= len(lines) <= 6 and all("left before its answer (POST /v1/completions)" in line for line in lines), err
+
+
+def test_a_burst_of_connections_is_queued_not_dropped(slow: tuple[Served, str]) -> None:
+    _, url = slow
+    port, answers = int(url.rsplit(":", 1)[1]), []
+
+    def ask() -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+            raw.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answers.append(raw.makefile("rb").read()[:12])
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=ask) for _ in range(300)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == [b"HTTP/1.1 200"] * 300 and time.monotonic() - started < 1.0  # a dropped connect is retried after 1 s
