@@ -28,7 +28,6 @@ request. Every response carries the HTTP ``Date`` header, as providers' do.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import select
@@ -38,8 +37,8 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from dateeval.backends.base import GenerationSettings
@@ -55,6 +54,9 @@ IDLE_S = 60.0  # a connection that sends nothing for this long (idle keep-alive,
 WAIT_S = 60.0  # how long a request may wait for the model before it is answered 503 (clients retry those)
 BACKLOG = 1024  # connections the kernel queues before the server accepts them (the standard library's 5 drops a burst of clients)
 POLL_S = 0.2  # how often a waiting request looks whether its client is still there
+MAX_BATCH = 32  # requests one batch may hold
+BATCH_TOKENS = 8192  # rows x longest prompt (and reply) one batch may hold: the memory of one full SmolLM2 context
+GATHER_S = 0.01  # a batch starts once no request arrived for this long (or it is full)
 MAX_STOP_CHARS = 64  # the longest stop string: transformers preprocesses stops against the whole vocabulary before the first forward pass (4 x 64 characters: 0.7 s here, 4 x 1024: 2.3 s)
 MAX_ECHO_POSITIONS = 2048  # the most prompt tokens an echo scores: each holds a full-vocabulary row of logits (2,000 tokens: 1.4 GB)
 
@@ -78,8 +80,12 @@ class Served:
     backend: TransformersBackend
     name: str
     template: ChatTemplate
-    lock: threading.Lock
+    lock: threading.Lock  # held while a batch computes: whoever holds it has the model
     wait_s: float = WAIT_S  # the longest a request waits for the model before a 503
+    batcher: Batcher = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.batcher = Batcher(self)
 
     @functools.cached_property
     def longest_token(self) -> int:
@@ -117,28 +123,148 @@ class Client:
             raise ClientGone
 
 
-@contextlib.contextmanager
-def holding(served: Served, client: Client) -> Iterator[None]:
-    """The model, for one request: wait at most ``served.wait_s``, and stop waiting or computing when the client leaves.
+@dataclass(eq=False)
+class Job:
+    """One request's share of a batch: which backend call it joins, for whom, and once computed its answer."""
 
-    The check runs before every forward pass of the model (a forward
-    pre-hook), so a long generation ends within one decoding step of the hang-up.
+    kind: str  # "top" (next-token scoring), "echo" (every prompt token scored) or "generate"
+    key: object  # jobs of one kind share a batch only with an equal key (generation: its settings)
+    tokens: int  # its length: a batch holds at most its budget in rows x the longest
+    work: object  # token ids to score, or the text to generate from
+    client: Client
+    shares: bool = True  # False: computed alone
+    state: str = "queued"  # queued, then running, then done
+    result: object = None
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class Batcher:
+    """One thread runs the model: requests that arrive while a batch computes share the next batch's forward passes.
+
+    A batch is the oldest queued job and every queued job that can join it
+    (same kind and key, at most :data:`MAX_BATCH` rows, rows x longest
+    within the kind's token budget, which bounds its memory). The backend's
+    own batched methods compute it, so a batch of one is one request at a time.
     """
-    deadline = time.monotonic() + served.wait_s
-    while not served.lock.acquire(timeout=max(0.0, min(POLL_S, deadline - time.monotonic()))):
-        client.check()
-        if time.monotonic() >= deadline:
-            raise RequestError(503, f"the server is busy: this request waited {served.wait_s:g} s for the model, which answers one "
-                                    "request at a time; retry later", "server_busy")  # fmt: skip
-    try:
-        client.check()
-        hook = served.backend.model.register_forward_pre_hook(client.check)
+
+    def __init__(self, served: Served) -> None:
+        self.served = served
+        self.queue: list[Job] = []
+        self.ready = threading.Condition()
+        self.thread: threading.Thread | None = None
+
+    def run(self, job: Job) -> object:
+        """Queue ``job`` and wait for its answer: at most ``wait_s`` to start (then 503), never after its client left."""
+        deadline = time.monotonic() + self.served.wait_s
+        with self.ready:
+            self.queue.append(job)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, name="dateeval-batcher", daemon=True)
+                self.thread.start()
+            self.ready.notify()
+        while not job.done.wait(POLL_S):
+            if (job.client.gone() or time.monotonic() >= deadline) and self._withdraw(job):
+                job.client.check()
+                raise RequestError(503, f"the server is busy: this request waited {self.served.wait_s:g} s for the model; retry later",
+                                   "server_busy")  # fmt: skip
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    def _withdraw(self, job: Job) -> bool:
+        """Take a job that has not started off the queue (True); one that started is answered (False)."""
+        with self.ready:
+            if job.state != "queued":
+                return False
+            self.queue.remove(job)
+            return True
+
+    def _loop(self) -> None:
+        while True:
+            with self.ready:
+                self.ready.wait_for(lambda: self.queue)
+                while len(self.queue) < MAX_BATCH and self.ready.wait(GATHER_S):
+                    pass  # requests still arriving (a burst of clients answered together sends its next ones together)
+            with self.served.lock:
+                batch = self._take()
+                if batch:
+                    self._compute(batch)
+
+    def _take(self) -> list[Job]:
+        """The next batch, marked running; jobs whose clients left are answered as gone instead."""
+        with self.ready:
+            for job in [job for job in self.queue if job.client.gone()]:
+                self.queue.remove(job)
+                self._finish([job], error=ClientGone())
+            if not self.queue:
+                return []
+            first, budget = self.queue[0], MAX_ECHO_POSITIONS if self.queue[0].kind == "echo" else BATCH_TOKENS
+            batch, longest = [first], first.tokens
+            for job in self.queue[1:]:
+                joins = first.shares and job.shares and (job.kind, job.key) == (first.kind, first.key)
+                if joins and len(batch) < MAX_BATCH and (len(batch) + 1) * max(longest, job.tokens) <= budget:
+                    batch.append(job)
+                    longest = max(longest, job.tokens)
+            for job in batch:
+                self.queue.remove(job)
+                job.state = "running"
+            return batch
+
+    def _compute(self, batch: list[Job]) -> None:
+        """One backend call for the batch; before every forward pass, the batch stops if all its clients left."""
+
+        def check(*_: object) -> None:
+            if all(job.client.gone() for job in batch):
+                raise ClientGone
+
+        hook = self.served.backend.model.register_forward_pre_hook(check)
         try:
-            yield
+            results = COMPUTE[batch[0].kind](self.served, batch)
+        except Exception as error:  # noqa: BLE001 - each request's handler answers it (a 500 with its traceback, or one log line)
+            return self._finish(batch, error=error)
         finally:
             hook.remove()
-    finally:
-        served.lock.release()
+        for job, result in zip(batch, results):
+            job.result = result
+        self._finish(batch)
+
+    @staticmethod
+    def _finish(jobs: list[Job], error: BaseException | None = None) -> None:
+        for job in jobs:
+            job.error, job.state = error, "done"
+            job.done.set()
+
+
+def _next_tokens(served: Served, batch: list[Job]) -> list:
+    """Each prompt's full-vocabulary next-token log-probabilities (float64 arrays), one shared forward pass."""
+    vocabulary = list(range(len(served.backend.tokenizer)))
+    return served.backend.next_token_logprobs([job.work for job in batch], [vocabulary] * len(batch), batch_size=len(batch))
+
+
+def _echoes(served: Served, batch: list[Job]) -> list:
+    """Each prompt's log-probabilities at every position (float32 tensors), right-padded into one forward pass."""
+    import torch
+
+    width = max(len(job.work) for job in batch)
+    ids = torch.zeros((len(batch), width), dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    for row, job in enumerate(batch):
+        ids[row, : len(job.work)], mask[row, : len(job.work)] = torch.tensor(job.work), 1
+    backend = served.backend
+    with torch.inference_mode():
+        logits = backend.model(input_ids=ids.to(backend.device), attention_mask=mask.to(backend.device)).logits.float()
+        logits -= torch.logsumexp(logits, dim=-1, keepdim=True)  # log-softmax in place: a batch holds one copy of its logits
+        logprobs = logits.cpu()
+    return [logprobs[row, : len(job.work)] for row, job in enumerate(batch)]
+
+
+def _generations(served: Served, batch: list[Job]) -> list:
+    """Replies of prompts that share their settings, generated together (left-padded, as the backend batches them)."""
+    return served.backend.generate_texts([job.work for job in batch], batch[0].key, batch_size=len(batch))
+
+
+COMPUTE: dict[str, Callable[[Served, list[Job]], list]] = {"top": _next_tokens, "echo": _echoes, "generate": _generations}
 
 
 def _number(body: dict, name: str, default: float, low: float, high: float) -> float:
@@ -186,9 +312,7 @@ def top_logprobs(served: Served, client: Client, prompt: list[int], k: int) -> d
     """The ``k`` most likely next tokens (as text) with their full-vocabulary log-probabilities."""
     import torch
 
-    vocabulary = list(range(len(served.backend.tokenizer)))
-    with holding(served, client):
-        logprobs = served.backend.next_token_logprobs([prompt], [vocabulary], batch_size=1)[0]
+    logprobs = served.batcher.run(Job("top", None, len(prompt), prompt, client))
     return _top(served.backend.tokenizer, torch.from_numpy(logprobs), k)
 
 
@@ -203,13 +327,11 @@ class Echo:
 
 
 def score_prompt(served: Served, client: Client, prompt: list[int], k: int) -> Echo:
-    """One forward pass over the prompt: every token's log-probability after the ones before it, and the next token's top-k."""
+    """Every token's log-probability after the ones before it, and the next token's top-k (one row of a batch's forward pass)."""
     import torch
 
-    backend, tokenizer = served.backend, served.backend.tokenizer
-    with holding(served, client), torch.inference_mode():
-        logits = backend.model(input_ids=torch.tensor([prompt], device=backend.device)).logits[0].float()
-        logprobs = torch.log_softmax(logits, dim=-1).cpu()
+    tokenizer = served.backend.tokenizer
+    logprobs = served.batcher.run(Job("echo", None, len(prompt), prompt, client))
     chosen = logprobs[torch.arange(len(prompt) - 1), torch.tensor(prompt[1:], dtype=torch.long)].tolist()
     tops = [None] + [{tokenizer.decode([token]): value, **_top(tokenizer, row, k)} for token, value, row in zip(prompt[1:], chosen, logprobs)]
     return Echo([tokenizer.decode([token]) for token in prompt], [None, *chosen], tops, _top(tokenizer, logprobs[-1], max(k, 1)))
@@ -294,8 +416,8 @@ def _generate_or_score(served: Served, client: Client, prompt: str, body: dict, 
         best = top_logprobs(served, client, encoded, max(k, 1))
         text = next(iter(best))
         return text, len(encoded), 1, dict(list(best.items())[: max(k, 1)])
-    with holding(served, client):
-        reply = served.backend.generate_texts([prompt], settings, batch_size=1)[0]
+    # Sampled replies depend on the batch they are drawn in (one seed per batch): each is drawn alone, as one request at a time would.
+    reply = served.batcher.run(Job("generate", settings, len(encoded) + max_tokens, prompt, client, shares=not settings.sample))
     return reply.text, reply.prompt_tokens, reply.n_tokens, None
 
 

@@ -190,7 +190,7 @@ class SlowBackend:
     def generate_texts(self, prompts: list[str], settings, batch_size: int) -> list[Generation]:  # noqa: ANN001
         for _ in range(settings.max_new_tokens):
             self.model(torch.zeros(1))
-        return [Generation("a" * settings.max_new_tokens, settings.max_new_tokens, len(prompts[0]))]
+        return [Generation("a" * settings.max_new_tokens, settings.max_new_tokens, len(prompt)) for prompt in prompts]
 
 
 @pytest.fixture
@@ -302,3 +302,38 @@ def test_a_burst_of_connections_is_queued_not_dropped(slow: tuple[Served, str]) 
     for thread in threads:
         thread.join()
     assert answers == [b"HTTP/1.1 200"] * 300 and time.monotonic() - started < 1.0  # a dropped connect is retried after 1 s
+
+
+# Batching (issue 24 §3): requests in flight share forward passes and get what one at a time gets.
+
+
+def test_requests_in_flight_share_forward_passes_and_get_what_one_at_a_time_gets(real: Served, real_url: str) -> None:
+    client, texts = _client(real_url), [f"Question {i}: what is {i} plus {2 * i}? Answer:" for i in range(4)]
+    ids = real.backend.encode(texts)
+    asks = [lambda t=t: client.completions.create(model=MODEL, prompt=t, max_tokens=1, logprobs=5).choices[0].logprobs.top_logprobs[0] for t in texts]
+    asks += [lambda i=i: client.completions.create(model=MODEL, prompt=i, echo=True, max_tokens=1, logprobs=2).choices[0].logprobs.token_logprobs for i in ids]
+    asks += [lambda t=t: client.completions.create(model=MODEL, prompt=t, max_tokens=3, temperature=0).choices[0].text for t in texts]
+    alone = [ask() for ask in asks]
+    rows: list[int] = []
+    hook = real.backend.model.register_forward_pre_hook(lambda _, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+    together: list[object] = [None] * len(asks)
+    try:
+        with real.lock:  # the model busy: every request queues, then the batcher takes them together
+            threads = [threading.Thread(target=lambda i=i: together.__setitem__(i, asks[i]())) for i in range(len(asks))]
+            for thread in threads:
+                thread.start()
+            deadline = time.monotonic() + 30
+            while len(real.batcher.queue) < len(asks) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        for thread in threads:
+            thread.join()
+    finally:
+        hook.remove()
+    assert max(rows) == len(texts)  # one forward pass for each kind's four requests
+    for first, second in zip(alone, together):
+        if isinstance(first, str):
+            assert first == second
+        elif isinstance(first, dict):
+            assert first.keys() == second.keys() and max(abs(first[t] - second[t]) for t in first) < 1e-4, (first, second)
+        else:
+            assert max(abs(a - b) for a, b in zip(first[1:], second[1:])) < 1e-4 and first[0] is second[0] is None
