@@ -9,10 +9,12 @@ completions mode at each concurrency; prints requests/s, the ratio to
 in-process item-dates/s, and the largest log-probability difference as a
 check that both computed the same thing. The server is vLLM's
 (``.venv-vllm``, the default model's converted folder, float32, eager, prefix
-caching), dateeval's own (``python -m dateeval serve``, one request at a
-time), or one already running (``--server URL#MODEL``)::
+caching), dateeval's own (``python -m dateeval serve``, which batches the
+requests in flight), or one already running (``--server URL#MODEL``);
+several, comma-separated, are measured in one run against the same
+in-process rate (say this branch's server and another checkout's)::
 
-    .venv/bin/python bench/http_backend.py [--server vllm|dateeval|URL#MODEL] [--items 32] [--dates 2] [--concurrency 1,8,32]
+    .venv/bin/python bench/http_backend.py [--server vllm|dateeval|URL#MODEL[,...]] [--items 32] [--dates 2] [--concurrency 1,8,32]
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ def timed(score, requests: list[LabelRequest]) -> tuple[float, list[np.ndarray]]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--server", default="vllm", help="vllm, dateeval, or URL#MODEL of a server already running")
+    parser.add_argument("--server", default="vllm", help="vllm, dateeval, or URL#MODEL of a server already running; several, comma-separated")
     parser.add_argument("--port", type=int, default=8011)
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--items", type=int, default=32, help="ARC-Challenge items per date")
@@ -123,15 +125,22 @@ def main() -> None:
     before, local = in_process()
     print(f"{len(requests)} ARC-Challenge prompts ({args.items} items x {args.dates} dates), float32, {os.cpu_count()} cores")
 
-    with serving(args.server, args.port) if args.server in ("vllm", "dateeval") else nullcontext(args.server) as spec:
-        rates = {concurrency: over_http(spec, concurrency, requests, local) for concurrency in (int(c) for c in args.concurrency.split(","))}
+    concurrencies = [int(c) for c in args.concurrency.split(",")]
+    rates = {server: at_each(server, args.port, concurrencies, requests, local) for server in args.server.split(",")}
     # Measured before and after the HTTP runs: on a shared machine the load moves, and the mean is the fairer reference.
     after = in_process()[0]
     local_rate = (before + after) / 2
     print(f"  in-process (transformers, batch {args.batch_size}): {local_rate:7.2f} item-dates/s (before {before:.2f}, after {after:.2f})")
-    print(f"  HTTP, completions mode, {args.server} server:")
-    for concurrency, (rate, delta) in rates.items():
-        print(f"    concurrency {concurrency:3d}: {rate:7.2f} requests/s = {rate / local_rate:5.2f}x in-process   (max |d logprob| {delta:.1e})")
+    for server, at in rates.items():
+        print(f"  HTTP, completions mode, {server} server:")
+        for concurrency, (rate, delta) in at.items():
+            print(f"    concurrency {concurrency:3d}: {rate:7.2f} requests/s = {rate / local_rate:5.2f}x in-process   (max |d logprob| {delta:.1e})")
+
+
+def at_each(server: str, port: int, concurrencies: list[int], requests: list[LabelRequest], local: list[np.ndarray]) -> dict[int, tuple[float, float]]:
+    """One server (started here, or already running) at each concurrency."""
+    with serving(server, port) if server in ("vllm", "dateeval") else nullcontext(server) as spec:
+        return {concurrency: over_http(spec, concurrency, requests, local) for concurrency in concurrencies}
 
 
 def over_http(spec: str, concurrency: int, requests: list[LabelRequest], local: list[np.ndarray]) -> tuple[float, float]:

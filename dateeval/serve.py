@@ -14,12 +14,16 @@ or 1 scores the prompt's own tokens, as vLLM does, which is how clients read
 the exact log-probability of any continuation), ``POST /v1/chat/completions``
 (the server's chat template, rendered with the real clock;
 ``logprobs``/``top_logprobs``).
-Requests are answered one at a time (one model, one lock); the standard
-library's threading server keeps connections concurrent. A request waits at
-most ``Served.wait_s`` for the model (then 503, which clients retry), stops
-waiting or computing as soon as its client hangs up, and is refused (400)
-before any compute when its prompt and reply would not fit the model's
-context. What the server does not do (streaming, several choices) is refused
+Requests in flight are batched: one thread runs the model, and the
+requests that queue while a batch computes share the next one's forward
+passes (:class:`Batcher`); the standard library's threading server keeps
+connections concurrent. A request waits at most ``Served.wait_s`` to start
+(then 503, which clients retry), stops waiting as soon as its client hangs
+up (and computing, unless it shares its batch with clients still there),
+and is refused (400) before any compute when its prompt and reply would not
+fit the model's context or it asks for more than the server bounds (stop
+strings, echo positions): a request's memory is bounded by its batch's
+token budget, never by what it asks. What the server does not do (streaming, several choices) is refused
 rather than answered differently. Every refusal, down to a malformed request
 line, is a JSON error body, and a refused body is read to its end or the
 connection closed, so that a keep-alive client's next request is read as a
@@ -118,7 +122,7 @@ class Client:
             return True
 
     def check(self, *_: object) -> None:
-        """Raise :class:`ClientGone` if the client left (also a forward pre-hook: it runs before every forward pass)."""
+        """Raise :class:`ClientGone` if the client left."""
         if self.gone():
             raise ClientGone
 
