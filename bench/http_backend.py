@@ -11,8 +11,9 @@ check that both computed the same thing. The server is vLLM's
 (``.venv-vllm``, the default model's converted folder, float32, eager, prefix
 caching), dateeval's own (``python -m dateeval serve``, which batches the
 requests in flight), or one already running (``--server URL#MODEL``);
-several, comma-separated, are measured in one run against the same
-in-process rate (say this branch's server and another checkout's)::
+several, comma-separated, are measured in one run, in turn at each
+concurrency, against the same in-process rate (say this branch's server
+and another checkout's)::
 
     .venv/bin/python bench/http_backend.py [--server vllm|dateeval|URL#MODEL[,...]] [--items 32] [--dates 2] [--concurrency 1,8,32]
 """
@@ -28,7 +29,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -125,8 +126,14 @@ def main() -> None:
     before, local = in_process()
     print(f"{len(requests)} ARC-Challenge prompts ({args.items} items x {args.dates} dates), float32, {os.cpu_count()} cores")
 
-    concurrencies = [int(c) for c in args.concurrency.split(",")]
-    rates = {server: at_each(server, args.port, concurrencies, requests, local) for server in args.server.split(",")}
+    servers = args.server.split(",")
+    with ExitStack() as stack:
+        # Every server up at once, measured in turn at each concurrency: on a shared machine the load moves.
+        specs = [stack.enter_context(serving(s, args.port + i) if s in ("vllm", "dateeval") else nullcontext(s)) for i, s in enumerate(servers)]
+        rates: dict[str, dict[int, tuple[float, float]]] = {server: {} for server in servers}
+        for concurrency in (int(c) for c in args.concurrency.split(",")):
+            for server, spec in zip(servers, specs):
+                rates[server][concurrency] = over_http(spec, concurrency, requests, local)
     # Measured before and after the HTTP runs: on a shared machine the load moves, and the mean is the fairer reference.
     after = in_process()[0]
     local_rate = (before + after) / 2
@@ -135,12 +142,6 @@ def main() -> None:
         print(f"  HTTP, completions mode, {server} server:")
         for concurrency, (rate, delta) in at.items():
             print(f"    concurrency {concurrency:3d}: {rate:7.2f} requests/s = {rate / local_rate:5.2f}x in-process   (max |d logprob| {delta:.1e})")
-
-
-def at_each(server: str, port: int, concurrencies: list[int], requests: list[LabelRequest], local: list[np.ndarray]) -> dict[int, tuple[float, float]]:
-    """One server (started here, or already running) at each concurrency."""
-    with serving(server, port) if server in ("vllm", "dateeval") else nullcontext(server) as spec:
-        return {concurrency: over_http(spec, concurrency, requests, local) for concurrency in concurrencies}
 
 
 def over_http(spec: str, concurrency: int, requests: list[LabelRequest], local: list[np.ndarray]) -> tuple[float, float]:

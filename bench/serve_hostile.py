@@ -113,13 +113,15 @@ def hostile(port: int, timeout: float, concurrent: int, pid: int) -> None:
     report("echo of 8,000 tokens, top-20 logprobs", ask(port, {"model": MODEL, "prompt": ids[:8000], "echo": True, "max_tokens": 0, "logprobs": 20}, timeout), pid)
     report("lone surrogate in the prompt", ask(port, b'{"model": "%s", "prompt": "Hi \\ud800", "max_tokens": 1}' % MODEL.encode(), timeout), pid)
     report("temperature 5 with logprobs", ask(port, {**small, "temperature": 5}, timeout), pid)
+    report("a small request (for comparison)", ask(port, small, timeout), pid)
     report("generation of 2,000 tokens, client leaves at 1 s", ask(port, {**small, "logprobs": None, "max_tokens": 2000}, 1.0), pid)
     report("  then a small request", ask(port, small, timeout), pid)
     echo = {"model": MODEL, "echo": True, "max_tokens": 0, "logprobs": 20}
     answers = together(port, [{**echo, "prompt": ids[i : i + 2048]} for i in range(3)], timeout)
     report("3 echoes of 2,048 tokens (the limit), top-20, at once", max(answers, key=lambda a: a[1]), pid)
-    answers = together(port, [{**small, "prompt": ids[i : i + 8190], "logprobs": 20} for i in range(2)], timeout)
-    report("2 prompts of 8,190 tokens (the context), top-20, at once", max(answers, key=lambda a: a[1]), pid)
+    filling = tokenizer.decode(ids[: 8190 - 1])  # decoded and tokenised again: the same 8,189 tokens
+    answers = together(port, [{**small, "prompt": text, "logprobs": 20} for text in (filling, filling[1:])], timeout)
+    report("2 prompts of 8,189 tokens + 1 (the context), top-20", max(answers, key=lambda a: a[1]), pid)
     started = time.monotonic()
     answers = together(port, [small] * concurrent, timeout)
     counts = Counter(status for status, _, _ in answers)
