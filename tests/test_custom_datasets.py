@@ -364,7 +364,7 @@ def _data_bombs(folder: Path) -> dict[str, str]:
 
 
 BOMB_CHILD = """
-import json, resource, sys, time
+import json, sys, time
 from dateeval.errors import DateEvalError
 from dateeval.tasks import build_task, resolve
 for path in sys.argv[1:]:
@@ -374,13 +374,16 @@ for path in sys.argv[1:]:
         ended = "built"
     except DateEvalError as error:
         ended = str(error)
-    print(json.dumps([path, ended, time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]), flush=True)
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, so it would count the forking pytest process's memory
+    peak = int(next(line for line in open("/proc/self/status") if line.startswith("VmHWM")).split()[1])
+    print(json.dumps([path, ended, time.perf_counter() - start, peak]), flush=True)
 """
 
 
 def test_data_file_bombs_end_in_one_line_in_bounded_memory_and_seconds(tmp_path):
     """Every bomb in one process whose address space is capped at 1.5 GB (the bombs took 2-3.5 GB and 2-12 s before):
-    each must end in its line within a second, and the process's peak stays under 600 MB."""
+    each must end in its line within seconds (0.3 s at most on a quiet machine; 5 s allows a loaded one), and the
+    process's peak stays under 600 MB."""
     expected = _data_bombs(tmp_path)
 
     def cap() -> None:
@@ -392,7 +395,7 @@ def test_data_file_bombs_end_in_one_line_in_bounded_memory_and_seconds(tmp_path)
     assert list(results) == list(expected), done.stderr[-2000:]
     for name, fragment in expected.items():
         ended, seconds, _ = results[name]
-        assert str(tmp_path / name) in ended and fragment in ended and seconds < 1, (name, ended, seconds)
+        assert str(tmp_path / name) in ended and fragment in ended and seconds < 5, (name, ended, seconds)  # 0.0-0.3 s quiet
     assert max(peak for _, _, peak in results.values()) < 600 * 2**10
 
 
