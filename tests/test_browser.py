@@ -239,6 +239,7 @@ def test_the_sidebar_chips_tell_the_models_apart_on_a_laptop_screen(browser, ser
     what tells its entry apart, whole, under a heading that names the model."""
     page, errors = _open(browser, f"{server}/curves?store=demo&dataset=mmlu", LAPTOP)
     chips = "[data-testid=stSidebar] [data-testid=stMultiSelectTagsContainer] [data-tag] > span[title]"
+    page.locator(chips).first.wait_for(state="visible", timeout=60_000)  # a loaded machine may draw the sidebar after the title
     texts = page.evaluate(f"() => [...document.querySelectorAll('{chips}')].filter(e => e.offsetParent).map(e => e.textContent)")
     assert sorted(texts) == ["bfloat16, cpu", "float16, cpu", "float32, cpu"], texts
     assert page.get_by_text("Models (smollm2-135m)").count() >= 1
