@@ -194,16 +194,15 @@ def factor_bars(table: pd.DataFrame, metric: str = "accuracy") -> go.Figure:
     figure = go.Figure()
     for index, (entry, group) in enumerate(table.groupby("entry", sort=True)):
         value, low, high = 100 * group[f"{metric}_cv"], 100 * group[f"{metric}_cv_low"], 100 * group[f"{metric}_cv_high"]
-        colour = PALETTE[index % len(PALETTE)]
-        if metric == "accuracy":
-            figure.add_trace(go.Bar(x=group["factor"], y=value, name=entry, marker_color=colour, offsetgroup=entry))
-            noise_free = 100 * group["accuracy_cv_noise_free"]
+        noise_free = 100 * group["accuracy_cv_noise_free"] if metric == "accuracy" else None  # the interval is this one's
+        centre = value if noise_free is None else noise_free
+        error = {"type": "data", "symmetric": False, "array": high - centre, "arrayminus": centre - low}
+        figure.add_trace(go.Bar(x=group["factor"], y=value, name=entry, marker_color=PALETTE[index % len(PALETTE)], offsetgroup=entry,
+                                error_y=error if noise_free is None else None))  # fmt: skip
+        if noise_free is not None:
             figure.add_trace(go.Scatter(x=group["factor"], y=noise_free, mode="markers", marker={"symbol": "diamond", "color": "black", "size": 8},
                                         name="without counting noise, 95% CI", offsetgroup=entry, legendgroup="noise-free", showlegend=index == 0,
-                                        error_y={"type": "data", "symmetric": False, "array": high - noise_free, "arrayminus": noise_free - low}))  # fmt: skip
-        else:
-            figure.add_trace(go.Bar(x=group["factor"], y=value, name=entry, marker_color=colour, error_y={"type": "data", "symmetric": False,
-                                    "array": high - value, "arrayminus": value - low}))  # fmt: skip
+                                        error_y=error))  # fmt: skip
     figure.update_layout(barmode="group", scattermode="group")
     return _layout(figure, f"Variation of {axis_label(metric).removesuffix(' (%)')} by source (coefficient of variation)", "CV (%)", x_title="Factor")
 

@@ -168,9 +168,8 @@ def noise_free_cv(correct: np.ndarray, level: float = 0.95) -> tuple[float, floa
     Coverage, 10-200 questions, 2-12 levels: docs/coverage.md.
     NaN without two levels, two items and a mean above 0; no interval without residual variation."""
     levels, items = correct.shape
-    nan = (float("nan"),) * 3
     if levels < 2 or items < 2 or correct.mean() == 0:
-        return nan
+        return float("nan"), float("nan"), float("nan")
     _, ms_level, ms_residual = mean_squares(correct)
     estimate = float(np.sqrt(max(0.0, (ms_level - ms_residual) / items)) / correct.mean())
     if ms_residual <= 1e-12:  # each question has one outcome on every level: no counting noise to set the levels against
