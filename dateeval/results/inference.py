@@ -18,13 +18,17 @@ against hand-computed or scipy values on synthetic data.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 import pandas as pd
 from dateeval.results.descriptive import entry_label, kendall_taus, predictions, reordering, summarize, with_factor
 from dateeval.metrics import METRICS, ece_resampled, ece_rows
+
+Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: a 95% interval is mean +- Z95 x standard error
 
 # scipy is imported by the three functions that test with it, not here: importing it takes 1-2 s, and the explorer's
 # first render (``paper`` imports ``cv``; the headline read back by ``dateeval.results.stored``) needs none of it.
@@ -129,6 +133,46 @@ def mean_squares(correct: np.ndarray) -> tuple[float, float, float]:
 NONCENTRALITY_MAX = 1e7  # beyond it the noncentral F's CDF loses its digits; a level effect that large has no upper end
 
 
+
+@dataclass(frozen=True)
+class Components:
+    """Two-way random-effects variance components of a dates x items matrix (one observation per cell).
+
+    ``item`` is the variance between questions, ``date`` between dates, ``residual`` the item x date interaction (with
+    one grade per cell it cannot be told apart from noise; with deterministic decoding there is none). Each is the
+    method-of-moments estimate, set to 0 where sampling makes it negative.
+    """
+
+    item: float
+    date: float
+    residual: float
+    n_dates: int
+    n_items: int
+
+    def mean_variance(self, n_dates: int | None = None, n_items: int | None = None) -> float:
+        """Var(date-marginal score) with ``n_dates`` dates and ``n_items`` items (default: those measured)."""
+        dates, items = n_dates or self.n_dates, n_items or self.n_items
+        return self.date / dates + self.item / items + self.residual / (dates * items)
+
+    def half_width(self, n_dates: int | None = None, n_items: int | None = None) -> float:
+        """The 95% interval's half-width of the date-marginal score with that many dates and items."""
+        return Z95 * math.sqrt(self.mean_variance(n_dates, n_items))
+
+    def shares(self) -> dict[str, float]:
+        """Each component's share of the variance of one cell (item + date + residual)."""
+        total = self.item + self.date + self.residual
+        return {name: (value / total if total > 0 else float("nan")) for name, value in (("item", self.item), ("date", self.date), ("residual", self.residual))}
+
+
+def variance_components(correct: np.ndarray) -> Components:
+    """Item, date and item x date variance from the mean squares: E[MS_item] = s_res + D s_item, E[MS_date] =
+    s_res + I s_date, E[MS_res] = s_res (needs two or more dates and items)."""
+    n_dates, n_items = np.shape(correct)
+    ms_item, ms_date, ms_residual = mean_squares(correct)
+    return Components(item=max(0.0, (ms_item - ms_residual) / n_dates), date=max(0.0, (ms_date - ms_residual) / n_items),
+                      residual=ms_residual, n_dates=n_dates, n_items=n_items)  # fmt: skip
+
+
 def _ncf_cdf(f: float, d1: int, d2: int, noncentrality: float) -> float:
     """The noncentral F's CDF: scipy's, and where that has no digits left (NaN with hundreds of levels and a large
     noncentrality), Patnaik's approximation, a scaled central F with the noncentral chi-square's first two moments."""
@@ -171,7 +215,7 @@ def noise_free_cv(correct: np.ndarray, level: float = 0.95) -> tuple[float, floa
     if levels < 2 or items < 2 or correct.mean() == 0:
         return float("nan"), float("nan"), float("nan")
     _, ms_level, ms_residual = mean_squares(correct)
-    estimate = float(np.sqrt(max(0.0, (ms_level - ms_residual) / items)) / correct.mean())
+    estimate = float(np.sqrt(variance_components(correct).date) / correct.mean())
     if ms_residual <= 1e-12:  # each question has one outcome on every level: no counting noise to set the levels against
         return estimate, float("nan"), float("nan")
     d1, d2, tail = levels - 1, (levels - 1) * (items - 1), (1 - level) / 2

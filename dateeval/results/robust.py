@@ -8,7 +8,7 @@ pure function of dates x items outcome matrices (1 right, 0 wrong; the matrices
 :meth:`dateeval.results.Results.matrices` gives), so the CLI, the report and the
 explorer show one set of numbers:
 
-* :func:`variance_components`: how much of the variance is the item's, the
+* :func:`variance_components` (in :mod:`inference`, which the noise-free CV also reads): how much of the variance is the item's, the
   date's and their interaction's (two-way random-effects ANOVA, one observation
   per cell, method of moments), and from them the standard error of the mean;
 * :func:`korn_graubard`: the interval, from those components: an exact
@@ -33,16 +33,14 @@ correction): conservative when a sweep covers every day of its range.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 import pandas as pd
 
 from dateeval.metrics import METRICS, point_decimals
-from dateeval.results.inference import clopper_pearson, mean_squares, resample_weights
+from dateeval.results.inference import Z95, Components, clopper_pearson, mean_squares, resample_weights, variance_components
 
-Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: a 95% interval is mean +- Z95 x standard error
 N_BOOT = 1000  # two-way resamples (about 0.2 s of matrix products for 366 dates x 10,000 items)
 # Date counts the planning table and figure show (the paper sweeps up to 366).
 PLAN_SIZES = (2, 4, 8, 16, 32, 64, 128, 256, 366)
@@ -106,45 +104,6 @@ def interval_text(score: float, low: float, high: float, decimals: int) -> str:
     if below == above:
         return f"{100 * score:.{decimals}f} ± {below:.{decimals}f} pp"
     return f"{100 * score:.{decimals}f} [{100 * low:.{decimals}f}, {100 * high:.{decimals}f}]"
-
-
-@dataclass(frozen=True)
-class Components:
-    """Two-way random-effects variance components of a dates x items matrix (one observation per cell).
-
-    ``item`` is the variance between questions, ``date`` between dates, ``residual`` the item x date interaction (with
-    one grade per cell it cannot be told apart from noise; with deterministic decoding there is none). Each is the
-    method-of-moments estimate, set to 0 where sampling makes it negative.
-    """
-
-    item: float
-    date: float
-    residual: float
-    n_dates: int
-    n_items: int
-
-    def mean_variance(self, n_dates: int | None = None, n_items: int | None = None) -> float:
-        """Var(date-marginal score) with ``n_dates`` dates and ``n_items`` items (default: those measured)."""
-        dates, items = n_dates or self.n_dates, n_items or self.n_items
-        return self.date / dates + self.item / items + self.residual / (dates * items)
-
-    def half_width(self, n_dates: int | None = None, n_items: int | None = None) -> float:
-        """The 95% interval's half-width of the date-marginal score with that many dates and items."""
-        return Z95 * math.sqrt(self.mean_variance(n_dates, n_items))
-
-    def shares(self) -> dict[str, float]:
-        """Each component's share of the variance of one cell (item + date + residual)."""
-        total = self.item + self.date + self.residual
-        return {name: (value / total if total > 0 else float("nan")) for name, value in (("item", self.item), ("date", self.date), ("residual", self.residual))}
-
-
-def variance_components(correct: np.ndarray) -> Components:
-    """Item, date and item x date variance from the mean squares: E[MS_item] = s_res + D s_item, E[MS_date] =
-    s_res + I s_date, E[MS_res] = s_res (needs two or more dates and items)."""
-    n_dates, n_items = np.shape(correct)
-    ms_item, ms_date, ms_residual = mean_squares(correct)
-    return Components(item=max(0.0, (ms_item - ms_residual) / n_dates), date=max(0.0, (ms_date - ms_residual) / n_items),
-                      residual=ms_residual, n_dates=n_dates, n_items=n_items)  # fmt: skip
 
 
 def dates_needed(components: Components, half_width: float, n_items: int | None = None) -> int | None:
