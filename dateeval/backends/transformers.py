@@ -31,7 +31,9 @@ from dateeval.prompting import ChatTemplate
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 DEVICES = ("auto", "cuda", "mps", "cpu")
-LOGITS_BUDGET = 1 << 30  # bytes of float32 logits one continuation-scoring forward may hold (batches are split to fit)
+PADDING_SHARE = 0.05  # the most of a scoring forward's computed positions that may be padding (a longer prompt starts a batch)
+MEMORY_SHARE = 0.5  # of the memory free when a unit is scored, what one scoring forward may hold (batches are split to fit)
+UNKNOWN_FREE_MEMORY = 1 << 32  # bytes assumed free where the platform does not say (no CUDA, no /proc/meminfo, no sysconf)
 GENERATE_TOP_K = 50  # the top-k ``generate`` samples with where the model's generation config sets none (transformers' default)
 # Generation-config settings under which ``generate`` adds a logits processor (value: the setting that adds none);
 # the continuous-batching scheduler applies only temperature, top-k and top-p, so a model setting one keeps static batches.
@@ -178,11 +180,10 @@ class TransformersBackend(Backend):
             return []
         prefix_len = common_prefix_length(encoded)
         results: list[np.ndarray | None] = [None] * len(encoded)
-        order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i))
+        lengths = [len(tokens) - prefix_len for tokens in encoded]
         with torch.inference_mode():
             prefix_cache = self._prefix_cache(encoded[0][:prefix_len])
-            for start in range(0, len(order), batch_size):
-                chunk = order[start : start + batch_size]
+            for chunk in scoring_batches(lengths, batch_size, self._position_budget(prefix_len + max(lengths), logits=False), shared=prefix_len):
                 logprobs = self._score_batch([encoded[i][prefix_len:] for i in chunk], prefix_cache, prefix_len)
                 for row, index in enumerate(chunk):
                     results[index] = logprobs[row, token_ids[index]].astype(np.float64)
@@ -198,22 +199,16 @@ class TransformersBackend(Backend):
         never read), as lm-eval's HF model does: the output layer's float32
         sums depend on how many positions it is given, and this way a prompt
         scored alone equals lm-eval's to the last digit (tests/test_lmeval.py).
-        Fewer rows go through at once where the logits would exceed
-        ``LOGITS_BUDGET`` bytes.
+        Batches as ``scoring_batches`` cuts them, every position holding its logits.
         """
         import torch
 
         # (tokens of the whole text, index of the first continuation token)
         pairs = [continuation_tokens(self.encode, ContinuationRequest(c, k)) for c, k in zip(contexts, continuations)]
         totals: list[float] = [0.0] * len(pairs)
-        order = sorted(range(len(pairs)), key=lambda i: (len(pairs[i][0]), i))
-        vocabulary = self.model.get_output_embeddings().weight.shape[0]
+        lengths = [len(tokens) - 1 for tokens, _ in pairs]
         with torch.inference_mode():
-            start = 0
-            while start < len(order):
-                longest = len(pairs[order[min(start + batch_size, len(order)) - 1]][0])
-                chunk = order[start : start + max(1, min(batch_size, LOGITS_BUDGET // (4 * vocabulary * longest)))]
-                start += len(chunk)
+            for chunk in scoring_batches(lengths, batch_size, self._position_budget(max(lengths, default=1), logits=True)):
                 ids, mask = self._pad([pairs[i][0][:-1] for i in chunk], left=False)
                 logprobs = torch.log_softmax(self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float(), dim=-1)
                 for row, i in enumerate(chunk):
@@ -274,6 +269,26 @@ class TransformersBackend(Backend):
         if settings.stop:
             options.update(stop_strings=list(settings.stop), tokenizer=self.tokenizer)
         return options
+
+    def _position_budget(self, widest: int, *, logits: bool) -> int:
+        """Padded positions one scoring forward may hold: ``MEMORY_SHARE`` of the free memory over what a position takes.
+
+        A position holds its keys and values in every layer, a few hidden
+        states and the MLP's intermediate ones at a time, one attention score
+        per head for each of up to ``widest`` positions, and, where every
+        position's prediction is read (``logits``), its float32 logits and
+        their log-softmax.
+        """
+        import torch
+
+        config = self.model.config.get_text_config()
+        heads, hidden = config.num_attention_heads, config.hidden_size
+        element = torch.empty((), dtype=self.model.dtype).element_size()
+        head_dim = getattr(config, "head_dim", None) or hidden // heads
+        cache = 2 * config.num_hidden_layers * (getattr(config, "num_key_value_heads", None) or heads) * head_dim * element
+        working = element * (4 * hidden + 2 * (getattr(config, "intermediate_size", None) or 4 * hidden)) + 4 * heads * widest
+        vocabulary = self.model.get_output_embeddings().weight.shape[0]
+        return max(1, int(_free_memory(self.device) * MEMORY_SHARE) // (cache + working + (8 * vocabulary if logits else 0)))
 
     def _sampling_warpers(self):  # noqa: ANN202 - a transformers LogitsProcessorList
         """The model's own temperature, top-k and top-p, skipped where neutral and in ``generate``'s order (App. C.2)."""
@@ -347,6 +362,46 @@ class TransformersBackend(Backend):
 
         logits, _, _ = self._run_suffixes(suffixes, prefix_cache, prefix_len)
         return torch.log_softmax(logits, dim=-1).cpu().numpy()
+
+
+def scoring_batches(lengths: list[int], rows: int, positions: int, shared: int = 0) -> list[list[int]]:
+    """Indices of prompts by length, in batches of at most ``rows`` prompts and ``positions`` positions in all.
+
+    Each row takes ``shared`` positions (the shared prefix's cache) plus the
+    batch's widest length. A batch also ends before a prompt that would make
+    more than ``PADDING_SHARE`` of its computed positions padding, so a unit
+    of short and long prompts does not pad the short ones to the longest.
+    ``rows`` is the condition's batch size, the paper's factor (Table 5): a
+    batch holds that many prompts unless padding or memory ends it first.
+    """
+    batches: list[list[int]] = []
+    batch: list[int] = []
+    tokens = 0  # the batch's real positions
+    for index in sorted(range(len(lengths)), key=lambda i: (lengths[i], i)):
+        width, grown = lengths[index], len(batch) + 1  # sorted, so the newcomer is the widest
+        if batch and (grown > rows or grown * (shared + width) > positions or tokens + width < (1 - PADDING_SHARE) * grown * width):
+            batches.append(batch)
+            batch, tokens = [], 0
+        batch.append(index)
+        tokens += width
+    return batches + [batch] if batch else batches
+
+
+def _free_memory(device: str) -> int:
+    """Bytes free for the next forward: the GPU's, else the host's available memory."""
+    import torch
+
+    if device == "cuda":
+        return torch.cuda.mem_get_info()[0]
+    try:
+        with open("/proc/meminfo") as meminfo:
+            return next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    except (OSError, ValueError):
+        return UNKNOWN_FREE_MEMORY
 
 
 def _continuous_batching_fits(model) -> bool:  # noqa: ANN001 - a transformers model

@@ -1,0 +1,125 @@
+"""Benchmark: continuous batching against the static batches it replaced, and scoring batches' padding.
+
+Generation: a GSM8K + mmlu_cot sweep (each task x date one ``generate`` call,
+as the worker makes it, at the task's default ``max_new_tokens``) run twice in
+this one process, through the static batches (``_generate_static``: a batch
+runs until its longest reply ends) and through ``generate_texts``
+(continuous batching). Prints wall time, generated tokens/s, the decode
+positions computed for rows whose reply had already ended, and how many
+replies differ (greedy, float32).
+
+Scoring: the share of computed positions that are padding on real MMLU
+prompts, in fixed chunks of the batch size sorted by length (before) against
+``scoring_batches`` (after), and the share of prompts scored in a batch of the
+full batch size (the paper's factor, Table 5). Tokenizer only, no forward pass.
+
+    .venv/bin/python bench/continuous_batching.py [--prompts 32] [--dates 2] [--batch-size 8] [--max-new-tokens N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from dateeval.backends.transformers import TransformersBackend, common_prefix_length, scoring_batches  # noqa: E402
+from dateeval.cli import _quiet_libraries  # noqa: E402
+from dateeval.conditions import Condition  # noqa: E402
+from dateeval.data import Subset  # noqa: E402
+from dateeval.models import resolve  # noqa: E402
+from dateeval.tasks import build_task  # noqa: E402
+from dateeval.worker import prompt_input  # noqa: E402
+
+DATES = [dt.date(2024, 1, 1) + dt.timedelta(days=37 * k) for k in range(12)]
+
+
+def units(backend: TransformersBackend, data_dir: str, prompts: int, dates: int, max_new_tokens: int | None) -> list[tuple[list[str], object]]:
+    """(rendered prompts, generation settings) per task x date, as the worker asks the backend."""
+    from dataclasses import replace
+
+    work = []
+    for name in ("gsm8k", "mmlu_cot"):
+        task = build_task(name, data_dir, Subset(limit=prompts))
+        settings = replace(task.settings, max_new_tokens=max_new_tokens or task.settings.max_new_tokens)
+        for day in DATES[:dates]:
+            condition = Condition(date=day)
+            work.append(([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items], settings))
+    return work
+
+
+def run(generate, work) -> tuple[float, list]:  # noqa: ANN001
+    started = time.perf_counter()
+    replies = [generate(prompts, settings) for prompts, settings in work]
+    return time.perf_counter() - started, replies
+
+
+def discarded(backend: TransformersBackend, work, replies, batch_size: int) -> int:  # noqa: ANN001
+    """Decode positions static batches compute after a row's reply ended: each batch runs to its longest reply."""
+    total = 0
+    for (prompts, _), unit in zip(work, replies):
+        lengths = [len(tokens) for tokens in backend.encode(prompts)]
+        order = sorted(range(len(prompts)), key=lambda i: (lengths[i], i))
+        for start in range(0, len(order), batch_size):
+            counts = [unit[i].n_tokens for i in order[start : start + batch_size]]
+            total += len(counts) * max(counts) - sum(counts)
+    return total
+
+
+def padding(lengths: list[int], batches: list[list[int]], rows: int) -> tuple[float, float]:
+    """(share of computed positions that are padding, share of prompts scored in a batch of exactly ``rows``)."""
+    computed = sum(len(batch) * max(lengths[i] for i in batch) for batch in batches)
+    return 1 - sum(lengths) / computed, sum(len(batch) for batch in batches if len(batch) == rows) / len(lengths)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
+    parser.add_argument("--prompts", type=int, default=32, help="items per task")
+    parser.add_argument("--dates", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: each task's own")
+    parser.add_argument("--skip-generation", action="store_true")
+    args = parser.parse_args()
+    _quiet_libraries()
+    backend = TransformersBackend(resolve("smollm2-135m"), dtype="float32", device="cpu")
+    print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+
+    condition = Condition(date=DATES[0])
+    print("scoring padding (MMLU, sorted by length; share of computed positions that are padding; share of prompts in batches of the full batch size):")
+    for limit in (32, 200, None):
+        task = build_task("mmlu", args.data_dir, Subset(limit=limit))
+        encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
+        prefix = common_prefix_length(encoded)
+        lengths = [len(tokens) - prefix for tokens in encoded]
+        order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+        for rows in (8, 32, 128):
+            before = padding(lengths, [order[s : s + rows] for s in range(0, len(order), rows)], rows)
+            budget = backend._position_budget(prefix + max(lengths), logits=False)
+            after = padding(lengths, scoring_batches(lengths, rows, budget, shared=prefix), rows)
+            print(f"  {len(lengths):6d} prompts, batch {rows:3d}: before {before[0]:6.1%} padding ({before[1]:6.1%} in full batches), "
+                  f"after {after[0]:6.1%} ({after[1]:6.1%})")  # fmt: skip
+    if args.skip_generation:
+        return
+
+    work = units(backend, args.data_dir, args.prompts, args.dates, args.max_new_tokens)
+    backend.generate_texts(work[0][0][:2], type(work[0][1])(max_new_tokens=2), 2)  # warm-up
+    static_s, static = run(lambda p, s: backend._generate_static(backend.encode(p), s, args.batch_size), work)
+    continuous_s, continuous = run(lambda p, s: backend.generate_texts(p, s, args.batch_size), work)
+    tokens = sum(reply.n_tokens for unit in continuous for reply in unit)
+    texts = [(a.text, b.text) for x, y in zip(static, continuous) for a, b in zip(x, y)]
+    print(f"generation (float32, GSM8K + mmlu_cot, {args.prompts} prompts x {args.dates} dates, batch {args.batch_size}, "
+          f"max_new_tokens {args.max_new_tokens or 'task default'}; {tokens} tokens generated):")  # fmt: skip
+    print(f"  static batches      {static_s:8.1f} s {tokens / static_s:7.1f} tokens/s, {discarded(backend, work, continuous, args.batch_size)} decode positions for ended rows")
+    print(f"  continuous batching {continuous_s:8.1f} s {tokens / continuous_s:7.1f} tokens/s, 0 decode positions for ended rows")
+    print(f"  speed-up {static_s / continuous_s:.2f}x; replies whose text differs: {sum(a != b for a, b in texts)} of {len(texts)}")
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
