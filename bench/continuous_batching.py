@@ -9,7 +9,7 @@ positions computed for rows whose reply had already ended, and how many
 replies differ (greedy, float32).
 
 Scoring: the share of computed positions that are padding on real MMLU
-prompts, in fixed chunks of the batch size sorted by length (before) against
+(and bench/vs_lmeval.py's 100 ARC-Challenge) prompts, in fixed chunks of the batch size sorted by length (before) against
 ``scoring_batches`` (after), and the share of prompts scored in a batch of the
 full batch size (the paper's factor, Table 5). Tokenizer only, no forward pass.
 
@@ -91,9 +91,9 @@ def main() -> None:
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
 
     condition = Condition(date=DATES[0])
-    print("scoring padding (MMLU, sorted by length; share of computed positions that are padding; share of prompts in batches of the full batch size):")
-    for limit in (32, 200, None):
-        task = build_task("mmlu", args.data_dir, Subset(limit=limit))
+    print("scoring padding (sorted by length; share of computed positions that are padding; share of prompts in batches of the full batch size):")
+    for dataset, limit in (("arc_challenge", 100), ("mmlu", 32), ("mmlu", 200), ("mmlu", None)):  # ARC x 100: bench/vs_lmeval.py's
+        task = build_task(dataset, args.data_dir, Subset(limit=limit))
         encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
         prefix = common_prefix_length(encoded)
         lengths = [len(tokens) - prefix for tokens in encoded]
@@ -102,7 +102,7 @@ def main() -> None:
             before = padding(lengths, [order[s : s + rows] for s in range(0, len(order), rows)], rows)
             budget = backend._position_budget(prefix + max(lengths), logits=False)
             after = padding(lengths, scoring_batches(lengths, rows, budget, shared=prefix), rows)
-            print(f"  {len(lengths):6d} prompts, batch {rows:3d}: before {before[0]:6.1%} padding ({before[1]:6.1%} in full batches), "
+            print(f"  {dataset:13s} {len(lengths):6d} prompts, batch {rows:3d}: before {before[0]:6.1%} padding ({before[1]:6.1%} in full batches), "
                   f"after {after[0]:6.1%} ({after[1]:6.1%})")  # fmt: skip
     if args.skip_generation:
         return

@@ -338,7 +338,7 @@ def test_seeded_sampling_gives_the_same_replies_whatever_the_batching(backend, d
 
 
 def test_scoring_batches_by_length_keep_padding_under_its_share(backend, data_dir, monkeypatch):
-    """Real MMLU prompts of mixed length at batch size 32: at most 5% of the computed positions are padding, option probabilities as if alone."""
+    """Real MMLU prompts of mixed length at batch size 32: at most 5% of the computed positions are padding, option probabilities as at batch 1."""
     from dateeval.backends.transformers import PADDING_SHARE, common_prefix_length
     from dateeval.conditions import Condition
     from dateeval.tasks import build_task
@@ -348,7 +348,7 @@ def test_scoring_batches_by_length_keep_padding_under_its_share(backend, data_di
     task = build_task("mmlu", str(data_dir), Subset(limit=12))
     encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
     labels = [list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)] * len(encoded)
-    alone = [backend.next_token_logprobs([tokens], labels[:1], batch_size=1)[0] for tokens in encoded]
+    alone = backend.next_token_logprobs(encoded, labels, batch_size=1)  # each prompt alone after the same shared prefix
     masks, forward = [], backend.model.forward
     monkeypatch.setattr(backend.model, "forward", lambda **kwargs: masks.append(kwargs.get("attention_mask")) or forward(**kwargs))
     batched = backend.next_token_logprobs(encoded, labels, batch_size=32)
