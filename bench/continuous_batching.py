@@ -77,6 +77,33 @@ def padding(lengths: list[int], batches: list[list[int]], rows: int) -> tuple[fl
     return 1 - sum(lengths) / computed, sum(len(batch) for batch in batches if len(batch) == rows) / len(lengths)
 
 
+def probability_shifts(backend: TransformersBackend, data_dir: str, condition: Condition, items: int = 32, rows: int = 32) -> str:
+    """Largest |change| of a renormalised option probability on MMLU: today's fixed chunks, ``scoring_batches``, batch 1."""
+    import numpy as np
+    import torch
+
+    from dateeval.tasks import mcqa
+
+    task = build_task("mmlu", data_dir, Subset(limit=items))
+    encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
+    labels = list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)
+    prefix = common_prefix_length(encoded)
+    order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i))
+    fixed: dict[int, np.ndarray] = {}
+    with torch.inference_mode():
+        cache = backend._prefix_cache(encoded[0][:prefix])
+        for start in range(0, len(order), rows):
+            chunk = order[start : start + rows]
+            scores = backend._score_batch([encoded[i][prefix:] for i in chunk], cache, prefix)
+            fixed.update((index, scores[row, labels]) for row, index in enumerate(chunk))
+    runs = {"fixed chunks": [fixed[i] for i in range(len(encoded))], "scoring_batches": backend.next_token_logprobs(encoded, [labels] * len(encoded), rows),
+            "batch 1": backend.next_token_logprobs(encoded, [labels] * len(encoded), 1)}  # fmt: skip
+    probs = {name: np.vstack([mcqa.grade(np.asarray(lp, dtype=np.float64), 0).probs for lp in run]) for name, run in runs.items()}
+    pairs = [("fixed chunks", "scoring_batches"), ("scoring_batches", "batch 1"), ("fixed chunks", "batch 1")]
+    return f"option probabilities, {len(encoded)} MMLU prompts, batch {rows}, largest |change|: " + ", ".join(
+        f"{a} vs {b} {np.abs(probs[a] - probs[b]).max():.1e}" for a, b in pairs)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
@@ -104,6 +131,7 @@ def main() -> None:
             after = padding(lengths, scoring_batches(lengths, rows, budget, shared=prefix), rows)
             print(f"  {dataset:13s} {len(lengths):6d} prompts, batch {rows:3d}: before {before[0]:6.1%} padding ({before[1]:6.1%} in full batches), "
                   f"after {after[0]:6.1%} ({after[1]:6.1%})")  # fmt: skip
+    print(probability_shifts(backend, args.data_dir, condition))
     if args.skip_generation:
         return
 
