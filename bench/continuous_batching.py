@@ -13,7 +13,7 @@ Scoring: the share of computed positions that are padding on real MMLU
 ``scoring_batches`` (after), and the share of prompts scored in a batch of the
 full batch size (the paper's factor, Table 5). Tokenizer only, no forward pass.
 
-    .venv/bin/python bench/continuous_batching.py [--prompts 32] [--dates 2] [--batch-size 8] [--max-new-tokens N]
+    .venv/bin/python bench/continuous_batching.py [--prompts 32] [--dates 2] [--batch-size 8] [--max-new-tokens N] [--skip-scoring] [--skip-generation]
 """
 
 from __future__ import annotations
@@ -112,6 +112,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: each task's own")
     parser.add_argument("--skip-generation", action="store_true")
+    parser.add_argument("--skip-scoring", action="store_true")
     args = parser.parse_args()
     _quiet_libraries()
     backend = TransformersBackend(resolve("smollm2-135m"), dtype="float32", device="cpu")
@@ -119,7 +120,8 @@ def main() -> None:
 
     condition = Condition(date=DATES[0])
     print("scoring padding (sorted by length; share of computed positions that are padding; share of prompts in batches of the full batch size):")
-    for dataset, limit in (("arc_challenge", 100), ("mmlu", 32), ("mmlu", 200), ("mmlu", None)):  # ARC x 100: bench/vs_lmeval.py's
+    scored = () if args.skip_scoring else (("arc_challenge", 100), ("mmlu", 32), ("mmlu", 200), ("mmlu", None))  # ARC x 100: vs_lmeval's
+    for dataset, limit in scored:
         task = build_task(dataset, args.data_dir, Subset(limit=limit))
         encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
         prefix = common_prefix_length(encoded)
@@ -131,7 +133,8 @@ def main() -> None:
             after = padding(lengths, scoring_batches(lengths, rows, budget, shared=prefix), rows)
             print(f"  {dataset:13s} {len(lengths):6d} prompts, batch {rows:3d}: before {before[0]:6.1%} padding ({before[1]:6.1%} in full batches), "
                   f"after {after[0]:6.1%} ({after[1]:6.1%})")  # fmt: skip
-    print(probability_shifts(backend, args.data_dir, condition))
+    if not args.skip_scoring:
+        print(probability_shifts(backend, args.data_dir, condition))
     if args.skip_generation:
         return
 
