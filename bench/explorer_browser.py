@@ -44,7 +44,7 @@ def serve(store: Path) -> tuple[subprocess.Popen, str]:
     subprocess.run([sys.executable, "-c", f"from dateeval import results; from dateeval.store import Store; results.keep(Store({str(store)!r}))"],
                    cwd=ROOT, env=env, check=True)  # fmt: skip
     port = _port()
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless",
+    command = [sys.executable, "-m", "dateeval.launch", "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless",
                "true", "--browser.gatherUsageStats", "false"]  # fmt: skip
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"

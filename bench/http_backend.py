@@ -9,10 +9,13 @@ completions mode at each concurrency; prints requests/s, the ratio to
 in-process item-dates/s, and the largest log-probability difference as a
 check that both computed the same thing. The server is vLLM's
 (``.venv-vllm``, the default model's converted folder, float32, eager, prefix
-caching), dateeval's own (``python -m dateeval serve``, one request at a
-time), or one already running (``--server URL#MODEL``)::
+caching), dateeval's own (``python -m dateeval serve``, which batches the
+requests in flight), or one already running (``--server URL#MODEL``);
+several, comma-separated, are measured in one run, in turn at each
+concurrency, against the same in-process rate (say this branch's server
+and another checkout's)::
 
-    .venv/bin/python bench/http_backend.py [--server vllm|dateeval|URL#MODEL] [--items 32] [--dates 2] [--concurrency 1,8,32]
+    .venv/bin/python bench/http_backend.py [--server vllm|dateeval|URL#MODEL[,...]] [--items 32] [--dates 2] [--concurrency 1,8,32]
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import tempfile
 import time
 import urllib.request
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -106,7 +109,7 @@ def timed(score, requests: list[LabelRequest]) -> tuple[float, list[np.ndarray]]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--server", default="vllm", help="vllm, dateeval, or URL#MODEL of a server already running")
+    parser.add_argument("--server", default="vllm", help="vllm, dateeval, or URL#MODEL of a server already running; several, comma-separated")
     parser.add_argument("--port", type=int, default=8011)
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--items", type=int, default=32, help="ARC-Challenge items per date")
@@ -123,15 +126,22 @@ def main() -> None:
     before, local = in_process()
     print(f"{len(requests)} ARC-Challenge prompts ({args.items} items x {args.dates} dates), float32, {os.cpu_count()} cores")
 
-    with serving(args.server, args.port) if args.server in ("vllm", "dateeval") else nullcontext(args.server) as spec:
-        rates = {concurrency: over_http(spec, concurrency, requests, local) for concurrency in (int(c) for c in args.concurrency.split(","))}
+    servers = args.server.split(",")
+    with ExitStack() as stack:
+        # Every server up at once, measured in turn at each concurrency: on a shared machine the load moves.
+        specs = [stack.enter_context(serving(s, args.port + i) if s in ("vllm", "dateeval") else nullcontext(s)) for i, s in enumerate(servers)]
+        rates: dict[str, dict[int, tuple[float, float]]] = {server: {} for server in servers}
+        for concurrency in (int(c) for c in args.concurrency.split(",")):
+            for server, spec in zip(servers, specs):
+                rates[server][concurrency] = over_http(spec, concurrency, requests, local)
     # Measured before and after the HTTP runs: on a shared machine the load moves, and the mean is the fairer reference.
     after = in_process()[0]
     local_rate = (before + after) / 2
     print(f"  in-process (transformers, batch {args.batch_size}): {local_rate:7.2f} item-dates/s (before {before:.2f}, after {after:.2f})")
-    print(f"  HTTP, completions mode, {args.server} server:")
-    for concurrency, (rate, delta) in rates.items():
-        print(f"    concurrency {concurrency:3d}: {rate:7.2f} requests/s = {rate / local_rate:5.2f}x in-process   (max |d logprob| {delta:.1e})")
+    for server, at in rates.items():
+        print(f"  HTTP, completions mode, {server} server:")
+        for concurrency, (rate, delta) in at.items():
+            print(f"    concurrency {concurrency:3d}: {rate:7.2f} requests/s = {rate / local_rate:5.2f}x in-process   (max |d logprob| {delta:.1e})")
 
 
 def over_http(spec: str, concurrency: int, requests: list[LabelRequest], local: list[np.ndarray]) -> tuple[float, float]:

@@ -125,6 +125,8 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     generation.add_argument("--sampling", action="store_true", help="sample with the model's own temperature/top-p and a fixed seed (App. C.2); default greedy")
     generation.add_argument("--generation-seed", type=_integer(0, 2**63 - 1), default=0, help="seed for --sampling (default 0)")
     run.add_argument("--trust-remote-code", action="store_true", help="allow model code from the Hub to run (off by default)")
+    run.add_argument("--trust-task-code", action="store_true",
+                     help="allow an lm-eval task YAML's !function helpers (.py files beside it) to run (off by default; lm-eval's own tasks always may)")
     api = _add_api_options(run)
     api.add_argument("--api-mode", default="completions", choices=tuple(MODES), help="; ".join(MODES.values()))
     api.add_argument("--request-timeout", type=float, default=120.0, help="seconds before a request is abandoned and retried (default 120)")
@@ -307,7 +309,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if not args.dataset:
         raise DateEvalError("give at least one --dataset (e.g. --dataset arc_challenge)")
     # A file or spec is registered here under its stored name; workers register the same files (``sources``).
-    named = [with_shots(resolve(name, args.data_dir), args.shots) for name in _described(args)]
+    named = [with_shots(resolve(name, args.data_dir, args.trust_task_code), args.shots) for name in _described(args)]
     datasets = tuple(dict.fromkeys(with_fewshot_format(name, fewshot) for name in named for fewshot in (args.fewshot_format or [None])))
     subjects = tuple(s.strip() for s in args.subjects.split(",") if s.strip()) if args.subjects else ()
     # In a sweep with MMLU, subjects select within MMLU and the other datasets take the rest of the subset;
@@ -337,6 +339,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                                timeout_s=args.request_timeout, retries=args.retries, mode=args.api_mode, tokenizer=args.tokenizer),
         generation=GenerationOptions(max_new_tokens=args.max_new_tokens, sample=args.sampling, seed=args.generation_seed),
         sources=sources(datasets),
+        trust_task_code=args.trust_task_code,
     )
     bar = None
 
@@ -522,7 +525,7 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         mine = factors[(factors["entry"] == row["entry"]) & (factors["dataset"] == row["dataset"])]
         for factor in mine.to_dict(orient="records"):
             print(
-                f"  CV {factor['factor']:13s} accuracy {cv_text(factor['accuracy_cv'], factor['accuracy_cv_low'], factor['accuracy_cv_high'], factor['accuracy_cv_meaningful'])}"
+                f"  CV {factor['factor']:13s} accuracy {cv_text(factor['accuracy_cv'], factor['accuracy_cv_low'], factor['accuracy_cv_high'], factor['accuracy_cv_meaningful'], factor['accuracy_cv_noise_free'])}"
                 f"  ECE {percent(factor['ece_cv'])}  ({factor['levels']} levels)"
             )
     for factor in factors[factors["factor"] == "precision"].to_dict(orient="records"):
@@ -607,6 +610,7 @@ def _cmd_robust(args: argparse.Namespace) -> int:
 
 def _cmd_regrade(args: argparse.Namespace) -> int:
     from dateeval.regrade import regrade
+    from dateeval.results.export import as_text
     from dateeval.store import Store
 
     store = Store(args.store)
@@ -616,7 +620,7 @@ def _cmd_regrade(args: argparse.Namespace) -> int:
     for dataset, rows in table.groupby("dataset", sort=True):
         print(f"{dataset}: {len(rows)} stored outputs regraded, {int(rows['changed'].sum())} grades differ from the stored ones")
     if args.csv:
-        table.to_csv(args.csv, index=False)
+        as_text(table).to_csv(args.csv, index=False)
         print(f"comparison written to {args.csv}")
     return 0
 

@@ -15,17 +15,25 @@ live; its modification time is the heartbeat, renewed by the holder every
 A live owner on another host keeps its lease for as long as it beats.
 Checking and taking a lease happen under an exclusive ``flock`` on the
 folder's guard file, so of several drivers racing for an expired lease exactly
-one gets it.
+one gets it. A driver told not to wait (``run --no-wait``) waits for the guard
+at most ``GUARD_PATIENCE_S`` (other drivers hold it for milliseconds), then
+names it. A lease or guard that is not a regular file (a FIFO would block
+every open) is never opened as one; a heartbeat more than
+``MAX_CLOCK_SKEW_S`` in the future is not believed; expired leases a killed
+driver left beside finished units are removed when a sweep starts
+(:meth:`Leases.remove_expired`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import math
 import os
 import socket
+import stat
 import threading
 import time
 import uuid
@@ -34,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dateeval import leftovers
+from dateeval.errors import DateEvalError
 
 DEFAULT_TTL_S = 60.0
 # A lease's time to live beyond which it is not believed: dateeval writes 60 s, and a lease that claims more
@@ -42,6 +51,12 @@ MAX_TTL_S = 3600.0
 # Linux PIDs fit in a pid_t (and never exceed pid_max, at most 2**22); anything else is not a process.
 _MAX_PID = 2**31 - 1
 _MAX_LEASE_BYTES = 4096
+# How far ahead of this host's clock a heartbeat may be and still be believed (clocks of hosts sharing a store
+# drift by far less under NTP); one further ahead would hold its unit for as long as it is ahead.
+MAX_CLOCK_SKEW_S = 60.0
+# How long a driver told not to wait waits for the folder's guard: others hold it while they check and take a lease.
+GUARD_PATIENCE_S = 1.0
+GUARD = ".leases.guard"
 
 
 @dataclass(frozen=True)
@@ -99,7 +114,7 @@ def holder(unit: Path) -> Holder | None:
     try:
         data = json.loads(_read_small(path))
         owner, ttl_s = _owner(data), _ttl(data["ttl_s"])
-        if age < -MAX_TTL_S:  # a heartbeat from the future (a clock, or a hand-set mtime): its age would never exceed its ttl
+        if age < -MAX_CLOCK_SKEW_S:  # a heartbeat from the future (a clock, or a hand-set mtime): believed, it would hold that long
             raise ValueError(f"its heartbeat is {-age:.0f} s in the future")
         return Holder(owner, ttl_s, age)
     except FileNotFoundError:
@@ -110,8 +125,12 @@ def holder(unit: Path) -> Holder | None:
 
 
 def _read_small(path: Path) -> str:
-    """A lease file's text; one far longer than any lease dateeval writes is not read whole."""
-    with path.open("rb") as handle:
+    """A lease file's text; one far longer than any lease dateeval writes is not read whole, and anything but a regular
+    file is not read at all (opened without blocking: opening a FIFO for reading waits for a writer)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(descriptor, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise ValueError("not a regular file")
         data = handle.read(_MAX_LEASE_BYTES + 1)
     if len(data) > _MAX_LEASE_BYTES:
         raise ValueError(f"longer than {_MAX_LEASE_BYTES} bytes")
@@ -136,9 +155,10 @@ def _ttl(value: object) -> float:
 class Leases:
     """The leases one driver holds, with a heartbeat thread that keeps them alive."""
 
-    def __init__(self, owner: Owner | None = None, ttl_s: float = DEFAULT_TTL_S) -> None:
+    def __init__(self, owner: Owner | None = None, ttl_s: float = DEFAULT_TTL_S, wait: bool = True) -> None:
         self.owner = owner or Owner.this_process()
         self.ttl_s = _ttl(ttl_s)  # others would read a lease outside the range as malformed
+        self.patience_s = None if wait else GUARD_PATIENCE_S  # for each folder's guard (None: as long as it takes)
         self._held: set[Path] = set()
         # Malformed leases this driver replaced, said once each (the sweep reports them as warnings).
         self.notes: list[str] = []
@@ -150,7 +170,7 @@ class Leases:
         """Take the unit's lease; False while another live owner holds it. OSError (a full disk) propagates."""
         unit.parent.mkdir(parents=True, exist_ok=True)
         path = lease_path(unit)
-        with _guard(unit.parent):
+        with _guard(unit.parent, self.patience_s):
             current = holder(unit)
             if current is not None and not current.expired:
                 return False
@@ -174,10 +194,23 @@ class Leases:
         """Give a unit back; only our own lease file is removed (a takeover's is not ours any more)."""
         with self._lock:
             self._held.discard(unit)
-        with _guard(unit.parent):
+        with _guard(unit.parent, self.patience_s):
             current = holder(unit)
             if current is not None and current.owner == self.owner:
                 lease_path(unit).unlink(missing_ok=True)
+
+    def remove_expired(self, root: Path) -> list[str]:
+        """Remove the expired leases in a store's unit folders; returns what was removed and why. A driver killed after its
+        unit's rename and before its release leaves a lease beside a finished unit, which no sweep leases again."""
+        removed = []
+        for path in sorted(root.glob("*/*/.*.lease")) if root.is_dir() else []:
+            unit = path.with_name(path.name.removeprefix(".").removesuffix(".lease"))
+            with _guard(path.parent, self.patience_s):
+                current = holder(unit)
+                if current is not None and current.expired:
+                    path.unlink(missing_ok=True)
+                    removed.append(f"{current.problem}; removed" if current.problem else f"removed {path}, an expired lease of {current.owner.describe()}")
+        return removed
 
     def held(self) -> set[Path]:
         with self._lock:
@@ -204,15 +237,51 @@ class Leases:
 
 
 @contextlib.contextmanager
-def _guard(folder: Path) -> Iterator[None]:
+def _guard(folder: Path, patience_s: float | None) -> Iterator[None]:
     """An exclusive lock on the folder's lease guard while a lease is checked and replaced: check-then-take is atomic.
 
     ``flock`` serialises processes on one host and, on NFSv4 and most cluster
     filesystems, across hosts; it is released by the kernel if its holder dies.
+    Opened for writing (NFS emulates an exclusive flock with a write lock).
     """
-    with (folder / ".leases.guard").open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+    path = folder / GUARD
+    descriptor = _open_guard(path)
+    try:
+        _lock(descriptor, path, patience_s)
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(descriptor, fcntl.LOCK_UN)
+    finally:
+        os.close(descriptor)
+
+
+def _open_guard(path: Path) -> int:
+    """The guard file, opened without blocking; anything but a regular file is refused in one line (a FIFO would block)."""
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as error:
+        if error.errno in (errno.ENXIO, errno.EISDIR):  # a FIFO nobody reads, a folder
+            raise DateEvalError(f"lease guard {path} is not a regular file: remove it") from None
+        raise
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise DateEvalError(f"lease guard {path} is not a regular file: remove it")
+    return descriptor
+
+
+def _lock(descriptor: int, path: Path, patience_s: float | None) -> None:
+    """Take the guard: as long as it takes (``patience_s`` None), or within ``patience_s``, else one clear error."""
+    if patience_s is None:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        return
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise DateEvalError(f"another process has held the lease guard {path} for over {patience_s:g} s (--no-wait does not wait "
+                                    "for it): run again later, or without --no-wait to wait") from None  # fmt: skip
+            time.sleep(0.01)

@@ -180,12 +180,16 @@ def percent(value: object) -> str:
     return "-" if missing(value) else f"{100 * float(value):.2f}%"
 
 
-def cv_text(value: object, low: object, high: object, meaningful: object = True) -> str:
-    """A CV with its 95% interval as people read it: no interval where there is none (zero width or missing), and
-    said to be not meaningful where its mean is near 0 (``inference.cv_meaningful``)."""
+def cv_text(value: object, low: object, high: object, meaningful: object = True, noise_free: object = None) -> str:
+    """A CV as people read it: the measured CV, then (accuracy) the CV without counting noise with its 95% interval
+    (``inference.noise_free_cv``; the interval is that one's, never the measured CV's); no interval where there is
+    none (zero width or missing); said to be not meaningful where its mean is near 0 (``inference.cv_meaningful``)."""
     shown = percent(value)
-    if not missing(low) and not missing(high):
-        shown += f" [{percent(low)}, {percent(high)}]"
+    interval = "" if missing(low) or missing(high) else f" [{percent(low)}, {percent(high)}]"
+    if noise_free is not None and not missing(noise_free):
+        shown += f" (without counting noise {percent(noise_free)}{interval})"
+    else:
+        shown += interval
     return shown if meaningful is not False or missing(value) else f"{shown} (not meaningful: mean near 0)"
 
 
@@ -195,9 +199,11 @@ EXPLAIN = {
            "confidence and its accuracy, weighted by its size. 0 = confidence means what it says.",
     "cv": "CV (coefficient of variation): standard deviation / mean of the score across a factor's levels (e.g. the dates); "
           "a unit-free size of the variation, comparable across factors. Not meaningful where the mean is near 0 (fewer than "
-          "5 right answers per level): there it measures counting noise. Its interval resamples the questions: it says how "
-          "much this CV would move on other questions, and counting noise inflates it, so it does not cover a small true CV "
-          "across the levels (docs/coverage.md). No interval is shown where every resample gives one value.",
+          "5 right answers per level): there it measures counting noise. Counting noise inflates every measured CV on few "
+          "questions, so accuracy also gets its CV without counting noise (the levels' variance from a two-way ANOVA of "
+          "levels x questions) with a 95% interval for the CV of the levels' true rates (noncentral F; its coverage, 10-200 "
+          "questions and 2-12 levels, is in docs/coverage.md). ECE's interval resamples the questions: how much its measured "
+          "CV would move on other questions. No interval is shown where there is none.",
     "null": "Chance alone: shuffle each question's right/wrong answers across the dates (as if the date did nothing) and "
             "recompute the statistic, 200 times; 95% of shuffles stay below the band's edge. Worst-to-best over N dates grows "
             "with N even with no effect, so the delta is compared with the same statistic over the same dates.",
@@ -327,7 +333,8 @@ PERCENT = {
     "consistent_confidence": "Confidence, consistent (%)", "inconsistent_confidence": "Confidence, inconsistent (%)",
     "max_confidence_difference": "Largest confidence difference (%)", "same_direction": "Same direction (%)",
     "delta_within": "Delta within tolerance (%)", "cv_within": "CV within tolerance (%)",
-    "accuracy_cv": "CV of accuracy (%)", "accuracy_cv_low": "CV of accuracy, 95% low (%)", "accuracy_cv_high": "CV of accuracy, 95% high (%)",
+    "accuracy_cv": "CV of accuracy (%)", "accuracy_cv_noise_free": "CV without counting noise (%)",
+    "accuracy_cv_low": "CV without counting noise, 95% low (%)", "accuracy_cv_high": "CV without counting noise, 95% high (%)",
     "ece_cv": "CV of ECE (%)", "ece_cv_low": "CV of ECE, 95% low (%)", "ece_cv_high": "CV of ECE, 95% high (%)",
 }  # fmt: skip
 P_VALUES = {"p_value": "p-value", "delta_p_value": "p-value (delta vs chance)", "cochran_p": "Cochran's Q p-value (chi-square)",

@@ -35,6 +35,7 @@ class SweepSpec:
     backend: str | None = None  # None: as each model names it (``vllm:PATH``), else transformers
     options: BackendOptions = BackendOptions()  # device, remote code, endpoint settings (dtype comes from ``dtypes``)
     sources: tuple[str, ...] = ()  # users' dataset files and specs behind custom names: each process registers them (``tasks.sources``)
+    trust_task_code: bool = False  # the CLI's --trust-task-code: lm-eval task YAMLs' !function helpers may run (never from the explorer)
 
 
 @dataclass(frozen=True)

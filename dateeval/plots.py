@@ -21,6 +21,13 @@ CHART_CONFIG = {"toImageButtonOptions": {"format": "svg", "filename": "dateeval-
 DAY_MS = 86_400_000
 
 
+def standalone_html(figure: go.Figure) -> str:
+    """A chart as one HTML file that works offline (plotly.js inside, no CDN) whose camera saves a PNG at twice the
+    size: the page's own camera saves SVG, so a user has both (raster for slides and documents, vector for papers)."""
+    config = {**CHART_CONFIG, "toImageButtonOptions": {**CHART_CONFIG["toImageButtonOptions"], "format": "png", "scale": 2}}
+    return figure.to_html(include_plotlyjs=True, config=config)
+
+
 def _layout(figure: go.Figure, title: str, y_title: str, x_title: str = "Date", traces: int = 0) -> go.Figure:
     """Shared layout. With many traces the legend goes to the right, in a scrolling column, so it never squeezes the
     plot; date axes tick in days (a store of two dates gets no hour ticks)."""
@@ -182,13 +189,21 @@ def _visible(text: str, special: Sequence[str]) -> str:
 
 
 def factor_bars(table: pd.DataFrame, metric: str = "accuracy") -> go.Figure:
-    """Table 5 as bars: CV of a metric per factor, with bootstrap 95% intervals, one colour per entry."""
+    """Table 5 as bars: the measured CV of a metric per factor, one colour per entry. Accuracy adds its CV without
+    counting noise as a diamond with that one's 95% interval; ECE's bars carry the bootstrap interval of the measured CV."""
     figure = go.Figure()
-    for entry, group in table.groupby("entry", sort=True):
+    for index, (entry, group) in enumerate(table.groupby("entry", sort=True)):
         value, low, high = 100 * group[f"{metric}_cv"], 100 * group[f"{metric}_cv_low"], 100 * group[f"{metric}_cv_high"]
-        figure.add_trace(go.Bar(x=group["factor"], y=value, name=entry, error_y={"type": "data", "symmetric": False, "array": high - value,
-                                                                                   "arrayminus": value - low}))  # fmt: skip
-    figure.update_layout(barmode="group")
+        noise_free = 100 * group["accuracy_cv_noise_free"] if metric == "accuracy" else None  # the interval is this one's
+        centre = value if noise_free is None else noise_free
+        error = {"type": "data", "symmetric": False, "array": high - centre, "arrayminus": centre - low}
+        figure.add_trace(go.Bar(x=group["factor"], y=value, name=entry, marker_color=PALETTE[index % len(PALETTE)], offsetgroup=entry,
+                                error_y=error if noise_free is None else None))  # fmt: skip
+        if noise_free is not None:
+            figure.add_trace(go.Scatter(x=group["factor"], y=noise_free, mode="markers", marker={"symbol": "diamond", "color": "black", "size": 8},
+                                        name="without counting noise, 95% CI", offsetgroup=entry, legendgroup="noise-free", showlegend=index == 0,
+                                        error_y=error))  # fmt: skip
+    figure.update_layout(barmode="group", scattermode="group")
     return _layout(figure, f"Variation of {axis_label(metric).removesuffix(' (%)')} by source (coefficient of variation)", "CV (%)", x_title="Factor")
 
 

@@ -38,6 +38,7 @@ import jinja2.meta
 from jinja2 import nodes
 
 from dateeval import render_limits
+from dateeval.data.files import read_bytes
 from dateeval.errors import DateEvalError
 
 DATE_MODES = ("date", "none", "default")
@@ -261,7 +262,7 @@ class ChatTemplate:
         """Load a template: a ``.jinja`` file, a ``tokenizer_config.json``, or a model folder holding either."""
         path = template_file(Path(path))
         try:
-            data = path.read_bytes()
+            data = read_bytes(path, "chat template")  # a tokenizer_config.json is KB: a sparse one is refused, not read
         except OSError as error:
             raise DateEvalError(f"cannot read chat template {path}: {error.strerror}") from None
         name = path.parent.name if path.name in TEMPLATE_FILES else path.stem

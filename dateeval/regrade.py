@@ -42,7 +42,8 @@ def _dataset(name: str, rows: pd.DataFrame, data_dir: str | None, store: Store) 
     if unknown:
         raise DateEvalError(f"{name}: {len(unknown)} stored item ids are not in the data ({unknown[0]}, ...): wrong --data-dir?")
     prompts = [Prompt([], None if order is None else list(order)) for order in rows["shown_order"]]
-    graded = pd.DataFrame(task.grade([items[i] for i in rows["item_id"]], rows["output"].tolist(), prompts), index=rows.index)
+    # Python objects: a reply's text may hold a lone surrogate, which pandas' Arrow-backed strings cannot
+    graded = pd.DataFrame(task.grade([items[i] for i in rows["item_id"]], rows["output"].tolist(), prompts), index=rows.index, dtype=object)
     out = rows.drop(columns=["output", "shown_order"]).rename(columns={"parsed": "stored_parsed", "correct": "stored_correct", "score": "stored_score"})
     for column in ("parsed", "correct", "score"):
         out[column] = graded[column] if column in graded else None

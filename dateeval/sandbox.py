@@ -24,11 +24,14 @@ folder, no store, no ``/etc``, no host sockets.
   token, ``sys.exit(0)`` in the solution: none of them can produce "passed".
 
 The parent never opens a path either program controls: code goes in as an
-argument, output comes back through pipes it created, drained continuously
-(a program printing megabytes is not blocked) and kept up to a cap. Memory is
+argument, exactly as the model wrote it (NUL bytes and lone surrogates
+included, see ``_argument``), output comes back through pipes it created,
+drained continuously (a program printing megabytes is not blocked) and kept
+up to a cap. Memory is
 limited per program, in total: each sandbox starts inside its own cgroup
 (:mod:`dateeval.cgroups`: memory with no swap, and process count), which
-counts every process, shared memory and tmpfs page; where no cgroup can be
+counts every process, shared memory and tmpfs page (and then no address-space
+limit is set: it would count reserved, unused memory); where no cgroup can be
 made, the program may not create processes (threads are fine), so its
 per-process address-space limit, less its tmpfs, is its total. memfd and
 SysV shared memory are refused everywhere. CPU seconds, file size and process
@@ -60,7 +63,7 @@ from dateeval import cgroups, seccomp
 from dateeval.errors import DateEvalError
 
 OUTCOMES = ("passed", "failed", "timeout", "error")
-MAX_SOURCE_BYTES = 100_000  # code travels as an argument; Linux caps one argument at 128 KiB
+MAX_SOURCE_BYTES = 100_000  # code travels as an argument (see _argument); Linux caps one argument at 128 KiB
 
 # Shared by both sandboxes: limits (set here, inside the sandbox, so they count only its own processes),
 # and how values cross between solution and checker: pickles, read back by the checker only into the standard
@@ -71,12 +74,13 @@ _COMMON = r"""
 import builtins, collections.abc, io, os, pickle, resource, struct, sys
 
 def limit(cpu_s, memory_mb, file_mb, processes):
+    "memory_mb 0: no address-space limit (a cgroup counts the program's memory, and threads' reserved stacks are not memory)."
     if os.getuid() == 0:  # started privileged by bwrap (we run as root): become a user id no other sandbox has
         uid = os.stat("/proc/self/ns/pid").st_ino  # our PID namespace's inode: unique among live ones, host-wide
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)
-    for name, value in (("RLIMIT_CPU", cpu_s), ("RLIMIT_AS", memory_mb << 20), ("RLIMIT_FSIZE", file_mb << 20),
+    for name, value in (("RLIMIT_CPU", cpu_s), ("RLIMIT_AS", (memory_mb << 20) or resource.RLIM_INFINITY), ("RLIMIT_FSIZE", file_mb << 20),
                         ("RLIMIT_NPROC", processes), ("RLIMIT_CORE", 0)):
         resource.setrlimit(getattr(resource, name), (value, value))
 
@@ -90,8 +94,10 @@ STANDARD |= {("datetime", n) for n in ("date", "datetime", "time", "timedelta", 
 HARMLESS = {"__module__", "__qualname__", "__doc__", "__dict__", "__weakref__", "__slots__", "__annotations__", "__init__",
             "__new__", "__repr__", "__getnewargs__", "__match_args__", "__orig_bases__", "__parameters__", "__firstlineno__",
             "__static_attributes__", "__classcell__", "__dataclass_fields__", "__dataclass_params__"}
-# The arguments that rebuild a subclass's value as its standard base, ``base(*arguments)`` (by default ``base(value)``).
-ARGUMENTS = {"defaultdict": lambda base, v: (v.default_factory, dict(v)), "deque": lambda base, v: (list(v), v.maxlen)}
+# The arguments that rebuild a subclass's value as its standard base, ``base(*arguments)`` (by default ``base(value)``;
+# a str's own text, not what an Enum's __str__ makes of it).
+ARGUMENTS = {"defaultdict": lambda base, v: (v.default_factory, dict(v)), "deque": lambda base, v: (list(v), v.maxlen),
+             "str": lambda base, v: (str.__str__(v),)}
 ARGUMENTS |= dict.fromkeys(("date", "datetime", "time", "timedelta", "timezone"), lambda base, v: base.__reduce__(v)[1])
 
 class Remote:
@@ -142,8 +148,13 @@ def standard(kind):
 
 def plain(kind, base):
     "Whether a subclass of a standard class keeps its base's behaviour (a namedtuple does, a class with __eq__ does not)."
-    return not any((name.startswith("__") or hasattr(base, name)) and name not in HARMLESS
-                   for klass in kind.__mro__[:kind.__mro__.index(base)] for name in vars(klass))
+    return not any((name.startswith("__") or hasattr(base, name)) and name not in HARMLESS and not restated(klass, base, name, value)
+                   for klass in kind.__mro__[:kind.__mro__.index(base)] for name, value in vars(klass).items())
+
+def restated(klass, base, name, value):
+    "The base's own attribute, or what the enum module's classes define or give an enum class (names, display, flag"
+    "operators): an IntEnum member compares and computes as its int, as in OpenAI's harness."
+    return value is getattr(base, name, None) or "enum" in (klass.__module__, getattr(value, "__module__", None))
 
 class Sender(pickle.Pickler):
     "Pickles standard values as they are; anything else as the nearest thing the checker can hold."
@@ -189,6 +200,10 @@ def send(fd, message, handles=None):
     while data:
         data = data[os.write(fd, data):]
 
+def source(argument):
+    "The code exactly as the parent had it, NUL bytes and lone surrogates included (see sandbox._argument)."
+    return os.fsencode(argument).replace(b"\xff", b"\0").decode("utf-8", "surrogatepass")
+
 def read(handle, size):
     data = handle.read(size)
     if len(data) != size:
@@ -207,13 +222,13 @@ def receive(handle, limit_bytes, trusted):
 _SOLUTION = _COMMON + r"""
 def main():
     requests, replies, name, limits = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], [int(v) for v in sys.argv[4].split(",")]
-    source = sys.argv[5]
+    code = source(sys.argv[5])
     del sys.argv[1:]
     limit(*limits)
     handle = os.fdopen(requests, "rb")
     namespace = {"__name__": "__main__"}
     try:
-        exec(compile(source, "solution.py", "exec"), namespace)
+        exec(compile(code, "solution.py", "exec"), namespace)
         handles = [namespace[name]]
     except BaseException as error:
         send(replies, ("unloadable", f"{type(error).__name__} while loading the solution: {error}"[:2000]))
@@ -244,7 +259,7 @@ class SolutionError(Exception):
 def main():
     global call  # what every Remote calls: defined below, where it holds the channel
     requests, replies, verdict, limits = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), [int(v) for v in sys.argv[4].split(",")]
-    source = sys.argv[5]
+    code = source(sys.argv[5])
     del sys.argv[1:]
     limit(*limits)
     handle = os.fdopen(replies, "rb")
@@ -266,7 +281,7 @@ def main():
         return answer[1]
 
     try:
-        exec(compile(source, "checker.py", "exec"), {"__name__": "__main__", "candidate": Remote(0, "candidate")})
+        exec(compile(code, "checker.py", "exec"), {"__name__": "__main__", "candidate": Remote(0, "candidate")})
     except assertion_error as error:
         status, message = "failed", traceback.format_exception_only(error)[-1].strip()
     except EOFError:
@@ -370,6 +385,11 @@ _ISOLATION_AS_ROOT = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unsh
 _ISOLATION_AS_USER = ["--unshare-all", "--unshare-user", "--disable-userns"]
 
 
+# Two malloc arenas per process, not eight per core: each arena reserves 64 MB of address space, which the
+# single-process mode's address-space limit counts (13 threads fitted in 1 GB; 63 with two arenas).
+_ARENAS = ("--setenv", "MALLOC_ARENA_MAX", "2")
+
+
 @lru_cache(maxsize=1)
 def _base_command() -> tuple[str, ...]:
     """The bwrap arguments every sandbox shares: what is visible, and how it is isolated."""
@@ -380,7 +400,7 @@ def _base_command() -> tuple[str, ...]:
     roots += [Path(link) for link in ("/lib", "/lib64", "/bin") if Path(link).is_dir() and not Path(link).is_symlink()]
     args = [bwrap_path(), *(_ISOLATION_AS_ROOT if AS_ROOT else _ISOLATION_AS_USER), "--die-with-parent", "--new-session",
             "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8",
-            "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]  # fmt: skip
+            "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", *_ARENAS]  # fmt: skip
     for root in roots:
         for folder in reversed(root.parents[:-1]):  # made world-traversable: bwrap would create /root as 0700
             args += ["--perms", "0755", "--dir", str(folder)]
@@ -402,8 +422,14 @@ def _command(limits: Limits, seccomp_fd: int) -> list[str]:
 
 
 def _process_memory_mb(limits: Limits, counted: bool) -> int:
-    """The per-process address-space limit: the whole limit under a cgroup, else what the tmpfs scratch leaves."""
-    return limits.memory_mb if counted else max(limits.memory_mb - 2 * limits.tmp_mb, 64)
+    """The per-process address-space limit: none (0) under a cgroup, else what the tmpfs scratch leaves.
+
+    A cgroup already counts every page the program holds; an address-space
+    limit on top would count what it only reserves (each thread's stack and
+    malloc arena: 14 threads filled 1 GB), failing correct threaded solutions
+    that OpenAI's harness, which sets no such limit, passes.
+    """
+    return 0 if counted else max(limits.memory_mb - 2 * limits.tmp_mb, 64)
 
 
 @lru_cache(maxsize=1)
@@ -444,7 +470,7 @@ class _Stream:
 class _Container:
     """One running sandbox: the ``bwrap`` process, the host PID of its namespace's init, and its cgroups if any."""
 
-    def __init__(self, code: str, argv: list[str], pass_fds: tuple[int, ...], limits: Limits, found: tuple[cgroups.Hierarchy, ...]) -> None:
+    def __init__(self, code: str, argv: list[str | bytes], pass_fds: tuple[int, ...], limits: Limits, found: tuple[cgroups.Hierarchy, ...]) -> None:
         status_read, status_write = os.pipe()
         filter_read, filter_write = os.pipe()
         self.group = cgroups.ProgramGroup(found, limits.memory_mb << 20, limits.processes + 2) if found else None  # + bwrap, init
@@ -505,10 +531,18 @@ def _pidfd(status: bytes) -> int | None:
         return None
 
 
+def _argument(code: str) -> bytes:
+    """Code as one command-line argument, exactly: a model's reply may hold NUL bytes (which no argument can) and lone
+    surrogates (which UTF-8 cannot encode). UTF-8 with each surrogate as its three bytes, NUL as 0xFF (a byte UTF-8
+    never uses); the sandbox's ``source`` reverses it, and Python then refuses both, as in OpenAI's harness."""
+    return code.encode("utf-8", "surrogatepass").replace(b"\0", b"\xff")
+
+
 def run_check(check: Check, limits: Limits = Limits()) -> Outcome:
     """Grade one solution against its checker, each in its own sandbox; the verdict comes only from the checker."""
     started = time.perf_counter()
-    if max(len(check.solution.encode()), len(check.checker.encode())) > MAX_SOURCE_BYTES:
+    solution, checker = _argument(check.solution), _argument(check.checker)
+    if max(len(solution), len(checker)) > MAX_SOURCE_BYTES:
         return Outcome("error", f"program longer than {MAX_SOURCE_BYTES} bytes", 0.0)
     ensure_available()
     to_solution, from_checker = os.pipe()  # checker writes calls, solution reads them
@@ -517,9 +551,9 @@ def run_check(check: Check, limits: Limits = Limits()) -> Outcome:
     found = cgroups.hierarchies()  # each program's memory counted in total; without them, each runs as one process
     containers: list[_Container] = []
     try:
-        containers.append(_Container(_SOLUTION, [str(to_solution), str(to_checker), check.entry_point, check.solution],
+        containers.append(_Container(_SOLUTION, [str(to_solution), str(to_checker), check.entry_point, solution],
                                      (to_solution, to_checker), limits, found))  # fmt: skip
-        containers.append(_Container(_CHECKER, [str(from_checker), str(from_solution), str(verdict_write), check.checker],
+        containers.append(_Container(_CHECKER, [str(from_checker), str(from_solution), str(verdict_write), checker],
                                      (from_checker, from_solution, verdict_write), limits, found))  # fmt: skip
     finally:
         for fd in (to_solution, to_checker, from_checker, from_solution, verdict_write):

@@ -5,7 +5,11 @@ starts. Namespaces are what a program would need to build a view of the
 system other than the one the sandbox gives it; ``ptrace``, ``bpf``,
 ``perf_event_open``, ``userfaultfd``, ``io_uring`` (whose requests bypass
 this filter) and the key syscalls are kernel surface no benchmark solution
-needs. ``memfd_create``, ``memfd_secret`` and ``shmget`` make memory that no
+needs; ``io_setup`` would hold AIO contexts, of which the whole host has
+65,536 (``fs.aio-max-nr``), until the grade ends. Sockets open only in the
+families the network namespace isolates (UNIX, IPv4, IPv6, netlink): an
+``AF_VSOCK`` socket, for one, reaches the ports of programs graded beside
+it. ``memfd_create``, ``memfd_secret`` and ``shmget`` make memory that no
 per-process limit counts (a SysV segment outlives its mapping), so they are
 refused too. Where no cgroup counts a program's memory, ``single_process``
 also refuses new processes (threads stay allowed), so the per-process limit
@@ -30,19 +34,22 @@ _NR, _ARCH, _FIRST_ARGUMENT = 0, 4, 16  # offsets in struct seccomp_data (the ar
 _NEW_NAMESPACES = 0x7E020080  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET | NEWTIME
 _CLONE_THREAD = 0x00010000
 _X32_BIT = 0x40000000
+# Socket families a network namespace isolates: AF_UNIX, AF_INET, AF_INET6, AF_NETLINK (socket and socketpair refuse others).
+_ISOLATED_FAMILIES = (1, 2, 10, 16)
 
-# Per architecture: the audit value of the ABI, clone and unshare (checked for namespace flags), the syscalls denied
-# outright, and those that only create processes (denied in single-process mode; aarch64 has only clone).
+# Per architecture: the audit value of the ABI, clone and unshare (checked for namespace flags), socket and socketpair
+# (checked for the family), the syscalls denied outright, and those that only create processes (denied in
+# single-process mode; aarch64 has only clone).
 _TABLES = {
-    "x86_64": (0xC000003E, 56, 272, {
+    "x86_64": (0xC000003E, 56, 272, (41, 53), {
         "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "ptrace": 101, "add_key": 248, "request_key": 249,
         "keyctl": 250, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "open_tree": 428, "move_mount": 429,
-        "fsopen": 430, "fsmount": 432, "memfd_create": 319, "shmget": 29,
+        "fsopen": 430, "fsmount": 432, "memfd_create": 319, "shmget": 29, "io_setup": 206,
     }, {"fork": 57, "vfork": 58}),
-    "aarch64": (0xC00000B7, 220, 97, {
+    "aarch64": (0xC00000B7, 220, 97, (198, 199), {
         "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "ptrace": 117, "add_key": 217, "request_key": 218,
         "keyctl": 219, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "open_tree": 428, "move_mount": 429,
-        "fsopen": 430, "fsmount": 432, "memfd_create": 279, "shmget": 194,
+        "fsopen": 430, "fsmount": 432, "memfd_create": 279, "shmget": 194, "io_setup": 0,
     }, {}),
 }  # fmt: skip
 _SHARED = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "memfd_secret": 447}  # same on both
@@ -58,7 +65,7 @@ def program(single_process: bool = False) -> bytes:
 
     ``single_process``: ``clone`` is allowed only for threads (``CLONE_THREAD``), and ``fork``/``vfork`` are denied.
     """
-    arch, clone, unshare, denied, forks = _TABLES[platform.machine()]
+    arch, clone, unshare, sockets, denied, forks = _TABLES[platform.machine()]
     denied = {**denied, **_SHARED, **(forks if single_process else {})}
     # Jump targets are resolved at the end: each conditional names the label it jumps to when true.
     code: list[tuple[int, int, str | None]] = [
@@ -72,12 +79,17 @@ def program(single_process: bool = False) -> bytes:
         code.append((_JUMP_AT_LEAST, _X32_BIT, "deny"))  # x32 calls share the x86-64 audit value
     code += [(_JUMP_EQUAL, _CLONE3, "not_implemented"), (_JUMP_EQUAL, clone, "clone" if single_process else "flags")]
     code.append((_JUMP_EQUAL, unshare, "flags"))
+    code += [(_JUMP_EQUAL, number, "family") for number in sockets]
     code += [(_JUMP_EQUAL, number, "deny") for number in denied.values()]
     code.append((_RETURN, _ALLOW, None))
     if single_process:  # a thread, and no new namespace
         labels["clone"] = len(code)
         code += [(_LOAD_WORD, _FIRST_ARGUMENT, None), (_JUMP_ANY_BIT, _NEW_NAMESPACES, "deny"), (_JUMP_ANY_BIT, _CLONE_THREAD, "allow"),
                  (_RETURN, _ERRNO | errno.EPERM, None)]  # fmt: skip
+    labels["family"] = len(code)
+    code.append((_LOAD_WORD, _FIRST_ARGUMENT, None))
+    code += [(_JUMP_EQUAL, family, "allow") for family in _ISOLATED_FAMILIES]
+    code.append((_RETURN, _ERRNO | errno.EPERM, None))
     labels["flags"] = len(code)
     code += [(_LOAD_WORD, _FIRST_ARGUMENT, None), (_JUMP_ANY_BIT, _NEW_NAMESPACES, "deny")]
     labels["allow"] = len(code)

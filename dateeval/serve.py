@@ -14,12 +14,16 @@ or 1 scores the prompt's own tokens, as vLLM does, which is how clients read
 the exact log-probability of any continuation), ``POST /v1/chat/completions``
 (the server's chat template, rendered with the real clock;
 ``logprobs``/``top_logprobs``).
-Requests are answered one at a time (one model, one lock); the standard
-library's threading server keeps connections concurrent. A request waits at
-most ``Served.wait_s`` for the model (then 503, which clients retry), stops
-waiting or computing as soon as its client hangs up, and is refused (400)
-before any compute when its prompt and reply would not fit the model's
-context. What the server does not do (streaming, several choices) is refused
+Requests in flight are batched: one thread runs the model, and the
+requests that queue while a batch computes share the next one's forward
+passes (:class:`Batcher`); the standard library's threading server keeps
+connections concurrent. A request waits at most ``Served.wait_s`` to start
+(then 503, which clients retry), stops waiting as soon as its client hangs
+up (and computing, unless it shares its batch with clients still there),
+and is refused (400) before any compute when its prompt and reply would not
+fit the model's context or it asks for more than the server bounds (stop
+strings, echo positions): a request's memory is bounded by its batch's
+token budget, never by what it asks. What the server does not do (streaming, several choices) is refused
 rather than answered differently. Every refusal, down to a malformed request
 line, is a JSON error body, and a refused body is read to its end or the
 connection closed, so that a keep-alive client's next request is read as a
@@ -28,7 +32,6 @@ request. Every response carries the HTTP ``Date`` header, as providers' do.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import select
@@ -38,11 +41,12 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from dateeval.backends.base import GenerationSettings
+from dateeval.backends.openai_api import MAX_API_STOPS
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
@@ -52,7 +56,13 @@ MAX_BODY = 16 << 20
 DRAIN_LIMIT = 4 * MAX_BODY  # an oversized body up to this is read and dropped (the connection lives on); beyond it, closed
 IDLE_S = 60.0  # a connection that sends nothing for this long (idle keep-alive, a stalled body) is closed
 WAIT_S = 60.0  # how long a request may wait for the model before it is answered 503 (clients retry those)
+BACKLOG = 1024  # connections the kernel queues before the server accepts them (the standard library's 5 drops a burst of clients)
 POLL_S = 0.2  # how often a waiting request looks whether its client is still there
+MAX_BATCH = 32  # requests one batch may hold
+BATCH_TOKENS = 8192  # rows x longest prompt (and reply) one batch may hold: the memory of one full SmolLM2 context
+GATHER_S = 0.01  # a batch starts once no request arrived for this long (or it is full)
+MAX_STOP_CHARS = 64  # the longest stop string: transformers preprocesses stops against the whole vocabulary before the first forward pass (4 x 64 characters: 0.7 s here, 4 x 1024: 2.3 s)
+MAX_ECHO_POSITIONS = 2048  # the most prompt tokens an echo scores: each holds a full-vocabulary row of logits (2,000 tokens: 1.4 GB)
 
 
 class RequestError(Exception):
@@ -74,8 +84,12 @@ class Served:
     backend: TransformersBackend
     name: str
     template: ChatTemplate
-    lock: threading.Lock
+    lock: threading.Lock  # held while a batch computes: whoever holds it has the model
     wait_s: float = WAIT_S  # the longest a request waits for the model before a 503
+    batcher: Batcher = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.batcher = Batcher(self)
 
     @functools.cached_property
     def longest_token(self) -> int:
@@ -108,33 +122,153 @@ class Client:
             return True
 
     def check(self, *_: object) -> None:
-        """Raise :class:`ClientGone` if the client left (also a forward pre-hook: it runs before every forward pass)."""
+        """Raise :class:`ClientGone` if the client left."""
         if self.gone():
             raise ClientGone
 
 
-@contextlib.contextmanager
-def holding(served: Served, client: Client) -> Iterator[None]:
-    """The model, for one request: wait at most ``served.wait_s``, and stop waiting or computing when the client leaves.
+@dataclass(eq=False)
+class Job:
+    """One request's share of a batch: which backend call it joins, for whom, and once computed its answer."""
 
-    The check runs before every forward pass of the model (a forward
-    pre-hook), so a long generation ends within one decoding step of the hang-up.
+    kind: str  # "top" (next-token scoring), "echo" (every prompt token scored) or "generate"
+    key: object  # jobs of one kind share a batch only with an equal key (generation: its settings)
+    tokens: int  # its length: a batch holds at most its budget in rows x the longest
+    work: object  # token ids to score, or the text to generate from
+    client: Client
+    shares: bool = True  # False: computed alone
+    state: str = "queued"  # queued, then running, then done
+    result: object = None
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+
+class Batcher:
+    """One thread runs the model: requests that arrive while a batch computes share the next batch's forward passes.
+
+    A batch is the oldest queued job and every queued job that can join it
+    (same kind and key, at most :data:`MAX_BATCH` rows, rows x longest
+    within the kind's token budget, which bounds its memory). The backend's
+    own batched methods compute it, so a batch of one is one request at a time.
     """
-    deadline = time.monotonic() + served.wait_s
-    while not served.lock.acquire(timeout=max(0.0, min(POLL_S, deadline - time.monotonic()))):
-        client.check()
-        if time.monotonic() >= deadline:
-            raise RequestError(503, f"the server is busy: this request waited {served.wait_s:g} s for the model, which answers one "
-                                    "request at a time; retry later", "server_busy")  # fmt: skip
-    try:
-        client.check()
-        hook = served.backend.model.register_forward_pre_hook(client.check)
+
+    def __init__(self, served: Served) -> None:
+        self.served = served
+        self.queue: list[Job] = []
+        self.ready = threading.Condition()
+        self.thread: threading.Thread | None = None
+
+    def run(self, job: Job) -> object:
+        """Queue ``job`` and wait for its answer: at most ``wait_s`` to start (then 503), never after its client left."""
+        deadline = time.monotonic() + self.served.wait_s
+        with self.ready:
+            self.queue.append(job)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._loop, name="dateeval-batcher", daemon=True)
+                self.thread.start()
+            self.ready.notify()
+        while not job.done.wait(POLL_S):
+            if (job.client.gone() or time.monotonic() >= deadline) and self._withdraw(job):
+                job.client.check()
+                raise RequestError(503, f"the server is busy: this request waited {self.served.wait_s:g} s for the model; retry later",
+                                   "server_busy")  # fmt: skip
+        if job.error is not None:
+            raise job.error
+        return job.result
+
+    def _withdraw(self, job: Job) -> bool:
+        """Take a job that has not started off the queue (True); one that started is answered (False)."""
+        with self.ready:
+            if job.state != "queued":
+                return False
+            self.queue.remove(job)
+            return True
+
+    def _loop(self) -> None:
+        while True:
+            with self.ready:
+                self.ready.wait_for(lambda: self.queue)
+                while len(self.queue) < MAX_BATCH and self.ready.wait(GATHER_S):
+                    pass  # requests still arriving (a burst of clients answered together sends its next ones together)
+            with self.served.lock:
+                batch = self._take()
+                if batch:
+                    self._compute(batch)
+
+    def _take(self) -> list[Job]:
+        """The next batch, marked running; jobs whose clients left are answered as gone instead."""
+        with self.ready:
+            for job in [job for job in self.queue if job.client.gone()]:
+                self.queue.remove(job)
+                self._finish([job], error=ClientGone())
+            if not self.queue:
+                return []
+            first, budget = self.queue[0], MAX_ECHO_POSITIONS if self.queue[0].kind == "echo" else BATCH_TOKENS
+            batch, longest = [first], first.tokens
+            for job in self.queue[1:]:
+                joins = first.shares and job.shares and (job.kind, job.key) == (first.kind, first.key)
+                if joins and len(batch) < MAX_BATCH and (len(batch) + 1) * max(longest, job.tokens) <= budget:
+                    batch.append(job)
+                    longest = max(longest, job.tokens)
+            for job in batch:
+                self.queue.remove(job)
+                job.state = "running"
+            return batch
+
+    def _compute(self, batch: list[Job]) -> None:
+        """One backend call for the batch; before every forward pass, the batch stops if all its clients left."""
+
+        def check(*_: object) -> None:
+            if all(job.client.gone() for job in batch):
+                raise ClientGone
+
+        hook = self.served.backend.model.register_forward_pre_hook(check)
         try:
-            yield
+            results = COMPUTE[batch[0].kind](self.served, batch)
+        except Exception as error:  # noqa: BLE001 - each request's handler answers it (a 500 with its traceback, or one log line)
+            return self._finish(batch, error=error)
         finally:
             hook.remove()
-    finally:
-        served.lock.release()
+        for job, result in zip(batch, results):
+            job.result = result
+        self._finish(batch)
+
+    @staticmethod
+    def _finish(jobs: list[Job], error: BaseException | None = None) -> None:
+        for job in jobs:
+            job.error, job.state = error, "done"
+            job.done.set()
+
+
+def _next_tokens(served: Served, batch: list[Job]) -> list:
+    """Each prompt's full-vocabulary next-token log-probabilities (float64 arrays), one shared forward pass."""
+    vocabulary = list(range(len(served.backend.tokenizer)))
+    return served.backend.next_token_logprobs([job.work for job in batch], [vocabulary] * len(batch), batch_size=len(batch))
+
+
+def _echoes(served: Served, batch: list[Job]) -> list:
+    """Each prompt's log-probabilities at every position (float32 tensors), right-padded into one forward pass."""
+    import torch
+
+    width = max(len(job.work) for job in batch)
+    ids = torch.zeros((len(batch), width), dtype=torch.long)
+    mask = torch.zeros((len(batch), width), dtype=torch.long)
+    for row, job in enumerate(batch):
+        ids[row, : len(job.work)], mask[row, : len(job.work)] = torch.tensor(job.work), 1
+    backend = served.backend
+    with torch.inference_mode():
+        logits = backend.model(input_ids=ids.to(backend.device), attention_mask=mask.to(backend.device)).logits.float()
+        logits -= torch.logsumexp(logits, dim=-1, keepdim=True)  # log-softmax in place: a batch holds one copy of its logits
+        logprobs = logits.cpu()
+    return [logprobs[row, : len(job.work)] for row, job in enumerate(batch)]
+
+
+def _generations(served: Served, batch: list[Job]) -> list:
+    """Replies of prompts that share their settings, generated together (left-padded, as the backend batches them)."""
+    return served.backend.generate_texts([job.work for job in batch], batch[0].key, batch_size=len(batch))
+
+
+COMPUTE: dict[str, Callable[[Served, list[Job]], list]] = {"top": _next_tokens, "echo": _echoes, "generate": _generations}
 
 
 def _number(body: dict, name: str, default: float, low: float, high: float) -> float:
@@ -147,15 +281,23 @@ def _number(body: dict, name: str, default: float, low: float, high: float) -> f
 
 
 def _stops(body: dict) -> tuple[str, ...]:
+    """At most OpenAI's four stop strings, each short: their preprocessing runs before any forward pass, where a hang-up cannot stop it."""
     stop = body.get("stop") or ()
     stop = (stop,) if isinstance(stop, str) else stop
     if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
         raise RequestError(400, "stop must be a string or a list of strings")
+    if len(stop) > MAX_API_STOPS:
+        raise RequestError(400, f"stop holds {len(stop):,} strings: this server takes at most {MAX_API_STOPS} stop strings, as OpenAI does")
+    if not all(0 < len(s) <= MAX_STOP_CHARS for s in stop):
+        raise RequestError(400, f"each stop string must be non-empty and at most {MAX_STOP_CHARS} characters")
     return tuple(stop)
 
 
 def _settings(body: dict, max_tokens: int) -> GenerationSettings:
-    """Greedy at temperature 0; otherwise the model's own sampling settings with the request's seed."""
+    """Greedy at temperature 0; otherwise the model's own sampling settings with the request's seed.
+
+    Read for every request, scored ones included: a value this server would refuse for a generation is refused everywhere.
+    """
     temperature = _number(body, "temperature", 1.0, 0.0, 2.0)
     seed = int(_number(body, "seed", 0, 0, 2**63 - 1))
     return GenerationSettings(max_new_tokens=max_tokens, stop=_stops(body), sample=temperature > 0, seed=seed)
@@ -174,9 +316,7 @@ def top_logprobs(served: Served, client: Client, prompt: list[int], k: int) -> d
     """The ``k`` most likely next tokens (as text) with their full-vocabulary log-probabilities."""
     import torch
 
-    vocabulary = list(range(len(served.backend.tokenizer)))
-    with holding(served, client):
-        logprobs = served.backend.next_token_logprobs([prompt], [vocabulary], batch_size=1)[0]
+    logprobs = served.batcher.run(Job("top", None, len(prompt), prompt, client))
     return _top(served.backend.tokenizer, torch.from_numpy(logprobs), k)
 
 
@@ -191,13 +331,11 @@ class Echo:
 
 
 def score_prompt(served: Served, client: Client, prompt: list[int], k: int) -> Echo:
-    """One forward pass over the prompt: every token's log-probability after the ones before it, and the next token's top-k."""
+    """Every token's log-probability after the ones before it, and the next token's top-k (one row of a batch's forward pass)."""
     import torch
 
-    backend, tokenizer = served.backend, served.backend.tokenizer
-    with holding(served, client), torch.inference_mode():
-        logits = backend.model(input_ids=torch.tensor([prompt], device=backend.device)).logits[0].float()
-        logprobs = torch.log_softmax(logits, dim=-1).cpu()
+    tokenizer = served.backend.tokenizer
+    logprobs = served.batcher.run(Job("echo", None, len(prompt), prompt, client))
     chosen = logprobs[torch.arange(len(prompt) - 1), torch.tensor(prompt[1:], dtype=torch.long)].tolist()
     tops = [None] + [{tokenizer.decode([token]): value, **_top(tokenizer, row, k)} for token, value, row in zip(prompt[1:], chosen, logprobs)]
     return Echo([tokenizer.decode([token]) for token in prompt], [None, *chosen], tops, _top(tokenizer, logprobs[-1], max(k, 1)))
@@ -276,13 +414,14 @@ def _generate_or_score(served: Served, client: Client, prompt: str, body: dict, 
     """(text, prompt tokens, completion tokens, first token's alternatives): one token scored, or a decoded reply."""
     if k is not None and max_tokens != 1:
         raise RequestError(400, "this server returns logprobs for max_tokens=1 only")
+    settings = _settings(body, max_tokens)
     encoded = _encode(served, prompt, max_tokens)
     if k is not None:
         best = top_logprobs(served, client, encoded, max(k, 1))
         text = next(iter(best))
         return text, len(encoded), 1, dict(list(best.items())[: max(k, 1)])
-    with holding(served, client):
-        reply = served.backend.generate_texts([prompt], _settings(body, max_tokens), batch_size=1)[0]
+    # Sampled replies depend on the batch they are drawn in (one seed per batch): each is drawn alone, as one request at a time would.
+    reply = served.batcher.run(Job("generate", settings, len(encoded) + max_tokens, prompt, client, shares=not settings.sample))
     return reply.text, reply.prompt_tokens, reply.n_tokens, None
 
 
@@ -303,8 +442,12 @@ def _echo(served: Served, client: Client, prompt: str | list[int], body: dict, k
     max_tokens = body.get("max_tokens")
     if k is None or max_tokens not in (0, 1) or isinstance(max_tokens, bool):
         raise RequestError(400, "this server echoes the prompt with logprobs and max_tokens 0 or 1 only")
+    _settings(body, 1)
     ids = _encode(served, prompt, max_tokens) if isinstance(prompt, str) else prompt
     _check_context(served, len(ids), max_tokens)
+    if len(ids) > MAX_ECHO_POSITIONS:
+        raise RequestError(400, f"echo scores at most {MAX_ECHO_POSITIONS:,} tokens, and this prompt has {len(ids):,}: score it in parts",
+                           "echo_too_long")  # fmt: skip
     scored = score_prompt(served, client, ids, k)
     tokens, values, tops = scored.tokens, scored.token_logprobs, scored.top_logprobs
     if max_tokens == 1:
@@ -399,12 +542,25 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, route(self.served, _json_object(data), Client(self.connection)))
         except RequestError as error:
             self._refuse(error)
-        except ClientGone:
-            self.close_connection = True  # nobody reads an answer
+        except (ClientGone, ConnectionError):
+            self._left()
         except Exception as error:  # noqa: BLE001 - a bug or the model failing: the client gets an answer, the operator the traceback
             traceback.print_exc(file=sys.stderr)
             self.close_connection = True
             self._send(500, _error(f"internal error: {type(error).__name__}: {error}", "server_error"))
+
+    def handle_one_request(self) -> None:
+        """One request; a client that hangs up or resets mid-request is one log line, never a traceback."""
+        try:
+            super().handle_one_request()
+        except ConnectionError:
+            self._left()
+
+    def _left(self) -> None:
+        """A client gone before its answer: nobody reads one, so the connection closes and the operator reads one line."""
+        self.close_connection = True
+        request = f" ({self.command} {self.path})" if getattr(self, "path", None) else ""
+        print(f"{self.address_string()}:{self.client_address[1]} left before its answer{request}", file=sys.stderr, flush=True)
 
     def _body(self) -> bytes:
         """The request body, read to its end so that the connection stays usable; where it cannot be, the connection closes after the answer."""
@@ -489,6 +645,10 @@ def _json_object(data: bytes) -> dict:
         raise RequestError(400, "the body is not JSON") from None
     if not isinstance(body, dict):
         raise RequestError(400, "the body must be a JSON object")
+    try:
+        json.dumps(body, ensure_ascii=False).encode()
+    except UnicodeEncodeError:  # JSON may escape half a UTF-16 pair (\\ud800); no tokenizer or template takes it
+        raise RequestError(400, "the body holds a lone surrogate escape (such as \\ud800): strings must be valid Unicode") from None
     return body
 
 
@@ -497,15 +657,20 @@ def _error(message: str, code: str | None = None) -> dict:
     return {"error": {"message": message, "type": kind, "code": code}}
 
 
+class Server(ThreadingHTTPServer):
+    """A thread per connection, a burst of :data:`BACKLOG` connections queued by the kernel rather than refused."""
+
+    request_queue_size = BACKLOG
+    daemon_threads = True
+
+
 def make_server(served: Served, host: str, port: int) -> ThreadingHTTPServer:
     """A server bound to ``host:port`` (port 0: a free one, read back from ``server_address``)."""
     handler = type("BoundHandler", (Handler,), {"served": served})
     try:
-        server = ThreadingHTTPServer((host, port), handler)
+        return Server((host, port), handler)
     except OSError as error:
         raise DateEvalError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
-    server.daemon_threads = True
-    return server
 
 
 def banner(served: Served, host: str, port: int) -> str:

@@ -18,11 +18,17 @@ Every file carries Parquet page checksums and a digest of each column's
 values (``dateeval.checksums``); every read verifies both for what it reads,
 so a damaged file is reported and its rows left out rather than read as
 different numbers. Files from before checksums existed read unverified.
+
+A reply is stored as the model sent it. Arrow text is UTF-8, which cannot
+hold a lone surrogate (an API's JSON may send one); a column holding one is
+stored escaped and named in the file's metadata, and :meth:`Store.read`
+gives back exactly what was written (``ESCAPED_KEY``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 import uuid
@@ -107,7 +113,7 @@ class Store:
         """
         path.parent.mkdir(parents=True, exist_ok=True)
         staging = path.parent / f".{path.name}.{leftovers.owner()}-{uuid.uuid4().hex[:8]}.tmp"
-        table = checksums.with_checksums(_table(rows))
+        table = checksums.with_checksums(arrow_table(rows))
         try:
             with staging.open("wb") as handle:
                 pq.write_table(table, handle, compression="zstd", write_page_checksum=True, row_group_size=row_group_size)
@@ -122,7 +128,8 @@ class Store:
     def read_table(path: Path) -> pa.Table | None:
         """One file's rows as an Arrow table, every column verified; None when it is damaged or unreadable.
 
-        For bulk per-item columns that are used as arrays: no pandas frame, no duplicate removal.
+        For bulk per-item columns that are used as arrays: no pandas frame, no duplicate removal. Escaped text
+        columns stay escaped (``ESCAPED_KEY``: Arrow cannot hold what they decode to).
         """
         try:
             return _load(path, None, None, full_check=True)
@@ -174,9 +181,10 @@ class Store:
         return lines
 
     def remove_leftovers(self) -> list[Path]:
-        """Remove staging files of writes killed before their rename (never one a live process is writing)."""
+        """Remove staging files of writes killed before their rename (never one a live process is writing): in the unit
+        folders (``<model>/<dataset>``) and in the folders kept beside them (the sidecars' ``.aggregates/<model>/<dataset>``)."""
         removed = []
-        for path in self.root.glob("*/*/.*.tmp") if self.root.is_dir() else []:
+        for path in [path for pattern in ("*/*/.*.tmp", "*/*/*/.*.tmp") for path in self.root.glob(pattern)] if self.root.is_dir() else []:
             match = _STAGING.match(path.name)
             if match and leftovers.abandoned(path, match["host"], int(match["pid"])):
                 path.unlink(missing_ok=True)
@@ -212,7 +220,7 @@ class Store:
                 continue
             digest = uuid.uuid5(uuid.NAMESPACE_URL, "|".join(p.name for p in readable)).hex[:16]
             target = folder / f"compacted-{digest}.parquet"
-            table = _table(frame.sort_values("item_id", kind="stable", ignore_index=True))
+            table = arrow_table(frame.sort_values("item_id", kind="stable", ignore_index=True))
             self.write(target, table, COMPACTED_ROW_GROUP)
             mismatch = _differs(target, table)
             if mismatch:
@@ -247,7 +255,7 @@ class Store:
                 wanted = None if columns is None else [*columns, *optional]
                 table = _load(path, wanted, filters, full_check=full_check)
                 if table.num_rows:
-                    frames.append(table.to_pandas())
+                    frames.append(_unescaped(table))
             except Foreign as error:
                 problems.foreign.append((path, str(error)))
             except _READ_ERRORS as error:
@@ -284,12 +292,68 @@ class Foreign(Exception):
 _READ_ERRORS = (OSError, pa.ArrowException, ValueError, checksums.Damaged)
 
 
-def _table(rows: list[dict] | pd.DataFrame | pa.Table) -> pa.Table:
-    """Rows as an Arrow table. A merged frame holds NaN where a unit lacked a value (e.g. a generated answer
-    nobody could parse): from_pandas reads that as missing, where from_pylist would take the column for a float one."""
+def arrow_table(rows: list[dict] | pd.DataFrame | pa.Table) -> pa.Table:
+    """Rows as an Arrow table, text columns holding lone surrogates escaped (see ``ESCAPED_KEY``).
+
+    A merged frame holds NaN where a unit lacked a value (e.g. a generated answer
+    nobody could parse): from_pandas reads that as missing, where from_pylist would take the column for a float one.
+    """
     if isinstance(rows, pa.Table):
         return rows
+    try:
+        return _arrow(rows)
+    except UnicodeEncodeError:  # only then are the strings searched: no cost to rows that UTF-8 holds
+        pass
+    columns = rows.columns if isinstance(rows, pd.DataFrame) else list(dict.fromkeys(name for row in rows for name in row))
+    escaped = [name for name in columns if any(map(has_surrogates, _values(rows, name)))]
+    if isinstance(rows, pd.DataFrame):
+        table = _arrow(rows.assign(**{name: rows[name].map(escape_text) for name in escaped}))
+    else:
+        table = _arrow([{**row, **{name: escape_text(row[name]) for name in escaped if name in row}} for row in rows])
+    return table.replace_schema_metadata({**(table.schema.metadata or {}), ESCAPED_KEY: json.dumps(escaped).encode()})
+
+
+# Schema metadata naming the text columns stored escaped: in each of their strings a backslash is doubled and a lone
+# surrogate written as \udXXXX (lower-case hex), so that UTF-8 holds it. Readers outside the store (DuckDB) see the escapes.
+ESCAPED_KEY = b"dateeval.escaped"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+_ESCAPE = re.compile(r"\\(\\|u(d[89a-f][0-9a-f]{2}))")
+
+
+def _arrow(rows: list[dict] | pd.DataFrame) -> pa.Table:
     return pa.Table.from_pandas(rows, preserve_index=False) if isinstance(rows, pd.DataFrame) else pa.Table.from_pylist(rows)
+
+
+def _values(rows: list[dict] | pd.DataFrame, name: str) -> Iterable[object]:
+    return rows[name] if isinstance(rows, pd.DataFrame) else (row.get(name) for row in rows)
+
+
+def has_surrogates(value: object) -> bool:
+    """Whether ``value`` is text that UTF-8 (so Arrow) cannot hold."""
+    return isinstance(value, str) and _SURROGATE.search(value) is not None
+
+
+def escape_text(value: object) -> object:
+    """Text as an escaped column stores it (other values unchanged): reversible, so equal exactly where the texts are."""
+    if not isinstance(value, str):
+        return value
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found[0]):04x}", value.replace("\\", "\\\\"))
+
+
+def _unescape(value: object) -> object:
+    if not isinstance(value, str):
+        return value
+    return _ESCAPE.sub(lambda found: "\\" if found[1] == "\\" else chr(int(found[2], 16)), value)
+
+
+def _unescaped(table: pa.Table) -> pd.DataFrame:
+    """A file's table as pandas, its escaped columns decoded back into exactly the text that was written (as Python
+    objects: pandas' Arrow-backed strings cannot hold a lone surrogate either)."""
+    frame = table.to_pandas()
+    names = json.loads((table.schema.metadata or {}).get(ESCAPED_KEY, b"[]"))
+    for name in (name for name in names if name in frame.columns):
+        frame[name] = pd.Series([_unescape(value) for value in frame[name]], index=frame.index, dtype=object)
+    return frame
 
 
 def _load(path: Path, columns: list[str] | None, filters: list[tuple] | None, full_check: bool) -> pa.Table:

@@ -129,7 +129,7 @@ class Sweep:
         self.cancel = cancel or threading.Event()
         self.executor = executor or LocalExecutor()
         self.wait, self.poll_s = wait, poll_s
-        self.leases = Leases(ttl_s=lease_ttl_s)
+        self.leases = Leases(ttl_s=lease_ttl_s, wait=wait)
         self.run_id = uuid.uuid4().hex[:12]
         self._lock = threading.Lock()
         # Units are written by a few threads (each file is independent): one driver's writes keep up with more workers.
@@ -161,6 +161,7 @@ class Sweep:
     def _execute(self, progress: Progress) -> None:
         """Every model at every precision, then the explorer's statistics (skipped when cancelled)."""
         progress.messages += StoreProblems(removed=self.store.remove_leftovers()).messages()
+        progress.messages += [f"lease: {note}" for note in self.leases.remove_expired(self.store.root)]  # left by killed drivers
         self._started = time.perf_counter()
         try:
             for model in self.spec.models:

@@ -64,9 +64,21 @@ def _load(path: Path) -> None:
         spec.load(spec.exemplars, f"{spec.name}/fewshot")
 
 
+def _fresh(uploads: Sequence[Upload], folder: Path) -> list[Upload]:
+    """The uploads not yet kept in ``folder``; one kept with other bytes is refused, not replaced: the store's results
+    made from it must keep pointing at the data they were made from (the explorer and ``regrade`` read it again)."""
+    for upload in uploads:
+        kept = folder / upload.name
+        if kept.is_file() and kept.read_bytes() != upload.data:
+            raise DateEvalError(f"upload {upload.name}: a different {upload.name} is already kept in this store, and results made "
+                                "from it must keep pointing at it: rename your file")  # fmt: skip
+    return [upload for upload in uploads if not (folder / upload.name).is_file()]
+
+
 def keep(uploads: Sequence[Upload], store_root: Path) -> str:
     """Check the uploaded dataset (spec keys, every row and exemplar), keep its files in ``STORE/.datasets`` and register
-    it; returns the name its results are stored under. Nothing is kept when anything is wrong."""
+    it; returns the name its results are stored under. Nothing is kept when anything is wrong, and a kept file is never
+    replaced."""
     if len({upload.name for upload in uploads}) != len(uploads):
         raise DateEvalError("two uploads have the same name: upload each file once")
     for upload in uploads:
@@ -81,6 +93,12 @@ def keep(uploads: Sequence[Upload], store_root: Path) -> str:
             _load(Path(staging) / main.name)
         except DateEvalError as error:  # named as the user named the files, not by the server's staging folder
             raise DateEvalError(str(error).replace(f"{staging}/", "")) from None
-        for upload in uploads:
+        fresh = _fresh(uploads, folder)
+        for upload in fresh:
             os.replace(Path(staging) / upload.name, folder / upload.name)
-    return register_file(folder / main.name, confined=True)
+    try:
+        return register_file(folder / main.name, confined=True)
+    except DateEvalError:  # its name is taken (mmlu.jsonl): the files it brought go again
+        for upload in fresh:
+            (folder / upload.name).unlink()
+        raise

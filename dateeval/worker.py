@@ -25,7 +25,7 @@ from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
 from dateeval.plan import Candidate, Description, SweepSpec, Unit
 from dateeval.prompting import dated_messages
-from dateeval.store import Store
+from dateeval.store import Store, arrow_table
 from dateeval.tasks import build_task, mcqa, register_sources, resolve, takes_subjects
 from dateeval.tasks.base import Task
 
@@ -115,7 +115,7 @@ def check_asked_on(condition: Condition, results: list[dict]) -> None:
 
 def build_tasks(spec: SweepSpec) -> dict[str, Task]:
     """The sweep's tasks by stored name, checked before any model loads. Subjects select within MMLU only; other datasets take the rest."""
-    register_sources(spec.sources)
+    register_sources(spec.sources, spec.trust_task_code)
     tasks = {}
     for name in dict.fromkeys(resolve(reference, spec.data_dir) for reference in spec.datasets):
         subset = spec.subset if takes_subjects(name) else replace(spec.subset, subjects=())
@@ -197,7 +197,7 @@ class Worker:
             for item, prompt, (_, date_text), prompt_hash, result in zip(items, prompts, inputs, unit.prompt_hashes, results)
         ]  # fmt: skip
         return UnitResult(
-            pa.Table.from_pylist(rows), len(items), sum(r.get("prompt_tokens") or 0 for r in results),
+            arrow_table(rows), len(items), sum(r.get("prompt_tokens") or 0 for r in results),
             sum(r.get("output_tokens") or 0 for r in results), time.perf_counter() - started,
         )
 

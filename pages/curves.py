@@ -64,7 +64,7 @@ if picked:  # a point on an entry's line: that date's questions on Flips, and th
     right.page_link("pages/prompt.py", label=f"The prompt on {day} (Prompt)", icon=":material/search:", query_params={**shared, "first": day})
 else:
     st.caption("Click a point on a line to open that date's questions on **Flips** and its prompt on **Prompt**.")
-st.download_button("Download figure (HTML, works offline)", figure.to_html(include_plotlyjs=True), f"curves-{metric}.html", "text/html")
+st.download_button("Download figure (HTML, works offline; its camera saves PNG)", plots.standalone_html(figure), f"curves-{metric}.html", "text/html")
 explorer.downloads(explorer.item_table(selection), "per-item-per-date")
 st.subheader("Worst-to-best delta (Tables 1, 2 and 8)")
 summary = explorer.summary(str(store.root), store.fingerprint(), selection.period)

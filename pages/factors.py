@@ -11,8 +11,9 @@ explorer.app_settings()
 explorer.intro(
     "A worst-to-best delta over 366 dates is never zero, even by chance. Here each source of variation (the date, batch "
     "size, precision, option order, system-prompt wording, user location) is measured on the same questions as a "
-    "coefficient of variation (CV = standard deviation / mean across its levels), with 95% bootstrap intervals over "
-    "questions; the date's delta is compared with the deltas chance alone produces; and repeats of one condition show "
+    "coefficient of variation (CV = standard deviation / mean across its levels). On few questions counting noise inflates "
+    "a measured CV, so accuracy's bars carry the CV without counting noise (a diamond) with its 95% interval; the date's "
+    "delta is compared with the deltas chance alone produces; and repeats of one condition show "
     "the run-to-run variation (zero on a deterministic setup)."
 )
 _, metrics = explorer.load()
@@ -33,7 +34,7 @@ else:
                 "--batch-sizes 1,8,32 --option-orders 5 --system-prompts paper --dtype float32 --dtype bfloat16 --repeat 2`.")  # fmt: skip
     figure = plots.factor_bars(factors, metric)
     st.plotly_chart(figure, width="stretch", config=plots.CHART_CONFIG)
-    st.download_button("Download figure (HTML, works offline)", figure.to_html(include_plotlyjs=True), "factors.html", "text/html")
+    st.download_button("Download figure (HTML, works offline; its camera saves PNG)", plots.standalone_html(figure), "factors.html", "text/html")
     explorer.show_table(factors.drop(columns=["dataset"]), dataset)
 formats = explorer.fewshot_formats(str(store.root), store.fingerprint())
 formats = formats[formats["dataset"] == dataset]

@@ -39,7 +39,7 @@ for entry in record["entries"]:
     st.caption(entry["advice"])
 st.subheader("Robust leaderboard")
 shown = robust_format.display(board, selection.dataset, half_width / 100)
-st.dataframe(shown, hide_index=True, width="stretch")
+st.dataframe(shown, hide_index=True, width="stretch", column_config={"95% CI": st.column_config.TextColumn(help=robust_format.CI_HELP)})
 st.caption(robust_format.caption(selection.dataset, board))
 unresolved = [f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]]
 if unresolved:
@@ -54,3 +54,4 @@ middle.download_button("Table (LaTeX)", robust_format.latex(shown, caption), f"r
 right.download_button("Record (JSON)", json.dumps(record, indent=2), f"robust-{selection.dataset}.json", "application/json")
 if figure is not None:
     last.download_button("Figure (SVG)", figure, f"robust-{selection.dataset}.svg", "image/svg+xml")
+    last.download_button("Figure (PNG)", lambda: robust_format.png(record), f"robust-{selection.dataset}.png", "image/png")

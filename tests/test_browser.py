@@ -38,7 +38,7 @@ def streamlit_server(store: Path, data_dir: Path):
         pytest.skip("Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "DATEEVAL_STORE": str(store), "DATEEVAL_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port), "--server.address", "127.0.0.1",
+    command = [sys.executable, "-m", "dateeval.launch", "--server.port", str(port), "--server.address", "127.0.0.1",
                "--server.headless", "true", "--browser.gatherUsageStats", "false"]  # fmt: skip
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
@@ -239,6 +239,7 @@ def test_the_sidebar_chips_tell_the_models_apart_on_a_laptop_screen(browser, ser
     what tells its entry apart, whole, under a heading that names the model."""
     page, errors = _open(browser, f"{server}/curves?store=demo&dataset=mmlu", LAPTOP)
     chips = "[data-testid=stSidebar] [data-testid=stMultiSelectTagsContainer] [data-tag] > span[title]"
+    page.locator(chips).first.wait_for(state="visible", timeout=60_000)  # a loaded machine may draw the sidebar after the title
     texts = page.evaluate(f"() => [...document.querySelectorAll('{chips}')].filter(e => e.offsetParent).map(e => e.textContent)")
     assert sorted(texts) == ["bfloat16, cpu", "float16, cpu", "float32, cpu"], texts
     assert page.get_by_text("Models (smollm2-135m)").count() >= 1
@@ -250,3 +251,30 @@ def test_the_sidebar_chips_tell_the_models_apart_on_a_laptop_screen(browser, ser
     for heading in ("Answer changes", "Dates right", "Dates wrong", "Mean confidence (%)"):  # a fragile answer's signs, in view
         assert flips.locator("th[role=columnheader]", has_text=heading).count() >= 1, heading
     flips.close()
+
+
+def test_what_to_report_plans_in_view_on_a_laptop_screen(browser, server):
+    """Issue 23 §3: at 1280 x 800 What to report's table showed the ranks but not the dates needed or the variance
+    shares; the columns a reader plans with now come first, whole, without scrolling sideways."""
+    page, errors = _open(browser, f"{server}/robust?store=demo&dataset=mmlu", LAPTOP)
+    grid = page.locator("[data-testid=stDataFrame]").first
+    grid.scroll_into_view_if_needed()
+    frame = grid.bounding_box()
+    for heading in ("Dates for ±", "Variance %"):
+        header = grid.locator("th[role=columnheader]", has_text=heading).first
+        cell = _cell_box(page, grid, int(header.get_attribute("aria-colindex")) - 1)
+        assert frame["x"] <= cell["x"] and cell["x"] + cell["width"] <= min(frame["x"] + frame["width"], LAPTOP["width"]), (heading, cell)
+    assert page.locator("[data-testid='stException']").count() == 0 and not errors, errors
+    page.close()
+
+
+def test_a_deep_link_as_a_fresh_servers_first_request_opens_the_app(browser, tmp_path, data_dir):
+    """Issue 23 §3: the first request to a fresh server, on /flips, ran pages/flips.py alone as a Streamlit v1 page
+    (file names as navigation, centred layout) until app.py had run once. ``./run.sh app`` starts the server through
+    ``dateeval.launch``, which declares app.py's navigation the only one; the same deep link now opens the app's page."""
+    for url in streamlit_server(tmp_path, data_dir):
+        page, errors = _open(browser, f"{url}/flips?store=demo&dataset=mmlu", LAPTOP)
+        navigation = page.locator("[data-testid=stSidebarNav]").inner_text()
+        assert "What to report" in navigation and "robust" not in navigation, navigation
+        assert page.locator("h1").first.inner_text() == "Questions that flip with the date" and not errors, errors
+        page.close()

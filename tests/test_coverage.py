@@ -49,3 +49,13 @@ def test_the_headlines_family_wise_tests_hold_their_size(study):
     found = study.family_rejections(20, 12, 6, 0.0, reps=150)
     limit = 0.05 + 3 * study.se(0.05, 150)
     assert found["verdict_min_p"] <= limit and found["largest_delta_of_k"] <= limit, found
+
+
+@pytest.mark.parametrize("n_items,n_dates,effect", [(10, 12, 0.02), (20, 3, 0.1), (50, 2, 0.02)])
+def test_table5s_cv_interval_covers_the_noise_free_cv_where_the_bootstrap_did_not(study, n_items, n_dates, effect):
+    """The measured CV's bootstrap covered a 2 pp date effect's CV 0% of the time at 12 dates (counting noise); the
+    noise-free CV's interval covers it at nominal - 3 SE from 10 questions and 2 levels up."""
+    found = study.cv_coverage(n_items, n_dates, effect, reps=120)
+    assert found["coverage"] >= 0.95 - 3 * study.se(0.95, 120), found
+    if n_dates == 12:
+        assert found["measured_cv_bootstrap"] < 0.5, found

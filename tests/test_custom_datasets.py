@@ -1,10 +1,17 @@
 """A user's own benchmark: files and specs, the registry they join, every mistake in one line, and a real sweep."""
 
 import csv
+import gzip
 import json
+import resource
 import shutil
+import subprocess
+import sys
+import time
+import tracemalloc
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -13,6 +20,7 @@ from conftest import ROOT, run_cli
 from dateeval import cli
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
+from dateeval.limits import REGEX_SECONDS
 from dateeval.store import Store
 from dateeval.tasks import BENCHMARKS, GENERATION_BENCHMARKS, build_task, generates, parse_name, resolve, with_shots
 from dateeval.tasks.custom import GRADERS, Grading, extract_answer
@@ -157,6 +165,21 @@ def test_graders(grading, output, reference, parsed, correct):
     assert (answer is not None and grader.correct(answer, grader.reference(reference), grading)) is correct
 
 
+@pytest.mark.parametrize(
+    ("grading", "output"),
+    [
+        (Grading("exact", extract=r"(a+)+$"), "a" * 26 + "!"),  # 8.7 s in re; the regex module sees it cannot match
+        (Grading("exact", extract=r"(a|aa)+$"), "a" * 36 + "!"),  # 14 s in re; stopped at the time bound
+        (Grading("regex", pattern=r"(a|aa)+$|{answer}"), "a" * 36 + "!"),
+    ],
+)
+def test_a_grading_regex_is_bounded_in_time(grading, output):
+    start = time.process_time()
+    answer = extract_answer(output, grading)
+    correct = answer is not None and GRADERS[grading.method].correct(answer, "b", grading)
+    assert time.process_time() - start < 2.5 * REGEX_SECONDS and not correct
+
+
 # ------------------------------------------------------------------ every mistake: one line naming file, row and field
 
 BAD_ROWS = [
@@ -269,6 +292,111 @@ def test_cli_errors_are_one_line_exit_2_before_the_model_loads(tmp_path, capsys)
     assert status == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert err == f"dateeval: error: dataset {path}, line 2, field 'answer': 9 is out of range: the row has 3 options (index 0-2 or letter A-C)\n"
     assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.parquet"))
+
+
+# ------------------------------------------------------------------ bombs: a few KB that parsing would blow up
+
+NUMERIC_ROWS = [{"question": "2 + 2 = ?", "choices": ["3", "4"], "answer": "4"}]  # rows any kind of spec accepts, so the spec is what fails
+LAUGHS = "[&l0 lol, " + ", ".join(f"&l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "]" for n in range(1, 10)) + "]"  # 9**9 lols in 300 bytes
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (f"system_prompt: {LAUGHS}\n", "its YAML expands to over 10,000 values, the most it may hold (line 2;"),
+        ("system_prompt: &a [x, {b: *a}]\n", "its YAML has an alias inside its own anchor (line 2)"),
+        ("system_prompt: " + "[" * 40 + "]" * 40 + "\n", "its YAML is nested over 32 levels deep (line 2)"),
+        ("kind: generation\ngrading: {method: numeric, tolerance: .nan}\n", "key 'grading.tolerance': must be a finite number, not nan"),
+        ("kind: generation\ngrading: {method: numeric, tolerance: .inf}\n", "key 'grading.tolerance': must be a finite number, not inf"),
+    ],
+)
+def test_yaml_spec_bombs_are_refused_before_they_are_built(text, fragment, tmp_path):
+    spec = _spec(tmp_path, "data: rows.jsonl\n" + text, ".yaml")
+    _jsonl(tmp_path / "rows.jsonl", NUMERIC_ROWS)
+    tracemalloc.start()
+    message = _error(spec)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert f"spec {tmp_path / 'spec.yaml'}" in message and fragment in message, message
+    assert peak < 10 * 2**20, peak  # the billion laughs built 9.2 GB before its error
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ('kind = "generation"\n[grading]\nmethod = "numeric"\ntolerance = nan\n', "key 'grading.tolerance': must be a finite number, not nan"),
+        ('kind = "generation"\n[grading]\nmethod = "gsm8k"\ntolerance = -inf\n', "key 'grading.tolerance': must be a finite number, not -inf"),
+        ("system_prompt = " + "[" * 100_000 + "]" * 100_000 + "\n", "is not valid TOML: nested too deeply"),
+    ],
+)
+def test_toml_spec_bombs_are_one_line(text, fragment, tmp_path):
+    spec = _spec(tmp_path, 'data = "rows.jsonl"\n' + text)
+    _jsonl(tmp_path / "rows.jsonl", NUMERIC_ROWS)
+    message = _error(spec)
+    assert f"spec {tmp_path / 'spec.toml'}" in message and fragment in message, message
+
+
+def _data_bombs(folder: Path) -> dict[str, str]:
+    """Each data bomb's file (a few KB on disk, or sparse) and the line it must end in."""
+    with gzip.open(folder / "blank.jsonl.gz", "wb", compresslevel=1) as handle:
+        handle.write(b" " * (65 * 2**20))
+    for sparse in ("sparse.jsonl", "sparse.yaml"):
+        with open(folder / sparse, "wb") as handle:
+            handle.truncate(2 * 2**30)
+    (folder / "lines.jsonl").write_bytes(b"{}\n" * 250_000)
+    (folder / "wide.jsonl").write_text(json.dumps({f"f{n}": 0 for n in range(1001)}) + "\n")
+    (folder / "long.jsonl").write_text(json.dumps({"question": "x" * (4 * 2**20)}) + "\n")
+    (folder / "columns.csv").write_text(",".join(f"f{n}" for n in range(1001)) + "\n" + ",".join("0" * 1001) + "\n")
+    one_value = pa.DictionaryArray.from_arrays(pa.array(np.zeros(3000, np.int32)), pa.array(["x" * 2**20]))  # 3 GB decoded
+    pq.write_table(pa.table({"question": one_value, "choices": [["a", "b"]] * 3000, "answer": [0] * 3000}), folder / "rle.parquet")
+    pq.write_table(pa.table({f"f{n}": np.zeros(200_000, np.int8) for n in range(11)}), folder / "cells.parquet")
+    return {
+        "blank.jsonl.gz": "is over the 64 MiB a file may hold decompressed",
+        "sparse.jsonl": "is over the 64 MiB a file may hold: cut it into smaller files",
+        "sparse.yaml": "is over the 1 MiB a file may hold: cut it into smaller files",
+        "lines.jsonl": "has over the 250,000 lines a file may hold",
+        "wide.jsonl": "line 1: 1,001 fields, over the 1,000 a row may have",
+        "long.jsonl": "line 1: 4,194,320 characters, over the 4,194,304 a line may have",
+        "columns.csv": "line 2: 1,001 fields, over the 1,000 a row may have",
+        "rle.parquet": "is over the 64 MiB a file may hold decoded",
+        "cells.parquet": "its footer: over the 2,000,000 cells (rows × fields) a file may hold",
+    }
+
+
+BOMB_CHILD = """
+import json, sys, time
+from dateeval.errors import DateEvalError
+from dateeval.tasks import build_task, resolve
+for path in sys.argv[1:]:
+    start = time.perf_counter()
+    try:
+        build_task(resolve(path))
+        ended = "built"
+    except DateEvalError as error:
+        ended = str(error)
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, so it would count the forking pytest process's memory
+    peak = int(next(line for line in open("/proc/self/status") if line.startswith("VmHWM")).split()[1])
+    print(json.dumps([path, ended, time.perf_counter() - start, peak]), flush=True)
+"""
+
+
+def test_data_file_bombs_end_in_one_line_in_bounded_memory_and_seconds(tmp_path):
+    """Every bomb in one process whose address space is capped at 1.5 GB (the bombs took 2-3.5 GB and 2-12 s before):
+    each must end in its line within seconds (0.3 s at most on a quiet machine; 5 s allows a loaded one), and the
+    process's peak stays under 600 MB."""
+    expected = _data_bombs(tmp_path)
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1500 * 2**20, 1500 * 2**20))
+
+    done = subprocess.run([sys.executable, "-c", BOMB_CHILD, *(str(tmp_path / name) for name in expected)], cwd=ROOT, preexec_fn=cap,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    results = {Path(path).name: (ended, seconds, peak) for path, ended, seconds, peak in map(json.loads, done.stdout.splitlines())}
+    assert list(results) == list(expected), done.stderr[-2000:]
+    for name, fragment in expected.items():
+        ended, seconds, _ = results[name]
+        assert str(tmp_path / name) in ended and fragment in ended and seconds < 5, (name, ended, seconds)  # 0.0-0.3 s quiet
+    assert max(peak for _, _, peak in results.values()) < 600 * 2**10
 
 
 # ------------------------------------------------------------------ end to end with the real default model

@@ -158,6 +158,8 @@ QUIZ = "".join(json.dumps({"question": q, "choices": ["a", "b", "c"], "answer": 
         ([_upload("quiz.jsonl", QUIZ), _upload("more.jsonl", QUIZ)], "upload one data file, or one spec with the files it names (2 data files"),
         ([_upload("quiz.jsonl", QUIZ + '{"question": "Three?", "choices": ["a"], "answer": 0}\n')], "dataset quiz.jsonl, line 3, field 'choices': needs 2 to 26 options"),
         ([uploads.Upload("quiz.jsonl", b'{"question": "caf\xe9"}\n')], "dataset file quiz.jsonl is not UTF-8 text (byte 17) on line 1"),
+        ([_upload("mmlu.jsonl", QUIZ)], "dataset name 'mmlu' of"),  # loads, then its name is refused: it stayed in .datasets
+        ([_upload("quiz.yaml", "data: quiz.jsonl\nsystem_prompt: &a [*a]\n"), _upload("quiz.jsonl", QUIZ)], "its YAML has an alias inside its own anchor"),
     ],
 )
 def test_a_bad_upload_is_one_error_and_nothing_is_kept(files, message, tmp_path):
@@ -166,6 +168,19 @@ def test_a_bad_upload_is_one_error_and_nothing_is_kept(files, message, tmp_path)
     assert message in str(caught.value), caught.value
     kept = tmp_path / ".datasets"
     assert not kept.exists() or not any(path.is_file() for path in kept.rglob("*"))
+
+
+def test_a_second_upload_of_a_name_never_replaces_the_kept_file(tmp_path):
+    """The store's results were made from the kept quiz.jsonl: another quiz.jsonl is refused, the same one is taken again."""
+    assert uploads.keep([_upload("quiz.jsonl", QUIZ)], tmp_path) == "quiz"
+    edited = QUIZ.replace("One?", "Uno?")
+    with pytest.raises(DateEvalError, match="upload quiz.jsonl: a different quiz.jsonl is already kept in this store"):
+        uploads.keep([_upload("quiz.jsonl", edited)], tmp_path)
+    spec = _upload("quiz.yaml", "kind: cot\ndata: quiz.jsonl\n")
+    with pytest.raises(DateEvalError, match="a different quiz.jsonl is already kept"):
+        uploads.keep([spec, _upload("quiz.jsonl", edited)], tmp_path)
+    assert (tmp_path / ".datasets" / "quiz.jsonl").read_text() == QUIZ and not (tmp_path / ".datasets" / "quiz.yaml").exists()
+    assert uploads.keep([_upload("quiz.jsonl", QUIZ)], tmp_path) == "quiz"
 
 
 def test_an_upload_over_the_cap_is_refused(tmp_path, monkeypatch):

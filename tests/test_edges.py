@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import statistics
 
 import numpy as np
 import pandas as pd
@@ -192,21 +193,59 @@ def test_per_date_rate_bands_are_exact_and_never_zero_width(n):
     assert np.allclose(band["low"], low) and np.allclose(band["high"], high)
 
 
-def test_a_cv_near_zero_is_said_to_be_not_meaningful_and_a_zero_width_interval_is_none():
-    """One right answer on one of four dates: every resample that keeps it gives the same CV, so its 'interval' would be
-    zero-wide; the mean is far below 5 right answers per level, so the CV is flagged (GSM8K's 233.5% [233.55, 233.55])."""
+def test_a_cv_near_zero_is_said_to_be_not_meaningful_and_its_interval_is_the_noise_free_ones():
+    """One right answer on one of four dates: the measured CV is 200% of counting noise (GSM8K's 233.5% with a zero-width
+    "[233.55, 233.55]"), flagged; the interval shown is the noise-free CV's, never zero-wide. On 200 questions with no
+    level effect the measured CV is all noise: the noise-free estimate is below it and the interval starts at 0."""
     from dateeval.metrics import cv_text
 
     correct = np.zeros((4, 16))
     correct[0, 3] = 1
     found = inference.bootstrap_cv(correct, np.full(correct.shape, np.nan), n_boot=200)
-    assert found["accuracy_cv"] == pytest.approx(inference.cv(correct.mean(1))) and found["accuracy_cv"] > 1
-    assert math.isnan(found["accuracy_cv_low"]) and math.isnan(found["accuracy_cv_high"]) and not found["accuracy_cv_meaningful"]
-    assert cv_text(found["accuracy_cv"], found["accuracy_cv_low"], found["accuracy_cv_high"], False) == "200.00% (not meaningful: mean near 0)"
+    assert found["accuracy_cv"] == pytest.approx(inference.cv(correct.mean(1))) and found["accuracy_cv"] > 1 and not found["accuracy_cv_meaningful"]
+    assert 0 <= found["accuracy_cv_low"] <= found["accuracy_cv_noise_free"] <= found["accuracy_cv_high"] and found["accuracy_cv_low"] < found["accuracy_cv_high"]
+    shown = cv_text(found["accuracy_cv"], found["accuracy_cv_low"], found["accuracy_cv_high"], False, found["accuracy_cv_noise_free"])
+    assert shown.startswith("200.00% (without counting noise ") and shown.endswith(" (not meaningful: mean near 0)")
     rng = np.random.default_rng(0)
     typical = inference.bootstrap_cv((rng.random((6, 200)) < 0.5).astype(float), np.full((6, 200), np.nan), n_boot=200)
-    assert typical["accuracy_cv_meaningful"] and typical["accuracy_cv_low"] < typical["accuracy_cv"] < typical["accuracy_cv_high"]
+    assert typical["accuracy_cv_meaningful"] and typical["accuracy_cv_low"] == 0 < typical["accuracy_cv_high"]
+    assert typical["accuracy_cv_noise_free"] < typical["accuracy_cv"]
     assert cv_text(0.0123, 0.01, 0.02) == "1.23% [1.00%, 2.00%]"
+    assert cv_text(0.0123, 0.0, 0.02, True, 0.005) == "1.23% (without counting noise 0.50% [0.00%, 2.00%])"
+
+
+def test_the_noise_free_cv_and_its_interval_equal_their_definitions():
+    """The estimate is the ANOVA's level variance by loops; each end of the interval is the noncentrality at which the
+    noncentral F puts 97.5% (low) or 2.5% (high, continuity-corrected) below the observed F; ties included."""
+    from scipy import stats as scipy_stats
+
+    from tests.oracles import two_way_anova
+
+    seen = 0
+    for group in _matrices(60, seed=11):
+        for correct in group if isinstance(group, tuple) else (group,):
+            levels, items = correct.shape
+            estimate, low, high = inference.noise_free_cv(correct)
+            if levels < 2 or items < 2 or correct.mean() == 0:
+                assert math.isnan(estimate) and math.isnan(low) and math.isnan(high)
+                continue
+            anova = two_way_anova(correct.tolist())
+            mean = sum(map(sum, correct.tolist())) / correct.size
+            assert estimate**2 == pytest.approx(max(0.0, (anova["ms_date"] - anova["ms_residual"]) / items) / mean**2, abs=1e-12)  # squared: sqrt magnifies rounding
+            if anova["ms_residual"] <= 1e-12:
+                assert math.isnan(low) and math.isnan(high)
+                continue
+            seen += 1
+            d1, d2, ms_res = levels - 1, (levels - 1) * (items - 1), anova["ms_residual"]
+            noncentrality = lambda cv: cv**2 * mean**2 * items * d1 / ms_res  # noqa: E731 - the interval's map, inverted
+            f = anova["ms_date"] / ms_res
+            if low > 0:
+                assert scipy_stats.ncf.cdf(f, d1, d2, noncentrality(low)) == pytest.approx(0.975, abs=1e-6)
+            else:
+                assert scipy_stats.f.cdf(f, d1, d2) <= 0.975
+            f_widened = (anova["ms_date"] + 0.5 * (1 - 1 / levels) / (items * d1)) / ms_res  # half of one answer's step in the SS
+            assert scipy_stats.ncf.cdf(f_widened, d1, d2, noncentrality(high)) == pytest.approx(0.025, abs=1e-6)
+    assert seen >= 20
 
 
 def test_each_metric_shows_a_difference_at_its_own_resolution():

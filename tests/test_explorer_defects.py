@@ -97,3 +97,20 @@ def test_factors_leaves_out_what_does_not_apply_and_other_datasets(page):
     for table in mmlu.dataframe:
         if "Pearson r" in table.value.columns:
             assert table.value.apply(lambda row: bool(re.search(r" / mmlu$", row["A"]) or re.search(r" / mmlu$", row["B"])), axis=1).all()
+
+
+def test_figures_export_as_png_beside_svg(page):
+    """What to report offers the figure as PNG beside SVG (a real PNG, 200 dpi), and a chart's offline HTML saves PNG
+    with its camera while the page's camera saves SVG: both formats for every figure."""
+    at = page("pages/robust.py", dataset="mmlu")
+    labels = [button.proto.label for button in at.get("download_button")]
+    assert "Figure (SVG)" in labels and "Figure (PNG)" in labels
+    from dateeval import results
+    from dateeval.results import robust_format
+
+    view, _ = results.open(ROOT / "demo" / "store")
+    found = robust_format.png(view.robust_record("mmlu"))
+    assert found.startswith(b"\x89PNG\r\n\x1a\n") and len(found) > 10_000
+    figure = plots.go.Figure(plots.go.Scatter(x=[1, 2], y=[0.5, 0.6]))
+    offline = plots.standalone_html(figure)
+    assert '"format": "png"' in offline and not re.search(r"<script[^>]+src=", offline) and plots.CHART_CONFIG["toImageButtonOptions"]["format"] == "svg"

@@ -1,5 +1,6 @@
 """Leases on work units: live owners keep them, dead or silent ones lose them, takeover is atomic."""
 
+import fcntl
 import json
 import os
 import socket
@@ -8,7 +9,8 @@ import time
 
 import pytest
 
-from dateeval.leases import Leases, Owner, holder, lease_path
+from dateeval.errors import DateEvalError
+from dateeval.leases import GUARD_PATIENCE_S, MAX_CLOCK_SKEW_S, Leases, Owner, holder, lease_path
 
 
 def _plant(unit, host: str, pid: int, ttl_s: float, age_s: float) -> None:
@@ -125,3 +127,70 @@ def test_a_heartbeat_far_in_the_future_does_not_hold_a_unit_forever(tmp_path):
     assert leases.acquire(unit)
     assert "in the future" in leases.notes[0]
     leases.close()
+
+
+def _finishes(call, seconds: float = 10.0):
+    """``call()``'s result or exception, failing the test (rather than hanging it) when it does not return in time."""
+    outcome: list = []
+
+    def target() -> None:
+        try:
+            outcome.append(call())
+        except Exception as error:  # noqa: BLE001 - handed back to the test
+            outcome.append(error)
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert outcome, f"still waiting after {seconds} s"
+    return outcome[0]
+
+
+def test_a_fifo_in_place_of_a_lease_is_malformed_not_a_hang(tmp_path):
+    unit = tmp_path / "u.parquet"
+    os.mkfifo(lease_path(unit))
+    leases = Leases()
+    assert _finishes(lambda: leases.acquire(unit)) is True and holder(unit).owner == leases.owner
+    assert "not a regular file" in leases.notes[0], leases.notes
+    leases.close()
+
+
+def test_a_fifo_in_place_of_the_guard_is_named_not_a_hang(tmp_path):
+    os.mkfifo(tmp_path / ".leases.guard")
+    outcome = _finishes(lambda: Leases().acquire(tmp_path / "u.parquet"))
+    assert isinstance(outcome, DateEvalError) and "is not a regular file" in str(outcome), outcome
+
+
+def test_a_held_guard_fails_without_waiting_when_told_not_to_wait(tmp_path):
+    """Another process stuck while holding the guard: ``--no-wait`` (``wait=False``) says so instead of waiting for it."""
+    with (tmp_path / ".leases.guard").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another open file: flock excludes it as it would another process
+        started = time.monotonic()
+        outcome = _finishes(lambda: Leases(wait=False).acquire(tmp_path / "u.parquet"))
+        assert isinstance(outcome, DateEvalError) and ".leases.guard" in str(outcome) and "--no-wait" in str(outcome), outcome
+        assert time.monotonic() - started < GUARD_PATIENCE_S + 1
+    leases = Leases(wait=False)
+    assert leases.acquire(tmp_path / "u.parquet")  # released: taken at once
+    leases.close()
+
+
+@pytest.mark.parametrize(("ahead_s", "believed"), [(MAX_CLOCK_SKEW_S / 2, True), (MAX_CLOCK_SKEW_S * 2, False), (3000, False)])
+def test_a_heartbeat_ahead_of_the_clock_is_believed_only_within_the_skew_allowance(tmp_path, ahead_s, believed):
+    """A live owner whose clock runs a little fast keeps its unit; a heartbeat minutes ahead would hold it that long."""
+    unit = tmp_path / "u.parquet"
+    _plant(unit, "other-host", 1, ttl_s=60, age_s=-ahead_s)
+    leases = Leases()
+    assert leases.acquire(unit) is not believed
+    assert believed or "in the future" in leases.notes[0]
+    leases.close()
+
+
+def test_expired_leases_are_removed_and_live_ones_kept(tmp_path):
+    """A driver killed after writing its unit leaves the unit's lease, which no sweep takes again: ``remove_expired`` goes."""
+    dead, live = tmp_path / "m" / "d" / "dead.parquet", tmp_path / "m" / "d" / "live.parquet"
+    _plant(dead, socket.gethostname(), 999_999_999, ttl_s=60, age_s=0)
+    _plant(live, "other-host", 1, ttl_s=60, age_s=1)
+    lease_path(tmp_path / "m" / "d" / "bad.parquet").write_text("{")
+    removed = Leases().remove_expired(tmp_path)
+    assert len(removed) == 2 and f"removed {lease_path(dead)}, an expired lease of" in removed[1] and "malformed lease" in removed[0], removed
+    assert holder(dead) is None and holder(live) is not None

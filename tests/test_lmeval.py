@@ -234,3 +234,103 @@ def test_references_and_the_missing_extra(tmp_path, data_dir, monkeypatch):
     with pytest.raises(DateEvalError, match="optional extra: ./run.sh setup-lmeval"):
         resolve(f"lmeval:{arc}")
     lmeval.load_task.cache_clear()
+
+
+# ---------------------------------------------------------------- the trust model: which task YAMLs may run code
+
+
+def _payload(folder: Path, marker: Path, name: str = "helpers") -> Path:
+    """A helper module that writes ``marker`` the moment it is imported (what a hostile ``!function`` would run)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    module = folder / f"{name}.py"
+    module.write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n\ndef docs(dataset):\n    return dataset\n")
+    return module
+
+
+def _tiny_yaml(folder: Path, task: str, extra: str = "") -> Path:
+    """A two-document multiple-choice task over a local JSONL (no ../shared data needed), with ``extra`` YAML lines."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / f"{task}.jsonl"
+    data.write_text("".join(json.dumps({"question": f"q{i}", "choices": ["a", "b"], "gold": i % 2}) + "\n" for i in range(2)))
+    path = folder / f"{task}.yaml"
+    path.write_text(f"task: {task}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {data}\ntest_split: test\n"
+                    f"output_type: multiple_choice\ndoc_to_text: 'Question: {{{{question}}}}'\ndoc_to_choice: '{{{{choices}}}}'\n"
+                    f"doc_to_target: gold\n{extra}")  # fmt: skip
+    return path
+
+
+def test_a_task_yamls_function_runs_only_with_trust_task_code(tmp_path):
+    marker = tmp_path / "marker"
+    _payload(tmp_path / "tasks", marker)
+    path = _tiny_yaml(tmp_path / "tasks", "hostile", "process_docs: !function helpers.docs\n")
+    for reference in (f"lmeval:{path}", str(path)):
+        with pytest.raises(DateEvalError, match=r"!function helpers.docs.*--trust-task-code"):
+            build_task(resolve(reference))
+    refused = run_cli("run", "--dataset", str(path), "--dates", "2024-01-01", "--store", str(tmp_path / "store"))
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr and "--trust-task-code" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1 and not marker.exists()
+    trusted = run_cli("run", "--dataset", str(path), "--trust-task-code", "--dates", "2024-01-01", "--dtype", "float32", "--store", str(tmp_path / "store"))
+    assert trusted.returncode == 0 and marker.exists(), trusted.stderr  # the user vouches for the file: its helper beside it runs
+    assert len(Store(tmp_path / "store").read()[0]) == 2
+
+
+def test_finding_a_task_by_name_runs_no_other_yamls_code(tmp_path):
+    marker = tmp_path / "marker"
+    folder = tmp_path / "data"
+    _payload(folder, marker)
+    _tiny_yaml(folder, "another", "process_docs: !function helpers.docs\n")
+    _tiny_yaml(folder, "wanted")
+    task = build_task(resolve("lmeval_wanted", folder), folder)  # the explorer's and regrade's way back to a stored dataset
+    assert task.dataset == "lmeval_wanted" and not marker.exists()
+    with pytest.raises(DateEvalError, match="--trust-task-code"):  # the one that matches is refused, never run, from a look-up
+        resolve("lmeval_another", folder)
+    with pytest.raises(DateEvalError, match="lm-eval registers no task nowhere"):
+        build_task(resolve("lmeval_nowhere", folder), folder)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("where", ["absolute", "escaping", "installed"])
+def test_a_helper_outside_the_yamls_folder_is_refused_even_when_trusted(tmp_path, where):
+    marker = tmp_path / "marker"
+    payload = _payload(tmp_path / "elsewhere", marker, "payload")
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "link.py").symlink_to(payload)  # beside the YAML by name, elsewhere in fact
+    reference = {"absolute": str(payload.with_suffix("")) + ".docs", "escaping": "link.docs", "installed": "os.system"}[where]
+    path = _tiny_yaml(tmp_path / "tasks", "outside", f"process_docs: !function {reference}\n")
+    with pytest.raises(DateEvalError, match="only helpers beside the task YAML"):
+        build_task(resolve(str(path), trust_task_code=True))
+    assert not marker.exists()
+
+
+def test_a_path_that_is_not_a_yaml_is_no_task_name(tmp_path):
+    """``lmeval:NAME`` is a task lm-eval registers: lm-eval would also read any file of that name, ``!function`` and all."""
+    marker = tmp_path / "marker"
+    _payload(tmp_path, marker)
+    path = _tiny_yaml(tmp_path, "noext", "process_docs: !function helpers.docs\n")
+    bare = path.rename(tmp_path / "noext")
+    with pytest.raises(DateEvalError, match="lm-eval registers no task"):
+        build_task(resolve(f"lmeval:{bare}"))
+    assert not marker.exists()
+
+
+def test_lm_evals_own_task_yamls_may_run_their_helpers(tmp_path):
+    """A YAML in lm-eval's installed task folder runs its ``!function`` helpers, also when a user's YAML includes it."""
+    from dateeval.tasks import lmeval
+
+    own = Path(lm_eval.tasks.__file__).parent / "hellaswag" / "hellaswag.yaml"
+    assert "!function" in own.read_text()
+    lmeval.check_code(own, trust=False)
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(f"include: {own}\ntask: my_hellaswag\n")
+    lmeval.check_code(mine, trust=False)
+
+
+def test_a_template_that_reaches_python_runs_nothing(tmp_path):
+    """Jinja templates are data too: lm-eval's own environment would let one reach ``os`` (``cycler.__init__.__globals__``)."""
+    marker = tmp_path / "marker"
+    template = "doc_to_text: \"{{ cycler.__init__.__globals__.os.popen('touch " + str(marker) + "').read() }}\"\n"
+    path = _tiny_yaml(tmp_path, "jinja")
+    path.write_text(path.read_text().replace("doc_to_text: 'Question: {{question}}'\n", template))
+    with pytest.raises(DateEvalError, match="unsafe"):
+        build_task(resolve(str(path)))
+    assert not marker.exists()

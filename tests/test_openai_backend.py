@@ -74,6 +74,7 @@ class Faults(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     seen: dict[str, int] = {}
     authorizations: list[str] = []
+    replies: dict[str, str] = {}  # scenario "replies": the reply to a prompt that holds the key
 
     def do_POST(self) -> None:  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
@@ -103,6 +104,11 @@ class Faults(BaseHTTPRequestHandler):
             return self._json(*NO_ECHO[scenario])
         if scenario in NO_ECHO:  # a reply with a number and an answer letter; next-token scores where "B" is not among the top
             return self._json(200, _completion_answer("2 + 2 = 4 items. The answer is A.", {"The": -0.1, "A": -3.0}))
+        if scenario == "replies":
+            asked = json.dumps(body.get("messages"))
+            text = next(reply for key, reply in Faults.replies.items() if json.dumps(key)[1:-1] in asked)
+            return self._json(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+                                    "usage": {"prompt_tokens": 7, "completion_tokens": 9, "total_tokens": 16}})  # fmt: skip
         if scenario == "echo-key":
             return self._json(401, {"error": {"message": f"invalid key in header {self.headers.get('Authorization')}"}})
         return self._json(200, GOOD)
@@ -198,6 +204,49 @@ def test_a_failed_unit_stores_nothing_and_never_the_key(faults: str, tmp_path: P
     assert SECRET not in rows.astype(str).to_csv() and SECRET not in done.stdout + done.stderr
     # The label a chat endpoint reads differs from in-process --label-style auto: said when scoring starts, kept in every row.
     assert (rows["label_variant"] == "label").all() and done.stderr.count("chat mode reads the option labels as the bare letters") == 1
+
+
+def test_replies_with_nul_bytes_and_lone_surrogates_are_graded_and_stored_as_sent(
+    faults: str, tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A NUL byte, a lone surrogate (both in the code) and a plain program whose exception's message is a lone surrogate:
+    each reply is graded in the sandbox and stored exactly as the server sent it, with the unit's other rows; a resume
+    finds the unit complete (before, each crashed the sweep again on every resume and no row of the unit was kept)."""
+    pytest.importorskip("shutil").which("bwrap") or pytest.skip("bubblewrap (bwrap) is not installed")
+    from dateeval.tasks import humaneval
+
+    problems = humaneval.load_problems(data_dir)[:4]
+    whole = [f"```python\n{p.prompt}{p.canonical_solution}" for p in problems]
+    sent = [whole[0] + "```", whole[1] + "# \0\n```", whole[2] + "# \ud800\n```",
+            f"```python\ndef {problems[3].entry_point}(operations):\n    raise ValueError(chr(0xD800))\n```"]  # fmt: skip
+    monkeypatch.setattr(Faults, "replies", {f"def {p.entry_point}(": reply for p, reply in zip(problems, sent)})
+    command = ("run", "--model", f"openai:{faults}/replies/v1#m", "--api-mode", "chat", "--dataset", "humaneval", "--limit", "4",
+               "--data-dir", str(data_dir), "--dates", "2024-01-01", "--store", str(tmp_path / "store"))  # fmt: skip
+    for attempt in ("run", "resume"):
+        done = run_cli(*command)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (attempt, done.stderr[-2000:])
+        rows = _rows(tmp_path / "store").set_index("item_id").loc[[p.task_id for p in problems]]
+        assert rows["output"].tolist() == sent, attempt
+        assert rows["outcome"].tolist() == ["passed", "error", "error", "error"], rows["outcome_message"].tolist()
+        messages = rows["outcome_message"].tolist()
+        assert "null bytes" in messages[1] and "surrogates not allowed" in messages[2] and messages[3] == "ValueError: \ud800", messages
+    assert Faults.seen["replies"] == 4  # the resume asked nothing again
+    assert len(Store(tmp_path / "store").files()) == 1
+    # Read again by regrade and export (in this process: the commands' own functions): each reply exact where the
+    # format holds it, the surrogate as the text \ud800 in text files.
+    from dateeval import results
+    from dateeval.regrade import regrade
+    from dateeval.results import export
+
+    store = Store(tmp_path / "store")
+    regraded = regrade(store, str(data_dir), ())
+    assert not regraded["changed"].any() and sorted(regraded["parsed"]) == sorted(rows["parsed"])
+    export.as_text(regraded).to_csv(tmp_path / "regrade.csv", index=False)
+    for suffix in (".parquet", ".csv", ".jsonl"):
+        assert export.write(results.open(store)[0], tmp_path / f"rows{suffix}") == 4
+    lines = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert sorted(row["output"] for row in lines) == sorted([*sent[:2], sent[2].replace("\ud800", "\\ud800"), sent[3]])
+    assert "\\ud800" in (tmp_path / "rows.csv").read_text(encoding="utf-8") and "\\ud800" in (tmp_path / "regrade.csv").read_text(encoding="utf-8")
 
 
 def test_chat_mode_says_once_that_it_reads_bare_labels(faults: str, capsys: pytest.CaptureFixture) -> None:

@@ -185,3 +185,11 @@ def test_the_limits_leave_every_real_template_as_transformers_renders_it(templat
         for messages in (MESSAGES, long):
             bare = render_jinja_template([messages], chat_template=template.source, add_generation_prompt=True, bos_token="<s>", eos_token="</s>")
             assert template.render(messages, mode="default").text == bare[0][0], template.name
+
+
+def test_a_sparse_template_file_is_refused_unread(tmp_path):
+    path = tmp_path / "tokenizer_config.json"
+    with open(path, "wb") as handle:
+        handle.truncate(2 * 2**30)
+    with pytest.raises(DateEvalError, match="chat template file .* is over the 64 MiB a file may hold"):
+        ChatTemplate.from_file(path)  # it read all 2 GB, then decoded them

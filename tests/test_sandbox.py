@@ -7,6 +7,7 @@ programs' grades did not change.
 
 import json
 import os
+import platform
 import shutil
 import socket
 import subprocess
@@ -48,6 +49,17 @@ def test_pass_fail_and_error():
     assert program("def broken(:\n").status == "error"
 
 
+def test_a_reply_with_a_nul_byte_or_a_lone_surrogate_runs_as_it_came():
+    """Python refuses both characters in source, as OpenAI's harness does: a grade, not a crash of the grader. An
+    exception's message with a lone surrogate comes back exactly."""
+    for code, refusal in (("x = '\0'", "null bytes"), ("x = '\ud800'", "surrogates not allowed"), ("# \udcff\0\xff", "'\\udcff' in position 2")):
+        outcome = program(code)
+        assert outcome.status == "error" and refusal in outcome.message, (code, outcome)
+    assert program("x = '\\0\\ud800\\xff'\nassert len(x) == 3 and ord(x[2]) == 0xFF").passed  # escapes in the text stay text
+    raising = run_check(Check("def f():\n    raise ValueError(chr(0xD800) + '\\0')\n", "candidate()\n", "f"))
+    assert (raising.status, raising.message) == ("error", "ValueError: \ud800\0")
+
+
 def test_values_cross_as_plain_data():
     values = "[1, 2.5, 'x', None, True, (1, 2), {3, 4}, frozenset({5}), {'k': [1]}, {(1, 2): 3}, b'\\x00', 10**40, float('inf')]"
     assert run_check(Check("def f(x):\n    return x\n", f"v = {values}\nassert candidate(v) == v\nassert type(candidate((1,))) is tuple\n", "f")).passed
@@ -78,6 +90,8 @@ def test_patched_builtins_or_eq_cannot_fake_a_pass():
     assert run_check(Check(patched, "assert candidate() == 1\n", "f")).status == "failed"
     always_equal = "class Yes:\n    def __eq__(self, other):\n        return True\ndef f():\n    return Yes()\n"
     assert run_check(Check(always_equal, "assert candidate() == 1\n", "f")).status == "failed"
+    equal_enum = "import enum\nclass C(enum.IntEnum):\n    A = 2\n    def __eq__(self, other):\n        return True\ndef f():\n    return C.A\n"
+    assert run_check(Check(equal_enum, "assert candidate() == 1\n", "f")).status == "failed"  # an enum crosses as its value only unchanged
     int_subclass = "class Yes(int):\n    def __eq__(self, other):\n        return True\ndef f():\n    return Yes(0)\n"
     assert run_check(Check(int_subclass, "assert candidate() == 1\n", "f")).status == "failed"
 
@@ -463,6 +477,27 @@ def test_a_correct_program_using_memory_under_its_limit_passes(memory_mode):
     assert run_check(Check(code, "assert candidate() == 600\n", "f"), MEMORY).passed
 
 
+THIRTY_TWO_THREADS = """
+import threading
+def f():
+    started, results = threading.Barrier(32), []
+    def work(i):
+        held = [bytearray(4096) for _ in range(256)]  # malloc'd, in the thread's own arena
+        started.wait()  # all 32 alive at once
+        results.append(i + len(held) - 256)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(32)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    return sorted(results)
+"""
+
+
+def test_a_correct_solution_using_32_threads_passes(memory_mode):
+    """OpenAI's harness sets no address-space limit; each thread reserves a stack and a malloc arena (14 fitted in 1 GB)."""
+    outcome = run_check(Check(THIRTY_TWO_THREADS, "assert candidate() == list(range(32))\n", "f"), MEMORY)
+    assert outcome.passed, outcome
+
+
 _GRADE_ONE = """
 import json, sys
 from dateeval.sandbox import Check, Limits, run_check
@@ -496,16 +531,35 @@ def test_two_grader_processes_never_share_a_sandbox_user_id():
     assert bombing.communicate(timeout=90)[0].strip() == "timeout"
 
 
-def test_io_uring_is_refused():
+def test_io_uring_and_aio_contexts_are_refused():
+    """io_uring bypasses the filter; an AIO context counts against the host's 65,536 (fs.aio-max-nr) until the grade ends."""
+    io_setup = {"x86_64": 206, "aarch64": 0}[platform.machine()]
     body = (
         "libc = ctypes.CDLL(None, use_errno=True)\n"
         "params = ctypes.create_string_buffer(240)\n"
         "answers = []\n"
-        "for number in (425, 426, 427):\n"  # io_uring_setup, io_uring_enter, io_uring_register (x86-64 and aarch64)
-        "    answers.append((libc.syscall(number, 8, params, 0, 0, 0), ctypes.get_errno()))\n"
+        f"for number in (425, 426, 427, {io_setup}):\n"  # io_uring_setup, io_uring_enter, io_uring_register (both), io_setup
+        "    answers.append((libc.syscall(number, 1, params, 0, 0, 0), ctypes.get_errno()))\n"
         "return answers"
     )
-    assert probe(body, [(-1, 1)] * 3).passed  # EPERM
+    assert probe(body, [(-1, 1)] * 4).passed  # EPERM
+
+
+def test_sockets_only_of_families_the_network_namespace_isolates():
+    """AF_VSOCK crosses network namespaces (two programs graded at once would reach each other's ports), as do other
+    families the namespace does not cover (AF_ALG, AF_RDS, AF_TIPC): only UNIX, IPv4, IPv6 and netlink sockets open."""
+    body = (
+        "libc = ctypes.CDLL(None, use_errno=True)\n"
+        "opened = [libc.socket(family, 1, 0) >= 0 for family in (1, 2, 10)]\n"  # AF_UNIX, AF_INET, AF_INET6, SOCK_STREAM
+        "opened.append(libc.socket(16, 3, 0) >= 0)\n"  # AF_NETLINK, SOCK_RAW
+        "refused = []\n"
+        "for family, kind in ((40, 1), (38, 5), (21, 5), (30, 5)):\n"  # AF_VSOCK, AF_ALG, AF_RDS, AF_TIPC
+        "    refused.append((libc.socket(family, kind, 0), ctypes.get_errno()))\n"
+        "pair = (ctypes.c_int * 2)()\n"
+        "refused.append((libc.socketpair(40, 1, 0, pair), ctypes.get_errno()))\n"
+        "return opened, refused"
+    )
+    assert probe(body, ([True] * 4, [(-1, 1)] * 5)).passed  # EPERM
 
 
 # Grades equal to OpenAI's harness: plain exec of prompt + completion + test + check(entry_point), pass iff no exception.
@@ -653,6 +707,11 @@ ODD_VALUES = {
     "ValueError is catchable": ("raise ValueError('no')", "try:\n    candidate()\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError"),
     "exception type kept": ("return {}[1]", "try:\n    candidate()\nexcept KeyError:\n    pass"),
     "datetime": ("import datetime\nreturn datetime.date(2024, 2, 29)", "import datetime\nassert candidate() == datetime.date(2024, 2, 29)"),
+    "IntEnum is its value": ("import enum\nclass C(enum.IntEnum):\n    A = 3\nreturn C.A", "assert candidate() == 3 and candidate() + 1 == 4"),
+    "IntFlag is its value": ("import enum\nclass P(enum.IntFlag):\n    R = 4\n    W = 2\nreturn P.R | P.W", "assert candidate() == 6"),
+    "StrEnum is its value": ("import enum\nclass S(enum.StrEnum):\n    A = 'a'\nreturn S.A", "assert candidate() == 'a' and candidate().upper() == 'A'"),
+    "str mixed into an Enum": ("import enum\nclass S(str, enum.Enum):\n    A = 'a'\nreturn S.A", "assert candidate() == 'a'"),
+    "Enum is not its value": ("import enum\nclass C(enum.Enum):\n    A = 3\nreturn C.A", "assert candidate() == 3"),
 }
 
 

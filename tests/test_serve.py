@@ -15,13 +15,15 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import pytest
 import torch
 
 from dateeval.backends.base import Generation
-from dateeval.serve import MAX_BODY, Served, banner, make_server
+from dateeval.backends.openai_api import MAX_API_STOPS
+from dateeval.serve import MAX_BODY, MAX_ECHO_POSITIONS, MAX_STOP_CHARS, WAIT_S, Served, banner, make_server
 
 MODEL = "smollm2-135m"
 
@@ -189,7 +191,7 @@ class SlowBackend:
     def generate_texts(self, prompts: list[str], settings, batch_size: int) -> list[Generation]:  # noqa: ANN001
         for _ in range(settings.max_new_tokens):
             self.model(torch.zeros(1))
-        return [Generation("a" * settings.max_new_tokens, settings.max_new_tokens, len(prompts[0]))]
+        return [Generation("a" * settings.max_new_tokens, settings.max_new_tokens, len(prompt)) for prompt in prompts]
 
 
 @pytest.fixture
@@ -227,3 +229,112 @@ def test_a_waiting_request_whose_client_left_is_never_computed(slow: tuple[Serve
         time.sleep(3)  # the abandoned request notices while it waits (slack for a loaded machine)
     time.sleep(0.5)
     assert served.backend.model.passes == 0
+
+
+# What one request may ask for (issue 25 §4): bounded, and refused with the limit named before any compute.
+
+
+def _raw(url: str, path: str, body: bytes) -> tuple[int, dict]:
+    connection = _connection(url)
+    connection.request("POST", path, body=body, headers={"Content-Type": "application/json"})
+    return _answer(connection)
+
+
+def test_what_one_request_may_ask_for_is_bounded_and_named(real: Served, real_url: str) -> None:
+    client, ids = _client(real_url), real.backend.encode([" apple" * (MAX_ECHO_POSITIONS + 10)])[0][: MAX_ECHO_POSITIONS + 1]
+    asks = {
+        f"at most {MAX_API_STOPS} stop strings": lambda: client.completions.create(model=MODEL, prompt="Hi", max_tokens=2, stop=["x"] * 10_000),
+        f"at most {MAX_STOP_CHARS} characters": lambda: client.completions.create(model=MODEL, prompt="Hi", max_tokens=2, stop=["x" * (MAX_STOP_CHARS + 1)]),
+        "non-empty": lambda: client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_completion_tokens=2, stop=[""]),
+        f"at most {MAX_ECHO_POSITIONS:,} tokens": lambda: client.completions.create(model=MODEL, prompt=ids, echo=True, max_tokens=0, logprobs=20),
+    }
+    for limit, ask in asks.items():
+        started = time.monotonic()
+        with pytest.raises(openai.BadRequestError) as refused:
+            ask()
+        assert limit in refused.value.message and time.monotonic() - started < 5, (limit, refused.value.message)
+
+
+def test_a_lone_surrogate_is_400(real_url: str) -> None:
+    for path, field in [("/v1/completions", '"prompt": "Hi \\ud800"'), ("/v1/chat/completions", '"messages": [{"role": "user", "content": "\\udfff"}]')]:
+        status, body = _raw(real_url, path, f'{{"model": "{MODEL}", {field}, "max_tokens": 1}}'.encode())
+        assert status == 400 and "surrogate" in body["error"]["message"], body
+
+
+def test_invalid_settings_are_400_with_logprobs_too(real_url: str) -> None:
+    for bad in [{"temperature": 5}, {"seed": -1}, {"stop": 7}, {"temperature": "hot"}]:
+        for scored in [{"logprobs": 2, "max_tokens": 1}, {"logprobs": 1, "max_tokens": 0, "echo": True}]:
+            status, body = _raw(real_url, "/v1/completions", json.dumps({"model": MODEL, "prompt": "Hi", **scored, **bad}).encode())
+            assert status == 400, (bad, scored, body)
+        chat = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 1, "logprobs": True, **bad}
+        assert _raw(real_url, "/v1/chat/completions", json.dumps(chat).encode())[0] == 400, bad
+
+
+def test_a_client_that_leaves_is_one_log_line(slow: tuple[Served, str], capsys: pytest.CaptureFixture[str]) -> None:
+    _, url = slow
+    request = json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": 4}).encode()
+    for _ in range(5):  # each sends its request and resets the connection at once
+        raw = socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=30)
+        raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(request), request))
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        raw.close()
+    with pytest.raises(openai.APITimeoutError):  # and one that gives up while its request computes
+        _client(url, timeout=0.2).completions.create(model="slow", prompt="Hi", max_tokens=40)
+    time.sleep(3)
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Error" not in err, err
+    lines = err.splitlines()
+    assert 1 <= len(lines) <= 6 and all("left before its answer (POST /v1/completions)" in line for line in lines), err
+
+
+def test_a_burst_of_connections_is_queued_not_dropped(slow: tuple[Served, str]) -> None:
+    _, url = slow
+    port, answers = int(url.rsplit(":", 1)[1]), []
+
+    def ask() -> None:
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
+            raw.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            answers.append(raw.makefile("rb").read()[:12])
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=ask) for _ in range(300)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert answers == [b"HTTP/1.1 200"] * 300 and time.monotonic() - started < 1.0  # a dropped connect is retried after 1 s
+
+
+# Batching (issue 24 §3): requests in flight share forward passes and get what one at a time gets.
+
+
+def test_requests_in_flight_share_forward_passes_and_get_what_one_at_a_time_gets(real: Served, real_url: str) -> None:
+    client, texts = _client(real_url, timeout=600), [f"Question {i}: what is {i} plus {2 * i}? Answer:" for i in range(3)]
+    ids = real.backend.encode(texts)
+    asks = [lambda t=t: client.completions.create(model=MODEL, prompt=t, max_tokens=1, logprobs=5).choices[0].logprobs.top_logprobs[0] for t in texts]
+    asks += [lambda i=i: client.completions.create(model=MODEL, prompt=i, echo=True, max_tokens=1, logprobs=2).choices[0].logprobs.token_logprobs for i in ids]
+    asks += [lambda t=t: client.completions.create(model=MODEL, prompt=t, max_tokens=3, temperature=0).choices[0].text for t in texts]
+    asks += [lambda t=t: client.completions.create(model=MODEL, prompt=t, max_tokens=3, temperature=1, seed=7).choices[0].text for t in texts[:1]]  # drawn alone
+    alone = [ask() for ask in asks]
+    rows: list[int] = []
+    hook = real.backend.model.register_forward_pre_hook(lambda _, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+    real.wait_s = 600.0  # a loaded machine may take minutes over the queue
+    try:
+        with ThreadPoolExecutor(len(asks)) as pool:
+            with real.lock:  # the model busy: every request queues, then the batcher takes them together
+                answers = [pool.submit(ask) for ask in asks]
+                deadline = time.monotonic() + 30
+                while len(real.batcher.queue) < len(asks) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            together = [answer.result() for answer in answers]
+    finally:
+        hook.remove()
+        real.wait_s = WAIT_S
+    assert max(rows) == len(texts)  # one forward pass for each kind's three requests
+    for first, second in zip(alone, together):
+        if isinstance(first, str):
+            assert first == second
+        elif isinstance(first, dict):
+            assert first.keys() == second.keys() and max(abs(first[t] - second[t]) for t in first) < 1e-4, (first, second)
+        else:
+            assert max(abs(a - b) for a, b in zip(first[1:], second[1:])) < 1e-4 and first[0] is second[0] is None

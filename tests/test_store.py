@@ -87,6 +87,31 @@ def test_compaction_keeps_text_columns_with_missing_values(tmp_path):
     assert after["probs"].dropna().map(list).tolist() == [[0.5, 0.5]] * 2 and len(after) == len(before)
 
 
+# Replies as a model may send them: a NUL byte, lone surrogates (which UTF-8, so Arrow, cannot hold), backslashes
+# beside them and text that looks like the store's own escapes.
+REPLIES = ["plain", "nul \0 byte", "lone \ud800 high", "\udcff low then \\ud800 as text", "\\", "\\\ud83d", "\ud83d\ude00 pair", None]
+
+
+def test_replies_with_lone_surrogates_are_stored_and_read_back_exactly(tmp_path):
+    """Arrow cannot hold a lone surrogate: such a column is stored escaped and named in the file's metadata; every read
+    through the store gives back exactly what was written, and a merge keeps it so."""
+    store = Store(tmp_path)
+    rows = [{**row, "output": reply, "outcome_message": f"ValueError: {reply}"} for row, reply in zip(_rows(len(REPLIES)), REPLIES)]
+    store.write(store.unit_path("model", "data", "2024-01-01", "a"), rows)
+    store.write(store.unit_path("model", "data", "2024-01-02", "b"), [{**row, "output": "\\ud800"} for row in _rows(2, "c2")])  # no surrogate
+    for _ in range(2):  # as written, then merged into one file
+        frame, problems = store.read()
+        assert not problems.messages() and len(frame) == len(REPLIES) + 2
+        written = frame[frame["condition_key"] == "c1"].sort_values("item_id", key=lambda ids: ids.str[1:].astype(int))
+        assert written["output"].tolist()[:-1] == REPLIES[:-1] and written["output"].isna().tolist()[-1]
+        assert written["outcome_message"].tolist() == [f"ValueError: {reply}" for reply in REPLIES]
+        assert (frame.loc[frame["condition_key"] == "c2", "output"] == "\\ud800").all()
+        chosen, _ = store.read(columns=["item_id", "output"], filters=[("condition_key", "==", "c1")])
+        assert sorted(chosen["output"].dropna()) == sorted(REPLIES[:-1])
+        assert store.compact()[2].messages() == []
+    assert len(store.files()) == 1
+
+
 def _unit_rows(n):
     """Rows shaped like a real unit's: option probabilities, replies, a parsed answer that is sometimes missing."""
     rng = random.Random(7)

@@ -1,10 +1,14 @@
 """A sweep never reports success with a unit missing: it waits for units other drivers hold, or fails naming them."""
 
+import fcntl
 import json
 import os
+import signal
+import subprocess
+import sys
 import time
 
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 from dateeval.leases import lease_path
 
@@ -39,3 +43,48 @@ def test_units_held_elsewhere_are_waited_for_or_named(data_dir, tmp_path):
     malformed = run_cli(*args, "--no-wait")
     assert malformed.returncode == 0 and unit.exists(), malformed.stderr
     assert "malformed lease" in malformed.stderr and "Traceback" not in malformed.stderr
+
+
+def _args(data_dir, store) -> list[str]:
+    return ["run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "2", "--dates", "2024-01-01", "--dtype", "float32",
+            "--device", "cpu", "--store", str(store)]  # fmt: skip
+
+
+def test_a_held_guard_ends_a_no_wait_run_in_one_line(data_dir, tmp_path):
+    """Another process stuck while holding a folder's ``.leases.guard``: ``--no-wait`` names it rather than waiting on it."""
+    store = tmp_path / "store"
+    assert run_cli(*_args(data_dir, store)).returncode == 0
+    unit = next(store.rglob("2024-01-01-*.parquet"))
+    unit.unlink()
+    with (unit.parent / ".leases.guard").open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        refused = run_cli(*_args(data_dir, store), "--no-wait", timeout=120)
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
+    assert ".leases.guard" in refused.stderr and "--no-wait" in refused.stderr and not unit.exists()
+
+
+# Run the CLI with os.fsync killing the process (SIGKILL) at the first fsync of a file under the store's .aggregates.
+_KILLED_AT_SIDECAR_FSYNC = """
+import os, runpy, signal, sys
+real = os.fsync
+def fsync(descriptor):
+    if "/.aggregates/" in os.readlink(f"/proc/self/fd/{descriptor}"):
+        os.kill(os.getpid(), signal.SIGKILL)
+    real(descriptor)
+os.fsync = fsync
+sys.argv = ["dateeval", *sys.argv[1:]]
+runpy.run_module("dateeval", run_name="__main__")
+"""
+
+
+def test_a_kill_at_an_fsync_leaves_nothing_after_a_successful_resume(data_dir, tmp_path):
+    """Killed while writing a finished unit's sidecar: its staging file and the unit's lease are gone once a resume succeeds."""
+    store = tmp_path / "store"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+    killed = subprocess.run([sys.executable, "-c", _KILLED_AT_SIDECAR_FSYNC, *_args(data_dir, store)], capture_output=True, text=True, cwd=ROOT,
+                            env=env, timeout=300)  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert list(store.rglob(".*.tmp")) and list(store.rglob(".*.lease"))  # what the kill left
+    resumed = run_cli(*_args(data_dir, store))
+    assert resumed.returncode == 0, resumed.stderr
+    assert not list(store.rglob(".*.tmp")) and not list(store.rglob(".*.lease")), sorted(store.rglob(".*"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dateeval.data.files import parse_jsonl, read_text, unique_ids
+from dateeval.data.files import parse_jsonl, read_lines, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
@@ -31,7 +31,7 @@ def _local(data_dir: Path, config: str, split: str) -> list[MCItem]:
     path = data_dir / "arc" / config / f"{config}-{split.title()}.jsonl"
     if not path.is_file():
         raise DateEvalError(f"no {config} {split} file under {data_dir}: expected {path} (the ARC-V1 release's JSONL)")
-    return unique_ids(parse_jsonl(read_text(path, "ARC").splitlines(), path, "ARC", _row), path)
+    return unique_ids(parse_jsonl(read_lines(path, "ARC"), path, "ARC", _row), path)
 
 
 def load_arc(config: str, data_dir: Path | None, split: str = "test") -> list[MCItem]:

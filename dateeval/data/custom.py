@@ -18,10 +18,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-from dateeval.data.files import jsonl_rows, read_text
+from dateeval.data.files import Cells, jsonl_rows, read_text
 from dateeval.data.hub import load_hub_rows
 from dateeval.data.items import LABELS, MCItem, content_id
 from dateeval.errors import DateEvalError
+from dateeval.limits import MAX_ROWS, MAX_TEXT_BYTES, mib
 
 DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".csv", ".parquet")
 HUB_PREFIX = "hf:"
@@ -91,16 +92,17 @@ def _read_file(path: Path) -> list[Row]:
     text = read_text(path, "dataset").removeprefix("\ufeff")  # spreadsheets often start CSV/JSONL with a byte-order mark
     if path.suffix == ".csv":
         return _csv(text, path)
-    return [(f"line {number}", row) for number, row in jsonl_rows(text.splitlines(), path, "dataset")]
+    return [(f"line {number}", row) for number, row in jsonl_rows(text.split("\n"), path, "dataset")]
 
 
 def _csv(text: str, path: Path) -> list[Row]:
     """CSV rows by header; a row with more or fewer values than the header is named, not padded or cut."""
     reader = csv.DictReader(io.StringIO(text, newline=""))
-    rows = []
+    rows, cells = [], Cells(path, "dataset")
     try:
         for row in reader:
             where = f"line {reader.line_num}"
+            cells.add(where, len(row))
             if None in row:
                 raise DateEvalError(f"malformed dataset {path}, {where}: {len(reader.fieldnames) + len(row[None])} values for "
                                     f"{len(reader.fieldnames)} header columns")  # fmt: skip
@@ -114,14 +116,52 @@ def _csv(text: str, path: Path) -> list[Row]:
 
 
 def _parquet(path: Path) -> list[Row]:
+    """Every row of a Parquet file, its size checked before its values are built: run-length and dictionary encoding
+    let a few KB stand for gigabytes, so rows, cells and decompressed bytes come from the footer, and the text columns
+    are read as dictionaries (each distinct value once) and measured before any value is decoded."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(path)
+        with pq.ParquetFile(path) as file:
+            texts = _check_parquet(file.metadata, file.schema, path)
+        with pq.ParquetFile(path, read_dictionary=texts) as file:
+            table = file.read()
+        decoded = sum(_decoded_bytes(chunk) for column in table.columns for chunk in column.chunks)
     except (OSError, pa.ArrowException) as error:
         raise DateEvalError(f"cannot read dataset {path}: not a readable Parquet file ({str(error).splitlines()[0][:200]})") from None
+    if decoded > MAX_TEXT_BYTES:
+        raise DateEvalError(f"dataset file {path} is over the {mib(MAX_TEXT_BYTES)} a file may hold decoded: cut it into smaller files")
     return [(f"row {number}", row) for number, row in enumerate(table.to_pylist(), 1)]
+
+
+def _check_parquet(metadata, schema, path: Path) -> list[str]:
+    """The text (byte array) columns' paths, once the footer's rows, cells (every value of every column, a list's
+    elements each counted) and decompressed bytes are within the bounds."""
+    if metadata.num_rows > MAX_ROWS:
+        raise DateEvalError(f"dataset file {path} has {metadata.num_rows:,} rows, over the {MAX_ROWS:,} a file may hold: cut it into smaller files")
+    chunks = [metadata.row_group(group).column(column) for group in range(metadata.num_row_groups) for column in range(metadata.num_columns)]
+    Cells(path, "dataset").add("its footer", metadata.num_columns, sum(chunk.num_values for chunk in chunks))
+    if sum(chunk.total_uncompressed_size for chunk in chunks) > MAX_TEXT_BYTES:
+        raise DateEvalError(f"dataset file {path} is over the {mib(MAX_TEXT_BYTES)} a file may hold decompressed: cut it into smaller files")
+    return [schema.column(index).path for index in range(metadata.num_columns) if schema.column(index).physical_type == "BYTE_ARRAY"]
+
+
+def _decoded_bytes(array) -> int:
+    """The bytes an Arrow array takes once decoded: a dictionary's values counted once per row that uses them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(array.type):
+        dictionary = array.dictionary
+        if not (pa.types.is_string(dictionary.type) or pa.types.is_binary(dictionary.type)):
+            return array.indices.nbytes + dictionary.nbytes
+        return array.indices.nbytes + (pc.sum(pc.take(pc.binary_length(dictionary), array.indices)).as_py() or 0)
+    if isinstance(array, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):
+        return _decoded_bytes(array.flatten())
+    if isinstance(array, pa.StructArray):
+        return sum(_decoded_bytes(array.field(index)) for index in range(array.type.num_fields))
+    return array.nbytes
 
 
 @dataclass(frozen=True)

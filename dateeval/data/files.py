@@ -7,14 +7,17 @@ which file (and line) to fix instead of a traceback from deep in a parser.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
+import os
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol, TypeVar
 
 from dateeval.errors import DateEvalError
+from dateeval.limits import MAX_CELLS, MAX_FIELDS, MAX_ROW_CHARS, MAX_ROWS, MAX_TEXT_BYTES, YAML_MAX_DEPTH, YAML_MAX_NODES, mib
 
 T = TypeVar("T")
 
@@ -27,16 +30,120 @@ class _HasId(Protocol):
 Item = TypeVar("Item", bound=_HasId)
 
 
-def read_text(path: Path, what: str) -> str:
-    """The file's UTF-8 text (every benchmark release is UTF-8), decompressed when it ends in ``.gz``."""
+def read_text(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> str:
+    """The file's UTF-8 text (every benchmark release is UTF-8), decompressed when it ends in ``.gz``; past ``limit``
+    bytes (decompressed), one line, having read no more than that (a gzip of blank lines or a sparse file is a bomb)."""
     try:
-        data = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
+        data = read_bytes(path, what, limit)
         return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as text mode reads
     except UnicodeDecodeError as error:  # decoded whole, so the offset and line are the file's own
         line = error.object[: error.start].count(b"\n") + 1
         raise DateEvalError(f"{what} file {path} is not UTF-8 text (byte {error.start}) on line {line}: convert it or restore the original") from None
     except (OSError, EOFError, zlib.error) as error:  # gzip: not gzip at all, or cut short
         raise DateEvalError(f"cannot read {what} file {path}: {getattr(error, 'strerror', None) or error}") from None
+
+
+def read_bytes(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> bytes:
+    """At most ``limit`` bytes of the file, decompressed as they are read: its size is checked first, and a gzip is
+    streamed, so neither a sparse file nor a small gzip that decompresses to gigabytes is ever held whole."""
+    compressed = path.suffix == ".gz"
+    with open(path, "rb") as handle:
+        if not compressed and os.fstat(handle.fileno()).st_size > limit:
+            raise DateEvalError(f"{what} file {path} is over the {mib(limit)} a file may hold: cut it into smaller files")
+        data = (gzip.GzipFile(fileobj=handle) if compressed else handle).read(limit + 1)
+    if len(data) > limit:
+        raise DateEvalError(f"{what} file {path} is over the {mib(limit)} a file may hold" + (" decompressed" if compressed else "") + ": cut it into smaller files")
+    if data.count(b"\n") >= MAX_ROWS:  # counted in C before any line is split off: a file of blank lines is a bomb too
+        raise DateEvalError(f"{what} file {path} has over the {MAX_ROWS:,} lines a file may hold: cut it into smaller files")
+    return data
+
+
+def read_lines(path: Path, what: str) -> list[str]:
+    """The file's lines, split at line feeds only (``splitlines`` would also split a JSON string at a form feed or
+    U+2028, and make a line of each)."""
+    return read_text(path, what).split("\n")
+
+
+class Cells:
+    """Counts the cells (rows × fields) a data file builds, so that a file of many short rows or one wide row ends in
+    one line naming the bound instead of gigabytes of Python objects (each cell is ~100 bytes once built)."""
+
+    def __init__(self, path: Path, what: str) -> None:
+        self.path, self.what, self.count = path, what, 0
+
+    def add(self, where: str, fields: int, cells: int | None = None) -> None:
+        """Count a row of ``fields`` fields, ``where`` in the file, as ``cells`` cells (by default one a field)."""
+        if fields > MAX_FIELDS:
+            raise DateEvalError(f"{self.what} file {self.path}, {where}: {fields:,} fields, over the {MAX_FIELDS:,} a row may have")
+        self.count += fields if cells is None else cells
+        if self.count > MAX_CELLS:
+            raise DateEvalError(f"{self.what} file {self.path}, {where}: over the {MAX_CELLS:,} cells (rows × fields) a file may hold: "
+                                "cut it into smaller files")  # fmt: skip
+
+
+class _YAMLBound(Exception):
+    """A YAML document past a bound of :mod:`dateeval.limits` (the caller names the file)."""
+
+
+@functools.cache
+def _bounded_loader() -> type:
+    """PyYAML's safe loader, refusing nesting deeper than ``YAML_MAX_DEPTH`` as it composes (imported when first needed)."""
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent, index):  # noqa: ANN001, ANN202 - PyYAML's signature
+            self.depth += 1
+            try:
+                if self.depth > YAML_MAX_DEPTH:
+                    raise _YAMLBound(f"is nested over {YAML_MAX_DEPTH} levels deep (line {self.peek_event().start_mark.line + 1}), the most it may be")
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return BoundedLoader
+
+
+def load_yaml(text: str, path: Path, what: str) -> object:
+    """A YAML document, its size checked between composing and constructing: anchors let a few KB name a billion
+    values (the "billion laughs"), so every alias is counted as the nodes it stands for, and past ``YAML_MAX_NODES``
+    nothing is built. PyYAML's own errors (``yaml.YAMLError``) are the caller's to word."""
+    loader = _bounded_loader()(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_nodes(node)
+        return loader.construct_document(node)
+    except _YAMLBound as error:
+        raise DateEvalError(f"{what} {path}: its YAML {error}") from None
+    finally:
+        loader.dispose()
+
+
+def _expanded_nodes(root) -> int:  # noqa: ANN001 - a yaml.Node
+    """The nodes ``root`` expands to, an alias counted as the nodes it stands for, in as many steps as there are
+    distinct nodes (each is sized once, from its children's sizes); past ``YAML_MAX_NODES``, or a cycle, refused."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, children_sized = stack.pop()
+        children = [item for pair in node.value for item in pair] if node.id == "mapping" else node.value if node.id == "sequence" else []
+        if children_sized:
+            open_nodes.discard(id(node))
+            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
+            if sizes[id(node)] > YAML_MAX_NODES:
+                raise _YAMLBound(f"expands to over {YAML_MAX_NODES:,} values, the most it may hold (line {node.start_mark.line + 1}; "
+                                 "an alias counts as the values it stands for)")  # fmt: skip
+        elif id(node) in open_nodes:
+            raise _YAMLBound(f"has an alias inside its own anchor (line {node.start_mark.line + 1}), which would hold itself")
+        elif id(node) not in sizes:
+            open_nodes.add(id(node))
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+    return sizes[id(root)]
 
 
 def parse_jsonl(lines: Iterable[str], path: Path, what: str, build: Callable[[dict], T]) -> list[T]:
@@ -54,10 +161,12 @@ def parse_jsonl(lines: Iterable[str], path: Path, what: str, build: Callable[[di
 
 def jsonl_rows(lines: Iterable[str], path: Path, what: str) -> list[tuple[int, dict]]:
     """(line number, object) of every non-empty JSON line; a line that is not one JSON object is named by its number."""
-    rows = []
+    rows, cells = [], Cells(path, what)
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        if len(line) > MAX_ROW_CHARS:
+            raise DateEvalError(f"{what} file {path}, line {number}: {len(line):,} characters, over the {MAX_ROW_CHARS:,} a line may have")
         try:
             row = json.loads(line)
             if not isinstance(row, dict):
@@ -69,6 +178,7 @@ def jsonl_rows(lines: Iterable[str], path: Path, what: str) -> list[tuple[int, d
             raise DateEvalError(f"malformed {what} file {path}, line {number}: JSON nested too deeply") from None
         except (TypeError, ValueError) as error:
             raise DateEvalError(f"malformed {what} file {path}, line {number}: {error}") from None
+        cells.add(f"line {number}", len(row))
         rows.append((number, row))
     return rows
 

@@ -4,6 +4,10 @@ The store's own units are already Parquet (README: the pandas and DuckDB one-lin
 folders, vary in columns by task, and sit beside the ``.aggregates`` sidecars that a ``**/*.parquet`` glob would mix
 in. The export is one file of the rows a read of the store gives (verified, duplicates dropped as every reader drops
 them), with the explorer's ``entry`` label, in Parquet, CSV or JSON Lines by the file's suffix.
+
+A reply holding a lone surrogate (which UTF-8 cannot encode) is kept as the store keeps it: in Parquet its column is
+escaped and named in the file's metadata (``store.ESCAPED_KEY``); in the text formats the surrogate is written as the
+six characters ``\\udXXXX`` (Python's ``backslashreplace``).
 """
 
 from __future__ import annotations
@@ -14,10 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 
 from dateeval.errors import DateEvalError
 from dateeval.results import descriptive
 from dateeval.results.view import Period, Results
+from dateeval.store import arrow_table, has_surrogates
 
 FORMATS = (".parquet", ".csv", ".jsonl")
 
@@ -54,11 +60,11 @@ def write(results: Results, out: Path, period: Period | None = None) -> int:
     staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
         if out.suffix == ".parquet":
-            table.to_parquet(staging, index=False)
+            pq.write_table(arrow_table(table), staging)
         elif out.suffix == ".csv":
-            _as_text(table).to_csv(staging, index=False)
+            as_text(table).to_csv(staging, index=False)
         else:
-            _as_text(table).to_json(staging, orient="records", lines=True, date_format="iso", force_ascii=False)
+            as_text(table).to_json(staging, orient="records", lines=True, date_format="iso", force_ascii=False)
         staging.replace(out)
     except OSError as error:
         staging.unlink(missing_ok=True)
@@ -66,10 +72,13 @@ def write(results: Results, out: Path, period: Period | None = None) -> int:
     return len(table)
 
 
-def _as_text(table: pd.DataFrame) -> pd.DataFrame:
-    """Lists and arrays (option probabilities, BLEU statistics) as JSON text, so CSV and JSONL keep them readable."""
+def as_text(table: pd.DataFrame) -> pd.DataFrame:
+    """Lists and arrays (option probabilities, BLEU statistics) as JSON text, so CSV and JSONL keep them readable, and
+    lone surrogates as ``\\udXXXX``, so that the file is UTF-8."""
     out = table.copy()
     for column in out.columns:
         if out[column].map(lambda value: isinstance(value, (list, np.ndarray))).any():
             out[column] = out[column].map(lambda value: json.dumps(np.asarray(value).tolist()) if isinstance(value, (list, np.ndarray)) else value)
+        if out[column].dtype == object and out[column].map(has_surrogates).any():
+            out[column] = out[column].map(lambda value: value.encode("utf-8", "backslashreplace").decode() if has_surrogates(value) else value)
     return out

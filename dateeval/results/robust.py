@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from dateeval.metrics import METRICS, point_decimals
-from dateeval.results.inference import clopper_pearson, resample_weights
+from dateeval.results.inference import clopper_pearson, mean_squares, resample_weights
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: a 95% interval is mean +- Z95 x standard error
 N_BOOT = 1000  # two-way resamples (about 0.2 s of matrix products for 366 dates x 10,000 items)
@@ -136,18 +136,6 @@ class Components:
         """Each component's share of the variance of one cell (item + date + residual)."""
         total = self.item + self.date + self.residual
         return {name: (value / total if total > 0 else float("nan")) for name, value in (("item", self.item), ("date", self.date), ("residual", self.residual))}
-
-
-def mean_squares(correct: np.ndarray) -> tuple[float, float, float]:
-    """The two-way ANOVA's mean squares (items, dates, residual) of a dates x items matrix."""
-    y = np.asarray(correct, dtype=float)
-    n_dates, n_items = y.shape
-    grand, by_date, by_item = y.mean(), y.mean(1), y.mean(0)
-    residual = y - by_date[:, None] - by_item[None, :] + grand
-    ms_item = n_dates * np.sum((by_item - grand) ** 2) / (n_items - 1)
-    ms_date = n_items * np.sum((by_date - grand) ** 2) / (n_dates - 1)
-    ms_residual = np.sum(residual**2) / ((n_items - 1) * (n_dates - 1))
-    return float(ms_item), float(ms_date), float(ms_residual)
 
 
 def variance_components(correct: np.ndarray) -> Components:

@@ -28,8 +28,13 @@ def _span(low: object, high: object) -> str:
     return f"{int(low)}" if low == high else f"{int(low)}–{int(high)}"
 
 
+CI_HELP = "95% interval over items and dates: Korn-Graubard, exact at the effective sample size the variance components give"
+
+
 def display(board: pd.DataFrame, dataset: str, half_width: float) -> pd.DataFrame:
-    """The leaderboard's rows as text under human headings (rates in %, differences in pp)."""
+    """The leaderboard's rows as text under human headings (rates in %, differences in pp), what a reader plans with
+    first (score, interval, dates needed, where the variance comes from), then the ranks: at 1280 px the first six
+    are in view without scrolling sideways."""
     decimals = _decimals(board)
     name = METRICS["accuracy"].title(dataset)
     target = f"{100 * half_width:.{decimals}f}"
@@ -38,12 +43,12 @@ def display(board: pd.DataFrame, dataset: str, half_width: float) -> pd.DataFram
         needed = robust.dates_needed(robust.components_of(row), half_width)
         rows.append({
             "Rank": str(row["rank"]), "Model": row["entry"], f"{name} (%)": f"{100 * row['score']:.{decimals}f}",
-            "95% CI (items and dates)": f"[{100 * row['low']:.{decimals}f}, {100 * row['high']:.{decimals}f}]",
+            "95% CI": f"[{100 * row['low']:.{decimals}f}, {100 * row['high']:.{decimals}f}]",
+            f"Dates for ±{target} pp": "unreachable (add items)" if needed is None else str(needed),
+            "Variance %: item/date/item×date": "/".join("-" if missing(row[f"share_{part}"]) else f"{100 * row[f'share_{part}']:.0f}"
+                                                              for part in ("item", "date", "residual")),
             "Ranks over dates": _span(row["rank_best"], row["rank_worst"]), "Central 95% of ranks": _span(row["rank_low"], row["rank_high"]),
             "First on (% of dates)": "-" if missing(row["first_share"]) else f"{100 * row['first_share']:.0f}",
-            "Variance: item / date / item×date (%)": " / ".join("-" if missing(row[f"share_{part}"]) else f"{100 * row[f'share_{part}']:.0f}"
-                                                              for part in ("item", "date", "residual")),
-            f"Dates for ±{target} pp": "unreachable (add items)" if needed is None else str(needed),
             "Dates × items": f"{int(row['n_dates'])} × {int(row['n_items'])}",
         })  # fmt: skip
     return pd.DataFrame(rows, columns=None if rows else ["Rank", "Model"])
@@ -129,14 +134,26 @@ def figure(record: dict, out: Path) -> Path:
     return out
 
 
-def svg(record: dict) -> str | None:
-    """:func:`figure` as an ``<svg>`` element (no XML prologue), for embedding in the HTML report (None without matplotlib)."""
+def _rendered(record: dict, suffix: str) -> bytes | None:
+    """:func:`figure` in memory as ``suffix`` (".svg", ".png"); None without matplotlib (the page then shows no figure)."""
     import importlib.util
     import tempfile
 
     if importlib.util.find_spec("matplotlib") is None:
         return None
     with tempfile.TemporaryDirectory() as folder:
-        path = figure(record, Path(folder) / "robust.svg")
-        text = path.read_text()
+        return figure(record, Path(folder) / f"robust{suffix}").read_bytes()
+
+
+def svg(record: dict) -> str | None:
+    """:func:`figure` as an ``<svg>`` element (no XML prologue), for embedding in the HTML report (None without matplotlib)."""
+    found = _rendered(record, ".svg")
+    if found is None:
+        return None
+    text = found.decode()
     return text[text.index("<svg"):]
+
+
+def png(record: dict) -> bytes | None:
+    """:func:`figure` as PNG bytes at 200 dpi, for slides and documents that take no SVG (None without matplotlib)."""
+    return _rendered(record, ".png")

@@ -59,7 +59,7 @@ from dateeval.errors import DateEvalError
 from dateeval.metrics import METRICS, Grouped
 from dateeval.results import descriptive
 from dateeval.schema import CORPUS_COLUMNS, DESCRIPTION, ENTRY, ENTRY_KEY, GROUP
-from dateeval.store import Store, StoreProblems
+from dateeval.store import Store, StoreProblems, escape_text, has_surrogates
 
 FOLDER = ".aggregates"
 FORMAT = 6  # bump when the sidecars' columns change: older ones are then rebuilt from their units
@@ -172,6 +172,8 @@ def prediction_text(frame: pd.DataFrame) -> np.ndarray:
     def text(value: object) -> str:
         if pd.isna(value):
             return f"={schema.UNPARSEABLE}"
+        if has_surrogates(value):  # a reply's text that Arrow cannot hold: escaped, under a prefix of its own
+            return f"~{escape_text(value)}"
         return f"#{float(value)!r}" if isinstance(value, (int, float, np.integer, np.floating)) else f"={value}"
 
     codes, uniques = pd.factorize(descriptive.predictions(frame), use_na_sentinel=False)

@@ -102,7 +102,7 @@ def with_fewshot_format(name: str, fewshot_format: str | None) -> str:
     return str(replace(parsed, multiturn=fewshot_format == MULTI_TURN))
 
 
-def resolve(reference: str, data_dir: str | Path | None = None) -> str:
+def resolve(reference: str, data_dir: str | Path | None = None, trust_task_code: bool = False) -> str:
     """The dataset name a ``--dataset`` value stands for.
 
     A registered name is itself. A file or spec (``bench.jsonl``,
@@ -110,10 +110,12 @@ def resolve(reference: str, data_dir: str | Path | None = None) -> str:
     nobody registered is looked for as ``DATA_DIR/<name>.{toml,yaml,jsonl,...}``,
     so stored results of a custom dataset can be rebuilt (explorer, regrade)
     from the folder that holds it. ``lmeval:TASK`` (or an lm-eval task YAML)
-    is registered from lm-eval (:mod:`dateeval.tasks.lmeval`).
+    is registered from lm-eval (:mod:`dateeval.tasks.lmeval`); its YAML's
+    ``!function`` helpers run only with ``trust_task_code`` (the CLI's
+    ``--trust-task-code``: never the explorer's look-ups).
     """
     if lmeval.is_reference(reference):
-        return lmeval.register_source(reference)
+        return lmeval.register_source(reference, trust_task_code)
     if custom.is_reference(reference):
         return custom.register_file(Path(reference))
     match = _NAME.fullmatch(reference)
@@ -122,7 +124,7 @@ def resolve(reference: str, data_dir: str | Path | None = None) -> str:
         if found is not None:
             custom.register_file(found)
     if match and match["base"] not in REGISTRY and (source := lmeval.find(Path(data_dir) if data_dir else None, match["base"])):
-        lmeval.register_source(source)
+        lmeval.register_source(source, trust_task_code)
     return reference
 
 
@@ -131,11 +133,12 @@ def sources(names: Iterable[str]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(source for name in names if (source := benchmark_of(name).source) is not None))
 
 
-def register_sources(paths: Iterable[str]) -> None:
-    """Register users' files and lm-eval tasks named by :func:`sources` (in a worker process, before its tasks are built)."""
+def register_sources(paths: Iterable[str], trust_task_code: bool = False) -> None:
+    """Register users' files and lm-eval tasks named by :func:`sources` (in a worker process, before its tasks are built),
+    lm-eval task code trusted as the sweep's command line said (``SweepSpec.trust_task_code``)."""
     for path in paths:
         if lmeval.is_reference(path):
-            lmeval.register_source(path)
+            lmeval.register_source(path, trust_task_code)
         else:
             custom.register_file(Path(path))
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import math
 import re
 import tomllib
 from collections.abc import Callable, Sequence
@@ -38,12 +39,15 @@ from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
 from pathlib import Path
 
+import regex
+
 from dateeval.backends.base import GenerationSettings
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, Condition
 from dateeval.data.custom import ANSWER_FORMATS, DATA_SUFFIXES, Fields, Table, TextItem, is_data_file, load, mc_item, text_item
-from dateeval.data.files import read_text
+from dateeval.data.files import load_yaml, read_text
 from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
+from dateeval.limits import MAX_SPEC_BYTES, REGEX_SECONDS
 from dateeval.tasks import fewshot
 from dateeval.tasks.base import FEWSHOT_FORMATS, MULTI_TURN, SINGLE_TURN, GenerationTask, Prompt, Task, few_shot_chat, settings_key
 from dateeval.tasks.mcqa import ChainOfThoughtTask, MCQATask, choice_task
@@ -100,8 +104,23 @@ def _exact(answer: str, reference: str, grading: Grading) -> bool:
     return normal(answer) == normal(reference)
 
 
+def _matches(pattern: str, text: str) -> list[regex.Match] | None:
+    """Every match of a spec's grading regex in a reply, or None when finding them takes over ``REGEX_SECONDS`` of CPU.
+
+    A spec's pattern is the user's, the reply the model's: ``(a+)+$`` on a
+    27-character reply backtracks for seconds in ``re``, and the pattern that
+    blows up cannot be told from one that does not. The ``regex`` module
+    (re's syntax; a dependency of transformers) stops such a search at a time
+    bound, and the reply is then graded as one the pattern cannot read.
+    """
+    try:
+        return list(regex.finditer(pattern, text, timeout=REGEX_SECONDS))
+    except TimeoutError:
+        return None
+
+
 def _regex(answer: str, reference: str, grading: Grading) -> bool:
-    return re.search(grading.pattern.replace("{answer}", re.escape(reference)), answer) is not None
+    return bool(_matches(grading.pattern.replace("{answer}", regex.escape(reference)), answer))
 
 
 def _within(answer: str, reference: str, grading: Grading) -> bool:
@@ -125,7 +144,9 @@ def extract_answer(output: str, grading: Grading) -> str | None:
     """
     numeric = GRADERS[grading.method].numeric
     if grading.extract:
-        matches = list(re.finditer(grading.extract, output))
+        matches = _matches(grading.extract, output)
+        if matches is None:
+            return None
         text = ((matches[-1].group(1) if matches[-1].re.groups else matches[-1].group(0)) or "") if matches else ""
         number = normalize_number(text) if numeric else None
     elif numeric:
@@ -321,16 +342,18 @@ class _Keys:
 
 def _parse(path: Path) -> dict:
     """The spec file's top-level table (TOML, or YAML through PyYAML, which datasets and transformers already require)."""
-    text = read_text(path, "spec")
+    text = read_text(path, "spec", MAX_SPEC_BYTES)
     if path.suffix == ".toml":
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as error:
             raise DateEvalError(f"spec {path} is not valid TOML: {error}") from None
+        except RecursionError:  # arrays in arrays: tomllib recurses once a level
+            raise DateEvalError(f"spec {path} is not valid TOML: nested too deeply") from None
     import yaml
 
     try:
-        values = yaml.safe_load(text)
+        values = load_yaml(text, path, "spec")
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         raise DateEvalError(f"spec {path} is not valid YAML" + (f" (line {mark.line + 1})" if mark else "") +
@@ -344,8 +367,8 @@ def _regex_key(keys: _Keys, key: str, default: str | None, probe: str = "") -> s
     value = keys.get(key, str, default)
     if value is not None:
         try:
-            re.compile(value.replace("{answer}", probe))
-        except re.error as error:
+            regex.compile(value.replace("{answer}", probe))
+        except regex.error as error:
             raise keys.error(key, f"not a regular expression ({error})") from None
     return value
 
@@ -385,6 +408,8 @@ def _fields(keys: _Keys) -> Fields:
 def _grading(keys: _Keys) -> Grading:
     keys.only(_known("grading"))
     tolerance = keys.get("tolerance", (int, float), 0.0)
+    if not math.isfinite(tolerance):  # TOML's nan and inf, YAML's .nan and .inf: grading would fail after generation
+        raise keys.error("tolerance", f"must be a finite number, not {tolerance}")
     if tolerance < 0:
         raise keys.error("tolerance", f"must be 0 or more, not {tolerance}")
     return Grading(keys.one_of("method", tuple(GRADERS), "exact"), _regex_key(keys, "extract", None),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from dateeval.backends.base import CONTINUATION_LOGPROBS, Backend, ContinuationRequest, GenerationSettings, PromptInput
 from dateeval.conditions import Condition
-from dateeval.data.files import parse_jsonl, read_text, unique_ids
+from dateeval.data.files import parse_jsonl, read_lines, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
 from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, without_confidence
@@ -63,7 +63,7 @@ def load_items(data_dir: Path | None = None) -> list[MathItem]:
     path = Path(data_dir) / "gsm8k" / "test.jsonl"
     if not path.is_file():
         raise DateEvalError(f"no GSM8K file under {data_dir}: expected {path}")
-    return unique_ids(parse_jsonl(read_text(path, "GSM8K").splitlines(), path, "GSM8K", _item), path)
+    return unique_ids(parse_jsonl(read_lines(path, "GSM8K"), path, "GSM8K", _item), path)
 
 
 def user_parts(item: MathItem, shots: int = 0) -> tuple[str, list[tuple[str, str]], str]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dateeval.backends.base import GenerationSettings
 from dateeval.conditions import Condition
-from dateeval.data.files import parse_jsonl, read_text, unique_ids
+from dateeval.data.files import parse_jsonl, read_lines, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
 from dateeval.sandbox import Check, Limits, Outcome, ensure_available, run_many
@@ -59,7 +59,7 @@ def load_problems(data_dir: Path | None = None) -> list[Problem]:
         return unique_ids([_problem(row) for row in rows], "the Hub copy of openai/openai_humaneval")
     if not path.is_file():
         raise DateEvalError(f"no HumanEval file under {data_dir}: expected {path}")
-    return unique_ids(parse_jsonl(read_text(path, "HumanEval").splitlines(), path, "HumanEval", _problem), path)
+    return unique_ids(parse_jsonl(read_lines(path, "HumanEval"), path, "HumanEval", _problem), path)
 
 
 def _problem(row: dict) -> Problem:
@@ -85,7 +85,7 @@ def extract_completion(output: str, problem: Problem) -> str:
     """
     match = _CODE_BLOCK.search(output)
     code = match.group(1) if match else output
-    if re.search(rf"^\s*def\s+{re.escape(problem.entry_point)}\s*\(", code, re.MULTILINE):
+    if re.search(rf"^[ \t]*def\s+{re.escape(problem.entry_point)}\s*\(", code, re.MULTILINE):  # [ \t]*, not \s*: linear in blank lines
         # The prompt ends inside the stub's docstring body; close it with a body, then redefine.
         return f"    ...\n\n{code}"
     return code

@@ -26,6 +26,25 @@ shown, the log-likelihoods equal lm-eval's own run (``tests/test_lmeval.py``).
 
 Exemplars are drawn once per document, in document order from lm-eval's
 fewshot seed, as lm-eval does, so every date shows the same ones.
+
+**Which task files may run code.** lm-eval imports the Python a YAML's
+``!function module.name`` names when it loads the task, and renders its Jinja
+templates in an environment that reaches Python; dateeval loads YAMLs users
+downloaded or received, so before lm-eval sees a YAML, dateeval reads it and
+everything it ``include``s as data (``!function`` an inert tag) and:
+
+* a YAML in lm-eval's installed task folder runs its helpers (lm-eval's own
+  code, trusted as lm-eval itself is);
+* any other YAML with a ``!function`` is refused unless the command line says
+  ``--trust-task-code`` (so never from the explorer, nor from a look-up of a
+  stored dataset by name); even then a helper must be a ``.py`` file inside
+  that YAML's own folder: an absolute path, a link out of the folder or an
+  installed module (``os.system``) would run code from anywhere on the machine;
+* every template renders in Jinja's sandbox, which refuses ``__globals__``
+  and the like (``SecurityError: ... unsafe``).
+
+Finding a stored ``lmeval_*`` dataset in a data folder reads each YAML's
+``task:`` this way and loads only the one that matches.
 """
 
 from __future__ import annotations
@@ -39,6 +58,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from dateeval.backends.base import (
     CONTINUATION_LOGPROBS,
@@ -50,6 +70,7 @@ from dateeval.backends.base import (
 )
 from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
+from dateeval.limits import MAX_SPEC_BYTES
 from dateeval.tasks.base import (
     GenerationTask,
     Prompt,
@@ -72,6 +93,10 @@ INSTALL = "lm-eval tasks need the optional extra: ./run.sh setup-lmeval (or pip 
 SUPPORTED = {"multiple_choice": MULTIPLE_CHOICE, "generate_until": GENERATION}
 KINDS = {"multiple_choice": "mcqa", "generate_until": "generation"}  # the task kind its rows record
 _SYSTEM = "\x00dateeval-system\x00"  # stands for the condition's system message until a prompt is asked for
+TRUST_FLAG = "--trust-task-code"
+# A task YAML (and each file it includes) is read whole before lm-eval sees it: task files are a few KiB.
+MAX_TASK_YAML_BYTES = 1 << 20
+MAX_TASK_YAML_FILES = 64  # a YAML and its includes: more is an include bomb, not a task
 _LMEVAL_KEYS = re.compile(r"^(output_type|dataset_path|doc_to_text|doc_to_choice|include)\s*:", re.MULTILINE)
 
 
@@ -92,7 +117,8 @@ def is_reference(reference: str) -> bool:
     if not reference.endswith((".yaml", ".yml")) or not path.is_file():
         return False
     try:
-        return _LMEVAL_KEYS.search(path.read_text(encoding="utf-8", errors="replace")) is not None
+        with path.open(encoding="utf-8", errors="replace") as handle:  # its head only: a sparse 2 GB .yaml is read as a spec, and refused
+            return _LMEVAL_KEYS.search(handle.read(MAX_SPEC_BYTES)) is not None
     except OSError:
         return False
 
@@ -114,9 +140,118 @@ def _lm_eval():
     try:
         import lm_eval
         import lm_eval.tasks
+        import lm_eval.utils
     except ImportError:
         raise DateEvalError(INSTALL) from None
+    _sandbox_templates(lm_eval.utils)
     return lm_eval
+
+
+def _sandbox_templates(utils) -> None:  # noqa: ANN001 - lm_eval.utils
+    """Render lm-eval's templates (``doc_to_text``...) in Jinja's sandbox: lm-eval's own environment lets a template reach
+    Python (``{{ cycler.__init__.__globals__.os }}``), and a task YAML is data. A template that stays with its document's
+    fields renders the same in both (the parity test), and ``apply_template`` reads the module's ``env`` on each call."""
+    from jinja2.sandbox import SandboxedEnvironment
+
+    if isinstance(utils.env, SandboxedEnvironment):
+        return
+    sandboxed = SandboxedEnvironment(loader=utils.env.loader, undefined=utils.env.undefined, keep_trailing_newline=utils.env.keep_trailing_newline)
+    sandboxed.filters.update(utils.env.filters)
+    sandboxed.globals.update(utils.env.globals)
+    utils.env = sandboxed
+
+
+class _Function(str):
+    """A ``!function`` reference read as text: reading a task YAML as data imports nothing."""
+
+
+class _InertLoader(yaml.SafeLoader):
+    """YAML as plain data, lm-eval's ``!function`` tag as a :class:`_Function` (any other tag is refused, as safe_load does)."""
+
+
+_InertLoader.add_constructor("!function", lambda loader, node: _Function(loader.construct_scalar(node)))
+
+
+def _as_data(path: Path) -> dict:
+    """One task YAML read as data, refused in one line when it is too long, unreadable or not a mapping."""
+    try:
+        with path.open("rb") as handle:
+            text = handle.read(MAX_TASK_YAML_BYTES + 1)
+        if len(text) > MAX_TASK_YAML_BYTES:
+            raise DateEvalError(f"lm-eval task file {path} is longer than {MAX_TASK_YAML_BYTES >> 20} MiB")
+        config = yaml.load(text, Loader=_InertLoader)  # noqa: S506 - a SafeLoader
+    except OSError as error:
+        raise DateEvalError(f"cannot read lm-eval task file {path}: {error.strerror or error}") from None
+    except (yaml.YAMLError, RecursionError) as error:
+        raise DateEvalError(f"lm-eval task file {path} is not valid YAML: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
+    if not isinstance(config, dict):
+        raise DateEvalError(f"lm-eval task file {path} is not a mapping of task keys")
+    return config
+
+
+def _functions(config: dict) -> list[_Function]:
+    """Every ``!function`` anywhere in a config (each shared node visited once: aliases cannot make the walk explode)."""
+    found, pending, seen = [], [config], set()
+    while pending:
+        value = pending.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, _Function):
+            found.append(value)
+        elif isinstance(value, dict):
+            pending += [*value.keys(), *value.values()]
+        elif isinstance(value, list):
+            pending += value
+    return found
+
+
+def read_config(path: Path) -> tuple[dict, list[tuple[Path, _Function]]]:
+    """A task YAML's configuration as lm-eval merges it (each ``include`` first, its own keys winning), read as data,
+    with every ``!function`` and the (resolved) file that names it: lm-eval resolves a helper beside that file."""
+    files = 0
+
+    def read(path: Path, including: frozenset) -> tuple[dict, list[tuple[Path, _Function]]]:
+        nonlocal files
+        path, files = path.resolve(), files + 1
+        if path in including or files > MAX_TASK_YAML_FILES:
+            raise DateEvalError(f"lm-eval task file {path}: includes loop or exceed {MAX_TASK_YAML_FILES} files")
+        config = _as_data(path)
+        functions = [(path, function) for function in _functions(config)]
+        merged: dict = {}
+        includes = config.pop("include", None) or []
+        for include in includes if isinstance(includes, list) else [includes]:
+            included, more = read(path.parent / str(include), including | {path})
+            included.pop("task_list", None)  # as lm-eval merges: it names the included file's own tasks
+            merged |= included
+            functions += more
+        return merged | config, functions
+
+    return read(path, frozenset())
+
+
+def _helper(yaml_path: Path, reference: str) -> Path | None:
+    """The ``.py`` file lm-eval would import for ``!function reference`` in ``yaml_path``, where it lies in that YAML's own
+    folder (links followed), else None (lm-eval would import an absolute path, or an installed module, as readily)."""
+    module, _, function = reference.rpartition(".")
+    if not module or not function:
+        return None
+    file = (yaml_path.parent / f"{module.replace('.', '/')}.py").resolve()
+    return file if file.is_file() and file.is_relative_to(yaml_path.parent) else None
+
+
+def check_code(path: Path, trust: bool) -> None:
+    """Refuse a task YAML whose ``!function`` helpers dateeval may not run (the trust model in the module's docstring)."""
+    own = Path(_lm_eval().tasks.__file__).parent.resolve()
+    for file, reference in read_config(path)[1]:
+        if file.is_relative_to(own):
+            continue
+        if not trust:
+            raise DateEvalError(f"lm-eval task {path}: `!function {reference}` in {file} would run Python code; dateeval runs a task "
+                                f"file's code only when the command line says {TRUST_FLAG} (never from the explorer)")  # fmt: skip
+        if _helper(file, reference) is None:
+            raise DateEvalError(f"lm-eval task {path}: `!function {reference}` in {file} names no .py file in {file.parent}: "
+                                f"only helpers beside the task YAML run, even with {TRUST_FLAG}")  # fmt: skip
 
 
 @functools.lru_cache(maxsize=2)
@@ -126,12 +261,21 @@ def _manager(defaults: bool):
 
 
 @functools.lru_cache(maxsize=16)
-def load_task(source: str):
-    """lm-eval's task object for an ``lmeval:`` source; one clear error for anything lm-eval cannot build."""
+def load_task(source: str, trust: bool = False):
+    """lm-eval's task object for an ``lmeval:`` source; one clear error for anything lm-eval cannot build.
+
+    A YAML's helpers run only as :func:`check_code` allows (``trust``: the command line said ``--trust-task-code``).
+    A name must be one lm-eval registers: lm-eval would read any other as a file path, helpers and all.
+    """
     target = source.removeprefix(PREFIX)
     from_file = target.endswith((".yaml", ".yml"))
+    manager = _manager(not from_file)
+    if from_file:
+        check_code(Path(target), trust)
+    elif target not in manager.all_tasks:
+        raise DateEvalError(f"lm-eval registers no task {target} (lm-eval's tasks by name, or a task YAML file)")
     try:
-        tasks = _manager(not from_file).load(target)["tasks"]
+        tasks = manager.load(target)["tasks"]
     except DateEvalError:
         raise
     except Exception as error:  # noqa: BLE001 - lm-eval raises anything from a bad YAML, a missing dataset or an unknown name
@@ -145,36 +289,39 @@ def load_task(source: str):
     return task
 
 
-def dataset_name(task) -> str:
+def dataset_name(task_name: object) -> str:
     """The name results are stored under: ``lmeval_`` and the task's name, so it never takes a built-in's."""
-    name = "lmeval_" + re.sub(r"[^a-z0-9]+", "_", str(task.config.task).lower()).strip("_")
+    name = "lmeval_" + re.sub(r"[^a-z0-9]+", "_", str(task_name).lower()).strip("_")
     if re.search(r"_cot$|_\d+shot$", name):
-        raise DateEvalError(f"lm-eval task {task.config.task}: its name ends like a dateeval variant (_cot, _<k>shot); rename the task")
+        raise DateEvalError(f"lm-eval task {task_name}: its name ends like a dateeval variant (_cot, _<k>shot); rename the task")
     return name
 
 
-def register_source(reference: str) -> str:
-    """Register an lm-eval task under its dataset name; returns that name (workers call it again with the same source)."""
+def register_source(reference: str, trust: bool = False) -> str:
+    """Register an lm-eval task under its dataset name; returns that name (workers call it again with the same source
+    and ``trust``, the command line's ``--trust-task-code``)."""
     source = _source(reference)
-    task = load_task(source)
-    name = dataset_name(task)
-    register(Benchmark(name, SUPPORTED[task.OUTPUT_TYPE], functools.partial(_build, source), few_shot=True, multiturn=True, source=source,
+    task = load_task(source, trust)
+    name = dataset_name(task.config.task)
+    register(Benchmark(name, SUPPORTED[task.OUTPUT_TYPE], functools.partial(_build, source, trust), few_shot=True, multiturn=True, source=source,
                        metrics=KIND_METRICS[KINDS[task.OUTPUT_TYPE]]))  # fmt: skip
     return name
 
 
 def find(folder: Path | None, name: str) -> str | None:
     """The ``lmeval:`` source of a stored dataset name: a task YAML in ``folder`` whose task makes ``name``, else the task
-    lm-eval registers under the rest of the name (how the explorer and regrade rebuild a stored lm-eval dataset)."""
+    lm-eval registers under the rest of the name (how the explorer and regrade rebuild a stored lm-eval dataset).
+    Each YAML's ``task`` is read as data: nothing of a YAML that is not the one asked for is run or loaded."""
     if not name.startswith("lmeval_"):
         return None
     for path in sorted(folder.glob("*.y*ml")) if folder is not None and folder.is_dir() else ():
         if is_reference(str(path)):
             try:
-                if dataset_name(load_task(_source(str(path)))) == name:
+                task = read_config(path)[0].get("task")
+                if isinstance(task, str) and dataset_name(task) == name:
                     return _source(str(path))
             except DateEvalError:
-                continue  # another task's YAML that does not load: not the one asked for
+                continue  # another task's YAML that cannot be read: not the one asked for
     return PREFIX + name.removeprefix("lmeval_")
 
 
@@ -225,11 +372,11 @@ def _content_key(task, shots: int) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
-def _build(source: str, request: TaskRequest) -> Task:
+def _build(source: str, trust: bool, request: TaskRequest) -> Task:
     target = source.removeprefix(PREFIX)
     if request.cot:
         raise DateEvalError(f"{request.name}: _cot does not apply to lm-eval tasks (the task's own prompt is run)")
-    task = load_task(source)
+    task = load_task(source, trust)
     shots = request.shots or int(task.config.num_fewshot or 0)
     documents = request.subset.select(_documents(task, shots, request.multiturn, target), request.name)
     kind = LMEvalChoiceTask if task.OUTPUT_TYPE == "multiple_choice" else LMEvalGenerationTask
