@@ -362,3 +362,37 @@ def test_scoring_batches_by_length_keep_padding_under_its_share(backend, data_di
     assert 1 - sum(int(mask.sum()) for mask in computed) / sum(mask.numel() for mask in computed) <= PADDING_SHARE
     probs = [np.vstack([mcqa.grade(logprobs, 0).probs for logprobs in scores]) for scores in (batched, alone)]
     assert np.abs(probs[0] - probs[1]).max() < 1e-5
+
+
+def test_the_batch_size_factor_keeps_its_batches_exact(backend, data_dir, monkeypatch, tmp_path):
+    """A ``--batch-sizes`` level reaches the backend as a FixedBatch: every scoring forward holds exactly that many
+    prompts (the padding cut off, as the paper's batches were), generation runs static batches, and the row records it."""
+    from dateeval.backends.base import FixedBatch, GenerationSettings
+    from dateeval.conditions import Condition
+    from dateeval.tasks import build_task
+    from dateeval.worker import prompt_input
+
+    condition = Condition(date=dt.date(2024, 3, 1))
+    task = build_task("mmlu", str(data_dir), Subset(limit=12))
+    encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
+    labels = [list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)] * len(encoded)
+    rows, forward = [], backend.model.forward
+    monkeypatch.setattr(backend.model, "forward", lambda **kwargs: rows.append(kwargs["input_ids"].shape[0]) or forward(**kwargs))
+    backend.next_token_logprobs(encoded, labels, batch_size=FixedBatch(5))
+    assert rows[1:] == [5, 5, 2]  # rows[0]: the shared prefix, run once
+    rows.clear()
+    backend.next_token_logprobs(encoded, labels, batch_size=5)
+    assert len(rows[1:]) > 3  # the same prompts cut by length when the batch size is only the most a forward holds
+    monkeypatch.setattr(backend.model, "forward", forward)
+    prompts = _real_prompts(backend, data_dir)
+    settings = GenerationSettings(max_new_tokens=6)
+    static = backend._generate_static(backend.encode(prompts), settings, 2)
+    monkeypatch.setattr(type(backend), "_generate_static", lambda self, *args: static)
+    assert backend.generate_texts(prompts, settings, batch_size=FixedBatch(2)) is static
+
+    seen = []
+    monkeypatch.setattr(type(backend), "label_logprobs", lambda self, requests, batch_size: seen.append(batch_size) or [np.zeros(len(r.labels)) for r in requests])
+    spec = _spec(data_dir, datasets=("arc_challenge",), subset=Subset(limit=2), conditions=(condition, Condition(date=condition.date, batch_size=3)))
+    Sweep(spec, Store(tmp_path / "store")).run()
+    assert sorted((int(size), type(size).__name__) for size in seen) == [(3, "FixedBatch"), (4, "int")]
+    assert sorted(Store(tmp_path / "store").read()[0]["batch_size"].unique()) == [3, 4]

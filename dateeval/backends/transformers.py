@@ -22,7 +22,7 @@ from itertools import groupby
 import numpy as np
 
 from dateeval.backends.base import (
-    CONTINUATION_LOGPROBS, GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, ContinuationRequest, Generation,
+    CONTINUATION_LOGPROBS, GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, ContinuationRequest, FixedBatch, Generation,
     GenerationRequest, GenerationSettings, LabelRequest, ModelIdentity, continuation_tokens, register_backend,
 )  # fmt: skip
 from dateeval.errors import DateEvalError
@@ -227,14 +227,15 @@ class TransformersBackend(Backend):
         batches' (``_generate_static``) to float32 rounding; sampled replies
         draw from one generator per prompt, seeded from the seed and the
         prompt, so the same seed gives the same replies whatever the
-        batching. Models whose cache is not plain full attention (sliding
-        windows) keep the static batches.
+        batching. A :class:`FixedBatch` (the paper's batch-size factor)
+        and models whose cache is not plain full attention (sliding windows)
+        keep the static batches.
         """
         import torch
 
         encoded = self.encode(prompts)
         with torch.inference_mode():
-            if not self._batches_continuously:
+            if isinstance(batch_size, FixedBatch) or not self._batches_continuously:
                 return self._generate_static(encoded, settings, batch_size)
             return _ContinuousBatch(self, encoded, settings, batch_size).run()
 
@@ -370,16 +371,18 @@ def scoring_batches(lengths: list[int], rows: int, positions: int, shared: int =
     Each row takes ``shared`` positions (the shared prefix's cache) plus the
     batch's widest length. A batch also ends before a prompt that would make
     more than ``PADDING_SHARE`` of its computed positions padding, so a unit
-    of short and long prompts does not pad the short ones to the longest.
-    ``rows`` is the condition's batch size, the paper's factor (Table 5): a
-    batch holds that many prompts unless padding or memory ends it first.
+    of short and long prompts does not pad the short ones to the longest,
+    unless ``rows`` is a :class:`FixedBatch` (the paper's batch-size factor,
+    Table 5): then every batch holds exactly that many prompts, padded to
+    the longest as the paper's were, unless memory ends it first.
     """
+    padding = 1.0 if isinstance(rows, FixedBatch) else PADDING_SHARE
     batches: list[list[int]] = []
     batch: list[int] = []
     tokens = 0  # the batch's real positions
     for index in sorted(range(len(lengths)), key=lambda i: (lengths[i], i)):
         width, grown = lengths[index], len(batch) + 1  # sorted, so the newcomer is the widest
-        if batch and (grown > rows or grown * (shared + width) > positions or tokens + width < (1 - PADDING_SHARE) * grown * width):
+        if batch and (grown > rows or grown * (shared + width) > positions or tokens + width < (1 - padding) * grown * width):
             batches.append(batch)
             batch, tokens = [], 0
         batch.append(index)
