@@ -53,10 +53,21 @@ def units(backend: TransformersBackend, data_dir: str, prompts: int, dates: int,
     return work
 
 
-def run(generate, work) -> tuple[float, list]:  # noqa: ANN001
-    started = time.perf_counter()
-    replies = [generate(prompts, settings) for prompts, settings in work]
-    return time.perf_counter() - started, replies
+def run_both(static, continuous, work) -> tuple[float, list, float, list]:  # noqa: ANN001 - two generate functions
+    """(static seconds, replies, continuous seconds, replies): each unit through both, in alternating order.
+
+    Alternating unit by unit keeps a moving machine load from favouring one
+    side; each unit's times are printed as they come (a killed run keeps them).
+    """
+    seconds, replies = {static: 0.0, continuous: 0.0}, {static: [], continuous: []}
+    for k, (prompts, settings) in enumerate(work):
+        for generate in (static, continuous) if k % 2 == 0 else (continuous, static):
+            started = time.perf_counter()
+            replies[generate].append(generate(prompts, settings))
+            seconds[generate] += time.perf_counter() - started
+        print(f"  unit {k + 1}/{len(work)}: static {seconds[static]:.1f} s, continuous {seconds[continuous]:.1f} s so far "
+              f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    return seconds[static], replies[static], seconds[continuous], replies[continuous]
 
 
 def discarded(backend: TransformersBackend, work, replies, batch_size: int) -> int:  # noqa: ANN001
@@ -116,7 +127,7 @@ def main() -> None:
     args = parser.parse_args()
     _quiet_libraries()
     backend = TransformersBackend(resolve("smollm2-135m"), dtype="float32", device="cpu")
-    print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)")
+    print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)", flush=True)
 
     condition = Condition(date=DATES[0])
     print("scoring padding (sorted by length; share of computed positions that are padding; share of prompts in batches of the full batch size):")
@@ -140,8 +151,8 @@ def main() -> None:
 
     work = units(backend, args.data_dir, args.prompts, args.dates, args.max_new_tokens)
     backend.generate_texts(work[0][0][:2], type(work[0][1])(max_new_tokens=2), 2)  # warm-up
-    static_s, static = run(lambda p, s: backend._generate_static(backend.encode(p), s, args.batch_size), work)
-    continuous_s, continuous = run(lambda p, s: backend.generate_texts(p, s, args.batch_size), work)
+    static_s, static, continuous_s, continuous = run_both(
+        lambda p, s: backend._generate_static(backend.encode(p), s, args.batch_size), lambda p, s: backend.generate_texts(p, s, args.batch_size), work)
     tokens = sum(reply.n_tokens for unit in continuous for reply in unit)
     texts = [(a.text, b.text) for x, y in zip(static, continuous) for a, b in zip(x, y)]
     print(f"generation (float32, GSM8K + mmlu_cot, {args.prompts} prompts x {args.dates} dates, batch {args.batch_size}, "
