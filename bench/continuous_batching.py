@@ -53,21 +53,38 @@ def units(backend: TransformersBackend, data_dir: str, prompts: int, dates: int,
     return work
 
 
-def run_both(static, continuous, work) -> tuple[float, list, float, list]:  # noqa: ANN001 - two generate functions
-    """(static seconds, replies, continuous seconds, replies): each unit through both, in alternating order.
+def run_both(backend: TransformersBackend, static, continuous, work) -> tuple[dict, dict]:  # noqa: ANN001 - two generate functions
+    """Per path (static, continuous): seconds, replies, forward passes, decode steps and decode row-positions.
 
-    Alternating unit by unit keeps a moving machine load from favouring one
-    side; each unit's times are printed as they come (a killed run keeps them).
+    Each unit goes through both, in alternating order, so a moving machine
+    load does not favour one side; times are printed as they come (a killed
+    run keeps them). The counts do not depend on the load: a decode step
+    reads every weight once whatever its rows, so on memory-bound hardware
+    (a GPU, or a CPU at small batches) time follows the steps.
     """
-    seconds, replies = {static: 0.0, continuous: 0.0}, {static: [], continuous: []}
-    for k, (prompts, settings) in enumerate(work):
-        for generate in (static, continuous) if k % 2 == 0 else (continuous, static):
-            started = time.perf_counter()
-            replies[generate].append(generate(prompts, settings))
-            seconds[generate] += time.perf_counter() - started
-        print(f"  unit {k + 1}/{len(work)}: static {seconds[static]:.1f} s, continuous {seconds[continuous]:.1f} s so far "
-              f"(load {os.getloadavg()[0]:.1f})", flush=True)
-    return seconds[static], replies[static], seconds[continuous], replies[continuous]
+    paths = {path: {"seconds": 0.0, "replies": [], "forwards": 0, "steps": 0, "positions": 0} for path in (static, continuous)}
+    forward, current = backend.model.forward, [None]
+
+    def counted(**kwargs):  # noqa: ANN003, ANN202
+        rows, width = kwargs["input_ids"].shape
+        tally = paths[current[0]]
+        tally["forwards"] += 1
+        if width == 1:
+            tally["steps"], tally["positions"] = tally["steps"] + 1, tally["positions"] + rows
+        return forward(**kwargs)
+
+    backend.model.forward = counted
+    try:
+        for k, (prompts, settings) in enumerate(work):
+            for path in (static, continuous) if k % 2 == 0 else (continuous, static):
+                current[0], started = path, time.perf_counter()
+                paths[path]["replies"].append(path(prompts, settings))
+                paths[path]["seconds"] += time.perf_counter() - started
+            print(f"  unit {k + 1}/{len(work)}: static {paths[static]['seconds']:.1f} s, continuous {paths[continuous]['seconds']:.1f} s so far "
+                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    finally:
+        backend.model.forward = forward
+    return paths[static], paths[continuous]
 
 
 def discarded(backend: TransformersBackend, work, replies, batch_size: int) -> int:  # noqa: ANN001
@@ -151,15 +168,18 @@ def main() -> None:
 
     work = units(backend, args.data_dir, args.prompts, args.dates, args.max_new_tokens)
     backend.generate_texts(work[0][0][:2], type(work[0][1])(max_new_tokens=2), 2)  # warm-up
-    static_s, static, continuous_s, continuous = run_both(
-        lambda p, s: backend._generate_static(backend.encode(p), s, args.batch_size), lambda p, s: backend.generate_texts(p, s, args.batch_size), work)
-    tokens = sum(reply.n_tokens for unit in continuous for reply in unit)
-    texts = [(a.text, b.text) for x, y in zip(static, continuous) for a, b in zip(x, y)]
+    static, continuous = run_both(
+        backend, lambda p, s: backend._generate_static(backend.encode(p), s, args.batch_size), lambda p, s: backend.generate_texts(p, s, args.batch_size), work)
+    tokens = sum(reply.n_tokens for unit in continuous["replies"] for reply in unit)
+    texts = [(a.text, b.text) for x, y in zip(static["replies"], continuous["replies"]) for a, b in zip(x, y)]
     print(f"generation (float32, GSM8K + mmlu_cot, {args.prompts} prompts x {args.dates} dates, batch {args.batch_size}, "
           f"max_new_tokens {args.max_new_tokens or 'task default'}; {tokens} tokens generated):")  # fmt: skip
-    print(f"  static batches      {static_s:8.1f} s {tokens / static_s:7.1f} tokens/s, {discarded(backend, work, continuous, args.batch_size)} decode positions for ended rows")
-    print(f"  continuous batching {continuous_s:8.1f} s {tokens / continuous_s:7.1f} tokens/s, 0 decode positions for ended rows")
-    print(f"  speed-up {static_s / continuous_s:.2f}x; replies whose text differs: {sum(a != b for a, b in texts)} of {len(texts)}")
+    ended = {"static": discarded(backend, work, continuous["replies"], args.batch_size), "continuous": 0}
+    for name, path in (("static batches", static), ("continuous batching", continuous)):
+        print(f"  {name:19s} {path['seconds']:8.1f} s {tokens / path['seconds']:7.1f} tokens/s; {path['forwards']} forward passes, "
+              f"{path['steps']} decode steps of {path['positions']} row-positions, {ended[name.split()[0]]} of them for ended rows")
+    print(f"  speed-up {static['seconds'] / continuous['seconds']:.2f}x in time, {static['steps'] / continuous['steps']:.2f}x in decode steps; "
+          f"replies whose text differs: {sum(a != b for a, b in texts)} of {len(texts)}")
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 
