@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from dateeval.backends import Backend, locate
-from dateeval.backends.base import PromptInput
+from dateeval.backends.base import FixedBatch, PromptInput
 from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
 from dateeval.plan import Candidate, Description, SweepSpec, Unit
@@ -187,7 +187,8 @@ class Worker:
             if _prompt_hash(prompt) != expected:
                 raise DateEvalError(f"{unit.label}: item {item.id} renders a different prompt here than when the sweep was planned "
                                     "(workers must share the model, template and data)")  # fmt: skip
-        batch_size = condition.batch_size or self.spec.batch_size
+        # the batch-size factor fixes its batches; the sweep's batch size is the most a forward holds (backends.base.FixedBatch)
+        batch_size = FixedBatch(condition.batch_size) if condition.batch_size else self.spec.batch_size
         results = task.evaluate(self.backend, items, prompts, [text for text, _ in inputs], batch_size)
         check_asked_on(condition, results)
         shared = self._shared(task, condition, batch_size)
@@ -224,7 +225,7 @@ class Worker:
             "factor": condition.factor,
             **condition.record(),
             **task.record(),
-            "batch_size": batch_size,
+            "batch_size": int(batch_size),
         }
 
     def close(self) -> None:

@@ -295,3 +295,104 @@ def test_continuation_logprobs_equal_a_full_forward_pass(backend):
         logprobs = torch.log_softmax(backend.model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
     manual = sum(float(logprobs[p, ids[p + 1]]) for p in range(first - 1, len(ids) - 1))
     assert totals[0] == pytest.approx(manual, abs=1e-4) and totals[0] > totals[1]
+
+
+def _real_prompts(backend, data_dir):
+    """One real GSM8K, chain-of-thought MMLU and HumanEval prompt each, rendered under one date as a sweep renders them."""
+    from dateeval.conditions import Condition
+    from dateeval.tasks import build_task
+    from dateeval.worker import prompt_input
+
+    condition = Condition(date=dt.date(2024, 3, 1))
+    tasks = [build_task(name, str(data_dir), Subset(limit=1, subjects=subjects)) for name, subjects in
+             (("gsm8k", ()), ("mmlu_cot", ("anatomy",)), ("humaneval", ()))]  # fmt: skip
+    return [prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for task in tasks for item in task.items]
+
+
+def test_continuous_batching_equals_static_batches_and_computes_no_finished_row(backend, data_dir, monkeypatch):
+    """Replies equal the static batches' in float32; every decoded position belongs to a row still running, and slots refill at once."""
+    from dateeval.backends.base import GenerationSettings
+
+    prompts = _real_prompts(backend, data_dir)
+    settings = GenerationSettings(max_new_tokens=10, stop=("\n",))  # the code block's first line ends first, so rows end apart
+    static = backend._generate_static(backend.encode(prompts), settings, 1)  # alone, nothing is computed after a reply ends
+    shapes, forward = [], backend.model.forward
+    monkeypatch.setattr(backend.model, "forward", lambda **kwargs: shapes.append(tuple(kwargs["input_ids"].shape)) or forward(**kwargs))
+    replies = backend.generate_texts(prompts, settings, batch_size=2)
+    assert replies == static and len({reply.n_tokens for reply in replies}) > 1
+    decoded = [rows for rows, width in shapes[1:] if width == 1]  # shapes[0]: the shared prefix, run once
+    assert sum(decoded) == sum(reply.n_tokens - 1 for reply in replies)  # a row's first token comes from its prefill
+    prefills = [index for index, (_, width) in enumerate(shapes) if index and width > 1]
+    assert sum(shapes[i][0] for i in prefills) == len(prompts)
+    assert all(rows == 2 for rows, width in shapes[1 : prefills[-1]] if width == 1)  # the third prompt waited for the first free slot
+
+
+def test_seeded_sampling_gives_the_same_replies_whatever_the_batching(backend, data_dir):
+    from dateeval.backends.base import GenerationSettings
+
+    prompts = _real_prompts(backend, data_dir)
+    seeded = GenerationSettings(max_new_tokens=8, sample=True, seed=3)
+    alone, together = backend.generate_texts(prompts, seeded, batch_size=1), backend.generate_texts(prompts[::-1], seeded, batch_size=3)[::-1]
+    assert alone == together
+    assert backend.generate_texts(prompts, GenerationSettings(max_new_tokens=8, sample=True, seed=4), batch_size=3) != alone
+
+
+def test_scoring_batches_by_length_keep_padding_under_its_share(backend, data_dir, monkeypatch):
+    """Real MMLU prompts of mixed length at batch size 32: at most 5% of the computed positions are padding.
+
+    Option probabilities move from batch 1's by float32 rounding only (4.5e-6 measured: the batch-size effect, which
+    test_determinism_and_batch_independence bounds the same way).
+    """
+    from dateeval.backends.transformers import PADDING_SHARE, common_prefix_length
+    from dateeval.conditions import Condition
+    from dateeval.tasks import build_task
+    from dateeval.worker import prompt_input
+
+    condition = Condition(date=dt.date(2024, 3, 1))
+    task = build_task("mmlu", str(data_dir), Subset(limit=12))
+    encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
+    labels = [list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)] * len(encoded)
+    alone = backend.next_token_logprobs(encoded, labels, batch_size=1)  # each prompt alone after the same shared prefix
+    masks, forward = [], backend.model.forward
+    monkeypatch.setattr(backend.model, "forward", lambda **kwargs: masks.append(kwargs.get("attention_mask")) or forward(**kwargs))
+    batched = backend.next_token_logprobs(encoded, labels, batch_size=32)
+    prefix = common_prefix_length(encoded)
+    computed = [mask[:, prefix:] for mask in masks[1:]]  # masks[0]: the shared prefix, run once
+    assert sum(int(mask.sum()) for mask in computed) == sum(len(tokens) - prefix for tokens in encoded)
+    assert 1 - sum(int(mask.sum()) for mask in computed) / sum(mask.numel() for mask in computed) <= PADDING_SHARE
+    probs = [np.vstack([mcqa.grade(logprobs, 0).probs for logprobs in scores]) for scores in (batched, alone)]
+    assert np.abs(probs[0] - probs[1]).max() < 1e-5
+
+
+def test_the_batch_size_factor_keeps_its_batches_exact(backend, data_dir, monkeypatch, tmp_path):
+    """A ``--batch-sizes`` level reaches the backend as a FixedBatch: every scoring forward holds exactly that many
+    prompts (the padding cut off, as the paper's batches were), generation runs static batches, and the row records it."""
+    from dateeval.backends.base import FixedBatch, GenerationSettings
+    from dateeval.conditions import Condition
+    from dateeval.tasks import build_task
+    from dateeval.worker import prompt_input
+
+    condition = Condition(date=dt.date(2024, 3, 1))
+    task = build_task("mmlu", str(data_dir), Subset(limit=12))
+    encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
+    labels = [list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)] * len(encoded)
+    rows, forward = [], backend.model.forward
+    monkeypatch.setattr(backend.model, "forward", lambda **kwargs: rows.append(kwargs["input_ids"].shape[0]) or forward(**kwargs))
+    backend.next_token_logprobs(encoded, labels, batch_size=FixedBatch(5))
+    assert rows[1:] == [5, 5, 2]  # rows[0]: the shared prefix, run once
+    rows.clear()
+    backend.next_token_logprobs(encoded, labels, batch_size=5)
+    assert len(rows[1:]) > 3  # the same prompts cut by length when the batch size is only the most a forward holds
+    monkeypatch.setattr(backend.model, "forward", forward)
+    prompts = _real_prompts(backend, data_dir)
+    settings = GenerationSettings(max_new_tokens=6)
+    static = backend._generate_static(backend.encode(prompts), settings, 2)
+    monkeypatch.setattr(type(backend), "_generate_static", lambda self, *args: static)
+    assert backend.generate_texts(prompts, settings, batch_size=FixedBatch(2)) is static
+
+    seen = []
+    monkeypatch.setattr(type(backend), "label_logprobs", lambda self, requests, batch_size: seen.append(batch_size) or [np.zeros(len(r.labels)) for r in requests])
+    spec = _spec(data_dir, datasets=("arc_challenge",), subset=Subset(limit=2), conditions=(condition, Condition(date=condition.date, batch_size=3)))
+    Sweep(spec, Store(tmp_path / "store")).run()
+    assert sorted((int(size), type(size).__name__) for size in seen) == [(3, "FixedBatch"), (4, "int")]
+    assert sorted(Store(tmp_path / "store").read()[0]["batch_size"].unique()) == [3, 4]

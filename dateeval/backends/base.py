@@ -96,6 +96,20 @@ def continuation_tokens(encode: Callable[[list[str]], list[list[int]]], request:
     return whole, max(first, 1)
 
 
+class FixedBatch(int):
+    """A batch size the condition fixes (the paper's batch-size factor, Table 5): exactly this many prompts per forward.
+
+    A plain ``int`` batch size is the *most* prompts a forward may hold: a
+    backend may cut batches shorter to spare padding, and generation batches
+    continuously. A ``FixedBatch`` runs the way the paper's batch sizes ran,
+    fixed chunks of prompts sorted by length and padded to the longest
+    (static batches in generation), so that ``--batch-sizes`` measures what
+    the paper measured; only memory may split a batch. An ``int`` subclass,
+    so every backend signature keeps ``batch_size: int`` and a backend that
+    does not batch (an API) needs no change.
+    """
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a backend can do: the requests it answers, who renders the chat template, whether results repeat."""

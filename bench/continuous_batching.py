@@ -1,0 +1,187 @@
+"""Benchmark: continuous batching against the static batches it replaced, and scoring batches' padding.
+
+Generation: a GSM8K + mmlu_cot sweep (each task x date one ``generate`` call,
+as the worker makes it, at the task's default ``max_new_tokens``) run twice in
+this one process, through the static batches (``_generate_static``: a batch
+runs until its longest reply ends) and through ``generate_texts``
+(continuous batching). Prints wall time, generated tokens/s, the decode
+positions computed for rows whose reply had already ended, and how many
+replies differ (greedy, float32).
+
+Scoring: the share of computed positions that are padding on real MMLU
+(and bench/vs_lmeval.py's 100 ARC-Challenge) prompts, in fixed chunks of the batch size sorted by length (before) against
+``scoring_batches`` (after), and the share of prompts scored in a batch of the
+full batch size (the paper's factor, Table 5). Tokenizer only, no forward pass.
+
+    .venv/bin/python bench/continuous_batching.py [--prompts 32] [--dates 2] [--batch-size 8] [--max-new-tokens N] [--skip-scoring] [--skip-generation]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from dateeval.backends.transformers import TransformersBackend, common_prefix_length, scoring_batches  # noqa: E402
+from dateeval.cli import _quiet_libraries  # noqa: E402
+from dateeval.conditions import Condition  # noqa: E402
+from dateeval.data import Subset  # noqa: E402
+from dateeval.models import resolve  # noqa: E402
+from dateeval.tasks import build_task  # noqa: E402
+from dateeval.worker import prompt_input  # noqa: E402
+
+DATES = [dt.date(2024, 1, 1) + dt.timedelta(days=37 * k) for k in range(12)]
+
+
+def units(backend: TransformersBackend, data_dir: str, prompts: int, dates: int, max_new_tokens: int | None) -> list[tuple[list[str], object]]:
+    """(rendered prompts, generation settings) per task x date, as the worker asks the backend."""
+    from dataclasses import replace
+
+    work = []
+    for name in ("gsm8k", "mmlu_cot"):
+        task = build_task(name, data_dir, Subset(limit=prompts))
+        settings = replace(task.settings, max_new_tokens=max_new_tokens or task.settings.max_new_tokens)
+        for day in DATES[:dates]:
+            condition = Condition(date=day)
+            work.append(([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items], settings))
+    return work
+
+
+def run_both(backend: TransformersBackend, static, continuous, work) -> tuple[dict, dict]:  # noqa: ANN001 - two generate functions
+    """Per path (static, continuous): seconds, replies, forward passes, decode steps and decode row-positions.
+
+    Each unit goes through both, in alternating order, so a moving machine
+    load does not favour one side; times are printed as they come (a killed
+    run keeps them). The counts do not depend on the load: a decode step
+    reads every weight once whatever its rows, so on memory-bound hardware
+    (a GPU, or a CPU at small batches) time follows the steps.
+    """
+    paths = {path: {"seconds": 0.0, "replies": [], "forwards": 0, "steps": 0, "positions": 0} for path in (static, continuous)}
+    forward, current = backend.model.forward, [None]
+
+    def counted(**kwargs):  # noqa: ANN003, ANN202
+        rows, width = kwargs["input_ids"].shape
+        tally = paths[current[0]]
+        tally["forwards"] += 1
+        if width == 1:
+            tally["steps"], tally["positions"] = tally["steps"] + 1, tally["positions"] + rows
+        return forward(**kwargs)
+
+    backend.model.forward = counted
+    try:
+        for k, (prompts, settings) in enumerate(work):
+            for path in (static, continuous) if k % 2 == 0 else (continuous, static):
+                current[0], started = path, time.perf_counter()
+                paths[path]["replies"].append(path(prompts, settings))
+                paths[path]["seconds"] += time.perf_counter() - started
+            print(f"  unit {k + 1}/{len(work)}: static {paths[static]['seconds']:.1f} s, continuous {paths[continuous]['seconds']:.1f} s so far "
+                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
+    finally:
+        backend.model.forward = forward
+    return paths[static], paths[continuous]
+
+
+def discarded(backend: TransformersBackend, work, replies, batch_size: int) -> int:  # noqa: ANN001
+    """Decode positions static batches compute after a row's reply ended: each batch runs to its longest reply."""
+    total = 0
+    for (prompts, _), unit in zip(work, replies):
+        lengths = [len(tokens) for tokens in backend.encode(prompts)]
+        order = sorted(range(len(prompts)), key=lambda i: (lengths[i], i))
+        for start in range(0, len(order), batch_size):
+            counts = [unit[i].n_tokens for i in order[start : start + batch_size]]
+            total += len(counts) * max(counts) - sum(counts)
+    return total
+
+
+def padding(lengths: list[int], batches: list[list[int]], rows: int) -> tuple[float, float]:
+    """(share of computed positions that are padding, share of prompts scored in a batch of exactly ``rows``)."""
+    computed = sum(len(batch) * max(lengths[i] for i in batch) for batch in batches)
+    return 1 - sum(lengths) / computed, sum(len(batch) for batch in batches if len(batch) == rows) / len(lengths)
+
+
+def probability_shifts(backend: TransformersBackend, data_dir: str, condition: Condition, items: int = 32, rows: int = 32) -> str:
+    """Largest |change| of a renormalised option probability on MMLU: today's fixed chunks, ``scoring_batches``, batch 1."""
+    import numpy as np
+    import torch
+
+    from dateeval.tasks import mcqa
+
+    task = build_task("mmlu", data_dir, Subset(limit=items))
+    encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
+    labels = list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)
+    prefix = common_prefix_length(encoded)
+    order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i))
+    fixed: dict[int, np.ndarray] = {}
+    with torch.inference_mode():
+        cache = backend._prefix_cache(encoded[0][:prefix])
+        for start in range(0, len(order), rows):
+            chunk = order[start : start + rows]
+            scores = backend._score_batch([encoded[i][prefix:] for i in chunk], cache, prefix)
+            fixed.update((index, scores[row, labels]) for row, index in enumerate(chunk))
+    runs = {"fixed chunks": [fixed[i] for i in range(len(encoded))], "scoring_batches": backend.next_token_logprobs(encoded, [labels] * len(encoded), rows),
+            "batch 1": backend.next_token_logprobs(encoded, [labels] * len(encoded), 1)}  # fmt: skip
+    probs = {name: np.vstack([mcqa.grade(np.asarray(lp, dtype=np.float64), 0).probs for lp in run]) for name, run in runs.items()}
+    pairs = [("fixed chunks", "scoring_batches"), ("scoring_batches", "batch 1"), ("fixed chunks", "batch 1")]
+    return f"option probabilities, {len(encoded)} MMLU prompts, batch {rows}, largest |change|: " + ", ".join(
+        f"{a} vs {b} {np.abs(probs[a] - probs[b]).max():.1e}" for a, b in pairs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
+    parser.add_argument("--prompts", type=int, default=32, help="items per task")
+    parser.add_argument("--dates", type=int, default=2)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=None, help="default: each task's own")
+    parser.add_argument("--skip-generation", action="store_true")
+    parser.add_argument("--skip-scoring", action="store_true")
+    args = parser.parse_args()
+    _quiet_libraries()
+    backend = TransformersBackend(resolve("smollm2-135m"), dtype="float32", device="cpu")
+    print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)", flush=True)
+
+    condition = Condition(date=DATES[0])
+    print("scoring padding (sorted by length; share of computed positions that are padding; share of prompts in batches of the full batch size):")
+    scored = () if args.skip_scoring else (("arc_challenge", 100), ("mmlu", 32), ("mmlu", 200), ("mmlu", None))  # ARC x 100: vs_lmeval's
+    for dataset, limit in scored:
+        task = build_task(dataset, args.data_dir, Subset(limit=limit))
+        encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
+        prefix = common_prefix_length(encoded)
+        lengths = [len(tokens) - prefix for tokens in encoded]
+        order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+        for rows in (8, 32, 128):
+            before = padding(lengths, [order[s : s + rows] for s in range(0, len(order), rows)], rows)
+            budget = backend._position_budget(prefix + max(lengths), logits=False)
+            after = padding(lengths, scoring_batches(lengths, rows, budget, shared=prefix), rows)
+            print(f"  {dataset:13s} {len(lengths):6d} prompts, batch {rows:3d}: before {before[0]:6.1%} padding ({before[1]:6.1%} in full batches), "
+                  f"after {after[0]:6.1%} ({after[1]:6.1%})")  # fmt: skip
+    if not args.skip_scoring:
+        print(probability_shifts(backend, args.data_dir, condition))
+    if args.skip_generation:
+        return
+
+    work = units(backend, args.data_dir, args.prompts, args.dates, args.max_new_tokens)
+    backend.generate_texts(work[0][0][:2], type(work[0][1])(max_new_tokens=2), 2)  # warm-up
+    static, continuous = run_both(
+        backend, lambda p, s: backend._generate_static(backend.encode(p), s, args.batch_size), lambda p, s: backend.generate_texts(p, s, args.batch_size), work)
+    tokens = sum(reply.n_tokens for unit in continuous["replies"] for reply in unit)
+    texts = [(a.text, b.text) for x, y in zip(static["replies"], continuous["replies"]) for a, b in zip(x, y)]
+    print(f"generation (float32, GSM8K + mmlu_cot, {args.prompts} prompts x {args.dates} dates, batch {args.batch_size}, "
+          f"max_new_tokens {args.max_new_tokens or 'task default'}; {tokens} tokens generated):")  # fmt: skip
+    ended = {"static": discarded(backend, work, continuous["replies"], args.batch_size), "continuous": 0}
+    for name, path in (("static batches", static), ("continuous batching", continuous)):
+        print(f"  {name:19s} {path['seconds']:8.1f} s {tokens / path['seconds']:7.1f} tokens/s; {path['forwards']} forward passes, "
+              f"{path['steps']} decode steps of {path['positions']} row-positions, {ended[name.split()[0]]} of them for ended rows")
+    print(f"  speed-up {static['seconds'] / continuous['seconds']:.2f}x in time, {static['steps'] / continuous['steps']:.2f}x in decode steps; "
+          f"replies whose text differs: {sum(a != b for a, b in texts)} of {len(texts)}")
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
