@@ -14,6 +14,7 @@ import copy
 import inspect
 import os
 import platform
+from collections.abc import Callable
 from itertools import groupby
 
 import numpy as np
@@ -212,12 +213,18 @@ class TransformersBackend(Backend):
                     totals[i] = float(logprobs[row, positions, torch.tensor(tokens[first:], device=logprobs.device)].double().sum())
         return totals
 
-    def generate_texts(self, prompts: list[str], settings: GenerationSettings = GenerationSettings(), batch_size: int = 8) -> list[Generation]:
+    def generate_texts(
+        self, prompts: list[str], settings: GenerationSettings = GenerationSettings(), batch_size: int = 8,
+        should_stop: Callable[[int], bool] | None = None,
+    ) -> list[Generation]:  # fmt: skip
         """Batched generation with the KV cache; replies in input order, cut at the first stop sequence.
 
         Prompts are batched by length with left padding. At a fixed batch
         composition the output is identical run to run (greedy, or sampling
-        with the seed reset before every batch).
+        with the seed reset before every batch). ``should_stop(i)`` (``i`` a
+        prompt's index) is asked after every decoding step: True ends prompt
+        ``i``'s reply there, cut short, and leaves the other replies as they
+        would be (a server stops the rows whose clients left).
         """
         import torch
 
@@ -230,7 +237,8 @@ class TransformersBackend(Backend):
                 ids, mask = self._pad([encoded[i] for i in chunk], left=True)
                 width = ids.shape[1]
                 torch.manual_seed(settings.seed)
-                out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **self._decoding(settings))
+                stopping = {} if should_stop is None else {"stopping_criteria": _rows_stopping(should_stop, chunk)}
+                out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **self._decoding(settings), **stopping)
                 for row, index in enumerate(chunk):
                     replies[index] = self._reply(out[row, width:].tolist(), settings.stop, len(encoded[index]))
         return replies  # type: ignore[return-value]
@@ -274,7 +282,7 @@ class TransformersBackend(Backend):
         if not prefix:
             return None
         ids = torch.tensor([prefix], device=self.device)
-        out = self.model(input_ids=ids, use_cache=True)
+        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)  # only the cache is read: no logits over the whole prefix
         return out.cache if hasattr(out, "cache") else out.past_key_values
 
     def _score_batch(self, suffixes: list[list[int]], prefix_cache, prefix_len: int) -> np.ndarray:  # noqa: ANN001
@@ -300,6 +308,22 @@ class TransformersBackend(Backend):
         column = torch.searchsorted(keep, last)
         logits = out.logits[torch.arange(len(suffixes)), column.to(self.device)].float()
         return torch.log_softmax(logits, dim=-1).cpu().numpy()
+
+
+def _rows_stopping(should_stop: Callable[[int], bool], indices: list[int]):  # noqa: ANN202 - a transformers StoppingCriteriaList
+    """Stopping criteria that end batch row ``r`` once ``should_stop(indices[r])``, one boolean per row (transformers >= 4.39).
+
+    A row that stops is padded from then on; every row's tokens depend on
+    its own tokens only, so the rows that go on get the replies they would get anyway.
+    """
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StopRows(StoppingCriteria):
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: object) -> torch.Tensor:
+            return torch.tensor([should_stop(index) for index in indices], dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([StopRows()])
 
 
 def common_prefix_length(encoded: list[list[int]]) -> int:
