@@ -18,12 +18,37 @@ Requests in flight are batched: one thread runs the model, and the
 requests that queue while a batch computes share the next one's forward
 passes (:class:`Batcher`); the standard library's threading server keeps
 connections concurrent. A request waits at most ``Served.wait_s`` to start
-(then 503, which clients retry), stops waiting as soon as its client hangs
-up (and computing, unless it shares its batch with clients still there),
-and is refused (400) before any compute when its prompt and reply would not
-fit the model's context or it asks for more than the server bounds (stop
-strings, echo positions): a request's memory is bounded by its batch's
-token budget, never by what it asks. What the server does not do (streaming, several choices) is refused
+(then 503, which clients retry), and is refused (400) before any compute
+when its prompt and reply would not fit the model's context
+(:data:`UNSTATED_CONTEXT` tokens for a model that states none) or it asks
+for more than the server bounds (stop strings, echo positions): a request's
+memory is bounded by its batch's token budget, never by what it asks.
+
+A client that hangs up stops its work at the next point where it can: a
+queued request within :data:`POLL_S`, a generated reply at the next decoding
+step (its batch-mates' replies go on exactly as they would have), a batch
+whose clients all left at the next of its forward pass's
+:func:`checkpoints` (each layer). That is within a second except inside the
+longest passes: at the bounds one layer took up to 2.9 s on this 2-core
+machine under load (a whole pass, what a departure used to cost, up to 78 s;
+``docs/benchmarks.md``), and a layer cannot be stopped midway.
+
+The server's memory is bounded whatever the requests:
+
+    model + largest pass + 29 x BODY_BUDGET + MAX_CONNECTIONS x (thread + context x 36 B)
+
+the model, loaded and warmed by a first request (SmolLM2-135M in float32:
+0.98 GB); the largest batch's forward pass within the token budgets (a
+prompt filling the context, or an echo of :data:`MAX_ECHO_POSITIONS` tokens,
+whose full-vocabulary log-probabilities only the model thread holds, one
+batch at a time: up to 1.2 GB); the request bodies held at once
+(:class:`BodyBudget`), each byte with, at worst, 28 bytes of parsed JSON (a
+list of empty lists; 3 for text); and per connection served (:class:`Server`)
+a thread (23 KB) and a prompt's token ids. For SmolLM2-135M:
+0.98 + 1.2 + 1.8 + 1024 x (0.02 + 0.29) MB = 4.3 GB; the hostile set of
+``bench/serve_hostile.py`` peaked at 3.69 GB (``docs/benchmarks.md``).
+
+What the server does not do (streaming, several choices) is refused
 rather than answered differently. Every refusal, down to a malformed request
 line, is a JSON error body, and a refused body is read to its end or the
 connection closed, so that a keep-alive client's next request is read as a
@@ -32,6 +57,7 @@ request. Every response carries the HTTP ``Date`` header, as providers' do.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import select
@@ -41,15 +67,19 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TYPE_CHECKING
 
 from dateeval.backends.base import GenerationSettings
 from dateeval.backends.openai_api import MAX_API_STOPS
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
+
+if TYPE_CHECKING:
+    import torch
 
 MAX_LOGPROBS = 20  # the most alternatives a request may ask for (vLLM's default, OpenAI's chat limit)
 MAX_BODY = 16 << 20
@@ -63,6 +93,10 @@ BATCH_TOKENS = 8192  # rows x longest prompt (and reply) one batch may hold: the
 GATHER_S = 0.01  # a batch starts once no request arrived for this long (or it is full)
 MAX_STOP_CHARS = 64  # the longest stop string: transformers preprocesses stops against the whole vocabulary before the first forward pass (4 x 64 characters: 0.7 s here, 4 x 1024: 2.3 s)
 MAX_ECHO_POSITIONS = 2048  # the most prompt tokens an echo scores: each holds a full-vocabulary row of logits (2,000 tokens: 1.4 GB)
+UNSTATED_CONTEXT = BATCH_TOKENS  # prompt plus reply, in tokens, for a model whose config states no context length
+BODY_BUDGET = 4 * MAX_BODY  # bytes of request bodies held at once, all connections together (each until its request is answered)
+BODY_WAIT_S = 10.0  # how long a body waits for room in that budget before a 503
+MAX_CONNECTIONS = 1024  # connections served at once, a thread each; the next ones wait in the kernel's queue (BACKLOG)
 
 
 class RequestError(Exception):
@@ -91,6 +125,19 @@ class Served:
     def __post_init__(self) -> None:
         self.batcher = Batcher(self)
 
+    @property
+    def context(self) -> tuple[int, str]:
+        """The most tokens a prompt and its reply may take, and whose limit that is, for the refusal's wording.
+
+        A model whose config states no context length gets
+        :data:`UNSTATED_CONTEXT`: without a bound, one request's prompt and
+        ``max_tokens`` would size its forward passes.
+        """
+        limit = self.backend.context_length
+        if limit is None:
+            return UNSTATED_CONTEXT, "This server's maximum context length for this model (whose config states none)"
+        return limit, "This model's maximum context length"
+
     @functools.cached_property
     def longest_token(self) -> int:
         """The most characters one token spells (counted on its stored form, which is never shorter than its text).
@@ -110,16 +157,21 @@ class Client:
 
     def __init__(self, connection: socket.socket | None) -> None:
         self.connection = connection
+        self.left = False
 
     def gone(self) -> bool:
-        """True once the peer closed: the socket reads as end-of-file (an unread pipelined byte is not a hang-up)."""
-        if self.connection is None:
-            return False
+        """True once the peer closed: the socket reads as end-of-file (an unread pipelined byte is not a hang-up).
+
+        Asked between the layers of every forward pass: once gone, the answer is kept rather than asked of the socket again.
+        """
+        if self.connection is None or self.left:
+            return self.left
         try:
             readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
+            self.left = bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
         except (OSError, ValueError):  # reset, or already closed
-            return True
+            self.left = True
+        return self.left
 
     def check(self, *_: object) -> None:
         """Raise :class:`ClientGone` if the client left."""
@@ -136,6 +188,7 @@ class Job:
     tokens: int  # its length: a batch holds at most its budget in rows x the longest
     work: object  # token ids to score, or the text to generate from
     client: Client
+    k: int = 0  # scoring: the most likely tokens kept of each position (the batch keeps no full-vocabulary row)
     shares: bool = True  # False: computed alone
     state: str = "queued"  # queued, then running, then done
     result: object = None
@@ -216,22 +269,15 @@ class Batcher:
             return batch
 
     def _compute(self, batch: list[Job]) -> None:
-        """One backend call for the batch; before every forward pass, the batch stops if all its clients left."""
-
-        def check(*_: object) -> None:
-            if all(job.client.gone() for job in batch):
-                raise ClientGone
-
-        hook = self.served.backend.model.register_forward_pre_hook(check)
+        """One backend call for the batch: it stops between two layers once all its clients left, a generated row once its own did."""
         try:
-            results = COMPUTE[batch[0].kind](self.served, batch)
+            with _abandoned_when(self.served.backend.model, lambda: all(job.client.gone() for job in batch)):
+                results = COMPUTE[batch[0].kind](self.served, batch)
         except Exception as error:  # noqa: BLE001 - each request's handler answers it (a 500 with its traceback, or one log line)
             return self._finish(batch, error=error)
-        finally:
-            hook.remove()
         for job, result in zip(batch, results):
-            job.result = result
-        self._finish(batch)
+            job.result = result  # a row stopped when its client left holds a cut-short reply: never sent
+            self._finish([job], error=ClientGone() if job.client.gone() else None)
 
     @staticmethod
     def _finish(jobs: list[Job], error: BaseException | None = None) -> None:
@@ -240,14 +286,67 @@ class Batcher:
             job.done.set()
 
 
-def _next_tokens(served: Served, batch: list[Job]) -> list:
-    """Each prompt's full-vocabulary next-token log-probabilities (float64 arrays), one shared forward pass."""
+def checkpoints(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """Where a forward pass may be abandoned: before the model, each of its layers and its output layer.
+
+    One pass over a full context takes seconds, a layer of it a fraction
+    (``docs/benchmarks.md``): a pass is abandoned between layers rather
+    than run to its end for nobody. The layers are the members of the
+    model's ``ModuleList`` containers (a transformer's blocks).
+    """
+    import torch
+
+    layers = [layer for module in model.modules() if isinstance(module, torch.nn.ModuleList) for layer in module]
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    return [model, *layers, *([head] if head is not None else [])]
+
+
+@contextlib.contextmanager
+def _abandoned_when(model: torch.nn.Module, stop: Callable[[], bool]) -> Iterator[None]:
+    """Raise :class:`ClientGone` out of the model's forward passes once ``stop()``, asked at each of its :func:`checkpoints`."""
+
+    def check(*_: object) -> None:
+        if stop():
+            raise ClientGone
+
+    hooks = [module.register_forward_pre_hook(check) for module in checkpoints(model)]
+    try:
+        yield
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+@dataclass(frozen=True)
+class Best:
+    """One position's most likely tokens, likeliest first: all of its full-vocabulary row an answer reads."""
+
+    values: list[float]
+    tokens: list[int]
+
+
+def _bests(logprobs: torch.Tensor, k: int) -> list[Best]:
+    """Each row's ``k`` most likely tokens."""
+    values, tokens = logprobs.topk(k)
+    return [Best(v, t) for v, t in zip(values.tolist(), tokens.tolist())]
+
+
+def _next_tokens(served: Served, batch: list[Job]) -> list[Best]:
+    """Each prompt's ``k`` most likely next tokens, one shared forward pass."""
+    import torch
+
     vocabulary = list(range(len(served.backend.tokenizer)))
-    return served.backend.next_token_logprobs([job.work for job in batch], [vocabulary] * len(batch), batch_size=len(batch))
+    arrays = served.backend.next_token_logprobs([job.work for job in batch], [vocabulary] * len(batch), batch_size=len(batch))
+    return [_bests(torch.from_numpy(array)[None], job.k)[0] for array, job in zip(arrays, batch)]
 
 
-def _echoes(served: Served, batch: list[Job]) -> list:
-    """Each prompt's log-probabilities at every position (float32 tensors), right-padded into one forward pass."""
+def _echoes(served: Served, batch: list[Job]) -> list[tuple[list[float], list[Best], Best]]:
+    """Each prompt's tokens' log-probabilities and every position's top ``k`` (the next token's at least one), right-padded into one forward pass.
+
+    The batch's full-vocabulary log-probabilities (up to
+    :data:`MAX_ECHO_POSITIONS` rows of them) are dropped before the next
+    batch computes: the model thread holds one batch's at a time.
+    """
     import torch
 
     width = max(len(job.work) for job in batch)
@@ -259,13 +358,25 @@ def _echoes(served: Served, batch: list[Job]) -> list:
     with torch.inference_mode():
         logits = backend.model(input_ids=ids.to(backend.device), attention_mask=mask.to(backend.device)).logits.float()
         logits -= torch.logsumexp(logits, dim=-1, keepdim=True)  # log-softmax in place: a batch holds one copy of its logits
-        logprobs = logits.cpu()
-    return [logprobs[row, : len(job.work)] for row, job in enumerate(batch)]
+        return [_echo_scores(logits[row, : len(job.work)], job.work, job.k) for row, job in enumerate(batch)]
+
+
+def _echo_scores(logprobs: torch.Tensor, prompt: list[int], k: int) -> tuple[list[float], list[Best], Best]:
+    """What an echo answer reads of its prompt's rows: each token's log-probability after those before it, each position's top ``k``."""
+    import torch
+
+    following = torch.tensor(prompt[1:], dtype=torch.long, device=logprobs.device)
+    chosen = logprobs[torch.arange(len(prompt) - 1, device=logprobs.device), following].tolist()
+    return chosen, _bests(logprobs[:-1], k), _bests(logprobs[-1:], max(k, 1))[0]
 
 
 def _generations(served: Served, batch: list[Job]) -> list:
-    """Replies of prompts that share their settings, generated together (left-padded, as the backend batches them)."""
-    return served.backend.generate_texts([job.work for job in batch], batch[0].key, batch_size=len(batch))
+    """Replies of prompts that share their settings, generated together (left-padded, as the backend batches them).
+
+    A row stops at the decoding step after its client left; the others' replies are unchanged.
+    """
+    prompts = [job.work for job in batch]
+    return served.backend.generate_texts(prompts, batch[0].key, batch_size=len(batch), should_stop=lambda i: batch[i].client.gone())
 
 
 COMPUTE: dict[str, Callable[[Served, list[Job]], list]] = {"top": _next_tokens, "echo": _echoes, "generate": _generations}
@@ -303,21 +414,17 @@ def _settings(body: dict, max_tokens: int) -> GenerationSettings:
     return GenerationSettings(max_new_tokens=max_tokens, stop=_stops(body), sample=temperature > 0, seed=seed)
 
 
-def _top(tokenizer, logprobs, k: int) -> dict[str, float]:  # noqa: ANN001 - a tokenizer and a 1-D torch tensor
-    """The ``k`` most likely tokens as text; a text two tokens share keeps the likelier."""
-    best: dict[str, float] = {}
-    values, tokens = logprobs.topk(k)
-    for token, value in zip(tokens.tolist(), values.tolist()):
-        best.setdefault(tokenizer.decode([token]), value)
-    return best
+def _top(tokenizer, best: Best) -> dict[str, float]:  # noqa: ANN001 - a tokenizer
+    """The most likely tokens as text; a text two tokens share keeps the likelier."""
+    named: dict[str, float] = {}
+    for token, value in zip(best.tokens, best.values):
+        named.setdefault(tokenizer.decode([token]), value)
+    return named
 
 
 def top_logprobs(served: Served, client: Client, prompt: list[int], k: int) -> dict[str, float]:
     """The ``k`` most likely next tokens (as text) with their full-vocabulary log-probabilities."""
-    import torch
-
-    logprobs = served.batcher.run(Job("top", None, len(prompt), prompt, client))
-    return _top(served.backend.tokenizer, torch.from_numpy(logprobs), k)
+    return _top(served.backend.tokenizer, served.batcher.run(Job("top", None, len(prompt), prompt, client, k=k)))
 
 
 @dataclass(frozen=True)
@@ -332,13 +439,10 @@ class Echo:
 
 def score_prompt(served: Served, client: Client, prompt: list[int], k: int) -> Echo:
     """Every token's log-probability after the ones before it, and the next token's top-k (one row of a batch's forward pass)."""
-    import torch
-
     tokenizer = served.backend.tokenizer
-    logprobs = served.batcher.run(Job("echo", None, len(prompt), prompt, client))
-    chosen = logprobs[torch.arange(len(prompt) - 1), torch.tensor(prompt[1:], dtype=torch.long)].tolist()
-    tops = [None] + [{tokenizer.decode([token]): value, **_top(tokenizer, row, k)} for token, value, row in zip(prompt[1:], chosen, logprobs)]
-    return Echo([tokenizer.decode([token]) for token in prompt], [None, *chosen], tops, _top(tokenizer, logprobs[-1], max(k, 1)))
+    chosen, bests, following = served.batcher.run(Job("echo", None, len(prompt), prompt, client, k=k))
+    tops = [None] + [{tokenizer.decode([token]): value, **_top(tokenizer, best)} for token, value, best in zip(prompt[1:], chosen, bests)]
+    return Echo([tokenizer.decode([token]) for token in prompt], [None, *chosen], tops, _top(tokenizer, following))
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
@@ -371,12 +475,12 @@ def _check_supported(body: dict) -> None:
 
 def _encode(served: Served, text: str, max_tokens: int) -> list[int]:
     """The prompt's tokens; a text too long to fit in any tokenisation is refused before it is tokenised."""
-    limit = served.backend.context_length
+    limit, whose = served.context
     # The bound counts twice the characters a token can spell: a normaliser may merge characters (NFKC) before tokenising.
-    if limit is not None and len(text) > 2 * limit and len(text) > 2 * (limit - max_tokens) * served.longest_token:
+    if len(text) > 2 * limit and len(text) > 2 * (limit - max_tokens) * served.longest_token:
         raise RequestError(
             400,
-            f"This model's maximum context length is {limit} tokens. However, your prompt of {len(text):,} characters is at least "
+            f"{whose} is {limit} tokens. However, your prompt of {len(text):,} characters is at least "
             f"{len(text) // (2 * served.longest_token):,} tokens. Please reduce the length of the prompt.",
             "context_length_exceeded",
         )
@@ -387,11 +491,11 @@ def _encode(served: Served, text: str, max_tokens: int) -> list[int]:
 
 def _check_context(served: Served, prompt_tokens: int, max_tokens: int) -> None:
     """Refuse, before any compute, a prompt whose tokens and reply exceed the model's context (past it the numbers are wrong)."""
-    limit = served.backend.context_length
-    if limit is not None and prompt_tokens + max_tokens > limit:
+    limit, whose = served.context
+    if prompt_tokens + max_tokens > limit:
         raise RequestError(
             400,
-            f"This model's maximum context length is {limit} tokens. However, you requested {prompt_tokens + max_tokens} tokens "
+            f"{whose} is {limit} tokens. However, you requested {prompt_tokens + max_tokens} tokens "
             f"({prompt_tokens} in the prompt, {max_tokens} for the completion). Please reduce the length of the prompt or completion.",
             "context_length_exceeded",
         )
@@ -521,28 +625,31 @@ class Handler(BaseHTTPRequestHandler):
     """
 
     served: Served
+    server: Server  # its body budget and its connection slots
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
     timeout = IDLE_S  # a stalled client cannot hold a thread forever
 
     def do_GET(self) -> None:  # noqa: N802 - the standard library's naming
         try:
-            self._body()
-            if self.path.rstrip("/") != "/v1/models":
-                raise RequestError(404, f"no route {self.path}")
+            with self._receiving() as read:
+                read()
+                if self.path.rstrip("/") != "/v1/models":
+                    raise RequestError(404, f"no route {self.path}")
+                self._send(200, {"object": "list", "data": [{"id": self.served.name, "object": "model", "created": 0, "owned_by": "dateeval"}]})
         except RequestError as error:
-            return self._refuse(error)
-        self._send(200, {"object": "list", "data": [{"id": self.served.name, "object": "model", "created": 0, "owned_by": "dateeval"}]})
+            self._refuse(error)
 
     def do_POST(self) -> None:  # noqa: N802
         try:
-            data = self._body()
-            route = ROUTES.get(self.path.rstrip("/"))
-            if route is None:
-                raise RequestError(404, f"no route {self.path}")
-            self._send(200, route(self.served, _json_object(data), Client(self.connection)))
+            with self._receiving() as read:
+                body = _json_object(read())  # the raw bytes are dropped once parsed
+                route = ROUTES.get(self.path.rstrip("/"))
+                if route is None:
+                    raise RequestError(404, f"no route {self.path}")
+                self._send(200, route(self.served, body, Client(self.connection)))
         except RequestError as error:
             self._refuse(error)
-        except (ClientGone, ConnectionError):
+        except (ClientGone, ConnectionError, TimeoutError):  # gone, or its body stalled for IDLE_S
             self._left()
         except Exception as error:  # noqa: BLE001 - a bug or the model failing: the client gets an answer, the operator the traceback
             traceback.print_exc(file=sys.stderr)
@@ -562,14 +669,43 @@ class Handler(BaseHTTPRequestHandler):
         request = f" ({self.command} {self.path})" if getattr(self, "path", None) else ""
         print(f"{self.address_string()}:{self.client_address[1]} left before its answer{request}", file=sys.stderr, flush=True)
 
-    def _body(self) -> bytes:
-        """The request body, read to its end so that the connection stays usable; where it cannot be, the connection closes after the answer."""
+    @contextlib.contextmanager
+    def _receiving(self) -> Iterator[Callable[[], bytes]]:
+        """A reader of the request body, whose bytes are held against the server's :class:`BodyBudget` until the request is answered.
+
+        The body is read to its end so that the connection stays usable;
+        where it cannot be, the connection closes after the answer. A body
+        waits at most ``body_wait_s`` for room in the budget, unread (its
+        bytes wait in the kernel), then is answered 503 and dropped.
+        """
+        size, budget = self._declared_size(), self.server.bodies
+        held = MAX_BODY if size is None else size  # a chunked body: the most it may be, until its end is read
+        if not budget.take(held, self.server.body_wait_s):
+            self._discard(size)
+            raise RequestError(503, f"the server holds at most {budget.limit:,} bytes of request bodies at once, and this body of "
+                               f"{'up to ' if size is None else ''}{held:,} bytes waited {self.server.body_wait_s:g} s for room; retry later",
+                               "server_busy")  # fmt: skip
+
+        def read() -> bytes:
+            nonlocal held
+            data = self._chunked() if size is None else self.rfile.read(size)
+            budget.give(held - len(data))
+            held = len(data)
+            return data
+
+        try:
+            yield read
+        finally:
+            budget.give(held)
+
+    def _declared_size(self) -> int | None:
+        """The body's Content-Length (None: chunked); a body that cannot be read is refused, dropped or its connection closed."""
         coding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
         if coding:
             if not coding.endswith("chunked"):
                 self.close_connection = True
                 raise RequestError(400, f"Transfer-Encoding {coding[:40]!r} is not supported: send the body with a Content-Length")
-            return self._chunked()
+            return None
         text = (self.headers.get("Content-Length") or "0").strip()
         if not (text.isascii() and text.isdigit()):
             self.close_connection = True
@@ -577,7 +713,7 @@ class Handler(BaseHTTPRequestHandler):
         if int(text) > MAX_BODY:
             self._discard(int(text))
             raise RequestError(413, f"the body is {int(text):,} bytes, over this server's limit of {MAX_BODY:,}", "request_too_large")
-        return self.rfile.read(int(text))
+        return int(text)
 
     def _chunked(self) -> bytes:
         """A chunked body (RFC 9112 §7.1), up to :data:`MAX_BODY`; trailers are read and ignored."""
@@ -602,9 +738,12 @@ class Handler(BaseHTTPRequestHandler):
             pass  # trailer fields, up to the empty line
         return b"".join(parts)
 
-    def _discard(self, length: int) -> None:
-        """Read and drop an oversized body (up to :data:`DRAIN_LIMIT`), so that the client reads the 413 and not a reset connection."""
-        if length > DRAIN_LIMIT:
+    def _discard(self, length: int | None) -> None:
+        """Read and drop a refused body (up to :data:`DRAIN_LIMIT`), so that the client reads the answer and not a reset connection.
+
+        A chunked one (``length`` None) is not read: its connection closes after the answer.
+        """
+        if length is None or length > DRAIN_LIMIT:
             self.close_connection = True
             return
         while length > 0:
@@ -657,14 +796,76 @@ def _error(message: str, code: str | None = None) -> dict:
     return {"error": {"message": message, "type": kind, "code": code}}
 
 
+class BodyBudget:
+    """The bytes of request bodies the server holds at once, all connections together.
+
+    Without it every connection could hold a body of :data:`MAX_BODY`, and
+    its parsed JSON (up to about 28 times as many bytes: a list of empty
+    lists), at once. A body reserves its length before it is read and keeps
+    it until its request is answered, since what is made of it (the JSON,
+    the prompt) lives that long. Bodies of ordinary requests (kilobytes)
+    never wait: the budget is felt only by megabyte bodies, which no request
+    the model can answer needs. One that finds no room waits, unread, rather
+    than being refused at once, since a body refused or answered quickly
+    frees its room within a second; but at most ``body_wait_s``, then 503
+    naming the budget, since the room may be held by requests that compute
+    for minutes.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.held = limit, 0
+        self.room = threading.Condition()
+
+    def take(self, size: int, wait_s: float) -> bool:
+        """Reserve ``size`` bytes, waiting up to ``wait_s`` for room; False if none came."""
+        with self.room:
+            if not self.room.wait_for(lambda: self.held + size <= self.limit, wait_s):
+                return False
+            self.held += size
+            return True
+
+    def give(self, size: int) -> None:
+        """Return ``size`` reserved bytes (and wake the bodies waiting for room)."""
+        with self.room:
+            self.held -= size
+            self.room.notify_all()
+
+
 class Server(ThreadingHTTPServer):
-    """A thread per connection, a burst of :data:`BACKLOG` connections queued by the kernel rather than refused."""
+    """A thread per connection, at most :data:`MAX_CONNECTIONS` of them; a burst of :data:`BACKLOG` more is queued by the kernel, not refused.
+
+    Each thread holds its stack and its request (a body within
+    :data:`BODY_BUDGET`, all threads together): bounding the threads bounds
+    what connections cost however many clients come. A connection past the
+    bound waits, accepted, until one ends, as the kernel's queue waits
+    (an idle keep-alive connection ends after :data:`IDLE_S`).
+    """
 
     request_queue_size = BACKLOG
     daemon_threads = True
 
+    def __init__(self, address: tuple[str, int], handler: type[Handler]) -> None:
+        super().__init__(address, handler)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+        self.bodies = BodyBudget(BODY_BUDGET)
+        self.body_wait_s = BODY_WAIT_S
 
-def make_server(served: Served, host: str, port: int) -> ThreadingHTTPServer:
+    def process_request(self, request: socket.socket, client_address: tuple[str, int]) -> None:
+        self.slots.acquire()
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()  # no thread started: the standard library closes the connection
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address: tuple[str, int]) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+def make_server(served: Served, host: str, port: int) -> Server:
     """A server bound to ``host:port`` (port 0: a free one, read back from ``server_address``)."""
     handler = type("BoundHandler", (Handler,), {"served": served})
     try:

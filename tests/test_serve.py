@@ -3,8 +3,10 @@
 The model is served in this process (the real default model where numbers
 matter, a slow stand-in where the point is time): refused requests leave a
 keep-alive connection usable, prompts beyond the context are refused before
-any compute, a request whose client left stops, a request that waits too long
-for the model is told so, and what the server does not do is refused.
+any compute, a request whose client left stops (mid-generation and mid-pass
+too, its batch-mates' replies unchanged), a request that waits too long for
+the model is told so, bodies and connections held at once are bounded, and
+what the server does not do is refused.
 """
 
 from __future__ import annotations
@@ -14,29 +16,55 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import pytest
 import torch
 
-from dateeval.backends.base import Generation
+from dateeval.backends.base import Generation, GenerationSettings
 from dateeval.backends.openai_api import MAX_API_STOPS
-from dateeval.serve import MAX_BODY, MAX_ECHO_POSITIONS, MAX_STOP_CHARS, WAIT_S, Served, banner, make_server
+from dateeval.serve import (
+    BODY_BUDGET, MAX_BODY, MAX_ECHO_POSITIONS, MAX_STOP_CHARS, UNSTATED_CONTEXT, WAIT_S, BodyBudget, Served, Server, banner, make_server,
+)  # fmt: skip
 
 MODEL = "smollm2-135m"
+COUNTING = "1, 2, 3, 4, 5,"  # greedy, the model counts on: no end of sequence for hundreds of tokens
 
 
-def _start(served: Served) -> Iterator[str]:
+def _start(served: Served) -> Iterator[Server]:
     server = make_server(served, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield server
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _url(server: Server) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
+def _until(condition: Callable[[], bool], timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.005)
+
+
+def _sent(url: str, body: dict, path: str = "/v1/completions") -> socket.socket:
+    """A connection whose request is sent and whose answer is not read yet: closing it is a client leaving."""
+    raw = socket.create_connection(("127.0.0.1", _port(url)), timeout=30)
+    data = json.dumps(body).encode()
+    raw.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (path.encode(), len(data), data))
+    return raw
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +74,8 @@ def real(backend) -> Served:  # noqa: ANN001 - the session's TransformersBackend
 
 @pytest.fixture(scope="module")
 def real_url(real: Served) -> Iterator[str]:
-    yield from _start(real)
+    for server in _start(real):
+        yield _url(server)
 
 
 def _client(url: str, timeout: float = 120) -> openai.OpenAI:
@@ -106,7 +135,7 @@ def test_an_oversized_body_is_413_and_the_client_goes_on(real_url: str) -> None:
 
 
 def test_a_content_length_that_is_not_a_number_is_400(real_url: str) -> None:
-    with socket.create_connection(("127.0.0.1", int(real_url.rsplit(":", 1)[1])), timeout=30) as raw:
+    with socket.create_connection(("127.0.0.1", _port(real_url)), timeout=30) as raw:
         raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n")
         answer = b""
         while chunk := raw.recv(65536):
@@ -188,17 +217,22 @@ class SlowBackend:
     def encode(self, texts: list[str]) -> list[list[int]]:
         return [[0] * len(text) for text in texts]
 
-    def generate_texts(self, prompts: list[str], settings, batch_size: int) -> list[Generation]:  # noqa: ANN001
+    def generate_texts(self, prompts: list[str], settings, batch_size: int, should_stop=None) -> list[Generation]:  # noqa: ANN001
         for _ in range(settings.max_new_tokens):
             self.model(torch.zeros(1))
+            if should_stop is not None and all(should_stop(i) for i in range(len(prompts))):
+                break
         return [Generation("a" * settings.max_new_tokens, settings.max_new_tokens, len(prompt)) for prompt in prompts]
 
 
 @pytest.fixture
-def slow() -> Iterator[tuple[Served, str]]:
-    served = Served(SlowBackend(), "slow", None, threading.Lock(), wait_s=1.0)  # type: ignore[arg-type]
-    for url in _start(served):
-        yield served, url
+def slow_server() -> Iterator[Server]:
+    yield from _start(Served(SlowBackend(), "slow", None, threading.Lock(), wait_s=1.0))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def slow(slow_server: Server) -> tuple[Served, str]:
+    return slow_server.RequestHandlerClass.served, _url(slow_server)
 
 
 def test_a_request_whose_client_left_stops_computing(slow: tuple[Served, str]) -> None:
@@ -272,10 +306,8 @@ def test_invalid_settings_are_400_with_logprobs_too(real_url: str) -> None:
 
 def test_a_client_that_leaves_is_one_log_line(slow: tuple[Served, str], capsys: pytest.CaptureFixture[str]) -> None:
     _, url = slow
-    request = json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": 4}).encode()
     for _ in range(5):  # each sends its request and resets the connection at once
-        raw = socket.create_connection(("127.0.0.1", int(url.rsplit(":", 1)[1])), timeout=30)
-        raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(request), request))
+        raw = _sent(url, {"model": "slow", "prompt": "Hi", "max_tokens": 4})
         raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
         raw.close()
     with pytest.raises(openai.APITimeoutError):  # and one that gives up while its request computes
@@ -287,9 +319,18 @@ def test_a_client_that_leaves_is_one_log_line(slow: tuple[Served, str], capsys: 
     assert 1 <= len(lines) <= 6 and all("left before its answer (POST /v1/completions)" in line for line in lines), err
 
 
+def test_a_stalled_body_is_one_log_line(slow_server: Server, capsys: pytest.CaptureFixture[str]) -> None:
+    slow_server.RequestHandlerClass.timeout = 0.5  # IDLE_S, shortened
+    with socket.create_connection(("127.0.0.1", slow_server.server_address[1]), timeout=30) as raw:
+        raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")  # 1 byte of 100, then nothing
+        assert raw.recv(1024) == b""  # closed, unanswered
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("left before its answer (POST /v1/completions)") == 1, err
+
+
 def test_a_burst_of_connections_is_queued_not_dropped(slow: tuple[Served, str]) -> None:
     _, url = slow
-    port, answers = int(url.rsplit(":", 1)[1]), []
+    port, answers = _port(url), []
 
     def ask() -> None:
         with socket.create_connection(("127.0.0.1", port), timeout=30) as raw:
@@ -338,3 +379,157 @@ def test_requests_in_flight_share_forward_passes_and_get_what_one_at_a_time_gets
             assert first.keys() == second.keys() and max(abs(first[t] - second[t]) for t in first) < 1e-4, (first, second)
         else:
             assert max(abs(a - b) for a, b in zip(first[1:], second[1:])) < 1e-4 and first[0] is second[0] is None
+
+
+# A client that leaves stops its work within a second, even mid-generation and mid-pass (issue 25 §4).
+
+
+def _counting(model: torch.nn.Module) -> tuple[list[float], Callable[[], None]]:
+    """When each forward pass of ``model`` (a model, or one layer of it) started, and how to stop counting."""
+    starts: list[float] = []
+    hook = model.register_forward_pre_hook(lambda *_: starts.append(time.monotonic()))
+    return starts, hook.remove
+
+
+def _freed(served: Served) -> float:
+    """When the model was free again (its lock taken and given back)."""
+    assert served.lock.acquire(timeout=300)
+    served.lock.release()
+    return time.monotonic()
+
+
+def test_a_stopped_row_leaves_the_other_replies_as_they_were(backend) -> None:  # noqa: ANN001 - the session's TransformersBackend
+    prompts, settings, asked = [COUNTING, "The capital of France is", "Hello"], GenerationSettings(max_new_tokens=8), []
+
+    def after_three_steps(index: int) -> bool:  # asked after every decoding step, for each row
+        asked.append(index)
+        return index == 0 and asked.count(0) >= 3
+
+    whole = backend.generate_texts(prompts, settings, batch_size=3)
+    cut = backend.generate_texts(prompts, settings, batch_size=3, should_stop=after_three_steps)
+    assert cut[1:] == whole[1:]
+    assert whole[0].text.startswith(cut[0].text) and len(cut[0].text) < len(whole[0].text), (cut[0], whole[0])
+
+
+def test_a_client_that_leaves_mid_generation_frees_the_model_within_a_second(real: Served, real_url: str) -> None:
+    passes, stop_counting = _counting(real.backend.model)
+    try:
+        raw = _sent(real_url, {"model": MODEL, "prompt": COUNTING, "max_tokens": 2000, "temperature": 0})
+        _until(lambda: len(passes) >= 3)  # the prompt's pass and two decoding steps
+        raw.close()
+        left = time.monotonic()
+        freed = _freed(real)
+    finally:
+        stop_counting()
+    assert freed - left < 1.0 and len(passes) < 20, (freed - left, len(passes))  # of 2,000 steps
+
+
+def test_a_batch_mate_who_stays_gets_the_reply_it_would_have_got(real: Served, real_url: str) -> None:
+    """The leaver's row stops: the batch ends with the mate's reply (not after the leaver's 400 tokens), and that reply is unchanged."""
+    mate = [{"role": "user", "content": "Say hi."}]
+    reference = real.backend.generate_texts([COUNTING, real.template.render(mate, mode="default").text], GenerationSettings(max_new_tokens=32), 2)[1]
+    assert reference.n_tokens < 32  # it ends within 32 tokens, so a longer max_tokens changes nothing
+    client, passes, stop_counting = _client(real_url, timeout=600), *_counting(real.backend.model)
+    real.wait_s = 600.0
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            with real.lock:  # both queue, then share one batch (same settings)
+                raw = _sent(real_url, {"model": MODEL, "prompt": COUNTING, "max_tokens": 400, "temperature": 0})
+                stays = pool.submit(lambda: client.chat.completions.create(model=MODEL, messages=mate, max_completion_tokens=400, temperature=0))
+                _until(lambda: len(real.batcher.queue) == 2)
+            _until(lambda: len(passes) >= 3)
+            raw.close()
+            reply = stays.result()
+            answered = time.monotonic()
+        freed = _freed(real)
+    finally:
+        stop_counting()
+        real.wait_s = WAIT_S
+    assert reply.choices[0].message.content == reference.text and reply.usage.completion_tokens == reference.n_tokens
+    assert len(passes) <= reference.n_tokens + 1 and freed - answered < 1.0, (len(passes), reference.n_tokens)
+
+
+def test_a_client_that_leaves_during_a_long_forward_pass_stops_it_between_layers(real: Served, real_url: str) -> None:
+    layers = real.backend.model.model.layers
+    ids = real.backend.encode([" apple banana" * 1000])[0][:MAX_ECHO_POSITIONS]
+    counted = [_counting(layer) for layer in layers]
+    try:
+        raw = _sent(real_url, {"model": MODEL, "prompt": ids, "echo": True, "max_tokens": 0, "logprobs": 1})
+        _until(lambda: bool(counted[0][0]))  # the pass began
+        raw.close()
+        left = time.monotonic()
+        freed = _freed(real)
+    finally:
+        for _, stop_counting in counted:
+            stop_counting()
+    started = sum(bool(starts) for starts, _ in counted)
+    assert started < len(layers) // 2 and freed - left < 5.0, (started, freed - left)  # one layer, not the pass
+
+
+# Memory across requests (issue 25 §4): bodies held at once, connections served at once, replies of a model without a stated context.
+
+
+class RecordedBudget(BodyBudget):
+    """A body budget that records the most bytes it held at once, and when a body asked for room."""
+
+    def __init__(self) -> None:
+        super().__init__(BODY_BUDGET)
+        self.most, self.asked = 0, threading.Event()
+
+    def take(self, size: int, wait_s: float) -> bool:
+        self.asked.set()
+        taken = super().take(size, wait_s)
+        self.most = max(self.most, self.held)
+        return taken
+
+
+BIG = json.dumps({"model": "nobody", "prompt": "x" * (MAX_BODY - 100)}).encode()  # read, parsed, then refused (404)
+
+
+def test_bodies_held_at_once_stay_within_the_budget(slow_server: Server) -> None:
+    url, budget = _url(slow_server), RecordedBudget()
+    slow_server.bodies, slow_server.body_wait_s = budget, 120.0
+    with ThreadPoolExecutor(8) as pool:  # twice what the budget holds, at once: all answered, at most four held
+        statuses = [status for status, _ in pool.map(lambda _: _raw(url, "/v1/completions", BIG), range(8))]
+    assert statuses == [404] * 8 and BODY_BUDGET >= budget.most >= len(BIG) and budget.held == 0, budget.most
+
+
+def test_a_body_that_finds_no_room_waits_then_is_503_with_the_budget_named(slow_server: Server) -> None:
+    url, budget, others = _url(slow_server), RecordedBudget(), BODY_BUDGET - len(BIG) + 1  # others' bodies: room for less than this one
+    slow_server.bodies, slow_server.body_wait_s = budget, 0.5
+    assert budget.take(others, 0)
+    status, body = _raw(url, "/v1/completions", BIG)
+    assert status == 503 and f"at most {BODY_BUDGET:,} bytes of request bodies" in body["error"]["message"], body
+    assert _raw(url, "/v1/completions", json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": 1}).encode())[0] == 200  # small ones fit
+    slow_server.body_wait_s = 120.0
+    budget.asked.clear()
+    with ThreadPoolExecutor(1) as pool:
+        waiting = pool.submit(_raw, url, "/v1/completions", BIG)
+        assert budget.asked.wait(60)
+        time.sleep(0.2)  # it waits for room
+        budget.give(others)
+        assert waiting.result()[0] == 404  # read and answered once room came
+
+
+def test_connections_past_the_bound_wait_for_a_thread(slow_server: Server) -> None:
+    url = _url(slow_server)
+    slow_server.slots = threading.BoundedSemaphore(2)
+    idle = [socket.create_connection(("127.0.0.1", _port(url)), timeout=30) for _ in range(2)]  # accepted first: each holds a thread
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            third = pool.submit(lambda: _client(url).models.list().data[0].id)
+            time.sleep(1.0)
+            assert not third.done()
+            idle[0].close()
+            assert third.result(timeout=30) == "slow"
+    finally:
+        for connection in idle:
+            connection.close()
+
+
+def test_a_model_that_states_no_context_length_is_served_within_a_stated_one(slow: tuple[Served, str]) -> None:
+    served, url = slow
+    served.backend.context_length = None
+    status, body = _raw(url, "/v1/completions", json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": UNSTATED_CONTEXT}).encode())
+    assert status == 400 and f"(whose config states none) is {UNSTATED_CONTEXT} tokens" in body["error"]["message"], body
+    assert _client(url).completions.create(model="slow", prompt="Hi", max_tokens=2).choices[0].text == "aa"

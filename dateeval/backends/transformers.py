@@ -16,6 +16,7 @@ import inspect
 import os
 import platform
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import groupby
 
@@ -217,7 +218,10 @@ class TransformersBackend(Backend):
                     totals[i] = float(logprobs[row, positions, torch.tensor(tokens[first:], device=logprobs.device)].double().sum())
         return totals
 
-    def generate_texts(self, prompts: list[str], settings: GenerationSettings = GenerationSettings(), batch_size: int = 8) -> list[Generation]:
+    def generate_texts(
+        self, prompts: list[str], settings: GenerationSettings = GenerationSettings(), batch_size: int = 8,
+        should_stop: Callable[[int], bool] | None = None,
+    ) -> list[Generation]:  # fmt: skip
         """Generation with continuous batching; replies in input order, cut at the first stop sequence.
 
         At most ``batch_size`` prompts decode together, and a finished reply
@@ -229,17 +233,22 @@ class TransformersBackend(Backend):
         prompt, so the same seed gives the same replies whatever the
         batching. A :class:`FixedBatch` (the paper's batch-size factor)
         and models whose cache is not plain full attention (sliding windows)
-        keep the static batches.
+        keep the static batches. ``should_stop(i)`` (``i`` a prompt's index)
+        is asked after every decoding step: True ends prompt ``i``'s reply
+        there, cut short, and leaves the other replies as they would be (a
+        server stops the rows whose clients left).
         """
         import torch
 
         encoded = self.encode(prompts)
         with torch.inference_mode():
             if isinstance(batch_size, FixedBatch) or not self._batches_continuously:
-                return self._generate_static(encoded, settings, batch_size)
-            return _ContinuousBatch(self, encoded, settings, batch_size).run()
+                return self._generate_static(encoded, settings, batch_size, should_stop)
+            return _ContinuousBatch(self, encoded, settings, batch_size, should_stop).run()
 
-    def _generate_static(self, encoded: list[list[int]], settings: GenerationSettings, batch_size: int) -> list[Generation]:
+    def _generate_static(
+        self, encoded: list[list[int]], settings: GenerationSettings, batch_size: int, should_stop: Callable[[int], bool] | None = None,
+    ) -> list[Generation]:  # fmt: skip
         """Static batches by length with left padding through ``model.generate``: each batch runs until its longest reply ends.
 
         At a fixed batch composition the output is identical run to run
@@ -254,7 +263,8 @@ class TransformersBackend(Backend):
             ids, mask = self._pad([encoded[i] for i in chunk], left=True)
             width = ids.shape[1]
             torch.manual_seed(settings.seed)
-            out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **self._decoding(settings))
+            stopping = {} if should_stop is None else {"stopping_criteria": _rows_stopping(should_stop, chunk)}
+            out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **self._decoding(settings), **stopping)
             for row, index in enumerate(chunk):
                 replies[index] = self._reply(out[row, width:].tolist(), settings.stop, len(encoded[index]))
         return replies  # type: ignore[return-value]
@@ -327,7 +337,8 @@ class TransformersBackend(Backend):
 
         if not prefix:
             return None
-        return _cache_of(self.model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True))
+        # only the cache is read: no logits over the whole prefix (an 8,191-token prefix held 1.6 GB of them)
+        return _cache_of(self.model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True, logits_to_keep=1))
 
     def _run_suffixes(self, suffixes: list[list[int]], prefix_cache, prefix_len: int, *, keep_cache: bool = False):  # noqa: ANN001, ANN202
         """Run right-padded suffixes after the shared prefix: float32 logits at each row's last token, the mask, the cache.
@@ -422,6 +433,22 @@ def _continuous_batching_fits(model) -> bool:  # noqa: ANN001 - a transformers m
     return plain and all(type(layer) is DynamicLayer for layer in DynamicCache(config=model.config).layers)
 
 
+def _rows_stopping(should_stop: Callable[[int], bool], indices: list[int]):  # noqa: ANN202 - a transformers StoppingCriteriaList
+    """Stopping criteria that end batch row ``r`` once ``should_stop(indices[r])``, one boolean per row (transformers >= 4.39).
+
+    A row that stops is padded from then on; every row's tokens depend on
+    its own tokens only, so the rows that go on get the replies they would get anyway.
+    """
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StopRows(StoppingCriteria):
+        def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor, **kwargs: object) -> torch.Tensor:
+            return torch.tensor([should_stop(index) for index in indices], dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([StopRows()])
+
+
 def _cache_of(out):  # noqa: ANN001, ANN202 - a model output -> its transformers Cache
     """transformers 5.x names the returned cache ``cache``, 4.x ``past_key_values``."""
     return out.cache if hasattr(out, "cache") else out.past_key_values
@@ -462,10 +489,14 @@ class _ContinuousBatch:
     that step, so no token is computed for it afterwards.
     """
 
-    def __init__(self, backend: TransformersBackend, encoded: list[list[int]], settings: GenerationSettings, slots: int) -> None:
+    def __init__(
+        self, backend: TransformersBackend, encoded: list[list[int]], settings: GenerationSettings, slots: int,
+        should_stop: Callable[[int], bool] | None = None,
+    ) -> None:  # fmt: skip
         from transformers import StopStringCriteria
 
         self.backend, self.encoded, self.settings, self.slots = backend, encoded, settings, max(slots, 1)
+        self.should_stop = should_stop or (lambda _: False)
         self.prefix_len = common_prefix_length(encoded) if encoded else 0
         self.prefix = backend._prefix_cache(encoded[0][: self.prefix_len]) if encoded else None
         self.waiting = deque(sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i)))
@@ -543,10 +574,11 @@ class _ContinuousBatch:
         return [int(torch.multinomial(probs[r], 1, generator=row.generator)) for r, row in enumerate(rows)]
 
     def _ended(self, rows: list[_Row]) -> list[bool]:
-        """End-of-sequence, ``max_new_tokens`` reached, or a stop string at the end of prompt + reply (as ``generate`` checks)."""
+        """End-of-sequence, ``max_new_tokens`` reached, ``should_stop``, or a stop string at the end of prompt + reply (as ``generate`` checks)."""
         import torch
 
-        done = [row.tokens[-1] in self.ends or len(row.tokens) - row.prompt_len >= self.settings.max_new_tokens for row in rows]
+        done = [row.tokens[-1] in self.ends or len(row.tokens) - row.prompt_len >= self.settings.max_new_tokens or self.should_stop(row.index)
+                for row in rows]  # fmt: skip
         if self.stop is None:
             return done
         width = self.stop.maximum_token_len
