@@ -285,6 +285,7 @@ def test_a_hub_dataset_spec_is_read_through_datasets(tmp_path, monkeypatch):
     assert "save it as a JSONL, CSV or Parquet file" in message
 
 
+
 def test_cli_errors_are_one_line_exit_2_before_the_model_loads(tmp_path, capsys):
     path = _jsonl(tmp_path / "oops.jsonl", [ROWS[0], {**ROWS[1], "answer": 9}])
     status = cli.main(["run", "--dataset", str(path), "--dates", "2024-01-01", "--store", str(tmp_path / "store")])
@@ -304,6 +305,8 @@ LAUGHS = "[&l0 lol, " + ", ".join(f"&l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "
     ("text", "fragment"),
     [
         (f"system_prompt: {LAUGHS}\n", "its YAML expands to over 10,000 values, the most it may hold (line 2;"),
+        ("system_prompt: &t " + "x" * 200_000 + "\nkind: [" + ", ".join(["*t"] * 10) + "]\n",  # 2 M characters from 200 KB
+         "its YAML expands to over 1,048,576 characters of text, the most it may hold (line 3;"),
         ("system_prompt: &a [x, {b: *a}]\n", "its YAML has an alias inside its own anchor (line 2)"),
         ("system_prompt: " + "[" * 40 + "]" * 40 + "\n", "its YAML is nested over 32 levels deep (line 2)"),
         ("kind: generation\ngrading: {method: numeric, tolerance: .nan}\n", "key 'grading.tolerance': must be a finite number, not nan"),
