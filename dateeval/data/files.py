@@ -81,6 +81,50 @@ class Cells:
                                 "cut it into smaller files")  # fmt: skip
 
 
+def check_table(table, what: str, remedy: str) -> None:  # noqa: ANN001 - a pyarrow.Table
+    """Refuse an Arrow table past the bounds of a data file (rows, fields, cells, decoded bytes) before any of its
+    values becomes a Python object (a cell is ~100 bytes once built); ``what`` names it, ``remedy`` says what to do.
+    Measured on Arrow's own buffers: a memory-mapped table is not read to be measured."""
+    if table.num_rows > MAX_ROWS:
+        raise DateEvalError(f"{what} has {table.num_rows:,} rows, over the {MAX_ROWS:,} a file may hold: {remedy}")
+    if table.num_columns > MAX_FIELDS:
+        raise DateEvalError(f"{what} has {table.num_columns:,} fields, over the {MAX_FIELDS:,} a row may have: {remedy}")
+    chunks = [chunk for column in table.columns for chunk in column.chunks]
+    if sum(map(_values, chunks)) > MAX_CELLS:
+        raise DateEvalError(f"{what} holds over the {MAX_CELLS:,} cells (rows × fields, a list's elements each counted) a file may hold: {remedy}")
+    if sum(map(_decoded_bytes, chunks)) > MAX_TEXT_BYTES:
+        raise DateEvalError(f"{what} is over the {mib(MAX_TEXT_BYTES)} a file may hold decoded: {remedy}")
+
+
+def _values(array) -> int:  # noqa: ANN001 - a pyarrow.Array
+    """The values an Arrow array holds, a list's elements and a struct's fields each counted (as a Parquet footer
+    counts them)."""
+    import pyarrow as pa
+
+    if isinstance(array, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):
+        return _values(array.flatten())
+    if isinstance(array, pa.StructArray):
+        return sum(_values(array.field(index)) for index in range(array.type.num_fields))
+    return len(array)
+
+
+def _decoded_bytes(array) -> int:  # noqa: ANN001 - a pyarrow.Array
+    """The bytes an Arrow array takes once decoded: a dictionary's values counted once per row that uses them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(array.type):
+        dictionary = array.dictionary
+        if not (pa.types.is_string(dictionary.type) or pa.types.is_binary(dictionary.type)):
+            return array.indices.nbytes + dictionary.nbytes
+        return array.indices.nbytes + (pc.sum(pc.take(pc.binary_length(dictionary), array.indices)).as_py() or 0)
+    if isinstance(array, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):
+        return _decoded_bytes(array.flatten())
+    if isinstance(array, pa.StructArray):
+        return sum(_decoded_bytes(array.field(index)) for index in range(array.type.num_fields))
+    return array.nbytes
+
+
 class _YAMLBound(Exception):
     """A YAML document past a bound of :mod:`dateeval.limits` (the caller names the file)."""
 
