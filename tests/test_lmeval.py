@@ -405,3 +405,12 @@ def test_task_file_bombs_end_in_one_line_in_bounded_memory_and_seconds(tmp_path)
         assert status == 2 and err.count("\n") == 1 and err.startswith("dateeval: error: ") and fragment in err and seconds < 5, (name, err, seconds)
     assert max(peak for *_, peak in results.values()) < 600 * 2**10
     assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.parquet"))
+
+
+def test_a_task_whose_documents_are_past_a_data_files_bounds_is_refused_before_they_are_built(tmp_path, monkeypatch):
+    """lm-eval reads a task's documents with datasets, from a file or Hub dataset of any size: its memory-mapped
+    table is measured first, as a Hub dataset's is (the bound lowered here: the test stays small)."""
+    monkeypatch.setattr("dateeval.data.files.MAX_CELLS", 7)  # 2 documents of a question, two choices and a gold: 8
+    path = _tiny_yaml(tmp_path, "cells")
+    with pytest.raises(DateEvalError, match=r"lm-eval task .*cells.yaml: its evaluation split holds over the 7 cells .* point the task"):
+        build_task(resolve(str(path)))

@@ -70,7 +70,7 @@ from dateeval.backends.base import (
     PromptInput,
 )
 from dateeval.conditions import Condition
-from dateeval.data.files import load_yaml, read_bytes
+from dateeval.data.files import check_table, load_yaml, read_bytes
 from dateeval.errors import DateEvalError
 from dateeval.limits import MAX_SPEC_BYTES, TASK_YAML_MAX_FILES
 from dateeval.tasks.base import (
@@ -354,6 +354,7 @@ def _documents(task, shots: int, multiturn: bool, target: str) -> list[Document]
     """Every evaluation document with its messages, exemplars drawn in document order from lm-eval's fewshot seed."""
     if shots:
         task.set_fewshot_seed(seed=1234)  # lm-eval's default --fewshot_random_seed
+    _check_documents(task.eval_docs, target)
     documents = []
     try:
         for index, doc in enumerate(task.eval_docs):
@@ -364,6 +365,14 @@ def _documents(task, shots: int, multiturn: bool, target: str) -> list[Document]
     if not documents:
         raise DateEvalError(f"lm-eval task {target} has no evaluation documents")
     return documents
+
+
+def _check_documents(docs, target: str) -> None:  # noqa: ANN001 - a datasets.Dataset, or what a task's process_docs returned
+    """The task's evaluation documents within a data file's bounds before each becomes a dict (and all of them JSON in
+    the content key): lm-eval reads them with datasets, from a Hub dataset or a local file of any size. A list that a
+    task's own ``process_docs`` returned is already built: only a dataset's memory-mapped table can be measured first."""
+    if hasattr(docs, "data") and hasattr(docs.data, "table"):
+        check_table(docs.data.table, f"lm-eval task {target}: its evaluation split", "point the task at a smaller split or data file")
 
 
 def _content_key(task, shots: int) -> str:
