@@ -340,6 +340,17 @@ def test_a_hub_dataset_its_card_declares_too_large_is_refused_before_it_is_downl
     assert not list((tmp_path / "cache").rglob("*.arrow"))  # nothing prepared
 
 
+def test_a_hub_dataset_that_fails_to_prepare_offline_is_named_as_such(tmp_path, monkeypatch):
+    """Offline, a split that cannot be reached is "HF_HUB_OFFLINE=1 is set"; one in datasets' reach that fails to
+    prepare (here a Parquet file that is not one) says what failed."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = _hub_spec(tmp_path, monkeypatch)
+    (tmp_path / "quiz" / "test.jsonl").unlink()
+    (tmp_path / "quiz" / "test.parquet").write_bytes(b"not parquet at all")
+    message = _error(spec)
+    assert "from the Hugging Face Hub: Parquet magic bytes not found in footer." in message and "HF_HUB_OFFLINE" not in message, message
+
+
 def test_cli_errors_are_one_line_exit_2_before_the_model_loads(tmp_path, capsys):
     path = _jsonl(tmp_path / "oops.jsonl", [ROWS[0], {**ROWS[1], "answer": 9}])
     status = cli.main(["run", "--dataset", str(path), "--dates", "2024-01-01", "--store", str(tmp_path / "store")])

@@ -35,7 +35,7 @@ def load_hub_rows(path: str, config: str | None, split: str, offline_hint: str) 
         raise
     except Exception as error:  # noqa: BLE001 - datasets raises many unrelated types for one cause
         reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
-        if os.environ.get("HF_HUB_OFFLINE") == "1":
+        if isinstance(error, ConnectionError) and os.environ.get("HF_HUB_OFFLINE") == "1":  # not a split that fails to prepare
             reason = "HF_HUB_OFFLINE=1 is set"
         raise DateEvalError(f"cannot load {path} ({config}) from the Hugging Face Hub: {reason}. Offline: {offline_hint}") from None
     check_table(rows.data.table, what, _REMEDY)
