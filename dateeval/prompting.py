@@ -130,11 +130,10 @@ def _rendering(pinned: dt.date | str | None, source: str, compiled: jinja2.Templ
         elif isinstance(pinned, str):
             chat_template_utils.datetime = type("SentinelClock", (), {"now": staticmethod(lambda tz=None: _SentinelTime())})
         chat_template_utils._compile_jinja_template = lambda template: compiled if template == source else original_compile(template)
-        token = render_limits.begin(given)
         try:
-            yield
+            with render_limits.limits(given):
+                yield
         finally:
-            render_limits.end(token)
             chat_template_utils.datetime, chat_template_utils._compile_jinja_template = original_clock, original_compile
 
 

@@ -1,6 +1,6 @@
-"""Limits on rendering a chat template: time, steps and memory, checked as the template runs.
+"""Limits on rendering a Jinja template (a chat template, an lm-eval task's): time, steps and memory, checked as it runs.
 
-A chat template is code from whoever wrote it, and Jinja's sandbox stops it
+A template is code from whoever wrote it, and Jinja's sandbox stops it
 from reaching the machine but not from running forever (two nested loops of
 99,999) or filling memory (a string doubled in a loop grew to 14 GB before
 the kernel's OOM killer ended the whole process). Every prompt of a sweep is
@@ -10,14 +10,16 @@ a child process per prompt.
 
 :class:`GuardedEnvironment` is transformers' sandboxed chat-template
 environment (same options, filters, globals and extensions, so the text is
-the same) with every step that can take time or make a value counted:
+the same), and :func:`rebuild` makes lm-eval's template environment a
+:class:`GuardedSandbox` the same way, with every step that can take time or
+make a value counted (the bounds are in :mod:`dateeval.limits`):
 
 * every loop iteration, call, filter and arithmetic operation is a **step**;
-  a render takes at most ``MAX_STEPS`` and ``MAX_SECONDS``;
+  a render takes at most ``RENDER_MAX_STEPS`` and ``RENDER_MAX_SECONDS``;
 * an operation that can make a value larger than its inputs (``*``, ``+``,
   ``%``, ``~``, ``replace``, ``join``, ``indent``, ``center``, writing a
   list out...) is refused **before** it runs when its result would exceed
-  ``MAX_CHARS`` characters (or elements);
+  ``RENDER_MAX_CHARS`` characters (or elements);
 * everything a render creates is charged against an allocation budget (the
   output included), so many values below the limit cannot add up either.
 
@@ -28,6 +30,7 @@ compiled; ``lipsum`` (random text of any size) is not offered.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import re
@@ -40,18 +43,20 @@ from typing import Any
 import jinja2
 from jinja2 import nodes
 from jinja2.runtime import LoopContext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 from jinja2.utils import Namespace
 from jinja2.visitor import NodeTransformer
 
-MAX_STEPS = 200_000  # the chat templates in ../shared/templates take 8 to 23 per prompt
-MAX_SECONDS = 5.0
-MAX_CHARS = 2**23  # 8.4M characters: a prompt beyond every model's context
-# Allocation budget per render: this much, plus 16 times the size of what the template is given.
-BASE_ALLOCATION = 2**25
-ALLOCATION_PER_INPUT_CHAR = 16
-_MAX_INT_BITS = 2**16
-_MAX_DEPTH = 100  # nesting of lists, dicts and namespaces walked when sizing a value
+from dateeval.limits import (
+    RENDER_ALLOCATION_PER_INPUT_CHAR,
+    RENDER_BASE_ALLOCATION,
+    RENDER_MAX_CHARS,
+    RENDER_MAX_DEPTH,
+    RENDER_MAX_INT_BITS,
+    RENDER_MAX_SECONDS,
+    RENDER_MAX_STEPS,
+)
+
 _LOOP_FILTER = "dateeval_counted_loop"
 _CONCAT_FILTER = "dateeval_counted_concat"
 # Calls whose result is about as long as their width argument, and calls whose result grows with subject x argument.
@@ -75,29 +80,30 @@ class _Budget:
     def refuse(self) -> None:
         """Raise the error for the limit that was passed."""
         if self.steps < 0:
-            raise RenderLimitError(f"it took more than {MAX_STEPS:,} steps (loop iterations, calls and operations)")
+            raise RenderLimitError(f"it took more than {RENDER_MAX_STEPS:,} steps (loop iterations, calls and operations)")
         if self.allocation < 0:
             raise RenderLimitError("the values it made add up to more than its allocation budget")
-        raise RenderLimitError(f"it took more than {MAX_SECONDS:g} s")
+        raise RenderLimitError(f"it took more than {RENDER_MAX_SECONDS:g} s")
 
 
-LIMITS = f"a prompt may take {MAX_STEPS:,} steps and {MAX_SECONDS:g} s to render, with values of up to {MAX_CHARS:,} characters"
+LIMITS = f"a prompt may take {RENDER_MAX_STEPS:,} steps and {RENDER_MAX_SECONDS:g} s to render, with values of up to {RENDER_MAX_CHARS:,} characters"
 
 _active: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("dateeval_render_budget", default=None)
 
 
-def begin(given: object) -> contextvars.Token:
-    """Start applying the limits (until :func:`end`); the allocation budget grows with the size of what the template is ``given``.
+@contextlib.contextmanager
+def limits(given: object) -> Iterator[None]:
+    """Apply the limits to what renders inside; the allocation budget grows with the size of what the template is ``given``.
 
     Its size is read from its ``repr`` (C speed: this runs for every prompt),
     close enough for a budget that is many times larger.
     """
-    budget = _Budget(MAX_STEPS, BASE_ALLOCATION + ALLOCATION_PER_INPUT_CHAR * len(repr(given)), time.monotonic() + MAX_SECONDS)
-    return _active.set(budget)
-
-
-def end(token: contextvars.Token) -> None:
-    _active.reset(token)
+    allocation = RENDER_BASE_ALLOCATION + RENDER_ALLOCATION_PER_INPUT_CHAR * len(repr(given))
+    token = _active.set(_Budget(RENDER_MAX_STEPS, allocation, time.monotonic() + RENDER_MAX_SECONDS))
+    try:
+        yield
+    finally:
+        _active.reset(token)
 
 
 def _spend(steps: int, allocation: int = 0) -> None:
@@ -111,7 +117,7 @@ def _spend(steps: int, allocation: int = 0) -> None:
         budget.refuse()
 
 
-def weight(value: Any, limit: int = MAX_CHARS) -> int:
+def weight(value: Any, limit: int = RENDER_MAX_CHARS) -> int:
     """How many characters or elements ``value`` becomes when written out, each shared reference counted again.
 
     Stops counting past ``limit`` (returning ``limit + 1``): the point is to
@@ -122,7 +128,7 @@ def weight(value: Any, limit: int = MAX_CHARS) -> int:
     total, stack = 0, [(value, 0)]
     while stack:
         item, depth = stack.pop()
-        if depth > _MAX_DEPTH:
+        if depth > RENDER_MAX_DEPTH:
             return limit + 1
         if isinstance(item, (str, bytes)):
             total += len(item)
@@ -173,10 +179,10 @@ def _size(value: Any) -> int:
 
 
 def _refuse_beyond(estimate: int, what: str) -> None:
-    """Raise when ``what`` would make a value beyond ``MAX_CHARS``."""
-    if estimate > MAX_CHARS:
-        raise RenderLimitError(f"{what} would make a value of {'more than ' if estimate > MAX_CHARS + 1 else ''}"
-                               f"{min(estimate, MAX_CHARS + 1):,} characters (at most {MAX_CHARS:,})")  # fmt: skip
+    """Raise when ``what`` would make a value beyond ``RENDER_MAX_CHARS``."""
+    if estimate > RENDER_MAX_CHARS:
+        raise RenderLimitError(f"{what} would make a value of {'more than ' if estimate > RENDER_MAX_CHARS + 1 else ''}"
+                               f"{min(estimate, RENDER_MAX_CHARS + 1):,} characters (at most {RENDER_MAX_CHARS:,})")  # fmt: skip
 
 
 def _format_estimate(template: str, arguments: list, dynamic: bool) -> int:
@@ -187,7 +193,7 @@ def _format_estimate(template: str, arguments: list, dynamic: bool) -> int:
     """
     digits = re.findall(r"\d+", template)
     if any(len(number) > 9 for number in digits):
-        return MAX_CHARS + 1
+        return RENDER_MAX_CHARS + 1
     widths = sum(int(number) for number in digits)
     sized = sum(abs(a) if dynamic and isinstance(a, int) else weight(a) for a in arguments)
     return len(template) + widths + sized
@@ -207,8 +213,8 @@ def _check_binop(operator: str, left: Any, right: Any) -> None:
         _refuse_beyond(_format_estimate(left, _format_arguments(right), "*" in left), "'%' formatting")
     elif isinstance(left, int) and isinstance(right, int):
         bits = {"*": left.bit_length() + right.bit_length(), "**": left.bit_length() * max(right, 0)}.get(operator, 0)
-        if bits > _MAX_INT_BITS:
-            raise RenderLimitError(f"'{operator}' would make an integer of about {bits:,} bits (at most {_MAX_INT_BITS:,})")
+        if bits > RENDER_MAX_INT_BITS:
+            raise RenderLimitError(f"'{operator}' would make an integer of about {bits:,} bits (at most {RENDER_MAX_INT_BITS:,})")
     elif operator == "*":  # what is new is the sequence's own size (a list repeats references: writing it out is sized then)
         count, sequence = (left, right) if isinstance(left, int) else (right, left)
         if isinstance(count, int):
@@ -291,8 +297,9 @@ class _Instrument(NodeTransformer):
         return nodes.Filter(nodes.List(node.nodes, lineno=node.lineno), _CONCAT_FILTER, [], [], None, None, lineno=node.lineno)
 
 
-class GuardedEnvironment(ImmutableSandboxedEnvironment):
-    """transformers' chat-template sandbox with every step counted and every large value sized first."""
+class GuardedSandbox(SandboxedEnvironment):
+    """Jinja's sandbox with every step counted and every large value sized first (lm-eval's task templates render here:
+    they may change what they are given, as in lm-eval's own environment)."""
 
     intercepted_binops = frozenset({"+", "-", "*", "/", "//", "%", "**"})
 
@@ -329,23 +336,24 @@ class GuardedEnvironment(ImmutableSandboxedEnvironment):
         collected, total = [], 0
         for piece in pieces:
             total += len(piece)
-            if total > MAX_CHARS:
+            if total > RENDER_MAX_CHARS:
                 _refuse_beyond(total, "the rendered prompt")
             collected.append(piece)
         return "".join(collected)
 
 
-@lru_cache(maxsize=1)
-def _environment() -> GuardedEnvironment:
-    """transformers' own chat-template environment, rebuilt as a :class:`GuardedEnvironment` (same options, filters, globals)."""
-    from transformers.utils.chat_template_utils import _compile_jinja_template
+class GuardedEnvironment(GuardedSandbox, ImmutableSandboxedEnvironment):
+    """transformers' chat-template sandbox (immutable: a template may not change what it is given), guarded."""
 
-    base = _compile_jinja_template("").environment
-    environment = GuardedEnvironment(
+
+def rebuild(base: jinja2.Environment, kind: type[GuardedSandbox]) -> GuardedSandbox:
+    """``base`` rebuilt as a guarded environment of ``kind``: its options, filters (each guarded), globals and tests, so
+    a template renders the same text. The sandbox's own ``range`` (at most 100,000 items) stays; ``lipsum`` (random
+    text of any length) is not offered."""
+    environment = kind(
         trim_blocks=base.trim_blocks, lstrip_blocks=base.lstrip_blocks, keep_trailing_newline=base.keep_trailing_newline,
-        extensions=[type(extension) for extension in base.extensions.values()], finalize=_finalize,
+        undefined=base.undefined, extensions=[type(extension) for extension in base.extensions.values()], finalize=_finalize,
     )  # fmt: skip
-    # The sandbox's own range (at most 100,000 items) stays; lipsum writes random text of any length.
     environment.globals.update({name: value for name, value in base.globals.items() if name not in ("range", "lipsum")})
     environment.globals.pop("lipsum", None)
     environment.filters = {name: _guard_filter(name, function) for name, function in base.filters.items()}
@@ -355,12 +363,31 @@ def _environment() -> GuardedEnvironment:
     return environment
 
 
+@lru_cache(maxsize=1)
+def _environment() -> GuardedEnvironment:
+    """transformers' own chat-template environment, rebuilt guarded."""
+    from transformers.utils.chat_template_utils import _compile_jinja_template
+
+    return rebuild(_compile_jinja_template("").environment, GuardedEnvironment)
+
+
 def parse(source: str) -> nodes.Template:
     """``source``'s syntax tree in the guarded environment: reading it (``jinja2.meta``) folds constants, which here are sized first."""
     return _environment().parse(source)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=256)
+def _compiled(environment: GuardedSandbox, source: str) -> jinja2.Template:
+    return environment.from_string(source)
+
+
 def compile_template(source: str) -> jinja2.Template:
-    """``source`` compiled in the guarded environment; render it inside :func:`limits`."""
-    return _environment().from_string(source)
+    """``source`` compiled (once) in the guarded chat-template environment; render it inside :func:`limits`."""
+    return _compiled(_environment(), source)
+
+
+def render(environment: GuardedSandbox, source: str, given: dict) -> str:
+    """``source`` rendered with ``given`` in ``environment``, under the limits (compiled once per source: a task's
+    templates render once per document)."""
+    with limits(given):
+        return _compiled(environment, source).render(**given)

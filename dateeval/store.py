@@ -20,9 +20,10 @@ so a damaged file is reported and its rows left out rather than read as
 different numbers. Files from before checksums existed read unverified.
 
 A reply is stored as the model sent it. Arrow text is UTF-8, which cannot
-hold a lone surrogate (an API's JSON may send one); a column holding one is
-stored escaped and named in the file's metadata, and :meth:`Store.read`
-gives back exactly what was written (``ESCAPED_KEY``).
+hold a lone surrogate (an API's JSON may send one); a column holding one,
+in its text or in the text of its lists and structs, is stored escaped and
+named in the file's metadata, and :meth:`Store.read` gives back exactly what
+was written (``ESCAPED_KEY``).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -305,7 +307,7 @@ def arrow_table(rows: list[dict] | pd.DataFrame | pa.Table) -> pa.Table:
     except UnicodeEncodeError:  # only then are the strings searched: no cost to rows that UTF-8 holds
         pass
     columns = rows.columns if isinstance(rows, pd.DataFrame) else list(dict.fromkeys(name for row in rows for name in row))
-    escaped = [name for name in columns if any(map(has_surrogates, _values(rows, name)))]
+    escaped = [name for name in columns if any(map(_holds_surrogates, _values(rows, name)))]
     if isinstance(rows, pd.DataFrame):
         table = _arrow(rows.assign(**{name: rows[name].map(escape_text) for name in escaped}))
     else:
@@ -313,8 +315,9 @@ def arrow_table(rows: list[dict] | pd.DataFrame | pa.Table) -> pa.Table:
     return table.replace_schema_metadata({**(table.schema.metadata or {}), ESCAPED_KEY: json.dumps(escaped).encode()})
 
 
-# Schema metadata naming the text columns stored escaped: in each of their strings a backslash is doubled and a lone
-# surrogate written as \udXXXX (lower-case hex), so that UTF-8 holds it. Readers outside the store (DuckDB) see the escapes.
+# Schema metadata naming the columns stored escaped: in each of their strings (those inside lists and structs too) a
+# backslash is doubled and a lone surrogate written as \udXXXX (lower-case hex), so that UTF-8 holds it. Readers outside
+# the store (DuckDB) see the escapes.
 ESCAPED_KEY = b"dateeval.escaped"
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPE = re.compile(r"\\(\\|u(d[89a-f][0-9a-f]{2}))")
@@ -333,17 +336,44 @@ def has_surrogates(value: object) -> bool:
     return isinstance(value, str) and _SURROGATE.search(value) is not None
 
 
+def _holds_surrogates(value: object) -> bool:
+    """Whether ``value`` is, or holds anywhere in its lists and structs, text that UTF-8 cannot hold."""
+    if isinstance(value, dict):
+        return any(map(_holds_surrogates, value.keys())) or any(map(_holds_surrogates, value.values()))
+    if isinstance(value, np.ndarray):
+        return value.dtype == object and any(map(_holds_surrogates, value))
+    if isinstance(value, (list, tuple)):
+        return any(map(_holds_surrogates, value))
+    return has_surrogates(value)
+
+
 def escape_text(value: object) -> object:
-    """Text as an escaped column stores it (other values unchanged): reversible, so equal exactly where the texts are."""
-    if not isinstance(value, str):
-        return value
-    return _SURROGATE.sub(lambda found: f"\\u{ord(found[0]):04x}", value.replace("\\", "\\\\"))
+    """Text as an escaped column stores it, in lists and structs too (other values unchanged): reversible, so equal
+    exactly where the texts are."""
+    if isinstance(value, str):
+        return _SURROGATE.sub(lambda found: f"\\u{ord(found[0]):04x}", value.replace("\\", "\\\\"))
+    return _mapped(value, escape_text)
 
 
 def _unescape(value: object) -> object:
-    if not isinstance(value, str):
-        return value
-    return _ESCAPE.sub(lambda found: "\\" if found[1] == "\\" else chr(int(found[2], 16)), value)
+    if isinstance(value, str):
+        return _ESCAPE.sub(lambda found: "\\" if found[1] == "\\" else chr(int(found[2], 16)), value)
+    return _mapped(value, _unescape)
+
+
+def _mapped(value: object, convert: Callable[[object], object]) -> object:
+    """``value`` with ``convert`` applied to every element of its lists and structs (keys too), as the same kind of
+    container; a value that is no container unchanged."""
+    if isinstance(value, dict):
+        return {convert(key): convert(item) for key, item in value.items()}
+    if isinstance(value, np.ndarray) and value.dtype == object:  # a list column as pandas reads it
+        converted = np.empty(len(value), dtype=object)
+        for index, item in enumerate(value):  # one by one: numpy would make equal-length lists a second dimension
+            converted[index] = convert(item)
+        return converted
+    if isinstance(value, (list, tuple)):
+        return type(value)(map(convert, value))
+    return value
 
 
 def _unescaped(table: pa.Table) -> pd.DataFrame:

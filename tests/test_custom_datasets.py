@@ -285,6 +285,72 @@ def test_a_hub_dataset_spec_is_read_through_datasets(tmp_path, monkeypatch):
     assert "save it as a JSONL, CSV or Parquet file" in message
 
 
+
+HUB_ROWS = [*ROWS, {"question": "Colour of the sky?", "choices": ["blue", "green"], "answer": 0}]
+
+
+def _hub_spec(tmp_path: Path, monkeypatch, card: str = "") -> Path:
+    """A spec naming ``hf:FOLDER``: the Hub is unreachable here, and datasets loads a local folder (its ``test.jsonl``,
+    its card ``README.md``) through the very calls a Hub dataset goes through, into a cache of the test's own."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "quiz"
+    folder.mkdir()
+    _jsonl(folder / "test.jsonl", HUB_ROWS)
+    (folder / "README.md").write_text(card)
+    spec = tmp_path / "hubbed.toml"
+    spec.write_text(f'data = "hf:{folder}"\n')
+    return spec
+
+
+@pytest.mark.parametrize(
+    ("bound", "value", "fragment"),
+    [
+        (None, None, None),
+        ("MAX_ROWS", 2, "has 3 rows, over the 2 a file may hold"),  # 2: the spec's one line stays within it
+        ("MAX_FIELDS", 2, "has 3 fields, over the 2 a row may have"),
+        ("MAX_CELLS", 14, "holds over the 14 cells (rows × fields, a list's elements each counted) a file may hold"),  # 3 + 9 + 3
+        ("MAX_TEXT_BYTES", 64, "is over the 6.10352e-05 MiB a file may hold decoded"),
+    ],
+)
+def test_a_hub_dataset_is_bounded_as_a_local_file_is(bound, value, fragment, tmp_path, monkeypatch):
+    """A Hub split reads as its file would, and past a bound of a data file (lowered here: the test stays small) it
+    ends in one line, measured on the prepared Arrow table before any row is built."""
+    spec = _hub_spec(tmp_path, monkeypatch)
+    if bound is None:
+        expected = [(row["question"], tuple(row["choices"]), answer) for row, answer in zip(HUB_ROWS, (1, 0, 0))]
+        assert [(item.question, item.options, item.answer) for item in _build(spec).items] == expected
+        return
+    monkeypatch.setattr(f"dateeval.data.files.{bound}", value)
+    message = _error(spec)
+    assert message.startswith(f"dataset {tmp_path / 'quiz'} (None, test) from the Hugging Face Hub {fragment}"), message
+    assert message.endswith("load a smaller split or config, or save a part of it as a JSONL, CSV or Parquet file and give that file instead")
+
+
+@pytest.mark.parametrize(
+    ("declared", "fragment"),
+    [("num_examples: 10000000", "declares 10,000,000 rows, over the 250,000 a file may hold"),
+     ("num_bytes: 100000000000", "declares 95367.4 MiB, over the 64 MiB a file may hold decoded")],
+)
+def test_a_hub_dataset_its_card_declares_too_large_is_refused_before_it_is_downloaded(declared, fragment, tmp_path, monkeypatch):
+    card = f"---\ndataset_info:\n  splits:\n  - name: test\n    {declared}\n---\n"
+    message = _error(_hub_spec(tmp_path, monkeypatch, card))
+    assert f"from the Hugging Face Hub {fragment}" in message, message
+    assert not list((tmp_path / "cache").rglob("*.arrow"))  # nothing prepared
+
+
+def test_a_hub_dataset_that_fails_to_prepare_offline_is_named_as_such(tmp_path, monkeypatch):
+    """Offline, a split that cannot be reached is "HF_HUB_OFFLINE=1 is set"; one in datasets' reach that fails to
+    prepare (here a Parquet file that is not one) says what failed."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = _hub_spec(tmp_path, monkeypatch)
+    (tmp_path / "quiz" / "test.jsonl").unlink()
+    (tmp_path / "quiz" / "test.parquet").write_bytes(b"not parquet at all")
+    message = _error(spec)
+    assert "from the Hugging Face Hub: Parquet magic bytes not found in footer." in message and "HF_HUB_OFFLINE" not in message, message
+
+
 def test_cli_errors_are_one_line_exit_2_before_the_model_loads(tmp_path, capsys):
     path = _jsonl(tmp_path / "oops.jsonl", [ROWS[0], {**ROWS[1], "answer": 9}])
     status = cli.main(["run", "--dataset", str(path), "--dates", "2024-01-01", "--store", str(tmp_path / "store")])
@@ -304,6 +370,8 @@ LAUGHS = "[&l0 lol, " + ", ".join(f"&l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "
     ("text", "fragment"),
     [
         (f"system_prompt: {LAUGHS}\n", "its YAML expands to over 10,000 values, the most it may hold (line 2;"),
+        ("system_prompt: &t " + "x" * 200_000 + "\nkind: [" + ", ".join(["*t"] * 10) + "]\n",  # 2 M characters from 200 KB
+         "its YAML expands to over 1,048,576 characters of text, the most it may hold (line 3;"),
         ("system_prompt: &a [x, {b: *a}]\n", "its YAML has an alias inside its own anchor (line 2)"),
         ("system_prompt: " + "[" * 40 + "]" * 40 + "\n", "its YAML is nested over 32 levels deep (line 2)"),
         ("kind: generation\ngrading: {method: numeric, tolerance: .nan}\n", "key 'grading.tolerance': must be a finite number, not nan"),

@@ -9,6 +9,7 @@ same system prompt and chat template and no date, the per-choice log-likelihoods
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -334,3 +335,82 @@ def test_a_template_that_reaches_python_runs_nothing(tmp_path):
     with pytest.raises(DateEvalError, match="unsafe"):
         build_task(resolve(str(path)))
     assert not marker.exists()
+
+
+# ---------------------------------------------------------------- bombs: a task file of a few KB that loading would blow up
+
+LAUGHS = "[&l0 lol, " + ", ".join(f"&l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "]" for n in range(1, 10)) + "]"  # 9**9 lols
+LONG = "&t " + "x" * 200_000 + "\n  copies: [" + ", ".join(["*t"] * 10) + "]"  # 2 M characters from 200 KB
+# Each bomb's extra YAML lines (or its templates) and what its one line must say.
+TASK_BOMBS = {
+    "laughs": ({"metadata": f"\n  lols: {LAUGHS}"}, "laughs.yaml: its YAML expands to over 10,000 values, the most it may hold (line 12;"),
+    "long": ({"metadata": f"\n  text: {LONG}"}, "long.yaml: its YAML expands to over 1,048,576 characters of text, the most it may hold"),
+    "repeated": ({"doc_to_text": "\"{{ 'a' * 10**10 }}\""}, "'*' would make a value of more than 8,388,609 characters"),
+    "padded": ({"doc_to_text": "'{{ question.ljust(10**10) }}'"}, "ljust would make a value of more than 8,388,609 characters"),
+    "power": ({"doc_to_text": "'{{ 9 ** 99999999 }}'"}, "'**' would make an integer of about"),
+    "formatted": ({"doc_to_text": "\"{{ '%0999999999d' % 1 }}\""}, "'%' formatting would make a value of"),
+    "choices": ({"doc_to_choice": "'{{ choices * 10**8 }}'"}, "'*' would make a value of more than"),
+    "doubled": ({"doc_to_text": "'{% set s = namespace(t=question) %}{% for i in range(64) %}{% set s.t = s.t ~ s.t %}{% endfor %}{{ s.t }}'"},
+                "stopped rendering: "),
+}  # fmt: skip
+
+TASK_BOMB_CHILD = """
+import contextlib, io, json, sys, time
+import lm_eval.tasks  # imported before the clock starts: the bombs are timed, not lm-eval's imports
+from dateeval import cli
+for path in sys.argv[2:]:
+    start, err = time.perf_counter(), io.StringIO()
+    with contextlib.redirect_stderr(err):
+        status = cli.main(["run", "--dataset", f"lmeval:{path}", "--dates", "2024-01-01", "--store", sys.argv[1]])
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec, so it would count the forking pytest process's memory
+    peak = int(next(line for line in open("/proc/self/status") if line.startswith("VmHWM")).split()[1])
+    print(json.dumps([path, status, err.getvalue(), time.perf_counter() - start, peak]), flush=True)
+"""
+
+
+def _bomb_yaml(folder: Path, name: str, keys: dict[str, str]) -> Path:
+    """A tiny task whose ``keys`` (YAML text) replace or add to its own."""
+    path = _tiny_yaml(folder, name)
+    lines = dict(line.split(": ", 1) for line in path.read_text().replace("dataset_kwargs:\n  data_files:\n    test: ", "dataset_kwargs: PATH").splitlines())
+    lines["dataset_kwargs"] = lines["dataset_kwargs"].replace("PATH", "\n  data_files:\n    test: ")
+    path.write_text("".join(f"{key}: {value}\n" for key, value in {**lines, **keys}.items()))
+    return path
+
+
+def test_task_file_bombs_end_in_one_line_in_bounded_memory_and_seconds(tmp_path):
+    """A task YAML's alias bomb (which lm-eval's own loader, its config dump and dateeval's content hash would build:
+    2.4 GB and 164 s to a MemoryError under a 4 GB cap before) and templates that would make gigabytes, each through
+    ``dateeval run --dataset lmeval:FILE`` in one process whose address space is capped at 3 GB (lm-eval's imports
+    reserve 1.8 GB): each ends in its line on stderr, exit status 2, within seconds, the process's peak under 600 MB."""
+    import resource
+    import subprocess
+
+    from conftest import ROOT
+
+    paths = {name: _bomb_yaml(tmp_path, name, keys) for name, (keys, _) in TASK_BOMBS.items()}
+    included = tmp_path / "included.yaml"
+    included.write_text("include: laughs.yaml\ntask: included\n")
+
+    def cap() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+
+    quiet = {**os.environ, "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}  # datasets' bar on stderr as it reads the task's two documents
+    done = subprocess.run([sys.executable, "-c", TASK_BOMB_CHILD, str(tmp_path / "store"), *map(str, [*paths.values(), included])], cwd=ROOT,
+                          env=quiet, preexec_fn=cap, capture_output=True, text=True, timeout=120)  # fmt: skip
+    results = {Path(path).stem: (status, err, seconds, peak) for path, status, err, seconds, peak in map(json.loads, done.stdout.splitlines())}
+    assert list(results) == [*TASK_BOMBS, "included"], done.stderr[-2000:]
+    expected = {**{name: fragment for name, (_, fragment) in TASK_BOMBS.items()}, "included": TASK_BOMBS["laughs"][1]}
+    for name, fragment in expected.items():
+        status, err, seconds, _ = results[name]
+        assert status == 2 and err.count("\n") == 1 and err.startswith("dateeval: error: ") and fragment in err and seconds < 5, (name, err, seconds)
+    assert max(peak for *_, peak in results.values()) < 600 * 2**10
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.parquet"))
+
+
+def test_a_task_whose_documents_are_past_a_data_files_bounds_is_refused_before_they_are_built(tmp_path, monkeypatch):
+    """lm-eval reads a task's documents with datasets, from a file or Hub dataset of any size: its memory-mapped
+    table is measured first, as a Hub dataset's is (the bound lowered here: the test stays small)."""
+    monkeypatch.setattr("dateeval.data.files.MAX_CELLS", 7)  # 2 documents of a question, two choices and a gold: 8
+    path = _tiny_yaml(tmp_path, "cells")
+    with pytest.raises(DateEvalError, match=r"lm-eval task .*cells.yaml: its evaluation split holds over the 7 cells .* point the task"):
+        build_task(resolve(str(path)))

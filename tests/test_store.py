@@ -112,6 +112,28 @@ def test_replies_with_lone_surrogates_are_stored_and_read_back_exactly(tmp_path)
     assert len(store.files()) == 1
 
 
+
+def test_lone_surrogates_inside_list_and_struct_columns_are_stored_and_read_back_exactly(tmp_path):
+    """Text nested in a list column (stop sequences, several replies) or a struct column is text Arrow cannot hold
+    too: such a column is escaped element by element, and every read gives back exactly the lists and structs written."""
+    store = Store(tmp_path)
+    lists = [["\n\n", "lone \ud800"], ["\\ud800 as text", "\\"], [], None]
+    structs = [{"why": "\udcff", "n": 1}, {"why": "plain", "n": 2}, {"why": "\\", "n": 3}, None]
+    nested = [None if stops is None else [[text] for text in stops] for stops in lists]  # a list of lists
+    rows = [{**row, "stops": stops, "nested": inner, "meta": meta} for row, stops, inner, meta in zip(_rows(len(lists)), lists, nested, structs)]
+    store.write(store.unit_path("model", "data", "2024-01-01", "a"), rows)
+    store.write(store.unit_path("model", "data", "2024-01-02", "b"), _rows(1, "c2"))  # no such columns: merged, they are missing
+    for _ in range(2):  # as written, then merged into one file
+        frame, problems = store.read()
+        assert not problems.messages() and len(frame) == len(rows) + 1
+        written = frame[frame["condition_key"] == "c1"].sort_values("item_id")
+        assert [None if value is None else list(value) for value in written["stops"]] == lists
+        assert [None if value is None else [list(inner) for inner in value] for value in written["nested"]] == nested
+        assert written["meta"].tolist() == structs
+        assert store.compact()[2].messages() == []
+    assert len(store.files()) == 1
+
+
 def _unit_rows(n):
     """Rows shaped like a real unit's: option probabilities, replies, a parsed answer that is sometimes missing."""
     rng = random.Random(7)

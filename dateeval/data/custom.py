@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-from dateeval.data.files import Cells, jsonl_rows, read_text
+from dateeval.data.files import Cells, check_table, jsonl_rows, read_text
 from dateeval.data.hub import load_hub_rows
 from dateeval.data.items import LABELS, MCItem, content_id
 from dateeval.errors import DateEvalError
@@ -127,11 +127,9 @@ def _parquet(path: Path) -> list[Row]:
             texts = _check_parquet(file.metadata, file.schema, path)
         with pq.ParquetFile(path, read_dictionary=texts) as file:
             table = file.read()
-        decoded = sum(_decoded_bytes(chunk) for column in table.columns for chunk in column.chunks)
+        check_table(table, f"dataset file {path}", "cut it into smaller files")
     except (OSError, pa.ArrowException) as error:
         raise DateEvalError(f"cannot read dataset {path}: not a readable Parquet file ({str(error).splitlines()[0][:200]})") from None
-    if decoded > MAX_TEXT_BYTES:
-        raise DateEvalError(f"dataset file {path} is over the {mib(MAX_TEXT_BYTES)} a file may hold decoded: cut it into smaller files")
     return [(f"row {number}", row) for number, row in enumerate(table.to_pylist(), 1)]
 
 
@@ -145,23 +143,6 @@ def _check_parquet(metadata, schema, path: Path) -> list[str]:
     if sum(chunk.total_uncompressed_size for chunk in chunks) > MAX_TEXT_BYTES:
         raise DateEvalError(f"dataset file {path} is over the {mib(MAX_TEXT_BYTES)} a file may hold decompressed: cut it into smaller files")
     return [schema.column(index).path for index in range(metadata.num_columns) if schema.column(index).physical_type == "BYTE_ARRAY"]
-
-
-def _decoded_bytes(array) -> int:
-    """The bytes an Arrow array takes once decoded: a dictionary's values counted once per row that uses them."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if pa.types.is_dictionary(array.type):
-        dictionary = array.dictionary
-        if not (pa.types.is_string(dictionary.type) or pa.types.is_binary(dictionary.type)):
-            return array.indices.nbytes + dictionary.nbytes
-        return array.indices.nbytes + (pc.sum(pc.take(pc.binary_length(dictionary), array.indices)).as_py() or 0)
-    if isinstance(array, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):
-        return _decoded_bytes(array.flatten())
-    if isinstance(array, pa.StructArray):
-        return sum(_decoded_bytes(array.field(index)) for index in range(array.type.num_fields))
-    return array.nbytes
 
 
 @dataclass(frozen=True)

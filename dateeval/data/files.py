@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from dateeval.errors import DateEvalError
-from dateeval.limits import MAX_CELLS, MAX_FIELDS, MAX_ROW_CHARS, MAX_ROWS, MAX_TEXT_BYTES, YAML_MAX_DEPTH, YAML_MAX_NODES, mib
+from dateeval.limits import MAX_CELLS, MAX_FIELDS, MAX_ROW_CHARS, MAX_ROWS, MAX_TEXT_BYTES, YAML_MAX_CHARS, YAML_MAX_DEPTH, YAML_MAX_NODES, mib
 
 T = TypeVar("T")
 
@@ -81,16 +81,61 @@ class Cells:
                                 "cut it into smaller files")  # fmt: skip
 
 
+def check_table(table, what: str, remedy: str) -> None:  # noqa: ANN001 - a pyarrow.Table
+    """Refuse an Arrow table past the bounds of a data file (rows, fields, cells, decoded bytes) before any of its
+    values becomes a Python object (a cell is ~100 bytes once built); ``what`` names it, ``remedy`` says what to do.
+    Measured on Arrow's own buffers: a memory-mapped table is not read to be measured."""
+    if table.num_rows > MAX_ROWS:
+        raise DateEvalError(f"{what} has {table.num_rows:,} rows, over the {MAX_ROWS:,} a file may hold: {remedy}")
+    if table.num_columns > MAX_FIELDS:
+        raise DateEvalError(f"{what} has {table.num_columns:,} fields, over the {MAX_FIELDS:,} a row may have: {remedy}")
+    chunks = [chunk for column in table.columns for chunk in column.chunks]
+    if sum(map(_values, chunks)) > MAX_CELLS:
+        raise DateEvalError(f"{what} holds over the {MAX_CELLS:,} cells (rows × fields, a list's elements each counted) a file may hold: {remedy}")
+    if sum(map(_decoded_bytes, chunks)) > MAX_TEXT_BYTES:
+        raise DateEvalError(f"{what} is over the {mib(MAX_TEXT_BYTES)} a file may hold decoded: {remedy}")
+
+
+def _values(array) -> int:  # noqa: ANN001 - a pyarrow.Array
+    """The values an Arrow array holds, a list's elements and a struct's fields each counted (as a Parquet footer
+    counts them)."""
+    import pyarrow as pa
+
+    if isinstance(array, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):
+        return _values(array.flatten())
+    if isinstance(array, pa.StructArray):
+        return sum(_values(array.field(index)) for index in range(array.type.num_fields))
+    return len(array)
+
+
+def _decoded_bytes(array) -> int:  # noqa: ANN001 - a pyarrow.Array
+    """The bytes an Arrow array takes once decoded: a dictionary's values counted once per row that uses them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_dictionary(array.type):
+        dictionary = array.dictionary
+        if not (pa.types.is_string(dictionary.type) or pa.types.is_binary(dictionary.type)):
+            return array.indices.nbytes + dictionary.nbytes
+        return array.indices.nbytes + (pc.sum(pc.take(pc.binary_length(dictionary), array.indices)).as_py() or 0)
+    if isinstance(array, (pa.ListArray, pa.LargeListArray, pa.FixedSizeListArray)):
+        return _decoded_bytes(array.flatten())
+    if isinstance(array, pa.StructArray):
+        return sum(_decoded_bytes(array.field(index)) for index in range(array.type.num_fields))
+    return array.nbytes
+
+
 class _YAMLBound(Exception):
     """A YAML document past a bound of :mod:`dateeval.limits` (the caller names the file)."""
 
 
 @functools.cache
-def _bounded_loader() -> type:
-    """PyYAML's safe loader, refusing nesting deeper than ``YAML_MAX_DEPTH`` as it composes (imported when first needed)."""
+def _bounded_loader(base: type | None = None) -> type:
+    """``base`` (PyYAML's safe loader where None), refusing nesting deeper than ``YAML_MAX_DEPTH`` as it composes
+    (PyYAML imported when first needed)."""
     import yaml
 
-    class BoundedLoader(yaml.SafeLoader):
+    class BoundedLoader(base or yaml.SafeLoader):
         depth = 0
 
         def compose_node(self, parent, index):  # noqa: ANN001, ANN202 - PyYAML's signature
@@ -105,16 +150,17 @@ def _bounded_loader() -> type:
     return BoundedLoader
 
 
-def load_yaml(text: str, path: Path, what: str) -> object:
-    """A YAML document, its size checked between composing and constructing: anchors let a few KB name a billion
-    values (the "billion laughs"), so every alias is counted as the nodes it stands for, and past ``YAML_MAX_NODES``
-    nothing is built. PyYAML's own errors (``yaml.YAMLError``) are the caller's to word."""
-    loader = _bounded_loader()(text)
+def load_yaml(text: str | bytes, path: Path, what: str, base: type | None = None) -> object:
+    """A YAML document, read by ``base`` (a ``yaml.SafeLoader`` with tags of its own; the safe loader where None), its
+    size checked between composing and constructing: anchors let a few KB name a billion values (the "billion
+    laughs"), so every alias is counted as the values and text it stands for, and past ``YAML_MAX_NODES`` or
+    ``YAML_MAX_CHARS`` nothing is built. PyYAML's own errors (``yaml.YAMLError``) are the caller's to word."""
+    loader = _bounded_loader(base)(text)
     try:
         node = loader.get_single_node()
         if node is None:
             return None
-        _expanded_nodes(node)
+        _expanded_size(node)
         return loader.construct_document(node)
     except _YAMLBound as error:
         raise DateEvalError(f"{what} {path}: its YAML {error}") from None
@@ -122,10 +168,11 @@ def load_yaml(text: str, path: Path, what: str) -> object:
         loader.dispose()
 
 
-def _expanded_nodes(root) -> int:  # noqa: ANN001 - a yaml.Node
-    """The nodes ``root`` expands to, an alias counted as the nodes it stands for, in as many steps as there are
-    distinct nodes (each is sized once, from its children's sizes); past ``YAML_MAX_NODES``, or a cycle, refused."""
-    sizes: dict[int, int] = {}
+def _expanded_size(root) -> tuple[int, int]:  # noqa: ANN001 - a yaml.Node
+    """The values and characters ``root`` expands to, an alias counted as what it stands for, in as many steps as
+    there are distinct nodes (each is sized once, from its children's sizes); past ``YAML_MAX_NODES`` or
+    ``YAML_MAX_CHARS``, or a cycle, refused."""
+    sizes: dict[int, tuple[int, int]] = {}
     open_nodes: set[int] = set()
     stack = [(root, False)]
     while stack:
@@ -133,10 +180,14 @@ def _expanded_nodes(root) -> int:  # noqa: ANN001 - a yaml.Node
         children = [item for pair in node.value for item in pair] if node.id == "mapping" else node.value if node.id == "sequence" else []
         if children_sized:
             open_nodes.discard(id(node))
-            sizes[id(node)] = 1 + sum(sizes[id(child)] for child in children)
-            if sizes[id(node)] > YAML_MAX_NODES:
-                raise _YAMLBound(f"expands to over {YAML_MAX_NODES:,} values, the most it may hold (line {node.start_mark.line + 1}; "
-                                 "an alias counts as the values it stands for)")  # fmt: skip
+            values = 1 + sum(sizes[id(child)][0] for child in children)
+            chars = len(node.value) if node.id == "scalar" else sum(sizes[id(child)][1] for child in children)
+            sizes[id(node)] = values, chars
+            where = f"line {node.start_mark.line + 1}; an alias counts as what it stands for"
+            if values > YAML_MAX_NODES:
+                raise _YAMLBound(f"expands to over {YAML_MAX_NODES:,} values, the most it may hold ({where})")
+            if chars > YAML_MAX_CHARS:
+                raise _YAMLBound(f"expands to over {YAML_MAX_CHARS:,} characters of text, the most it may hold ({where})")
         elif id(node) in open_nodes:
             raise _YAMLBound(f"has an alias inside its own anchor (line {node.start_mark.line + 1}), which would hold itself")
         elif id(node) not in sizes:

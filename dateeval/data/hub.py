@@ -1,21 +1,53 @@
-"""Loading from the Hugging Face Hub with errors a user can act on."""
+"""Loading from the Hugging Face Hub with errors a user can act on, within the bounds of a local data file.
+
+A Hub dataset is data someone uploaded, as a local file is: it gets the
+same bounds (``dateeval.limits``: rows, fields, cells, decoded bytes). The
+split's size is checked twice: as its card declares it, before anything is
+downloaded (a dataset of millions of rows is refused before gigabytes reach
+the disk), and as ``datasets`` prepared it, on its memory-mapped Arrow table
+before a single row becomes a Python object (a card may declare nothing, or
+the wrong size). ``datasets`` keeps its cache, so a dataset loaded once loads
+offline again.
+"""
 
 from __future__ import annotations
 
 import os
 
+from dateeval.data.files import check_table
 from dateeval.errors import DateEvalError
+from dateeval.limits import MAX_ROWS, MAX_TEXT_BYTES, mib
+
+_REMEDY = "load a smaller split or config, or save a part of it as a JSONL, CSV or Parquet file and give that file instead"
 
 
 def load_hub_rows(path: str, config: str | None, split: str, offline_hint: str) -> list[dict]:
-    """Rows of a Hub dataset; any failure becomes one line naming the offline alternative."""
+    """Rows of a Hub dataset; past a bound, or on any failure, one line (a failure's names the offline alternative)."""
+    what = f"dataset {path} ({config}, {split}) from the Hugging Face Hub"
     try:
         import datasets
 
-        rows = datasets.load_dataset(path, config, split=split)
+        builder = datasets.load_dataset_builder(path, config)
+        _check_declared(builder.info.splits, split, what)
+        builder.download_and_prepare()
+        rows = builder.as_dataset(split=split)
+    except DateEvalError:
+        raise
     except Exception as error:  # noqa: BLE001 - datasets raises many unrelated types for one cause
         reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
-        if os.environ.get("HF_HUB_OFFLINE") == "1":
+        if isinstance(error, ConnectionError) and os.environ.get("HF_HUB_OFFLINE") == "1":  # not a split that fails to prepare
             reason = "HF_HUB_OFFLINE=1 is set"
         raise DateEvalError(f"cannot load {path} ({config}) from the Hugging Face Hub: {reason}. Offline: {offline_hint}") from None
+    check_table(rows.data.table, what, _REMEDY)
     return [dict(row) for row in rows]
+
+
+def _check_declared(splits, split: str, what: str) -> None:  # noqa: ANN001 - datasets.SplitDict or None
+    """Refuse a split whose dataset card declares it past the bounds, before it is downloaded (nothing declared: nothing refused here)."""
+    declared = (splits or {}).get(split)
+    if declared is None:
+        return
+    if (declared.num_examples or 0) > MAX_ROWS:
+        raise DateEvalError(f"{what} declares {declared.num_examples:,} rows, over the {MAX_ROWS:,} a file may hold: {_REMEDY}")
+    if (declared.num_bytes or 0) > MAX_TEXT_BYTES:
+        raise DateEvalError(f"{what} declares {mib(declared.num_bytes)}, over the {mib(MAX_TEXT_BYTES)} a file may hold decoded: {_REMEDY}")

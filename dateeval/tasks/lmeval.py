@@ -60,6 +60,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from dateeval import render_limits
 from dateeval.backends.base import (
     CONTINUATION_LOGPROBS,
     GENERATE,
@@ -69,8 +70,9 @@ from dateeval.backends.base import (
     PromptInput,
 )
 from dateeval.conditions import Condition
+from dateeval.data.files import check_table, load_yaml, read_bytes
 from dateeval.errors import DateEvalError
-from dateeval.limits import MAX_SPEC_BYTES
+from dateeval.limits import MAX_SPEC_BYTES, TASK_YAML_MAX_FILES
 from dateeval.tasks.base import (
     GenerationTask,
     Prompt,
@@ -94,9 +96,6 @@ SUPPORTED = {"multiple_choice": MULTIPLE_CHOICE, "generate_until": GENERATION}
 KINDS = {"multiple_choice": "mcqa", "generate_until": "generation"}  # the task kind its rows record
 _SYSTEM = "\x00dateeval-system\x00"  # stands for the condition's system message until a prompt is asked for
 TRUST_FLAG = "--trust-task-code"
-# A task YAML (and each file it includes) is read whole before lm-eval sees it: task files are a few KiB.
-MAX_TASK_YAML_BYTES = 1 << 20
-MAX_TASK_YAML_FILES = 64  # a YAML and its includes: more is an include bomb, not a task
 _LMEVAL_KEYS = re.compile(r"^(output_type|dataset_path|doc_to_text|doc_to_choice|include)\s*:", re.MULTILINE)
 
 
@@ -148,17 +147,24 @@ def _lm_eval():
 
 
 def _sandbox_templates(utils) -> None:  # noqa: ANN001 - lm_eval.utils
-    """Render lm-eval's templates (``doc_to_text``...) in Jinja's sandbox: lm-eval's own environment lets a template reach
-    Python (``{{ cycler.__init__.__globals__.os }}``), and a task YAML is data. A template that stays with its document's
-    fields renders the same in both (the parity test), and ``apply_template`` reads the module's ``env`` on each call."""
-    from jinja2.sandbox import SandboxedEnvironment
-
-    if isinstance(utils.env, SandboxedEnvironment):
+    """Render lm-eval's templates (``doc_to_text``...) in dateeval's guarded sandbox: lm-eval's own environment lets a
+    template reach Python (``{{ cycler.__init__.__globals__.os }}``), Jinja's sandbox alone lets it fill memory
+    (``{{ 'a' * 10**10 }}``), and a task YAML is data. The guarded environment is lm-eval's rebuilt (its options and
+    filters), so a template that stays with its document's fields renders the same (the parity test); lm-eval's task
+    code calls ``utils.apply_template`` by its module's name, so replacing it there is enough."""
+    if isinstance(utils.env, render_limits.GuardedSandbox):
         return
-    sandboxed = SandboxedEnvironment(loader=utils.env.loader, undefined=utils.env.undefined, keep_trailing_newline=utils.env.keep_trailing_newline)
-    sandboxed.filters.update(utils.env.filters)
-    sandboxed.globals.update(utils.env.globals)
-    utils.env = sandboxed
+    utils.env = render_limits.rebuild(utils.env, render_limits.GuardedSandbox)
+    utils.apply_template = functools.partial(_apply_template, utils.env)
+
+
+def _apply_template(environment: render_limits.GuardedSandbox, template: str, doc: dict) -> str:
+    """lm-eval's ``apply_template`` under dateeval's rendering limits; one past them is one line wherever lm-eval renders."""
+    try:
+        return render_limits.render(environment, template, doc)
+    except render_limits.RenderLimitError as error:
+        shown = template if len(template) <= 60 else template[:57] + "..."
+        raise DateEvalError(f"lm-eval template {shown!r} stopped rendering: {error} ({render_limits.LIMITS})") from None
 
 
 class _Function(str):
@@ -173,13 +179,11 @@ _InertLoader.add_constructor("!function", lambda loader, node: _Function(loader.
 
 
 def _as_data(path: Path) -> dict:
-    """One task YAML read as data, refused in one line when it is too long, unreadable or not a mapping."""
+    """One task YAML read as data, within the bounds of :mod:`dateeval.limits` (lm-eval parses it again, and hashes
+    and copies what it builds: an alias bomb must end here), refused in one line when it is past them, unreadable,
+    or not a mapping."""
     try:
-        with path.open("rb") as handle:
-            text = handle.read(MAX_TASK_YAML_BYTES + 1)
-        if len(text) > MAX_TASK_YAML_BYTES:
-            raise DateEvalError(f"lm-eval task file {path} is longer than {MAX_TASK_YAML_BYTES >> 20} MiB")
-        config = yaml.load(text, Loader=_InertLoader)  # noqa: S506 - a SafeLoader
+        config = load_yaml(read_bytes(path, "lm-eval task", MAX_SPEC_BYTES), path, "lm-eval task file", _InertLoader)
     except OSError as error:
         raise DateEvalError(f"cannot read lm-eval task file {path}: {error.strerror or error}") from None
     except (yaml.YAMLError, RecursionError) as error:
@@ -214,8 +218,8 @@ def read_config(path: Path) -> tuple[dict, list[tuple[Path, _Function]]]:
     def read(path: Path, including: frozenset) -> tuple[dict, list[tuple[Path, _Function]]]:
         nonlocal files
         path, files = path.resolve(), files + 1
-        if path in including or files > MAX_TASK_YAML_FILES:
-            raise DateEvalError(f"lm-eval task file {path}: includes loop or exceed {MAX_TASK_YAML_FILES} files")
+        if path in including or files > TASK_YAML_MAX_FILES:
+            raise DateEvalError(f"lm-eval task file {path}: includes loop or exceed {TASK_YAML_MAX_FILES} files")
         config = _as_data(path)
         functions = [(path, function) for function in _functions(config)]
         merged: dict = {}
@@ -276,11 +280,10 @@ def load_task(source: str, trust: bool = False):
         raise DateEvalError(f"lm-eval registers no task {target} (lm-eval's tasks by name, or a task YAML file)")
     try:
         tasks = manager.load(target)["tasks"]
-    except DateEvalError:
-        raise
     except Exception as error:  # noqa: BLE001 - lm-eval raises anything from a bad YAML, a missing dataset or an unknown name
-        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise DateEvalError(f"lm-eval cannot load task {target}: {type(error).__name__}: {first}") from None
+        first = (str(error).strip().splitlines() or [""])[0]
+        problem = first if isinstance(error, DateEvalError) else f"{type(error).__name__}: {first}"  # a template past dateeval's limits
+        raise DateEvalError(f"lm-eval cannot load task {target}: {problem}") from None
     if len(tasks) != 1:
         raise DateEvalError(f"lm-eval task {target} is a group of {len(tasks)} tasks ({', '.join(sorted(tasks)[:5])}...): name one of them")
     task = next(iter(tasks.values()))
@@ -351,6 +354,7 @@ def _documents(task, shots: int, multiturn: bool, target: str) -> list[Document]
     """Every evaluation document with its messages, exemplars drawn in document order from lm-eval's fewshot seed."""
     if shots:
         task.set_fewshot_seed(seed=1234)  # lm-eval's default --fewshot_random_seed
+    _check_documents(task.eval_docs, target)
     documents = []
     try:
         for index, doc in enumerate(task.eval_docs):
@@ -361,6 +365,14 @@ def _documents(task, shots: int, multiturn: bool, target: str) -> list[Document]
     if not documents:
         raise DateEvalError(f"lm-eval task {target} has no evaluation documents")
     return documents
+
+
+def _check_documents(docs, target: str) -> None:  # noqa: ANN001 - a datasets.Dataset, or what a task's process_docs returned
+    """The task's evaluation documents within a data file's bounds before each becomes a dict (and all of them JSON in
+    the content key): lm-eval reads them with datasets, from a Hub dataset or a local file of any size. A list that a
+    task's own ``process_docs`` returned is already built: only a dataset's memory-mapped table can be measured first."""
+    if hasattr(docs, "data") and hasattr(docs.data, "table"):
+        check_table(docs.data.table, f"lm-eval task {target}: its evaluation split", "point the task at a smaller split or data file")
 
 
 def _content_key(task, shots: int) -> str:
