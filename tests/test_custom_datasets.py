@@ -342,13 +342,14 @@ def test_a_hub_dataset_its_card_declares_too_large_is_refused_before_it_is_downl
 
 def test_a_hub_dataset_that_fails_to_prepare_offline_is_named_as_such(tmp_path, monkeypatch):
     """Offline, a split that cannot be reached is "HF_HUB_OFFLINE=1 is set"; one in datasets' reach that fails to
-    prepare (here a Parquet file that is not one) says what failed."""
+    prepare (here a Parquet file that is not one, read before datasets prepares it) says what failed."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     spec = _hub_spec(tmp_path, monkeypatch)
     (tmp_path / "quiz" / "test.jsonl").unlink()
     (tmp_path / "quiz" / "test.parquet").write_bytes(b"not parquet at all")
     message = _error(spec)
-    assert "from the Hugging Face Hub: Parquet magic bytes not found in footer." in message and "HF_HUB_OFFLINE" not in message, message
+    assert f"cannot read dataset file {tmp_path / 'quiz' / 'test.parquet'}: not a readable Parquet file (Parquet magic bytes not found" in message, message
+    assert "HF_HUB_OFFLINE" not in message
 
 
 def test_cli_errors_are_one_line_exit_2_before_the_model_loads(tmp_path, capsys):
@@ -495,3 +496,22 @@ def test_spec_datasets_sweep_end_to_end(tmp_path):
     assert regraded.returncode == 0 and "arithmetic: 4 stored outputs regraded, 0 grades differ" in regraded.stdout, regraded.stderr
     task = build_task("geography", str(EXAMPLES))  # how the explorer reads an item's text: by stored name, from a data folder
     assert "Danube" in task.describe(task.items[0])
+
+
+def test_a_run_length_encoded_parquet_hub_split_is_refused_before_datasets_decodes_it(tmp_path, monkeypatch):
+    """A Hub split of a few KB of Parquet that decodes to 3 GB ends in one line, read as a local Parquet file is,
+    before ``datasets`` prepares it (preparing decodes every row group: 2.2 GB and 23 s before, bench/bombs.py)."""
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    bombs = tmp_path / "bombs"
+    bombs.mkdir()
+    _data_bombs(bombs)
+    folder = tmp_path / "rle"
+    folder.mkdir()
+    (folder / "test.parquet").write_bytes((bombs / "rle.parquet").read_bytes())
+    spec = tmp_path / "hubbed.toml"
+    spec.write_text(f'data = "hf:{folder}"\n')
+    message = _error(spec)
+    assert f"dataset file {folder / 'test.parquet'} is over the 64 MiB a file may hold decoded" in message, message
+    assert not list((tmp_path / "cache").rglob("*.arrow"))  # nothing prepared

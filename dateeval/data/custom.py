@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-from dateeval.data.files import Cells, check_table, jsonl_rows, read_text
+from dateeval.data.files import Cells, check_table, jsonl_rows, read_parquet, read_text
 from dateeval.data.hub import load_hub_rows
 from dateeval.data.items import LABELS, MCItem, content_id
 from dateeval.errors import DateEvalError
@@ -116,33 +116,9 @@ def _csv(text: str, path: Path) -> list[Row]:
 
 
 def _parquet(path: Path) -> list[Row]:
-    """Every row of a Parquet file, its size checked before its values are built: run-length and dictionary encoding
-    let a few KB stand for gigabytes, so rows, cells and decompressed bytes come from the footer, and the text columns
-    are read as dictionaries (each distinct value once) and measured before any value is decoded."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        with pq.ParquetFile(path) as file:
-            texts = _check_parquet(file.metadata, file.schema, path)
-        with pq.ParquetFile(path, read_dictionary=texts) as file:
-            table = file.read()
-        check_table(table, f"dataset file {path}", "cut it into smaller files")
-    except (OSError, pa.ArrowException) as error:
-        raise DateEvalError(f"cannot read dataset {path}: not a readable Parquet file ({str(error).splitlines()[0][:200]})") from None
+    """Every row of a Parquet file, read within a data file's bounds (:func:`dateeval.data.files.read_parquet`)."""
+    table = read_parquet(path, f"dataset file {path}", "cut it into smaller files")
     return [(f"row {number}", row) for number, row in enumerate(table.to_pylist(), 1)]
-
-
-def _check_parquet(metadata, schema, path: Path) -> list[str]:
-    """The text (byte array) columns' paths, once the footer's rows, cells (every value of every column, a list's
-    elements each counted) and decompressed bytes are within the bounds."""
-    if metadata.num_rows > MAX_ROWS:
-        raise DateEvalError(f"dataset file {path} has {metadata.num_rows:,} rows, over the {MAX_ROWS:,} a file may hold: cut it into smaller files")
-    chunks = [metadata.row_group(group).column(column) for group in range(metadata.num_row_groups) for column in range(metadata.num_columns)]
-    Cells(path, "dataset").add("its footer", metadata.num_columns, sum(chunk.num_values for chunk in chunks))
-    if sum(chunk.total_uncompressed_size for chunk in chunks) > MAX_TEXT_BYTES:
-        raise DateEvalError(f"dataset file {path} is over the {mib(MAX_TEXT_BYTES)} a file may hold decompressed: cut it into smaller files")
-    return [schema.column(index).path for index in range(metadata.num_columns) if schema.column(index).physical_type == "BYTE_ARRAY"]
 
 
 @dataclass(frozen=True)

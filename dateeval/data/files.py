@@ -96,6 +96,42 @@ def check_table(table, what: str, remedy: str) -> None:  # noqa: ANN001 - a pyar
         raise DateEvalError(f"{what} is over the {mib(MAX_TEXT_BYTES)} a file may hold decoded: {remedy}")
 
 
+def read_parquet(source, what: str, remedy: str):  # noqa: ANN001, ANN201 - a path or an open binary file -> a pyarrow.Table
+    """A Parquet file's table, its size checked before its values are decoded: run-length and dictionary encoding let
+    a few KB stand for gigabytes, so rows, cells and decompressed bytes come from the footer, and the text columns are
+    read as dictionaries (each distinct value once) and measured (:func:`check_table`) before any value is decoded.
+    ``what`` names the file in an error, ``remedy`` says what to do."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        with pq.ParquetFile(source) as file:
+            texts = _check_parquet_footer(file.metadata, file.schema, what, remedy)
+            if hasattr(source, "seek"):
+                source.seek(0)
+        with pq.ParquetFile(source, read_dictionary=texts) as file:
+            table = file.read()
+    except (OSError, pa.ArrowException) as error:
+        raise DateEvalError(f"cannot read {what}: not a readable Parquet file ({str(error).splitlines()[0][:200]})") from None
+    check_table(table, what, remedy)
+    return table
+
+
+def _check_parquet_footer(metadata, schema, what: str, remedy: str) -> list[str]:  # noqa: ANN001 - pyarrow's FileMetaData and ParquetSchema
+    """The text (byte array) columns' paths, once the footer's rows, cells (every value of every column, a list's
+    elements each counted) and decompressed bytes are within the bounds."""
+    if metadata.num_rows > MAX_ROWS:
+        raise DateEvalError(f"{what} has {metadata.num_rows:,} rows, over the {MAX_ROWS:,} a file may hold: {remedy}")
+    chunks = [metadata.row_group(group).column(column) for group in range(metadata.num_row_groups) for column in range(metadata.num_columns)]
+    if metadata.num_columns > MAX_FIELDS:
+        raise DateEvalError(f"{what}, its footer: {metadata.num_columns:,} fields, over the {MAX_FIELDS:,} a row may have: {remedy}")
+    if sum(chunk.num_values for chunk in chunks) > MAX_CELLS:
+        raise DateEvalError(f"{what}, its footer: over the {MAX_CELLS:,} cells (rows × fields) a file may hold: {remedy}")
+    if sum(chunk.total_uncompressed_size for chunk in chunks) > MAX_TEXT_BYTES:
+        raise DateEvalError(f"{what} is over the {mib(MAX_TEXT_BYTES)} a file may hold decompressed: {remedy}")
+    return [schema.column(index).path for index in range(metadata.num_columns) if schema.column(index).physical_type == "BYTE_ARRAY"]
+
+
 def _values(array) -> int:  # noqa: ANN001 - a pyarrow.Array
     """The values an Arrow array holds, a list's elements and a struct's fields each counted (as a Parquet footer
     counts them)."""

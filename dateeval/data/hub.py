@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from dateeval.data.files import check_table
+from dateeval.data.files import check_table, read_parquet
 from dateeval.errors import DateEvalError
 from dateeval.limits import MAX_ROWS, MAX_TEXT_BYTES, mib
 
@@ -29,7 +29,7 @@ def load_hub_rows(path: str, config: str | None, split: str, offline_hint: str) 
 
         builder = datasets.load_dataset_builder(path, config)
         _check_declared(builder.info.splits, split, what)
-        builder.download_and_prepare()
+        builder.download_and_prepare(dl_manager=_checked_downloads(builder))
         rows = builder.as_dataset(split=split)
     except DateEvalError:
         raise
@@ -40,6 +40,21 @@ def load_hub_rows(path: str, config: str | None, split: str, offline_hint: str) 
         raise DateEvalError(f"cannot load {path} ({config}) from the Hugging Face Hub: {reason}. Offline: {offline_hint}") from None
     check_table(rows.data.table, what, _REMEDY)
     return [dict(row) for row in rows]
+
+
+def _checked_downloads(builder):  # noqa: ANN001, ANN202 - a datasets.DatasetBuilder -> its datasets.DownloadManager
+    """The download manager ``download_and_prepare`` would make, once each Parquet file it will prepare from is
+    downloaded and read as a local Parquet file is (:func:`read_parquet`): preparing decodes every row group, and
+    run-length encoding lets a few KB stand for gigabytes. The same manager then prepares the split from its cache."""
+    from datasets import DownloadConfig, DownloadManager
+
+    config = DownloadConfig(use_etag=False, token=builder.token, storage_options=builder.storage_options)  # as datasets makes it
+    manager = DownloadManager(dataset_name=builder.dataset_name, download_config=config, data_dir=builder.config.data_dir, base_path=builder.base_path)
+    if builder.name == "parquet":
+        urls = [url for files in (builder.config.data_files or {}).values() for url in files]
+        for url, local in zip(urls, manager.download(urls)):
+            read_parquet(local, f"dataset file {url}", _REMEDY)
+    return manager
 
 
 def _check_declared(splits, split: str, what: str) -> None:  # noqa: ANN001 - datasets.SplitDict or None
