@@ -46,26 +46,27 @@ def test_local_folder_and_gguf_path_score_like_the_named_model(backend, tmp_path
     assert np.array_equal(ours, theirs)
 
 
-def test_hub_rows_are_converted_like_local_files(monkeypatch, data_dir):
-    """The Hub code path, fed with rows in the Hub's schema built from the local ARC file."""
+def test_hub_rows_are_converted_like_local_files(monkeypatch, data_dir, tmp_path):
+    """The Hub code path (datasets' builder, download, prepare), fed with rows in the Hub's schema built from the local
+    ARC file: the Hub is unreachable here, so the builder is pointed at a local folder holding them."""
+    import datasets
+
     local = load_items("arc_challenge", data_dir)[:5]
     lines = (data_dir / "arc" / "ARC-Challenge" / "ARC-Challenge-Test.jsonl").read_text().splitlines()[:5]
-    hub_rows = []
-    for line in lines:
-        row = json.loads(line)
-        choices = row["question"]["choices"]
-        hub_rows.append({"id": row["id"], "question": row["question"]["stem"], "answerKey": row["answerKey"],
-                         "choices": {"text": [c["text"] for c in choices], "label": [c["label"] for c in choices]}})  # fmt: skip
-    calls = []
-
-    def fake_load_dataset(path, config, split):
-        calls.append((path, config, split))
-        return hub_rows
-
-    monkeypatch.setattr("datasets.load_dataset", fake_load_dataset)
+    folder = tmp_path / "ai2_arc"
+    folder.mkdir()
+    with open(folder / "test.jsonl", "w") as out:
+        for line in lines:
+            row = json.loads(line)
+            choices = row["question"]["choices"]
+            out.write(json.dumps({"id": row["id"], "question": row["question"]["stem"], "answerKey": row["answerKey"],
+                                  "choices": {"text": [c["text"] for c in choices], "label": [c["label"] for c in choices]}}) + "\n")  # fmt: skip
+    calls, builder = [], datasets.load_dataset_builder
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr("datasets.load_dataset_builder", lambda path, config: calls.append((path, config)) or builder(str(folder)))
     assert load_items("arc_challenge") == load_items("arc_challenge")
     assert load_items("arc_challenge") == local
-    assert calls[0] == ("allenai/ai2_arc", "ARC-Challenge", "test")
+    assert calls[0] == ("allenai/ai2_arc", "ARC-Challenge")
 
 
 def test_conversions_left_by_killed_processes_are_removed_and_live_ones_kept(monkeypatch, tmp_path):
