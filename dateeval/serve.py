@@ -287,18 +287,20 @@ class Batcher:
 
 
 def checkpoints(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """Where a forward pass may be abandoned: before the model, each of its layers and its output layer.
+    """Where a forward pass may be abandoned: before the model, each of its layers and each layer's parts (attention,
+    MLP, norms), and its output layer.
 
-    One pass over a full context takes seconds, a layer of it a fraction
-    (``docs/benchmarks.md``): a pass is abandoned between layers rather
-    than run to its end for nobody. The layers are the members of the
-    model's ``ModuleList`` containers (a transformer's blocks).
+    One pass over a full context takes seconds, a layer of it about a
+    second on a CPU (``docs/benchmarks.md``): a pass is abandoned between a
+    layer's attention and its MLP rather than run to its end for nobody.
+    The layers are the members of the model's ``ModuleList`` containers (a
+    transformer's blocks).
     """
     import torch
 
     layers = [layer for module in model.modules() if isinstance(module, torch.nn.ModuleList) for layer in module]
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    return [model, *layers, *([head] if head is not None else [])]
+    return [model, *(part for layer in layers for part in (layer, *layer.children())), *([head] if head is not None else [])]
 
 
 @contextlib.contextmanager
