@@ -28,10 +28,10 @@ A client that hangs up stops its work at the next point where it can: a
 queued request within :data:`POLL_S`, a generated reply at the next decoding
 step (its batch-mates' replies go on exactly as they would have), a batch
 whose clients all left at the next of its forward pass's
-:func:`checkpoints` (each layer). That is within a second except inside the
-longest passes: at the bounds one layer took up to 2.9 s on this 2-core
-machine under load (a whole pass, what a departure used to cost, up to 78 s;
-``docs/benchmarks.md``), and a layer cannot be stopped midway.
+:func:`checkpoints` (each part of each layer). That is within a second
+inside the longest passes too: at the bounds at most 0.86 s on a quiet 2-core
+machine (a whole pass, what a departure used to cost, 35 s;
+``docs/benchmarks.md``); a loaded machine stretches it by its load.
 
 The server's memory is bounded whatever the requests:
 
