@@ -72,6 +72,7 @@ class Progress:
 
 ProgressCallback = Callable[[Progress], None]
 NextUnit = Callable[[], Unit | None]
+POOL_BATCHES = 8  # a pool of units generating together holds at least this many batches' prompts (``pool``)
 UnitDone = Callable[[Unit, UnitResult], None]
 
 
@@ -105,15 +106,40 @@ class LocalExecutor(Executor):
         return self.worker.describe()
 
     def run(self, next_unit: NextUnit, done: UnitDone, cancel: threading.Event, progress: Progress) -> None:
-        while not cancel.is_set() and (unit := next_unit()) is not None:
-            progress.workers = {"local": unit.label}
-            done(unit, self.worker.execute(unit))
+        """Units one at a time, but a generation dataset's units in pools (:func:`pool`) that generate in one call."""
+        following: Unit | None = None
+        while (unit := following or (None if cancel.is_set() else next_unit())) is not None:
+            units, following = pool(unit, next_unit, self.worker.pools, self.worker.spec.batch_size)
+            progress.workers = {"local": unit.label if len(units) == 1 else f"{unit.dataset} / {len(units)} conditions together"}
+            results = self.worker.execute_units(units) if len(units) > 1 else [self.worker.execute(unit)]
+            for computed, result in zip(units, results):
+                done(computed, result)
         progress.workers = {}
 
     def stop(self) -> None:
         if self.worker is not None:
             self.worker.close()
             self.worker = None
+
+
+def pool(first: Unit, next_unit: NextUnit, pools: Callable[[Unit], bool], batch_size: int) -> tuple[list[Unit], Unit | None]:
+    """``first`` and the units after it of the same dataset that generate with it, up to ``POOL_BATCHES`` x ``batch_size``
+    prompts; and the unit taken that does not join (leased already: computed next).
+
+    A pool's last replies are the only ones that decode with idle slots,
+    so its idle share is at most about one batch in ``POOL_BATCHES``; an
+    interrupted sweep loses at most one pool's work. The planner queues a
+    dataset's units together, so pools fill.
+    """
+    units = [first]
+    while pools(first) and sum(len(unit.item_ids) for unit in units) < POOL_BATCHES * batch_size:
+        unit = next_unit()
+        if unit is None:
+            break
+        if unit.dataset != first.dataset or not pools(unit):
+            return units, unit
+        units.append(unit)
+    return units, None
 
 
 class Sweep:

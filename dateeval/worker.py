@@ -20,14 +20,14 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 
 from dateeval.backends import Backend, locate
-from dateeval.backends.base import FixedBatch, PromptInput
+from dateeval.backends.base import GENERATE, FixedBatch, Generation, GenerationRequest, PromptInput
 from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
 from dateeval.plan import Candidate, Description, SweepSpec, Unit
 from dateeval.prompting import dated_messages
 from dateeval.store import Store, arrow_table
 from dateeval.tasks import build_task, mcqa, register_sources, resolve, takes_subjects
-from dateeval.tasks.base import Task
+from dateeval.tasks.base import GenerationTask, Prompt, Task
 
 
 def _prompt_hash(prompt: PromptInput) -> str:
@@ -175,9 +175,40 @@ class Worker:
     def _input(self, task: Task, item: object, condition: Condition) -> tuple[PromptInput, str | None]:
         return prompt_input(self.backend, task.prompt(item, condition).messages, condition)
 
+    def pools(self, unit: Unit) -> bool:
+        """Whether ``unit`` may generate in one call with other units of its dataset (:meth:`execute_units`).
+
+        Its task must generate, and the condition must not be the batch-size
+        factor, whose batches are what it measures.
+        """
+        task = self.tasks[unit.dataset]
+        return isinstance(task, GenerationTask) and self.backend.supports(GENERATE) and not self.spec.conditions[unit.condition_index].batch_size
+
+    def execute_units(self, units: list[Unit]) -> list[UnitResult]:
+        """Units of one generation dataset (:meth:`pools`): every reply generated in one call, then each unit as :meth:`execute`.
+
+        Why: a unit's last long replies would otherwise decode alone, its
+        slots idle; here the next unit's prompts take them
+        (``Backend.generate_units``). A reply depends on its own prompt only
+        (greedy, or sampling seeded per prompt), so each unit's rows are
+        those it gets alone. The generation's seconds are shared among the
+        units by their items.
+        """
+        started = time.perf_counter()
+        task = self.tasks[units[0].dataset]
+        rendered = [self._rendered(unit) for unit in units]
+        requests = [[GenerationRequest(text, task.settings) for text, _ in inputs] for _, _, inputs in rendered]
+        replies = self.backend.generate_units(requests, self.spec.batch_size)
+        shared = (time.perf_counter() - started) / sum(len(unit.item_ids) for unit in units)
+        answered = [_Answered(self.backend, unit_requests, unit_replies) for unit_requests, unit_replies in zip(requests, replies)]
+        return [self._execute(unit, found, backend, shared * len(unit.item_ids)) for unit, found, backend in zip(units, rendered, answered)]
+
     def execute(self, unit: Unit) -> UnitResult:
         """Compute one unit's rows; refuses if a prompt does not hash to what the plan expected."""
-        started = time.perf_counter()
+        return self._execute(unit, self._rendered(unit), self.backend)
+
+    def _rendered(self, unit: Unit) -> tuple[list, list[Prompt], list[tuple[PromptInput, str | None]]]:
+        """The unit's items, prompts and rendered inputs, each checked against the hash the plan expects."""
         task, condition = self.tasks[unit.dataset], self.spec.conditions[unit.condition_index]
         by_id = {item.id: item for item in task.items}
         items = [by_id[item_id] for item_id in unit.item_ids]
@@ -187,9 +218,17 @@ class Worker:
             if _prompt_hash(prompt) != expected:
                 raise DateEvalError(f"{unit.label}: item {item.id} renders a different prompt here than when the sweep was planned "
                                     "(workers must share the model, template and data)")  # fmt: skip
+        return items, prompts, inputs
+
+    def _execute(self, unit: Unit, rendered: tuple, backend: Backend, seconds: float = 0.0) -> UnitResult:
+        """One unit's rows from its :meth:`_rendered` prompts through ``backend`` (this worker's, or one holding its replies),
+        ``seconds`` already spent on it."""
+        started = time.perf_counter() - seconds
+        task, condition = self.tasks[unit.dataset], self.spec.conditions[unit.condition_index]
+        items, prompts, inputs = rendered
         # the batch-size factor fixes its batches; the sweep's batch size is the most a forward holds (backends.base.FixedBatch)
         batch_size = FixedBatch(condition.batch_size) if condition.batch_size else self.spec.batch_size
-        results = task.evaluate(self.backend, items, prompts, [text for text, _ in inputs], batch_size)
+        results = task.evaluate(backend, items, prompts, [text for text, _ in inputs], batch_size)
         check_asked_on(condition, results)
         shared = self._shared(task, condition, batch_size)
         rows = [
@@ -230,3 +269,17 @@ class Worker:
 
     def close(self) -> None:
         self.backend.close()
+
+
+class _Answered:
+    """The worker's backend for one unit of a pool: ``generate`` hands back the replies already generated for exactly
+    these requests; everything else (scoring a reply's confidence, the tokenizer) goes to the backend."""
+
+    def __init__(self, backend: Backend, requests: list[GenerationRequest], replies: list[Generation]) -> None:
+        self._backend, self._requests, self._replies = backend, requests, replies
+
+    def generate(self, requests: list[GenerationRequest], batch_size: int) -> list[Generation]:
+        return self._replies if requests == self._requests else self._backend.generate(requests, batch_size)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._backend, name)

@@ -198,6 +198,14 @@ class Backend(ABC):
     def generate(self, requests: list[GenerationRequest], batch_size: int) -> list[Generation]:
         raise self._unsupported(GENERATE)
 
+    def generate_units(self, units: list[list[GenerationRequest]], batch_size: int) -> list[list[Generation]]:
+        """Several units' requests (one date each, say) answered together, so that one unit's last long replies decode
+        beside the next unit's first ones instead of alone. A reply depends on its own request only (greedy, or
+        sampling seeded per request), so each equals what :meth:`generate` gives it alone. By default one
+        :meth:`generate` call over all of them; a backend that shares each unit's prompt prefix keeps units apart."""
+        replies = iter(self.generate([request for unit in units for request in unit], batch_size))
+        return [[next(replies) for _ in unit] for unit in units]
+
     def continuation_logprobs(self, requests: list[ContinuationRequest], batch_size: int) -> list[float]:
         raise self._unsupported(CONTINUATION_LOGPROBS)
 

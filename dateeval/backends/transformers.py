@@ -166,6 +166,20 @@ class TransformersBackend(Backend):
                 replies[index] = reply
         return replies  # type: ignore[return-value]
 
+    def generate_units(self, units: list[list[GenerationRequest]], batch_size: int) -> list[list[Generation]]:
+        """One continuous batch per generation settings over every unit, each unit's prompts after their own shared prefix."""
+        flat = [(u, r) for u, unit in enumerate(units) for r in range(len(unit))]
+        replies: list[list[Generation | None]] = [[None] * len(unit) for unit in units]
+        key = lambda k: repr(units[flat[k][0]][flat[k][1]].settings)  # noqa: E731
+        for _, group in groupby(sorted(range(len(flat)), key=key), key=key):
+            indices = list(group)
+            requests = [units[flat[k][0]][flat[k][1]] for k in indices]
+            groups = [[j for j, k in enumerate(indices) if flat[k][0] == u] for u in range(len(units))]
+            generated = self.generate_texts([r.prompt for r in requests], requests[0].settings, batch_size, groups=[g for g in groups if g])
+            for k, reply in zip(indices, generated):
+                replies[flat[k][0]][flat[k][1]] = reply
+        return replies  # type: ignore[return-value]
+
     def continuation_logprobs(self, requests: list[ContinuationRequest], batch_size: int) -> list[float]:
         return self.continuation_texts([r.context for r in requests], [r.continuation for r in requests], batch_size)
 
@@ -220,7 +234,7 @@ class TransformersBackend(Backend):
 
     def generate_texts(
         self, prompts: list[str], settings: GenerationSettings = GenerationSettings(), batch_size: int = 8,
-        should_stop: Callable[[int], bool] | None = None,
+        should_stop: Callable[[int], bool] | None = None, groups: list[list[int]] | None = None,
     ) -> list[Generation]:  # fmt: skip
         """Generation with continuous batching; replies in input order, cut at the first stop sequence.
 
@@ -236,15 +250,23 @@ class TransformersBackend(Backend):
         keep the static batches. ``should_stop(i)`` (``i`` a prompt's index)
         is asked after every decoding step: True ends prompt ``i``'s reply
         there, cut short, and leaves the other replies as they would be (a
-        server stops the rows whose clients left).
+        server stops the rows whose clients left). ``groups`` (lists of
+        prompt indices, default all in one) are decoded together, each after
+        its own shared prefix, run once: the units (dates) of
+        :meth:`generate_units`, admitted one after the other.
         """
         import torch
 
         encoded = self.encode(prompts)
         with torch.inference_mode():
             if isinstance(batch_size, FixedBatch) or not self._batches_continuously:
-                return self._generate_static(encoded, settings, batch_size, should_stop)
-            return _ContinuousBatch(self, encoded, settings, batch_size, should_stop).run()
+                replies: list[Generation | None] = [None] * len(encoded)
+                for group in groups or [list(range(len(encoded)))]:
+                    stop = None if should_stop is None else (lambda i, group=group: should_stop(group[i]))
+                    for index, reply in zip(group, self._generate_static([encoded[i] for i in group], settings, batch_size, stop)):
+                        replies[index] = reply
+                return replies  # type: ignore[return-value]
+            return _ContinuousBatch(self, encoded, settings, batch_size, should_stop, groups).run()
 
     def _generate_static(
         self, encoded: list[list[int]], settings: GenerationSettings, batch_size: int, should_stop: Callable[[int], bool] | None = None,
@@ -491,15 +513,18 @@ class _ContinuousBatch:
 
     def __init__(
         self, backend: TransformersBackend, encoded: list[list[int]], settings: GenerationSettings, slots: int,
-        should_stop: Callable[[int], bool] | None = None,
+        should_stop: Callable[[int], bool] | None = None, groups: list[list[int]] | None = None,
     ) -> None:  # fmt: skip
         from transformers import StopStringCriteria
 
         self.backend, self.encoded, self.settings, self.slots = backend, encoded, settings, max(slots, 1)
         self.should_stop = should_stop or (lambda _: False)
-        self.prefix_len = common_prefix_length(encoded) if encoded else 0
-        self.prefix = backend._prefix_cache(encoded[0][: self.prefix_len]) if encoded else None
-        self.waiting = deque(sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i)))
+        groups = [group for group in groups or [list(range(len(encoded)))] if group]
+        self.group_of = {i: g for g, group in enumerate(groups) for i in group}
+        self.prefix_lens = [common_prefix_length([encoded[i] for i in group]) for group in groups]
+        self.prefixes: dict[int, object] = {}  # a group's prefix cache, from its first admission to its last
+        self.left = [len(group) for group in groups]  # prompts of each group not yet admitted
+        self.waiting = deque(i for group in groups for i in sorted(group, key=lambda i: (len(encoded[i]), i)))
         self.rows: list[_Row] = []
         self.cache = self.mask = None
         self.replies: list[Generation | None] = [None] * len(encoded)
@@ -520,12 +545,25 @@ class _ContinuousBatch:
         return self.replies  # type: ignore[return-value]
 
     def _admit(self):  # noqa: ANN202 - float32 logits of the admitted rows' first reply token
+        """Prefill waiting prompts into the free slots, one forward per group, each after its group's prefix cache."""
+        import torch
+
         taken = [self.waiting.popleft() for _ in range(min(self.slots - len(self.rows), len(self.waiting)))]
-        suffixes = [self.encoded[i][self.prefix_len :] for i in taken]
-        logits, mask, cache = self.backend._run_suffixes(suffixes, self.prefix, self.prefix_len, keep_cache=True)
-        self._join(cache, mask)
-        self.rows += [_Row(i, list(self.encoded[i]), len(self.encoded[i]), self._generator(self.encoded[i])) for i in taken]
-        return logits
+        logits = []
+        for group, indices in groupby(taken, key=self.group_of.__getitem__):
+            indices = list(indices)
+            prefix_len = self.prefix_lens[group]
+            if group not in self.prefixes:
+                self.prefixes[group] = self.backend._prefix_cache(self.encoded[indices[0]][:prefix_len])
+            suffixes = [self.encoded[i][prefix_len:] for i in indices]
+            first, mask, cache = self.backend._run_suffixes(suffixes, self.prefixes[group], prefix_len, keep_cache=True)
+            self.left[group] -= len(indices)
+            if not self.left[group]:
+                del self.prefixes[group]  # its last prompt is in: the cache rows hold what it is needed for
+            self._join(cache, mask)
+            self.rows += [_Row(i, list(self.encoded[i]), len(self.encoded[i]), self._generator(self.encoded[i])) for i in indices]
+            logits.append(first)
+        return torch.cat(logits)
 
     def _decode(self):  # noqa: ANN202 - float32 logits of every running row's next token
         import torch
@@ -544,6 +582,9 @@ class _ContinuousBatch:
         import torch
 
         if not self.rows:
+            from dateeval.backends.roomy_cache import RoomyLayer  # imports transformers: only once a model generates
+
+            cache.layers = [RoomyLayer(layer.keys, layer.values) for layer in cache.layers]
             self.cache, self.mask = cache, mask
             return
         width = max(self.mask.shape[1], mask.shape[1])
