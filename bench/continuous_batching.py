@@ -1,12 +1,14 @@
-"""Benchmark: continuous batching against the static batches it replaced, and scoring batches' padding.
+"""Benchmark: continuous batching of pooled units against the static batches it replaced, and scoring batches' padding.
 
-Generation: a GSM8K + mmlu_cot sweep (each task x date one ``generate`` call,
-as the worker makes it, at the task's default ``max_new_tokens``) run twice in
-this one process, through the static batches (``_generate_static``: a batch
-runs until its longest reply ends) and through ``generate_texts``
-(continuous batching). Prints wall time, generated tokens/s, the decode
-positions computed for rows whose reply had already ended, and how many
-replies differ (greedy, float32).
+Generation: a GSM8K + mmlu_cot sweep at the tasks' default ``max_new_tokens``,
+in this one process, both ways, task by task in alternating order (the
+machine's load moves): today's path before this work (each task x date unit
+one ``generate`` call in static batches, ``_generate_static``: a batch runs
+until its longest reply ends) against the sweep's path now (a task's units
+pooled into one continuous batch, ``generate_units``, as the local executor
+pools them). Prints wall time, generated tokens/s, forward passes, decode
+steps and the decode positions computed for rows whose reply had already
+ended, and how many replies differ (greedy, float32).
 
 Scoring: the share of computed positions that are padding on real MMLU
 (and bench/vs_lmeval.py's 100 ARC-Challenge) prompts, in fixed chunks of the batch size sorted by length (before) against
@@ -28,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from dateeval.backends.base import GenerationRequest  # noqa: E402
 from dateeval.backends.transformers import TransformersBackend, common_prefix_length, scoring_batches  # noqa: E402
 from dateeval.cli import _quiet_libraries  # noqa: E402
 from dateeval.conditions import Condition  # noqa: E402
@@ -39,30 +42,35 @@ from dateeval.worker import prompt_input  # noqa: E402
 DATES = [dt.date(2024, 1, 1) + dt.timedelta(days=37 * k) for k in range(12)]
 
 
-def units(backend: TransformersBackend, data_dir: str, prompts: int, dates: int, max_new_tokens: int | None) -> list[tuple[list[str], object]]:
-    """(rendered prompts, generation settings) per task x date, as the worker asks the backend."""
+def tasks(backend: TransformersBackend, data_dir: str, prompts: int, dates: int, max_new_tokens: int | None) -> list[tuple[list[list[str]], object]]:
+    """Per task: (each date's rendered prompts, generation settings), as the worker asks the backend."""
     from dataclasses import replace
 
     work = []
     for name in ("gsm8k", "mmlu_cot"):
         task = build_task(name, data_dir, Subset(limit=prompts))
         settings = replace(task.settings, max_new_tokens=max_new_tokens or task.settings.max_new_tokens)
-        for day in DATES[:dates]:
-            condition = Condition(date=day)
-            work.append(([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items], settings))
+        conditions = [Condition(date=day) for day in DATES[:dates]]
+        work.append(([[prompt_input(backend, task.prompt(item, c).messages, c)[0] for item in task.items] for c in conditions], settings))
     return work
 
 
-def run_both(backend: TransformersBackend, static, continuous, work) -> tuple[dict, dict]:  # noqa: ANN001 - two generate functions
-    """Per path (static, continuous): seconds, replies, forward passes, decode steps and decode row-positions.
+def run_both(backend: TransformersBackend, batch_size: int, work) -> tuple[dict, dict]:  # noqa: ANN001
+    """Per path (before, now): seconds, replies per unit, forward passes, decode steps and decode row-positions.
 
-    Each unit goes through both, in alternating order, so a moving machine
+    Each task goes through both, in alternating order, so a moving machine
     load does not favour one side; times are printed as they come (a killed
     run keeps them). The counts do not depend on the load: a decode step
     reads every weight once whatever its rows, so on memory-bound hardware
-    (a GPU, or a CPU at small batches) time follows the steps.
+    (a GPU, or this CPU at small batches) time follows the steps.
     """
-    paths = {path: {"seconds": 0.0, "replies": [], "forwards": 0, "steps": 0, "positions": 0} for path in (static, continuous)}
+    def before(units, settings):  # noqa: ANN001, ANN202 - today's: one static-batched call per unit
+        return [backend._generate_static(backend.encode(prompts), settings, batch_size) for prompts in units]
+
+    def now(units, settings):  # noqa: ANN001, ANN202 - the sweep's: a task's units pooled into one continuous batch
+        return backend.generate_units([[GenerationRequest(prompt, settings) for prompt in prompts] for prompts in units], batch_size)
+
+    paths = {path: {"seconds": 0.0, "replies": [], "forwards": 0, "steps": 0, "positions": 0} for path in (before, now)}
     forward, current = backend.model.forward, [None]
 
     def counted(**kwargs):  # noqa: ANN003, ANN202
@@ -75,16 +83,16 @@ def run_both(backend: TransformersBackend, static, continuous, work) -> tuple[di
 
     backend.model.forward = counted
     try:
-        for k, (prompts, settings) in enumerate(work):
-            for path in (static, continuous) if k % 2 == 0 else (continuous, static):
+        for k, (units, settings) in enumerate(work):
+            for path in (before, now) if k % 2 == 0 else (now, before):
                 current[0], started = path, time.perf_counter()
-                paths[path]["replies"].append(path(prompts, settings))
+                paths[path]["replies"] += path(units, settings)
                 paths[path]["seconds"] += time.perf_counter() - started
-            print(f"  unit {k + 1}/{len(work)}: static {paths[static]['seconds']:.1f} s, continuous {paths[continuous]['seconds']:.1f} s so far "
+            print(f"  task {k + 1}/{len(work)}: before {paths[before]['seconds']:.1f} s, now {paths[now]['seconds']:.1f} s so far "
                   f"(load {os.getloadavg()[0]:.1f})", flush=True)
     finally:
         backend.model.forward = forward
-    return paths[static], paths[continuous]
+    return paths[before], paths[now]
 
 
 def discarded(backend: TransformersBackend, work, replies, batch_size: int) -> int:  # noqa: ANN001
@@ -166,19 +174,20 @@ def main() -> None:
     if args.skip_generation:
         return
 
-    work = units(backend, args.data_dir, args.prompts, args.dates, args.max_new_tokens)
-    backend.generate_texts(work[0][0][:2], type(work[0][1])(max_new_tokens=2), 2)  # warm-up
-    static, continuous = run_both(
-        backend, lambda p, s: backend._generate_static(backend.encode(p), s, args.batch_size), lambda p, s: backend.generate_texts(p, s, args.batch_size), work)
-    tokens = sum(reply.n_tokens for unit in continuous["replies"] for reply in unit)
-    texts = [(a.text, b.text) for x, y in zip(static["replies"], continuous["replies"]) for a, b in zip(x, y)]
+    work = tasks(backend, args.data_dir, args.prompts, args.dates, args.max_new_tokens)
+    backend.generate_texts(work[0][0][0][:2], type(work[0][1])(max_new_tokens=2), 2)  # warm-up
+    before, now = run_both(backend, args.batch_size, work)
+    units = [(prompts, settings) for unit_prompts, settings in work for prompts in unit_prompts]
+    tokens = sum(reply.n_tokens for unit in now["replies"] for reply in unit)
+    texts = [(a.text, b.text) for x, y in zip(before["replies"], now["replies"]) for a, b in zip(x, y)]
     print(f"generation (float32, GSM8K + mmlu_cot, {args.prompts} prompts x {args.dates} dates, batch {args.batch_size}, "
           f"max_new_tokens {args.max_new_tokens or 'task default'}; {tokens} tokens generated):")  # fmt: skip
-    ended = {"static": discarded(backend, work, continuous["replies"], args.batch_size), "continuous": 0}
-    for name, path in (("static batches", static), ("continuous batching", continuous)):
-        print(f"  {name:19s} {path['seconds']:8.1f} s {tokens / path['seconds']:7.1f} tokens/s; {path['forwards']} forward passes, "
-              f"{path['steps']} decode steps of {path['positions']} row-positions, {ended[name.split()[0]]} of them for ended rows")
-    print(f"  speed-up {static['seconds'] / continuous['seconds']:.2f}x in time, {static['steps'] / continuous['steps']:.2f}x in decode steps; "
+    ended = {"before": discarded(backend, units, now["replies"], args.batch_size), "now": 0}
+    for name, path in (("before", before), ("now", now)):
+        label = "static batches per unit" if name == "before" else "units pooled, continuous"
+        print(f"  {label:25s} {path['seconds']:8.1f} s {tokens / path['seconds']:7.1f} tokens/s; {path['forwards']} forward passes, "
+              f"{path['steps']} decode steps of {path['positions']} row-positions, {ended[name]} of them for ended rows")
+    print(f"  speed-up {before['seconds'] / now['seconds']:.2f}x in time, {before['steps'] / now['steps']:.2f}x in decode steps; "
           f"replies whose text differs: {sum(a != b for a, b in texts)} of {len(texts)}")
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 

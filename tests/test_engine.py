@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -325,6 +326,82 @@ def test_continuous_batching_equals_static_batches_and_computes_no_finished_row(
     prefills = [index for index, (_, width) in enumerate(shapes) if index and width > 1]
     assert sum(shapes[i][0] for i in prefills) == len(prompts)
     assert all(rows == 2 for rows, width in shapes[1 : prefills[-1]] if width == 1)  # the third prompt waited for the first free slot
+
+
+def test_units_generated_together_equal_each_unit_alone_and_run_each_prefix_once(backend, data_dir, monkeypatch):
+    """Two dates' real GSM8K, CoT and HumanEval prompts in one continuous batch: each reply equals its static batch of one
+    (float32, greedy); each date's shared prefix runs once (a one-row forward), its prompts after it."""
+    from dateeval.backends.base import GenerationRequest, GenerationSettings
+    from dateeval.backends.transformers import common_prefix_length
+    from dateeval.conditions import Condition
+    from dateeval.tasks import build_task
+    from dateeval.worker import prompt_input
+
+    settings = GenerationSettings(max_new_tokens=12, stop=("\n",))
+    tasks = [build_task(name, str(data_dir), Subset(limit=2, subjects=subjects)) for name, subjects in
+             (("gsm8k", ()), ("mmlu_cot", ("anatomy",)), ("humaneval", ()))]  # fmt: skip
+    units = [[GenerationRequest(prompt_input(backend, task.prompt(item, Condition(date=day)).messages, Condition(date=day))[0], settings)
+              for task in tasks for item in task.items] for day in (dt.date(2024, 3, 1), dt.date(2025, 11, 30))]  # fmt: skip
+    alone = [backend._generate_static(backend.encode([r.prompt for r in unit]), settings, 1) for unit in units]
+    shapes, forward, prefixes, prefix_cache = [], backend.model.forward, [], backend._prefix_cache
+    monkeypatch.setattr(backend.model, "forward", lambda **kwargs: shapes.append(tuple(kwargs["input_ids"].shape)) or forward(**kwargs))
+    monkeypatch.setattr(backend, "_prefix_cache", lambda tokens: prefixes.append(tokens) or prefix_cache(tokens))
+    together = backend.generate_units(units, batch_size=4)
+    assert together == alone and len({reply.n_tokens for unit in together for reply in unit}) > 1
+    encoded = [backend.encode([r.prompt for r in unit]) for unit in units]
+    assert prefixes == [unit[0][: common_prefix_length(unit)] for unit in encoded]  # each date's own, once
+    assert sum(rows for rows, width in shapes if width > 1) == 2 + 12  # the two prefixes, then each prompt prefilled once
+    decoded = sum(rows for rows, width in shapes if width == 1)
+    assert decoded == sum(reply.n_tokens - 1 for unit in together for reply in unit)  # no row decodes after its reply ended
+
+
+def test_roomy_cache_layer_holds_what_a_dynamic_layer_holds():
+    """Oracle: the same updates, row selections, joins and trims on transformers' DynamicLayer and on RoomyLayer, past its room."""
+    import torch
+    from transformers.cache_utils import DynamicLayer
+
+    from dateeval.backends.roomy_cache import CACHE_ROOM, RoomyLayer
+
+    generator = torch.Generator().manual_seed(0)
+    new = lambda rows, columns: torch.randn((rows, 3, columns, 8), generator=generator)  # noqa: E731
+    keys, values = new(4, 5), new(4, 5)
+    plain = DynamicLayer()
+    plain.update(keys, values)
+    roomy = RoomyLayer(keys, values)
+    for step in range(CACHE_ROOM * 2 + 3):
+        update = (new(len(plain.keys), 1), new(len(plain.keys), 1))
+        assert all(torch.equal(a, b) for a, b in zip(plain.update(*update), roomy.update(*update)))
+        if step == 40:  # a row ends: dropped from both
+            for layer in (plain, roomy):
+                layer.batch_select_indices(torch.tensor([0, 2, 3]))
+        if step == 90:  # a prompt joins (columns appended as rows), then leading columns are trimmed
+            joined = (new(1, plain.keys.shape[-2]), new(1, plain.keys.shape[-2]))
+            for layer in (plain, roomy):
+                layer.keys, layer.values = torch.cat([layer.keys, joined[0]]), torch.cat([layer.values, joined[1]])
+                layer.keys, layer.values = layer.keys[..., 7:, :], layer.values[..., 7:, :]
+        assert torch.equal(plain.keys, roomy.keys) and torch.equal(plain.values, roomy.values)
+        assert plain.get_seq_length() == roomy.get_seq_length() and plain.get_mask_sizes(1) == roomy.get_mask_sizes(1)
+
+
+def test_a_sweep_pools_a_generation_datasets_units_and_stores_what_each_gets_alone(data_dir, tmp_path, monkeypatch):
+    """GSM8K over three dates at batch 2: pooled (one generate call for all three units) and unpooled sweeps store the same rows."""
+    from dateeval import sweep
+    from dateeval.worker import Worker
+
+    spec = _spec(data_dir, datasets=("gsm8k",), subset=Subset(limit=3), batch_size=2, conditions=tuple(expand(
+        [dt.date(2024, 1, 1), dt.date(2024, 6, 15), dt.date(2024, 12, 31)])))  # fmt: skip
+    spec = replace(spec, generation=replace(spec.generation, max_new_tokens=16))
+    pooled = []
+    monkeypatch.setattr(Worker, "execute_units", lambda self, units, real=Worker.execute_units: pooled.append(len(units)) or real(self, units))
+    frames = []
+    for name, batches in (("pooled", sweep.POOL_BATCHES), ("alone", 0)):
+        monkeypatch.setattr(sweep, "POOL_BATCHES", batches)
+        Sweep(spec, Store(tmp_path / name)).run()
+        frames.append(Store(tmp_path / name).read()[0].sort_values(["condition", "item_id"], ignore_index=True))
+    assert pooled == [3]  # the pooled sweep generated its three units in one call; the other, one unit at a time
+    together, alone = frames
+    assert len(together) == 9 and together["output"].tolist() == alone["output"].tolist()
+    assert together["confidence"].tolist() == pytest.approx(alone["confidence"].tolist(), nan_ok=True)
 
 
 def test_seeded_sampling_gives_the_same_replies_whatever_the_batching(backend, data_dir):
