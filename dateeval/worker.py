@@ -189,10 +189,10 @@ class Worker:
 
         Why: a unit's last long replies would otherwise decode alone, its
         slots idle; here the next unit's prompts take them
-        (``Backend.generate_units``). A reply depends on its own prompt only
-        (greedy, or sampling seeded per prompt), so each unit's rows are
-        those it gets alone. The generation's seconds are shared among the
-        units by their items.
+        (``Backend.generate_units``). Greedy replies equal those each unit
+        gets alone and sampled ones draw from per-prompt generators
+        (tests/test_engine.py compares pooled and unpooled sweeps). The
+        generation's seconds are shared among the units by their items.
         """
         started = time.perf_counter()
         task = self.tasks[units[0].dataset]

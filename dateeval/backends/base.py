@@ -200,8 +200,8 @@ class Backend(ABC):
 
     def generate_units(self, units: list[list[GenerationRequest]], batch_size: int) -> list[list[Generation]]:
         """Several units' requests (one date each, say) answered together, so that one unit's last long replies decode
-        beside the next unit's first ones instead of alone. A reply depends on its own request only (greedy, or
-        sampling seeded per request), so each equals what :meth:`generate` gives it alone. By default one
+        beside the next unit's first ones instead of alone. Each reply must equal what :meth:`generate` gives its unit
+        alone (greedy, or sampling seeded per request). By default one
         :meth:`generate` call over all of them; a backend that shares each unit's prompt prefix keeps units apart."""
         replies = iter(self.generate([request for unit in units for request in unit], batch_size))
         return [[next(replies) for _ in unit] for unit in units]
