@@ -343,6 +343,7 @@ def test_units_generated_together_equal_each_unit_alone_and_run_each_prefix_once
     units = [[GenerationRequest(prompt_input(backend, task.prompt(item, Condition(date=day)).messages, Condition(date=day))[0], settings)
               for task in tasks for item in task.items] for day in (dt.date(2024, 3, 1), dt.date(2025, 11, 30))]  # fmt: skip
     alone = [backend._generate_static(backend.encode([r.prompt for r in unit]), settings, 1) for unit in units]
+    backend._prefixes.clear()  # an earlier test's prefix of the same date would be reused, not run
     shapes, forward, prefixes, prefix_cache = [], backend.model.forward, [], backend._prefix_cache
     monkeypatch.setattr(backend.model, "forward", lambda **kwargs: shapes.append(tuple(kwargs["input_ids"].shape)) or forward(**kwargs))
     monkeypatch.setattr(backend, "_prefix_cache", lambda tokens: prefixes.append(tokens) or prefix_cache(tokens))
@@ -353,6 +354,30 @@ def test_units_generated_together_equal_each_unit_alone_and_run_each_prefix_once
     assert sum(rows for rows, width in shapes if width > 1) == 2 + 12  # the two prefixes, then each prompt prefilled once
     decoded = sum(rows for rows, width in shapes if width == 1)
     assert decoded == sum(reply.n_tokens - 1 for unit in together for reply in unit)  # no row decodes after its reply ended
+
+
+def test_a_shared_prefix_runs_once_across_calls_and_changes_no_value(backend, data_dir, monkeypatch):
+    """Two scoring calls on one date's MMLU prompts: the second runs no prefix forward and gives identical probabilities;
+    the kept caches stay within their byte budget."""
+    from dateeval.backends import transformers
+    from dateeval.conditions import Condition
+    from dateeval.tasks import build_task
+    from dateeval.worker import prompt_input
+
+    condition = Condition(date=dt.date(2031, 5, 17))
+    task = build_task("mmlu", str(data_dir), Subset(limit=6, subjects=("anatomy",)))
+    encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
+    labels = [list(range(10))] * len(encoded)
+    shapes, forward = [], backend.model.forward
+    monkeypatch.setattr(backend.model, "forward", lambda **kwargs: shapes.append(tuple(kwargs["input_ids"].shape)) or forward(**kwargs))
+    first = backend.next_token_logprobs(encoded, labels, 3)
+    prefix_runs = len([s for s in shapes if s[0] == 1 and s[1] == transformers.common_prefix_length(encoded)])
+    again = backend.next_token_logprobs(encoded, labels, 3)
+    assert prefix_runs == 1 and len([s for s in shapes if s[0] == 1 and s[1] == transformers.common_prefix_length(encoded)]) == 1
+    assert all((a == b).all() for a, b in zip(first, again))
+    monkeypatch.setattr(transformers, "PREFIX_CACHE_BYTES", 1)  # nothing fits: the next prefix is run and not kept
+    backend.next_token_logprobs(encoded[:2], labels[:2], 2)
+    assert backend._prefixes == {}
 
 
 def test_roomy_cache_layer_holds_what_a_dynamic_layer_holds():

@@ -34,6 +34,7 @@ DTYPES = ("auto", "bfloat16", "float16", "float32")
 DEVICES = ("auto", "cuda", "mps", "cpu")
 PADDING_SHARE = 0.05  # the most of a scoring forward's computed positions that may be padding (a longer prompt starts a batch)
 MEMORY_SHARE = 0.5  # of the memory free when a unit is scored, what one scoring forward may hold (batches are split to fit)
+PREFIX_CACHE_BYTES = 256 << 20  # KV caches of recent shared prefixes kept for reuse (SmolLM2-135M float32: 5,500 tokens)
 UNKNOWN_FREE_MEMORY = 1 << 32  # bytes assumed free where the platform does not say (no CUDA, no /proc/meminfo, no sysconf)
 GENERATE_TOP_K = 50  # the top-k ``generate`` samples with where the model's generation config sets none (transformers' default)
 # Generation-config settings under which ``generate`` adds a logits processor (value: the setting that adds none);
@@ -144,6 +145,7 @@ class TransformersBackend(Backend):
         self._cache_argument = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else (self.tokenizer.eos_token_id or 0)
         self._batches_continuously = _continuous_batching_fits(self.model)
+        self._prefixes: dict[tuple[int, ...], object] = {}  # shared prefixes' KV caches, oldest first (``_prefix_cache``)
 
     @property
     def context_length(self) -> int | None:
@@ -355,12 +357,26 @@ class TransformersBackend(Backend):
         return ids, mask
 
     def _prefix_cache(self, prefix: list[int]):  # noqa: ANN202 - a transformers Cache or None
+        """The KV cache of a shared prefix, kept for the next call that shares it (``PREFIX_CACHE_BYTES`` of the latest).
+
+        A server's batches of one date, or a unit scored again for its
+        answers' confidence, share their prefix; one row run on the same
+        tokens gives the same cache, so reusing it changes no value. Callers copy it before they extend it.
+        """
         import torch
 
         if not prefix:
             return None
-        # only the cache is read: no logits over the whole prefix (an 8,191-token prefix held 1.6 GB of them)
-        return _cache_of(self.model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True, logits_to_keep=1))
+        key = tuple(prefix)
+        cache = self._prefixes.pop(key, None)
+        if cache is None:
+            # only the cache is read: no logits over the whole prefix (an 8,191-token prefix held 1.6 GB of them)
+            cache = _cache_of(self.model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True, logits_to_keep=1))
+        self._prefixes[key] = cache  # the latest last
+        size = lambda c: sum(layer.keys.nbytes + layer.values.nbytes for layer in c.layers)  # noqa: E731
+        while sum(size(kept) for kept in self._prefixes.values()) > PREFIX_CACHE_BYTES:
+            del self._prefixes[next(iter(self._prefixes))]
+        return cache
 
     def _run_suffixes(self, suffixes: list[list[int]], prefix_cache, prefix_len: int, *, keep_cache: bool = False):  # noqa: ANN001, ANN202
         """Run right-padded suffixes after the shared prefix: float32 logits at each row's last token, the mask, the cache.
