@@ -149,10 +149,26 @@ def over_http(spec: str, concurrency: int, requests: list[LabelRequest], local: 
     http = OpenAIBackend(parse_endpoint(spec), BackendOptions(concurrency=concurrency, timeout_s=600))
     try:
         http.label_logprobs(requests[:2], 2)  # warm-up: connections, the server's first batch
+        before = batch_sizes(spec)
         rate, remote = timed(lambda r: http.label_logprobs(r, len(r)), requests)
+        after = batch_sizes(spec)
     finally:
         http.close()
+    if after is not None:  # dateeval's server says how it batched them
+        counts = {size: after.get(size, 0) - before.get(size, 0) for size in sorted(after, key=int)}
+        print(f"    ({spec.split('#')[0]}, {concurrency} in flight: batches of size x count {', '.join(f'{k}x{v}' for k, v in counts.items() if v)})")
     return rate, max(float(np.abs(a - b).max()) for a, b in zip(remote, local))
+
+
+def batch_sizes(spec: str) -> dict[str, int] | None:
+    """The server's count of next-token batches by size (``GET /v1/stats``, dateeval's server only), else None."""
+    import json
+
+    try:
+        with urllib.request.urlopen(f"{spec.split('#')[0]}/stats", timeout=5) as answer:
+            return json.load(answer)["batches"].get("top", {})
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 if __name__ == "__main__":

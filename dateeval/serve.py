@@ -219,6 +219,7 @@ class Batcher:
         self.ready = threading.Condition()
         self.thread: threading.Thread | None = None
         self.answered: dict[socket.socket, float] = {}  # connections answered within REJOIN_S, not yet back: when
+        self.sizes: dict[str, dict[int, int]] = {}  # per kind of job, how many batches of each size were computed (GET /v1/stats)
 
     def run(self, job: Job) -> object:
         """Queue ``job`` and wait for its answer: at most ``wait_s`` to start (then 503), never after its client left."""
@@ -283,6 +284,8 @@ class Batcher:
             for job in batch:
                 self.queue.remove(job)
                 job.state = "running"
+            sizes = self.sizes.setdefault(first.kind, {})
+            sizes[len(batch)] = sizes.get(len(batch), 0) + 1
             return batch
 
     def _compute(self, batch: list[Job]) -> None:
@@ -659,7 +662,11 @@ class Handler(BaseHTTPRequestHandler):
         try:
             with self._receiving() as read:
                 read()
-                if self.path.rstrip("/") != "/v1/models":
+                path = self.path.rstrip("/")
+                if path == "/v1/stats":  # how requests were batched: whether concurrent clients really share forward passes
+                    self._send(200, {"batches": self.served.batcher.sizes})
+                    return
+                if path != "/v1/models":
                     raise RequestError(404, f"no route {self.path}")
                 self._send(200, {"object": "list", "data": [{"id": self.served.name, "object": "model", "created": 0, "owned_by": "dateeval"}]})
         except RequestError as error:

@@ -389,6 +389,45 @@ def test_requests_in_flight_share_forward_passes_and_get_what_one_at_a_time_gets
             assert max(abs(a - b) for a, b in zip(first[1:], second[1:])) < 1e-4 and first[0] is second[0] is None
 
 
+def test_clients_with_one_request_in_flight_stay_in_one_batch(real: Served, real_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four clients, each sending its next request once answered, one of them 0.3 s later than the others (far past
+    GATHER_S): every batch holds all four, where without waiting for the connections just answered the late one is
+    left behind and the two groups alternate, a batch each. REJOIN_S is long here so that a loaded machine's slow
+    clients still count as coming back; GET /v1/stats reports the batches."""
+    from dateeval import serve
+
+    monkeypatch.setattr(serve, "REJOIN_S", 30.0)
+    clients, rounds = 4, 4
+    ready = threading.Barrier(clients + 1)
+
+    def keep_asking(index: int) -> None:
+        connection = http.client.HTTPConnection("127.0.0.1", _port(real_url), timeout=600)
+        ready.wait()
+        for turn in range(rounds):
+            if turn and index == clients - 1:
+                time.sleep(0.3)
+            body = json.dumps({"model": MODEL, "prompt": f"Client {index}, turn {turn}: 2 + 2 =", "max_tokens": 1, "logprobs": 3})
+            connection.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
+            answer = connection.getresponse()
+            assert answer.status == 200, answer.read()
+            answer.read()
+        connection.close()
+
+    before = dict(real.batcher.sizes.get("top", {}))
+    with ThreadPoolExecutor(clients) as pool:
+        with real.lock:  # the model busy: the first requests all queue, so the first batch holds all four
+            asked = [pool.submit(keep_asking, index) for index in range(clients)]
+            ready.wait()
+            _until(lambda: len(real.batcher.queue) == clients)
+        for done in asked:
+            done.result()
+    sizes = {size: count - before.get(size, 0) for size, count in real.batcher.sizes["top"].items() if count > before.get(size, 0)}
+    assert sizes == {clients: rounds}
+    connection = http.client.HTTPConnection("127.0.0.1", _port(real_url), timeout=60)
+    connection.request("GET", "/v1/stats")
+    assert json.loads(connection.getresponse().read())["batches"]["top"] == {str(k): v for k, v in real.batcher.sizes["top"].items()}
+
+
 # A client that leaves stops its work within a second, even mid-generation and mid-pass (issue 25 §4).
 
 
