@@ -317,15 +317,16 @@ def test_continuous_batching_equals_static_batches_and_computes_no_finished_row(
     prompts = _real_prompts(backend, data_dir)
     settings = GenerationSettings(max_new_tokens=10, stop=("\n",))  # the code block's first line ends first, so rows end apart
     static = backend._generate_static(backend.encode(prompts), settings, 1)  # alone, nothing is computed after a reply ends
-    shapes, forward = [], backend.model.forward
-    monkeypatch.setattr(backend.model, "forward", lambda **kwargs: shapes.append(tuple(kwargs["input_ids"].shape)) or forward(**kwargs))
+    shapes, forward = [], backend.model.forward  # the batch's forwards: the shared prefix's (no mask, maybe kept from before) aside
+    monkeypatch.setattr(backend.model, "forward", lambda **kwargs: (kwargs.get("attention_mask") is not None and shapes.append(tuple(kwargs["input_ids"].shape)))
+                        or forward(**kwargs))  # fmt: skip
     replies = backend.generate_texts(prompts, settings, batch_size=2)
     assert replies == static and len({reply.n_tokens for reply in replies}) > 1
-    decoded = [rows for rows, width in shapes[1:] if width == 1]  # shapes[0]: the shared prefix, run once
+    decoded = [rows for rows, width in shapes if width == 1]
     assert sum(decoded) == sum(reply.n_tokens - 1 for reply in replies)  # a row's first token comes from its prefill
-    prefills = [index for index, (_, width) in enumerate(shapes) if index and width > 1]
+    prefills = [index for index, (_, width) in enumerate(shapes) if width > 1]
     assert sum(shapes[i][0] for i in prefills) == len(prompts)
-    assert all(rows == 2 for rows, width in shapes[1 : prefills[-1]] if width == 1)  # the third prompt waited for the first free slot
+    assert all(rows == 2 for rows, width in shapes[: prefills[-1]] if width == 1)  # the third prompt waited for the first free slot
 
 
 def test_units_generated_together_equal_each_unit_alone_and_run_each_prefix_once(backend, data_dir, monkeypatch):
@@ -459,7 +460,7 @@ def test_scoring_batches_by_length_keep_padding_under_its_share(backend, data_di
     monkeypatch.setattr(backend.model, "forward", lambda **kwargs: masks.append(kwargs.get("attention_mask")) or forward(**kwargs))
     batched = backend.next_token_logprobs(encoded, labels, batch_size=32)
     prefix = common_prefix_length(encoded)
-    computed = [mask[:, prefix:] for mask in masks[1:]]  # masks[0]: the shared prefix, run once
+    computed = [mask[:, prefix:] for mask in masks if mask is not None]  # the shared prefix's forward has none (and may be kept from before)
     assert sum(int(mask.sum()) for mask in computed) == sum(len(tokens) - prefix for tokens in encoded)
     assert 1 - sum(int(mask.sum()) for mask in computed) / sum(mask.numel() for mask in computed) <= PADDING_SHARE
     probs = [np.vstack([mcqa.grade(logprobs, 0).probs for logprobs in scores]) for scores in (batched, alone)]
@@ -478,13 +479,14 @@ def test_the_batch_size_factor_keeps_its_batches_exact(backend, data_dir, monkey
     task = build_task("mmlu", str(data_dir), Subset(limit=12))
     encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
     labels = [list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)] * len(encoded)
-    rows, forward = [], backend.model.forward
-    monkeypatch.setattr(backend.model, "forward", lambda **kwargs: rows.append(kwargs["input_ids"].shape[0]) or forward(**kwargs))
+    rows, forward = [], backend.model.forward  # the scoring forwards: the shared prefix's (no mask, maybe kept from before) aside
+    monkeypatch.setattr(backend.model, "forward", lambda **kwargs: (kwargs.get("attention_mask") is not None and rows.append(kwargs["input_ids"].shape[0]))
+                        or forward(**kwargs))  # fmt: skip
     backend.next_token_logprobs(encoded, labels, batch_size=FixedBatch(5))
-    assert rows[1:] == [5, 5, 2]  # rows[0]: the shared prefix, run once
+    assert rows == [5, 5, 2]
     rows.clear()
     backend.next_token_logprobs(encoded, labels, batch_size=5)
-    assert len(rows[1:]) > 3  # the same prompts cut by length when the batch size is only the most a forward holds
+    assert len(rows) > 3  # the same prompts cut by length when the batch size is only the most a forward holds
     monkeypatch.setattr(backend.model, "forward", forward)
     prompts = _real_prompts(backend, data_dir)
     settings = GenerationSettings(max_new_tokens=6)

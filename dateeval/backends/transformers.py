@@ -262,8 +262,10 @@ class TransformersBackend(Backend):
         encoded = self.encode(prompts)
         with torch.inference_mode():
             if isinstance(batch_size, FixedBatch) or not self._batches_continuously:
+                if groups is None:
+                    return self._generate_static(encoded, settings, batch_size, should_stop)
                 replies: list[Generation | None] = [None] * len(encoded)
-                for group in groups or [list(range(len(encoded)))]:
+                for group in groups:  # each group in its own static batches
                     stop = None if should_stop is None else (lambda i, group=group: should_stop(group[i]))
                     for index, reply in zip(group, self._generate_static([encoded[i] for i in group], settings, batch_size, stop)):
                         replies[index] = reply
