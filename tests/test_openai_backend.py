@@ -399,7 +399,9 @@ def test_echo_scores_labels_and_continuations_as_the_in_process_backend(own_temp
     try:
         assert http.supports(CONTINUATION_LOGPROBS) and http.capabilities.exact_labels and http.capabilities.scoring_note is None
         np.testing.assert_allclose(np.stack(http.label_logprobs(letters, 2)), np.stack(backend.label_logprobs(letters, 2)), atol=1e-4)
-        np.testing.assert_allclose(http.continuation_logprobs(numbers, 2), backend.continuation_logprobs(numbers, 2), atol=1e-4)
+        # An echo scores the whole prompt, the in-process path all but its last token: a different forward shape, whose
+        # float32 rounding reaches 4.6e-6 of a -32.47 total (1.5e-4) with transformers 5.24; hence the relative bound.
+        np.testing.assert_allclose(http.continuation_logprobs(numbers, 2), backend.continuation_logprobs(numbers, 2), atol=1e-4, rtol=1e-5)
     finally:
         http.close()
 
