@@ -145,7 +145,7 @@ class TransformersBackend(Backend):
         self._cache_argument = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else (self.tokenizer.eos_token_id or 0)
         self._batches_continuously = _continuous_batching_fits(self.model)
-        self._prefixes: dict[tuple[int, ...], object] = {}  # shared prefixes' KV caches, oldest first (``_prefix_cache``)
+        self._prefixes: dict[tuple[int, ...], tuple[object, int]] = {}  # shared prefixes' KV caches and bytes, oldest first (``_prefix_cache``)
 
     @property
     def context_length(self) -> int | None:
@@ -370,15 +370,15 @@ class TransformersBackend(Backend):
         if not prefix:
             return None
         key = tuple(prefix)
-        cache = self._prefixes.pop(key, None)
-        if cache is None:
+        kept = self._prefixes.pop(key, None)
+        if kept is None:
             # only the cache is read: no logits over the whole prefix (an 8,191-token prefix held 1.6 GB of them)
             cache = _cache_of(self.model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True, logits_to_keep=1))
-        self._prefixes[key] = cache  # the latest last
-        size = lambda c: sum(layer.keys.nbytes + layer.values.nbytes for layer in c.layers)  # noqa: E731
-        while sum(size(kept) for kept in self._prefixes.values()) > PREFIX_CACHE_BYTES:
+            kept = (cache, sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers))
+        self._prefixes[key] = kept  # the latest last
+        while sum(size for _, size in self._prefixes.values()) > PREFIX_CACHE_BYTES:
             del self._prefixes[next(iter(self._prefixes))]
-        return cache
+        return kept[0]
 
     def _run_suffixes(self, suffixes: list[list[int]], prefix_cache, prefix_len: int, *, keep_cache: bool = False):  # noqa: ANN001, ANN202
         """Run right-padded suffixes after the shared prefix: float32 logits at each row's last token, the mask, the cache.
