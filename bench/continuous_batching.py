@@ -12,8 +12,12 @@ ended, and how many replies differ (greedy, float32).
 
 Scoring: the share of computed positions that are padding on real MMLU
 (and bench/vs_lmeval.py's 100 ARC-Challenge) prompts, in fixed chunks of the batch size sorted by length (before) against
-``scoring_batches`` (after), and the share of prompts scored in a batch of the
-full batch size (the paper's factor, Table 5). Tokenizer only, no forward pass.
+``scoring_batches`` (by length, for models that cannot pack) and packed
+forwards (the default: filler only where a forward holds under
+``packing.MIN_ROWS`` positions), and the share of prompts scored in a batch of
+the full batch size (the paper's factor, Table 5); tokenizer only. Then how
+far option probabilities move between today's fixed chunks at three batch
+sizes and packed scoring (float32 forwards on 32 MMLU prompts).
 
     .venv/bin/python bench/continuous_batching.py [--prompts 32] [--dates 2] [--batch-size 8] [--max-new-tokens N] [--skip-scoring] [--skip-generation]
 """
@@ -30,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from dateeval.backends import packing  # noqa: E402
 from dateeval.backends.base import GenerationRequest  # noqa: E402
 from dateeval.backends.transformers import TransformersBackend, common_prefix_length, scoring_batches  # noqa: E402
 from dateeval.cli import _quiet_libraries  # noqa: E402
@@ -113,30 +118,27 @@ def padding(lengths: list[int], batches: list[list[int]], rows: int) -> tuple[fl
     return 1 - sum(lengths) / computed, sum(len(batch) for batch in batches if len(batch) == rows) / len(lengths)
 
 
-def probability_shifts(backend: TransformersBackend, data_dir: str, condition: Condition, items: int = 32, rows: int = 32) -> str:
-    """Largest |change| of a renormalised option probability on MMLU: today's fixed chunks, ``scoring_batches``, batch 1."""
-    import numpy as np
-    import torch
+def probability_shifts(backend: TransformersBackend, data_dir: str, condition: Condition, items: int = 32) -> str:
+    """Largest |change| of a renormalised option probability on MMLU between scorings of the same prompts.
 
+    Today's fixed chunks (``FixedBatch``: length-sorted, padded, exactly the
+    batch size, the paper's batch-size factor) at 8, 16 and 32 against each
+    other and against the default packed scoring at batch 32 and at batch 1.
+    """
+    import numpy as np
+
+    from dateeval.backends.base import FixedBatch
     from dateeval.tasks import mcqa
 
     task = build_task("mmlu", data_dir, Subset(limit=items))
     encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
-    labels = list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)
-    prefix = common_prefix_length(encoded)
-    order = sorted(range(len(encoded)), key=lambda i: (len(encoded[i]), i))
-    fixed: dict[int, np.ndarray] = {}
-    with torch.inference_mode():
-        cache = backend._prefix_cache(encoded[0][:prefix])
-        for start in range(0, len(order), rows):
-            chunk = order[start : start + rows]
-            scores = backend._score_batch([encoded[i][prefix:] for i in chunk], cache, prefix)
-            fixed.update((index, scores[row, labels]) for row, index in enumerate(chunk))
-    runs = {"fixed chunks": [fixed[i] for i in range(len(encoded))], "scoring_batches": backend.next_token_logprobs(encoded, [labels] * len(encoded), rows),
-            "batch 1": backend.next_token_logprobs(encoded, [labels] * len(encoded), 1)}  # fmt: skip
+    labels = [list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)] * len(encoded)
+    runs = {f"fixed {rows}": backend.next_token_logprobs(encoded, labels, FixedBatch(rows)) for rows in (8, 16, 32)}
+    runs.update({f"packed {rows}": backend.next_token_logprobs(encoded, labels, rows) for rows in (32, 1)})
     probs = {name: np.vstack([mcqa.grade(np.asarray(lp, dtype=np.float64), 0).probs for lp in run]) for name, run in runs.items()}
-    pairs = [("fixed chunks", "scoring_batches"), ("scoring_batches", "batch 1"), ("fixed chunks", "batch 1")]
-    return f"option probabilities, {len(encoded)} MMLU prompts, batch {rows}, largest |change|: " + ", ".join(
+    pairs = [("packed 32", "packed 1"), ("fixed 8", "fixed 32"), ("fixed 16", "fixed 32"), ("fixed 8", "fixed 16")]
+    pairs += [(f"fixed {rows}", "packed 32") for rows in (8, 16, 32)]
+    return f"option probabilities, {len(encoded)} MMLU prompts, largest |change|: " + ", ".join(
         f"{a} vs {b} {np.abs(probs[a] - probs[b]).max():.1e}" for a, b in pairs)
 
 
@@ -167,8 +169,10 @@ def main() -> None:
             before = padding(lengths, [order[s : s + rows] for s in range(0, len(order), rows)], rows)
             budget = backend._position_budget(prefix + max(lengths), logits=False)
             after = padding(lengths, scoring_batches(lengths, rows, budget, shared=prefix), rows)
+            packed = packing.batches(lengths, rows, budget - prefix)
+            filler = 1 - sum(lengths) / sum(max(packing.MIN_ROWS, sum(lengths[i] for i in batch)) for batch in packed)
             print(f"  {dataset:13s} {len(lengths):6d} prompts, batch {rows:3d}: before {before[0]:6.1%} padding ({before[1]:6.1%} in full batches), "
-                  f"after {after[0]:6.1%} ({after[1]:6.1%})")  # fmt: skip
+                  f"by length {after[0]:6.1%} ({after[1]:6.1%}), packed {filler:6.1%} ({padding(lengths, packed, rows)[1]:6.1%})")  # fmt: skip
     if not args.skip_scoring:
         print(probability_shifts(backend, args.data_dir, condition))
     if args.skip_generation:

@@ -114,9 +114,8 @@ def test_determinism_and_batch_independence(data_dir, tmp_path):
     first, again, unbatched = runs
     # Same date, same batch: bit-identical probabilities.
     assert (np.vstack(first["probs"]) == np.vstack(again["probs"])).all()
-    # Different batch composition (float32): same predictions, probabilities equal to float32 rounding.
-    assert (first["pred"] == unbatched["pred"]).all()
-    assert np.abs(np.vstack(first["probs"]) - np.vstack(unbatched["probs"])).max() < 1e-5
+    # Another batch size: packed scoring gives every item what it gets alone, bit for bit.
+    assert (np.vstack(first["probs"]) == np.vstack(unbatched["probs"])).all()
 
 
 def test_dates_that_render_the_same_prompt_are_refused(data_dir, tmp_path):
@@ -296,6 +295,9 @@ def test_continuation_logprobs_equal_a_full_forward_pass(backend):
         logprobs = torch.log_softmax(backend.model(input_ids=torch.tensor([ids])).logits[0].float(), dim=-1)
     manual = sum(float(logprobs[p, ids[p + 1]]) for p in range(first - 1, len(ids) - 1))
     assert totals[0] == pytest.approx(manual, abs=1e-4) and totals[0] > totals[1]
+    # packed: each text's total is what it gets alone, bit for bit, in any batch and order
+    assert backend.continuation_texts([context] * 3, [" Lyon.", " Paris.", " Rome."], batch_size=3)[:2] == totals[::-1]
+    assert backend.continuation_texts([context], [" Lyon."], batch_size=1) == totals[1:]
 
 
 def _real_prompts(backend, data_dir):
@@ -440,13 +442,14 @@ def test_seeded_sampling_gives_the_same_replies_whatever_the_batching(backend, d
     assert backend.generate_texts(prompts, GenerationSettings(max_new_tokens=8, sample=True, seed=4), batch_size=3) != alone
 
 
-def test_scoring_batches_by_length_keep_padding_under_its_share(backend, data_dir, monkeypatch):
-    """Real MMLU prompts of mixed length at batch size 32: at most 5% of the computed positions are padding.
+def test_packed_scoring_computes_no_padding_and_gives_each_prompt_what_it_gets_alone(backend, data_dir, monkeypatch):
+    """Real MMLU prompts of mixed length at batch sizes 1, 5 and 32 and shuffled: every prompt's log-probabilities are
+    bit-identical (packed, a prompt attends only to the shared prefix and itself), the forwards hold no padding, and the
+    values are a plain forward's of the whole prompt (no cache, no packing) to float32 rounding: the oracle."""
+    import torch
 
-    Option probabilities move from batch 1's by float32 rounding only (4.5e-6 measured: the batch-size effect, which
-    test_determinism_and_batch_independence bounds the same way).
-    """
-    from dateeval.backends.transformers import PADDING_SHARE, common_prefix_length
+    from dateeval.backends import packing
+    from dateeval.backends.transformers import common_prefix_length
     from dateeval.conditions import Condition
     from dateeval.tasks import build_task
     from dateeval.worker import prompt_input
@@ -455,16 +458,56 @@ def test_scoring_batches_by_length_keep_padding_under_its_share(backend, data_di
     task = build_task("mmlu", str(data_dir), Subset(limit=12))
     encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
     labels = [list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)] * len(encoded)
-    alone = backend.next_token_logprobs(encoded, labels, batch_size=1)  # each prompt alone after the same shared prefix
-    masks, forward = [], backend.model.forward
-    monkeypatch.setattr(backend.model, "forward", lambda **kwargs: masks.append(kwargs.get("attention_mask")) or forward(**kwargs))
-    batched = backend.next_token_logprobs(encoded, labels, batch_size=32)
-    prefix = common_prefix_length(encoded)
-    computed = [mask[:, prefix:] for mask in masks if mask is not None]  # the shared prefix's forward has none (and may be kept from before)
-    assert sum(int(mask.sum()) for mask in computed) == sum(len(tokens) - prefix for tokens in encoded)
-    assert 1 - sum(int(mask.sum()) for mask in computed) / sum(mask.numel() for mask in computed) <= PADDING_SHARE
-    probs = [np.vstack([mcqa.grade(logprobs, 0).probs for logprobs in scores]) for scores in (batched, alone)]
+    assert backend._packs
+    shapes, forward = [], backend.model.forward
+    monkeypatch.setattr(backend.model, "forward", lambda **kwargs: shapes.append(kwargs["input_ids"].shape) or forward(**kwargs))
+    alone = backend.next_token_logprobs(encoded, labels, batch_size=1)
+    suffixes = [len(tokens) - common_prefix_length(encoded) for tokens in encoded]
+    assert sorted(shape[1] for shape in shapes[-len(encoded):]) == sorted(max(packing.MIN_ROWS, n) for n in suffixes)
+    for batch_size in (5, 32):
+        shapes.clear()
+        assert all((a == b).all() for a, b in zip(backend.next_token_logprobs(encoded, labels, batch_size=batch_size), alone))
+        assert [shape[0] for shape in shapes] == [1] * len(shapes) and sum(shape[1] for shape in shapes) == sum(suffixes)  # no padding
+    order = np.random.default_rng(3).permutation(len(encoded))
+    shuffled = backend.next_token_logprobs([encoded[i] for i in order], [labels[i] for i in order], batch_size=5)
+    assert all((shuffled[k] == alone[i]).all() for k, i in enumerate(order))
+    with torch.inference_mode():
+        plain = [torch.log_softmax(forward(input_ids=torch.tensor([tokens])).logits[0, -1].float(), -1)[labels[0]].numpy() for tokens in encoded]
+    probs = [np.vstack([mcqa.grade(np.asarray(logprobs, dtype=np.float64), 0).probs for logprobs in scores]) for scores in (alone, plain)]
     assert np.abs(probs[0] - probs[1]).max() < 1e-5
+
+
+def test_packed_segments_shorter_than_a_forward_with_and_without_a_prefix_equal_plain_forwards(backend):
+    """Oracle for the edges: one-token segments and a row topped up with filler, after a cached prefix and with none."""
+    import torch
+
+    prompts = [backend.encode(["The capital of France is"])[0], [backend.encode(["Hello"])[0][-1]], backend.encode(["2 + 2 ="])[0]]
+    prefix = backend.encode(["You are a helpful assistant."])[0]
+    assert sum(map(len, prompts)) < 16
+    for shared in ([], prefix):
+        with torch.inference_mode():
+            cache = backend._prefix_cache(shared)
+            packed = backend._score_packed(prompts, cache, len(shared))
+            again = np.vstack([backend._score_packed([p], cache, len(shared)) for p in prompts])
+            plain = np.vstack([torch.log_softmax(backend.model(input_ids=torch.tensor([shared + p])).logits[0, -1].float(), -1).numpy() for p in prompts])
+        assert (packed == again).all()
+        np.testing.assert_allclose(packed, plain, atol=1e-4, rtol=1e-5)  # float32 over the whole vocabulary, logits down to -30
+
+
+def test_scoring_batches_keep_padding_under_its_share(backend, data_dir):
+    """Padded batches (models that cannot pack, continuations): real MMLU lengths at batch 32 compute at most 5% padding."""
+    from dateeval.backends.transformers import PADDING_SHARE, common_prefix_length, scoring_batches
+    from dateeval.conditions import Condition
+    from dateeval.tasks import build_task
+    from dateeval.worker import prompt_input
+
+    condition = Condition(date=dt.date(2024, 3, 1))
+    task = build_task("mmlu", str(data_dir), Subset(limit=64))
+    encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
+    lengths = [len(tokens) - common_prefix_length(encoded) for tokens in encoded]
+    batches = scoring_batches(lengths, 32, 10**9)
+    assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+    assert 1 - sum(lengths) / sum(len(batch) * max(lengths[i] for i in batch) for batch in batches) <= PADDING_SHARE
 
 
 def test_the_batch_size_factor_keeps_its_batches_exact(backend, data_dir, monkeypatch, tmp_path):
@@ -486,7 +529,7 @@ def test_the_batch_size_factor_keeps_its_batches_exact(backend, data_dir, monkey
     assert rows == [5, 5, 2]
     rows.clear()
     backend.next_token_logprobs(encoded, labels, batch_size=5)
-    assert len(rows) > 3  # the same prompts cut by length when the batch size is only the most a forward holds
+    assert rows == []  # the same prompts packed, unpadded, when the batch size is only the most a forward holds
     monkeypatch.setattr(backend.model, "forward", forward)
     prompts = _real_prompts(backend, data_dir)
     settings = GenerationSettings(max_new_tokens=6)

@@ -22,6 +22,7 @@ from itertools import groupby
 
 import numpy as np
 
+from dateeval.backends import packing
 from dateeval.backends.base import (
     CONTINUATION_LOGPROBS, GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, ContinuationRequest, FixedBatch, Generation,
     GenerationRequest, GenerationSettings, LabelRequest, ModelIdentity, continuation_tokens, register_backend,
@@ -145,6 +146,7 @@ class TransformersBackend(Backend):
         self._cache_argument = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else (self.tokenizer.eos_token_id or 0)
         self._batches_continuously = _continuous_batching_fits(self.model)
+        self._packs = packing.install(self.model)
         self._prefixes: dict[tuple[int, ...], tuple[object, int]] = {}  # shared prefixes' KV caches and bytes, oldest first (``_prefix_cache``)
 
     @property
@@ -189,7 +191,11 @@ class TransformersBackend(Backend):
         """Log-probabilities (over the full vocabulary) of chosen next tokens after each prompt.
 
         ``token_ids[i]`` are the candidate tokens for prompt ``i`` (its option
-        labels). Returns one float64 array per prompt, in input order.
+        labels). Returns one float64 array per prompt, in input order. The
+        prompts run after their shared prefix, packed (``_score_packed``: a
+        prompt's values do not depend on its batch) where the model allows,
+        else in batches by length; a :class:`FixedBatch` (the paper's
+        batch-size factor) always in padded batches of exactly that size.
         """
         import torch
 
@@ -198,10 +204,13 @@ class TransformersBackend(Backend):
         prefix_len = common_prefix_length(encoded)
         results: list[np.ndarray | None] = [None] * len(encoded)
         lengths = [len(tokens) - prefix_len for tokens in encoded]
+        budget = self._position_budget(prefix_len + max(lengths), logits=False)
+        packed = self._packs and not isinstance(batch_size, FixedBatch)
+        chunks = packing.batches(lengths, batch_size, max(1, budget - prefix_len)) if packed else scoring_batches(lengths, batch_size, budget, shared=prefix_len)
         with torch.inference_mode():
             prefix_cache = self._prefix_cache(encoded[0][:prefix_len])
-            for chunk in scoring_batches(lengths, batch_size, self._position_budget(prefix_len + max(lengths), logits=False), shared=prefix_len):
-                logprobs = self._score_batch([encoded[i][prefix_len:] for i in chunk], prefix_cache, prefix_len)
+            for chunk in chunks:
+                logprobs = (self._score_packed if packed else self._score_batch)([encoded[i][prefix_len:] for i in chunk], prefix_cache, prefix_len)
                 for row, index in enumerate(chunk):
                     results[index] = logprobs[row, token_ids[index]].astype(np.float64)
         return results  # type: ignore[return-value]
@@ -211,12 +220,14 @@ class TransformersBackend(Backend):
 
         The continuation's tokens are those that tokenising context +
         continuation adds after the context's own tokens, so the split follows
-        the model's tokenisation of the whole text. Batched and right-padded.
-        Logits are computed at every position but the last (whose prediction is
-        never read), as lm-eval's HF model does: the output layer's float32
-        sums depend on how many positions it is given, and this way a prompt
-        scored alone equals lm-eval's to the last digit (tests/test_lmeval.py).
-        Batches as ``scoring_batches`` cuts them, every position holding its logits.
+        the model's tokenisation of the whole text. Packed where the model
+        allows (``_packed_logits``: a text's total does not depend on its batch),
+        else right-padded in batches as ``scoring_batches`` cuts them; a
+        :class:`FixedBatch` always padded. Logits are computed at every
+        position but the last (whose prediction is never read), as lm-eval's HF
+        model does: the output layer's float32 sums depend on how many positions
+        it is given, and this way a prompt scored alone equals lm-eval's to the
+        last digit (tests/test_lmeval.py).
         """
         import torch
 
@@ -224,14 +235,22 @@ class TransformersBackend(Backend):
         pairs = [continuation_tokens(self.encode, ContinuationRequest(c, k)) for c, k in zip(contexts, continuations)]
         totals: list[float] = [0.0] * len(pairs)
         lengths = [len(tokens) - 1 for tokens, _ in pairs]
+        budget = self._position_budget(max(lengths, default=1), logits=True)
+        packed = self._packs and not isinstance(batch_size, FixedBatch)
         with torch.inference_mode():
-            for chunk in scoring_batches(lengths, batch_size, self._position_budget(max(lengths, default=1), logits=True)):
-                ids, mask = self._pad([pairs[i][0][:-1] for i in chunk], left=False)
-                logprobs = torch.log_softmax(self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float(), dim=-1)
-                for row, i in enumerate(chunk):
+            for chunk in packing.batches(lengths, batch_size, budget) if packed else scoring_batches(lengths, batch_size, budget):
+                inputs = [pairs[i][0][:-1] for i in chunk]
+                if packed:
+                    logprobs = torch.log_softmax(self._packed_logits(inputs, None, 0, every_position=True), dim=-1)
+                    starts = [sum(lengths[j] for j in chunk[:row]) for row in range(len(chunk))]
+                    rows = [logprobs[start : start + lengths[i]] for start, i in zip(starts, chunk)]
+                else:
+                    ids, mask = self._pad(inputs, left=False)
+                    rows = list(torch.log_softmax(self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float(), dim=-1))
+                for row, i in zip(rows, chunk):
                     tokens, first = pairs[i]
-                    positions = torch.arange(first - 1, len(tokens) - 1, device=logprobs.device)
-                    totals[i] = float(logprobs[row, positions, torch.tensor(tokens[first:], device=logprobs.device)].double().sum())
+                    positions = torch.arange(first - 1, len(tokens) - 1, device=row.device)
+                    totals[i] = float(row[positions, torch.tensor(tokens[first:], device=row.device)].double().sum())
         return totals
 
     def generate_texts(
@@ -407,6 +426,34 @@ class TransformersBackend(Backend):
         column = torch.searchsorted(keep, last)
         logits = out.logits[torch.arange(len(suffixes)), column.to(self.device)].float()
         return logits, mask, _cache_of(out) if keep_cache else None
+
+    def _score_packed(self, suffixes: list[list[int]], prefix_cache, prefix_len: int) -> np.ndarray:  # noqa: ANN001
+        """Log-softmax at each suffix's last token, the suffixes packed after the shared prefix."""
+        import torch
+
+        return torch.log_softmax(self._packed_logits(suffixes, prefix_cache, prefix_len), dim=-1).cpu().numpy()
+
+    def _packed_logits(self, suffixes: list[list[int]], prefix_cache, prefix_len: int, *, every_position: bool = False):  # noqa: ANN001, ANN202
+        """float32 logits of suffixes packed end to end after the shared prefix (``packing``): at each suffix's last
+        token, or at every position of the packed row in order (``every_position``; filler last).
+
+        A segment of padding tokens tops the row up to ``packing.MIN_ROWS``
+        positions, and the last suffix's logits are read again up to that many
+        rows, so no matrix product runs on fewer rows than that.
+        """
+        import torch
+
+        lengths = [len(s) for s in suffixes]
+        filler = max(0, packing.MIN_ROWS - sum(lengths))
+        segments = lengths + ([filler] if filler else [])
+        ids = torch.tensor([[token for s in suffixes for token in s] + [self._pad_id] * filler], device=self.device)
+        positions = torch.cat([torch.arange(prefix_len, prefix_len + length) for length in segments])[None].to(self.device)
+        ends = (torch.tensor(lengths).cumsum(0) - 1).tolist()
+        keep = 0 if every_position else torch.tensor(ends + ends[-1:] * max(0, packing.MIN_ROWS - len(ends)), device=self.device)
+        kwargs = {self._cache_argument: copy.deepcopy(prefix_cache)} if prefix_cache is not None else {}
+        with packing.segments(prefix_len, segments):
+            out = self.model(input_ids=ids, position_ids=positions, use_cache=prefix_cache is not None, logits_to_keep=keep, **kwargs)
+        return out.logits[0].float() if every_position else out.logits[0, : len(suffixes)].float()
 
     def _score_batch(self, suffixes: list[list[int]], prefix_cache, prefix_len: int) -> np.ndarray:  # noqa: ANN001
         """Log-softmax at each row's last token of suffixes run after the shared prefix."""
