@@ -19,7 +19,7 @@ the full batch size (the paper's factor, Table 5); tokenizer only. Then how
 far option probabilities move between today's fixed chunks at three batch
 sizes and packed scoring (float32 forwards on 32 MMLU prompts).
 
-    .venv/bin/python bench/continuous_batching.py [--prompts 32] [--dates 2] [--batch-size 8] [--max-new-tokens N] [--skip-scoring] [--skip-generation]
+    .venv/bin/python bench/continuous_batching.py [--prompts 32] [--dates 2] [--batch-size 8] [--max-new-tokens N] [--skip-scoring] [--skip-generation] [--scoring-dtype bfloat16]
 """
 
 from __future__ import annotations
@@ -123,7 +123,8 @@ def probability_shifts(backend: TransformersBackend, data_dir: str, condition: C
 
     Today's fixed chunks (``FixedBatch``: length-sorted, padded, exactly the
     batch size, the paper's batch-size factor) at 8, 16 and 32 against each
-    other and against the default packed scoring at batch 32 and at batch 1.
+    other and against the default packed scoring at batch 32 and at batch 1;
+    and the time packed and padded-by-length scoring take on them.
     """
     import numpy as np
 
@@ -135,6 +136,14 @@ def probability_shifts(backend: TransformersBackend, data_dir: str, condition: C
     labels = [list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)] * len(encoded)
     runs = {f"fixed {rows}": backend.next_token_logprobs(encoded, labels, FixedBatch(rows)) for rows in (8, 16, 32)}
     runs.update({f"packed {rows}": backend.next_token_logprobs(encoded, labels, rows) for rows in (32, 1)})
+    seconds: dict[str, list[float]] = {"packed": [], "by length": []}
+    for _ in range(3):  # alternating: the machine's load moves
+        for name, packs in (("packed", True), ("by length", False)):
+            backend._packs, started = packs, time.perf_counter()
+            backend.next_token_logprobs(encoded, labels, 32)
+            seconds[name].append(time.perf_counter() - started)
+    backend._packs = True
+    print("scoring the same prompts at batch 32, 3 rounds: " + ", ".join(f"{name} " + " / ".join(f"{t:.2f}" for t in times) + " s" for name, times in seconds.items()))
     probs = {name: np.vstack([mcqa.grade(np.asarray(lp, dtype=np.float64), 0).probs for lp in run]) for name, run in runs.items()}
     pairs = [("packed 32", "packed 1"), ("fixed 8", "fixed 32"), ("fixed 16", "fixed 32"), ("fixed 8", "fixed 16")]
     pairs += [(f"fixed {rows}", "packed 32") for rows in (8, 16, 32)]
@@ -151,6 +160,7 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: each task's own")
     parser.add_argument("--skip-generation", action="store_true")
     parser.add_argument("--skip-scoring", action="store_true")
+    parser.add_argument("--scoring-dtype", default="float32", choices=("float32", "bfloat16"), help="the probability comparison's dtype")
     args = parser.parse_args()
     _quiet_libraries()
     backend = TransformersBackend(resolve("smollm2-135m"), dtype="float32", device="cpu")
@@ -174,7 +184,8 @@ def main() -> None:
             print(f"  {dataset:13s} {len(lengths):6d} prompts, batch {rows:3d}: before {before[0]:6.1%} padding ({before[1]:6.1%} in full batches), "
                   f"by length {after[0]:6.1%} ({after[1]:6.1%}), packed {filler:6.1%} ({padding(lengths, packed, rows)[1]:6.1%})")  # fmt: skip
     if not args.skip_scoring:
-        print(probability_shifts(backend, args.data_dir, condition))
+        scorer = backend if args.scoring_dtype == "float32" else TransformersBackend(resolve("smollm2-135m"), dtype=args.scoring_dtype, device="cpu")
+        print(f"{args.scoring_dtype} " + probability_shifts(scorer, args.data_dir, condition))
     if args.skip_generation:
         return
 

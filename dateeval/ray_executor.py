@@ -3,7 +3,9 @@
 The driver keeps planning, leases and every write (``dateeval.sweep``);
 actors only compute and send rows back as Arrow tables, so workers need no
 shared filesystem. Units go out longest first, at most ``inflight`` per actor
-(one computing, the next already queued). An actor that dies mid-unit (its
+(one computing, the next already queued), a generation dataset's units in
+pools an actor generates in one call (``dateeval.sweep.pool``, as the local
+executor pools them). An actor that dies mid-unit (its
 process killed, its node lost) is dropped and its unit is handed to another:
 the driver still holds the unit's lease, so nothing is lost or written twice.
 
@@ -19,13 +21,15 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from dateeval.errors import DateEvalError
 from dateeval.plan import Description, SweepSpec, Unit
-from dateeval.sweep import Executor, NextUnit, Progress, UnitDone
-from dateeval.worker import UnitResult, Worker
+from dateeval.sweep import Executor, NextUnit, Progress, UnitDone, pool
+from dateeval.worker import UnitResult, Worker, pools
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -42,8 +46,11 @@ class _Actor:
     def where(self) -> str:
         return f"{socket.gethostname()}:{os.getpid()}"
 
-    def execute(self, unit: Unit) -> UnitResult:
-        return self.worker.execute(unit)
+    def generating(self) -> set[str]:
+        return self.worker.generating()
+
+    def execute_units(self, units: list[Unit]) -> list[UnitResult]:
+        return self.worker.execute_units(units) if len(units) > 1 else [self.worker.execute(units[0])]
 
 
 @dataclass
@@ -59,6 +66,8 @@ class RayExecutor(Executor):
     def __init__(self, address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0, inflight: int = 2) -> None:
         self.address, self.workers, self.gpus, self.inflight = address, workers, gpus_per_worker, inflight
         self.slots: list[_Slot] = []
+        self._pools: Callable[[Unit], bool] = lambda unit: False
+        self._batch_size = 1
         self._started_ray = False
 
     def _connect(self):  # noqa: ANN202 - the ray module
@@ -99,44 +108,56 @@ class RayExecutor(Executor):
                 raise DateEvalError(f"Ray worker {name} loads {model} differently ({description.hardware}) from {names[0]} "
                                     f"({first.hardware}): results would not be comparable; use one kind of node")  # fmt: skip
         self.slots = [_Slot(actor, name) for actor, name in zip(actors, names)]
+        self._pools, self._batch_size = partial(pools, spec, ray.get(actors[0].generating.remote())), spec.batch_size
         merged = {(c.dataset, c.condition_index): c for d in descriptions for c in d.candidates}
         return replace(first, candidates=tuple(merged[key] for key in sorted(merged, key=lambda k: (k[1], k[0]))))
 
     def run(self, next_unit: NextUnit, done: UnitDone, cancel: threading.Event, progress: Progress) -> None:
-        """Keep every live actor fed, collect results as they finish, hand a dead actor's unit to another."""
+        """Keep every live actor fed, collect results as they finish, hand a dead actor's units to another.
+
+        A generation dataset's units go out in pools (``dateeval.sweep.pool``)
+        that an actor generates in one call, as the local executor does.
+        """
         ray = self._connect()
-        pending: dict[object, tuple[_Slot, Unit]] = {}
-        retry: list[Unit] = []
+        pending: dict[object, tuple[_Slot, list[Unit]]] = {}
+        retry: list[list[Unit]] = []
+        following: Unit | None = None  # taken by the last pool but not in it: sent next
         exhausted = False
         while not cancel.is_set():  # cancelled: the driver stops the actors and releases the leases
             for slot in self.slots:
                 while slot.busy < self.inflight:
-                    unit = retry.pop(0) if retry else (None if exhausted else next_unit())
-                    if unit is None:
-                        exhausted = True
-                        break
-                    pending[slot.actor.execute.remote(unit)] = (slot, unit)
+                    units = retry.pop(0) if retry else None
+                    if units is None:
+                        first, following = following or (None if exhausted else next_unit()), None
+                        if first is None:
+                            exhausted = True
+                            break
+                        units, following = pool(first, next_unit, self._pools, self._batch_size)
+                    pending[slot.actor.execute_units.remote(units)] = (slot, units)
                     slot.busy += 1
-            progress.workers = {slot.name: unit.label for slot, unit in pending.values()}
+            progress.workers = {slot.name: units[0].label if len(units) == 1 else f"{units[0].dataset} / {len(units)} conditions together"
+                                for slot, units in pending.values()}  # fmt: skip
             if not pending:
                 if retry:
-                    raise DateEvalError(f"every Ray worker died; {len(retry)} unit(s) not computed (their leases are released)")
+                    raise DateEvalError(f"every Ray worker died; {sum(map(len, retry))} unit(s) not computed (their leases are released)")
                 return
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
             for reference in ready:
-                slot, unit = pending.pop(reference)
+                slot, units = pending.pop(reference)
                 slot.busy -= 1
                 try:
-                    result = ray.get(reference)
+                    results = ray.get(reference)
                 except ray.exceptions.RayActorError:
                     if slot in self.slots:
-                        self.slots.remove(slot)  # its process or node is gone: its unit goes to another actor
-                    retry.append(unit)
-                    progress.messages.append(f"ray: worker {slot.name} died while computing {unit.label}; the unit runs again elsewhere")
+                        self.slots.remove(slot)  # its process or node is gone: its units go to another actor
+                    retry.append(units)
+                    labels = ", ".join(unit.label for unit in units)
+                    progress.messages.append(f"ray: worker {slot.name} died while computing {labels}; the unit runs again elsewhere")
                     continue
                 except ray.exceptions.RayTaskError as error:
                     raise _cause(error) from None
-                done(unit, result)
+                for unit, result in zip(units, results):
+                    done(unit, result)
 
     def stop(self) -> None:
         if self.slots:

@@ -176,13 +176,12 @@ class Worker:
         return prompt_input(self.backend, task.prompt(item, condition).messages, condition)
 
     def pools(self, unit: Unit) -> bool:
-        """Whether ``unit`` may generate in one call with other units of its dataset (:meth:`execute_units`).
+        """Whether ``unit`` may generate in one call with other units of its dataset (:meth:`execute_units`)."""
+        return pools(self.spec, self.generating(), unit)
 
-        Its task must generate, and the condition must not be the batch-size
-        factor, whose batches are what it measures.
-        """
-        task = self.tasks[unit.dataset]
-        return isinstance(task, GenerationTask) and self.backend.supports(GENERATE) and not self.spec.conditions[unit.condition_index].batch_size
+    def generating(self) -> set[str]:
+        """The datasets whose units generate their replies (a Ray driver asks its actors once)."""
+        return {name for name, task in self.tasks.items() if isinstance(task, GenerationTask) and self.backend.supports(GENERATE)}
 
     def execute_units(self, units: list[Unit]) -> list[UnitResult]:
         """Units of one generation dataset (:meth:`pools`): every reply generated in one call, then each unit as :meth:`execute`.
@@ -283,3 +282,9 @@ class _Answered:
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._backend, name)
+
+
+def pools(spec: SweepSpec, generating: set[str], unit: Unit) -> bool:
+    """Whether ``unit`` may generate in one call with other units of its dataset: its dataset generates
+    (``Worker.generating``) and its condition is not the batch-size factor, whose batches are what it measures."""
+    return unit.dataset in generating and not spec.conditions[unit.condition_index].batch_size

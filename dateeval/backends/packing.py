@@ -17,7 +17,10 @@ holds at least that many positions and reads at least that many rows of logits.
 Packing is used where it computes exactly what the model computes: transformers'
 SDPA attention over plain full-attention layers (no sliding window). The
 model's attention implementation is replaced by ``IMPLEMENTATION``, which is
-SDPA itself outside a packed forward.
+SDPA itself outside a packed forward. The backend packs on the CPU only: on a
+GPU one SDPA call per prompt and layer would cost more in kernel launches than
+a small model's whole forward (a variable-length attention kernel would serve
+there; none was measured without a device).
 """
 
 from __future__ import annotations

@@ -146,7 +146,8 @@ class TransformersBackend(Backend):
         self._cache_argument = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
         self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else (self.tokenizer.eos_token_id or 0)
         self._batches_continuously = _continuous_batching_fits(self.model)
-        self._packs = packing.install(self.model)
+        # On CUDA the per-prompt attention would launch kernels per prompt and layer: batches by length there (``packing``).
+        self._packs = self.device == "cpu" and packing.install(self.model)
         self._prefixes: dict[tuple[int, ...], tuple[object, int]] = {}  # shared prefixes' KV caches and bytes, oldest first (``_prefix_cache``)
 
     @property

@@ -3,8 +3,9 @@
     python tests/scripts/ray_sweep.py STORE_ROOT DATA_DIR SCENARIO
 
 Scenarios: ``two-nodes`` (a two-node cluster, one actor on each, the whole
-sweep) and ``kill-worker`` (the same, with one actor's process killed with
-SIGKILL while it computes a unit). Prints one JSON line: what happened.
+sweep: ARC-Challenge scored, GSM8K generated in pools of units) and
+``kill-worker`` (the same, with one actor's process killed with SIGKILL while
+it computes). Prints one JSON line: what happened.
 """
 
 import datetime as dt
@@ -24,13 +25,15 @@ from dateeval.conditions import expand  # noqa: E402
 from dateeval.data import Subset  # noqa: E402
 from dateeval.ray_executor import RayExecutor  # noqa: E402
 from dateeval.store import Store  # noqa: E402
+from dateeval.tasks import GenerationOptions  # noqa: E402
 from dateeval.sweep import Sweep, SweepSpec  # noqa: E402
 
 
 def spec(data_dir: str) -> SweepSpec:
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=30 * i) for i in range(6)]
-    return SweepSpec(models=("smollm2-135m",), datasets=("arc_challenge",), conditions=tuple(expand(days, no_date=True)), data_dir=data_dir,
-                     subset=Subset(limit=6), dtypes=("float32",), batch_size=4, options=BackendOptions(device="cpu"))  # fmt: skip
+    return SweepSpec(models=("smollm2-135m",), datasets=("arc_challenge", "gsm8k"), conditions=tuple(expand(days, no_date=True)),
+                     data_dir=data_dir, subset=Subset(limit=6), dtypes=("float32",), batch_size=4, options=BackendOptions(device="cpu"),
+                     generation=GenerationOptions(max_new_tokens=8))  # fmt: skip
 
 
 def main() -> None:
@@ -38,8 +41,10 @@ def main() -> None:
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     cluster.add_node(num_cpus=1)
     killed: list[str] = []
+    seen: set[str] = set()  # what the actors were computing: a unit's label, or a pool of a generation dataset's units
 
     def kill_one(progress) -> None:  # noqa: ANN001
+        seen.update(progress.workers.values())
         if scenario == "kill-worker" and not killed and progress.units_done >= 2 and progress.workers:
             name = next(iter(progress.workers))
             os.kill(int(name.rsplit(":", 1)[1]), signal.SIGKILL)
@@ -51,7 +56,7 @@ def main() -> None:
     finally:
         cluster.shutdown()
     print(json.dumps({"units_done": progress.units_done, "units_total": progress.units_total, "killed": killed,
-                      "messages": progress.messages}))  # fmt: skip
+                      "messages": progress.messages, "computing": sorted(seen)}))  # fmt: skip
 
 
 if __name__ == "__main__":
