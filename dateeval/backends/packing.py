@@ -93,11 +93,19 @@ def _mask(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - transformers' mask
 
 
 def install(model) -> bool:  # noqa: ANN001 - a transformers model
-    """Let ``model`` score packed prompts where that computes what it computes; whether it now can."""
-    from transformers import AttentionInterface, DynamicCache
-    from transformers.cache_utils import DynamicLayer
-    from transformers.masking_utils import AttentionMaskInterface
+    """Let ``model`` score packed prompts where that computes what it computes; whether it now can.
 
+    transformers releases before these interfaces (requirements.txt admits
+    4.46) score in padded batches instead.
+    """
+    try:
+        from transformers import AttentionInterface, DynamicCache
+        from transformers.cache_utils import DynamicLayer
+        from transformers.masking_utils import AttentionMaskInterface
+    except ImportError:
+        return False
+    if not hasattr(model, "set_attn_implementation"):
+        return False
     config = model.config.get_text_config()
     full_attention = all(type(layer) is DynamicLayer for layer in DynamicCache(config=model.config).layers)
     if model.config._attn_implementation != "sdpa" or not full_attention or getattr(config, "attn_logit_softcapping", None):
