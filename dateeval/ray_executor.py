@@ -28,7 +28,7 @@ from pathlib import Path
 
 from dateeval.errors import DateEvalError
 from dateeval.plan import Description, SweepSpec, Unit
-from dateeval.sweep import Executor, NextUnit, Progress, UnitDone, pool
+from dateeval.sweep import Executor, NextUnit, Progress, UnitDone, pool, pool_label
 from dateeval.worker import UnitResult, Worker, pools
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +50,7 @@ class _Actor:
         return self.worker.generating()
 
     def execute_units(self, units: list[Unit]) -> list[UnitResult]:
-        return self.worker.execute_units(units) if len(units) > 1 else [self.worker.execute(units[0])]
+        return self.worker.execute_units(units)
 
 
 @dataclass
@@ -135,8 +135,7 @@ class RayExecutor(Executor):
                         units, following = pool(first, next_unit, self._pools, self._batch_size)
                     pending[slot.actor.execute_units.remote(units)] = (slot, units)
                     slot.busy += 1
-            progress.workers = {slot.name: units[0].label if len(units) == 1 else f"{units[0].dataset} / {len(units)} conditions together"
-                                for slot, units in pending.values()}  # fmt: skip
+            progress.workers = {slot.name: pool_label(units) for slot, units in pending.values()}
             if not pending:
                 if retry:
                     raise DateEvalError(f"every Ray worker died; {sum(map(len, retry))} unit(s) not computed (their leases are released)")

@@ -110,8 +110,8 @@ class LocalExecutor(Executor):
         following: Unit | None = None
         while (unit := following or (None if cancel.is_set() else next_unit())) is not None:
             units, following = pool(unit, next_unit, self.worker.pools, self.worker.spec.batch_size)
-            progress.workers = {"local": unit.label if len(units) == 1 else f"{unit.dataset} / {len(units)} conditions together"}
-            results = self.worker.execute_units(units) if len(units) > 1 else [self.worker.execute(unit)]
+            progress.workers = {"local": pool_label(units)}
+            results = self.worker.execute_units(units)
             for computed, result in zip(units, results):
                 done(computed, result)
         progress.workers = {}
@@ -140,6 +140,11 @@ def pool(first: Unit, next_unit: NextUnit, pools: Callable[[Unit], bool], batch_
             return units, unit
         units.append(unit)
     return units, None
+
+
+def pool_label(units: list[Unit]) -> str:
+    """What a worker computes, for the progress line: a unit's label, or a pool's dataset and size."""
+    return units[0].label if len(units) == 1 else f"{units[0].dataset} / {len(units)} conditions together"
 
 
 class Sweep:

@@ -184,7 +184,8 @@ class Worker:
         return {name for name, task in self.tasks.items() if isinstance(task, GenerationTask) and self.backend.supports(GENERATE)}
 
     def execute_units(self, units: list[Unit]) -> list[UnitResult]:
-        """Units of one generation dataset (:meth:`pools`): every reply generated in one call, then each unit as :meth:`execute`.
+        """Units of one generation dataset (:meth:`pools`): every reply generated in one call, then each unit as :meth:`execute`
+        (a single unit, of any dataset, is :meth:`execute` itself).
 
         Why: a unit's last long replies would otherwise decode alone, its
         slots idle; here the next unit's prompts take them
@@ -193,6 +194,8 @@ class Worker:
         (tests/test_engine.py compares pooled and unpooled sweeps). The
         generation's seconds are shared among the units by their items.
         """
+        if len(units) == 1:
+            return [self.execute(units[0])]
         started = time.perf_counter()
         task = self.tasks[units[0].dataset]
         rendered = [self._rendered(unit) for unit in units]
