@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+import dateeval  # noqa: F401  (first: sets the math library's reproducibility before anything loads torch)
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("DATEEVAL_SHARED", ROOT.parent / "shared"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -103,10 +103,13 @@ def _assert_statistics_kept_by_the_sweep(store: Store, monkeypatch) -> None:
         pd.testing.assert_frame_equal(pd.DataFrame(computed), pd.DataFrame(read))
 
 
-def test_determinism_and_batch_independence(data_dir, tmp_path):
+def test_determinism_and_batch_independence(data_dir, tmp_path, monkeypatch):
+    """Through whole sweeps: the same run twice, another batch size at a fixed single thread (``DATEEVAL_THREADS=1``,
+    against the governed default), all bit-identical; each row records the math library's settings it ran with."""
     spec = _spec(data_dir, datasets=("arc_challenge",), subset=Subset(limit=8))
     runs = []
-    for name, batch_size in (("a", 4), ("b", 4), ("c", 1)):
+    for name, batch_size, threads in (("a", 4, "auto"), ("b", 4, "auto"), ("c", 1, "1")):
+        monkeypatch.setenv("DATEEVAL_THREADS", threads)
         Sweep(_spec(data_dir, datasets=("arc_challenge",), subset=Subset(limit=8), batch_size=batch_size), Store(tmp_path / name)).run()
         frame, _ = Store(tmp_path / name).read()
         runs.append(frame.sort_values(["condition", "item_id"], ignore_index=True))
@@ -114,8 +117,11 @@ def test_determinism_and_batch_independence(data_dir, tmp_path):
     first, again, unbatched = runs
     # Same date, same batch: bit-identical probabilities.
     assert (np.vstack(first["probs"]) == np.vstack(again["probs"])).all()
-    # Another batch size: packed scoring gives every item what it gets alone, bit for bit.
+    # Another batch size and thread count: packed scoring gives every item what it gets alone, bit for bit.
     assert (np.vstack(first["probs"]) == np.vstack(unbatched["probs"])).all()
+    recorded = [json.loads(frame["backend_versions"].iloc[0]) for frame in (first, unbatched)]
+    assert recorded[0]["mkl_cbwr"].endswith(",STRICT") and recorded[0]["threads"].startswith("auto") and recorded[1]["threads"] == "1"
+    assert {"cpu", "cpu_capability"} <= set(recorded[0])
 
 
 def test_dates_that_render_the_same_prompt_are_refused(data_dir, tmp_path):

@@ -22,6 +22,7 @@ from itertools import groupby
 
 import numpy as np
 
+from dateeval import numerics
 from dateeval.backends import packing
 from dateeval.backends.base import (
     CONTINUATION_LOGPROBS, GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, ContinuationRequest, FixedBatch, Generation,
@@ -125,6 +126,7 @@ class TransformersBackend(Backend):
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise DateEvalError(f"cannot load model {source.name}: {first_line}") from None
         self.model.eval()
+        self.governor = numerics.govern(self.model) if self.device == "cpu" else None  # threads follow the machine's load
         if self.device == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
@@ -139,7 +141,7 @@ class TransformersBackend(Backend):
             dtype=self.dtype,
             device=self.device,
             hardware=_hardware(self.device),
-            versions={"torch": torch.__version__, "transformers": transformers.__version__},
+            versions={"torch": torch.__version__, "transformers": transformers.__version__, **(numerics.settings() if self.device == "cpu" else {})},
         )
         self.template = ChatTemplate.from_tokenizer(self.tokenizer, name=source.name)
         # transformers 5.x renamed the forward argument `past_key_values` to `cache`.

@@ -1,0 +1,183 @@
+"""The engine's math-library settings, decided in one place for every entry point.
+
+Two promises depend on them (figures: ``docs/benchmarks.md``, "Same numbers, any load"):
+
+* **Reproducible bits.** Packed scoring gives an item the same float32 log-probabilities whatever its batch, order and
+  thread count. That holds only if MKL computes a row of a matrix product the same way whatever the number of rows and
+  threads, which its default CPU dispatch does not promise: on AVX-512/AMX machines its kernels change with the row
+  count. MKL's conditional numerical reproducibility (``MKL_CBWR=AVX2,STRICT``) fixes the code path and makes GEMM's
+  results independent of threads. MKL reads it when it loads, so :func:`configure_environment` runs when ``dateeval``
+  is imported, before torch; a user's own ``MKL_CBWR`` wins. :func:`settings` reads back what MKL actually uses, and the
+  backend records it with every row.
+* **Speed on a busy machine.** torch's OpenMP threads meet at the end of every operation; when another process holds
+  one of our cores, every meeting waits for a scheduler slice, and a 2-core sweep beside one CPU-bound job ran 3-4x
+  slower than quiet. :class:`ThreadGovernor` keeps torch's intra-op threads at the cores other processes leave free,
+  re-read twice a second from ``/proc/stat``. Results do not depend on it (the property above includes thread counts).
+
+``DATEEVAL_THREADS`` overrides the governor: ``auto`` (default) or a fixed number of threads.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import os
+import time
+from pathlib import Path
+
+THREADS_ENV = "DATEEVAL_THREADS"
+DEFAULT_CBWR = "AVX2,STRICT"
+
+# mkl_cbwr.h: the branch values MKL reports, and the STRICT flag (bitwise results whatever the thread count)
+_CBWR_BRANCHES = {0: "OFF", 1: "UNSET", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
+                  10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}  # fmt: skip
+_CBWR_STRICT = 0x10000
+_CBWR_ALL = -1
+
+
+def configure_environment() -> None:
+    """Set MKL's reproducibility before any library loads it; ``import dateeval`` calls this, a user's settings win."""
+    os.environ.setdefault("MKL_DYNAMIC", "FALSE")  # MKL would otherwise take fewer threads when the machine is busy
+    os.environ.setdefault("MKL_CBWR", DEFAULT_CBWR)
+
+
+def requested_threads() -> int | None:
+    """The fixed thread count ``DATEEVAL_THREADS`` asks for, or None for the governor ("auto", unset)."""
+    value = os.environ.get(THREADS_ENV, "auto").strip().lower()
+    if value in ("", "auto"):
+        return None
+    if not value.isdigit() or int(value) < 1:
+        from dateeval.errors import DateEvalError
+
+        raise DateEvalError(f"{THREADS_ENV}={value!r}: give 'auto' or a number of threads (1 or more)")
+    return int(value)
+
+
+def _mkl_cbwr() -> str:
+    """MKL's conditional-reproducibility mode as MKL itself reports it (``AUTO,STRICT``), or ``n/a`` without MKL."""
+    import torch
+
+    if not torch.backends.mkl.is_available():
+        return "n/a"
+    try:
+        get = ctypes.CDLL(str(Path(torch.__file__).parent / "lib" / "libtorch_cpu.so")).mkl_serv_cbwr_get
+    except (OSError, AttributeError):
+        return "unknown"
+    get.restype, get.argtypes = ctypes.c_int, [ctypes.c_int]
+    mode = get(_CBWR_ALL)
+    branch = _CBWR_BRANCHES.get(mode & ~_CBWR_STRICT, str(mode & ~_CBWR_STRICT))
+    return branch + (",STRICT" if mode & _CBWR_STRICT else "")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine()
+
+
+def settings() -> dict[str, str]:
+    """What a reader needs to compare runs across machines: kernels, MKL's mode, threads. Recorded with every row."""
+    import torch
+
+    fixed = requested_threads()
+    return {
+        "cpu": _cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "mkl_cbwr": _mkl_cbwr(),
+        "threads": str(fixed) if fixed else f"auto (1-{available_cores()})",
+    }
+
+
+def _affinity() -> set[int]:
+    try:
+        return os.sched_getaffinity(0)
+    except AttributeError:  # not Linux
+        return set(range(os.cpu_count() or 1))
+
+
+def available_cores() -> int:
+    """The governor's ceiling: the cores this process may run on, or fewer where ``OMP_NUM_THREADS`` says so (Ray
+    sets it to an actor's CPUs)."""
+    cores = len(_affinity())
+    omp = os.environ.get("OMP_NUM_THREADS", "")
+    return min(cores, int(omp)) if omp.isdigit() and int(omp) > 0 else cores
+
+
+def _cpu_ticks(cpus: set[int]) -> tuple[int, int] | None:
+    """(busy, total) clock ticks of the given CPUs since boot, from ``/proc/stat``; None where there is none."""
+    busy = total = 0
+    try:
+        lines = Path("/proc/stat").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        name, _, rest = line.partition(" ")
+        if not (name.startswith("cpu") and name[3:].isdigit() and int(name[3:]) in cpus):
+            continue
+        values = [int(v) for v in rest.split()[:8]]  # user nice system idle iowait irq softirq steal
+        total += sum(values)
+        busy += sum(values) - values[3] - values[4]
+    return (busy, total) if total else None
+
+
+class ThreadGovernor:
+    """Sets torch's intra-op threads to the cores that other processes leave free, at most every ``interval_s``.
+
+    Called before each forward pass (a forward pre-hook), so every path that runs the model follows the load. The
+    other processes' share is the CPUs' busy time less this process's own, smoothed so a burst does not halve the
+    threads; a core counts as free while others use under half of it (2 cores beside one busy job: 1 thread).
+    """
+
+    def __init__(self, interval_s: float = 0.5, cores: int | None = None) -> None:
+        self.interval_s = interval_s
+        self.cpus = _affinity()
+        self.cores = cores or available_cores()
+        self.others = 0.0  # cores in use by other processes, smoothed
+        self._last: tuple[float, int, int, float] | None = None  # (monotonic, busy ticks, total ticks, own CPU s)
+
+    def __call__(self, *_hook_args: object) -> None:
+        now = time.monotonic()
+        if self._last is not None and now - self._last[0] < self.interval_s:
+            return
+        self.adjust(now)
+
+    def adjust(self, now: float | None = None) -> int:
+        """Re-read the load and set torch's threads; returns the thread count now in force."""
+        import torch
+
+        now = time.monotonic() if now is None else now
+        ticks, own = _cpu_ticks(self.cpus), time.process_time()
+        if ticks is not None and self._last is not None and ticks[1] > self._last[2]:
+            _, busy, total, own_before = self._last
+            share = ((ticks[0] - busy) - (own - own_before) * os.sysconf("SC_CLK_TCK")) / (ticks[1] - total)
+            self.others = 0.5 * self.others + 0.5 * max(0.0, share) * len(self.cpus)
+        if ticks is not None:
+            self._last = (now, ticks[0], ticks[1], own)
+        threads = self.threads_for(self.others)
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
+        return threads
+
+    def threads_for(self, others: float) -> int:
+        """Threads for a given load of other processes (in cores): the free cores, at least one."""
+        return max(1, min(self.cores, math.floor(self.cores - others + 0.5)))
+
+
+def govern(model: object) -> ThreadGovernor | None:
+    """Fix or govern the threads of a CPU model: a fixed ``DATEEVAL_THREADS`` is set once, else a governor is hooked."""
+    import torch
+
+    fixed = requested_threads()
+    if fixed:
+        torch.set_num_threads(fixed)
+        return None
+    governor = ThreadGovernor()
+    model.register_forward_pre_hook(governor)
+    governor.adjust()
+    return governor
