@@ -82,7 +82,7 @@ check() {
   local site
   site="$(mktemp -d)"
   trap "rm -rf '$site'" EXIT
-  .venv/bin/mkdocs build --strict --quiet --site-dir "$site"
+  NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$site"
 }
 
 case "${1:-}" in
