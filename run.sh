@@ -69,14 +69,16 @@ setup_lmeval() {
   fi
 }
 
-# --- lint and docs: the dev tools (pinned as pyproject.toml's `dev` extra) only add packages, so they join .venv ---
-DEV_TOOLS=(ruff==0.17.6 mkdocs==1.6.1 mkdocs-material==9.8.2)
+# --- lint and docs: the dev tools (pinned in pyproject.toml's `dev` extra) only add packages, so they join .venv ---
 check() {
   [ -x .venv/bin/python ] || python3 -m venv .venv
-  local installed tool
+  local tools installed tool
+  mapfile -t tools < <(.venv/bin/python -c 'import tomllib
+dev = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]
+print("\n".join(r for r in dev if r.split("==")[0] in ("ruff", "mkdocs", "mkdocs-material")))')
   installed="$(.venv/bin/python -m pip freeze 2>/dev/null)"
-  for tool in "${DEV_TOOLS[@]}"; do
-    grep -qxF "$tool" <<<"$installed" || { .venv/bin/python -m pip install --quiet "${DEV_TOOLS[@]}"; break; }
+  for tool in "${tools[@]}"; do
+    grep -qxF "$tool" <<<"$installed" || { .venv/bin/python -m pip install --quiet "${tools[@]}"; break; }
   done
   .venv/bin/ruff check .
   local site
