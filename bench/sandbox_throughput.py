@@ -26,8 +26,8 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dateeval import cgroups, sandbox
-from dateeval.tasks import humaneval
+from dateeval import cgroups, sandbox  # noqa: E402
+from dateeval.tasks import humaneval  # noqa: E402
 
 BEFORE = "4bb8fbc"  # the last commit before issue 18's sandbox work
 

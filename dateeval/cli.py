@@ -148,7 +148,7 @@ def _add_spec_flags(run: argparse.ArgumentParser) -> None:
     from dateeval.tasks.described import dest
 
     spec = run.add_argument_group("your own data file described by flags instead of a spec: one flag per spec key, saved as a spec in "
-                                  "STORE/.specs (README: Use your own benchmark)")  # fmt: skip
+                                  "STORE/.specs (docs/own-benchmark.md)")  # fmt: skip
     types = {str: _text, int: int, (int, float): _finite, (str, list): _text}
     for key in KEYS:
         if key.name != "data":  # the data file is --dataset

@@ -75,7 +75,7 @@ with st.form("sweep"):
     no_date = left.checkbox("Also run without any date (baseline)", value=True)
     template_default = right.checkbox("Also run the template as shipped", value=False)
     own = st.file_uploader(
-        "Or your own dataset: a data file, or a spec with the files it names (README: Use your own benchmark)",
+        "Or your own dataset: a data file, or a spec with the files it names (docs/own-benchmark.md)",
         type=[suffix.lstrip(".") for suffix in uploads.SUFFIXES], accept_multiple_files=True,
         help=f"Up to {uploads.MAX_BYTES // 2**20} MiB a file, kept in the store's .datasets folder. A spec names only files uploaded with it "
         "(or hf:org/name). Choose 'My upload' above to run it.",

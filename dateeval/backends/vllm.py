@@ -49,7 +49,7 @@ from dateeval.errors import DateEvalError
 from dateeval.models import ModelSource, converted_gguf_dir, resolve
 from dateeval.prompting import ChatTemplate
 
-INSTALL_HINT = "install the optional extra: pip install -r requirements-vllm.txt, then pip uninstall -y torchvision torchaudio torchcodec (see README)"
+INSTALL_HINT = "install the optional extra: pip install -r requirements-vllm.txt, then pip uninstall -y torchvision torchaudio torchcodec (see docs/serving.md)"
 
 
 def _import_vllm() -> Any:

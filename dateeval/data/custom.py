@@ -18,11 +18,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TypeVar
 
-from dateeval.data.files import Cells, check_table, jsonl_rows, read_parquet, read_text
+from dateeval.data.files import Cells, jsonl_rows, read_parquet, read_text
 from dateeval.data.hub import load_hub_rows
 from dateeval.data.items import LABELS, MCItem, content_id
 from dateeval.errors import DateEvalError
-from dateeval.limits import MAX_ROWS, MAX_TEXT_BYTES, mib
 
 DATA_SUFFIXES = (".jsonl", ".jsonl.gz", ".csv", ".parquet")
 HUB_PREFIX = "hf:"

@@ -1,6 +1,6 @@
 """``dateeval export``: every stored per-item row, with its entry and condition, as one table any tool reads.
 
-The store's own units are already Parquet (README: the pandas and DuckDB one-liners), but they are spread over
+The store's own units are already Parquet (docs/store.md: the pandas and DuckDB one-liners), but they are spread over
 folders, vary in columns by task, and sit beside the ``.aggregates`` sidecars that a ``**/*.parquet`` glob would mix
 in. The export is one file of the rows a read of the store gives (verified, duplicates dropped as every reader drops
 them), with the explorer's ``entry`` label, in Parquet, CSV or JSON Lines by the file's suffix.

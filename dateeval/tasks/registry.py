@@ -123,5 +123,5 @@ def dataset_help() -> str:
         f"repeatable: next-token MCQA {', '.join(builtin(MULTIPLE_CHOICE))} (add _cot for chain of thought); "
         f"generation {', '.join(builtin(GENERATION))}; _<k>shot for few-shot ({', '.join(builtin(few_shot=True))}); "
         "or your own benchmark: a .jsonl/.csv/.parquet file with question, choices and answer, a .toml/.yaml spec, "
-        "or an lm-eval task, lmeval:NAME or lmeval:task.yaml (README: Use your own benchmark)"
+        "or an lm-eval task, lmeval:NAME or lmeval:task.yaml (docs/own-benchmark.md)"
     )
