@@ -73,7 +73,8 @@ setup_lmeval() {
 check() {
   [ -x .venv/bin/python ] || python3 -m venv .venv
   local tools installed tool
-  mapfile -t tools < <(.venv/bin/python -c 'import tomllib
+  mapfile -t tools < <(.venv/bin/python -c 'try: import tomllib
+except ModuleNotFoundError: import tomli as tomllib
 dev = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]
 print("\n".join(r for r in dev if r.split("==")[0] in ("ruff", "mkdocs", "mkdocs-material")))')
   installed="$(.venv/bin/python -m pip freeze 2>/dev/null)"

@@ -2,7 +2,10 @@
 on the Run page (``dateeval.uploads``). Both become a spec kept in the store and rebuilt from there by name."""
 
 import json
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 from pathlib import Path
 
 import pytest

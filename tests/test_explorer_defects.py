@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 import numpy as np
 import pandas as pd

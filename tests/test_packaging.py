@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import importlib
 import re
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 from packaging.requirements import Requirement
 

@@ -709,7 +709,7 @@ ODD_VALUES = {
     "datetime": ("import datetime\nreturn datetime.date(2024, 2, 29)", "import datetime\nassert candidate() == datetime.date(2024, 2, 29)"),
     "IntEnum is its value": ("import enum\nclass C(enum.IntEnum):\n    A = 3\nreturn C.A", "assert candidate() == 3 and candidate() + 1 == 4"),
     "IntFlag is its value": ("import enum\nclass P(enum.IntFlag):\n    R = 4\n    W = 2\nreturn P.R | P.W", "assert candidate() == 6"),
-    "StrEnum is its value": ("import enum\nclass S(enum.StrEnum):\n    A = 'a'\nreturn S.A", "assert candidate() == 'a' and candidate().upper() == 'A'"),
+    "a str enum is its value": ("import enum\nclass S(str, enum.Enum):\n    A = 'a'\nreturn S.A", "assert candidate() == 'a' and candidate().upper() == 'A'"),
     "str mixed into an Enum": ("import enum\nclass S(str, enum.Enum):\n    A = 'a'\nreturn S.A", "assert candidate() == 'a'"),
     "Enum is not its value": ("import enum\nclass C(enum.Enum):\n    A = 3\nreturn C.A", "assert candidate() == 3"),
 }

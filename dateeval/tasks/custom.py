@@ -33,7 +33,10 @@ import hashlib
 import json
 import math
 import re
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from decimal import Decimal
