@@ -12,7 +12,7 @@ from dateeval.metrics import ece_by_code
 from dateeval.results.descriptive import _codes, common_items, entry_label, predictions, with_factor
 from dateeval.schema import ENTRY, ENTRY_KEY
 from dateeval.results.inference import (BAND_COLUMNS, FACTOR_COLUMNS, SIGNIFICANCE_COLUMNS, across_factors, against, date_band, entry_factors,
-                                        graded, null_draws, outcome_matrices, significance)  # fmt: skip
+                                        date_effect_family, graded, null_draws, outcome_matrices, significance, verdict_groups)  # fmt: skip
 
 
 def item_flips(frame: pd.DataFrame) -> pd.DataFrame:
@@ -128,6 +128,20 @@ def significance_rows(frame: pd.DataFrame, n_perm: int = 200) -> pd.DataFrame:
         if dated["condition_key"].nunique() >= 2:
             rows.append(significance(entry, dataset, outcome_matrices(dated, "condition_key")[1], n_perm))
     return pd.DataFrame(rows)
+
+
+def verdict(frame: pd.DataFrame) -> float:
+    """The headline's family-wise p-value from rows: every entry with two or more dates, its date x item matrix with
+    rows in date order, entries on one dataset and the same dates shuffled jointly."""
+    frame = graded(frame)
+    keys, matrices = [], []
+    for (entry, dataset), group in frame.assign(entry=entry_label(frame)).groupby(["entry", "dataset"]):
+        dated = group[group["factor"] == "date"]
+        if dated["condition_key"].nunique() >= 2:
+            dates, correct, _ = outcome_matrices(dated, "date")
+            keys.append((dataset, tuple(str(day) for day in dates)))
+            matrices.append(correct)
+    return date_effect_family(verdict_groups(keys, matrices))
 
 
 def largest_of(deltas: list[float], draws: list[np.ndarray], level: float = 0.95, seed: int = 0) -> dict[str, float]:

@@ -125,7 +125,7 @@ class Results:
         from dateeval.results import inference
 
         def compute() -> list[dict]:
-            found = inference.headline(self.significance_table(), self.metrics)
+            found = inference.headline(self.significance_table(), self.metrics, self.verdict())
             if found is None:
                 return []
             correct = self.matrices(found["entry"], found["dataset"], None, "condition_key")[1]  # its date sweep, as its significance
@@ -134,13 +134,28 @@ class Results:
         found = stored.rows(self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (N_PERM,), compute)
         return found[0] if found else None
 
+    def verdict(self) -> float:
+        """The family-wise p-value of "the date moves at least one graded entry" (``inference.date_effect_family``):
+        entries on one dataset and the same dates are shuffled jointly, their rows in date order."""
+        from dateeval.results import inference
+
+        dated, keys, matrices = self._dated(None), [], []
+        for entry, dataset in self.dated_entries():
+            levels, correct, _ = self.matrices(entry, dataset, None, "condition_key")
+            mine = dated[(dated["entry"] == entry) & (dated["dataset"] == dataset)]
+            day = dict(zip(mine["condition_key"], mine["date"].astype(str)))
+            dates = np.array([day[level] for level in levels])
+            order = np.argsort(dates, kind="stable")
+            keys.append((dataset, tuple(dates[order])))
+            matrices.append(correct[order])
+        return inference.date_effect_family(inference.verdict_groups(keys, matrices))
+
     def significance_table(self, period: Period | None = None) -> pd.DataFrame:
         """``inference.significance`` of every graded entry with two or more dates in ``period`` (kept), with its null draws."""
         from dateeval.results import inference
 
         rows = [self.significance(entry, dataset, period) for entry, dataset in self.dated_entries(period)]
-        return pd.DataFrame(rows, columns=[*inference.SIGNIFICANCE_COLUMNS, "mean_accuracy", "chance_half_width", "null_draws", "spread_observed",
-                                           "spread_draws"])  # fmt: skip
+        return pd.DataFrame(rows, columns=[*inference.SIGNIFICANCE_COLUMNS, "mean_accuracy", "chance_half_width", "null_draws"])
 
     def _dated(self, period: Period | None) -> pd.DataFrame:
         """The sums of graded date conditions in ``period`` (all of them without one)."""
@@ -432,7 +447,8 @@ def verdict_power(top: dict | None) -> str:
     where there is no verdict)."""
     if top is None or top["delta"] == 0:
         return ""
-    tested = f"Cochran's Q by permutation over the {top['k_entries']} entries (min-p)" if top["k_entries"] > 1 else "Cochran's Q by permutation"
+    tested = (f"Cochran's Q by permutation over the {top['k_entries']} entries (min-p; each question's dates shuffled alike in every "
+              "entry)") if top["k_entries"] > 1 else "Cochran's Q by permutation"  # fmt: skip
     return (f"p from {tested}. With {int(top['n_items'])} questions x {top['n_dates']} dates this test finds a "
             f"{100 * top['power_effect']:.0f} pp date effect {100 * top['power']:.0f}% of the time (simulated on these questions; "
             f"docs/coverage.md).")  # fmt: skip
