@@ -178,30 +178,6 @@ def test_the_verdict_holds_its_level_where_the_smallest_of_k_does_not():
     assert family <= 6 and naive >= 10, (naive, family)
 
 
-def _exact_family_p(groups: list[list[np.ndarray]]) -> float:
-    """The family-wise p-value over EVERY joint permutation (each question's dates permuted alike in every entry of a
-    group, groups independently): the share of tables whose smallest chi-square Cochran p is at most the observed."""
-    from itertools import permutations, product
-
-    def logp(matrix):
-        right, n_dates = matrix.sum(0), matrix.shape[0]
-        denominator = n_dates * right.sum() - np.sum(right**2)
-        if denominator == 0:
-            return 0.0
-        counts = matrix.sum(1)
-        q = (n_dates - 1) * (n_dates * np.sum(counts**2) - counts.sum() ** 2) / denominator
-        return float(scipy_stats.chi2.logsf(q, n_dates - 1))
-
-    def tables(group):  # every joint arrangement of one group: a permutation of the dates per question
-        n_dates, n_items = group[0].shape
-        for orders in product(list(permutations(range(n_dates))), repeat=n_items):
-            yield [np.stack([m[list(order), i] for i, order in enumerate(orders)], 1) for m in group]
-
-    observed = min(logp(m) for group in groups for m in group)
-    null = [min(logp(m) for arrangement in arrangements for m in arrangement) for arrangements in product(*(list(tables(g)) for g in groups))]
-    return float(np.mean(np.array(null) <= observed + 1e-9 * max(1, abs(observed))))
-
-
 @pytest.mark.parametrize("case", ["ties", "zero_and_one_rates", "two_dates", "one_item", "two_groups"])
 def test_the_verdict_equals_the_exact_permutation_p_by_brute_force(case):
     """Against every joint permutation of tiny tables: tied entries (one model twice), an entry right (or wrong) on
@@ -212,7 +188,7 @@ def test_the_verdict_equals_the_exact_permutation_p_by_brute_force(case):
     groups = {"ties": [[a, a.copy(), 1 - a]], "zero_and_one_rates": [[a, np.ones_like(a), np.zeros_like(a)]],
               "two_dates": [[b, np.array([[1, 0, 0, 0], [0, 1, 1, 0]])]], "one_item": [[np.array([[1], [0], [0]]), np.array([[0], [1], [1]])]],
               "two_groups": [[b], [a]]}[case]  # fmt: skip
-    exact = _exact_family_p(groups)
+    exact = oracles.exact_family_p(groups)
     found = inference.date_effect_family(groups, n_perm=4000, seed=1)
     assert abs(found - exact) <= 4 * np.sqrt(exact * (1 - exact) / 4000) + 1 / 4001, (found, exact)
     if case == "one_item":

@@ -154,15 +154,24 @@ def korn_graubard(score: float, variance: float, df: float, n_cells: int, n_item
     return float(low[0]), float(high[0])
 
 
-def entry_statistics(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> dict:
-    """One entry's date-robust figures from its dates x items matrix: score, its interval (:func:`korn_graubard` from the
-    variance components), the components, and the two-way bootstrap's interval as a cross-check (``n_boot``, ``seed``)."""
-    components = variance_components(correct)
+def date_robust(correct: np.ndarray) -> tuple[float, float, float, float]:
+    """The date-robust score of a dates x items 0/1 matrix with its 95% interval and degrees of freedom: (score, low,
+    high, df). The interval is :func:`korn_graubard` at the unbiased Var(mean) of the variance components; the one
+    home of the number that ``robust``, the What to report page and ``dateeval.stats.robust_score`` print."""
+    correct = np.asarray(correct, dtype=float)
     score = date_marginal(correct)
     ms_item, ms_date, ms_residual = mean_squares(correct)
     unbiased = max(0.0, (ms_date + ms_item - ms_residual) / correct.size)  # E = s_date / D + s_item / I + s_res / (D I)
     df = satterthwaite_df(correct)
-    low, high = korn_graubard(score, unbiased, df, correct.size, components.n_items)
+    low, high = korn_graubard(score, unbiased, df, correct.size, correct.shape[1])
+    return score, low, high, df
+
+
+def entry_statistics(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> dict:
+    """One entry's date-robust figures from its dates x items matrix: score, its interval (:func:`date_robust`), the
+    variance components, and the two-way bootstrap's interval as a cross-check (``n_boot``, ``seed``)."""
+    components = variance_components(correct)
+    score, low, high, df = date_robust(correct)
     samples = two_way_bootstrap(correct, n_boot, seed)
     (boot_low, boot_high), (low_error, high_error) = interval(samples), end_errors(samples)
     shares = components.shares()
@@ -174,6 +183,27 @@ def entry_statistics(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -
         "share_item": shares["item"], "share_date": shares["date"], "share_residual": shares["residual"],
         "n_dates": components.n_dates, "n_items": components.n_items,
     }  # fmt: skip
+
+
+def paired_difference(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """A's date-robust score minus B's (dates x items 0/1 matrices on the same dates and items) with its 95% interval,
+    clustered by question: each question's difference is one draw from the question population, so the variance of
+    the mean difference is MS_item / (dates x items) of the difference matrix, plus the dates' share where the
+    difference itself moves with the date ((MS_date - MS_res) / (dates x items), where positive). A t interval with
+    Satterthwaite's degrees of freedom (the questions' own, items - 1, without a date part), clipped to [-1, 1]."""
+    from scipy import stats as scipy_stats
+
+    difference = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    n_dates, n_items = difference.shape
+    ms_item, ms_date, ms_residual = mean_squares(difference)
+    date_part = max(0.0, ms_date - ms_residual)
+    variance = (ms_item + date_part) / difference.size
+    df = float(n_items - 1)
+    if date_part > 0:
+        df = (ms_item + date_part) ** 2 / (ms_item**2 / (n_items - 1) + ms_date**2 / (n_dates - 1) + ms_residual**2 / ((n_items - 1) * (n_dates - 1)))
+    value = float(difference.mean())
+    half = float(scipy_stats.t.ppf(0.975, max(1.0, df)) * math.sqrt(variance))
+    return value, max(-1.0, value - half), min(1.0, value + half)
 
 
 def components_of(row: dict) -> Components:
