@@ -501,9 +501,10 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         print(f"no results in {args.store}")
         return 0
     if args.dates is None:  # the store's finding, as the Overview's first line says it
-        from dateeval.results import headline_sentence, verdict_power
+        from dateeval.results import headline_sentence, reorder_sentence, verdict_power
 
-        print("\n".join(line for line in (headline_sentence(found.headline()), verdict_power(found.headline())) if line))
+        top = found.headline()
+        print("\n".join(line for line in (headline_sentence(top), verdict_power(top), reorder_sentence(top)) if line))
     for row in table.to_dict(orient="records"):
         print(f"{row['entry']} on {row['dataset']}: {row['n_items']} items x {row['n_dates']} dates")
         for metric in (m for m in METRICS if f"no_date_{m}" in row and _has(row, m)):

@@ -415,6 +415,12 @@ def chance_bands(root: str, fingerprint: tuple, selection: Selection) -> pd.Data
     return pd.DataFrame(rows, columns=["entry", "low", "high"])
 
 
+@st.cache_data(show_spinner="Shuffling answers across the dates...", max_entries=16)
+def reorder_chance(root: str, fingerprint: tuple, selection: Selection, observed: float) -> dict[str, float]:
+    """The reorder share chance alone gives for the selection's models and dates (``Results.reorder_chance``, cached)."""
+    return _view(root, fingerprint)[0].reorder_chance(selection.dataset, sorted(selection.entries), observed, selection.period)
+
+
 @st.cache_data(show_spinner="Computing intervals over questions...", max_entries=16)
 def bands(root: str, fingerprint: tuple, selection: Selection, metric: str) -> pd.DataFrame:
     """95% interval per entry and date of the selection (cached)."""

@@ -59,6 +59,13 @@ if len(taus):
     if found["n_defined"]:
         st.plotly_chart(plots.tau_histogram(taus[taus["defined"]]), width="stretch", config=plots.CHART_CONFIG)
     mean = f"Mean Kendall tau {found['mean_tau']:.3f} over the defined pairs; " if found["n_defined"] else ""
-    st.caption(f"{mean}{percent(found['share'])} of date pairs rank the models differently: {descriptive.reordering_words(found)}", help=EXPLAIN["tau"])
+    chance = ""
+    if metric == "accuracy" and found["n_defined"]:
+        store = explorer.current_store()
+        null = explorer.reorder_chance(str(store.root), store.fingerprint(), selection, found["share"])
+        if null["chance"] == null["chance"]:
+            chance = (f" Chance alone (answers shuffled across the dates within each question): {percent(null['chance'])} "
+                      f"(95% of shuffles <= {percent(null['chance_upper'])}), p = {null['p_value']:.3f} that the date reorders them more.")  # fmt: skip
+    st.caption(f"{mean}{percent(found['share'])} of date pairs rank the models differently: {descriptive.reordering_words(found)}{chance}", help=EXPLAIN["tau"])
 leaderboard = ranked.pivot_table(index="entry", columns="date", values="rank").rename(columns=lambda day: f"{day:%Y-%m-%d}").reset_index()
 explorer.downloads(leaderboard, "leaderboard-ranks")

@@ -228,3 +228,50 @@ def test_corpus_band_equals_resampling_the_segments_in_a_loop():
         samples = [score_from_stats("bleu", [sum(w * np.array(s) for w, s in zip(draw, stats[day]))]) for draw in weights]
         assert (row.low, row.high) == pytest.approx(tuple(np.percentile(samples, [2.5, 97.5])))
     assert band["low"].le(band["high"]).all() and band["high"].gt(0).all()
+
+
+def test_the_reorder_share_of_arrays_equals_the_kendall_tau_count():
+    """``descriptive.reorder_share`` (the chance draws' share) is ``reordering(kendall_taus(...))``'s share on the same scores."""
+    from dateeval.results import descriptive
+
+    rng = np.random.default_rng(4)
+    scores = rng.integers(0, 6, (9, 4)) / 5
+    metrics = pd.DataFrame([{"entry": f"m{e}", "dataset": "d", "factor": "date", "date": f"2024-01-{d + 1:02d}", "accuracy": scores[d, e]}
+                            for d in range(9) for e in range(4)])  # fmt: skip
+    assert descriptive.reorder_share(scores) == descriptive.reordering(descriptive.kendall_taus(metrics, "d"))["share"]
+
+
+def test_reorder_chance_equals_every_joint_permutation_on_a_tiny_table():
+    """Two models, three dates, two questions: the chance share is the mean share over all (3!)^2 joint arrangements of
+    the questions' dates (Monte-Carlo within 4 SE), and a share at or above every arrangement's has p near 1 / (B + 1)."""
+    from itertools import permutations, product
+
+    from dateeval.results import descriptive
+
+    group = np.array([[[1, 0], [0, 1], [1, 1]], [[0, 1], [1, 1], [0, 0]]])  # entries x dates x questions
+    shares = []
+    for orders in product(list(permutations(range(3))), repeat=2):
+        counts = np.stack([np.stack([entry[list(order), q] for q, order in enumerate(orders)], 1).sum(1) for entry in group], 1)
+        shares.append(descriptive.reorder_share(counts))
+    shares = np.array(shares)
+    found = inference.reorder_chance(group, observed=1.0, n_perm=1500)
+    finite = shares[np.isfinite(shares)]
+    assert abs(found["chance"] - finite.mean()) <= 4 * finite.std() / np.sqrt(1500) + 1e-12, (found, finite.mean())
+    assert found["p_value"] == pytest.approx(np.mean(finite >= 1.0), abs=0.03)
+
+
+def test_a_planted_reordering_is_beyond_chance_and_a_fixed_order_is_not():
+    """With 400 questions, models 15 points apart keep their order under shuffles (chance share near 0); a date effect
+    that swaps them on 2 of 12 dates reorders 20 of 66 date pairs, far above chance."""
+    from dateeval.results import descriptive
+
+    rng = np.random.default_rng(5)
+    skill = rng.uniform(0.2, 0.8, 400)
+    fixed = np.stack([(rng.random((12, 400)) < np.clip(skill + lift, 0, 1)) for lift in (0.0, 0.15)])
+    none = inference.reorder_chance(fixed, observed=descriptive.reorder_share(fixed.sum(2).T))
+    assert none["chance"] < 0.05 and none["p_value"] == 1.0
+    lift = np.where(np.arange(12)[:, None] < 2, -0.15, 0.15)
+    swapped = np.stack([rng.random((12, 400)) < skill, rng.random((12, 400)) < np.clip(skill + lift, 0, 1)])
+    observed = descriptive.reorder_share(swapped.sum(2).T)
+    found = inference.reorder_chance(swapped, observed)
+    assert observed == pytest.approx(20 / 66) and found["chance"] < 0.05 and found["p_value"] < 0.01, (observed, found)

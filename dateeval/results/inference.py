@@ -456,6 +456,29 @@ def date_effect_family(groups: Sequence[Sequence[np.ndarray]], n_perm: int = VER
     return float((1 + np.sum(null <= observed + 1e-9 * max(1.0, abs(observed)))) / (n_perm + 1))
 
 
+def reorder_chance(group: np.ndarray, observed: float, n_perm: int = 200, seed: int = 0) -> dict[str, float]:
+    """The share of date pairs that reorder the entries when the date has no effect, beside the ``observed`` share.
+
+    ``group`` is entries x dates x questions (0/1, the same dates and questions). Each question's dates are shuffled
+    alike in every entry (:func:`joint_shuffled_counts`), and the entries' per-date right answers ranked on each date:
+    counting noise alone reorders entries that are close, more so with few questions. Returns the chance share (the
+    mean over ``n_perm`` shuffles), its 95% quantile and the permutation p-value of "the date reorders the entries more
+    than chance does" (observed share at least as large)."""
+    from dateeval.results.descriptive import reorder_share
+
+    group = np.asarray(group) > 0.5
+    right = group.sum(1)
+    constant = ~((right > 0) & (right < group.shape[1])).any(0)  # left out of the shuffled counts: add back their share
+    fixed = group[:, 0, constant].sum(1)
+    counts = joint_shuffled_counts(group, n_perm, np.random.default_rng(seed)) + fixed[:, None, None]
+    shares = np.array([reorder_share(counts[:, b].T) for b in range(n_perm)])
+    shares = shares[np.isfinite(shares)]
+    if not shares.size or not np.isfinite(observed):
+        return {"chance": float("nan"), "chance_upper": float("nan"), "p_value": float("nan")}
+    return {"chance": float(shares.mean()), "chance_upper": float(np.quantile(shares, 0.95)),
+            "p_value": float((1 + np.sum(shares >= observed - 1e-12)) / (len(shares) + 1))}  # fmt: skip
+
+
 def verdict_groups(keys: Sequence, matrices: Sequence[np.ndarray]) -> list[list[np.ndarray]]:
     """The entries' matrices in the sets :func:`date_effect_family` shuffles jointly: equal ``keys`` (e.g. dataset
     and dates, rows sorted by date) and equal shapes. Joint shuffles are valid for any grouping under "the date moves
