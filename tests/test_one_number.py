@@ -227,3 +227,12 @@ def test_the_headline_is_one_sentence_on_the_page_in_summary_and_in_the_report(p
     assert run_cli("report", "--store", str(store), "--out", str(tmp_path / "report")).returncode == 0
     written = (tmp_path / "report" / "index.html").read_text()
     assert html.escape(sentence) in written and html.escape(power) in written and html.escape(reorder) in written
+
+
+def test_the_leaderboard_compares_two_models_as_dateeval_compare_does(page, store):
+    """Issue 35 §6: the Leaderboard's model-against-model section prints the lines `dateeval compare` prints."""
+    board = page("pages/leaderboard.py", dataset="mmlu")
+    shown = next(markdown.value for markdown in board.markdown if markdown.value.startswith("- A = "))
+    a, b = board.selectbox(key="compare_a").value, board.selectbox(key="compare_b").value
+    printed = run_cli("compare", "--store", str(store), a, b)
+    assert printed.returncode == 0 and shown == "\n".join("- " + line.strip() for line in printed.stdout.splitlines()[1:])

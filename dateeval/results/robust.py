@@ -206,6 +206,68 @@ def paired_difference(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float
     return value, max(-1.0, value - half), min(1.0, value + half)
 
 
+def date_variances(correct: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """The date variance component (MS_date - MS_res) / items of a dates x items 0/1 matrix under each row of question
+    ``weights`` (resamples x items: how often each question is drawn), unclipped (unbiased), all at once.
+
+    With n = sum of the weights, date means m_d = sum_i w_i y_di / n and their weighted grand mean m: SS_date =
+    n sum_d (m_d - m)^2 and SS_res = sum_i w_i S_i - SS_date, S_i the question's own sum of squares over the dates."""
+    y = np.asarray(correct, dtype=float)
+    n_dates = y.shape[0]
+    weights = np.asarray(weights, dtype=float)
+    n = weights.sum(1)
+    by_date = weights @ y.T / n[:, None]  # resamples x dates
+    ss_date = n * np.sum((by_date - by_date.mean(1, keepdims=True)) ** 2, axis=1)
+    own = np.sum((y - y.mean(0)) ** 2, axis=0)
+    ss_residual = weights @ own - ss_date
+    return (ss_date / (n_dates - 1) - ss_residual / ((n - 1) * (n_dates - 1))) / n
+
+
+def sensitivity_difference(a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> dict[str, float]:
+    """Is A more date-sensitive than B on these dates? The noise-free date standard deviation of each (the date
+    variance component, without the counting noise that inflates the spread of per-date scores with few questions),
+    their difference with a 95% percentile interval, and a two-sided p-value of "equal date variance", from resampling
+    the questions (the same resample for both: they are paired by question; the dates are these dates)."""
+    weights = resample_weights(np.shape(a)[1], n_boot, seed)
+    ones = np.ones((1, np.shape(a)[1]))
+    sd = lambda v: np.sqrt(np.maximum(v, 0.0))  # noqa: E731  (a negative estimate is a date SD of 0)
+    observed = [float(date_variances(m, ones)[0]) for m in (a, b)]
+    drawn_a, drawn_b = date_variances(a, weights), date_variances(b, weights)
+    low, high = np.percentile(sd(drawn_a) - sd(drawn_b), [2.5, 97.5])
+    difference = drawn_a - drawn_b
+    p_value = min(1.0, 2 * (1 + min(np.sum(difference <= 0), np.sum(difference >= 0))) / (n_boot + 1))
+    return {"a_date_sd": float(sd(observed[0])), "b_date_sd": float(sd(observed[1])), "value": float(sd(observed[0]) - sd(observed[1])),
+            "low": float(low), "high": float(high), "p_value": float(p_value)}  # fmt: skip
+
+
+def compare(a: np.ndarray, b: np.ndarray) -> dict:
+    """Model A against model B on the same dates and questions (dates x questions 0/1 each): each one's date-robust
+    score and interval, their paired difference clustered by question (:func:`paired_difference`), and whether one
+    moves more with the date (:func:`sensitivity_difference`): what ``dateeval compare`` and the Leaderboard print."""
+    (score_a, low_a, high_a, _), (score_b, low_b, high_b, _) = date_robust(a), date_robust(b)
+    value, low, high = paired_difference(a, b)
+    return {"a": (score_a, low_a, high_a), "b": (score_b, low_b, high_b), "difference": (value, low, high),
+            "sensitivity": sensitivity_difference(a, b), "n_dates": int(np.shape(a)[0]), "n_items": int(np.shape(a)[1])}  # fmt: skip
+
+
+def compare_lines(name_a: str, name_b: str, found: dict) -> list[str]:
+    """:func:`compare` in words, one finding a line (percentage points)."""
+    pp = lambda value, decimals=1: f"{100 * value:+.{decimals}f}"  # noqa: E731
+    (value, low, high), sense = found["difference"], found["sensitivity"]
+    verdict = (f"{name_a} scores higher whatever the date" if low > 0 else f"{name_b} scores higher whatever the date" if high < 0
+               else "no difference shown: the interval holds 0")  # fmt: skip
+    moved = (f"{name_a} moves more with the date" if sense["p_value"] < 0.05 and sense["value"] > 0 else f"{name_b} moves more with the date"
+             if sense["p_value"] < 0.05 else "no difference in date sensitivity shown")  # fmt: skip
+    return [
+        f"A = {name_a}: date-robust score {interval_text(*found['a'], 1)}; B = {name_b}: {interval_text(*found['b'], 1)} "
+        f"({found['n_items']} questions x {found['n_dates']} dates both have)",
+        f"A - B: {pp(value)} pp [{pp(low)}, {pp(high)}] (95%, clustered by question): {verdict}",
+        f"date sensitivity (date SD without counting noise): A {100 * sense['a_date_sd']:.2f} pp, B {100 * sense['b_date_sd']:.2f} pp; "
+        f"A - B {pp(sense['value'], 2)} pp [{pp(sense['low'], 2)}, {pp(sense['high'], 2)}], p = {sense['p_value']:.3f} (questions resampled, these "
+        f"dates): {moved}",
+    ]
+
+
 def components_of(row: dict) -> Components:
     """The :class:`Components` an :func:`entry_statistics` row holds."""
     return Components(row["var_item"], row["var_date"], row["var_residual"], int(row["n_dates"]), int(row["n_items"]))

@@ -159,6 +159,15 @@ class Results:
         they share fewer than two dates or not the same questions."""
         from dateeval.results import inference
 
+        _, group = self.aligned(dataset, entries, period)
+        if group is None:
+            return {"chance": float("nan"), "chance_upper": float("nan"), "p_value": float("nan")}
+        return inference.reorder_chance(group, observed)
+
+    def aligned(self, dataset: str, entries: Sequence[str] | None, period: Period | None = None) -> tuple[list[str], np.ndarray | None]:
+        """The dates ``entries`` (every graded one with dates when None, in sorted order) share on ``dataset`` in
+        ``period``, and their outcomes there: entries x dates x questions, rows in date order; None where fewer than
+        two entries share two dates, or they do not share their questions."""
         found = {}
         for entry, name in self.dated_entries(period):
             if name == dataset and (entries is None or entry in entries):
@@ -166,9 +175,9 @@ class Results:
                 found[entry] = (pd.to_datetime(pd.Series(dates)).dt.strftime("%Y-%m-%d").tolist(), correct)
         common = sorted(set.intersection(*(set(dates) for dates, _ in found.values()))) if len(found) >= 2 else []
         if len(common) < 2 or len({correct.shape[1] for _, correct in found.values()}) != 1:
-            return {"chance": float("nan"), "chance_upper": float("nan"), "p_value": float("nan")}
-        group = np.stack([correct[[dates.index(day) for day in common]] for dates, correct in found.values()])
-        return inference.reorder_chance(group, observed)
+            return common, None
+        order = [entry for entry in (entries if entries is not None else sorted(found)) if entry in found]
+        return common, np.stack([found[entry][1][[found[entry][0].index(day) for day in common]] for entry in order])
 
     def significance_table(self, period: Period | None = None) -> pd.DataFrame:
         """``inference.significance`` of every graded entry with two or more dates in ``period`` (kept), with its null draws."""
