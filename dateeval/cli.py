@@ -604,8 +604,7 @@ def _cmd_robust(args: argparse.Namespace) -> int:
     for record in records if not args.json else ():
         board = pd.DataFrame(record["entries"])
         shown = robust_format.display(board, record["dataset"], args.half_width)
-        sentences = [f"{entry['entry']}: {entry['sentence']}. {entry['advice']}" + (f" {entry['coverage_note']}" if entry["coverage_note"] else "")
-                     for entry in record["entries"]]  # fmt: skip
+        sentences = [f"{entry['entry']}: {entry['sentence']}. {entry['advice']}" for entry in record["entries"]]
         unresolved = [f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]]
         if args.latex:
             print(robust_format.latex(shown, robust_format.caption(record["dataset"], board) + " " + record["entries"][0]["sentence"] + "."))

@@ -34,7 +34,15 @@ def test_the_study_can_fail_the_percentile_bootstrap_it_replaced(study):
 @pytest.mark.parametrize("scenario", ["item-dominated", "interaction-heavy"])
 def test_the_date_robust_interval_covers_from_twenty_questions(study, scenario):
     found = study.robust_coverage(20, 12, 0.3, scenario, reps=120)
-    assert found["korn_graubard"] >= 0.95 - 3 * study.se(0.95, 120), found
+    assert found["printed"] >= 0.95 - 3 * study.se(0.95, 120), found
+
+
+@pytest.mark.parametrize("n_items,rate", [(10, 0.02), (20, 0.98), (20, 0.05)])
+def test_the_date_robust_interval_covers_at_rates_near_zero_and_one(study, n_items, rate):
+    """The risky cells (issue 35): 10-20 questions x 366 dates, skewed question difficulty, a rate near 0 or 1, where
+    Korn-Graubard alone covered 0.78-0.89; the printed interval (plus-two questions) covers at nominal - 3 SE."""
+    found = study.robust_coverage(n_items, 366, rate, "item-dominated", reps=150)
+    assert found["printed"] >= 0.95 - 3 * study.se(0.95, 150), found
 
 
 @pytest.mark.parametrize("n_items,n_dates", [(20, 12), (50, 2)])

@@ -30,6 +30,14 @@ def test_rate_interval_is_clopper_pearson_by_its_definition(right, n):
 
 
 def _loop_robust(matrix: np.ndarray) -> tuple[float, float, float]:
+    """The date-robust score and its interval: the union of :func:`_loop_korn_graubard` of the matrix and of the matrix
+    with a question right on every date and one wrong on every date added."""
+    score, low, high = _loop_korn_graubard(matrix)
+    _, padded_low, padded_high = _loop_korn_graubard(np.hstack([matrix, np.ones((len(matrix), 1)), np.zeros((len(matrix), 1))]))
+    return score, min(low, padded_low), max(high, padded_high)
+
+
+def _loop_korn_graubard(matrix: np.ndarray) -> tuple[float, float, float]:
     """The date-robust score and its Korn-Graubard interval from the loop ANOVA: effective n = p(1-p)/Var (at most
     the cells), shrunk by (z / t_df)^2 with Satterthwaite's df, then Clopper-Pearson at that n by root finding."""
     dates, items = matrix.shape
@@ -57,11 +65,13 @@ def test_robust_score_equals_the_loop_anova_and_the_printed_interval(seed, dates
     assert (row["score"], row["low"], row["high"]) == tuple(found)
 
 
-def test_robust_score_has_no_jump_to_zero_width_at_no_right_answer():
-    none, one = np.zeros((12, 10)), np.zeros((12, 10))
+def test_robust_score_does_not_jump_between_no_right_answer_and_one():
+    """Issue 35: with 10 questions x 366 dates the upper end was 0.388 with no right answer and 0.0019 with one."""
+    none, one = np.zeros((366, 10)), np.zeros((366, 10))
     one[0, 0] = 1
     assert stats.robust_score(none).high > 0 and stats.robust_score(none).low == 0
-    assert stats.robust_score(one).low <= 1 / 120 <= stats.robust_score(one).high
+    assert stats.robust_score(one).low <= 1 / 3660 <= stats.robust_score(one).high
+    assert stats.robust_score(one).high >= 0.5 * stats.robust_score(none).high, (stats.robust_score(none), stats.robust_score(one))
 
 
 def test_date_effect_test_equals_every_permutation_and_the_headlines_test():

@@ -115,9 +115,8 @@ def _robust_section(results: Results, out: Path, half_width: float = 0.01) -> li
         if not record["entries"]:
             continue
         board = pd.DataFrame(record["entries"])
-        board.drop(columns=["identity", "dates", "per_date", "sentence", "advice", "coverage_note"]).to_csv(out / f"robust-{dataset}.csv", index=False)
-        sentences = "".join(f"<li><b>{html.escape(entry['entry'])}</b>: {html.escape(entry['sentence'])}. {html.escape(entry['advice'])} "
-                            f"{html.escape(entry['coverage_note'] or '')}</li>"
+        board.drop(columns=["identity", "dates", "per_date", "sentence", "advice"]).to_csv(out / f"robust-{dataset}.csv", index=False)
+        sentences = "".join(f"<li><b>{html.escape(entry['entry'])}</b>: {html.escape(entry['sentence'])}. {html.escape(entry['advice'])}</li>"
                             for entry in record["entries"])  # fmt: skip
         unresolved = "; ".join(f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"])
         shown = robust_format.display(board, dataset, half_width).to_html(index=False, border=0)
