@@ -82,3 +82,9 @@ def test_table5s_cv_interval_covers_the_noise_free_cv_where_the_bootstrap_did_no
     assert found["coverage"] >= 0.95 - 3 * study.se(0.95, 120), found
     if n_dates == 12:
         assert found["measured_cv_bootstrap"] < 0.5, found
+
+
+def test_the_bleu_band_covers_from_ten_segments(study):
+    """The percentile bootstrap covered 0.85 at 10 segments; the log-scale jackknife-t covers at nominal - 3 SE."""
+    found = study.bleu_band_coverage(10, reps=100)
+    assert found["coverage"] >= 0.95 - 3 * study.se(0.95, 300) and found["printed"] == 1.0, found

@@ -214,20 +214,28 @@ def test_the_verdict_can_reject_with_fifty_entries():
     assert inference.date_effect_family([[m] for m in matrices], n_perm=200) == pytest.approx(1 / 201)
 
 
-def test_corpus_band_equals_resampling_the_segments_in_a_loop():
-    """BLEU's per-date interval: each resample's corpus score from the resampled segments' statistics, as a loop."""
+def test_corpus_band_is_the_log_jackknife_t_of_the_segments_in_a_loop():
+    """BLEU's per-date interval: each leave-one-segment-out corpus score from the other segments' statistics (a loop),
+    their jackknife SE on the log scale, score x exp(-+ t_{n-1} SE); a date with a leave-one-out BLEU of 0 gets none."""
     from dateeval.tasks.translation import score_from_stats, segment_stats
 
-    hypotheses = [["the cat sat on the mat", "a dog barks", "it rains today", "we go home now"],
-                  ["the cat is on the mat", "a dog barked", "it rained today", "we go home"]]  # fmt: skip
-    references = ["the cat sat on the mat", "the dog barks", "it is raining today", "we go home now"]
+    hypotheses = [["the cat sat on the mat", "a dog barks loudly at night", "it rains today in the city", "we go home now after work"],
+                  ["the cat is on the mat", "a dog barked at night", "it rained today in town", "we go home after work"]]  # fmt: skip
+    references = ["the cat sat on the mat", "the dog barks loudly at night", "it is raining today in the city", "we go home now after work"]
     stats = np.array([segment_stats(day, references)["bleu"] for day in hypotheses])  # dates x segments x statistics
-    band = inference.corpus_band("e", ["2024-01-01", "2024-01-02"], stats, "bleu", n_boot=50, seed=3)
-    weights = inference.resample_weights(4, 50, seed=3)
+    band = inference.corpus_band("e", ["2024-01-01", "2024-01-02"], stats, "bleu")
     for day, row in enumerate(band.itertuples()):
-        samples = [score_from_stats("bleu", [sum(w * np.array(s) for w, s in zip(draw, stats[day]))]) for draw in weights]
-        assert (row.low, row.high) == pytest.approx(tuple(np.percentile(samples, [2.5, 97.5])))
-    assert band["low"].le(band["high"]).all() and band["high"].gt(0).all()
+        segments = [np.array(s) for s in stats[day]]
+        full = score_from_stats("bleu", [sum(segments)])
+        left = [score_from_stats("bleu", [sum(x for j, x in enumerate(segments) if j != i)]) for i in range(4)]
+        if min(left) <= 0:
+            assert np.isnan(row.low) and np.isnan(row.high)
+            continue
+        logs = np.log(left)
+        se = np.sqrt(3 / 4 * np.sum((logs - logs.mean()) ** 2))
+        t = scipy_stats.t.ppf(0.975, 3)
+        assert (row.low, row.high) == pytest.approx((full * np.exp(-t * se), min(100, full * np.exp(t * se))))
+        assert row.low < full < row.high
 
 
 def test_the_reorder_share_of_arrays_equals_the_kendall_tau_count():
