@@ -16,6 +16,7 @@ Each figure has its Monte-Carlo standard error sqrt(c (1 - c) / reps).
 
     .venv/bin/python bench/coverage.py                 # the full grid, writes docs/coverage.md (about 10 min on 2 cores)
     .venv/bin/python bench/coverage.py --quick         # a reduced grid, printed only
+    .venv/bin/python bench/coverage.py --only robust   # one section recomputed and spliced into docs/coverage.md
 """
 
 from __future__ import annotations
@@ -243,6 +244,44 @@ def _table(rows: list[dict], fmt: dict[str, str] | None = None) -> str:
     return head + body
 
 
+COMPARE_HEADING = "## Model against model (`dateeval compare`, Leaderboard): `robust.paired_difference`, `robust.sensitivity_difference`"
+
+
+def compare_cells(n_items: int, n_dates: int, reps: int, seed: int = 0) -> dict:
+    """Two models on the same questions and dates (shared question and date effects, their own answer noise; probit
+    sds 0.5, 0.2, 0.6): how often A - B's interval (``robust.paired_difference``) covers the true difference of their
+    date-robust scores (rates 0.4 and 0.3), and how often the date-sensitivity test (``robust.sensitivity_difference``)
+    rejects at 5% when both move alike with the date (both at 0.3: its size)."""
+    rng = np.random.default_rng(seed)
+    sd_item, sd_date, sd_cell = 0.5, 0.2, 0.6
+    scale = math.sqrt(1 + sd_item**2 + sd_date**2 + sd_cell**2)
+    covered = rejected = 0
+    for _ in range(reps):
+        shared = sd_item * rng.standard_normal(n_items)[None, :] + sd_date * rng.standard_normal(n_dates)[:, None]
+        draw = lambda rate: (rng.random((n_dates, n_items)) < stats.norm.cdf(stats.norm.ppf(rate) * scale + shared  # noqa: E731
+                                                                             + sd_cell * rng.standard_normal((n_dates, n_items)))).astype(float)
+        a, b, c = draw(0.4), draw(0.3), draw(0.3)
+        _, low, high = robust.paired_difference(a, b)
+        covered += low <= 0.1 <= high
+        rejected += robust.sensitivity_difference(b, c, seed=int(rng.integers(1 << 31)))["p_value"] < 0.05
+    return {"items": n_items, "dates": n_dates, "difference_coverage": covered / reps, "sensitivity_size": rejected / reps,
+            "se_at_95pct": se(0.95, reps), "se_at_5pct": se(0.05, reps)}  # fmt: skip
+
+
+def compare_section(reps: int) -> str:
+    """The docs' section on ``dateeval compare``'s interval and test."""
+    started = time.perf_counter()
+    rows = [compare_cells(n, d, reps) for n in (20, 50, 200) for d in DATES]
+    return (
+        f"\n{COMPARE_HEADING}\n\n{reps} simulated pairs per cell; {time.perf_counter() - started:.0f} s. `difference_coverage`: "
+        "the A - B interval (clustered by question, the dates' share added where the difference moves with the date) "
+        "against the true difference (0.1). `sensitivity_size`: the date-sensitivity test's rejections at 5% when both models "
+        "move alike with the date (questions resampled, 1,000 resamples).\n\n"
+        + _short(rows, ("difference_coverage",), ("items", "dates"), reps)
+        + _table(rows)
+    )
+
+
 BLEU_HEADING = "## Per-date BLEU band (Curves): `inference.corpus_band`"
 
 
@@ -323,13 +362,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a reduced grid, printed, docs/coverage.md left alone")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "coverage.md"))
-    parser.add_argument("--only", choices=("families", "robust", "bleu"), help="recompute only that section and splice it into --out")
+    parser.add_argument("--only", choices=("families", "robust", "bleu", "compare"), help="recompute only that section and splice it into --out")
     args = parser.parse_args()
     if args.only:
         out = Path(args.out)
         heading, section, reps = {"families": (FAMILY_HEADING, family_section, 200), "robust": (ROBUST_HEADING, robust_section, 150),
-                                  "bleu": (BLEU_HEADING, bleu_section, 200)}[args.only]  # fmt: skip
-        out.write_text(replace_section(out.read_text(), heading, section(reps)))
+                                  "bleu": (BLEU_HEADING, bleu_section, 200), "compare": (COMPARE_HEADING, compare_section, 200)}[args.only]  # fmt: skip
+        text = out.read_text()
+        out.write_text(replace_section(text, heading, section(reps)) if heading in text else text.replace("\n## Not intervals", section(reps) + "\n## Not intervals"))
         return
     started = time.perf_counter()
     items, dates = ((10, 20, 50), (2, 12)) if args.quick else (ITEMS, DATES)
@@ -343,7 +383,9 @@ def main() -> None:
         "# Coverage and power: does each interval and test keep its promise?\n\n"
         f"Written by `bench/coverage.py` ({'--quick, ' if args.quick else ''}{reps} simulated stores per cell; "
         f"{time.perf_counter() - started:.0f} s on this machine). Every figure calls the function the pages call; its Monte-Carlo "
-        "standard error is in the `se` column (for a coverage of 0.95, or a size of 0.05). Nominal: 0.95 coverage, 0.05 size.\n\n"
+        "standard error is in the `se` column (for a coverage of 0.95, or a size of 0.05). Nominal: 0.95 coverage, 0.05 size. "
+        "A section that states its own number of stores and seconds was recomputed alone (`bench/coverage.py --only "
+        "families|robust|bleu|compare`, under `nice -n 19`).\n\n"
         "## Per-date band of a rate (Curves): exact Clopper-Pearson, `inference.date_band`\n\n"
         "Every date's true rate is `rate`; 12 dates per store. `percentile_bootstrap` is the band the page drew before "
         "(200 resamples over questions), kept here as the baseline: it collapses to [0, 0] when a date has no right answer.\n\n"
@@ -375,6 +417,7 @@ def main() -> None:
         "permutation tests are one test. The chi-square Q's size is not guaranteed with few questions.\n\n"
         + _table(tests, {"effect_pp": "{:.0f}"})
         + family_section(small)
+        + compare_section(small)
         + "\n## Not intervals\n\nThe robust leaderboard's *central 95% of ranks* and *ranks over dates* describe the ranks the "
         "swept dates gave (quantiles of the observed ranks), not an estimate of anything beyond them: they have no coverage to "
         "measure. The planning table's predicted half-widths are the `anova_normal` interval at other numbers of dates; its "
