@@ -428,7 +428,7 @@ def joint_shuffled_counts(group: np.ndarray, n_perm: int, rng: np.random.Generat
     return counts
 
 
-VERDICT_PERM = 1000  # joint shuffles behind the verdict: its p-value moves by under 0.007 (1 SE at 0.05) between seeds
+VERDICT_PERM = 1000  # joint shuffles behind the verdict: a p-value near 0.05 has a Monte-Carlo SE of 0.007
 
 
 def date_effect_family(groups: Sequence[Sequence[np.ndarray]], n_perm: int = VERDICT_PERM, seed: int = 0) -> float:
