@@ -241,6 +241,16 @@ def _add_robust(commands: argparse._SubParsersAction) -> None:
     robust.add_argument("--figure", type=Path, help="also write the figure (.svg, .pdf or .png; needs one dataset)")
 
 
+def _add_compare(commands: argparse._SubParsersAction) -> None:
+    compare = commands.add_parser("compare", help="model A against model B on the same questions and dates: is A better whatever the date, "
+                                  "and does one move more with the date?")  # fmt: skip
+    compare.add_argument("a", help="entry A, as `summary` names it, e.g. 'smollm2-135m (float32, cpu)'")
+    compare.add_argument("b", help="entry B")
+    compare.add_argument("--store", default="cache/results")
+    compare.add_argument("--dataset", help="the dataset (default: the only one both have with two or more dates)")
+    compare.add_argument("--dates", type=_period, help="only the dates START..END (both included)")
+
+
 def _fraction(text: str) -> float:
     """An argparse type for a half-width: a number strictly between 0 and 1 (0.01 is one percentage point)."""
     try:
@@ -284,6 +294,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_summary(commands)
     _add_export(commands)
     _add_robust(commands)
+    _add_compare(commands)
     _add_template(commands)
     _add_compact(commands)
     _add_report(commands)
@@ -501,9 +512,10 @@ def _cmd_summary(args: argparse.Namespace) -> int:
         print(f"no results in {args.store}")
         return 0
     if args.dates is None:  # the store's finding, as the Overview's first line says it
-        from dateeval.results import headline_sentence, verdict_power
+        from dateeval.results import headline_sentence, reorder_sentence, verdict_power
 
-        print("\n".join(line for line in (headline_sentence(found.headline()), verdict_power(found.headline())) if line))
+        top = found.headline()
+        print("\n".join(line for line in (headline_sentence(top), verdict_power(top), reorder_sentence(top)) if line))
     for row in table.to_dict(orient="records"):
         print(f"{row['entry']} on {row['dataset']}: {row['n_items']} items x {row['n_dates']} dates")
         for metric in (m for m in METRICS if f"no_date_{m}" in row and _has(row, m)):
@@ -592,8 +604,7 @@ def _cmd_robust(args: argparse.Namespace) -> int:
     for record in records if not args.json else ():
         board = pd.DataFrame(record["entries"])
         shown = robust_format.display(board, record["dataset"], args.half_width)
-        sentences = [f"{entry['entry']}: {entry['sentence']}. {entry['advice']}" + (f" {entry['coverage_note']}" if entry["coverage_note"] else "")
-                     for entry in record["entries"]]  # fmt: skip
+        sentences = [f"{entry['entry']}: {entry['sentence']}. {entry['advice']}" for entry in record["entries"]]
         unresolved = [f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]]
         if args.latex:
             print(robust_format.latex(shown, robust_format.caption(record["dataset"], board) + " " + record["entries"][0]["sentence"] + "."))
@@ -605,6 +616,32 @@ def _cmd_robust(args: argparse.Namespace) -> int:
             print(("- " if args.markdown else "  ") + "the date reorders these pairs and their intervals overlap: " + "; ".join(unresolved) + "\n")
     if args.figure:
         print(f"figure written to {robust_format.figure(records[0], args.figure)}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from dateeval.results import robust
+
+    found = _open_results(args.store)
+    dated = found.dated_entries(args.dates)
+    entries = sorted({entry for entry, _ in dated})
+    for name in (args.a, args.b):
+        if name not in entries:
+            raise DateEvalError(f"no entry {name!r} with two or more dates in {args.store} (it holds: {'; '.join(entries) or 'none'})")
+    if args.a == args.b:
+        raise DateEvalError("compare needs two different entries")
+    shared = sorted({dataset for entry, dataset in dated if entry == args.a} & {dataset for entry, dataset in dated if entry == args.b})
+    if args.dataset is None and len(shared) != 1:
+        raise DateEvalError(f"{args.a!r} and {args.b!r} share {len(shared)} datasets with two or more dates: pick one with --dataset"
+                            + (f" ({', '.join(shared)})" if shared else ""))  # fmt: skip
+    dataset = args.dataset or shared[0]
+    if dataset not in shared:
+        raise DateEvalError(f"{args.a!r} and {args.b!r} do not both have dataset {dataset!r} on two or more dates (shared: {', '.join(shared) or 'none'})")
+    _, group = found.aligned(dataset, [args.a, args.b], args.dates)
+    if group is None:
+        raise DateEvalError(f"{args.a!r} and {args.b!r} do not share two dates and the same questions on {dataset}")
+    print(f"{dataset}:")
+    print("".join(f"  {line}\n" for line in robust.compare_lines(args.a, args.b, robust.compare(group[0], group[1]))), end="")
     return 0
 
 
@@ -697,7 +734,7 @@ def _exclusive(lock: Path, busy: str) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
-    commands = {"run": _cmd_run, "summary": _cmd_summary, "export": _cmd_export, "robust": _cmd_robust, "template": _cmd_template, "compact": _cmd_compact, "report": _cmd_report,
+    commands = {"run": _cmd_run, "summary": _cmd_summary, "export": _cmd_export, "robust": _cmd_robust, "compare": _cmd_compare, "template": _cmd_template, "compact": _cmd_compact, "report": _cmd_report,
                 "regrade": _cmd_regrade, "serve": _cmd_serve, "probe": _cmd_probe}  # fmt: skip
     try:
         args = _parser().parse_args(argv)

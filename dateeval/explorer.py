@@ -415,6 +415,22 @@ def chance_bands(root: str, fingerprint: tuple, selection: Selection) -> pd.Data
     return pd.DataFrame(rows, columns=["entry", "low", "high"])
 
 
+@st.cache_data(show_spinner="Shuffling answers across the dates...", max_entries=16)
+def reorder_chance(root: str, fingerprint: tuple, selection: Selection, observed: float) -> dict[str, float]:
+    """The reorder share chance alone gives for the selection's models and dates (``Results.reorder_chance``, cached)."""
+    return _view(root, fingerprint)[0].reorder_chance(selection.dataset, sorted(selection.entries), observed, selection.period)
+
+
+@st.cache_data(show_spinner="Comparing the two models...", max_entries=16)
+def compare(root: str, fingerprint: tuple, selection: Selection, a: str, b: str) -> list[str]:
+    """``robust.compare_lines`` of two entries over the dates of the selection they share; empty where they share
+    fewer than two dates or not their questions (cached)."""
+    from dateeval.results import robust
+
+    _, group = _view(root, fingerprint)[0].aligned(selection.dataset, [a, b], selection.period)
+    return [] if group is None else robust.compare_lines(a, b, robust.compare(group[0], group[1]))
+
+
 @st.cache_data(show_spinner="Computing intervals over questions...", max_entries=16)
 def bands(root: str, fingerprint: tuple, selection: Selection, metric: str) -> pd.DataFrame:
     """95% interval per entry and date of the selection (cached)."""

@@ -32,10 +32,10 @@ rolling = left.slider("Rolling mean over calendar days (1 = off)", 1, 31, key="r
 viewstate.publish("rolling", rolling)
 show_band = right.toggle("95% interval per date (over questions)", value=True,
                          help="Accuracy and pass@1: the exact Clopper-Pearson interval of the day's k of n (coverage >= 95% at any "
-                              "n and rate; docs/coverage.md). BLEU and chrF: the corpus score of the resampled segments' summed "
-                              "statistics (paired bootstrap; it covered 91-93% rather than 95% from 20 segments, 85% at 10). ECE: percentile bootstrap over questions, "
-                              "around the sample's ECE, which few questions bias upward: with under 1,000 questions it lies above "
-                              "the model's true ECE more often than not (docs/coverage.md).")  # fmt: skip
+                              "n and rate; docs/coverage.md). BLEU and chrF: the jackknife over segments on the log scale, "
+                              "with a t quantile (each leave-one-out corpus score from the other segments' statistics; docs/coverage.md). ECE: percentile bootstrap over questions, "
+                              "drawn only from 1,000 questions, where it covered 94%; with fewer the sample ECE's upward bias left it "
+                              "short (50% at 50 questions, 87% at 200; docs/coverage.md), so no ECE band is drawn.")  # fmt: skip
 store = explorer.current_store()
 band = explorer.bands(str(store.root), store.fingerprint(), selection, metric) if show_band else None
 chance = explorer.chance_bands(str(store.root), store.fingerprint(), selection) if metric == "accuracy" else None

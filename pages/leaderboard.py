@@ -59,6 +59,29 @@ if len(taus):
     if found["n_defined"]:
         st.plotly_chart(plots.tau_histogram(taus[taus["defined"]]), width="stretch", config=plots.CHART_CONFIG)
     mean = f"Mean Kendall tau {found['mean_tau']:.3f} over the defined pairs; " if found["n_defined"] else ""
-    st.caption(f"{mean}{percent(found['share'])} of date pairs rank the models differently: {descriptive.reordering_words(found)}", help=EXPLAIN["tau"])
+    chance = ""
+    if metric == "accuracy" and found["n_defined"]:
+        store = explorer.current_store()
+        null = explorer.reorder_chance(str(store.root), store.fingerprint(), selection, found["share"])
+        if null["chance"] == null["chance"]:
+            chance = (f" Chance alone (answers shuffled across the dates within each question): {percent(null['chance'])} "
+                      f"(95% of shuffles <= {percent(null['chance_upper'])}), p = {null['p_value']:.3f} that the date reorders them more.")  # fmt: skip
+    st.caption(f"{mean}{percent(found['share'])} of date pairs rank the models differently: {descriptive.reordering_words(found)}{chance}", help=EXPLAIN["tau"])
+if metric == "accuracy" and len(selection.entries) >= 2:
+    st.subheader("Model against model, across dates")
+    names = sorted(selection.entries)
+    left, right = st.columns(2)
+    a = left.selectbox("Model A", names, index=0, key="compare_a")
+    b = right.selectbox("Model B", names, index=1, key="compare_b")
+    store = explorer.current_store()
+    lines = explorer.compare(str(store.root), store.fingerprint(), selection, a, b) if a != b else []
+    if a == b:
+        st.info("Pick two different models.")
+    elif not lines:
+        st.info(f"{a} and {b} do not share two dates and the same questions in this range.")
+    else:
+        st.markdown("\n".join(f"- {line}" for line in lines), help="The same as `dateeval compare`: A - B is the difference of the date-robust "
+                    "scores, its 95% interval clustered by question; date sensitivity is each model's date SD without counting noise, "
+                    "the questions resampled (paired) for the interval and p.")  # fmt: skip
 leaderboard = ranked.pivot_table(index="entry", columns="date", values="rank").rename(columns=lambda day: f"{day:%Y-%m-%d}").reset_index()
 explorer.downloads(leaderboard, "leaderboard-ranks")

@@ -33,8 +33,10 @@ else:
     if top["reorder_dataset"] is not None:
         counts = {"n_pairs": top["reorder_pairs"], "n_defined": top["reorder_defined"], "n_undefined": top["reorder_undefined"],
                   "n_reordered": top["reorder_count"]}  # fmt: skip
+        chance = top.get("reorder_chance", float("nan"))
         columns[3].metric(f"Date pairs that reorder the {top['reorder_entries']} models on {top['reorder_dataset']}", percent(top["reorder"]),
-                          help=descriptive.reordering_words(counts))
+                          delta=f"chance alone {percent(chance)}" if chance == chance else None, delta_color="off",
+                          help=f"{descriptive.reordering_words(counts)} {results.reorder_sentence(top)}")  # fmt: skip
     else:
         columns[3].metric("Date pairs that reorder the leaderboard", "-", help="needs two or more models on one dataset")
 explorer.intro(

@@ -34,8 +34,6 @@ st.subheader("The sentence to paste")
 for entry in record["entries"]:
     st.markdown(f"**{entry['entry']}**")
     st.code(entry["sentence"] + ".", language=None, wrap_lines=True)
-    if entry["coverage_note"]:
-        st.warning(entry["coverage_note"])
     st.caption(entry["advice"])
 st.subheader("Robust leaderboard")
 shown = robust_format.display(board, selection.dataset, half_width / 100)

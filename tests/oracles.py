@@ -12,7 +12,7 @@ from dateeval.metrics import ece_by_code
 from dateeval.results.descriptive import _codes, common_items, entry_label, predictions, with_factor
 from dateeval.schema import ENTRY, ENTRY_KEY
 from dateeval.results.inference import (BAND_COLUMNS, FACTOR_COLUMNS, SIGNIFICANCE_COLUMNS, across_factors, against, date_band, entry_factors,
-                                        graded, null_draws, outcome_matrices, significance)  # fmt: skip
+                                        date_effect_family, graded, null_draws, outcome_matrices, significance, verdict_groups)  # fmt: skip
 
 
 def item_flips(frame: pd.DataFrame) -> pd.DataFrame:
@@ -128,6 +128,46 @@ def significance_rows(frame: pd.DataFrame, n_perm: int = 200) -> pd.DataFrame:
         if dated["condition_key"].nunique() >= 2:
             rows.append(significance(entry, dataset, outcome_matrices(dated, "condition_key")[1], n_perm))
     return pd.DataFrame(rows)
+
+
+def verdict(frame: pd.DataFrame) -> float:
+    """The headline's family-wise p-value from rows: every entry with two or more dates, its date x item matrix with
+    rows in date order, entries on one dataset and the same dates shuffled jointly."""
+    frame = graded(frame)
+    keys, matrices = [], []
+    for (entry, dataset), group in frame.assign(entry=entry_label(frame)).groupby(["entry", "dataset"]):
+        dated = group[group["factor"] == "date"]
+        if dated["condition_key"].nunique() >= 2:
+            dates, correct, _ = outcome_matrices(dated, "date")
+            keys.append((dataset, tuple(str(day) for day in dates)))
+            matrices.append(correct)
+    return date_effect_family(verdict_groups(keys, matrices))
+
+
+def exact_family_p(groups: list[list[np.ndarray]]) -> float:
+    """The family-wise p-value over EVERY joint permutation (each question's dates permuted alike in every entry of a
+    group, groups independently): the share of tables whose smallest chi-square Cochran p is at most the observed."""
+    from itertools import permutations, product
+
+    from scipy.stats import chi2
+
+    def logp(matrix):
+        right, n_dates = matrix.sum(0), matrix.shape[0]
+        denominator = n_dates * right.sum() - np.sum(right**2)
+        if denominator == 0:
+            return 0.0
+        counts = matrix.sum(1)
+        q = (n_dates - 1) * (n_dates * np.sum(counts**2) - counts.sum() ** 2) / denominator
+        return float(chi2.logsf(q, n_dates - 1))
+
+    def tables(group):  # every joint arrangement of one group: a permutation of the dates per question
+        n_dates, n_items = group[0].shape
+        for orders in product(list(permutations(range(n_dates))), repeat=n_items):
+            yield [np.stack([m[list(order), i] for i, order in enumerate(orders)], 1) for m in group]
+
+    observed = min(logp(m) for group in groups for m in group)
+    null = [min(logp(m) for arrangement in arrangements for m in arrangement) for arrangements in product(*(list(tables(g)) for g in groups))]
+    return float(np.mean(np.array(null) <= observed + 1e-9 * max(1, abs(observed))))
 
 
 def largest_of(deltas: list[float], draws: list[np.ndarray], level: float = 0.95, seed: int = 0) -> dict[str, float]:

@@ -135,8 +135,8 @@ def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
     assert set(tables["factors"]["factor"]) >= {"date", "precision"} and len(tables["significance"]) == 6  # every graded entry
     metrics, _ = unit_sums.condition_metrics(demo, sums)
     headline = explorer.headline(str(demo.root), fingerprint)
-    expected = inference.headline(oracles.significance_rows(frame), metrics)
-    assert {key: value for key, value in headline.items() if not key.startswith("power")} == expected
+    expected = inference.headline(oracles.significance_rows(frame), metrics, oracles.verdict(frame))
+    assert {key: value for key, value in headline.items() if not key.startswith(("power", "reorder_chance", "reorder_p_value"))} == expected
     top = inference.graded(frame)
     top = top[(top["entry"] == expected["entry"]) & (top["dataset"] == expected["dataset"]) & (top["factor"] == "date")]
     assert headline["power"] == inference.power(inference.outcome_matrices(top, "condition_key")[1], headline["power_effect"])
@@ -168,7 +168,7 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     first, tables = explorer.headline(root, fingerprint), explorer.statistics(root, fingerprint)
     entries = tuple(sorted(tables["significance"].loc[tables["significance"]["dataset"] == "mmlu", "entry"]))
     selection = explorer.Selection(entries, "mmlu", pd.Timestamp("2024-03-01"), pd.Timestamp("2024-09-30"))
-    band = explorer.bands(root, fingerprint, selection, "ece")
+    band = explorer.bands(root, fingerprint, selection, "accuracy")
     one = explorer.Selection(entries[:1], "mmlu", selection.start, selection.end)
     flips = explorer.flips(root, fingerprint, one)
     found = item_matrices.load(demo, explorer._sums(root, fingerprint).query("entry == @entries[0] and dataset == 'mmlu'"))
@@ -185,7 +185,7 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
             pd.testing.assert_frame_equal(kept_table, first_table)
         assert explorer.headline(root, fingerprint) == first
         again = explorer.statistics(root, fingerprint)
-        pd.testing.assert_frame_equal(explorer.bands(root, fingerprint, selection, "ece"), band)
+        pd.testing.assert_frame_equal(explorer.bands(root, fingerprint, selection, "accuracy"), band)
     assert len(band) and band["date"].between(selection.start, selection.end).all()
     for name in ("factors", "significance"):
         pd.testing.assert_frame_equal(again[name], tables[name])

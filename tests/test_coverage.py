@@ -34,7 +34,15 @@ def test_the_study_can_fail_the_percentile_bootstrap_it_replaced(study):
 @pytest.mark.parametrize("scenario", ["item-dominated", "interaction-heavy"])
 def test_the_date_robust_interval_covers_from_twenty_questions(study, scenario):
     found = study.robust_coverage(20, 12, 0.3, scenario, reps=120)
-    assert found["korn_graubard"] >= 0.95 - 3 * study.se(0.95, 120), found
+    assert found["printed"] >= 0.95 - 3 * study.se(0.95, 120), found
+
+
+@pytest.mark.parametrize("n_items,rate", [(10, 0.02), (20, 0.98), (20, 0.05)])
+def test_the_date_robust_interval_covers_at_rates_near_zero_and_one(study, n_items, rate):
+    """The risky cells (issue 35): 10-20 questions x 366 dates, skewed question difficulty, a rate near 0 or 1, where
+    Korn-Graubard alone covered 0.78-0.89; the printed interval (plus-two questions) covers at nominal - 3 SE."""
+    found = study.robust_coverage(n_items, 366, rate, "item-dominated", reps=150)
+    assert found["printed"] >= 0.95 - 3 * study.se(0.95, 150), found
 
 
 @pytest.mark.parametrize("n_items,n_dates", [(20, 12), (50, 2)])
@@ -48,7 +56,22 @@ def test_the_verdicts_tests_hold_their_size(study, n_items, n_dates):
 def test_the_headlines_family_wise_tests_hold_their_size(study):
     found = study.family_rejections(20, 12, 6, 0.0, reps=150)
     limit = 0.05 + 3 * study.se(0.05, 150)
-    assert found["verdict_min_p"] <= limit and found["largest_delta_of_k"] <= limit, found
+    assert found["verdict"] <= limit and found["largest_delta_of_k"] <= limit, found
+
+
+@pytest.mark.parametrize("k", [20, 50])
+def test_the_verdict_holds_its_size_with_many_entries(study, k):
+    """The risky cells: the min-p it replaced rejected 0.11-0.12 of null stores at 20 entries (every rejection at
+    p = 1/201); the verdict over joint shuffles stays within 0.05 + 3 SE at 20 and 50 entries."""
+    found = study.family_rejections(50, 12, k, 0.0, reps=150, n_perm=100, with_delta=False)
+    assert found["verdict"] <= 0.05 + 3 * study.se(0.05, 150), found
+
+
+def test_the_verdict_finds_an_effect_at_fifty_entries_as_often_as_bonferroni(study):
+    """With 50 entries and a 10 pp date effect in all of them, the verdict rejects at least as often as Cochran's Q per
+    entry with a Bonferroni correction (less 2 SE of their difference): joint shuffles keep the entries' dependence."""
+    found = study.family_rejections(50, 12, 50, 0.1, reps=60, planted="all", n_perm=100, with_delta=False)
+    assert found["verdict"] >= found["bonferroni_q_chi2"] - 2 * study.se(0.5, 60) and found["verdict"] > 0.2, found
 
 
 @pytest.mark.parametrize("n_items,n_dates,effect", [(10, 12, 0.02), (20, 3, 0.1), (50, 2, 0.02)])
@@ -59,3 +82,9 @@ def test_table5s_cv_interval_covers_the_noise_free_cv_where_the_bootstrap_did_no
     assert found["coverage"] >= 0.95 - 3 * study.se(0.95, 120), found
     if n_dates == 12:
         assert found["measured_cv_bootstrap"] < 0.5, found
+
+
+def test_the_bleu_band_covers_from_ten_segments(study):
+    """The percentile bootstrap covered 0.85 at 10 segments; the log-scale jackknife-t covers at nominal - 3 SE."""
+    found = study.bleu_band_coverage(10, reps=100)
+    assert found["coverage"] >= 0.95 - 3 * study.se(0.95, 300) and found["printed"] == 1.0, found

@@ -161,6 +161,11 @@ def test_the_leaderboard_and_overview_count_reorders_exactly_and_ties_apart(page
     reorder = [metric for metric in overview.metric if metric.label.startswith("Date pairs that reorder")]
     assert [metric.value for metric in reorder] == ["42.83%"] and "48,074 pairs undefined" in reorder[0].help
     assert layer.headline()["reorder_count"] == 8019 and layer.headline()["reorder_defined"] == 18721
+    # Issue 35 §5: beside its chance value (answers shuffled across dates within each question), on every surface
+    chance = layer.headline()["reorder_chance"]
+    assert 0 < chance < 1 and reorder[0].delta == f"chance alone {100 * chance:.2f}%" and results.reorder_sentence(layer.headline()) in reorder[0].help
+    wide = page("pages/leaderboard.py", dataset="mmlu")
+    assert any(f"Chance alone (answers shuffled across the dates within each question): {100 * chance:.2f}%" in caption.value for caption in wide.caption)
 
 
 def test_curves_draw_each_models_chance_band_from_its_significance(page, layer):
@@ -209,12 +214,25 @@ def test_export_refuses_a_bad_target_in_one_line(store, tmp_path):
 
 def test_the_headline_is_one_sentence_on_the_page_in_summary_and_in_the_report(page, layer, store, tmp_path):
     sentence, power = results.headline_sentence(layer.headline()), results.verdict_power(layer.headline())
-    assert sentence.startswith("Within chance (p = 1.000)")  # Cochran's Q by permutation, min-p over the 6 entries
-    assert power.startswith("p from Cochran's Q by permutation over the 6 entries (min-p). With 20 questions x 366 dates this test finds a 5 pp")
+    assert sentence.startswith("Within chance (p = 0.944)")  # Cochran's Q by joint permutation, min-p over the 6 entries
+    assert power.startswith("p from Cochran's Q by permutation over the 6 entries (min-p; each question's dates shuffled alike in every entry). "
+                            "With 20 questions x 366 dates this test finds a 5 pp")  # fmt: skip
     overview = page("pages/overview.py")
     shown = next(m.value for m in overview.markdown if m.value.startswith("####"))
     assert shown.removeprefix("#### ").replace("**", "") == sentence and power in [caption.value for caption in overview.caption]
     printed = run_cli("summary", "--store", str(store))
-    assert printed.returncode == 0 and printed.stdout.splitlines()[:2] == [sentence, power]
+    reorder = results.reorder_sentence(layer.headline())
+    assert reorder.startswith("Date pairs that reorder the 3 models on mmlu: 42.83% (8,019 of 18,721); with the answers shuffled")
+    assert printed.returncode == 0 and printed.stdout.splitlines()[:3] == [sentence, power, reorder]
     assert run_cli("report", "--store", str(store), "--out", str(tmp_path / "report")).returncode == 0
-    assert html.escape(sentence) in (tmp_path / "report" / "index.html").read_text() and html.escape(power) in (tmp_path / "report" / "index.html").read_text()
+    written = (tmp_path / "report" / "index.html").read_text()
+    assert html.escape(sentence) in written and html.escape(power) in written and html.escape(reorder) in written
+
+
+def test_the_leaderboard_compares_two_models_as_dateeval_compare_does(page, store):
+    """Issue 35 §6: the Leaderboard's model-against-model section prints the lines `dateeval compare` prints."""
+    board = page("pages/leaderboard.py", dataset="mmlu")
+    shown = next(markdown.value for markdown in board.markdown if markdown.value.startswith("- A = "))
+    a, b = board.selectbox(key="compare_a").value, board.selectbox(key="compare_b").value
+    printed = run_cli("compare", "--store", str(store), a, b)
+    assert printed.returncode == 0 and shown == "\n".join("- " + line.strip() for line in printed.stdout.splitlines()[1:])

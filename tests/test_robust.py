@@ -88,26 +88,32 @@ def test_an_asymmetric_interval_is_stated_as_it_is():
     assert robust.sentence("accuracy", row).startswith("accuracy 1.0 [0.0, 4.7], mean over")
 
 
-def test_the_interval_is_korn_graubard_from_the_variance_components():
+def test_the_interval_is_korn_graubard_from_the_variance_components_with_two_questions_added():
     """Against its definition: Clopper-Pearson (checked against binomial tails in test_edges) of p n* of n*,
-    n* = p(1-p)/Var x (z/t_df)^2 with the unbiased Var from the mean squares; near 0 never zero-wide."""
+    n* = p(1-p)/Var x (z/t_df)^2 with the unbiased Var from the mean squares, for the matrix and for the matrix with a
+    question right on every date and one wrong on every date added (issue 35); the interval is the union of the two."""
     from scipy import stats
+
+    def korn_graubard(correct):
+        ms_item, ms_date, ms_residual = robust.mean_squares(correct)
+        variance = (ms_date + ms_item - ms_residual) / correct.size
+        p = correct.mean()
+        t = stats.t.ppf(0.975, robust.satterthwaite_df(correct))
+        n = (min(p * (1 - p) / variance, correct.size) if 0 < p < 1 and variance > 0 else correct.shape[1]) * (robust.Z95 / t) ** 2
+        x = p * n
+        return (stats.beta.ppf(0.025, x, n - x + 1) if x > 0 else 0.0), (stats.beta.ppf(0.975, x + 1, n - x) if x < n else 1.0)
 
     rng = np.random.default_rng(4)
     for n_dates, n_items, rate in ((2, 20, 0.3), (12, 16, 0.02), (366, 20, 0.35), (12, 50, 0.9)):
         correct = (rng.random((n_dates, n_items)) < rate * rng.random(n_items) * 2).astype(float)
         row = robust.entry_statistics(correct, n_boot=50)
-        ms_item, ms_date, ms_residual = robust.mean_squares(correct)
-        variance = (ms_date + ms_item - ms_residual) / correct.size
-        p = correct.mean()
-        t = stats.t.ppf(0.975, row["df"])
-        n = (min(p * (1 - p) / variance, correct.size) if 0 < p < 1 and variance > 0 else n_items) * (robust.Z95 / t) ** 2
-        x = p * n
-        assert row["low"] <= p <= row["high"] and row["high"] > row["low"]
-        assert row["low"] == pytest.approx(stats.beta.ppf(0.025, x, n - x + 1) if x > 0 else 0.0)
-        assert row["high"] == pytest.approx(stats.beta.ppf(0.975, x + 1, n - x) if x < n else 1.0)
+        (low, high), (padded_low, padded_high) = korn_graubard(correct), korn_graubard(np.hstack([correct, np.ones((n_dates, 1)), np.zeros((n_dates, 1))]))
+        assert row["low"] <= correct.mean() <= row["high"] and row["high"] > row["low"]
+        assert (row["low"], row["high"]) == pytest.approx((min(low, padded_low), max(high, padded_high)))
     zero = robust.entry_statistics(np.zeros((12, 16)), n_boot=50)
-    assert zero["low"] == 0 and zero["high"] == pytest.approx(1 - 0.025 ** (1 / (16 * (robust.Z95 / stats.t.ppf(0.975, 15)) ** 2)))
+    alone = 1 - 0.025 ** (1 / (16 * (robust.Z95 / stats.t.ppf(0.975, 15)) ** 2))  # Clopper-Pearson of 0 of the items
+    padded = korn_graubard(np.hstack([np.zeros((12, 16)), np.ones((12, 1)), np.zeros((12, 1))]))[1]
+    assert zero["low"] == 0 and zero["high"] == pytest.approx(max(alone, padded))
 
 
 def test_the_seed_error_of_the_ends_is_what_other_seeds_give():

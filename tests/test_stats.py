@@ -167,39 +167,119 @@ def test_the_headline_test_holds_its_level_where_picking_the_largest_does_not():
     assert family <= 6 and naive >= 10, (naive, family)  # measured: 12 vs 3 of 60
 
 
-def test_the_verdict_min_p_holds_its_level_where_the_smallest_of_k_does_not():
-    """The verdict (Cochran's Q by permutation over K = 7 null entries): the smallest entry's p below 5% far more often
-    than 5%; the min-p family p-value (Westfall-Young) not."""
+def test_the_verdict_holds_its_level_where_the_smallest_of_k_does_not():
+    """The verdict over K = 7 null entries: the smallest entry's own permutation p below 5% far more often than 5%;
+    the family-wise p-value (min-p over the entries' Cochran's Q, joint shuffles) not."""
     naive = family = 0
     for trial in range(60):
-        rows = [inference.significance("e", "d", _synthetic(12, 30, seed=100 * trial + entry), 100) for entry in range(7)]
-        naive += min(row["cochran_permutation_p"] for row in rows) < 0.05
-        family += inference.smallest_p([row["spread_observed"] for row in rows], [row["spread_draws"] for row in rows]) < 0.05
+        matrices = [_synthetic(12, 30, seed=100 * trial + entry) for entry in range(7)]
+        naive += min(inference.significance("e", "d", m, 100)["cochran_permutation_p"] for m in matrices) < 0.05
+        family += inference.date_effect_family([[m] for m in matrices], n_perm=100, seed=trial) < 0.05
     assert family <= 6 and naive >= 10, (naive, family)
 
 
-def test_smallest_p_equals_a_plain_loop():
-    rng = np.random.default_rng(3)
-    draws = [rng.integers(0, 50, 200) for _ in range(4)]
-    observed = [40, 10, 45, 30]
-    shuffled = np.random.default_rng(0)
-    paired = [shuffled.permutation(d.astype(float))[:200] for d in draws]
-    own = min((1 + sum(x >= o for x in d)) / (len(d) + 1) for o, d in zip(observed, draws))
-    null = [min(sum(x >= d[b] for x in d) / len(d) for d in paired) for b in range(200)]
-    assert inference.smallest_p(observed, draws) == pytest.approx((1 + sum(value <= own for value in null)) / 201)
+@pytest.mark.parametrize("case", ["ties", "zero_and_one_rates", "two_dates", "one_item", "two_groups"])
+def test_the_verdict_equals_the_exact_permutation_p_by_brute_force(case):
+    """Against every joint permutation of tiny tables: tied entries (one model twice), an entry right (or wrong) on
+    every question beside a varying one, two dates, one question (Cochran's Q is the same on every arrangement: p = 1),
+    and two sets shuffled independently. The Monte-Carlo p is within 4 standard errors of the exact one."""
+    a = np.array([[1, 1, 1], [0, 0, 1], [0, 1, 0]])  # 3 dates x 3 questions
+    b = np.array([[1, 1, 0, 1], [0, 0, 0, 1]])  # 2 dates x 4 questions
+    groups = {"ties": [[a, a.copy(), 1 - a]], "zero_and_one_rates": [[a, np.ones_like(a), np.zeros_like(a)]],
+              "two_dates": [[b, np.array([[1, 0, 0, 0], [0, 1, 1, 0]])]], "one_item": [[np.array([[1], [0], [0]]), np.array([[0], [1], [1]])]],
+              "two_groups": [[b], [a]]}[case]  # fmt: skip
+    exact = oracles.exact_family_p(groups)
+    found = inference.date_effect_family(groups, n_perm=4000, seed=1)
+    assert abs(found - exact) <= 4 * np.sqrt(exact * (1 - exact) / 4000) + 1 / 4001, (found, exact)
+    if case == "one_item":
+        assert found == 1.0
 
 
-def test_corpus_band_equals_resampling_the_segments_in_a_loop():
-    """BLEU's per-date interval: each resample's corpus score from the resampled segments' statistics, as a loop."""
+def test_joint_shuffles_keep_the_entries_dependence():
+    """Entries that answer alike stay alike in every joint shuffle (their per-date counts are equal draw by draw), each
+    question keeps its right answers, and an entry's counts are those of permuting each question's dates."""
+    correct = _synthetic(12, 30, seed=5)
+    counts = inference.joint_shuffled_counts(np.stack([correct, correct]), 50, np.random.default_rng(0))
+    np.testing.assert_array_equal(counts[0], counts[1])
+    right = correct.sum(0)
+    moving = (right > 0) & (right < 12)
+    assert (counts[0].sum(1) == right[moving].sum()).all()
+    assert inference.date_effect_family([[correct, correct]], n_perm=200) == inference.date_effect_family([[correct]], n_perm=200)
+
+
+def test_the_verdict_can_reject_with_fifty_entries():
+    """The old min-p could not go below (1 + K) / (B + 1) with K entries: with 50 entries and one strong date effect the
+    verdict rejects, at its smallest value 1 / (B + 1)."""
+    matrices = [_synthetic(12, 30, seed=entry) for entry in range(49)] + [_synthetic(12, 60, effect=0.5, seed=99)[:, :30]]
+    assert inference.date_effect_family([[m] for m in matrices], n_perm=200) == pytest.approx(1 / 201)
+
+
+def test_corpus_band_is_the_log_jackknife_t_of_the_segments_in_a_loop():
+    """BLEU's per-date interval: each leave-one-segment-out corpus score from the other segments' statistics (a loop),
+    their jackknife SE on the log scale, score x exp(-+ t_{n-1} SE); a date with a leave-one-out BLEU of 0 gets none."""
     from dateeval.tasks.translation import score_from_stats, segment_stats
 
-    hypotheses = [["the cat sat on the mat", "a dog barks", "it rains today", "we go home now"],
-                  ["the cat is on the mat", "a dog barked", "it rained today", "we go home"]]  # fmt: skip
-    references = ["the cat sat on the mat", "the dog barks", "it is raining today", "we go home now"]
+    hypotheses = [["the cat sat on the mat", "a dog barks loudly at night", "it rains today in the city", "we go home now after work"],
+                  ["the cat is on the mat", "a dog barked at night", "it rained today in town", "we go home after work"]]  # fmt: skip
+    references = ["the cat sat on the mat", "the dog barks loudly at night", "it is raining today in the city", "we go home now after work"]
     stats = np.array([segment_stats(day, references)["bleu"] for day in hypotheses])  # dates x segments x statistics
-    band = inference.corpus_band("e", ["2024-01-01", "2024-01-02"], stats, "bleu", n_boot=50, seed=3)
-    weights = inference.resample_weights(4, 50, seed=3)
+    band = inference.corpus_band("e", ["2024-01-01", "2024-01-02"], stats, "bleu")
     for day, row in enumerate(band.itertuples()):
-        samples = [score_from_stats("bleu", [sum(w * np.array(s) for w, s in zip(draw, stats[day]))]) for draw in weights]
-        assert (row.low, row.high) == pytest.approx(tuple(np.percentile(samples, [2.5, 97.5])))
-    assert band["low"].le(band["high"]).all() and band["high"].gt(0).all()
+        segments = [np.array(s) for s in stats[day]]
+        full = score_from_stats("bleu", [sum(segments)])
+        left = [score_from_stats("bleu", [sum(x for j, x in enumerate(segments) if j != i)]) for i in range(4)]
+        if min(left) <= 0:
+            assert np.isnan(row.low) and np.isnan(row.high)
+            continue
+        logs = np.log(left)
+        se = np.sqrt(3 / 4 * np.sum((logs - logs.mean()) ** 2))
+        t = scipy_stats.t.ppf(0.975, 3)
+        assert (row.low, row.high) == pytest.approx((full * np.exp(-t * se), min(100, full * np.exp(t * se))))
+        assert row.low < full < row.high
+
+
+def test_the_reorder_share_of_arrays_equals_the_kendall_tau_count():
+    """``descriptive.reorder_share`` (the chance draws' share) is ``reordering(kendall_taus(...))``'s share on the same scores."""
+    from dateeval.results import descriptive
+
+    rng = np.random.default_rng(4)
+    scores = rng.integers(0, 6, (9, 4)) / 5
+    metrics = pd.DataFrame([{"entry": f"m{e}", "dataset": "d", "factor": "date", "date": f"2024-01-{d + 1:02d}", "accuracy": scores[d, e]}
+                            for d in range(9) for e in range(4)])  # fmt: skip
+    assert descriptive.reorder_share(scores) == descriptive.reordering(descriptive.kendall_taus(metrics, "d"))["share"]
+
+
+def test_reorder_chance_equals_every_joint_permutation_on_a_tiny_table():
+    """Two models, three dates, two questions: the chance share is the mean share over all (3!)^2 joint arrangements of
+    the questions' dates (Monte-Carlo within 4 SE), and a share at or above every arrangement's has p near 1 / (B + 1)."""
+    from itertools import permutations, product
+
+    from dateeval.results import descriptive
+
+    group = np.array([[[1, 0], [0, 1], [1, 1]], [[0, 1], [1, 1], [0, 0]]])  # entries x dates x questions
+    shares = []
+    for orders in product(list(permutations(range(3))), repeat=2):
+        counts = np.stack([np.stack([entry[list(order), q] for q, order in enumerate(orders)], 1).sum(1) for entry in group], 1)
+        shares.append(descriptive.reorder_share(counts))
+    shares = np.array(shares)
+    found = inference.reorder_chance(group, observed=1.0, n_perm=1500)
+    finite = shares[np.isfinite(shares)]
+    assert abs(found["chance"] - finite.mean()) <= 4 * finite.std() / np.sqrt(1500) + 1e-12, (found, finite.mean())
+    assert found["p_value"] == pytest.approx(np.mean(finite >= 1.0), abs=0.03)
+
+
+def test_a_planted_reordering_is_beyond_chance_and_a_fixed_order_is_not():
+    """With 400 questions, models 15 points apart keep their order under shuffles (chance share near 0); a date effect
+    that swaps them on 2 of 12 dates reorders 20 of 66 date pairs, far above chance."""
+    from dateeval.results import descriptive
+
+    rng = np.random.default_rng(5)
+    skill = rng.uniform(0.2, 0.8, 400)
+    fixed = np.stack([(rng.random((12, 400)) < np.clip(skill + lift, 0, 1)) for lift in (0.0, 0.15)])
+    none = inference.reorder_chance(fixed, observed=descriptive.reorder_share(fixed.sum(2).T))
+    assert none["chance"] < 0.05 and none["p_value"] == 1.0
+    lift = np.where(np.arange(12)[:, None] < 2, -0.15, 0.15)
+    swapped = np.stack([rng.random((12, 400)) < skill, rng.random((12, 400)) < np.clip(skill + lift, 0, 1)])
+    observed = descriptive.reorder_share(swapped.sum(2).T)
+    found = inference.reorder_chance(swapped, observed)
+    assert observed == pytest.approx(20 / 66) and found["chance"] < 0.05 and found["p_value"] < 0.01, (observed, found)

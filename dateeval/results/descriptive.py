@@ -170,7 +170,18 @@ def kendall_taus(metrics: pd.DataFrame, dataset: str, metric: str = "accuracy") 
     ties included), never a float compared with 1; there ``tau`` is exactly 1. A date on which every entry ties has
     no defined tau with any date: ``defined`` is False, ``tau`` NaN, and the pair is neither same nor reordered.
     """
-    index, signs = _pair_signs(metrics, dataset, metric)
+    return _taus(*_pair_signs(metrics, dataset, metric))
+
+
+def reorder_share(values: np.ndarray) -> float:
+    """:func:`reordering`'s share of a dates x entries array of scores (or right answers: integers compare exactly)."""
+    values = np.asarray(values)
+    first, second = np.triu_indices(values.shape[1], k=1)
+    return reordering(_taus(pd.RangeIndex(len(values)), np.sign(values[:, first] - values[:, second]).astype(np.int64)))["share"]
+
+
+def _taus(index: pd.Index, signs: np.ndarray) -> pd.DataFrame:
+    """:func:`kendall_taus` of dates' rankings given as the signs of their entry pairs' differences (dates x pairs)."""
     if signs.shape[1] == 0:
         return pd.DataFrame(columns=TAU_COLUMNS)
     dot = signs @ signs.T

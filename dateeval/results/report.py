@@ -16,7 +16,7 @@ import pandas as pd
 
 from dateeval import metrics, plots
 from dateeval.results import descriptive
-from dateeval.results.view import Results, headline_sentence, verdict_power
+from dateeval.results.view import Results, headline_sentence, reorder_sentence, verdict_power
 from dateeval.schema import GENERATION_KINDS
 from dateeval.errors import DateEvalError
 from dateeval.tasks import GENERATION_BENCHMARKS, parse_name
@@ -115,9 +115,8 @@ def _robust_section(results: Results, out: Path, half_width: float = 0.01) -> li
         if not record["entries"]:
             continue
         board = pd.DataFrame(record["entries"])
-        board.drop(columns=["identity", "dates", "per_date", "sentence", "advice", "coverage_note"]).to_csv(out / f"robust-{dataset}.csv", index=False)
-        sentences = "".join(f"<li><b>{html.escape(entry['entry'])}</b>: {html.escape(entry['sentence'])}. {html.escape(entry['advice'])} "
-                            f"{html.escape(entry['coverage_note'] or '')}</li>"
+        board.drop(columns=["identity", "dates", "per_date", "sentence", "advice"]).to_csv(out / f"robust-{dataset}.csv", index=False)
+        sentences = "".join(f"<li><b>{html.escape(entry['entry'])}</b>: {html.escape(entry['sentence'])}. {html.escape(entry['advice'])}</li>"
                             for entry in record["entries"])  # fmt: skip
         unresolved = "; ".join(f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"])
         shown = robust_format.display(board, dataset, half_width).to_html(index=False, border=0)
@@ -135,7 +134,7 @@ def write_report(results: Results, out: Path) -> Path:
     parts = [f"<h1>dateeval report</h1><p>Store <code>{html.escape(str(store))}</code>, written {dt.datetime.now():%Y-%m-%d %H:%M}. "
              "Rates, CVs and shares are percentages; BLEU and chrF are points; the CSV files keep rates as fractions.</p>",
              f"<p class='headline'><b>{html.escape(headline_sentence(results.headline()))}</b></p>",
-             f"<p>{html.escape(verdict_power(results.headline()))}</p>"]  # fmt: skip
+             f"<p>{html.escape(verdict_power(results.headline()))}</p>", f"<p>{html.escape(reorder_sentence(results.headline()))}</p>"]  # fmt: skip
     for number, (title, table) in enumerate(tables.items(), 1):
         table.to_csv(out / f"table-{number}.csv", index=False)
         parts.append(f"<h2>{html.escape(title)}</h2>{metrics.formatted(table).to_html(index=False, border=0)}<p><a href='table-{number}.csv'>CSV</a></p>")

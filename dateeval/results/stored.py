@@ -33,7 +33,7 @@ from dateeval.results import unit_sums
 from dateeval.errors import DateEvalError
 from dateeval.store import Store
 
-VERSION = 7
+VERSION = 10
 FOLDER = "derived"
 # Results read or computed in this process, by path (a path's name fixes its content), the most recent HELD.
 _KEPT: OrderedDict[Path, list[dict]] = OrderedDict()

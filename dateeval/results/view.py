@@ -125,22 +125,66 @@ class Results:
         from dateeval.results import inference
 
         def compute() -> list[dict]:
-            found = inference.headline(self.significance_table(), self.metrics)
+            found = inference.headline(self.significance_table(), self.metrics, self.verdict())
             if found is None:
                 return []
             correct = self.matrices(found["entry"], found["dataset"], None, "condition_key")[1]  # its date sweep, as its significance
+            if found["reorder_dataset"] is not None:
+                chance = self.reorder_chance(found["reorder_dataset"], None, found["reorder"])
+                found.update(reorder_chance=chance["chance"], reorder_chance_upper=chance["chance_upper"], reorder_p_value=chance["p_value"])
             return [{**found, "power_effect": POWER_EFFECT, "power": inference.power(correct, POWER_EFFECT)}]
 
         found = stored.rows(self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (N_PERM,), compute)
         return found[0] if found else None
+
+    def verdict(self) -> float:
+        """The family-wise p-value of "the date moves at least one graded entry" (``inference.date_effect_family``):
+        entries on one dataset and the same dates are shuffled jointly, their rows in date order."""
+        from dateeval.results import inference
+
+        dated, keys, matrices = self._dated(None), [], []
+        for entry, dataset in self.dated_entries():
+            levels, correct, _ = self.matrices(entry, dataset, None, "condition_key")
+            mine = dated[(dated["entry"] == entry) & (dated["dataset"] == dataset)]
+            day = dict(zip(mine["condition_key"], mine["date"].astype(str)))
+            dates = np.array([day[level] for level in levels])
+            order = np.argsort(dates, kind="stable")
+            keys.append((dataset, tuple(dates[order])))
+            matrices.append(correct[order])
+        return inference.date_effect_family(inference.verdict_groups(keys, matrices))
+
+    def reorder_chance(self, dataset: str, entries: Sequence[str] | None, observed: float, period: Period | None = None) -> dict[str, float]:
+        """What chance alone gives for the share of date pairs that reorder ``entries`` (all graded ones with dates
+        when None) on ``dataset`` over the dates they share in ``period`` (``inference.reorder_chance``); NaN where
+        they share fewer than two dates or not the same questions."""
+        from dateeval.results import inference
+
+        _, group = self.aligned(dataset, entries, period)
+        if group is None:
+            return {"chance": float("nan"), "chance_upper": float("nan"), "p_value": float("nan")}
+        return inference.reorder_chance(group, observed)
+
+    def aligned(self, dataset: str, entries: Sequence[str] | None, period: Period | None = None) -> tuple[list[str], np.ndarray | None]:
+        """The dates ``entries`` (every graded one with dates when None, in sorted order) share on ``dataset`` in
+        ``period``, and their outcomes there: entries x dates x questions, rows in date order; None where fewer than
+        two entries share two dates, or they do not share their questions."""
+        found = {}
+        for entry, name in self.dated_entries(period):
+            if name == dataset and (entries is None or entry in entries):
+                dates, correct, _ = self.matrices(entry, dataset, self._date_keys(entry, dataset, period), "date")
+                found[entry] = (pd.to_datetime(pd.Series(dates)).dt.strftime("%Y-%m-%d").tolist(), correct)
+        common = sorted(set.intersection(*(set(dates) for dates, _ in found.values()))) if len(found) >= 2 else []
+        if len(common) < 2 or len({correct.shape[1] for _, correct in found.values()}) != 1:
+            return common, None
+        order = [entry for entry in (entries if entries is not None else sorted(found)) if entry in found]
+        return common, np.stack([found[entry][1][[found[entry][0].index(day) for day in common]] for entry in order])
 
     def significance_table(self, period: Period | None = None) -> pd.DataFrame:
         """``inference.significance`` of every graded entry with two or more dates in ``period`` (kept), with its null draws."""
         from dateeval.results import inference
 
         rows = [self.significance(entry, dataset, period) for entry, dataset in self.dated_entries(period)]
-        return pd.DataFrame(rows, columns=[*inference.SIGNIFICANCE_COLUMNS, "mean_accuracy", "chance_half_width", "null_draws", "spread_observed",
-                                           "spread_draws"])  # fmt: skip
+        return pd.DataFrame(rows, columns=[*inference.SIGNIFICANCE_COLUMNS, "mean_accuracy", "chance_half_width", "null_draws"])
 
     def _dated(self, period: Period | None) -> pd.DataFrame:
         """The sums of graded date conditions in ``period`` (all of them without one)."""
@@ -432,10 +476,24 @@ def verdict_power(top: dict | None) -> str:
     where there is no verdict)."""
     if top is None or top["delta"] == 0:
         return ""
-    tested = f"Cochran's Q by permutation over the {top['k_entries']} entries (min-p)" if top["k_entries"] > 1 else "Cochran's Q by permutation"
+    tested = (f"Cochran's Q by permutation over the {top['k_entries']} entries (min-p; each question's dates shuffled alike in every "
+              "entry)") if top["k_entries"] > 1 else "Cochran's Q by permutation"  # fmt: skip
     return (f"p from {tested}. With {int(top['n_items'])} questions x {top['n_dates']} dates this test finds a "
             f"{100 * top['power_effect']:.0f} pp date effect {100 * top['power']:.0f}% of the time (simulated on these questions; "
             f"docs/coverage.md).")  # fmt: skip
+
+
+def reorder_sentence(top: dict | None) -> str:
+    """The headline's reorder share beside what chance alone gives: the line ``summary`` and the report print under the
+    verdict (empty where no dataset has two models)."""
+    if top is None or top.get("reorder_dataset") is None or not np.isfinite(top["reorder"]):
+        return ""
+    chance = top.get("reorder_chance", float("nan"))
+    beside = (f"; with the answers shuffled across the dates within each question (no date effect) {100 * chance:.2f}% "
+              f"(95% of shuffles <= {100 * top['reorder_chance_upper']:.2f}%), p = {top['reorder_p_value']:.3f} that the date "
+              "reorders them more than chance") if np.isfinite(chance) else "; no chance value (the models share no questions and dates)"
+    return (f"Date pairs that reorder the {top['reorder_entries']} models on {top['reorder_dataset']}: {100 * top['reorder']:.2f}% "
+            f"({top['reorder_count']:,} of {top['reorder_defined']:,}){beside}.")  # fmt: skip
 
 
 def _records(table: pd.DataFrame) -> list[dict]:

@@ -1,0 +1,105 @@
+"""dateeval's statistics on plain numpy arrays, for results from anywhere (lm-eval ``--log_samples``, Inspect logs).
+
+Each function here is the one the explorer's pages, the CLI and the report print: they call the same implementation
+(``dateeval.results.inference`` and ``dateeval.results.robust``), so a number computed here from a user's own arrays
+equals the one dateeval shows for the same outcomes. Arrays are 0/1 grades (1 right): a dates x questions matrix holds
+one model's grades on every question on every date of a sweep. Every interval is 95%. Coverage and size of each, in a
+simulation with known truth: docs/coverage.md; how to call them: docs/statistics-api.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from dateeval.errors import DateEvalError
+
+
+class UsageError(DateEvalError, ValueError):
+    """Arrays these functions cannot read as asked (wrong shape, grades other than 0/1): one line that says why."""
+
+__all__ = ["Estimate", "UsageError", "date_effect_test", "ece", "paired_difference", "rate_interval", "robust_score"]
+
+
+class Estimate(NamedTuple):
+    """A number with its 95% interval; ``low`` and ``high`` are NaN where no interval holds."""
+
+    value: float
+    low: float
+    high: float
+
+
+def _grades(correct: object, name: str = "correct") -> np.ndarray:
+    """A dates x questions array of 0/1 grades, or one clear error: a reader's arrays come from elsewhere."""
+    found = np.asarray(correct, dtype=float)
+    if found.ndim != 2 or found.shape[0] < 2 or found.shape[1] < 2:
+        raise UsageError(f"{name} must be a dates x questions array with two or more of each; got shape {found.shape}")
+    if not np.isin(found, (0.0, 1.0)).all():
+        raise UsageError(f"{name} must hold 0/1 grades (1 right); found other values")
+    return found
+
+
+def rate_interval(right: int, n: int) -> Estimate:
+    """A rate from ``right`` of ``n`` with its exact (Clopper-Pearson) interval: the per-date band of the Curves page.
+    Its coverage is at least 95% at every rate and every n; 0 of n gives [0, 1 - 0.025^(1/n)], never zero wide."""
+    if not (isinstance(n, (int, np.integer)) and n > 0 and 0 <= right <= n):
+        raise UsageError(f"rate_interval needs 0 <= right <= n and n a positive whole number; got right={right}, n={n}")
+    from dateeval.results.inference import clopper_pearson
+
+    low, high = clopper_pearson(np.array([right]), n)
+    return Estimate(right / n, float(low[0]), float(high[0]))
+
+
+def robust_score(correct: object) -> Estimate:
+    """The date-robust score (the mean over dates and questions) of a dates x questions 0/1 array, with the interval
+    over both questions and dates that ``dateeval robust`` and the What to report page print (Korn-Graubard at the
+    effective sample size the two-way variance components give)."""
+    from dateeval.results.robust import date_robust
+
+    score, low, high, _ = date_robust(_grades(correct))
+    return Estimate(score, low, high)
+
+
+def date_effect_test(entries: Sequence[object], seed: int = 0) -> float:
+    """The family-wise p-value of "the date moves at least one entry": the headline verdict's test.
+
+    ``entries`` holds one dates x questions 0/1 array per entry (model), all on the same dates (rows in one order) and
+    the same questions (columns in one order). Each entry's Cochran's Q chi-square p-value is taken, and their smallest
+    set against the smallest over joint shuffles (each question's dates permuted alike in every entry, so their
+    dependence is kept): the size holds for any number of entries. ``seed`` fixes the shuffles.
+    """
+    arrays = [_grades(entry, f"entries[{number}]") for number, entry in enumerate(entries)]
+    if not arrays:
+        raise UsageError("date_effect_test needs at least one entry")
+    if len({array.shape for array in arrays}) > 1:
+        raise UsageError(f"every entry must be on the same dates and questions; got shapes {sorted({array.shape for array in arrays})}")
+    from dateeval.results.inference import date_effect_family
+
+    return date_effect_family([arrays], seed=seed)
+
+
+def ece(confidence: object, correct: object) -> Estimate:
+    """One date's expected calibration error (10 equal-width bins) from each question's confidence in its answer and
+    its 0/1 grade, with the Curves page's interval: the percentile bootstrap over questions, given only from 1,000
+    questions (below that the sample ECE's upward bias leaves it short of 95%: ``low``/``high`` NaN)."""
+    from dateeval.metrics import ece as plug_in
+    from dateeval.results.inference import ece_interval
+
+    confidence, correct = np.asarray(confidence, dtype=float), np.asarray(correct, dtype=float)
+    if confidence.ndim != 1 or confidence.shape != correct.shape or confidence.size == 0:
+        raise UsageError(f"confidence and correct must be two equal-length 1-d arrays; got shapes {confidence.shape} and {correct.shape}")
+    low, high = ece_interval(confidence[None, :], correct[None, :])
+    return Estimate(plug_in(confidence, correct), float(low[0]), float(high[0]))
+
+
+def paired_difference(a: object, b: object) -> Estimate:
+    """A's date-robust score minus B's on the same dates and questions, with a 95% interval clustered by question:
+    "is A better than B whatever the date?" (``dateeval compare``, the Leaderboard page)."""
+    from dateeval.results.robust import paired_difference as difference
+
+    a, b = _grades(a, "a"), _grades(b, "b")
+    if a.shape != b.shape:
+        raise UsageError(f"a and b must be on the same dates and questions; got shapes {a.shape} and {b.shape}")
+    return Estimate(*difference(a, b))

@@ -1,0 +1,71 @@
+"""Model against model across dates (issue 35 §6): ``robust.compare`` against loop oracles, ``dateeval compare`` on the
+demo store, and its errors in one line."""
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import oracles
+from dateeval import stats
+from dateeval.results import inference, robust
+
+
+def test_date_variances_under_resampling_equal_the_loop_anova_of_the_resampled_matrix():
+    """Each resample's date variance component is the loop ANOVA's (MS_date - MS_res) / items of the matrix with every
+    question repeated as often as the resample draws it."""
+    rng = np.random.default_rng(0)
+    correct = (rng.random((7, 15)) < 0.4).astype(float)
+    weights = inference.resample_weights(15, 20, seed=1)
+    found = robust.date_variances(correct, weights)
+    for drawn, value in zip(weights, found):
+        expanded = np.repeat(correct, drawn.astype(int), axis=1)
+        anova = oracles.two_way_anova(expanded.tolist())
+        assert value == pytest.approx((anova["ms_date"] - anova["ms_residual"]) / expanded.shape[1], abs=1e-12)
+
+
+def test_the_sensitivity_test_finds_a_date_sensitive_model_and_holds_its_size():
+    """A model whose rate swings 30 points over the dates against a steady one: found (p < 0.05, A's date SD larger).
+    Two steady models: rejected in at most 0.05 + 3 SE of 150 stores."""
+    rng = np.random.default_rng(1)
+    skill = rng.uniform(0.2, 0.8, 200)
+    swing = np.linspace(-0.15, 0.15, 12)[:, None]
+    moving = (rng.random((12, 200)) < np.clip(skill + swing, 0, 1)).astype(float)
+    steady = (rng.random((12, 200)) < skill).astype(float)
+    found = robust.sensitivity_difference(moving, steady, n_boot=400)
+    assert found["p_value"] < 0.05 and found["a_date_sd"] > found["b_date_sd"] and found["low"] > 0, found
+    rejections = 0
+    for _ in range(150):
+        skill = rng.uniform(0.2, 0.8, 30)
+        a, b = ((rng.random((8, 30)) < skill).astype(float) for _ in range(2))
+        rejections += robust.sensitivity_difference(a, b, n_boot=200, seed=int(rng.integers(1 << 31)))["p_value"] < 0.05
+    assert rejections / 150 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 150), rejections
+
+
+def test_compare_prints_what_stats_gives():
+    rng = np.random.default_rng(2)
+    skill = rng.uniform(0.2, 0.8, 40)
+    a, b = ((rng.random((6, 40)) < np.clip(skill + lift, 0, 1)).astype(float) for lift in (0.2, 0.0))
+    found = robust.compare(a, b)
+    assert found["difference"] == tuple(stats.paired_difference(a, b)) and found["a"] == tuple(stats.robust_score(a))
+    lines = robust.compare_lines("A", "B", found)
+    assert lines[1].startswith(f"A - B: {100 * found['difference'][0]:+.1f} pp") and ("A scores higher whatever the date" in lines[1]) == (found["difference"][1] > 0)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dateeval", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_dateeval_compare_on_the_demo(store):
+    done = _cli("compare", "--store", str(store), "smollm2-135m (bfloat16, cpu)", "smollm2-135m (float32, cpu)")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "mmlu:" and "(20 questions x 366 dates both have)" in lines[1] and lines[2].startswith("  A - B: ")
+    assert "date sensitivity (date SD without counting noise)" in lines[3]
+    for args, says in ((("nobody", "smollm2-135m (float32, cpu)"), "no entry 'nobody'"),
+                       (("smollm2-135m (float32, cpu)", "smollm2-135m (float32, cpu)"), "two different entries"),
+                       (("smollm2-135m (bfloat16, cpu)", "smollm2-135m (float32, cpu)", "--dataset", "gsm8k"), "do not both have dataset")):  # fmt: skip
+        done = _cli("compare", "--store", str(store), *args)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and says in done.stderr, done.stderr

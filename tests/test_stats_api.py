@@ -1,0 +1,155 @@
+"""``dateeval.stats``, the public statistics on plain arrays, against brute-force oracles (loops, root finding, every
+permutation), and as the implementation the pages and the CLI print."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import optimize
+from scipy import stats as scipy_stats
+
+import oracles
+from dateeval import stats
+from dateeval.results import inference, robust
+
+
+def _binomial_ends(right: int, n: int) -> tuple[float, float]:
+    """Clopper-Pearson by its definition: the rates at which a count this extreme has probability 2.5% on each side."""
+    low = 0.0 if right == 0 else optimize.brentq(lambda p: scipy_stats.binom.sf(right - 1, n, p) - 0.025, 1e-12, 1 - 1e-12, xtol=1e-14)
+    high = 1.0 if right == n else optimize.brentq(lambda p: scipy_stats.binom.cdf(right, n, p) - 0.025, 1e-12, 1 - 1e-12, xtol=1e-14)
+    return low, high
+
+
+@pytest.mark.parametrize("right,n", [(0, 10), (10, 10), (3, 10), (0, 1), (1, 1), (1, 366), (500, 1000)])
+def test_rate_interval_is_clopper_pearson_by_its_definition(right, n):
+    found = stats.rate_interval(right, n)
+    assert isinstance(found, stats.Estimate) and found.value == right / n
+    assert (found.low, found.high) == pytest.approx(_binomial_ends(right, n), abs=1e-9)
+    low, high = inference.clopper_pearson(np.array([right]), n)  # the Curves page's band: the same numbers
+    assert (found.low, found.high) == (float(low[0]), float(high[0]))
+
+
+def _loop_robust(matrix: np.ndarray) -> tuple[float, float, float]:
+    """The date-robust score and its interval: the union of :func:`_loop_korn_graubard` of the matrix and of the matrix
+    with a question right on every date and one wrong on every date added."""
+    score, low, high = _loop_korn_graubard(matrix)
+    _, padded_low, padded_high = _loop_korn_graubard(np.hstack([matrix, np.ones((len(matrix), 1)), np.zeros((len(matrix), 1))]))
+    return score, min(low, padded_low), max(high, padded_high)
+
+
+def _loop_korn_graubard(matrix: np.ndarray) -> tuple[float, float, float]:
+    """The date-robust score and its Korn-Graubard interval from the loop ANOVA: effective n = p(1-p)/Var (at most
+    the cells), shrunk by (z / t_df)^2 with Satterthwaite's df, then Clopper-Pearson at that n by root finding."""
+    dates, items = matrix.shape
+    anova = oracles.two_way_anova(matrix.tolist())
+    score = float(sum(map(sum, matrix.tolist())) / (dates * items))
+    variance = max(0.0, (anova["ms_date"] + anova["ms_item"] - anova["ms_residual"]) / (dates * items))
+    numerator = anova["ms_date"] + anova["ms_item"] - anova["ms_residual"]
+    denominator = anova["ms_date"] ** 2 / (dates - 1) + anova["ms_item"] ** 2 / (items - 1) + anova["ms_residual"] ** 2 / ((items - 1) * (dates - 1))
+    df = max(1.0, numerator**2 / denominator) if numerator > 0 and denominator > 0 else items - 1
+    effective = min(score * (1 - score) / variance, dates * items) if 0 < score < 1 and variance > 0 else items
+    effective *= (scipy_stats.norm.ppf(0.975) / scipy_stats.t.ppf(0.975, df)) ** 2
+    right = score * effective
+    low = 0.0 if right == 0 else scipy_stats.beta.ppf(0.025, right, effective - right + 1)
+    high = 1.0 if right >= effective else scipy_stats.beta.ppf(0.975, right + 1, effective - right)
+    return score, float(low), float(high)
+
+
+@pytest.mark.parametrize("seed,dates,items,rate", [(0, 12, 20, 0.3), (1, 2, 10, 0.5), (2, 366, 10, 0.05), (3, 5, 30, 0.9)])
+def test_robust_score_equals_the_loop_anova_and_the_printed_interval(seed, dates, items, rate):
+    rng = np.random.default_rng(seed)
+    matrix = (rng.random((dates, items)) < rng.uniform(0, 2 * rate, items).clip(0, 1)).astype(float)
+    found = stats.robust_score(matrix)
+    assert tuple(found) == pytest.approx(_loop_robust(matrix), abs=1e-9)
+    row = robust.entry_statistics(matrix, n_boot=50)  # what `dateeval robust` and What to report print
+    assert (row["score"], row["low"], row["high"]) == tuple(found)
+
+
+def test_robust_score_does_not_jump_between_no_right_answer_and_one():
+    """Issue 35: with 10 questions x 366 dates the upper end was 0.388 with no right answer and 0.0019 with one."""
+    none, one = np.zeros((366, 10)), np.zeros((366, 10))
+    one[0, 0] = 1
+    assert stats.robust_score(none).high > 0 and stats.robust_score(none).low == 0
+    assert stats.robust_score(one).low <= 1 / 3660 <= stats.robust_score(one).high
+    assert stats.robust_score(one).high >= 0.5 * stats.robust_score(none).high, (stats.robust_score(none), stats.robust_score(one))
+
+
+def test_date_effect_test_equals_every_permutation_and_the_headlines_test():
+    a = np.array([[1, 1, 1], [0, 0, 1], [0, 1, 0]])
+    entries = [a, a.copy(), np.array([[0, 1, 1], [1, 0, 1], [0, 0, 0]])]
+    exact = oracles.exact_family_p([entries])
+    found = stats.date_effect_test(entries)
+    assert abs(found - exact) <= 4 * math.sqrt(exact * (1 - exact) / inference.VERDICT_PERM) + 1 / (inference.VERDICT_PERM + 1)
+    assert 0.05 < exact < 0.95 and found == inference.date_effect_family([entries], seed=0)  # the headline's function
+    with pytest.raises(stats.UsageError, match="same dates and questions"):
+        stats.date_effect_test([a, np.ones((3, 4))])
+
+
+def _loop_ece(confidence: np.ndarray, correct: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """ECE over 10 equal-width bins by a loop: sum over bins of |mean confidence - accuracy| x the bin's share, each
+    question counted ``weights`` times (a bootstrap resample)."""
+    weights = np.ones(len(confidence)) if weights is None else weights
+    total, out = weights.sum(), 0.0
+    bins = np.minimum((confidence * 10).astype(int), 9)
+    for b in range(10):
+        inside = (bins == b) & (weights > 0)
+        if inside.any():
+            w = weights[inside]
+            out += abs(np.sum(w * confidence[inside]) - np.sum(w * correct[inside])) / total
+    return out
+
+
+def test_ece_is_the_binned_gap_and_gives_no_interval_below_a_thousand_questions():
+    rng = np.random.default_rng(0)
+    confidence = rng.beta(5, 2, 200)
+    correct = (rng.random(200) < confidence**1.5).astype(float)
+    found = stats.ece(confidence, correct)
+    assert found.value == pytest.approx(_loop_ece(confidence, correct)) and math.isnan(found.low) and math.isnan(found.high)
+
+
+def test_ece_interval_from_a_thousand_questions_is_the_percentile_of_resamples_in_a_loop():
+    rng = np.random.default_rng(1)
+    confidence = rng.beta(5, 2, 1000)
+    correct = (rng.random(1000) < confidence**1.5).astype(float)
+    found = stats.ece(confidence, correct)
+    samples = [_loop_ece(confidence, correct, w.astype(float)) for w in inference.resample_weights(1000, 200, 0)]
+    assert (found.low, found.high) == pytest.approx(tuple(np.percentile(samples, [2.5, 97.5])), abs=1e-5)
+    assert found.low <= found.value <= found.high
+
+
+def test_paired_difference_is_the_question_clustered_t_interval_when_the_date_adds_nothing():
+    """Both models answer each question alike on every date (no date part in the difference): the interval is the
+    textbook one over the questions' mean differences, t with questions - 1 degrees of freedom."""
+    rng = np.random.default_rng(2)
+    a_items, b_items = (rng.random(25) < 0.6).astype(float), (rng.random(25) < 0.4).astype(float)
+    a, b = np.tile(a_items, (6, 1)), np.tile(b_items, (6, 1))
+    found = stats.paired_difference(a, b)
+    per_question = [float(np.mean(a[:, i] - b[:, i])) for i in range(25)]
+    half = scipy_stats.t.ppf(0.975, 24) * np.std(per_question, ddof=1) / math.sqrt(25)
+    assert tuple(found) == pytest.approx((np.mean(per_question), np.mean(per_question) - half, np.mean(per_question) + half))
+
+
+def test_paired_difference_covers_the_true_difference():
+    """Two models on shared questions (one harder than the other by a known amount), answers varying with the date:
+    the 95% interval covers the true difference of their date-robust scores in at least 0.95 - 3 SE of 300 stores."""
+    rng = np.random.default_rng(3)
+    hits, reps = 0, 300
+    for _ in range(reps):
+        skill = rng.uniform(0.1, 0.9, 30)
+        a = (rng.random((8, 30)) < skill).astype(float)
+        b = (rng.random((8, 30)) < np.clip(skill - 0.1, 0, 1)).astype(float)
+        truth = float(np.mean(skill - np.clip(skill - 0.1, 0, 1)))  # the difference over these questions' rates
+        found = stats.paired_difference(a, b)
+        hits += found.low <= truth <= found.high
+    assert hits / reps >= 0.95 - 3 * math.sqrt(0.95 * 0.05 / reps), hits / reps
+
+
+@pytest.mark.parametrize("call,says", [(lambda: stats.robust_score(np.ones(5)), "dates x questions"),
+                                       (lambda: stats.robust_score(np.full((3, 4), 0.5)), "0/1 grades"),
+                                       (lambda: stats.paired_difference(np.ones((3, 4)), np.ones((3, 5))), "same dates"),
+                                       (lambda: stats.rate_interval(11, 10), "0 <= right <= n"),
+                                       (lambda: stats.ece([0.5, 0.6], [1.0]), "equal-length")])  # fmt: skip
+def test_bad_arrays_get_one_clear_error(call, says):
+    with pytest.raises(stats.UsageError, match=says) as raised:
+        call()
+    assert "\n" not in str(raised.value)
