@@ -102,7 +102,9 @@ case "${1:-}" in
   test)
     shift
     setup
-    HF_HUB_OFFLINE=1 exec .venv/bin/python -m pytest -q "$@"
+    # One process per core (DATEEVAL_TEST_WORKERS overrides; 0 runs in this process): many tests wait on subprocesses,
+    # and a module's tests stay together in one process, in order (they share module fixtures).
+    HF_HUB_OFFLINE=1 exec .venv/bin/python -m pytest -q -n "${DATEEVAL_TEST_WORKERS:-auto}" --dist loadfile "$@"
     ;;
   setup-vllm)
     setup_vllm

@@ -17,6 +17,22 @@ SHARED = Path(os.environ.get("DATEEVAL_SHARED", ROOT.parent / "shared"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
+# Test groups, by what a test exercises (pytest.ini registers the markers). Before a commit, the fast group:
+#   ./run.sh test -m "not model and not browser"
+# `model`: runs the real model (the `backend` fixture, sweeps, the CLI, servers); `browser`: drives Chromium.
+MODEL_MODULES = {"test_engine", "test_ray", "test_sweep_leases", "test_own_benchmark_e2e", "test_generation_tasks", "test_fewshot_format",
+                 "test_openai_backend", "test_serve", "test_serve_vllm", "test_vllm", "test_lmeval", "test_numerics"}  # fmt: skip
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
+        if module == "test_browser":
+            item.add_marker(pytest.mark.browser)
+        elif module in MODEL_MODULES or "backend" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.model)
+
+
 @pytest.fixture(scope="session")
 def shared() -> Path:
     if not (SHARED / "data").is_dir():
