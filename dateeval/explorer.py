@@ -20,6 +20,7 @@ import streamlit as st
 from dateeval import metrics, runs, viewstate
 from dateeval import results
 from dateeval.results import descriptive, sql, unit_sums
+from dateeval.results.export import to_csv
 from dateeval.errors import DateEvalError
 from dateeval.models import cache_dir
 from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
@@ -446,7 +447,7 @@ def downloads(table: pd.DataFrame | Callable[[], pd.DataFrame], name: str) -> No
     """CSV and Parquet download buttons for a table, side by side; a callable table is built on click, not on every render."""
     make = table if callable(table) else lambda: table
     left, right = st.columns(2)
-    left.download_button(f"Download {name} (CSV)", lambda: make().to_csv(index=False), f"{name}.csv", "text/csv")
+    left.download_button(f"Download {name} (CSV)", lambda: to_csv(make()), f"{name}.csv", "text/csv")
     right.download_button(f"Download {name} (Parquet)", lambda: make().to_parquet(index=False), f"{name}.parquet", "application/vnd.apache.parquet")
 
 

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+import io
+import re
 
+import pandas as pd
 import pytest
-from conftest import ROOT
+from conftest import ROOT, demo_copy, run_cli
 from streamlit.testing.v1 import AppTest
+
+from dateeval import explorer
+from dateeval.store import Store
 
 
 @pytest.fixture
@@ -32,3 +38,46 @@ def test_a_prompt_link_with_a_date_the_pickers_cannot_show_gets_an_error_box(lin
     at = linked_page("pages/prompt.py", **query)
     assert any("outside the dates this page shows" in box.value for box in at.error), [box.value for box in at.error]
     assert at.date_input(key="first").value == dt.date(2024, 1, 1) and at.date_input(key="second").value == dt.date(2024, 7, 26)
+
+
+HOSTILE_CELLS = ["=HYPERLINK(\"http://x.invalid\",\"click\")", "-2+3+cmd|' /C calc'!A0", "@cmd", "+1+1", "\t=1+1", "\r=1+1"]
+
+
+def _formula_cells(frame: pd.DataFrame) -> list[str]:
+    """Text cells a spreadsheet would run: those that start like a formula (a quoted one starts with ``'``)."""
+    cells = frame.astype(str).to_numpy().ravel().tolist() + [str(name) for name in frame.columns]
+    return [cell for cell in cells if cell[:1] in ("=", "+", "-", "@", "\t", "\r") and not re.fullmatch(r"[+-]?[\d.]+(e[+-]?\d+)?", cell)]
+
+
+def test_the_csv_export_writes_no_cell_a_spreadsheet_runs(tmp_path):
+    """Issue 36 §6: item ids, references and replies that start with = + - @ tab or CR were written as they are; now
+    they are quoted with ' (text to a spreadsheet), while numbers, negative ones included, stay numbers."""
+    store = demo_copy(tmp_path)
+    unit = sorted(store.glob("*/gsm8k/*.parquet"))[0]
+    rows = pd.read_parquet(unit).drop(columns=[c for c in pd.read_parquet(unit).columns if c.startswith("_")], errors="ignore")
+    hostile = (HOSTILE_CELLS * (len(rows) // len(HOSTILE_CELLS) + 1))[: len(rows)]
+    rows = rows.assign(reference=hostile, parsed=hostile, output=hostile)
+    Store(store).write(unit, rows)
+    out = tmp_path / "rows.csv"
+    done = run_cli("export", "--store", str(store), "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    written = pd.read_csv(out, dtype=str, keep_default_na=False)
+    assert _formula_cells(written) == []
+    assert set("'" + cell for cell in HOSTILE_CELLS) <= set(written["reference"])  # kept, readable, quoted
+    numbers = pd.read_csv(out, low_memory=False)
+    assert pd.api.types.is_numeric_dtype(numbers["confidence"]) and pd.api.types.is_numeric_dtype(numbers["prompt_tokens"])
+
+
+def test_the_explorers_csv_downloads_write_no_cell_a_spreadsheet_runs(monkeypatch):
+    """Issue 36 §6, the explorer's side: every CSV download button goes through the same escaping, negatives stay numbers."""
+    pressed = {}
+
+    class Column:
+        def download_button(self, label, data, name, mime):
+            pressed[mime] = data() if callable(data) else data
+
+    monkeypatch.setattr(explorer.st, "columns", lambda count: [Column() for _ in range(count)])
+    explorer.downloads(pd.DataFrame({"item_id": HOSTILE_CELLS, "delta": [-0.5, 1, -2, 3, 4, 5]}), "flips")
+    written = pd.read_csv(io.StringIO(pressed["text/csv"]), dtype=str, keep_default_na=False)
+    assert _formula_cells(written) == [] and list(written["delta"]) == ["-0.5", "1.0", "-2.0", "3.0", "4.0", "5.0"]
+    assert pd.read_csv(io.StringIO(pressed["text/csv"]))["delta"].tolist() == [-0.5, 1, -2, 3, 4, 5]
