@@ -83,6 +83,7 @@ try:
     if real_item:
         viewstate.seed_value("dataset", "gsm8k", str)
         name = st.text_input("Dataset", key="dataset", help="e.g. mmlu, mmlu_5shot, arc_challenge_cot, gsm8k_5shot, humaneval, wmt16_en_de")
+        explorer.check_offered(name.strip())
         task = explorer.task_for(name.strip(), explorer.data_dir())
         ids = [item.id for item in task.items]
         if viewstate.linked("question") and st.query_params["question"] in ids:  # a question opened from Flips, by its id

@@ -81,3 +81,28 @@ def test_the_explorers_csv_downloads_write_no_cell_a_spreadsheet_runs(monkeypatc
     written = pd.read_csv(io.StringIO(pressed["text/csv"]), dtype=str, keep_default_na=False)
     assert _formula_cells(written) == [] and list(written["delta"]) == ["-0.5", "1.0", "-2.0", "3.0", "4.0", "5.0"]
     assert pd.read_csv(io.StringIO(pressed["text/csv"]))["delta"].tolist() == [-0.5, 1, -2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("reference", ["{secret}", "lmeval:{task}", "../{secret}", "hf:someone/private"])
+def test_a_prompt_link_cannot_make_the_app_read_a_file_it_does_not_offer(linked_page, tmp_path, reference):
+    """Issue 36 §2: ``?real_item=True&dataset=/path/secret.csv`` showed the file's rows; now one error box, nothing read."""
+    secret = tmp_path / "secret.csv"
+    secret.write_text("question,A,B,answer\nTOPSECRET-ROW?,a,b,A\n")
+    task = tmp_path / "task.yaml"
+    task.write_text("task: leak\ndataset_path: csv\ndataset_kwargs: {data_files: {test: " + str(secret) + "}}\ntest_split: test\n"
+                    "doc_to_text: '{{question}}'\ndoc_to_target: 0\ndoc_to_choice: ['a', 'b']\n")
+    at = linked_page("pages/prompt.py", real_item="True", dataset=reference.format(secret=secret, task=task))
+    assert any("is not one this app offers" in box.value for box in at.error), [box.value for box in at.error]
+    shown = " ".join(str(element.value) for kind in ("caption", "code", "markdown") for element in at.get(kind) if hasattr(element, "value"))
+    assert "TOPSECRET" not in shown
+
+
+def test_a_prompt_link_may_name_a_dataset_the_run_pages_store_keeps(linked_page, tmp_path):
+    """The offered datasets still open from a link: a built-in one, and an upload the Run page's store keeps."""
+    kept = tmp_path / "results" / ".datasets"
+    kept.mkdir(parents=True)
+    (kept / "sky_quiz.csv").write_text("question,A,B,answer\nWhat colour is the sky?,blue,green,A\n")
+    for name, first in (("sky_quiz", "sky_quiz/"), ("mmlu_5shot", "mmlu")):
+        at = linked_page("pages/prompt.py", real_item="True", dataset=name)
+        assert not at.error, [box.value for box in at.error]
+        assert any(caption.value.startswith(first) for caption in at.caption), [c.value for c in at.caption]
