@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import re
 
 import pandas as pd
@@ -11,7 +12,8 @@ import pytest
 from conftest import ROOT, demo_copy, run_cli
 from streamlit.testing.v1 import AppTest
 
-from dateeval import explorer
+from dateeval import explorer, uploads
+from dateeval.errors import DateEvalError
 from dateeval.store import Store
 
 
@@ -106,3 +108,25 @@ def test_a_prompt_link_may_name_a_dataset_the_run_pages_store_keeps(linked_page,
         at = linked_page("pages/prompt.py", real_item="True", dataset=name)
         assert not at.error, [box.value for box in at.error]
         assert any(caption.value.startswith(first) for caption in at.caption), [c.value for c in at.caption]
+
+
+def test_an_upload_keeps_only_the_files_its_spec_names(tmp_path, fresh_registry):
+    """Issue 36 §7: junk files uploaded beside a valid spec were all kept; now the upload is refused and nothing is kept."""
+    rows = "".join(json.dumps({"question": q, "choices": ["a", "b"], "answer": 0}) + "\n" for q in ("One?", "Two?"))
+    files = [uploads.Upload("quiz.yaml", b"data: quiz.jsonl\n"), uploads.Upload("quiz.jsonl", rows.encode()),
+             uploads.Upload("junk.csv", b"question,A,B,answer\nQ,a,b,A\n")]  # fmt: skip
+    with pytest.raises(DateEvalError, match="quiz.yaml does not name junk.csv: upload the spec and the files it names only"):
+        uploads.keep(files, tmp_path)
+    assert not any(path.is_file() for path in (tmp_path / ".datasets").rglob("*"))
+    assert uploads.keep(files[:2], tmp_path) == "quiz"
+    assert sorted(path.name for path in (tmp_path / ".datasets").iterdir()) == ["quiz.jsonl", "quiz.yaml"]
+
+
+def test_an_uploads_files_together_are_capped_before_any_is_written(tmp_path, monkeypatch):
+    """Issue 36 §7: three files each under the per-file cap made 151 MB; the total is now capped, and checked first."""
+    monkeypatch.setattr(uploads, "MAX_BYTES", 2**20)
+    monkeypatch.setattr(uploads, "MAX_TOTAL_BYTES", 2**21, raising=False)
+    junk = [uploads.Upload(f"junk{n}.csv", b"x" * (2**20 - 10)) for n in range(3)]
+    with pytest.raises(DateEvalError, match="the uploaded files are 3.0 MiB together, over the 2 MiB limit"):
+        uploads.keep([uploads.Upload("quiz.yaml", b"data: quiz.jsonl\n"), *junk], tmp_path)
+    assert not (tmp_path / ".datasets").exists()
