@@ -414,3 +414,63 @@ def test_a_task_whose_documents_are_past_a_data_files_bounds_is_refused_before_t
     path = _tiny_yaml(tmp_path, "cells")
     with pytest.raises(DateEvalError, match=r"lm-eval task .*cells.yaml: its evaluation split holds over the 7 cells .* point the task"):
         build_task(resolve(str(path)))
+
+
+# ---------------------------------------------------------------- names lm-eval turns into code (issue 36 §1)
+
+
+def _metric_module(folder: Path, marker: Path) -> Path:
+    """What ``metric_list: [{metric: PATH}]`` makes lm-eval 0.4.13 import through ``evaluate.load``: a module that writes ``marker``."""
+    return _payload(folder, marker, "my_metric")
+
+
+NAMED_CODE = {
+    "metric path": ("metric_list:\n  - metric: {module}\n", "metric '{module}', which lm-eval does not register"),
+    "metric folder": ("metric_list:\n  - metric: {folder}\n", "metric '{folder}', which lm-eval does not register"),
+    "hf_evaluate": ("metric_list:\n  - metric: acc\n    hf_evaluate: true\n", "metric 'acc' with hf_evaluate: true"),
+    "aggregation": ("metric_list:\n  - metric: acc\n    aggregation: os.system\n", "aggregation 'os.system', which lm-eval does not register"),
+    "filter": ("filter_list:\n  - name: f\n    filter:\n      - function: {module}\n", "filter function '{module}', which lm-eval does not register"),
+    "sampler": ("fewshot_config:\n  sampler: {module}\n", "fewshot sampler '{module}', which lm-eval does not register"),
+    "use_prompt": ("use_prompt: '{folder}/prompts.yaml:p'\n", "use_prompt '{folder}/prompts.yaml:p'"),
+    "process_results": ("process_results: !function my_metric.docs\n", "!function my_metric.docs"),
+    "nested mapping": ("group_alias: g\nmetric_list:\n  - metric: acc\ntask_list: []\nextra:\n  - metric_list:\n      - metric: {module}\n",
+                   "metric '{module}', which lm-eval does not register"),
+}
+
+
+@pytest.mark.parametrize("door", list(NAMED_CODE))
+def test_a_task_yaml_naming_code_by_name_runs_nothing_without_trust(tmp_path, door):
+    """Issue 36 §1: a metric lm-eval does not register (a path to a .py file or a folder) went to ``evaluate.load``, which
+    imported it before "KeyError: None"; each place lm-eval 0.4.13 turns a name into code is now refused in one line,
+    from the CLI and from a look-up, nothing imported."""
+    marker = tmp_path / "marker"
+    module = _metric_module(tmp_path / "tasks", marker)
+    folder = tmp_path / "tasks" / "metric_folder"
+    folder.mkdir()
+    (folder / "metric_folder.py").write_text(module.read_text())
+    (tmp_path / "tasks" / "prompts.yaml").write_text("prompts:\n  p: '{{question}}'\n")
+    extra, says = (text.format(module=module, folder=folder if door != "use_prompt" else tmp_path / "tasks") for text in NAMED_CODE[door])
+    path = _tiny_yaml(tmp_path / "tasks", "named", extra)
+    with pytest.raises(DateEvalError) as refused:
+        build_task(resolve(str(path)))
+    assert says in str(refused.value) and "--trust-task-code" in str(refused.value), refused.value
+    with pytest.raises(DateEvalError, match="--trust-task-code"):  # the explorer's look-up of a stored name
+        resolve("lmeval_named", tmp_path / "tasks")
+    assert not marker.exists()
+
+
+def test_a_metric_named_by_path_runs_only_with_trust_task_code(tmp_path):
+    """The CLI: one line, nothing imported; with --trust-task-code lm-eval's own behaviour (it imports the metric) resumes."""
+    marker = tmp_path / "marker"
+    module = _metric_module(tmp_path / "tasks", marker)
+    path = _tiny_yaml(tmp_path / "tasks", "pathmetric", f"metric_list:\n  - metric: {module}\n")
+    refused = run_cli("run", "--dataset", str(path), "--dates", "2024-01-01", "--store", str(tmp_path / "store"))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--trust-task-code" in refused.stderr, refused.stderr
+    assert not marker.exists()
+    from dateeval.tasks import lmeval
+
+    lmeval.check_code(path, trust=True)  # trusted: the check lets it through (lm-eval then imports it, as it would)
+    own = Path(lm_eval.tasks.__file__).parent
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(f"include: {own / 'arc' / 'arc_easy.yaml'}\ntask: my_arc\n")
+    lmeval.check_code(mine, trust=False)  # lm-eval's own metric names pass

@@ -41,7 +41,18 @@ everything it ``include``s as data (``!function`` an inert tag) and:
   that YAML's own folder: an absolute path, a link out of the folder or an
   installed module (``os.system``) would run code from anywhere on the machine;
 * every template renders in Jinja's sandbox, which refuses ``__globals__``
-  and the like (``SecurityError: ... unsafe``).
+  and the like (``SecurityError: ... unsafe``);
+* a *name* lm-eval would turn into code is refused as ``!function`` is (without
+  ``--trust-task-code``, outside lm-eval's own folder): lm-eval 0.4.13 hands a
+  ``metric_list`` metric it does not register, and any metric with
+  ``hf_evaluate: true``, to ``evaluate.load``, which imports a local ``.py``
+  file or folder (or a Hub script); an ``aggregation``, a ``filter_list``
+  ``function`` or a ``fewshot_config`` ``sampler`` must be one lm-eval
+  registers (its registries, no look-up by path); ``use_prompt`` reads a file
+  the YAML names (``x.yaml:name``) or promptsource's unsandboxed templates.
+  ``process_results``, ``class``, ``custom_dataset`` and callable
+  aggregations are code only as ``!function``, refused above
+  (``docs/security-hardening.md`` lists each door).
 
 Finding a stored ``lmeval_*`` dataset in a data folder reads each YAML's
 ``task:`` this way and loads only the one that matches.
@@ -244,10 +255,68 @@ def _helper(yaml_path: Path, reference: str) -> Path | None:
     return file if file.is_file() and file.is_relative_to(yaml_path.parent) else None
 
 
+def _registered() -> dict[str, object]:
+    """lm-eval's registries that a task YAML's names are looked up in (metrics, aggregations, filters, samplers)."""
+    import lm_eval.api.metrics  # noqa: F401 - fills the metric and aggregation registries
+    import lm_eval.filters  # noqa: F401 - fills the filter registry
+    from lm_eval.api import registry, samplers
+
+    return {"metric": registry.metric_registry, "aggregation": registry.aggregation_registry, "filter": registry.filter_registry,
+            "sampler": samplers.SAMPLER_REGISTRY}  # fmt: skip
+
+
+def _dicts(config: dict) -> list[dict]:
+    """Every mapping in a config (a group's inline tasks too), each shared node once (aliases cannot make it explode)."""
+    found, pending, seen = [], [config], set()
+    while pending:
+        value = pending.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            found.append(value)
+            pending += list(value.values())
+        elif isinstance(value, list):
+            pending += value
+    return found
+
+
+def _named_code(config: dict) -> list[str]:
+    """Where a config names code by a name rather than by ``!function`` (the module docstring's list), one phrase each."""
+    known, found = _registered(), []
+    for table in _dicts(config):
+        for entry in table.get("metric_list") or [] if isinstance(table.get("metric_list"), list) else []:
+            metric, aggregation = (entry.get("metric"), entry.get("aggregation")) if isinstance(entry, dict) else (None, None)
+            if isinstance(metric, str) and not isinstance(metric, _Function):
+                if entry.get("hf_evaluate") is True:
+                    found.append(f"metric {metric!r} with hf_evaluate: true (lm-eval hands it to evaluate.load, which imports its script)")
+                elif metric not in known["metric"]:
+                    found.append(f"metric {metric!r}, which lm-eval does not register (it would hand it to evaluate.load, which imports a file or folder of that name)")
+            if isinstance(aggregation, str) and not isinstance(aggregation, _Function) and aggregation not in known["aggregation"]:
+                found.append(f"aggregation {aggregation!r}, which lm-eval does not register")
+        for pipeline in table.get("filter_list") or [] if isinstance(table.get("filter_list"), list) else []:
+            steps = pipeline.get("filter") if isinstance(pipeline, dict) else None
+            for step in steps if isinstance(steps, list) else []:
+                function = step.get("function") if isinstance(step, dict) else None
+                if isinstance(function, str) and not isinstance(function, _Function) and function not in known["filter"]:
+                    found.append(f"filter function {function!r}, which lm-eval does not register")
+        sampler = table.get("sampler")
+        if isinstance(sampler, str) and not isinstance(sampler, _Function) and sampler not in known["sampler"]:
+            found.append(f"fewshot sampler {sampler!r}, which lm-eval does not register")
+        if table.get("use_prompt") is not None:
+            found.append(f"use_prompt {table['use_prompt']!r} (lm-eval reads the file it names, or promptsource's unsandboxed templates)")
+    return found
+
+
 def check_code(path: Path, trust: bool) -> None:
-    """Refuse a task YAML whose ``!function`` helpers dateeval may not run (the trust model in the module's docstring)."""
+    """Refuse a task YAML whose ``!function`` helpers, or code it names by name, dateeval may not run (the trust model in
+    the module's docstring)."""
     own = Path(_lm_eval().tasks.__file__).parent.resolve()
-    for file, reference in read_config(path)[1]:
+    config, functions = read_config(path)
+    if not trust and not path.resolve().is_relative_to(own) and (named := _named_code(config)):
+        raise DateEvalError(f"lm-eval task {path}: its {named[0]} would run Python code; dateeval runs a task file's code only when "
+                            f"the command line says {TRUST_FLAG} (never from the explorer)")  # fmt: skip
+    for file, reference in functions:
         if file.is_relative_to(own):
             continue
         if not trust:
