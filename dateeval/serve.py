@@ -76,6 +76,7 @@ from dateeval.backends.base import GenerationSettings
 from dateeval.backends.openai_api import MAX_API_STOPS
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.errors import DateEvalError
+from dateeval.limits import MAX_STOP_CHARS
 from dateeval.prompting import ChatTemplate
 
 if TYPE_CHECKING:
@@ -93,7 +94,6 @@ MAX_BATCH = 32  # requests one batch may hold
 BATCH_TOKENS = 8192  # rows x longest prompt (and reply) one batch may hold: the memory of one full SmolLM2 context
 GATHER_S = 0.01  # a batch starts once no request arrived for this long (or it is full), and none is expected back (REJOIN_S)
 REJOIN_S = 0.25  # how long after its answer a connection counts as sending its next request: a batch waits that long at most for it
-MAX_STOP_CHARS = 64  # the longest stop string: transformers preprocesses stops against the whole vocabulary before the first forward pass (4 x 64 characters: 0.7 s here, 4 x 1024: 2.3 s)
 MAX_ECHO_POSITIONS = 2048  # the most prompt tokens an echo scores: each holds a full-vocabulary row of logits (2,000 tokens: 1.4 GB)
 UNSTATED_CONTEXT = BATCH_TOKENS  # prompt plus reply, in tokens, for a model whose config states no context length
 BODY_BUDGET = 4 * MAX_BODY  # bytes of request bodies held at once, all connections together (each until its request is answered)
