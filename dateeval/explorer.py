@@ -17,12 +17,11 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dateeval import metrics, runs, viewstate
-from dateeval import results
-from dateeval.results import descriptive, sql, unit_sums
-from dateeval.results.export import to_csv
+from dateeval import metrics, results, runs, viewstate
 from dateeval.errors import DateEvalError
 from dateeval.models import cache_dir
+from dateeval.results import descriptive, sql, unit_sums
+from dateeval.results.export import to_csv
 from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
 from dateeval.store import Store
 from dateeval.tasks import BENCHMARKS, base_of, build_task, custom

@@ -55,7 +55,7 @@ def test_the_csv_export_writes_no_cell_a_spreadsheet_runs(tmp_path):
     """Issue 36 §6: item ids, references and replies that start with = + - @ tab or CR were written as they are; now
     they are quoted with ' (text to a spreadsheet), while numbers, negative ones included, stay numbers."""
     store = demo_copy(tmp_path)
-    unit = sorted(store.glob("*/gsm8k/*.parquet"))[0]
+    unit = min(store.glob("*/gsm8k/*.parquet"))
     rows = pd.read_parquet(unit).drop(columns=[c for c in pd.read_parquet(unit).columns if c.startswith("_")], errors="ignore")
     hostile = (HOSTILE_CELLS * (len(rows) // len(HOSTILE_CELLS) + 1))[: len(rows)]
     rows = rows.assign(reference=hostile, parsed=hostile, output=hostile)
@@ -65,7 +65,7 @@ def test_the_csv_export_writes_no_cell_a_spreadsheet_runs(tmp_path):
     assert done.returncode == 0, done.stderr
     written = pd.read_csv(out, dtype=str, keep_default_na=False)
     assert _formula_cells(written) == []
-    assert set("'" + cell for cell in HOSTILE_CELLS) <= set(written["reference"])  # kept, readable, quoted
+    assert {"'" + cell for cell in HOSTILE_CELLS} <= set(written["reference"])  # kept, readable, quoted
     numbers = pd.read_csv(out, low_memory=False)
     assert pd.api.types.is_numeric_dtype(numbers["confidence"]) and pd.api.types.is_numeric_dtype(numbers["prompt_tokens"])
 

@@ -363,7 +363,7 @@ def _helper(yaml_path: Path, reference: str) -> Path | None:
 
 def _registered() -> dict[str, object]:
     """lm-eval's registries that a task YAML's names are looked up in (metrics, aggregations, filters, samplers)."""
-    import lm_eval.api.metrics  # noqa: F401 - fills the metric and aggregation registries
+    import lm_eval.api.metrics  # fills the metric and aggregation registries
     import lm_eval.filters  # noqa: F401 - fills the filter registry
     from lm_eval.api import registry, samplers
 
