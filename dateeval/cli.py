@@ -647,7 +647,7 @@ def _cmd_compare(args: argparse.Namespace) -> int:
 
 def _cmd_regrade(args: argparse.Namespace) -> int:
     from dateeval.regrade import regrade
-    from dateeval.results.export import as_text
+    from dateeval.results.export import as_text, to_csv
     from dateeval.store import Store
 
     store = Store(args.store)
@@ -657,7 +657,7 @@ def _cmd_regrade(args: argparse.Namespace) -> int:
     for dataset, rows in table.groupby("dataset", sort=True):
         print(f"{dataset}: {len(rows)} stored outputs regraded, {int(rows['changed'].sum())} grades differ from the stored ones")
     if args.csv:
-        as_text(table).to_csv(args.csv, index=False)
+        to_csv(as_text(table), args.csv)
         print(f"comparison written to {args.csv}")
     return 0
 

@@ -17,14 +17,14 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dateeval import metrics, runs, viewstate
-from dateeval import results
-from dateeval.results import descriptive, sql, unit_sums
+from dateeval import metrics, results, runs, viewstate
 from dateeval.errors import DateEvalError
 from dateeval.models import cache_dir
+from dateeval.results import descriptive, sql, unit_sums
+from dateeval.results.export import to_csv
 from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
 from dateeval.store import Store
-from dateeval.tasks import build_task, custom
+from dateeval.tasks import BENCHMARKS, base_of, build_task, custom
 from dateeval.tasks.base import Task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -161,6 +161,20 @@ def task_for(dataset: str, folder: str) -> Task:
     the Run page's store keeps (uploaded, or described by ``run`` flags) from the store."""
     custom.register_kept(results_store(), dataset)
     return build_task(dataset, folder or None)
+
+
+def check_offered(dataset: str) -> None:
+    """Refuse a dataset name the app does not offer, before anything is read: a page's dataset may come from a link, and
+    a link must not make the app read a file on this machine (``/path/file.csv``, ``lmeval:task.yaml``). Offered are
+    the built-in benchmarks, the datasets of the stores the sidebar offers, and those the Run page's store keeps
+    (uploads, ``run``'s specs)."""
+    base = base_of(dataset)
+    stored = {base_of(name) for root in store_choices().values() for name in Store(root).dataset_names()}
+    kept = any(custom.find(results_store() / folder, base) for folder in (custom.SPECS_DIR, custom.UPLOADS_DIR)) if base else False
+    if base is not None and (base in BENCHMARKS or base in stored or kept):
+        return
+    raise DateEvalError(f"dataset {dataset!r} is not one this app offers: give a built-in one ({', '.join(BENCHMARKS)}, e.g. mmlu_5shot), "
+                        "one a results store holds, or upload your own on the Run page")
 
 
 @st.cache_data(max_entries=8)
@@ -462,7 +476,7 @@ def downloads(table: pd.DataFrame | Callable[[], pd.DataFrame], name: str) -> No
     """CSV and Parquet download buttons for a table, side by side; a callable table is built on click, not on every render."""
     make = table if callable(table) else lambda: table
     left, right = st.columns(2)
-    left.download_button(f"Download {name} (CSV)", lambda: make().to_csv(index=False), f"{name}.csv", "text/csv")
+    left.download_button(f"Download {name} (CSV)", lambda: to_csv(make()), f"{name}.csv", "text/csv")
     right.download_button(f"Download {name} (Parquet)", lambda: make().to_parquet(index=False), f"{name}.parquet", "application/vnd.apache.parquet")
 
 

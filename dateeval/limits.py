@@ -36,6 +36,14 @@ RENDER_MAX_CHARS = 2**23  # characters (or elements) of any value a render makes
 RENDER_BASE_ALLOCATION = 2**25
 RENDER_ALLOCATION_PER_INPUT_CHAR = 16
 RENDER_MAX_INT_BITS = 2**16  # an integer a render computes ('*', '**')
+# What an lm-eval task file may make the harness build. lm-eval parses a rendered doc_to_choice ("[...]") as a Python
+# literal at ~1 KB an element, so the text is bounded before it is parsed (real ones are a few hundred characters).
+LMEVAL_MAX_LITERAL_CHARS = 2**16
+LMEVAL_MAX_CHOICES = 1_000  # choices of one document, each scored: real tasks have 2 to 10
+# Stop strings of a generation: transformers preprocesses each against the whole vocabulary before the first forward pass
+# (4 x 64 characters: 0.7 s here, 4 x 1024: 2.3 s, one of 8,000: 1.47 GiB).
+MAX_STOP_CHARS = 64
+MAX_TASK_STOPS = 16  # a task's stop strings (lm-eval's tasks have at most 8)
 RENDER_MAX_DEPTH = 100  # nesting of lists, dicts and namespaces walked when sizing a value
 
 

@@ -35,7 +35,7 @@ machine (a whole pass, what a departure used to cost, 35 s;
 
 The server's memory is bounded whatever the requests:
 
-    model + largest pass + 29 x BODY_BUDGET + MAX_CONNECTIONS x (thread + context x 36 B)
+    model + largest pass + 29 x BODY_BUDGET + MAX_CONNECTIONS x (thread + 29 x SMALL_BODY + context x 36 B)
 
 the model, loaded and warmed by a first request (SmolLM2-135M in float32:
 0.98 GB); the largest batch's forward pass within the token budgets (a
@@ -44,8 +44,10 @@ whose full-vocabulary log-probabilities only the model thread holds, one
 batch at a time: up to 1.2 GB); the request bodies held at once
 (:class:`BodyBudget`), each byte with, at worst, 28 bytes of parsed JSON (a
 list of empty lists; 3 for text); and per connection served (:class:`Server`)
-a thread (23 KB) and a prompt's token ids. For SmolLM2-135M:
-0.98 + 1.2 + 1.8 + 1024 x (0.02 + 0.29) MB = 4.3 GB; the hostile set of
+a thread (23 KB), a body's first :data:`SMALL_BODY` bytes (read before the
+budget is asked, so that small requests never wait behind large ones) with
+their JSON, and a prompt's token ids. For SmolLM2-135M:
+0.98 + 1.2 + 1.8 + 1024 x (0.02 + 0.46 + 0.29) MB = 4.8 GB; the hostile set of
 ``bench/serve_hostile.py`` peaked at 3.69 GB (``docs/benchmarks.md``).
 
 What the server does not do (streaming, several choices) is refused
@@ -76,6 +78,7 @@ from dateeval.backends.base import GenerationSettings
 from dateeval.backends.openai_api import MAX_API_STOPS
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.errors import DateEvalError
+from dateeval.limits import MAX_STOP_CHARS
 from dateeval.prompting import ChatTemplate
 
 if TYPE_CHECKING:
@@ -93,11 +96,13 @@ MAX_BATCH = 32  # requests one batch may hold
 BATCH_TOKENS = 8192  # rows x longest prompt (and reply) one batch may hold: the memory of one full SmolLM2 context
 GATHER_S = 0.01  # a batch starts once no request arrived for this long (or it is full), and none is expected back (REJOIN_S)
 REJOIN_S = 0.25  # how long after its answer a connection counts as sending its next request: a batch waits that long at most for it
-MAX_STOP_CHARS = 64  # the longest stop string: transformers preprocesses stops against the whole vocabulary before the first forward pass (4 x 64 characters: 0.7 s here, 4 x 1024: 2.3 s)
 MAX_ECHO_POSITIONS = 2048  # the most prompt tokens an echo scores: each holds a full-vocabulary row of logits (2,000 tokens: 1.4 GB)
 UNSTATED_CONTEXT = BATCH_TOKENS  # prompt plus reply, in tokens, for a model whose config states no context length
 BODY_BUDGET = 4 * MAX_BODY  # bytes of request bodies held at once, all connections together (each until its request is answered)
 BODY_WAIT_S = 10.0  # how long a body waits for room in that budget before a 503
+BODY_READ_S = 60.0  # the longest one body may take to arrive, however it trickles (a read each IDLE_S would hold a thread for ever)
+TCP_CLOSE = 7  # Linux's tcpi_state of a connection the peer reset (a half-closed one is CLOSE_WAIT, 8)
+SMALL_BODY = 16 << 10  # a body's first bytes, read before it asks the budget for room: ordinary requests (a few KB) never wait
 MAX_CONNECTIONS = 1024  # connections served at once, a thread each; the next ones wait in the kernel's queue (BACKLOG)
 
 
@@ -160,20 +165,44 @@ class Client:
     def __init__(self, connection: socket.socket | None) -> None:
         self.connection = connection
         self.left = False
+        self.probed = False  # the peer's end-of-file was answered with an interim 100 (see gone)
+        self.answering = False  # the final answer is being written: no interim response may come between its bytes
+        self.writing = threading.Lock()
 
     def gone(self) -> bool:
-        """True once the peer closed: the socket reads as end-of-file (an unread pipelined byte is not a hang-up).
+        """True once the peer closed: its socket reset, or read as end-of-file and then reset when written to.
 
-        Asked between the layers of every forward pass: once gone, the answer is kept rather than asked of the socket again.
+        End-of-file alone is not a hang-up: a client may half-close after its request (``shutdown(SHUT_WR)``) and still
+        read the answer (RFC 9112 §9.6). So the first end-of-file is answered with an interim ``100 Continue``, which
+        every HTTP/1.1 client parses and skips (RFC 9110 §15.2); a peer that closed altogether answers it with a reset,
+        seen at the next look. An unread pipelined byte is not a hang-up either. Asked between the layers of every
+        forward pass: once gone, the answer is kept rather than asked of the socket again.
         """
         if self.connection is None or self.left:
             return self.left
         try:
             readable, _, _ = select.select([self.connection], [], [], 0)
-            self.left = bool(readable) and not self.connection.recv(1, socket.MSG_PEEK)
+            if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                self.left = self.probed and self._reset()
+                self._probe()
         except (OSError, ValueError):  # reset, or already closed
             self.left = True
         return self.left
+
+    def _reset(self) -> bool:
+        """After the probe: whether the peer reset (the socket is closed, not half-closed: TCP_INFO's state, Linux);
+        where the state cannot be read, end-of-file counts as gone, as it always did."""
+        try:
+            return self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == TCP_CLOSE
+        except (OSError, AttributeError):
+            return True
+
+    def _probe(self) -> None:
+        """Answer a first end-of-file with ``100 Continue`` (a closed peer resets); before the final answer only."""
+        with self.writing:
+            if not self.probed and not self.answering:
+                self.probed = True
+                self.connection.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
 
     def check(self, *_: object) -> None:
         """Raise :class:`ClientGone` if the client left."""
@@ -679,7 +708,11 @@ class Handler(BaseHTTPRequestHandler):
                 route = ROUTES.get(self.path.rstrip("/"))
                 if route is None:
                     raise RequestError(404, f"no route {self.path}")
-                self._send(200, route(self.served, body, Client(self.connection)))
+                client = Client(self.connection)
+                answer = route(self.served, body, client)
+                with client.writing:
+                    client.answering = True
+                self._send(200, answer)
         except RequestError as error:
             self._refuse(error)
         except (ClientGone, ConnectionError, TimeoutError):  # gone, or its body stalled for IDLE_S
@@ -706,85 +739,144 @@ class Handler(BaseHTTPRequestHandler):
     def _receiving(self) -> Iterator[Callable[[], bytes]]:
         """A reader of the request body, whose bytes are held against the server's :class:`BodyBudget` until the request is answered.
 
-        The body is read to its end so that the connection stays usable;
-        where it cannot be, the connection closes after the answer. A body
-        waits at most ``body_wait_s`` for room in the budget, unread (its
-        bytes wait in the kernel), then is answered 503 and dropped.
+        Room is asked for once the body's bytes come, not at the length it declares: a body's first
+        :data:`SMALL_BODY` bytes are read first (ordinary requests end there and never wait), and only a body that goes
+        on asks for the rest of its length (a chunked one for :data:`MAX_BODY`), so clients that declare megabytes
+        and send a byte hold nothing that others wait for. A body must arrive within ``body_read_s`` in all, however
+        it trickles. One that finds no room waits at most ``body_wait_s``, then is answered 503 and dropped (read to
+        its end where it can be, so the connection stays usable; else the connection closes after the answer).
         """
-        size, budget = self._declared_size(), self.server.bodies
-        held = MAX_BODY if size is None else size  # a chunked body: the most it may be, until its end is read
-        if not budget.take(held, self.server.body_wait_s):
-            self._discard(size)
-            raise RequestError(503, f"the server holds at most {budget.limit:,} bytes of request bodies at once, and this body of "
-                               f"{'up to ' if size is None else ''}{held:,} bytes waited {self.server.body_wait_s:g} s for room; retry later",
-                               "server_busy")  # fmt: skip
+        size, budget, held = self._declared_size(), self.server.bodies, 0
+        deadline = time.monotonic() + self.server.body_read_s
+
+        def room(wanted: int, drop: Callable[[], None]) -> None:
+            nonlocal held
+            if not budget.take(wanted, self.server.body_wait_s):
+                drop()
+                raise RequestError(503, f"the server holds at most {budget.limit:,} bytes of request bodies at once, and this body of "
+                                   f"{'up to ' if size is None else ''}{wanted + SMALL_BODY:,} bytes waited {self.server.body_wait_s:g} s for "
+                                   "room; retry later", "server_busy")  # fmt: skip
+            held = wanted
 
         def read() -> bytes:
             nonlocal held
-            data = self._chunked() if size is None else self.rfile.read(size)
-            budget.give(held - len(data))
-            held = len(data)
+            if size is None:
+                data = self._chunked(deadline, lambda: room(MAX_BODY - SMALL_BODY, self._close))
+            else:
+                head = self._read_exact(min(size, SMALL_BODY), deadline)
+                if size > SMALL_BODY:
+                    room(size - SMALL_BODY, lambda: self._discard(size - SMALL_BODY, deadline))
+                data = head + self._read_exact(size - len(head), deadline)
+            kept = max(0, len(data) - SMALL_BODY)
+            budget.give(held - kept)
+            held = kept
             return data
 
         try:
             yield read
         finally:
             budget.give(held)
+            with contextlib.suppress(OSError):
+                self.connection.settimeout(self.timeout)  # the body's deadline no longer applies: the keep-alive idle bound does
+
+    def _close(self) -> None:
+        self.close_connection = True
+
+    def _await(self, deadline: float) -> None:
+        """Let the next read wait until ``deadline`` at most (and :data:`IDLE_S`); past it, the body is abandoned."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError
+        self.connection.settimeout(min(left, self.timeout))
+
+    def _read_exact(self, count: int, deadline: float) -> bytes:
+        """``count`` body bytes, read as they come until ``deadline``; a client that closes before them is gone."""
+        parts = []
+        while count > 0:
+            self._await(deadline)
+            chunk = self.rfile.read1(min(count, 1 << 16))
+            if not chunk:
+                raise ClientGone
+            parts.append(chunk)
+            count -= len(chunk)
+        return b"".join(parts)
 
     def _declared_size(self) -> int | None:
-        """The body's Content-Length (None: chunked); a body that cannot be read is refused, dropped or its connection closed."""
-        coding = (self.headers.get("Transfer-Encoding") or "").strip().lower()
-        if coding:
-            if not coding.endswith("chunked"):
-                self.close_connection = True
-                raise RequestError(400, f"Transfer-Encoding {coding[:40]!r} is not supported: send the body with a Content-Length")
+        """The body's Content-Length (None: chunked); a body that cannot be read is refused, dropped or its connection closed.
+
+        Framing as RFC 9112 §6 asks: a request with both Transfer-Encoding and Content-Length, a transfer coding
+        other than ``chunked`` (``xchunked``, ``gzip, chunked``), or Content-Lengths that disagree is refused and its
+        connection closed, since where its body ends is not known (a smuggled request could follow it).
+        """
+        codings = ",".join(self.headers.get_all("Transfer-Encoding") or []).strip().lower()
+        lengths = {value.strip() for header in self.headers.get_all("Content-Length") or [] for value in header.split(",")}
+        if codings and lengths:
+            self._close()
+            raise RequestError(400, "the request has both Transfer-Encoding and Content-Length: send one of them")
+        if codings:
+            if codings != "chunked":
+                self._close()
+                raise RequestError(501, f"Transfer-Encoding {codings[:40]!r} is not supported: send the body chunked or with a Content-Length")
             return None
-        text = (self.headers.get("Content-Length") or "0").strip()
+        if len(lengths) > 1:
+            self._close()
+            raise RequestError(400, f"the request has Content-Lengths that disagree ({', '.join(sorted(lengths))[:60]})")
+        text = next(iter(lengths), "0")
         if not (text.isascii() and text.isdigit()):
-            self.close_connection = True
+            self._close()
             raise RequestError(400, f"Content-Length {text[:40]!r} is not a number of bytes")
         if int(text) > MAX_BODY:
-            self._discard(int(text))
+            self._discard(int(text), time.monotonic() + self.server.body_read_s)
             raise RequestError(413, f"the body is {int(text):,} bytes, over this server's limit of {MAX_BODY:,}", "request_too_large")
         return int(text)
 
-    def _chunked(self) -> bytes:
-        """A chunked body (RFC 9112 §7.1), up to :data:`MAX_BODY`; trailers are read and ignored."""
+    def _line(self, deadline: float) -> bytes:
+        self._await(deadline)
+        return self.rfile.readline(1024)
+
+    def _chunked(self, deadline: float, room: Callable[[], None]) -> bytes:
+        """A chunked body (RFC 9112 §7.1), up to :data:`MAX_BODY`, until ``deadline``; trailers are read and ignored.
+        ``room`` is asked once the body passes :data:`SMALL_BODY`."""
         parts, size = [], 0
         while True:
             try:
-                length = int(self.rfile.readline(1024).split(b";")[0], 16)
+                length = int(self._line(deadline).split(b";")[0], 16)
             except ValueError:
                 length = -1
             if length < 0:
-                self.close_connection = True
+                self._close()
                 raise RequestError(400, "the chunked body is malformed")
+            if size <= SMALL_BODY < size + length:
+                room()
             size += length
             if size > MAX_BODY:
-                self.close_connection = True
+                self._close()
                 raise RequestError(413, f"the chunked body is over this server's limit of {MAX_BODY:,} bytes", "request_too_large")
             if length == 0:
                 break
-            parts.append(self.rfile.read(length))
-            self.rfile.readline(1024)  # the CRLF after the chunk
-        while self.rfile.readline(1024).strip():
+            parts.append(self._read_exact(length, deadline))
+            self._line(deadline)  # the CRLF after the chunk
+        while self._line(deadline).strip():
             pass  # trailer fields, up to the empty line
         return b"".join(parts)
 
-    def _discard(self, length: int | None) -> None:
-        """Read and drop a refused body (up to :data:`DRAIN_LIMIT`), so that the client reads the answer and not a reset connection.
-
-        A chunked one (``length`` None) is not read: its connection closes after the answer.
-        """
+    def _discard(self, length: int | None, deadline: float) -> None:
+        """Read and drop a refused body (up to :data:`DRAIN_LIMIT`, until ``deadline``), so that the client reads the answer
+        and not a reset connection. A chunked one (``length`` None) is not read: its connection closes after the answer."""
         if length is None or length > DRAIN_LIMIT:
-            self.close_connection = True
+            self._close()
             return
-        while length > 0:
-            chunk = self.rfile.read(min(length, 1 << 16))
-            if not chunk:
-                self.close_connection = True
-                return
-            length -= len(chunk)
+        try:
+            while length > 0:
+                self._await(deadline)
+                chunk = self.rfile.read1(min(length, 1 << 16))
+                if not chunk:
+                    break
+                length -= len(chunk)
+        except (TimeoutError, OSError):
+            pass
+        if length > 0:
+            self._close()
 
     def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
         """The standard library's own refusals (a bad request line, an unsupported method) as JSON, and the connection closed."""
@@ -882,6 +974,7 @@ class Server(ThreadingHTTPServer):
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.bodies = BodyBudget(BODY_BUDGET)
         self.body_wait_s = BODY_WAIT_S
+        self.body_read_s = BODY_READ_S
 
     def process_request(self, request: socket.socket, client_address: tuple[str, int]) -> None:
         self.slots.acquire()

@@ -104,6 +104,10 @@ class Store:
     def unit_path(self, model_dir: str, dataset: str, condition: str, unit_key: str) -> Path:
         return self.root / model_dir / dataset / f"{_slug(condition)}-{unit_key}.parquet"
 
+    def dataset_names(self) -> set[str]:
+        """The datasets this store holds results of (its ``model/dataset`` folders), read from the layout alone."""
+        return {path.name for path in self.root.glob("*/*") if path.is_dir() and not path.parent.name.startswith(".")}
+
     def unit_files(self, model_dir: str, dataset: str) -> list[Path]:
         """The unit files of one model and dataset (what a sweep reads to plan)."""
         return sorted((self.root / model_dir / dataset).glob("*.parquet"))

@@ -25,6 +25,7 @@ from dateeval.tasks.custom import SPEC_SUFFIXES, UPLOADS_DIR, register_file, spe
 
 SUFFIXES = (".jsonl", ".csv", ".parquet", ".toml", ".yaml", ".yml")
 MAX_BYTES = 50 * 2**20  # a benchmark is megabytes; a cap keeps one upload from filling the disk the store is on
+MAX_TOTAL_BYTES = 2 * MAX_BYTES  # all of one upload's files (a spec, its rows and its exemplars): the staging folder's bound too
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -56,12 +57,29 @@ def _main(uploads: Sequence[Upload]) -> Upload:
     raise DateEvalError(f"upload one data file, or one spec with the files it names ({found} uploaded)")
 
 
-def _load(path: Path) -> None:
-    """Read the dataset a staged file makes, every row and exemplar: a mistake is one error box now, not a failed sweep later."""
+def _check_total(uploads: Sequence[Upload]) -> None:
+    """All files of one upload under :data:`MAX_TOTAL_BYTES`, before any is written (each is under MAX_BYTES already)."""
+    total = sum(len(upload.data) for upload in uploads)
+    if total > MAX_TOTAL_BYTES:
+        raise DateEvalError(f"the uploaded files are {total / 2**20:.1f} MiB together, over the {MAX_TOTAL_BYTES / 2**20:g} MiB limit: "
+                            "upload the spec and the files it names only")  # fmt: skip
+
+
+def _load(path: Path) -> set[str]:
+    """Read the dataset a staged file makes, every row and exemplar: a mistake is one error box now, not a failed sweep later.
+    Returns the names of the files it is made of (the file itself, and the local files a spec names)."""
     spec = spec_of(path, confined=True)
     spec.load(spec.table, spec.name)
     if spec.exemplars is not None:
         spec.load(spec.exemplars, f"{spec.name}/fewshot")
+    return {path.name} | {Path(table.location).name for table in (spec.table, spec.exemplars) if table is not None and not table.hub}
+
+
+def _check_named(uploads: Sequence[Upload], named: set[str], main: Upload) -> None:
+    """Refuse a file the dataset does not use: the store keeps only what its results were made from, not whatever came along."""
+    unused = [upload.name for upload in uploads if upload.name not in named]
+    if unused:
+        raise DateEvalError(f"{main.name} does not name {', '.join(unused)}: upload the spec and the files it names only")
 
 
 def _fresh(uploads: Sequence[Upload], folder: Path) -> list[Upload]:
@@ -77,12 +95,13 @@ def _fresh(uploads: Sequence[Upload], folder: Path) -> list[Upload]:
 
 def keep(uploads: Sequence[Upload], store_root: Path) -> str:
     """Check the uploaded dataset (spec keys, every row and exemplar), keep its files in ``STORE/.datasets`` and register
-    it; returns the name its results are stored under. Nothing is kept when anything is wrong, and a kept file is never
-    replaced."""
+    it; returns the name its results are stored under. Nothing is kept when anything is wrong (a file the spec does not
+    name included), all files together are capped, and a kept file is never replaced."""
     if len({upload.name for upload in uploads}) != len(uploads):
         raise DateEvalError("two uploads have the same name: upload each file once")
     for upload in uploads:
         _check(upload)
+    _check_total(uploads)
     main = _main(uploads)
     folder = Path(store_root) / UPLOADS_DIR
     folder.mkdir(parents=True, exist_ok=True)
@@ -90,9 +109,10 @@ def keep(uploads: Sequence[Upload], store_root: Path) -> str:
         for upload in uploads:
             (Path(staging) / upload.name).write_bytes(upload.data)
         try:
-            _load(Path(staging) / main.name)
+            named = _load(Path(staging) / main.name)
         except DateEvalError as error:  # named as the user named the files, not by the server's staging folder
             raise DateEvalError(str(error).replace(f"{staging}/", "")) from None
+        _check_named(uploads, named, main)
         fresh = _fresh(uploads, folder)
         for upload in fresh:
             os.replace(Path(staging) / upload.name, folder / upload.name)

@@ -26,6 +26,8 @@ from collections.abc import Callable, Sequence
 
 import streamlit as st
 
+from dateeval.errors import DateEvalError
+
 
 def _text(value: object) -> str:
     return value.isoformat() if isinstance(value, dt.date) else str(value)
@@ -65,7 +67,11 @@ def seed(key: str, options: Sequence, default: object, multi: bool = False) -> N
 
 
 def seed_value(key: str, default: object, parse: Callable[[str], object]) -> None:
-    """Seed a free-form widget (a date, a text, a number) from the URL the first time, else keep the session's value."""
+    """Seed a free-form widget (a date, a text, a number) from the URL the first time, else keep the session's value.
+
+    ``parse`` raises ValueError for text that is no value (silently the default) and DateEvalError for a value the
+    widget would refuse (an error box, then the default): Streamlit raises on a value outside a widget's bounds.
+    """
     state = st.session_state
     seen = state.setdefault("_viewstate_seen", set())
     if key not in seen or linked(key):
@@ -76,6 +82,8 @@ def seed_value(key: str, default: object, parse: Callable[[str], object]) -> Non
                 return
         except ValueError:  # a hand-edited link with a value that is not one: the default
             pass
+        except DateEvalError as error:  # a value the widget cannot show (e.g. a date out of its range): say so, then the default
+            st.error(str(error))
     if key not in state:
         state[key] = state.get(kept(key), default)
 

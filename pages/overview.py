@@ -4,6 +4,7 @@ import streamlit as st
 
 from dateeval import explorer, results
 from dateeval.results import descriptive
+from dateeval.results.export import to_csv
 from dateeval.metrics import EXPLAIN, dataset_metrics, percent, points
 
 NULL_HELP = EXPLAIN["null"] + " The largest of K entries also grows with K, so the headline is tested against the largest of K shuffled deltas."
@@ -57,7 +58,7 @@ for dataset, table in summary.groupby("dataset", sort=True):
     if len(mine):
         with st.expander("The paper beside you: its headline figures next to yours, with what chance alone gives"):
             explorer.show_table(mine)
-st.download_button("Download the summary (CSV; rates as fractions, as stored)", summary.to_csv(index=False), "summary.csv", "text/csv")
+st.download_button("Download the summary (CSV; rates as fractions, as stored)", to_csv(summary), "summary.csv", "text/csv")
 st.markdown(
     "**Read it as:** *delta* = best date minus worst date (percentage points for rates); *chance alone* = the delta 95% of "
     "shuffles stay below. Open **Curves** for the day-by-day picture with intervals, **Leaderboard** for reordering, "

@@ -39,6 +39,17 @@ def chosen_template() -> ChatTemplate | None:
     return ChatTemplate.from_file(path, bos_token=BOS) if path else None
 
 
+LOWEST, HIGHEST = dt.date(1900, 1, 1), dt.date(2100, 12, 31)  # the date pickers' range
+
+
+def linked_day(text: str) -> dt.date:
+    """A date from a link, refused with one line when the pickers cannot show it (Streamlit would raise instead)."""
+    day = dt.date.fromisoformat(text)
+    if not LOWEST <= day <= HIGHEST:
+        raise DateEvalError(f"The link's date {day} is outside the dates this page shows ({LOWEST} to {HIGHEST}): showing the default instead.")
+    return day
+
+
 SOURCES = ["Default model (SmolLM2-135M-Instruct)", "A template file"]
 viewstate.seed("source", SOURCES, SOURCES[0])
 source = st.radio("Template", SOURCES, horizontal=True, key="source")
@@ -60,9 +71,9 @@ try:
     st.info(f"This template {template.support.describe()}.")
     left, right = st.columns(2)
     for key, default in (("first", dt.date(2024, 1, 1)), ("second", dt.date(2024, 7, 26))):
-        viewstate.seed_value(key, default, dt.date.fromisoformat)
-    first = left.date_input("First date", min_value=dt.date(1900, 1, 1), max_value=dt.date(2100, 12, 31), key="first")
-    second = right.date_input("Second date", min_value=dt.date(1900, 1, 1), max_value=dt.date(2100, 12, 31), key="second")
+        viewstate.seed_value(key, default, linked_day)
+    first = left.date_input("First date", min_value=LOWEST, max_value=HIGHEST, key="first")
+    second = right.date_input("Second date", min_value=LOWEST, max_value=HIGHEST, key="second")
     viewstate.seed_value("system", "You are a helpful assistant.", str)
     system = st.text_input("System message", key="system")
     viewstate.seed_value("real_item", "dataset" in st.query_params, lambda text: text == "True")
@@ -72,6 +83,7 @@ try:
     if real_item:
         viewstate.seed_value("dataset", "gsm8k", str)
         name = st.text_input("Dataset", key="dataset", help="e.g. mmlu, mmlu_5shot, arc_challenge_cot, gsm8k_5shot, humaneval, wmt16_en_de")
+        explorer.check_offered(name.strip())
         task = explorer.task_for(name.strip(), explorer.data_dir())
         ids = [item.id for item in task.items]
         if viewstate.linked("question") and st.query_params["question"] in ids:  # a question opened from Flips, by its id

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -350,6 +352,7 @@ TASK_BOMBS = {
     "power": ({"doc_to_text": "'{{ 9 ** 99999999 }}'"}, "'**' would make an integer of about"),
     "formatted": ({"doc_to_text": "\"{{ '%0999999999d' % 1 }}\""}, "'%' formatting would make a value of"),
     "choices": ({"doc_to_choice": "'{{ choices * 10**8 }}'"}, "'*' would make a value of more than"),
+    "literal": ({"doc_to_choice": "\"[{{ '0,' * 4000000 }}0]\""}, "characters for lm-eval to parse as a Python literal (a list of choices...), over the 65,536"),
     "doubled": ({"doc_to_text": "'{% set s = namespace(t=question) %}{% for i in range(64) %}{% set s.t = s.t ~ s.t %}{% endfor %}{{ s.t }}'"},
                 "stopped rendering: "),
 }  # fmt: skip
@@ -414,3 +417,125 @@ def test_a_task_whose_documents_are_past_a_data_files_bounds_is_refused_before_t
     path = _tiny_yaml(tmp_path, "cells")
     with pytest.raises(DateEvalError, match=r"lm-eval task .*cells.yaml: its evaluation split holds over the 7 cells .* point the task"):
         build_task(resolve(str(path)))
+
+
+# ---------------------------------------------------------------- names lm-eval turns into code (issue 36 §1)
+
+
+def _metric_module(folder: Path, marker: Path) -> Path:
+    """What ``metric_list: [{metric: PATH}]`` makes lm-eval 0.4.13 import through ``evaluate.load``: a module that writes ``marker``."""
+    return _payload(folder, marker, "my_metric")
+
+
+NAMED_CODE = {
+    "metric path": ("metric_list:\n  - metric: {module}\n", "metric '{module}', which lm-eval does not register"),
+    "metric folder": ("metric_list:\n  - metric: {folder}\n", "metric '{folder}', which lm-eval does not register"),
+    "hf_evaluate": ("metric_list:\n  - metric: acc\n    hf_evaluate: true\n", "metric 'acc' with hf_evaluate: true"),
+    "aggregation": ("metric_list:\n  - metric: acc\n    aggregation: os.system\n", "aggregation 'os.system', which lm-eval does not register"),
+    "filter": ("filter_list:\n  - name: f\n    filter:\n      - function: {module}\n", "filter function '{module}', which lm-eval does not register"),
+    "sampler": ("fewshot_config:\n  sampler: {module}\n", "fewshot sampler '{module}', which lm-eval does not register"),
+    "use_prompt": ("use_prompt: '{folder}/prompts.yaml:p'\n", "use_prompt '{folder}/prompts.yaml:p'"),
+    "process_results": ("process_results: !function my_metric.docs\n", "!function my_metric.docs"),
+    "nested mapping": ("group_alias: g\nmetric_list:\n  - metric: acc\ntask_list: []\nextra:\n  - metric_list:\n      - metric: {module}\n",
+                   "metric '{module}', which lm-eval does not register"),
+}
+
+
+@pytest.mark.parametrize("door", list(NAMED_CODE))
+def test_a_task_yaml_naming_code_by_name_runs_nothing_without_trust(tmp_path, door):
+    """Issue 36 §1: a metric lm-eval does not register (a path to a .py file or a folder) went to ``evaluate.load``, which
+    imported it before "KeyError: None"; each place lm-eval 0.4.13 turns a name into code is now refused in one line,
+    from the CLI and from a look-up, nothing imported."""
+    marker = tmp_path / "marker"
+    module = _metric_module(tmp_path / "tasks", marker)
+    folder = tmp_path / "tasks" / "metric_folder"
+    folder.mkdir()
+    (folder / "metric_folder.py").write_text(module.read_text())
+    (tmp_path / "tasks" / "prompts.yaml").write_text("prompts:\n  p: '{{question}}'\n")
+    extra, says = (text.format(module=module, folder=folder if door != "use_prompt" else tmp_path / "tasks") for text in NAMED_CODE[door])
+    path = _tiny_yaml(tmp_path / "tasks", "named", extra)
+    with pytest.raises(DateEvalError) as refused:
+        build_task(resolve(str(path)))
+    assert says in str(refused.value) and "--trust-task-code" in str(refused.value), refused.value
+    with pytest.raises(DateEvalError, match="--trust-task-code"):  # the explorer's look-up of a stored name
+        resolve("lmeval_named", tmp_path / "tasks")
+    assert not marker.exists()
+
+
+def test_a_metric_named_by_path_runs_only_with_trust_task_code(tmp_path):
+    """The CLI: one line, nothing imported; with --trust-task-code lm-eval's own behaviour (it imports the metric) resumes."""
+    marker = tmp_path / "marker"
+    module = _metric_module(tmp_path / "tasks", marker)
+    path = _tiny_yaml(tmp_path / "tasks", "pathmetric", f"metric_list:\n  - metric: {module}\n")
+    refused = run_cli("run", "--dataset", str(path), "--dates", "2024-01-01", "--store", str(tmp_path / "store"))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--trust-task-code" in refused.stderr, refused.stderr
+    assert not marker.exists()
+    from dateeval.tasks import lmeval
+
+    lmeval.check_code(path, trust=True)  # trusted: the check lets it through (lm-eval then imports it, as it would)
+    own = Path(lm_eval.tasks.__file__).parent
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(f"include: {own / 'arc' / 'arc_easy.yaml'}\ntask: my_arc\n")
+    lmeval.check_code(mine, trust=False)  # lm-eval's own metric names pass
+
+
+def test_choices_per_document_are_bounded_before_any_is_scored(tmp_path, monkeypatch):
+    """Issue 36 §5: 1,000,000 choices per document loaded (1.17 GB) and would all be scored; now the document is refused
+    in one line before it is scored (the bound lowered here, so the test stays small)."""
+    from dateeval.tasks import lmeval
+
+    monkeypatch.setattr(lmeval, "LMEVAL_MAX_CHOICES", 3)
+    path = _tiny_yaml(tmp_path, "many")
+    data = tmp_path / "many.jsonl"
+    data.write_text(json.dumps({"question": "q", "choices": ["a", "b", "c", "d"], "gold": 0}) + "\n")
+    with pytest.raises(DateEvalError, match=r"lm-eval task .*many.yaml, document 0: 4 choices, over the 3 a document may have"):
+        build_task(resolve(str(path)))
+
+
+@pytest.mark.parametrize(("until", "says"), [("['" + "x" * 65 + "']", "at most 16 stop strings of 1 to 64 characters"),
+                                             (str([f"s{n}" for n in range(17)]), "at most 16 stop strings"),
+                                             ("[1, 2]", "until must be a string or a list of strings")])
+def test_a_tasks_stop_strings_are_bounded(tmp_path, until, says):
+    """Issue 36 §5: one 8,000-character ``until`` made transformers allocate 1.47 GiB preparing it; now one line at build time."""
+    path = _tiny_yaml(tmp_path, "stops", f"generation_kwargs:\n  until: {until}\n").read_text().replace("output_type: multiple_choice", "output_type: generate_until")
+    (tmp_path / "stops.yaml").write_text(path.replace("doc_to_choice: '{{choices}}'\n", ""))
+    with pytest.raises(DateEvalError, match=re.escape(says)):
+        build_task(resolve(str(tmp_path / "stops.yaml")))
+
+
+# ---------------------------------------------------------------- runaway regexes of a task file (issue 36 §4)
+
+
+def _generation_task_yaml(folder: Path, task: str, question: str, extra: str) -> Path:
+    """A one-document generate_until task over a local JSONL whose question is ``question``, with ``extra`` YAML lines."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / f"{task}.jsonl"
+    data.write_text(json.dumps({"question": question, "answer": "b"}) + "\n")
+    path = folder / f"{task}.yaml"
+    path.write_text(f"task: {task}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {data}\ntest_split: test\n"
+                    f"output_type: generate_until\ndoc_to_target: answer\nmetric_list:\n  - metric: exact_match\n{extra}")  # fmt: skip
+    return path
+
+
+def test_a_filter_regex_that_backtracks_is_bounded_like_a_specs(tmp_path):
+    """A ``filter_list`` regex that backtracks for ever on a reply (``(a|aa)+$`` on 36 a's and a '!': 14 s in re, the
+    issue's ``(\\s*\\S*\\s*\\S*)*X`` 300 s) stops at dateeval's regex bound and the reply takes the filter's fallback."""
+    from dateeval.limits import REGEX_SECONDS
+
+    extra = ("doc_to_text: '{{question}}'\nfilter_list:\n  - name: strict\n    filter:\n      - function: regex\n"
+             "        regex_pattern: '(a|aa)+$'\n      - function: take_first\n")  # fmt: skip
+    task = build_task(resolve(str(_generation_task_yaml(tmp_path, "backtracks", "q", extra))))
+    start = time.process_time()
+    graded = task.grade(task.items, ["a" * 36 + "!"], [None])
+    assert time.process_time() - start < 2.5 * REGEX_SECONDS and graded[0]["parsed"] == "[invalid]" and not graded[0]["correct"]
+
+
+def test_a_template_regex_replace_that_backtracks_ends_in_one_line(tmp_path):
+    """lm-eval's ``regex_replace`` template filter (``re.sub``, which a render's time bound cannot interrupt: 127 s on 40
+    a's) stops at dateeval's regex bound, in one line."""
+    extra = "doc_to_text: \"{{ question | regex_replace('(a|aa)+$', '') }}\"\n"
+    path = _generation_task_yaml(tmp_path, "replaces", "a" * 40 + "!", extra)
+    start = time.perf_counter()
+    with pytest.raises(DateEvalError, match=r"regex_replace\('\(a\|aa\)\+\$'\) took more than 1 s"):
+        build_task(resolve(str(path)))
+    assert time.perf_counter() - start < 15  # loading the task included (seconds on a busy machine); re alone took minutes

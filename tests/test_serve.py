@@ -11,6 +11,7 @@ what the server does not do is refused.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import socket
@@ -26,7 +27,8 @@ import torch
 from dateeval.backends.base import Generation, GenerationSettings
 from dateeval.backends.openai_api import MAX_API_STOPS
 from dateeval.serve import (
-    BODY_BUDGET, MAX_BODY, MAX_ECHO_POSITIONS, MAX_STOP_CHARS, UNSTATED_CONTEXT, WAIT_S, BodyBudget, Served, Server, banner, make_server,
+    BODY_BUDGET, MAX_BODY, MAX_ECHO_POSITIONS, MAX_STOP_CHARS, SMALL_BODY, UNSTATED_CONTEXT, WAIT_S, BodyBudget, Served, Server, banner,
+    make_server,
 )  # fmt: skip
 
 MODEL = "smollm2-135m"
@@ -542,7 +544,8 @@ def test_bodies_held_at_once_stay_within_the_budget(slow_server: Server) -> None
 
 
 def test_a_body_that_finds_no_room_waits_then_is_503_with_the_budget_named(slow_server: Server) -> None:
-    url, budget, others = _url(slow_server), RecordedBudget(), BODY_BUDGET - len(BIG) + 1  # others' bodies: room for less than this one
+    # others' bodies: room for less than this one (whose first SMALL_BODY bytes are read before it asks for room)
+    url, budget, others = _url(slow_server), RecordedBudget(), BODY_BUDGET - (len(BIG) - SMALL_BODY) + 1
     slow_server.bodies, slow_server.body_wait_s = budget, 0.5
     assert budget.take(others, 0)
     status, body = _raw(url, "/v1/completions", BIG)
@@ -580,3 +583,81 @@ def test_a_model_that_states_no_context_length_is_served_within_a_stated_one(slo
     status, body = _raw(url, "/v1/completions", json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": UNSTATED_CONTEXT}).encode())
     assert status == 400 and f"(whose config states none) is {UNSTATED_CONTEXT} tokens" in body["error"]["message"], body
     assert _client(url).completions.create(model="slow", prompt="Hi", max_tokens=2).choices[0].text == "aa"
+
+
+# Issue 36 §3 and §8: stalled uploads, HTTP framing, half-closed clients.
+
+
+def _raw_exchange(server: Server, request: bytes, half_close: bool = False) -> tuple[bytes, bool, bytes]:
+    """Send ``request`` bytes as they are; the status line of the final answer, whether the server then closed, its body."""
+    with socket.create_connection(("127.0.0.1", server.server_address[1]), timeout=30) as raw:
+        raw.sendall(request)
+        if half_close:
+            raw.shutdown(socket.SHUT_WR)
+        reader = raw.makefile("rb")
+        status = reader.readline()
+        while status.startswith(b"HTTP/1.1 100"):  # an interim answer (RFC 9110 §15.2): skipped, as clients do
+            while reader.readline().strip():
+                pass
+            status = reader.readline()
+        length = 0
+        while (line := reader.readline()).strip():
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        body = reader.read(length)
+        raw.settimeout(5)
+        try:
+            closed = reader.read(1) == b""
+        except TimeoutError:
+            closed = False
+        return status, closed, body
+
+
+def test_stalled_uploads_do_not_block_a_small_request(slow_server: Server) -> None:
+    """Four connections that declare 16 MiB and send one byte reserved the whole body budget: a 79-byte completion waited
+    BODY_WAIT_S and got 503. Now room is taken as bytes come, and a body has BODY_READ_S in all however it trickles."""
+    url = _url(slow_server)
+    slow_server.body_read_s = 2.0
+    stalled = [socket.create_connection(("127.0.0.1", _port(url)), timeout=30) for _ in range(4)]
+    try:
+        for raw in stalled:
+            raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{" % MAX_BODY)
+        time.sleep(0.5)
+        start = time.monotonic()
+        status, body = _raw(url, "/v1/completions", json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": 1}).encode())
+        assert status == 200 and time.monotonic() - start < 5, body
+        trickle, began = stalled[0], time.monotonic()
+        with contextlib.suppress(OSError):  # a byte every half second: each read is quick, the body as a whole is not
+            while time.monotonic() - began < 30:
+                trickle.sendall(b" ")
+                time.sleep(0.5)
+        assert time.monotonic() - began < 15  # closed once its BODY_READ_S passed (the server reset the trickling sender)
+    finally:
+        for raw in stalled:
+            raw.close()
+
+
+@pytest.mark.parametrize(
+    ("headers", "status", "says"),
+    [
+        (b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n", b"400", b"both Transfer-Encoding and Content-Length"),
+        (b"Transfer-Encoding: xchunked\r\n", b"501", b"'xchunked' is not supported"),
+        (b"Transfer-Encoding: gzip, chunked\r\n", b"501", b"'gzip, chunked' is not supported"),
+        (b"Content-Length: 2\r\nContent-Length: 3\r\n", b"400", b"Content-Lengths that disagree"),
+        (b"Content-Length: 2, 3\r\n", b"400", b"Content-Lengths that disagree"),
+    ],
+)
+def test_ambiguous_framing_is_refused_and_the_connection_closed(slow_server: Server, headers: bytes, status: bytes, says: bytes) -> None:
+    """RFC 9112 §6: where a body ends must be certain, or a smuggled request could follow it; these got 200 on a
+    connection that stayed open (or were read by the first of their lengths)."""
+    request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n2\r\n{}\r\n0\r\n\r\n"
+    line, closed, body = _raw_exchange(slow_server, request)
+    assert line.split()[1] == status and closed and says in body, (line, body)
+
+
+def test_a_client_that_half_closes_after_its_request_is_answered(slow_server: Server) -> None:
+    """RFC 9112 §9.6: a client may shut down its sending side and read the answer; it used to get nothing (taken for gone)."""
+    body = json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": 4}).encode()
+    request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    line, _, _ = _raw_exchange(slow_server, request, half_close=True)
+    assert line.startswith(b"HTTP/1.1 200"), line

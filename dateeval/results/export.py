@@ -8,12 +8,17 @@ them), with the explorer's ``entry`` label, in Parquet, CSV or JSON Lines by the
 A reply holding a lone surrogate (which UTF-8 cannot encode) is kept as the store keeps it: in Parquet its column is
 escaped and named in the file's metadata (``store.ESCAPED_KEY``); in the text formats the surrogate is written as the
 six characters ``\\udXXXX`` (Python's ``backslashreplace``).
+
+Every CSV dateeval writes (this export, ``regrade --csv``, the report's tables, the explorer's downloads) goes through
+:func:`to_csv`: stored text (item ids, subjects, references, replies) is the benchmark's or the model's, and a
+spreadsheet runs a cell that starts with ``=``, ``+``, ``-`` or ``@`` as a formula (OWASP "CSV injection").
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +31,9 @@ from dateeval.results.view import Period, Results
 from dateeval.store import arrow_table, has_surrogates
 
 FORMATS = (".parquet", ".csv", ".jsonl")
+# What a spreadsheet reads as the start of a formula (OWASP), and a plain number, which it reads as a number instead.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def check_target(out: Path) -> None:
@@ -62,7 +70,7 @@ def write(results: Results, out: Path, period: Period | None = None) -> int:
         if out.suffix == ".parquet":
             pq.write_table(arrow_table(table), staging)
         elif out.suffix == ".csv":
-            as_text(table).to_csv(staging, index=False)
+            to_csv(as_text(table), staging)
         else:
             as_text(table).to_json(staging, orient="records", lines=True, date_format="iso", force_ascii=False)
         staging.replace(out)
@@ -82,3 +90,24 @@ def as_text(table: pd.DataFrame) -> pd.DataFrame:
         if out[column].dtype == object and out[column].map(has_surrogates).any():
             out[column] = out[column].map(lambda value: value.encode("utf-8", "backslashreplace").decode() if has_surrogates(value) else value)
     return out
+
+
+def safe_cell(value: object) -> object:
+    """A text cell a spreadsheet would run as a formula, prefixed with ``'`` (shown as text, not run); numbers, and
+    text that is a plain number (``-2``, ``+1.5e3``), stay as they are so that they still read as numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS) and not PLAIN_NUMBER.fullmatch(value):
+        return "'" + value
+    return value
+
+
+def to_csv(table: pd.DataFrame, path: Path | None = None) -> str | None:
+    """``table`` as CSV (to ``path``, else returned as text), its text cells and headers through :func:`safe_cell`:
+    the one CSV writer, so no download or file escapes one cell and not another."""
+    out = table.rename(columns=lambda name: safe_cell(str(name)))
+    for column in range(out.shape[1]):
+        values = out.iloc[:, column]
+        if not (pd.api.types.is_numeric_dtype(values) or pd.api.types.is_datetime64_any_dtype(values)):
+            out.isetitem(column, values.map(safe_cell))
+    # RFC 4180's line end: the writer then quotes a cell holding a bare CR, which a spreadsheet would otherwise read as
+    # a new row whose first cell (unescaped, mid-cell text) could be a formula.
+    return out.to_csv(path, index=False, lineterminator="\r\n")

@@ -16,6 +16,7 @@ import pandas as pd
 
 from dateeval import metrics, plots
 from dateeval.results import descriptive
+from dateeval.results.export import to_csv
 from dateeval.results.view import Results, headline_sentence, reorder_sentence, verdict_power
 from dateeval.schema import GENERATION_KINDS
 from dateeval.errors import DateEvalError
@@ -115,7 +116,7 @@ def _robust_section(results: Results, out: Path, half_width: float = 0.01) -> li
         if not record["entries"]:
             continue
         board = pd.DataFrame(record["entries"])
-        board.drop(columns=["identity", "dates", "per_date", "sentence", "advice"]).to_csv(out / f"robust-{dataset}.csv", index=False)
+        to_csv(board.drop(columns=["identity", "dates", "per_date", "sentence", "advice"]), out / f"robust-{dataset}.csv")
         sentences = "".join(f"<li><b>{html.escape(entry['entry'])}</b>: {html.escape(entry['sentence'])}. {html.escape(entry['advice'])}</li>"
                             for entry in record["entries"])  # fmt: skip
         unresolved = "; ".join(f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"])
@@ -136,7 +137,7 @@ def write_report(results: Results, out: Path) -> Path:
              f"<p class='headline'><b>{html.escape(headline_sentence(results.headline()))}</b></p>",
              f"<p>{html.escape(verdict_power(results.headline()))}</p>", f"<p>{html.escape(reorder_sentence(results.headline()))}</p>"]  # fmt: skip
     for number, (title, table) in enumerate(tables.items(), 1):
-        table.to_csv(out / f"table-{number}.csv", index=False)
+        to_csv(table, out / f"table-{number}.csv")
         parts.append(f"<h2>{html.escape(title)}</h2>{metrics.formatted(table).to_html(index=False, border=0)}<p><a href='table-{number}.csv'>CSV</a></p>")
     per_condition = results.metrics
     dated = descriptive.dated(per_condition)

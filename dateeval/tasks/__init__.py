@@ -66,6 +66,13 @@ def parse_name(name: str) -> TaskName:
     return parsed
 
 
+def base_of(name: str) -> str | None:
+    """The benchmark a dataset name is built on (``mmlu`` of ``mmlu_cot_5shot``); None for text that is no dataset
+    name (a path, an ``lmeval:`` reference), which only the command line may give."""
+    match = _NAME.fullmatch(name)
+    return match["base"] if match else None
+
+
 def benchmark_of(name: str) -> Benchmark:
     """The registered benchmark a (parsed) dataset name belongs to."""
     return REGISTRY[parse_name(name).base]

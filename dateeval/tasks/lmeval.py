@@ -41,7 +41,18 @@ everything it ``include``s as data (``!function`` an inert tag) and:
   that YAML's own folder: an absolute path, a link out of the folder or an
   installed module (``os.system``) would run code from anywhere on the machine;
 * every template renders in Jinja's sandbox, which refuses ``__globals__``
-  and the like (``SecurityError: ... unsafe``).
+  and the like (``SecurityError: ... unsafe``);
+* a *name* lm-eval would turn into code is refused as ``!function`` is (without
+  ``--trust-task-code``, outside lm-eval's own folder): lm-eval 0.4.13 hands a
+  ``metric_list`` metric it does not register, and any metric with
+  ``hf_evaluate: true``, to ``evaluate.load``, which imports a local ``.py``
+  file or folder (or a Hub script); an ``aggregation``, a ``filter_list``
+  ``function`` or a ``fewshot_config`` ``sampler`` must be one lm-eval
+  registers (its registries, no look-up by path); ``use_prompt`` reads a file
+  the YAML names (``x.yaml:name``) or promptsource's unsandboxed templates.
+  ``process_results``, ``class``, ``custom_dataset`` and callable
+  aggregations are code only as ``!function``, refused above
+  (``docs/security-hardening.md`` lists each door).
 
 Finding a stored ``lmeval_*`` dataset in a data folder reads each YAML's
 ``task:`` this way and loads only the one that matches.
@@ -49,6 +60,7 @@ Finding a stored ``lmeval_*`` dataset in a data folder reads each YAML's
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import json
@@ -58,6 +70,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import regex
 import yaml
 
 from dateeval import render_limits
@@ -72,7 +85,15 @@ from dateeval.backends.base import (
 from dateeval.conditions import Condition
 from dateeval.data.files import check_table, load_yaml, read_bytes
 from dateeval.errors import DateEvalError
-from dateeval.limits import MAX_SPEC_BYTES, TASK_YAML_MAX_FILES
+from dateeval.limits import (
+    LMEVAL_MAX_CHOICES,
+    LMEVAL_MAX_LITERAL_CHARS,
+    MAX_SPEC_BYTES,
+    MAX_STOP_CHARS,
+    MAX_TASK_STOPS,
+    REGEX_SECONDS,
+    TASK_YAML_MAX_FILES,
+)
 from dateeval.tasks.base import (
     GenerationTask,
     Prompt,
@@ -138,12 +159,98 @@ def _source(reference: str) -> str:
 def _lm_eval():
     try:
         import lm_eval
+        import lm_eval.api.task
         import lm_eval.tasks
         import lm_eval.utils
     except ImportError:
         raise DateEvalError(INSTALL) from None
+    import lm_eval.api.metrics
+    import lm_eval.filters.extraction
+    import lm_eval.filters.transformation
+
     _sandbox_templates(lm_eval.utils)
+    lm_eval.api.task.ast = _BOUNDED_AST
+    for module in (lm_eval.filters.extraction, lm_eval.filters.transformation, lm_eval.api.metrics):  # a task's regexes on replies
+        module.re = _BOUNDED_RE
     return lm_eval
+
+
+class _BoundedPattern:
+    """A compiled pattern whose searches stop at :data:`REGEX_SECONDS`, as a spec's grading regex does
+    (``custom._matches``): one past it finds nothing, so the reply is graded as one the pattern cannot read (an lm-eval
+    filter's fallback) and a ``sub`` leaves the text as it was. ``(\\s*\\S*\\s*\\S*)*X`` on a 30-character reply ran
+    for over 300 s in ``re``; the ``regex`` module (re's syntax) can stop a search."""
+
+    def __init__(self, pattern: object, flags: int = 0) -> None:
+        self.compiled = pattern.compiled if isinstance(pattern, _BoundedPattern) else regex.compile(pattern, flags)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.compiled, name)
+
+    def _bounded(self, method: str, failed: object, *args: object, **kwargs: object) -> object:
+        try:
+            return getattr(self.compiled, method)(*args, **kwargs, timeout=REGEX_SECONDS)
+        except TimeoutError:
+            return failed
+
+    def findall(self, string: str, *args: object) -> list:
+        return self._bounded("findall", [], string, *args)
+
+    def search(self, string: str, *args: object) -> object:
+        return self._bounded("search", None, string, *args)
+
+    def match(self, string: str, *args: object) -> object:
+        return self._bounded("match", None, string, *args)
+
+    def sub(self, repl: object, string: str, count: int = 0) -> str:
+        return self._bounded("sub", string, repl, string, count)
+
+
+class _BoundedRe:
+    """The ``re`` module as lm-eval's filters and metrics see it, every search a :class:`_BoundedPattern`'s."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(re, name)
+
+    compile = _BoundedPattern
+
+    @staticmethod
+    def findall(pattern: object, string: str, flags: int = 0) -> list:
+        return _BoundedPattern(pattern, flags).findall(string)
+
+    @staticmethod
+    def search(pattern: object, string: str, flags: int = 0) -> object:
+        return _BoundedPattern(pattern, flags).search(string)
+
+    @staticmethod
+    def match(pattern: object, string: str, flags: int = 0) -> object:
+        return _BoundedPattern(pattern, flags).match(string)
+
+    @staticmethod
+    def sub(pattern: object, repl: object, string: str, count: int = 0, flags: int = 0) -> str:
+        return _BoundedPattern(pattern, flags).sub(repl, string, count)
+
+
+_BOUNDED_RE = _BoundedRe()
+
+
+class _BoundedLiterals:
+    """The ``ast`` module as lm-eval's task module sees it, with ``literal_eval`` bounded: lm-eval parses a rendered
+    ``doc_to_choice`` (and ``doc_to_target``...) as a Python literal, which costs ~1 KB an element, so a template that
+    fits the render limits (``[{{ '0,' * 4000000 }}0]``, 8 MB) would need ~3.9 GB; its text is measured first."""
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(ast, name)
+
+    @staticmethod
+    def literal_eval(text: object) -> object:
+        if isinstance(text, str) and len(text) > LMEVAL_MAX_LITERAL_CHARS:
+            raise DateEvalError(f"a template rendered {len(text):,} characters for lm-eval to parse as a Python literal (a list of "
+                                f"choices...), over the {LMEVAL_MAX_LITERAL_CHARS:,} it may parse")  # fmt: skip
+        return ast.literal_eval(text)
+
+
+_BOUNDED_AST = _BoundedLiterals()
 
 
 def _sandbox_templates(utils) -> None:  # noqa: ANN001 - lm_eval.utils
@@ -154,8 +261,18 @@ def _sandbox_templates(utils) -> None:  # noqa: ANN001 - lm_eval.utils
     code calls ``utils.apply_template`` by its module's name, so replacing it there is enough."""
     if isinstance(utils.env, render_limits.GuardedSandbox):
         return
+    utils.env.filters["regex_replace"] = _regex_replace  # before the rebuild, which guards it as every filter
     utils.env = render_limits.rebuild(utils.env, render_limits.GuardedSandbox)
     utils.apply_template = functools.partial(_apply_template, utils.env)
+
+
+def _regex_replace(string: str, pattern: str, repl: str, count: int = 0) -> str:
+    """lm-eval's ``regex_replace`` template filter with its search bounded at :data:`REGEX_SECONDS` (``re.sub`` cannot be
+    stopped: ``(a|aa)+$`` on 40 ``a``s ran 127 s past the render's own time bound); past it, one line."""
+    try:
+        return regex.sub(pattern, repl, str(string), count=count, timeout=REGEX_SECONDS)
+    except TimeoutError:
+        raise render_limits.RenderLimitError(f"regex_replace({pattern!r}) took more than {REGEX_SECONDS:g} s") from None
 
 
 def _apply_template(environment: render_limits.GuardedSandbox, template: str, doc: dict) -> str:
@@ -244,10 +361,68 @@ def _helper(yaml_path: Path, reference: str) -> Path | None:
     return file if file.is_file() and file.is_relative_to(yaml_path.parent) else None
 
 
+def _registered() -> dict[str, object]:
+    """lm-eval's registries that a task YAML's names are looked up in (metrics, aggregations, filters, samplers)."""
+    import lm_eval.api.metrics  # fills the metric and aggregation registries
+    import lm_eval.filters  # noqa: F401 - fills the filter registry
+    from lm_eval.api import registry, samplers
+
+    return {"metric": registry.metric_registry, "aggregation": registry.aggregation_registry, "filter": registry.filter_registry,
+            "sampler": samplers.SAMPLER_REGISTRY}  # fmt: skip
+
+
+def _dicts(config: dict) -> list[dict]:
+    """Every mapping in a config (a group's inline tasks too), each shared node once (aliases cannot make it explode)."""
+    found, pending, seen = [], [config], set()
+    while pending:
+        value = pending.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        if isinstance(value, dict):
+            found.append(value)
+            pending += list(value.values())
+        elif isinstance(value, list):
+            pending += value
+    return found
+
+
+def _named_code(config: dict) -> list[str]:
+    """Where a config names code by a name rather than by ``!function`` (the module docstring's list), one phrase each."""
+    known, found = _registered(), []
+    for table in _dicts(config):
+        for entry in table.get("metric_list") or [] if isinstance(table.get("metric_list"), list) else []:
+            metric, aggregation = (entry.get("metric"), entry.get("aggregation")) if isinstance(entry, dict) else (None, None)
+            if isinstance(metric, str) and not isinstance(metric, _Function):
+                if entry.get("hf_evaluate") is True:
+                    found.append(f"metric {metric!r} with hf_evaluate: true (lm-eval hands it to evaluate.load, which imports its script)")
+                elif metric not in known["metric"]:
+                    found.append(f"metric {metric!r}, which lm-eval does not register (it would hand it to evaluate.load, which imports a file or folder of that name)")
+            if isinstance(aggregation, str) and not isinstance(aggregation, _Function) and aggregation not in known["aggregation"]:
+                found.append(f"aggregation {aggregation!r}, which lm-eval does not register")
+        for pipeline in table.get("filter_list") or [] if isinstance(table.get("filter_list"), list) else []:
+            steps = pipeline.get("filter") if isinstance(pipeline, dict) else None
+            for step in steps if isinstance(steps, list) else []:
+                function = step.get("function") if isinstance(step, dict) else None
+                if isinstance(function, str) and not isinstance(function, _Function) and function not in known["filter"]:
+                    found.append(f"filter function {function!r}, which lm-eval does not register")
+        sampler = table.get("sampler")
+        if isinstance(sampler, str) and not isinstance(sampler, _Function) and sampler not in known["sampler"]:
+            found.append(f"fewshot sampler {sampler!r}, which lm-eval does not register")
+        if table.get("use_prompt") is not None:
+            found.append(f"use_prompt {table['use_prompt']!r} (lm-eval reads the file it names, or promptsource's unsandboxed templates)")
+    return found
+
+
 def check_code(path: Path, trust: bool) -> None:
-    """Refuse a task YAML whose ``!function`` helpers dateeval may not run (the trust model in the module's docstring)."""
+    """Refuse a task YAML whose ``!function`` helpers, or code it names by name, dateeval may not run (the trust model in
+    the module's docstring)."""
     own = Path(_lm_eval().tasks.__file__).parent.resolve()
-    for file, reference in read_config(path)[1]:
+    config, functions = read_config(path)
+    if not trust and not path.resolve().is_relative_to(own) and (named := _named_code(config)):
+        raise DateEvalError(f"lm-eval task {path}: its {named[0]} would run Python code; dateeval runs a task file's code only when "
+                            f"the command line says {TRUST_FLAG} (never from the explorer)")  # fmt: skip
+    for file, reference in functions:
         if file.is_relative_to(own):
             continue
         if not trust:
@@ -358,6 +533,7 @@ def _documents(task, shots: int, multiturn: bool, target: str) -> list[Document]
     documents = []
     try:
         for index, doc in enumerate(task.eval_docs):
+            _check_choices(task, doc)
             documents.append(Document(str(index), doc, _messages_of(task, doc, shots, multiturn)))
     except Exception as error:  # noqa: BLE001 - a template or field error in the user's task
         problem = str(error) if isinstance(error, DateEvalError) else f"{type(error).__name__}: {error}"
@@ -365,6 +541,23 @@ def _documents(task, shots: int, multiturn: bool, target: str) -> list[Document]
     if not documents:
         raise DateEvalError(f"lm-eval task {target} has no evaluation documents")
     return documents
+
+
+def _check_choices(task, doc: dict) -> None:  # noqa: ANN001 - an lm-eval Task
+    """A multiple-choice document's choices within :data:`LMEVAL_MAX_CHOICES` (each is scored) before any is scored."""
+    if task.OUTPUT_TYPE == "multiple_choice" and (count := len(task.doc_to_choice(doc))) > LMEVAL_MAX_CHOICES:
+        raise DateEvalError(f"{count:,} choices, over the {LMEVAL_MAX_CHOICES:,} a document may have (each is scored)")
+
+
+def _stops(until: object, target: str) -> tuple[str, ...]:
+    """A task's ``until`` as stop strings, within :data:`MAX_TASK_STOPS` of :data:`MAX_STOP_CHARS` characters each."""
+    stop = (until,) if isinstance(until, str) else tuple(until) if isinstance(until, (list, tuple)) else None
+    if stop is None or not all(isinstance(text, str) for text in stop):
+        raise DateEvalError(f"lm-eval task {target}: generation_kwargs.until must be a string or a list of strings")
+    if len(stop) > MAX_TASK_STOPS or not all(0 < len(text) <= MAX_STOP_CHARS for text in stop):
+        raise DateEvalError(f"lm-eval task {target}: generation_kwargs.until may hold at most {MAX_TASK_STOPS} stop strings of 1 to "
+                            f"{MAX_STOP_CHARS} characters each (the generator prepares each against the whole vocabulary)")  # fmt: skip
+    return stop
 
 
 def _check_documents(docs, target: str) -> None:  # noqa: ANN001 - a datasets.Dataset, or what a task's process_docs returned
@@ -508,8 +701,7 @@ class LMEvalGenerationTask(_LMEval, GenerationTask):
     def __init__(self, dataset: str, task, documents: list[Document], shots: int, content_key: str, request: TaskRequest) -> None:
         super().__init__(dataset, task, documents, shots, content_key, request)
         kwargs = dict(task.config.generation_kwargs or {})
-        until = kwargs.get("until") or []
-        stop = (until,) if isinstance(until, str) else tuple(until)
+        stop = _stops(kwargs.get("until") or [], str(task.config.task))
         own = GenerationSettings(max_new_tokens=int(kwargs.get("max_gen_toks", 256)), stop=stop, sample=bool(kwargs.get("do_sample", False)))
         self.settings = replace(request.generation.apply(own), sample=request.generation.sample or own.sample)
 
