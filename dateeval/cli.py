@@ -84,7 +84,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     from dateeval.models import DEFAULT_MODEL
     from dateeval.prompting import POSITIONS
     from dateeval.tasks import dataset_help
-    from dateeval.tasks.base import FEWSHOT_FORMATS
+    from dateeval.names import FEWSHOT_FORMATS
 
     run = commands.add_parser("run", help="score datasets under every date (and baseline) condition")
     run.add_argument("--model", action="append", help=f"model name, Hub id, folder or .gguf; or BACKEND:SPEC such as vllm:PATH or "

@@ -22,13 +22,12 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from dateeval import runs
 from dateeval.backends import locate
 from dateeval.errors import DateEvalError
 from dateeval.leases import DEFAULT_TTL_S, Leases, holder
-from dateeval.plan import Description, SweepSpec, Unit
+from dateeval.plan import Description, Progress, SweepSpec, Unit
 from dateeval.schema import ROW_KEY
 from dateeval.store import Store, StoreProblems
 from dateeval.results import unit_sums
@@ -39,35 +38,6 @@ __all__ = ["Executor", "LocalExecutor", "Progress", "Sweep", "SweepCancelled", "
 
 class SweepCancelled(DateEvalError):
     """A sweep stopped by a cancel request from elsewhere (another tab, another process) before it finished."""
-
-
-@dataclass
-class Progress:
-    """Where a sweep stands, passed to the progress callback after every unit (aggregated over all workers)."""
-
-    units_total: int
-    units_done: int = 0
-    units_skipped: int = 0
-    items_scored: int = 0
-    tokens_scored: int = 0
-    tokens_generated: int = 0
-    seconds: float = 0.0
-    current: str = ""
-    messages: list[str] = field(default_factory=list)
-    workers: dict[str, str] = field(default_factory=dict)  # worker -> the unit it runs now
-    held_elsewhere: list[str] = field(default_factory=list)  # units another driver holds, waited for
-
-    @property
-    def items_per_second(self) -> float:
-        return self.items_scored / self.seconds if self.seconds else 0.0
-
-    @property
-    def eta_seconds(self) -> float | None:
-        """Time left at the pace of the units computed so far (None before the first)."""
-        computed = self.units_done - self.units_skipped
-        if computed <= 0 or not self.seconds:
-            return None
-        return (self.units_total - self.units_done) * self.seconds / computed
 
 
 ProgressCallback = Callable[[Progress], None]

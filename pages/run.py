@@ -20,7 +20,7 @@ from dateeval.runner import BackgroundSweep
 from dateeval.store import Store
 from dateeval.sweep import LocalExecutor, SweepSpec
 from dateeval.tasks import BENCHMARKS, GenerationOptions, TaskName, parse_name, sources, with_fewshot_format
-from dateeval.tasks.base import FEWSHOT_FORMATS
+from dateeval.names import FEWSHOT_FORMATS
 
 BACKEND_CHOICES = {"transformers": "transformers (in process)", "vllm": "vLLM (offline engine)", "openai": "OpenAI-compatible endpoint"}
 DATE_CONTROL = {

@@ -191,7 +191,7 @@ def test_smallest_p_equals_a_plain_loop():
 
 def test_corpus_band_equals_resampling_the_segments_in_a_loop():
     """BLEU's per-date interval: each resample's corpus score from the resampled segments' statistics, as a loop."""
-    from dateeval.tasks.translation import score_from_stats, segment_stats
+    from dateeval.corpus import score_from_stats, segment_stats
 
     hypotheses = [["the cat sat on the mat", "a dog barks", "it rains today", "we go home now"],
                   ["the cat is on the mat", "a dog barked", "it rained today", "we go home"]]  # fmt: skip

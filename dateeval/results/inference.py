@@ -601,7 +601,7 @@ def corpus_band(entry: str, dates: list, stats: np.ndarray, metric: str, n_boot:
     resample is the weighted sum (the same weights per segment on every date, as :func:`date_band` pairs items) fed
     to sacrebleu's own score; this is the paired bootstrap of Koehn (2004) that sacrebleu's significance test uses.
     """
-    from dateeval.tasks.translation import score_from_stats
+    from dateeval.corpus import score_from_stats
 
     if stats.size == 0:
         return pd.DataFrame(columns=BAND_COLUMNS)

@@ -169,8 +169,7 @@ class Results:
         """The date effect under each few-shot format, side by side (paper §5.4 asks whether few-shot helps): every
         entry swept on a dataset in both formats (stored as NAME and NAME_multiturn, or NAME_singleturn for lm-eval's
         tasks), with each format's mean accuracy, worst-to-best delta, what chance gives for it and the verdict's p."""
-        from dateeval.tasks import TURNS  # the name suffix of each format
-        from dateeval.tasks.base import FEWSHOT_FORMATS
+        from dateeval.names import FEWSHOT_FORMATS, TURNS  # TURNS: the name suffix of each format
 
         columns = ["entry", "dataset", "format", "n_items", "n_dates", "accuracy_mean", "accuracy_delta", "delta_null_upper",
                    "cochran_permutation_p", "exceeds_chance"]  # fmt: skip
