@@ -13,6 +13,7 @@ from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
 from dateeval.data import Subset
 from dateeval.dates import parse_dates
 from dateeval.errors import DateEvalError
+from dateeval.keeping import keep
 from dateeval.models import DEFAULT_MODEL
 from dateeval.prompting import POSITIONS, DateInjection
 from dateeval.ray_executor import RayExecutor
@@ -136,7 +137,7 @@ if submitted:
                 sources=sources((name,)),
             )
             executor = RayExecutor(address=cluster.strip(), workers=int(workers) or None) if cluster.strip() else LocalExecutor()
-            state["background_sweep"] = BackgroundSweep(spec, Store(explorer.results_store()), executor=executor).start()
+            state["background_sweep"] = BackgroundSweep(spec, Store(explorer.results_store()), executor=executor, keep=keep).start()
             st.toast(f"Sweep started: {name}. Its progress is at the top of this page.", icon=":material/play_arrow:")
         except DateEvalError as error:
             panel.error(str(error))
