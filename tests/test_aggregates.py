@@ -64,8 +64,8 @@ def test_readers_sum_missing_sidecars_in_memory_and_keep_writes_them_once(demo):
     sums = again.assign(entry=descriptive.entry_label(again))
     source = str(items.relative_to(demo.root / sidecars.FOLDER)).split(".parquet.")[0] + ".parquet"
     assert item_matrices.load(demo, sums[sums["source"] == source].loc[lambda s: s["entry"] == s["entry"].iloc[0]]) is not None and not items.exists()
-    assert keep(demo) == [] and items.exists()
-    shutil.rmtree(demo.root / sidecars.FOLDER / stored.FOLDER)
+    assert not sidecars.keep_missing(demo).messages() and items.exists()  # what keep writes first
+    shutil.rmtree(demo.root / sidecars.FOLDER / stored.FOLDER)  # below, only the sidecars
     for path in list((demo.root / sidecars.FOLDER).rglob("*.parquet")):  # as the format before per-item sidecars left them
         if path.name.endswith(".items.parquet"):
             path.unlink()
@@ -73,13 +73,12 @@ def test_readers_sum_missing_sidecars_in_memory_and_keep_writes_them_once(demo):
             path.rename(path.with_name(path.name.replace(f".v{sidecars.FORMAT}.", ".")))
     old = list((demo.root / sidecars.FOLDER).rglob("*.parquet"))
     unit_sums._READ.clear()
-    keep(demo)
-    current = [path for path in (demo.root / sidecars.FOLDER).rglob("*.parquet") if stored.FOLDER not in path.parts]
-    assert not any(path.exists() for path in old) and len(current) == 2 * len(demo.files())
+    sidecars.keep_missing(demo)
+    assert not any(path.exists() for path in old) and len(list((demo.root / sidecars.FOLDER).rglob("*.parquet"))) == 2 * len(demo.files())
 
 
 def test_a_replaced_unit_is_summed_again(demo):
-    keep(demo)
+    sidecars.keep_missing(demo)
     unit = demo.files()[0]
     frame, _ = demo.read(paths=[unit])
     sidecars.write_unit(demo, unit, frame.assign(correct=~frame["correct"].astype(bool)))
