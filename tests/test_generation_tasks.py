@@ -142,15 +142,15 @@ def test_corpus_scores_from_stored_statistics_equal_sacrebleu(data_dir):
     assert task.record()["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
 
 
-def _generated_rows(dataset, per_condition):
-    """Store-shaped rows of a generated task: {condition: [(parsed, correct, bleu_stats)]}."""
+def _generated_rows(dataset, per_condition, kind="gsm8k"):
+    """Store-shaped rows of a generated task of ``kind`` (what its rows record as ``task``): {condition: [(parsed, correct, bleu_stats)]}."""
     rows = []
     for condition, results in per_condition.items():
         for i, (parsed, correct, stats) in enumerate(results):
             rows.append(dict(model="m", dtype="float32", device="cpu", hardware="x86", model_key="k", dataset=dataset, task_key="t",
                              condition=condition, condition_key=condition, date_mode="date", date=condition, factor="date", item_id=f"i{i}",
                              correct=correct, confidence=np.nan, pred=None, answer=None, parsed=parsed, score=np.nan,
-                             bleu_stats=stats, chrf_stats=None, task="gsm8k"))  # fmt: skip
+                             bleu_stats=stats, chrf_stats=None, task=kind))  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -167,7 +167,7 @@ def test_translation_metrics_are_corpus_scores_per_date(data_dir):
     references = [s.reference for s in segments]
     good, bad = references, [s.source for s in segments]
     per_date = {day: list(zip(hyps, [None] * 4, corpus.segment_stats(hyps, references)["bleu"])) for day, hyps in (("2024-01-01", good), ("2024-01-02", bad))}
-    metrics = oracles.condition_metrics(_generated_rows("wmt16_en_de", per_date))
+    metrics = oracles.condition_metrics(_generated_rows("wmt16_en_de", per_date, "translation"))
     assert metrics["bleu"].tolist() == pytest.approx([100.0, corpus.corpus_scores(bad, references)["bleu"]])
     assert metrics["accuracy"].isna().all()
     summary = descriptive.summarize(metrics)
