@@ -29,8 +29,7 @@ from dateeval.errors import DateEvalError
 from dateeval.leases import DEFAULT_TTL_S, Leases, holder
 from dateeval.plan import Description, Progress, SweepSpec, Unit
 from dateeval.schema import ROW_KEY
-from dateeval.store import Store, StoreProblems
-from dateeval.store import sidecars
+from dateeval.store import Store, StoreProblems, sidecars
 from dateeval.worker import UnitResult, Worker, build_tasks
 
 __all__ = ["Executor", "LocalExecutor", "Progress", "Sweep", "SweepCancelled", "SweepSpec"]
