@@ -19,7 +19,7 @@ import pytest
 
 from dateeval import results
 from dateeval.metrics import ECE_BINS
-from dateeval.results import descriptive, unit_sums
+from dateeval.results import descriptive
 from dateeval.store import Store, sidecars
 from tests.test_edges import _cochran_by_loops, _same_order, _tau_b
 
