@@ -94,7 +94,7 @@ case "${1:-}" in
     setup
     # The demo's statistics (sums, null bands, flips, What to report), computed once and kept beside it, so the
     # first screen reads them instead of computing them while the user waits.
-    HF_HUB_OFFLINE=1 .venv/bin/python -c "from dateeval import results; from dateeval.store import Store; results.keep(Store('demo/store'))"
+    HF_HUB_OFFLINE=1 .venv/bin/python -c "from dateeval.keeping import keep; from dateeval.store import Store; keep(Store('demo/store'))"
     # Local only by default (Streamlit alone listens on every interface): the explorer reads files on this
     # machine and starts sweeps. Expose it deliberately with e.g. DATEEVAL_ADDRESS=0.0.0.0 ./run.sh app.
     exec .venv/bin/python -m dateeval.launch --server.headless=false --server.address "${DATEEVAL_ADDRESS:-127.0.0.1}" "$@"

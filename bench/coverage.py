@@ -120,7 +120,7 @@ def _segments(rng: np.random.Generator, n: int) -> np.ndarray:
 def bleu_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0) -> dict:
     """Coverage of the Curves page's per-date BLEU band (``inference.corpus_band``: the log-scale jackknife-t over segments)
     of the corpus BLEU of the segment population (from 200,000 segments' summed statistics)."""
-    from dateeval.tasks.translation import score_from_stats
+    from dateeval.corpus import score_from_stats
 
     rng = np.random.default_rng(seed)
     truth = score_from_stats("bleu", [_segments(np.random.default_rng(12345), 200_000).sum(0)])

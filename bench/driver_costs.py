@@ -6,7 +6,7 @@ keys already stored), leases each unit, and writes every unit's rows
 MMLU-sized unit (one date, 14,042 questions; rows like a real next-token unit):
 
 * prompts rendered and hashed per second (planning, once per model and date);
-* seconds to write one unit (``unit_sums.write_unit``: Parquet, checksums, aggregates);
+* seconds to write one unit (``sidecars.write_unit``: Parquet, checksums, aggregates);
 * seconds to read the stored keys of a store with many units (re-planning);
 * lease acquire + release per second;
 
@@ -35,7 +35,7 @@ from dateeval.leases import Leases  # noqa: E402
 from dateeval.prompting import ChatTemplate  # noqa: E402
 from dateeval.schema import ROW_KEY  # noqa: E402
 from dateeval.store import Store  # noqa: E402
-from dateeval.results import unit_sums  # noqa: E402
+from dateeval.store import sidecars  # noqa: E402
 from dateeval.tasks import build_task  # noqa: E402
 from dateeval.worker import _prompt_hash  # noqa: E402
 
@@ -77,7 +77,7 @@ def main() -> None:
         store = Store(folder)
         started = time.perf_counter()
         for unit in range(args.units):
-            unit_sums.write_unit(store, store.unit_path("m-float32-k", "mmlu", f"c{unit}", f"{unit:016d}"), unit_rows(args.rows, unit))
+            sidecars.write_unit(store, store.unit_path("m-float32-k", "mmlu", f"c{unit}", f"{unit:016d}"), unit_rows(args.rows, unit))
         write = (time.perf_counter() - started) / args.units
         started = time.perf_counter()
         store.read(columns=ROW_KEY, paths=sorted((store.root / "m-float32-k" / "mmlu").glob("*.parquet")), full_check=True)

@@ -41,7 +41,7 @@ def _port() -> int:
 def serve(store: Path) -> tuple[subprocess.Popen, str]:
     """The explorer on ``store`` as `./run.sh app` starts it (statistics kept first), with its URL once healthy."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-c", f"from dateeval import results; from dateeval.store import Store; results.keep(Store({str(store)!r}))"],
+    subprocess.run([sys.executable, "-c", f"from dateeval.keeping import keep; from dateeval.store import Store; keep(Store({str(store)!r}))"],
                    cwd=ROOT, env=env, check=True)  # fmt: skip
     port = _port()
     command = [sys.executable, "-m", "dateeval.launch", "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless",

@@ -17,12 +17,13 @@ their size matters here.
 
     .venv/bin/python bench/explorer_render.py [--items 10000] [--models 5] [--repeats 10] [--pages overview,flips]
 
-``--no-sidecars`` removes the store's aggregates first, to time the one-time
-build an old store (written before sidecars existed) goes through.
+``--no-sidecars`` removes the store's aggregates first, to time the renders of
+an old store (written before sidecars existed), which sum its units in memory
+(readers write nothing; ``keeping.keep`` writes the sidecars).
 ``--fresh-statistics`` removes only the statistics kept with the store
 (``dateeval.results.stored``: the headline, null bands, Table 5 rows) and computes
 them again in a process of their own, as the end of a sweep or of ``compact``
-does (``dateeval.results.view.keep``), printing its time and peak memory; the
+does (``dateeval.keeping.keep``), printing its time and peak memory; the
 renders then read them, as the first explorer process after a sweep does.
 ``--computed-on-render`` removes them without computing them, so that cold
 renders compute them (a store no sweep of this version finished).
@@ -52,8 +53,7 @@ PAGES = ["overview", "curves", "leaderboard", "flips", "factors"]
 def build(root: Path, n_items: int, n_models: int, n_dates: int = 366) -> None:
     """One compacted, checksummed file per model (with its aggregates), as `dateeval compact` would leave it: rows by
     question, ``COMPACTED_ROW_GROUP`` rows per row group."""
-    from dateeval.store import COMPACTED_ROW_GROUP, Store
-    from dateeval.results import unit_sums
+    from dateeval.store import COMPACTED_ROW_GROUP, Store, sidecars
 
     store = Store(root)
     rng = np.random.default_rng(0)
@@ -80,7 +80,7 @@ def build(root: Path, n_items: int, n_models: int, n_dates: int = 366) -> None:
             "subject": pa.array(["synthetic"] * n), "date_text": pa.array(np.repeat(days, n_items)),
             "probs": pa.FixedSizeListArray.from_arrays(pa.array(probs.reshape(-1)), 4).cast(pa.list_(pa.float64())),
         })  # fmt: skip
-        unit_sums.write_unit(store, root / f"synthetic-{m}" / "mmlu" / "compacted-synthetic.parquet", table.sort_by("item_id"), COMPACTED_ROW_GROUP)
+        sidecars.write_unit(store, root / f"synthetic-{m}" / "mmlu" / "compacted-synthetic.parquet", table.sort_by("item_id"), COMPACTED_ROW_GROUP)
 
 
 def open_page(page: str):  # noqa: ANN201 - AppTest
@@ -122,9 +122,9 @@ def peak_gb() -> float:
 
 
 def keep_statistics(root: Path) -> None:
-    """Time ``results.keep`` (what a sweep's or compaction's end runs) in a process of its own, with its peak memory."""
-    code = ("import resource, sys, time; start = time.perf_counter(); from dateeval import results; from dateeval.store import Store; "
-            "messages = results.keep(Store(sys.argv[1])); "
+    """Time ``keeping.keep`` (what a sweep's or compaction's end runs) in a process of its own, with its peak memory."""
+    code = ("import resource, sys, time; start = time.perf_counter(); from dateeval.keeping import keep; from dateeval.store import Store; "
+            "messages = keep(Store(sys.argv[1])); "
             "print(f'kept statistics (end of sweep / compact): {time.perf_counter() - start:.2f}s, '"
             "f'peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB', *messages)")  # fmt: skip
     subprocess.run([sys.executable, "-c", code, str(root)], cwd=ROOT, check=True)
@@ -191,7 +191,7 @@ def main() -> None:
         start = time.perf_counter()
         build(root, args.items, args.models)
         print(f"built {root} in {time.perf_counter() - start:.0f}s")
-    # unit_sums.FOLDER and stored.FOLDER, spelled out: importing dateeval here would take its imports out of the cold render
+    # sidecars.FOLDER and stored.FOLDER, spelled out: importing dateeval here would take its imports out of the cold render
     if args.no_sidecars:
         shutil.rmtree(root / ".aggregates", ignore_errors=True)
     if args.fresh_statistics or args.computed_on_render:

@@ -26,6 +26,7 @@ from dateeval.backends import BackendOptions  # noqa: E402
 from dateeval.cli import _quiet_libraries  # noqa: E402
 from dateeval.conditions import expand  # noqa: E402
 from dateeval.data import Subset  # noqa: E402
+from dateeval.keeping import keep  # noqa: E402
 from dateeval.store import Store  # noqa: E402
 from dateeval.sweep import Executor, LocalExecutor, Progress, Sweep, SweepSpec  # noqa: E402
 
@@ -39,7 +40,7 @@ def steady_rate(spec: SweepSpec, executor: Executor) -> tuple[float, float, floa
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as folder:
-        Sweep(spec, Store(folder), executor=executor, on_progress=mark).run()
+        Sweep(spec, Store(folder), executor=executor, on_progress=mark, keep=keep).run()  # as `dateeval run` does
     (t0, u0, i0), (t1, u1, i1) = marks[0], marks[-1]
     return (u1 - u0) / (t1 - t0), (i1 - i0) / (t1 - t0), time.perf_counter() - started
 

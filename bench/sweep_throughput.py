@@ -29,6 +29,7 @@ from dateeval.backends.transformers import TransformersBackend, common_prefix_le
 from dateeval.cli import _quiet_libraries  # noqa: E402
 from dateeval.conditions import expand  # noqa: E402
 from dateeval.data import Subset  # noqa: E402
+from dateeval.keeping import keep  # noqa: E402
 from dateeval.models import resolve  # noqa: E402
 from dateeval.store import Store  # noqa: E402
 from dateeval.backends import BackendOptions  # noqa: E402
@@ -64,7 +65,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
-        progress = Sweep(spec, Store(folder)).run()
+        progress = Sweep(spec, Store(folder), keep=keep).run()  # as `dateeval run` does
         sweep_seconds = time.perf_counter() - start
     task = build_task("arc_challenge", args.data_dir, Subset(limit=args.items))
     prompts = [backend.template.render(task.prompt(item, spec.conditions[0]).messages, day=days[0]).text for item in task.items]

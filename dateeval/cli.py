@@ -84,7 +84,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     from dateeval.models import DEFAULT_MODEL
     from dateeval.prompting import POSITIONS
     from dateeval.tasks import dataset_help
-    from dateeval.tasks.base import FEWSHOT_FORMATS
+    from dateeval.names import FEWSHOT_FORMATS
 
     run = commands.add_parser("run", help="score datasets under every date (and baseline) condition")
     run.add_argument("--model", action="append", help=f"model name, Hub id, folder or .gguf; or BACKEND:SPEC such as vllm:PATH or "
@@ -314,6 +314,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
     from dateeval.data import Subset
     from dateeval.dates import parse_date, parse_dates
+    from dateeval.keeping import keep
     from dateeval.models import DEFAULT_MODEL
     from dateeval.prompting import DateInjection
     from dateeval.store import Store
@@ -370,7 +371,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         bar.refresh()
 
     try:
-        final = Sweep(spec, Store(args.store), on_progress=show, executor=_executor(args), wait=not args.no_wait).run()
+        final = Sweep(spec, Store(args.store), on_progress=show, executor=_executor(args), wait=not args.no_wait, keep=keep).run()
     finally:
         if bar is not None:
             bar.close()
@@ -704,18 +705,17 @@ def _cmd_probe(args: argparse.Namespace) -> int:
 
 
 def _cmd_compact(args: argparse.Namespace) -> int:
-    from dateeval import results
-    from dateeval.results import unit_sums
-    from dateeval.store import Store
+    from dateeval.keeping import keep
+    from dateeval.store import Store, sidecars
 
     store = Store(args.store)
     if not store.root.is_dir():
         raise DateEvalError(f"store {store.root} does not exist")
     store.ensure_writable()
     with _exclusive(store.root / ".compact.lock", f"store {store.root} is being compacted by another process: wait until it finishes"):
-        folders, removed, problems = store.compact(unit_sums.merged(store))
+        folders, removed, problems = store.compact(sidecars.merged(store))
     # The merged files are new units: statistics kept on the old ones no longer apply, so they are computed now.
-    for message in dict.fromkeys(problems.messages() + results.keep(store)):
+    for message in dict.fromkeys(problems.messages() + keep(store)):
         print(f"dateeval: warning: {message}", file=sys.stderr)
     print(f"compacted {folders} folders, merged and removed {removed} files")
     return 0

@@ -142,7 +142,7 @@ def _corpus(name: str) -> Callable[[pd.DataFrame], dict[str, object]]:
     """The corpus score (sacrebleu's own) of each group's summed statistics."""
 
     def finish(sums: pd.DataFrame) -> dict[str, object]:
-        from dateeval.tasks.translation import score_from_stats
+        from dateeval.corpus import score_from_stats
 
         column = sums[f"{name}_stats"] if f"{name}_stats" in sums else pd.Series([None] * len(sums))
         return {name: np.array([np.nan if stats is None else score_from_stats(name, [stats]) for stats in column], dtype=float)}
@@ -159,6 +159,14 @@ METRICS: dict[str, Metric] = {
         Metric("chrf", "chrF", 1.0, True, _corpus_sums("chrf"), _corpus("chrf"), per_item=False),
     )
 }
+
+ACCURACY = ("accuracy",)  # every graded task's (pass@1 on HumanEval)
+CALIBRATED = ("accuracy", "ece")  # answers with a confidence: ECE's
+# The metrics a task's rows support, by the task kind every row records (its ``task`` column; as Inspect's
+# @scorer(metrics=...)): each task module declares its benchmarks' metrics from here, and every reader asks
+# :func:`dataset_metrics`, so the statistics know a dataset's metrics from its rows, without the task that wrote them.
+KIND_METRICS: dict[str, tuple[str, ...]] = {"mcqa": CALIBRATED, "cot": CALIBRATED, "generation": ACCURACY, "gsm8k": CALIBRATED,
+                                            "humaneval": ACCURACY, "translation": ("bleu", "chrf")}  # fmt: skip
 
 
 def metric(key: str) -> Metric:
@@ -229,14 +237,12 @@ def points(value: object, n_items: int) -> str:
 
 
 def dataset_metrics(metrics: pd.DataFrame) -> list[str]:
-    """The metrics a reader shows of a dataset's per-condition ``metrics``: those its benchmark declares
-    (``tasks.registry.declared_metrics``; every one where nothing declares them: rows stored before kinds were
-    recorded) of which the rows hold a value, so an ECE the backend could not measure is no empty column."""
-    from dateeval.tasks.registry import declared_metrics
-
+    """The metrics a reader shows of a dataset's per-condition ``metrics``: those its rows' task kind declares
+    (:data:`KIND_METRICS`; every one where the rows name no kind: rows stored before kinds were recorded) of which
+    the rows hold a value, so an ECE the backend could not measure is no empty column."""
     declared: set[str] = set()
-    for dataset, kind in metrics[["dataset", "task"]].drop_duplicates().itertuples(index=False):
-        declared.update(declared_metrics(dataset, None if missing(kind) else kind) or METRICS)
+    for kind in metrics["task"].drop_duplicates() if "task" in metrics else [None]:
+        declared.update(KIND_METRICS.get(None if missing(kind) else kind) or METRICS)
     return [m for m in METRICS if m in declared and m in metrics and metrics[m].notna().any()]
 
 

@@ -11,7 +11,7 @@ was made for. Plans hold only missing work, longest units first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from dateeval.backends.base import BackendOptions
 from dateeval.conditions import Condition
@@ -76,3 +76,32 @@ class Unit:
     @property
     def label(self) -> str:
         return f"{self.dataset} / {self.condition_label}"
+
+
+@dataclass
+class Progress:
+    """Where a sweep stands, passed to the progress callback after every unit (aggregated over all workers)."""
+
+    units_total: int
+    units_done: int = 0
+    units_skipped: int = 0
+    items_scored: int = 0
+    tokens_scored: int = 0
+    tokens_generated: int = 0
+    seconds: float = 0.0
+    current: str = ""
+    messages: list[str] = field(default_factory=list)
+    workers: dict[str, str] = field(default_factory=dict)  # worker -> the unit it runs now
+    held_elsewhere: list[str] = field(default_factory=list)  # units another driver holds, waited for
+
+    @property
+    def items_per_second(self) -> float:
+        return self.items_scored / self.seconds if self.seconds else 0.0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Time left at the pace of the units computed so far (None before the first)."""
+        computed = self.units_done - self.units_skipped
+        if computed <= 0 or not self.seconds:
+            return None
+        return (self.units_total - self.units_done) * self.seconds / computed

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 from dateeval.errors import DateEvalError
 from dateeval.store import Store
-from dateeval.sweep import Executor, LocalExecutor, Progress, Sweep, SweepSpec
+from dateeval.sweep import Executor, Keep, LocalExecutor, Progress, Sweep, SweepSpec
 
 
 @dataclass
@@ -25,6 +25,7 @@ class BackgroundSweep:
     finished: bool = False
     cancel: threading.Event = field(default_factory=threading.Event)
     executor: Executor = field(default_factory=LocalExecutor)  # or a RayExecutor: the thread then drives a cluster
+    keep: Keep | None = None  # the statistics kept at the sweep's end (the Run page passes ``dateeval.keeping.keep``)
 
     def start(self) -> BackgroundSweep:
         threading.Thread(target=self._run, daemon=True, name="dateeval-sweep").start()
@@ -35,7 +36,7 @@ class BackgroundSweep:
 
     def _run(self) -> None:
         try:
-            self._update(Sweep(self.spec, self.store, on_progress=self._update, cancel=self.cancel, executor=self.executor).run())
+            self._update(Sweep(self.spec, self.store, on_progress=self._update, cancel=self.cancel, executor=self.executor, keep=self.keep).run())
         except DateEvalError as error:
             self.error = str(error)
         except MemoryError:

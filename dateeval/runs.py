@@ -33,8 +33,7 @@ from dateeval import leftovers
 from dateeval.errors import DateEvalError
 
 if TYPE_CHECKING:  # the registry must not import the sweep (the sweep imports it)
-    from dateeval.plan import SweepSpec
-    from dateeval.sweep import Progress
+    from dateeval.plan import Progress, SweepSpec
 
 RUNS_DIR = ".runs"
 HEARTBEAT_S = 1.0

@@ -22,16 +22,14 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
 
 from dateeval import runs
 from dateeval.backends import locate
 from dateeval.errors import DateEvalError
 from dateeval.leases import DEFAULT_TTL_S, Leases, holder
-from dateeval.plan import Description, SweepSpec, Unit
+from dateeval.plan import Description, Progress, SweepSpec, Unit
 from dateeval.schema import ROW_KEY
-from dateeval.store import Store, StoreProblems
-from dateeval.results import unit_sums
+from dateeval.store import Store, StoreProblems, sidecars
 from dateeval.worker import UnitResult, Worker, build_tasks
 
 __all__ = ["Executor", "LocalExecutor", "Progress", "Sweep", "SweepCancelled", "SweepSpec"]
@@ -39,35 +37,6 @@ __all__ = ["Executor", "LocalExecutor", "Progress", "Sweep", "SweepCancelled", "
 
 class SweepCancelled(DateEvalError):
     """A sweep stopped by a cancel request from elsewhere (another tab, another process) before it finished."""
-
-
-@dataclass
-class Progress:
-    """Where a sweep stands, passed to the progress callback after every unit (aggregated over all workers)."""
-
-    units_total: int
-    units_done: int = 0
-    units_skipped: int = 0
-    items_scored: int = 0
-    tokens_scored: int = 0
-    tokens_generated: int = 0
-    seconds: float = 0.0
-    current: str = ""
-    messages: list[str] = field(default_factory=list)
-    workers: dict[str, str] = field(default_factory=dict)  # worker -> the unit it runs now
-    held_elsewhere: list[str] = field(default_factory=list)  # units another driver holds, waited for
-
-    @property
-    def items_per_second(self) -> float:
-        return self.items_scored / self.seconds if self.seconds else 0.0
-
-    @property
-    def eta_seconds(self) -> float | None:
-        """Time left at the pace of the units computed so far (None before the first)."""
-        computed = self.units_done - self.units_skipped
-        if computed <= 0 or not self.seconds:
-            return None
-        return (self.units_total - self.units_done) * self.seconds / computed
 
 
 ProgressCallback = Callable[[Progress], None]
@@ -147,14 +116,21 @@ def pool_label(units: list[Unit]) -> str:
     return units[0].label if len(units) == 1 else f"{units[0].dataset} / {len(units)} conditions together"
 
 
+# What a sweep's end runs to keep the explorer's statistics with the store (``dateeval.keeping.keep``: the caller
+# passes it, so the engine never imports the statistics); its warnings join the sweep's messages.
+Keep = Callable[[Store], list[str]]
+
+
 class Sweep:
-    """Runs a :class:`SweepSpec` against a store, computing only what is missing."""
+    """Runs a :class:`SweepSpec` against a store, computing only what is missing; with ``keep``, keeps the explorer's
+    statistics for the store it leaves."""
 
     def __init__(
         self, spec: SweepSpec, store: Store, *, on_progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
         executor: Executor | None = None, wait: bool = True, lease_ttl_s: float = DEFAULT_TTL_S, poll_s: float = 2.0, writers: int = 4,
+        keep: Keep | None = None,
     ) -> None:  # fmt: skip
-        self.spec, self.store = spec, store
+        self.spec, self.store, self.keep = spec, store, keep
         self.on_progress = on_progress or (lambda progress: None)
         self._callers_cancel = cancel is not None
         self.cancel = cancel or threading.Event()
@@ -209,17 +185,15 @@ class Sweep:
             self.leases.close()
             self.executor.close()
             progress.messages += [f"lease: {note}" for note in dict.fromkeys(self.leases.notes)]  # malformed leases taken over
-        if progress.units_done > progress.units_skipped and not self.cancel.is_set():
-            self._keep_statistics(progress)
+        if self.keep is not None and progress.units_done > progress.units_skipped and not self.cancel.is_set():
+            self._keep_statistics(progress, self.keep)
 
-    def _keep_statistics(self, progress: Progress) -> None:
-        """Compute the explorer's costly statistics for the store as this sweep left it (``dateeval.results.view``), so that
-        the explorer's first render after a sweep reads them instead of computing them while a reader waits."""
-        from dateeval import results  # DuckDB and the statistics are needed only here, once per sweep
-
+    def _keep_statistics(self, progress: Progress, keep: Keep) -> None:
+        """Keep the explorer's costly statistics for the store as this sweep left it, so that the explorer's first
+        render after a sweep reads them instead of computing them while a reader waits."""
         progress.current = "statistics for the explorer"
         self._report(progress)
-        progress.messages += results.keep(self.store)
+        progress.messages += keep(self.store)
         self._report(progress)
 
     def _run_model(self, description: Description, progress: Progress) -> None:
@@ -319,7 +293,7 @@ class Sweep:
         """Write one unit (the only place rows reach the store), then give its lease back."""
         path = self.store.root / unit.path
         try:
-            unit_sums.write_unit(self.store, path, result.rows)
+            sidecars.write_unit(self.store, path, result.rows)
         finally:
             self.leases.release(path)
         with self._lock:

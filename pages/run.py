@@ -13,6 +13,7 @@ from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
 from dateeval.data import Subset
 from dateeval.dates import parse_dates
 from dateeval.errors import DateEvalError
+from dateeval.keeping import keep
 from dateeval.models import DEFAULT_MODEL
 from dateeval.prompting import POSITIONS, DateInjection
 from dateeval.ray_executor import RayExecutor
@@ -20,7 +21,7 @@ from dateeval.runner import BackgroundSweep
 from dateeval.store import Store
 from dateeval.sweep import LocalExecutor, SweepSpec
 from dateeval.tasks import BENCHMARKS, GenerationOptions, TaskName, parse_name, sources, with_fewshot_format
-from dateeval.tasks.base import FEWSHOT_FORMATS
+from dateeval.names import FEWSHOT_FORMATS
 
 BACKEND_CHOICES = {"transformers": "transformers (in process)", "vllm": "vLLM (offline engine)", "openai": "OpenAI-compatible endpoint"}
 DATE_CONTROL = {
@@ -136,7 +137,7 @@ if submitted:
                 sources=sources((name,)),
             )
             executor = RayExecutor(address=cluster.strip(), workers=int(workers) or None) if cluster.strip() else LocalExecutor()
-            state["background_sweep"] = BackgroundSweep(spec, Store(explorer.results_store()), executor=executor).start()
+            state["background_sweep"] = BackgroundSweep(spec, Store(explorer.results_store()), executor=executor, keep=keep).start()
             st.toast(f"Sweep started: {name}. Its progress is at the top of this page.", icon=":material/play_arrow:")
         except DateEvalError as error:
             panel.error(str(error))

@@ -230,8 +230,8 @@ def _mean_by_code(codes: np.ndarray, values: np.ndarray, groups: int) -> np.ndar
 
 def _corpus_scores(frame: pd.DataFrame, codes: np.ndarray, groups: int) -> dict[str, np.ndarray]:
     """Corpus BLEU and chrF per group from the rows' stored sufficient statistics (NaN where a group has none)."""
-    from dateeval.tasks.translation import METRICS as MT_METRICS
-    from dateeval.tasks.translation import score_from_stats
+    from dateeval.corpus import METRICS as MT_METRICS
+    from dateeval.corpus import score_from_stats
 
     out = {}
     for name in MT_METRICS:

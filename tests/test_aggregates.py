@@ -12,7 +12,8 @@ from dateeval import results, schema
 from dateeval.results import unit_sums, descriptive, stored, item_matrices
 from dateeval.errors import DateEvalError
 from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
-from dateeval.store import Store
+from dateeval.keeping import keep
+from dateeval.store import Store, sidecars
 
 KEY = [*schema.ENTRY, "condition"]
 
@@ -20,7 +21,7 @@ KEY = [*schema.ENTRY, "condition"]
 @pytest.fixture
 def demo(tmp_path) -> Store:
     """A copy of the demo store (MCQA, chain of thought, GSM8K, HumanEval, WMT16: every metric), without sidecars."""
-    shutil.copytree(ROOT / "demo" / "store", tmp_path / "store", ignore=shutil.ignore_patterns(unit_sums.FOLDER))
+    shutil.copytree(ROOT / "demo" / "store", tmp_path / "store", ignore=shutil.ignore_patterns(sidecars.FOLDER))
     unit_sums._READ.clear()
     unit_sums._ITEMS.clear()
     stored._KEPT.clear()
@@ -45,38 +46,45 @@ def test_sums_give_the_metrics_of_the_rows_for_every_task(demo):
     assert metrics[["accuracy", "ece", "bleu", "chrf"]].notna().any().all()  # every kind of metric was compared
 
 
-def test_missing_sidecars_are_built_once_and_then_read(demo):
-    unit_sums.load(demo)
-    kept = sorted((demo.root / unit_sums.FOLDER).rglob("*.parquet"))
-    assert len(kept) == 2 * len(demo.files())  # the sums and the per-item sidecar of every unit
+def test_readers_sum_missing_sidecars_in_memory_and_keep_writes_them_once(demo):
+    """Opening a store writes nothing: units without sidecars are summed in memory, with the same numbers. An explicit
+    keep writes them (and replaces those of an older format); later readers read them."""
+    sums, problems = unit_sums.load(demo)
+    assert not problems.corrupted and not (demo.root / sidecars.FOLDER).exists()
+    _same(unit_sums.condition_metrics(demo, sums)[0], _from_rows(demo))
+    assert keep(demo) == []
+    kept = sorted((demo.root / sidecars.FOLDER).rglob("*.parquet"))
+    assert len([path for path in kept if stored.FOLDER not in path.parts]) == 2 * len(demo.files())  # the sums and the per-item sidecar of every unit
     unit_sums._READ.clear()
     again, problems = unit_sums.load(demo)  # from the sidecars, verified on read
-    assert not problems.corrupted and sorted((demo.root / unit_sums.FOLDER).rglob("*.parquet")) == kept
+    assert not problems.corrupted and sorted((demo.root / sidecars.FOLDER).rglob("*.parquet")) == kept
     _same(unit_sums.condition_metrics(demo, again)[0], _from_rows(demo))
     items = next(path for path in kept if path.name.endswith(".items.parquet"))
-    items.unlink()  # a per-item sidecar lost (or, below, one of an older format): built again when needed
+    items.unlink()  # a per-item sidecar lost (or, below, one of an older format): summed again in memory when needed
     sums = again.assign(entry=descriptive.entry_label(again))
-    source = str(items.relative_to(demo.root / unit_sums.FOLDER)).split(".parquet.")[0] + ".parquet"
-    assert item_matrices.load(demo, sums[sums["source"] == source].loc[lambda s: s["entry"] == s["entry"].iloc[0]]) is not None and items.exists()
-    for path in list((demo.root / unit_sums.FOLDER).rglob("*.parquet")):  # as the format before per-item sidecars left them
+    source = str(items.relative_to(demo.root / sidecars.FOLDER)).split(".parquet.")[0] + ".parquet"
+    assert item_matrices.load(demo, sums[sums["source"] == source].loc[lambda s: s["entry"] == s["entry"].iloc[0]]) is not None and not items.exists()
+    assert not sidecars.keep_missing(demo).messages() and items.exists()  # what keep writes first
+    shutil.rmtree(demo.root / sidecars.FOLDER / stored.FOLDER)  # below, only the sidecars
+    for path in list((demo.root / sidecars.FOLDER).rglob("*.parquet")):  # as the format before per-item sidecars left them
         if path.name.endswith(".items.parquet"):
             path.unlink()
         else:
-            path.rename(path.with_name(path.name.replace(f".v{unit_sums.FORMAT}.", ".")))
-    old = list((demo.root / unit_sums.FOLDER).rglob("*.parquet"))
+            path.rename(path.with_name(path.name.replace(f".v{sidecars.FORMAT}.", ".")))
+    old = list((demo.root / sidecars.FOLDER).rglob("*.parquet"))
     unit_sums._READ.clear()
-    unit_sums.load(demo)
-    assert not any(path.exists() for path in old) and len(list((demo.root / unit_sums.FOLDER).rglob("*.parquet"))) == len(kept)
+    sidecars.keep_missing(demo)
+    assert not any(path.exists() for path in old) and len(list((demo.root / sidecars.FOLDER).rglob("*.parquet"))) == 2 * len(demo.files())
 
 
 def test_a_replaced_unit_is_summed_again(demo):
-    unit_sums.load(demo)
+    sidecars.keep_missing(demo)
     unit = demo.files()[0]
     frame, _ = demo.read(paths=[unit])
-    demo.write(unit, frame.assign(correct=~frame["correct"].astype(bool)))
+    sidecars.write_unit(demo, unit, frame.assign(correct=~frame["correct"].astype(bool)))
     sums, _ = unit_sums.load(demo)
     _same(unit_sums.condition_metrics(demo, sums)[0], _from_rows(demo))
-    assert len(list((demo.root / unit_sums.FOLDER).rglob(f"{unit.name}.*"))) == 2  # the stale sidecars are gone: sums and items
+    assert len(list((demo.root / sidecars.FOLDER).rglob(f"{unit.name}.*"))) == 2  # the stale sidecars are gone: sums and items
 
 
 def _unit(condition: str, items: range, correct: list[bool]) -> list[dict]:
@@ -89,9 +97,9 @@ def _unit(condition: str, items: range, correct: list[bool]) -> list[dict]:
 def test_entries_the_sums_cannot_give_exactly_come_from_their_rows(tmp_path):
     """A second file for a condition (duplicates, more items) and conditions with different items: same numbers as the rows."""
     store = Store(tmp_path)
-    unit_sums.write_unit(store, store.unit_path("m", "d", "2024-01-01", "a"), _unit("2024-01-01", range(4), [True, False, True, True]))
-    unit_sums.write_unit(store, store.unit_path("m", "d", "2024-01-01", "b"), _unit("2024-01-01", range(2, 6), [False, False, True, False]))
-    unit_sums.write_unit(store, store.unit_path("m", "d", "2024-01-02", "c"), _unit("2024-01-02", range(5), [True, True, False, True, False]))
+    sidecars.write_unit(store, store.unit_path("m", "d", "2024-01-01", "a"), _unit("2024-01-01", range(4), [True, False, True, True]))
+    sidecars.write_unit(store, store.unit_path("m", "d", "2024-01-01", "b"), _unit("2024-01-01", range(2, 6), [False, False, True, False]))
+    sidecars.write_unit(store, store.unit_path("m", "d", "2024-01-02", "c"), _unit("2024-01-02", range(5), [True, True, False, True, False]))
     sums, _ = unit_sums.load(store)
     assert len(unit_sums.inexact_entries(sums)) == 1
     _same(unit_sums.condition_metrics(store, sums)[0], _from_rows(store))
@@ -158,8 +166,9 @@ def _new_process() -> None:
 
 
 def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed_when_stale(demo, monkeypatch):
-    """The headline and the Factors tables come back equal from ``dateeval.results.stored`` without computing anything; a
-    damaged kept result, or a replaced unit, makes them computed again."""
+    """What pages compute is held in memory, never written; an explicit keep writes it with what pages open on, and the
+    headline and the Factors tables then come back equal from ``dateeval.results.stored`` without computing anything; a
+    damaged kept result, or a replaced unit, makes them computed again (and the next keep replaces the stale file)."""
     from dateeval import explorer
     from dateeval.results import inference
 
@@ -174,8 +183,10 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     found = item_matrices.load(demo, explorer._sums(root, fingerprint).query("entry == @entries[0] and dataset == 'mmlu'"))
     for kept_table, computed in zip(flips, item_matrices.flips(found, one.start.date(), one.end.date()), strict=True):
         pd.testing.assert_frame_equal(kept_table, computed, check_dtype=False)
-    kept = sorted((demo.root / unit_sums.FOLDER / stored.FOLDER).rglob("*.parquet"))
-    assert {path.parent.name for path in kept} == {"headline", "significance", "factors", "band", "flips", "table7"}
+    assert not (demo.root / sidecars.FOLDER).exists()  # reading wrote nothing
+    assert keep(demo) == []
+    kept = sorted((demo.root / sidecars.FOLDER / stored.FOLDER).rglob("*.parquet"))
+    assert {path.parent.name for path in kept} == {"headline", "significance", "factors", "band", "flips", "table7", "robust"}
     _new_process()
     with monkeypatch.context() as patched:
         for name in ("null_draws", "entry_factors", "date_band"):  # (Table 5's precision rows compare entries: computed)
@@ -201,12 +212,16 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     shutil.move(unit.with_suffix(".copy"), unit)  # the same rows under a new mtime: every key holding it changes
     _new_process()
     assert explorer.headline(root, demo.fingerprint()) == first
-    assert damaged.parent.exists() and len(list(damaged.parent.glob("*.parquet"))) == 1  # the stale one was replaced
+    assert list(damaged.parent.glob("*.parquet")) == [damaged]  # computed in memory: nothing written
+    assert keep(demo) == []
+    assert [path.name for path in damaged.parent.glob("*.parquet")] != [damaged.name] and len(list(damaged.parent.glob("*.parquet"))) == 1  # replaced
 
 
 def test_kept_rows_round_trip_even_empty_and_live_in_memory_where_the_store_is_read_only(demo, monkeypatch):
     units = demo.files()
     assert stored.rows(demo, "empty", "label", units, (), list) == []
+    assert not (demo.root / sidecars.FOLDER).exists()  # held in memory: a reader writes nothing
+    assert keep(demo) == []  # writes what this process holds, with what pages open on
     stored._KEPT.clear()
     assert stored.rows(demo, "empty", "label", units, (), lambda: pytest.fail("computed again")) == []  # read back
 
@@ -217,7 +232,9 @@ def test_kept_rows_round_trip_even_empty_and_live_in_memory_where_the_store_is_r
     computed = []
     for _ in range(2):
         assert stored.rows(demo, "numbers", "label", units, (1,), lambda: computed.append(1) or [{"x": 0.5}]) == [{"x": 0.5}]
-    assert computed == [1] and not (demo.root / unit_sums.FOLDER / stored.FOLDER / "numbers").exists()
+    assert computed == [1] and not (demo.root / sidecars.FOLDER / stored.FOLDER / "numbers").exists()
+    assert ["not kept" in message for message in keep(demo)] == [True]  # a store that cannot take them: one warning
+    assert not (demo.root / sidecars.FOLDER / stored.FOLDER / "numbers").exists()
 
 
 def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
@@ -226,7 +243,7 @@ def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
 
     monkeypatch.setattr(Store, "write", refuse)
     sums, problems = unit_sums.load(demo)
-    assert not problems.corrupted and not (demo.root / unit_sums.FOLDER).exists()
+    assert not problems.corrupted and not (demo.root / sidecars.FOLDER).exists()
     sums = sums.assign(entry=descriptive.entry_label(sums))
     mmlu = sums[sums["dataset"] == "mmlu"]
     chosen = mmlu[mmlu["entry"] == mmlu["entry"].iloc[0]]
@@ -237,22 +254,23 @@ def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
 
 
 def test_kept_rows_held_in_memory_are_bounded(demo, monkeypatch):
-    """A long-running explorer sees many store states: only the most recently used kept results stay in memory."""
+    """A long-running explorer sees many store states: only the most recently used results stay in memory, the
+    others are read from the store where kept, else computed again."""
     monkeypatch.setattr(stored, "HELD", 3)
     units = demo.files()
     for index in range(5):
         assert stored.rows(demo, "bounded", f"label {index}", units, (index,), lambda index=index: [{"index": index}]) == [{"index": index}]
     assert len(stored._KEPT) == 3
-    assert stored.rows(demo, "bounded", "label 0", units, (0,), lambda: pytest.fail("kept on disk")) == [{"index": 0}]  # read back
+    assert stored.rows(demo, "bounded", "label 4", units, (4,), lambda: pytest.fail("held in memory")) == [{"index": 4}]
+    assert stored.rows(demo, "bounded", "label 0", units, (0,), lambda: [{"index": 0}]) == [{"index": 0}]  # computed again
 
 
 def test_a_metric_is_added_in_one_place(tmp_path, monkeypatch):
-    """A metric is one ``Metric``: how a unit's rows are summed and how the sums are finished, and the benchmarks that
+    """A metric is one ``Metric``: how a unit's rows are summed and how the sums are finished, and the task kinds that
     declare it. The sidecars, the per-condition metrics, the summary and its deltas carry a new one with nothing else
-    changed, on the datasets that declare it only (the declaration also decides that ``d``, whose rows have
+    changed, on the datasets whose rows' kind declares it only (the declaration also decides that ``d``, whose rows have
     confidences, has no ECE)."""
-    from dateeval.metrics import METRICS, Metric
-    from dateeval.tasks.registry import MULTIPLE_CHOICE, REGISTRY, Benchmark
+    from dateeval.metrics import KIND_METRICS, METRICS, Metric
 
     def sums(rows) -> dict:  # noqa: ANN001 - metrics.Grouped
         correct = rows.values("correct")
@@ -262,11 +280,12 @@ def test_a_metric_is_added_in_one_place(tmp_path, monkeypatch):
         return {"wrong": summed["n_wrong"].to_numpy() / summed["n_rows"].to_numpy()}
 
     monkeypatch.setitem(METRICS, "wrong", Metric("wrong", "wrong answers", 100.0, False, sums, finish))
-    monkeypatch.setitem(REGISTRY, "d", Benchmark("d", MULTIPLE_CHOICE, lambda request: pytest.fail("not built"), metrics=("accuracy", "wrong")))
+    monkeypatch.setitem(KIND_METRICS, "quiz", ("accuracy", "wrong"))
     store = Store(tmp_path)
-    for dataset in ("d", "mmlu"):
+    for dataset, kind in (("d", "quiz"), ("mmlu", "mcqa")):
         for day, correct in (("2024-01-01", [True, False, True, True]), ("2024-01-02", [False, False, True, False])):
-            unit_sums.write_unit(store, store.unit_path("m", dataset, day, day), [dict(row, dataset=dataset) for row in _unit(day, range(4), correct)])
+            rows = [dict(row, dataset=dataset, task=kind) for row in _unit(day, range(4), correct)]
+            sidecars.write_unit(store, store.unit_path("m", dataset, day, day), rows)
     view, _ = results.open(store)
     mine = view.metrics[view.metrics["dataset"] == "d"]
     assert mine.set_index("date")["wrong"].to_dict() == {"2024-01-01": 0.25, "2024-01-02": 0.75}
@@ -283,7 +302,7 @@ def test_a_users_generation_dataset_is_reported_by_its_task_kind(tmp_path):
     store = Store(tmp_path)
     for day, correct in (("2024-01-01", [True, False, True]), ("2024-01-02", [False, False, True])):
         rows = [dict(row, dataset="arithmetic", task="generation") for row in _unit(day, range(3), correct)]
-        unit_sums.write_unit(store, store.unit_path("m", "arithmetic", day, day), rows)
+        sidecars.write_unit(store, store.unit_path("m", "arithmetic", day, day), rows)
     view, _ = results.open(store)
     assert view.kind("arithmetic") == "generation"
     tables, _ = report.paper_tables(view)
@@ -302,7 +321,7 @@ def test_entries_scored_from_different_option_labels_are_marked_not_comparable(t
     for variant, key in (("space+label", "t1"), ("label", "t2")):
         for day in ("2024-01-01", "2024-01-02"):
             rows = [dict(row, task_key=key, label_variant=variant, task="mcqa") for row in _unit(day, range(3), [True, False, day == "2024-01-01"])]
-            unit_sums.write_unit(store, store.unit_path("m", "d", day, f"{key}{day}"), rows)
+            sidecars.write_unit(store, store.unit_path("m", "d", day, f"{key}{day}"), rows)
     notes = unit_sums.label_notes(results.open(store)[0].sums)
     assert len(notes) == 1 and "not comparable" in notes[0] and "'label'" in notes[0] and "'space+label'" in notes[0]
     summary = run_cli("summary", "--store", str(store.root))

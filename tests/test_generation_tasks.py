@@ -6,6 +6,7 @@ from decimal import Decimal
 import oracles
 import pytest
 
+from dateeval import corpus
 from dateeval.errors import DateEvalError
 from dateeval.tasks import gsm8k, humaneval, translation
 
@@ -34,11 +35,11 @@ def test_wmt16_segments_and_scores(data_dir):
     assert len(segments) == 2999 and segments[0].source == "Obama receives Netanyahu"
     assert "into German" in translation.user_message(segments[0], "de")
     references = [s.reference for s in segments[:20]]
-    perfect = translation.corpus_scores(references, references)
+    perfect = corpus.corpus_scores(references, references)
     assert perfect["bleu"] == pytest.approx(100) and perfect["chrf"] == pytest.approx(100)
     assert "nrefs:1" in perfect["bleu_signature"] and "nrefs:1" in perfect["chrf_signature"]
-    poor = translation.corpus_scores([s.source for s in segments[:20]], references)
-    assert poor["bleu"] < 20 and translation.sentence_chrf(references[0], references[0]) == pytest.approx(100)
+    poor = corpus.corpus_scores([s.source for s in segments[:20]], references)
+    assert poor["bleu"] < 20 and corpus.sentence_chrf(references[0], references[0]) == pytest.approx(100)
     assert len(translation.load_segments("fi", data_dir)) == 3000 and len(translation.load_segments("cs", data_dir)) == 2999
     with pytest.raises(DateEvalError, match="unknown target language"):
         translation.load_segments("fr", data_dir)
@@ -129,27 +130,27 @@ def test_corpus_scores_from_stored_statistics_equal_sacrebleu(data_dir):
     segments = translation.load_segments("de", data_dir)[:60]
     references = [s.reference for s in segments]
     hypotheses = [" ".join(r.split()[: max(1, len(r.split()) - i % 4)]) for i, r in enumerate(references)]  # truncated, some intact
-    stats = translation.segment_stats(hypotheses, references)
-    direct = translation.corpus_scores(hypotheses, references)
-    assert translation.score_from_stats("bleu", stats["bleu"]) == pytest.approx(direct["bleu"], abs=1e-9)
-    assert translation.score_from_stats("chrf", stats["chrf"]) == pytest.approx(direct["chrf"], abs=1e-9)
-    half = translation.corpus_scores(hypotheses[:30], references[:30])
-    assert translation.score_from_stats("bleu", stats["bleu"][:30]) == pytest.approx(half["bleu"], abs=1e-9)
+    stats = corpus.segment_stats(hypotheses, references)
+    direct = corpus.corpus_scores(hypotheses, references)
+    assert corpus.score_from_stats("bleu", stats["bleu"]) == pytest.approx(direct["bleu"], abs=1e-9)
+    assert corpus.score_from_stats("chrf", stats["chrf"]) == pytest.approx(direct["chrf"], abs=1e-9)
+    half = corpus.corpus_scores(hypotheses[:30], references[:30])
+    assert corpus.score_from_stats("bleu", stats["bleu"][:30]) == pytest.approx(half["bleu"], abs=1e-9)
     task = build_task("wmt16_en_de", data_dir, Subset(limit=2))
     graded = task.grade(task.items, ["\n  " + task.items[0].reference + "\n(Note: literal)", "Hallo"], [])
     assert graded[0]["parsed"] == task.items[0].reference and graded[0]["score"] == pytest.approx(100) and graded[1]["score"] < 20
     assert task.record()["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
 
 
-def _generated_rows(dataset, per_condition):
-    """Store-shaped rows of a generated task: {condition: [(parsed, correct, bleu_stats)]}."""
+def _generated_rows(dataset, per_condition, kind="gsm8k"):
+    """Store-shaped rows of a generated task of ``kind`` (what its rows record as ``task``): {condition: [(parsed, correct, bleu_stats)]}."""
     rows = []
     for condition, results in per_condition.items():
         for i, (parsed, correct, stats) in enumerate(results):
             rows.append(dict(model="m", dtype="float32", device="cpu", hardware="x86", model_key="k", dataset=dataset, task_key="t",
                              condition=condition, condition_key=condition, date_mode="date", date=condition, factor="date", item_id=f"i{i}",
                              correct=correct, confidence=np.nan, pred=None, answer=None, parsed=parsed, score=np.nan,
-                             bleu_stats=stats, chrf_stats=None, task="gsm8k"))  # fmt: skip
+                             bleu_stats=stats, chrf_stats=None, task=kind))  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -165,9 +166,9 @@ def test_translation_metrics_are_corpus_scores_per_date(data_dir):
     segments = translation.load_segments("de", data_dir)[:4]
     references = [s.reference for s in segments]
     good, bad = references, [s.source for s in segments]
-    per_date = {day: list(zip(hyps, [None] * 4, translation.segment_stats(hyps, references)["bleu"])) for day, hyps in (("2024-01-01", good), ("2024-01-02", bad))}
-    metrics = oracles.condition_metrics(_generated_rows("wmt16_en_de", per_date))
-    assert metrics["bleu"].tolist() == pytest.approx([100.0, translation.corpus_scores(bad, references)["bleu"]])
+    per_date = {day: list(zip(hyps, [None] * 4, corpus.segment_stats(hyps, references)["bleu"])) for day, hyps in (("2024-01-01", good), ("2024-01-02", bad))}
+    metrics = oracles.condition_metrics(_generated_rows("wmt16_en_de", per_date, "translation"))
+    assert metrics["bleu"].tolist() == pytest.approx([100.0, corpus.corpus_scores(bad, references)["bleu"]])
     assert metrics["accuracy"].isna().all()
     summary = descriptive.summarize(metrics)
     assert summary["bleu_delta"].iloc[0] == pytest.approx(100 - metrics["bleu"].iloc[1]) and summary["bleu_best_date"].iloc[0] == "2024-01-01"

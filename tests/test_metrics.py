@@ -53,8 +53,9 @@ def test_columns_get_human_names_and_units():
 
 
 def test_a_datasets_metrics_are_what_its_benchmark_declares():
-    """Every reader asks ``dataset_metrics``: the benchmark's declaration or, for a name no benchmark in this process
-    registers (a user's file stored earlier), its rows' task kind's; of those, the ones its rows measured."""
+    """Every reader asks ``dataset_metrics``: what its rows' task kind declares (``KIND_METRICS``, from which every
+    benchmark declares its own, so no task needs to be registered in the reading process); of those, the ones its rows
+    measured."""
 
     def rows(dataset: str, kind: str | None, **values: float) -> pd.DataFrame:
         return pd.DataFrame({"dataset": [dataset], "task": [kind], **{key: [values.get(key, np.nan)] for key in METRICS}})

@@ -1,7 +1,7 @@
 """Property test (issue 23): every statistic the results layer computes, read through ``results.open`` on many small
 random stores, against a brute-force oracle written here from the generated outcomes, never from the layer's rows.
 
-The stores are real (units written by ``unit_sums.write_unit``, read back through the sidecars) and small: 2-3
+The stores are real (units written by ``sidecars.write_unit``, read back through the sidecars) and small: 2-3
 models, 2-5 dates, 1-4 questions, so ties, all-equal outcomes, rates of 0 and 1, two dates and one item are the rule.
 Confidences sit on the ECE bin edges (k / 10) on purpose. Each oracle is the definition as loops."""
 
@@ -19,8 +19,8 @@ import pytest
 
 from dateeval import results
 from dateeval.metrics import ECE_BINS
-from dateeval.results import descriptive, unit_sums
-from dateeval.store import Store
+from dateeval.results import descriptive
+from dateeval.store import Store, sidecars
 from tests.test_edges import _cochran_by_loops, _same_order, _tau_b
 
 N_STORES = 20
@@ -64,7 +64,7 @@ def _store(folder: Path, seed: int) -> Generated:
                      "condition": day, "condition_key": day, "factor": "date", "date_mode": "date", "date": day, "item_id": f"i{i}",
                      "prompt_hash": f"h{i}", "correct": bool(correct[d, i]), "confidence": float(confidence[d, i]), "pred": int(pred[d, i]),
                      "answer": answer} for i in range(n_items)]  # fmt: skip
-            unit_sums.write_unit(store, store.unit_path(model, "d", day, day), rows)
+            sidecars.write_unit(store, store.unit_path(model, "d", day, day), rows)
     return made
 
 

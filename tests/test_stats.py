@@ -217,7 +217,7 @@ def test_the_verdict_can_reject_with_fifty_entries():
 def test_corpus_band_is_the_log_jackknife_t_of_the_segments_in_a_loop():
     """BLEU's per-date interval: each leave-one-segment-out corpus score from the other segments' statistics (a loop),
     their jackknife SE on the log scale, score x exp(-+ t_{n-1} SE); a date with a leave-one-out BLEU of 0 gets none."""
-    from dateeval.tasks.translation import score_from_stats, segment_stats
+    from dateeval.corpus import score_from_stats, segment_stats
 
     hypotheses = [["the cat sat on the mat", "a dog barks loudly at night", "it rains today in the city", "we go home now after work"],
                   ["the cat is on the mat", "a dog barked at night", "it rained today in town", "we go home after work"]]  # fmt: skip

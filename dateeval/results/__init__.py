@@ -4,25 +4,28 @@ One entry point: :func:`open` gives a :class:`Results` (one state of a store) an
 page, ``dateeval summary``, ``dateeval report``, ``dateeval export``) asks it. Where each number is computed:
 
 * ``unit_sums``: per-unit additive sums (rows, right answers, confidence and ECE bin sums, BLEU/chrF sufficient
-  statistics), built when the sweep commits a unit, and per-condition metrics finished from them;
+  statistics), read from the sidecars the store writes when a sweep commits a unit (``dateeval.store.sidecars``) or
+  summed in memory where it has none, and per-condition metrics finished from them;
 * ``item_matrices``: one entry's condition x item outcome matrices, read from the per-item sidecars;
 * ``sql``: per-item reads by DuckDB where no matrix can tell (one question's history, overlapping files);
 * ``descriptive``: tables over per-condition metrics (summary, ranks, Kendall tau, top-k reordering);
 * ``inference``: the statistics over outcome matrices (null bands, Cochran's Q, bootstraps, CV, trends);
-* ``stored``: the costly results kept with the store, keyed on the units they were computed from;
+* ``stored``: the costly results kept with the store, keyed on the units they were computed from (written only by
+  an explicit keep, ``dateeval.keeping.keep``);
 * ``view``: :class:`Results`, which ties them together per entry; ``paper`` and ``report`` format what it gives.
 
-The row schema the layer reads is :mod:`dateeval.results.schema`.
+The row schema the layer reads is :mod:`dateeval.schema`. Nothing here writes to a store: a read-only store opens
+with the same numbers, and its folder is left as it was.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from dateeval.results.view import N_BOOT, N_PERM, Period, Results, headline_sentence, keep, reorder_sentence, verdict_power
+from dateeval.results.view import N_BOOT, N_PERM, Period, Results, headline_sentence, reorder_sentence, verdict_power
 from dateeval.store import Store, StoreProblems
 
-__all__ = ["N_BOOT", "N_PERM", "Period", "Results", "headline_sentence", "keep", "open", "reorder_sentence", "verdict_power"]
+__all__ = ["N_BOOT", "N_PERM", "Period", "Results", "headline_sentence", "open", "reorder_sentence", "verdict_power"]
 
 
 def open(store: Store | str | Path) -> tuple[Results, StoreProblems]:  # noqa: A001 - the layer's one verb, read as results.open

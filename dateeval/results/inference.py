@@ -711,7 +711,7 @@ def corpus_band(entry: str, dates: list, stats: np.ndarray, metric: str) -> pd.D
     """
     from scipy import stats as scipy_stats
 
-    from dateeval.tasks.translation import score_from_stats
+    from dateeval.corpus import score_from_stats
 
     if stats.size == 0:
         return pd.DataFrame(columns=BAND_COLUMNS)

@@ -4,7 +4,7 @@ The Flips page, the Overview's headline, the Curves' bands and the
 statistics need every item on every condition of one entry: millions of
 rows at paper scale. Reading them as rows costs seconds per entry (text
 columns, a window over text answers). The per-item sidecars
-(``dateeval.results.unit_sums.of_items``: verified with the unit, only the columns
+(``dateeval.store.sidecars.of_items``: verified with the unit, only the columns
 these views read, answers as comparable text) fill dense matrices instead,
 and the views are array arithmetic on those.
 
@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from dateeval import schema
 from dateeval.results import unit_sums
-from dateeval.store import Store
+from dateeval.store import Store, sidecars
 
 FLIP_COLUMNS = ["entry", "dataset", "item_id", "n_dates", "n_correct", "n_wrong", "changes", "n_predictions", "consistent",
                 "mean_confidence", "min_confidence", "mean_score", "answer"]  # fmt: skip
@@ -46,7 +46,7 @@ class Outcomes:
     correct: np.ndarray  # float: 1 right, 0 wrong, NaN ungraded or absent
     confidence: np.ndarray
     score: np.ndarray  # sentence chrF of translations
-    prediction: np.ndarray  # int32 codes of the comparable answer (``unit_sums.prediction_text``), -1 absent
+    prediction: np.ndarray  # int32 codes of the comparable answer (``sidecars.prediction_text``), -1 absent
     answer: np.ndarray  # int32 codes into ``answers``, -1 missing
     answers: np.ndarray  # the distinct reference answers (object)
 
@@ -95,11 +95,11 @@ class _Unit:
     keep: np.ndarray | slice
 
     def column(self, name: str) -> np.ndarray:
-        """A column's values on the kept rows (codes for ``unit_sums.CODED`` columns)."""
+        """A column's values on the kept rows (codes for ``sidecars.CODED`` columns)."""
         return self.table[name].to_numpy()[self.keep]
 
     def values(self, name: str) -> np.ndarray:
-        """The distinct values a coded column's codes stand for (``unit_sums.CODED``)."""
+        """The distinct values a coded column's codes stand for (``sidecars.CODED``)."""
         column = self.table[f"{name}_values"]
         return column.slice(0, len(column) - column.null_count).to_numpy(zero_copy_only=False)
 
@@ -127,19 +127,17 @@ def _first_of(cells: np.ndarray) -> np.ndarray:
 
 
 def _items_table(store: Store, unit: Path) -> pa.Table | None:
-    """A unit's verified per-item sidecar (built again when missing or damaged); None when the unit is unreadable."""
+    """A unit's verified per-item sidecar (summed in memory when missing or damaged); None when the unit is unreadable."""
     try:
-        path = unit_sums.items_sidecar(unit_sums.sidecar(store.root, unit, unit.stat()))
+        path = sidecars.items_sidecar(sidecars.sidecar(store.root, unit, unit.stat()))
     except FileNotFoundError:
         return None
     if path in unit_sums._ITEMS:
         return unit_sums._ITEMS[path]
     table = store.read_table(path) if path.exists() else None
     if table is None:
-        sums, _ = unit_sums.build(store, unit)
-        if path in unit_sums._ITEMS:
-            return unit_sums._ITEMS[path]
-        table = store.read_table(path) if sums is not None and path.exists() else None
+        unit_sums.summed(store, unit)
+        table = unit_sums._ITEMS.get(path)
     return table
 
 

@@ -16,11 +16,10 @@ import numpy as np
 import pandas as pd
 
 from dateeval.results import descriptive
-from dateeval.errors import DateEvalError
 from dateeval.metrics import METRICS, cv_text, percent, points
 from dateeval.results.inference import cv, cv_meaningful, largest_of
+from dateeval import names
 from dateeval.schema import GENERATION_KINDS
-from dateeval.tasks import GENERATION_BENCHMARKS, parse_name
 
 
 @dataclass(frozen=True)
@@ -57,17 +56,12 @@ FIGURES = (
 
 
 def kind(dataset: str, task: str | None = None) -> str:
-    """Which of the paper's groups a dataset belongs to (chain of thought is compared with MCQA, Figure 4): by its name
-    where this version knows it, else by its rows' task kind (a user's own file; "generation" has no paper figure)."""
-    try:
-        name = parse_name(dataset)
-    except DateEvalError:
-        return task if task in GENERATION_KINDS and task != "cot" else "mcqa"
-    if name.base.startswith("wmt16"):
-        return "translation"
-    if name.base in GENERATION_BENCHMARKS:
-        return name.base
-    return "fewshot" if name.shots else "mcqa"
+    """Which of the paper's groups a dataset belongs to (chain of thought is compared with MCQA, Figure 4): by its rows'
+    task kind (``gsm8k``, ``humaneval``, ``translation``; a user's own ``generation``, which has no paper figure),
+    else by whether its name says exemplars (``dateeval.names``)."""
+    if task in GENERATION_KINDS and task != "cot":
+        return task
+    return "fewshot" if names.shots(dataset) else "mcqa"
 
 
 def beside(dataset: str, metric: str | None = None, task: str | None = None) -> list[PaperFigure]:

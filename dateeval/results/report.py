@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-import re
 from pathlib import Path
 
 import pandas as pd
@@ -18,9 +17,8 @@ from dateeval import metrics, plots
 from dateeval.results import descriptive
 from dateeval.results.export import to_csv
 from dateeval.results.view import Results, headline_sentence, reorder_sentence, verdict_power
+from dateeval import names
 from dateeval.schema import GENERATION_KINDS
-from dateeval.errors import DateEvalError
-from dateeval.tasks import GENERATION_BENCHMARKS, parse_name
 
 # Tables that need a kind of dataset the store may not hold: (name, how to fill it) per kind.
 MISSING = {
@@ -32,18 +30,12 @@ MISSING = {
 
 def _variant(dataset: str, task: str | None) -> str:
     """Which of the paper's tables a dataset belongs to: mcqa (Table 1), generation (Table 2), fewshot (Table 4), cot
-    (Figure 4); by its name where this version knows it, else by its rows' task kind (a user's own file)."""
-    try:
-        name = parse_name(dataset)
-    except DateEvalError:
-        if task == "cot":
-            return "cot"
-        return "generation" if task in GENERATION_KINDS else "fewshot" if re.search(r"_\d+shot$", dataset) else "mcqa"
-    if name.shots:
+    (Figure 4); by what its name says (``dateeval.names``), else by its rows' task kind."""
+    if names.shots(dataset):
         return "fewshot"
-    if name.cot:
+    if names.says_cot(dataset) or task == "cot":
         return "cot"
-    return "generation" if name.base in GENERATION_BENCHMARKS else "mcqa"
+    return "generation" if task in GENERATION_KINDS else "mcqa"
 
 
 def _pick(table: pd.DataFrame, columns: list[str]) -> pd.DataFrame:

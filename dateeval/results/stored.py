@@ -11,10 +11,13 @@ kept, as rows, in::
 
 where ``key`` digests the units' paths, sizes and mtimes, the arguments and
 :data:`VERSION`. A new or replaced unit changes the key, so stale results
-are never read, only replaced (the older file of the same label is removed
-when the new one is written). They are written through ``Store.write``
-(atomic, checksummed) and verified when read: a damaged one is computed
-again. A read-only store keeps them in this process only.
+are never read. They are verified when read: a damaged one is computed
+again. This module only reads: what is not kept is computed and held in
+this process, and an explicit keep (``dateeval.keeping.keep``: a sweep's or
+``compact``'s end, ``./run.sh app`` for the demo) collects what it computes
+(:func:`collected`) and writes it through ``Store.write`` (atomic,
+checksummed), replacing the older file of the same label. A read-only store
+opens with the same numbers and nothing in its folder changes.
 
 Bump :data:`VERSION` whenever a change to the statistics changes their numbers.
 """
@@ -23,15 +26,13 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
-import pyarrow as pa
 import xxhash
 
-from dateeval.results import unit_sums
-from dateeval.errors import DateEvalError
-from dateeval.store import Store
+from dateeval.store import Store, sidecars
 
 VERSION = 10
 FOLDER = "derived"
@@ -39,10 +40,13 @@ FOLDER = "derived"
 _KEPT: OrderedDict[Path, list[dict]] = OrderedDict()
 _LOCK = threading.Lock()
 HELD = 1024  # a few per entry and dataset: a paper-scale store's all, without growing with every store state a long-running app sees
+# The open collections of :func:`collected`: each gets every (path, rows) computed, not read, while it is open.
+_COLLECTING: list[list[tuple[Path, list[dict]]]] = []
 
 
 def rows(store: Store, name: str, label: str, units: Sequence[Path], arguments: tuple, compute: Callable[[], list[dict]]) -> list[dict]:
-    """``compute()``'s rows for ``units`` and ``arguments``: kept from an earlier call or process where possible, else computed and kept.
+    """``compute()``'s rows for ``units`` and ``arguments``: kept from an earlier call or process where possible, else
+    computed and held in this process (and collected for an open keep, :func:`collected`; nothing is written here).
 
     ``label`` names what the rows are about (an entry and dataset) so that a newer result replaces the older one's file.
     """
@@ -55,8 +59,10 @@ def rows(store: Store, name: str, label: str, units: Sequence[Path], arguments: 
             _KEPT.move_to_end(path)
             return _KEPT[path]
     table = store.read_table(path) if path.exists() else None
-    found = table.to_pylist() if table is not None else _computed(store, path, compute())
+    found = table.to_pylist() if table is not None else compute()
     with _LOCK:
+        for collection in _COLLECTING if table is None else []:
+            collection.append((path, found))
         _KEPT[path] = found
         while len(_KEPT) > HELD:
             _KEPT.popitem(last=False)
@@ -66,19 +72,28 @@ def rows(store: Store, name: str, label: str, units: Sequence[Path], arguments: 
 def _path(store: Store, name: str, label: str, units: Sequence[Path], arguments: tuple) -> Path:
     """Where the rows of ``name`` for these units (as they are now) and arguments are kept."""
     stats = [(str(unit.relative_to(store.root)), unit.stat()) for unit in sorted(set(units))]
-    material = repr((VERSION, unit_sums.FORMAT, name, arguments, [(path, s.st_size, s.st_mtime_ns) for path, s in stats]))
-    return store.root / unit_sums.FOLDER / FOLDER / name / f"{xxhash.xxh64_hexdigest(label.encode())}.{xxhash.xxh3_128_hexdigest(material.encode())}.parquet"
+    material = repr((VERSION, sidecars.FORMAT, name, arguments, [(path, s.st_size, s.st_mtime_ns) for path, s in stats]))
+    return store.root / sidecars.FOLDER / FOLDER / name / f"{xxhash.xxh64_hexdigest(label.encode())}.{xxhash.xxh3_128_hexdigest(material.encode())}.parquet"
 
 
-def _computed(store: Store, path: Path, found: list[dict]) -> list[dict]:
-    """Keep freshly computed rows on disk (where the store can be written), replacing the same label's older ones."""
-    label = path.name.split(".")[0]
+def held(store: Store) -> list[tuple[Path, list[dict]]]:
+    """The rows this process computed for ``store`` and holds, that are not kept on disk (a page computed them): an
+    explicit keep writes them too, before what it computes itself (a newer state's rows then replace these)."""
+    with _LOCK:
+        found = [(path, found) for path, found in _KEPT.items() if path.is_relative_to(store.root)]
+    return [(path, found) for path, found in found if not path.exists()]
+
+
+@contextmanager
+def collected() -> Iterator[list[tuple[Path, list[dict]]]]:
+    """The rows :func:`rows` computes (rather than reads) while the block runs, each with the path it is kept under:
+    what an explicit keep writes. Rows of other stores computed meanwhile (another thread) are collected too; the
+    keeper writes only its own store's."""
+    collection: list[tuple[Path, list[dict]]] = []
+    with _LOCK:
+        _COLLECTING.append(collection)
     try:
-        for older in path.parent.glob(f"{label}.*.parquet") if path.parent.is_dir() else []:
-            older.unlink(missing_ok=True)
-            with _LOCK:
-                _KEPT.pop(older, None)
-        store.write(path, pa.Table.from_pylist(found))
-    except (OSError, DateEvalError):
-        pass  # a read-only store: the rows live in this process only (``_KEPT``)
-    return found
+        yield collection
+    finally:
+        with _LOCK:
+            _COLLECTING.remove(collection)

@@ -3,7 +3,8 @@
 At paper scale these take seconds per entry (permutations and bootstraps
 over 366 dates x 10,000 questions), so they are kept with the store
 (``dateeval.results.stored``) and computed where the cost is expected rather than
-where a reader waits: at the end of a sweep and of ``compact`` (:func:`keep`).
+where a reader waits: at the end of a sweep and of ``compact`` (``dateeval.keeping.keep``, which writes what
+:meth:`Results.compute_kept` computes; this layer never writes).
 The explorer reads them through the same :class:`Results`, so a page finds
 them kept, whatever process computed them. Everything here is independent of
 Streamlit: the explorer only caches a view per store state.
@@ -22,7 +23,6 @@ import pandas as pd
 
 from dateeval import schema
 from dateeval.results import unit_sums, descriptive, stored, item_matrices, sql
-from dateeval.errors import DateEvalError
 
 from dateeval.metrics import METRICS, dataset_metrics
 from dateeval.schema import OUTCOME_COLUMNS
@@ -213,8 +213,7 @@ class Results:
         """The date effect under each few-shot format, side by side (paper §5.4 asks whether few-shot helps): every
         entry swept on a dataset in both formats (stored as NAME and NAME_multiturn, or NAME_singleturn for lm-eval's
         tasks), with each format's mean accuracy, worst-to-best delta, what chance gives for it and the verdict's p."""
-        from dateeval.tasks import TURNS  # the name suffix of each format
-        from dateeval.tasks.base import FEWSHOT_FORMATS
+        from dateeval.names import FEWSHOT_FORMATS, TURNS  # TURNS: the name suffix of each format
 
         columns = ["entry", "dataset", "format", "n_items", "n_dates", "accuracy_mean", "accuracy_delta", "delta_null_upper",
                    "cochran_permutation_p", "exceeds_chance"]  # fmt: skip
@@ -454,6 +453,20 @@ class Results:
         return chosen
 
 
+    def compute_kept(self) -> None:
+        """Compute the headline and every entry's statistics a page opens on (held in this process, ``stored.rows``):
+        what an explicit keep (``dateeval.keeping.keep``) collects and writes, so that no explorer render is the first
+        to pay for them."""
+        self.entry_statistics()
+        self.headline()
+        dated = descriptive.dated(self.metrics)
+        for (entry, dataset), part in dated.groupby(["entry", "dataset"], sort=True):
+            for metric in dataset_metrics(part):  # the Curves page's bands of every metric the entry has
+                self.band(entry, dataset, metric)
+            self.flips(entry, dataset, *descriptive.date_range(self.metrics, dataset))
+        for dataset in sorted({dataset for _, dataset in self.dated_entries()}):
+            self.robust(dataset)  # What to report: each entry's two-way bootstrap, seconds at paper scale
+
 def headline_sentence(top: dict | None, strong: Callable[[str], str] = str) -> str:
     """The store's finding in one sentence, verdict first: what the Overview shows, `summary` prints and the report
     writes (``strong`` marks the entry, dataset and delta, e.g. in Markdown bold)."""
@@ -499,26 +512,3 @@ def reorder_sentence(top: dict | None) -> str:
 def _records(table: pd.DataFrame) -> list[dict]:
     """A table's rows as kept rows: missing values as None (a text column holding NaN cannot be written)."""
     return table.astype(object).where(table.notna(), None).to_dict("records")
-
-
-def keep(store: Store) -> list[str]:
-    """Compute and keep the headline and every entry's statistics for the store as it is now (after a sweep or a
-    compaction changed it), so that no explorer render is the first to pay for them; returns warnings, never raises
-    for what a reader would also meet (a damaged unit is reported, a read-only store keeps nothing)."""
-
-    try:
-        view, problems = Results.open(store)
-        if view.metrics.empty:
-            return problems.messages()
-        view.entry_statistics()
-        view.headline()
-        dated = descriptive.dated(view.metrics)
-        for (entry, dataset), part in dated.groupby(["entry", "dataset"], sort=True):
-            for metric in dataset_metrics(part):  # the Curves page's bands of every metric the entry has
-                view.band(entry, dataset, metric)
-            view.flips(entry, dataset, *descriptive.date_range(view.metrics, dataset))
-        for dataset in sorted({dataset for _, dataset in view.dated_entries()}):
-            view.robust(dataset)  # What to report: each entry's two-way bootstrap, seconds at paper scale
-    except (DateEvalError, OSError) as error:
-        return [f"the store's statistics were not kept ({error}); the explorer computes them when first shown"]
-    return problems.messages()

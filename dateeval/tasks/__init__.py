@@ -13,7 +13,6 @@ where every task module registers its benchmarks; a user's own file or spec
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -21,12 +20,10 @@ from pathlib import Path
 from dateeval.backends.base import GenerationSettings
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
-from dateeval.tasks.base import MULTI_TURN, SINGLE_TURN, Task
+from dateeval.names import MULTI_TURN, NAME as _NAME, TURNS
+from dateeval.tasks.base import Task
 from dateeval.tasks.registry import GENERATION, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, builtin, dataset_help  # noqa: F401 - dataset_help: the CLI's
 
-_NAME = re.compile(r"(?P<base>[a-z0-9_]+?)(?P<cot>_cot)?(?:_(?P<shots>\d+)shot)?(?:_(?P<turns>multiturn|singleturn))?")
-# The few-shot format a name asks for, by its suffix.
-TURNS = {"multiturn": MULTI_TURN, "singleturn": SINGLE_TURN}
 
 
 @dataclass(frozen=True)

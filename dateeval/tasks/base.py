@@ -21,6 +21,7 @@ from typing import Any
 
 from dateeval.backends.base import Backend, GenerationRequest, GenerationSettings, PromptInput
 from dateeval.conditions import Condition
+from dateeval.names import MULTI_TURN
 
 
 @dataclass(frozen=True)
@@ -35,11 +36,6 @@ def chat(condition: Condition, user: str, shown_from: list[int] | None = None) -
     """The system message of the condition (wording, location) and the task's user turn; every task's prompt."""
     return Prompt([{"role": "system", "content": condition.system_message()}, {"role": "user", "content": user}], shown_from)
 
-
-# How solved exemplars reach the model: all in the one user message (dateeval's built-in tasks, lm-eval without a chat
-# template), or as turns of a conversation (lm-eval's --fewshot_as_multiturn, on whenever --apply_chat_template is).
-SINGLE_TURN, MULTI_TURN = "single-turn", "multi-turn"
-FEWSHOT_FORMATS = (SINGLE_TURN, MULTI_TURN)
 
 
 def few_shot_chat(condition: Condition, lead: str, shots: Sequence[tuple[str, str]], question: str, multiturn: bool,

@@ -52,7 +52,8 @@ from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
 from dateeval.limits import MAX_SPEC_BYTES, REGEX_SECONDS
 from dateeval.tasks import fewshot
-from dateeval.tasks.base import FEWSHOT_FORMATS, MULTI_TURN, SINGLE_TURN, GenerationTask, Prompt, Task, few_shot_chat, settings_key
+from dateeval.names import FEWSHOT_FORMATS, MULTI_TURN, SINGLE_TURN
+from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, settings_key
 from dateeval.tasks.mcqa import ChainOfThoughtTask, MCQATask, choice_task
 from dateeval.tasks.parsing import gsm8k_reference, normalize_number, parse_number
 from dateeval.tasks.registry import GENERATION, KIND_METRICS, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, register

@@ -6,8 +6,8 @@ MMLU-style subjects) and how to build its task. The name grammar, the CLI's
 :data:`REGISTRY`, so a new benchmark is one ``register`` call in its own module.
 A user's own dataset (a file or a spec, :mod:`dateeval.tasks.custom`) registers
 itself the same way when it is first named. Each benchmark declares the metrics
-its rows support (as an Inspect task's scorer declares its metrics): every reader
-asks :func:`declared_metrics`, never a metric which datasets it applies to.
+its rows support, those of its task kind (``metrics.KIND_METRICS``): every reader
+asks ``metrics.dataset_metrics``, never a metric which datasets it applies to.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from dateeval.data.items import Subset
 from dateeval.errors import DateEvalError
-from dateeval.metrics import METRICS
+from dateeval.metrics import ACCURACY, CALIBRATED, KIND_METRICS, METRICS  # noqa: F401 - the task modules' declarations
 
 if TYPE_CHECKING:
     from dateeval.tasks import GenerationOptions
@@ -27,12 +27,6 @@ if TYPE_CHECKING:
 
 MULTIPLE_CHOICE = "multiple-choice"
 GENERATION = "generation"
-ACCURACY = ("accuracy",)  # every graded task's (pass@1 on HumanEval)
-CALIBRATED = ("accuracy", "ece")  # answers with a confidence: ECE's
-
-# The metrics of a user's own dataset of each task kind (what ``custom`` declares), and so of a dataset no benchmark
-# in this process registers (a user's file stored by an earlier run), read from its rows' ``task`` column.
-KIND_METRICS: dict[str, tuple[str, ...]] = {"mcqa": CALIBRATED, "cot": CALIBRATED, "generation": ACCURACY}
 
 
 @dataclass(frozen=True)
@@ -103,18 +97,6 @@ def builtin(family: str | None = None, few_shot: bool | None = None) -> tuple[st
         b.name for b in REGISTRY.values()
         if b.source is None and family in (None, b.family) and few_shot in (None, b.few_shot)
     )  # fmt: skip
-
-
-def declared_metrics(dataset: str, kind: str | None) -> tuple[str, ...] | None:
-    """The metric keys a stored dataset's rows support: what its benchmark declares or, where no benchmark in this
-    process has its name, what its rows' task ``kind`` declares (:data:`KIND_METRICS`); None where neither tells."""
-    # The name grammar's; importing the package also registers every built-in benchmark.
-    from dateeval.tasks import parse_name
-
-    try:
-        return REGISTRY[parse_name(dataset).base].metrics
-    except DateEvalError:
-        return KIND_METRICS.get(kind)
 
 
 def dataset_help() -> str:

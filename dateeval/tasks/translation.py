@@ -5,25 +5,23 @@ recomputed per date over whatever items a comparison keeps. So each stored
 row carries sacrebleu's *sufficient statistics* for its segment (n-gram
 matches and totals, lengths); summing them over any set of segments and
 scoring the sums gives exactly sacrebleu's corpus score
-(:func:`score_from_stats`), without storing the references.
+(:func:`dateeval.corpus.score_from_stats`), without storing the references.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
 from dateeval.backends.base import GenerationSettings
 from dateeval.conditions import Condition
+from dateeval.corpus import segment_stats, sentence_chrf, signatures
 from dateeval.data.files import read_text
 from dateeval.errors import DateEvalError
 from dateeval.tasks.base import GenerationTask, Prompt, Task, chat
-from dateeval.tasks.registry import GENERATION, Benchmark, TaskRequest, register
+from dateeval.tasks.registry import GENERATION, KIND_METRICS, Benchmark, TaskRequest, register
 
 PROMPT_VERSION = "wmt16-v1"
 SETTINGS = GenerationSettings(max_new_tokens=192)
@@ -98,57 +96,6 @@ def hypothesis(output: str) -> str:
     return next((line.strip() for line in output.splitlines() if line.strip()), "")
 
 
-METRICS = ("bleu", "chrf")
-
-
-def _metric(name: str):  # noqa: ANN202 - a sacrebleu metric with its standard settings
-    from sacrebleu.metrics import BLEU, CHRF
-
-    return {"bleu": BLEU, "chrf": CHRF}[name]()
-
-
-@functools.cache
-def signatures() -> dict[str, str]:
-    """sacrebleu's signatures of the settings used (recorded with every row; known once a metric has scored with one reference)."""
-    out = {}
-    for name in METRICS:
-        metric = _metric(name)
-        metric.corpus_score(["a"], [["a"]])
-        out[f"{name}_signature"] = str(metric.get_signature())
-    return out
-
-
-def segment_stats(hypotheses: list[str], references: list[str]) -> dict[str, list[list[float]]]:
-    """Per-segment sufficient statistics of BLEU and chrF, one list per segment."""
-    return {name: [list(map(float, row)) for row in _metric(name)._extract_corpus_statistics(hypotheses, [references])] for name in METRICS}
-
-
-def score_from_stats(name: str, stats: Sequence[Sequence[float]]) -> float:
-    """Corpus BLEU or chrF from segments' summed statistics (equal to sacrebleu's ``corpus_score``)."""
-    total = np.asarray(stats, dtype=float).sum(0)
-    return float(_metric(name)._compute_score_from_stats([int(v) if float(v).is_integer() else v for v in total]).score)
-
-
-def corpus_scores(hypotheses: list[str], references: list[str]) -> dict[str, object]:
-    """Corpus BLEU and chrF with sacrebleu's standard settings, and their signatures (recorded with results)."""
-    from sacrebleu.metrics import BLEU, CHRF
-
-    bleu, chrf = BLEU(), CHRF()
-    return {
-        "bleu": bleu.corpus_score(hypotheses, [references]).score,
-        "chrf": chrf.corpus_score(hypotheses, [references]).score,
-        "bleu_signature": str(bleu.get_signature()),
-        "chrf_signature": str(chrf.get_signature()),
-    }
-
-
-def sentence_chrf(hypothesis: str, reference: str) -> float:
-    """Per-segment chrF, for the flips page."""
-    from sacrebleu.metrics import CHRF
-
-    return CHRF().sentence_score(hypothesis, [reference]).score
-
-
 class TranslationTask(GenerationTask):
     """English to ``target``: the reply's first line is the hypothesis; sentence chrF per item, corpus scores per date."""
 
@@ -183,4 +130,4 @@ def _build(target: str, request: TaskRequest) -> Task:
 
 
 for _target in LANGUAGES:
-    register(Benchmark(f"wmt16_en_{_target}", GENERATION, functools.partial(_build, _target), metrics=METRICS))
+    register(Benchmark(f"wmt16_en_{_target}", GENERATION, functools.partial(_build, _target), metrics=KIND_METRICS[TranslationTask.kind]))

@@ -117,10 +117,10 @@ class Store:
 
         ``row_group_size`` rows per row group (Parquet's default where None): see ``COMPACTED_ROW_GROUP``.
         """
-        path.parent.mkdir(parents=True, exist_ok=True)
         staging = path.parent / f".{path.name}.{leftovers.owner()}-{uuid.uuid4().hex[:8]}.tmp"
         table = checksums.with_checksums(arrow_table(rows))
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             with staging.open("wb") as handle:
                 pq.write_table(table, handle, compression="zstd", write_page_checksum=True, row_group_size=row_group_size)
                 handle.flush()
@@ -208,8 +208,8 @@ class Store:
         and compared with what was merged before any original is removed,
         and duplicates are dropped on read, so a kill at any point loses
         nothing. Unreadable or damaged files are left in place. Each merged
-        file and the files it replaced are passed to ``merged`` (the results
-        layer rebuilds its sidecars there: the store knows nothing of them).
+        file and the files it replaced are passed to ``merged`` (the sidecars'
+        hook, ``sidecars.merged``, rebuilds theirs there).
         """
         all_problems = StoreProblems(removed=self.remove_leftovers())
         folders = sorted({path.parent for path in self.files()})

@@ -1,0 +1,55 @@
+"""The import layers (``.importlinter``): checked here as CI checks them, and shown to catch what they forbid.
+
+The contract names the layers (the CLI above the explorer above the keep above results above the store and the
+engine), forbids statistics and the store from importing a task, a backend or the sandbox, backends from importing
+a task, and any import circle. Skipped, with the reason, where import-linter is not installed.
+"""
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+
+pytestmark = pytest.mark.skipif(importlib.util.find_spec("importlinter") is None,
+                                reason="import-linter is not installed (.venv/bin/python -m pip install import-linter)")  # fmt: skip
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess:
+    """``lint-imports`` on the package under ``root`` with its ``.importlinter``, as CI runs it."""
+    code = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True, no_logo=True))"
+    env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "1000"}  # one line per contract in the report
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, env=env, timeout=300)
+
+
+def test_the_import_contract_holds():
+    checked = _lint_imports(ROOT)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "4 kept, 0 broken" in checked.stdout
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "broken"),
+    [
+        ("metrics.py", "from dateeval.tasks import registry as _registry", "Statistics and the store never import"),
+        ("results/unit_sums.py", "from dateeval import sandbox as _sandbox", "Statistics and the store never import"),
+        ("store/sidecars.py", "from dateeval.results import view as _view", "No import circle"),
+        ("sweep.py", "from dateeval import keeping as _keeping", "The CLI above the explorer"),
+        ("backends/base.py", "from dateeval.tasks import base as _tasks", "Backends never import a task"),
+    ],
+)
+def test_the_contract_fails_on_an_upward_import_or_a_circle(tmp_path, module, line, broken):
+    """One forbidden import added to a copy of the package breaks the contract that forbids it (and, where it also
+    closes a circle or crosses a layer, those too): the check can fail."""
+    shutil.copytree(ROOT / "dateeval", tmp_path / "dateeval", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
+    with (tmp_path / "dateeval" / module).open("a") as handle:
+        handle.write(f"\n{line}  # noqa: E402, F401\n")
+    checked = _lint_imports(tmp_path)
+    verdicts = [line for line in checked.stdout.splitlines() if line.endswith(("KEPT", "BROKEN"))]
+    assert checked.returncode != 0 and next(line for line in verdicts if line.startswith(broken)).endswith("BROKEN"), checked.stdout
