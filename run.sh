@@ -76,12 +76,13 @@ check() {
   mapfile -t tools < <(.venv/bin/python -c 'try: import tomllib
 except ModuleNotFoundError: import tomli as tomllib
 dev = tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["dev"]
-print("\n".join(r for r in dev if r.split("==")[0] in ("ruff", "mkdocs", "mkdocs-material")))')
+print("\n".join(r for r in dev if r.split("==")[0] in ("ruff", "mkdocs", "mkdocs-material", "import-linter")))')
   installed="$(.venv/bin/python -m pip freeze 2>/dev/null)"
   for tool in "${tools[@]}"; do
     grep -qxF "$tool" <<<"$installed" || { .venv/bin/python -m pip install --quiet "${tools[@]}"; break; }
   done
   .venv/bin/ruff check .
+  .venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache  # the import layers (.importlinter); the report only when broken
   local site
   site="$(mktemp -d)"
   trap "rm -rf '$site'" EXIT
