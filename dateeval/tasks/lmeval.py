@@ -310,21 +310,25 @@ def _as_data(path: Path) -> dict:
     return config
 
 
-def _functions(config: dict) -> list[_Function]:
-    """Every ``!function`` anywhere in a config (each shared node visited once: aliases cannot make the walk explode)."""
+def _nodes(config: dict) -> list[object]:
+    """Every key and value anywhere in a config, each shared node visited once (aliases cannot make the walk explode)."""
     found, pending, seen = [], [config], set()
     while pending:
         value = pending.pop()
         if id(value) in seen:
             continue
         seen.add(id(value))
-        if isinstance(value, _Function):
-            found.append(value)
-        elif isinstance(value, dict):
+        found.append(value)
+        if isinstance(value, dict):
             pending += [*value.keys(), *value.values()]
         elif isinstance(value, list):
             pending += value
     return found
+
+
+def _functions(config: dict) -> list[_Function]:
+    """Every ``!function`` anywhere in a config."""
+    return [node for node in _nodes(config) if isinstance(node, _Function)]
 
 
 def read_config(path: Path) -> tuple[dict, list[tuple[Path, _Function]]]:
@@ -372,19 +376,8 @@ def _registered() -> dict[str, object]:
 
 
 def _dicts(config: dict) -> list[dict]:
-    """Every mapping in a config (a group's inline tasks too), each shared node once (aliases cannot make it explode)."""
-    found, pending, seen = [], [config], set()
-    while pending:
-        value = pending.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        if isinstance(value, dict):
-            found.append(value)
-            pending += list(value.values())
-        elif isinstance(value, list):
-            pending += value
-    return found
+    """Every mapping in a config (a group's inline tasks too)."""
+    return [node for node in _nodes(config) if isinstance(node, dict)]
 
 
 def _named_code(config: dict) -> list[str]:
