@@ -30,8 +30,17 @@ _CONVERSION_STAGING = re.compile(r"^\..+\.tmp-(?:(?P<host>[^-/]+)-)?(?P<pid>\d+)
 
 
 def cache_dir() -> Path:
-    """The project's cache folder (``DATEEVAL_CACHE`` overrides): converted models, results."""
-    return Path(os.environ.get("DATEEVAL_CACHE", Path(__file__).resolve().parent.parent / "cache"))
+    """The project's cache folder: converted models, results.
+
+    ``DATEEVAL_CACHE`` overrides. A checkout keeps it beside the code (``cache/``, as the design card lays out); an
+    installed package must not write into site-packages, so it uses the user's cache (``$XDG_CACHE_HOME/dateeval``).
+    """
+    if "DATEEVAL_CACHE" in os.environ:
+        return Path(os.environ["DATEEVAL_CACHE"])
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and (root / "app.py").is_file():
+        return root / "cache"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dateeval"
 
 
 @dataclass(frozen=True)

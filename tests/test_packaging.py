@@ -8,6 +8,8 @@ nothing else. The README is not part of the docs site, so `mkdocs build --strict
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import os
 import re
 try:
     import tomllib
@@ -74,3 +76,34 @@ def test_the_readme_is_short_and_its_links_reach_existing_pages_and_headings() -
         if anchor:
             headings = re.findall(r"^#+ (.+)$", target.read_text(), re.M)
             assert anchor in {_slug(heading) for heading in headings}, f"README links {path}#{anchor}: no such heading"
+
+
+def test_an_installed_package_runs_and_keeps_its_cache_outside_site_packages(tmp_path) -> None:
+    """`pip install .` puts dateeval in site-packages, which a user may not write to (and which an upgrade wipes): there
+    the cache (converted models) goes to the user's cache folder, while a checkout keeps it in its `cache/`."""
+    import shutil
+    import subprocess
+    import sys
+
+    source = tmp_path / "source"  # a copy: an in-tree build would leave build/ and *.egg-info in the checkout
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "dateeval", source / "dateeval", ignore=shutil.ignore_patterns("__pycache__"))
+    site = tmp_path / "site"
+    isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", *isolation, "--target", str(site), str(source)],
+                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert install.returncode == 0, install.stderr
+    env = {key: value for key, value in os.environ.items() if key not in ("DATEEVAL_CACHE", "XDG_CACHE_HOME")}
+    env.update(PYTHONPATH=str(site), HOME=str(tmp_path / "home"))
+    where = subprocess.run([sys.executable, "-c", "import dateeval.models as m; print(m.__file__); print(m.cache_dir())"],
+                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)  # fmt: skip
+    assert where.returncode == 0, where.stderr
+    module, cache = where.stdout.split()
+    assert module.startswith(str(site)) and cache == str(tmp_path / "home" / ".cache" / "dateeval")
+    script = subprocess.run([str(site / "bin" / "dateeval"), "--help"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    assert script.returncode == 0 and "usage: dateeval" in script.stdout, script.stderr
+    from dateeval.models import cache_dir
+
+    assert os.environ.get("DATEEVAL_CACHE") or cache_dir() == ROOT / "cache"  # the checkout's own

@@ -24,6 +24,7 @@ from dateeval.models import converted_gguf_dir, resolve
 
 MODEL = "smollm2-135m"
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
+VLLM_READY = ROOT / ".venv-vllm" / ".dateeval-requirements"  # written by ./run.sh setup-vllm once the install is complete
 START_S = 600
 
 
@@ -47,7 +48,7 @@ def test_the_readme_names_the_converted_folder_vllm_reads() -> None:
     assert (ROOT / folder).resolve() == converted_gguf_dir(resolve(MODEL)).resolve()
 
 
-@pytest.mark.skipif(not VLLM_PYTHON.exists(), reason="needs .venv-vllm (./run.sh setup-vllm)")
+@pytest.mark.skipif(not VLLM_READY.exists(), reason="needs a complete .venv-vllm (./run.sh setup-vllm)")
 def test_the_readme_command_serves_the_model() -> None:
     command, port = _readme_command(), _free_port()
     command[0], command[command.index("--port") + 1] = str(VLLM_PYTHON), str(port)
