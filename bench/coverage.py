@@ -33,7 +33,7 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dateeval.metrics import ece_resampled, ece_rows  # noqa: E402
+from dateeval.metrics import ece_rows  # noqa: E402
 from dateeval.results import inference, robust  # noqa: E402
 from dateeval.results.view import N_PERM  # noqa: E402  (the permutations the explorer's verdict uses)
 
@@ -134,21 +134,49 @@ def bleu_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0)
     return {"items": n_items, "truth_bleu": round(truth, 2), "coverage": hits / total, "se": se(hits / total, total), "printed": printed / total}
 
 
-def ece_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0) -> dict:
-    """Coverage of the per-date ECE band (``inference.date_band(..., "ece")``, percentile bootstrap over questions) of the
-    population's ECE, for a model whose confidence c ~ Beta(5, 2) is right with probability c^1.5 (overconfident)."""
+# Confidence models: each question's chance p of a right answer ~ Beta(kappa m, kappa (1 - m)) (accuracy m); the stated
+# confidence is p (calibrated), p^0.8 (slightly overconfident: the hard case, a small true ECE under a large bias) or
+# p^0.5 (overconfident).
+ECE_MODELS = {"calibrated": 1.0, "slightly over": 0.8, "overconfident": 0.5}
+ECE_ACCURACIES = (0.1, 0.5, 0.9)
+ECE_ITEMS = (20, 50, 100, 200, 1000)
+
+
+def _ece_draw(rng: np.random.Generator, shape: tuple[int, ...], accuracy: float, power: float) -> tuple[np.ndarray, np.ndarray]:
+    """Confidences and each one's chance of being right, under one confidence model."""
+    right = rng.beta(6 * accuracy, 6 * (1 - accuracy), shape)
+    return right**power, right
+
+
+def ece_truth(accuracy: float, power: float) -> float:
+    """The population ECE (10 bins): sum over bins of |E[1{bin} (p - confidence)]|, from 2,000,000 questions' p (no
+    grading noise); exactly 0 for the calibrated model."""
+    from dateeval.metrics import ece_bin_sums, ece_from_sums
+
+    confidence, right = _ece_draw(np.random.default_rng(12345), (2_000_000,), accuracy, power)
+    return float(ece_from_sums(*ece_bin_sums(np.zeros(right.size, dtype=np.int64), confidence, right, 1), debiased=False)[0])
+
+
+def ece_band_coverage(n_items: int, accuracy: float, model: str, reps: int, n_dates: int = 3, seed: int = 0) -> dict:
+    """Coverage and mean width of the per-date ECE interval (``inference.ece_interval``: what the Curves page and
+    ``dateeval.stats.ece`` print) of the population ECE, measured also below :data:`inference.ECE_BAND_MIN_ITEMS`; the
+    mean error of the printed (debiased) ECE and of the paper's plug-in."""
     rng = np.random.default_rng(seed)
-    population = rng.beta(5, 2, 1_000_000)
-    truth = float(ece_rows(population[None, :], (rng.random(population.size) < population**1.5)[None, :].astype(float))[0])
+    power = ECE_MODELS[model]
+    truth = ece_truth(accuracy, power)
     hits = 0
+    width = debiased = plug_in = 0.0
     for _ in range(reps):
-        confidence = rng.beta(5, 2, (n_dates, n_items))
-        correct = (rng.random(confidence.shape) < confidence**1.5).astype(float)
-        weights = inference.resample_weights(n_items, 200, int(rng.integers(1 << 31)))
-        low, high = np.percentile(ece_resampled(confidence, correct, weights), [2.5, 97.5], axis=1)  # ``inference.ece_interval``'s method
+        confidence, right = _ece_draw(rng, (n_dates, n_items), accuracy, power)
+        correct = (rng.random(confidence.shape) < right).astype(float)
+        low, high = inference.ece_interval(confidence, correct, seed=int(rng.integers(1 << 31)), min_items=1)
         hits += int(((low <= truth) & (truth <= high)).sum())
+        width += float((high - low).sum())
+        debiased += float((ece_rows(confidence, correct) - truth).sum())
+        plug_in += float((ece_rows(confidence, correct, debiased=False) - truth).sum())
     total = reps * n_dates
-    return {"items": n_items, "truth_ece": round(truth, 4), "coverage": hits / total, "se": se(hits / total, total),
+    return {"model": model, "accuracy": accuracy, "items": n_items, "truth_ece": round(truth, 4), "coverage": hits / total,
+            "se": se(hits / total, total), "width": width / total, "debiased_error": debiased / total, "plug_in_error": plug_in / total,
             "printed": n_items >= inference.ECE_BAND_MIN_ITEMS}  # fmt: skip
 
 
