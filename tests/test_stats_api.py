@@ -85,36 +85,27 @@ def test_date_effect_test_equals_every_permutation_and_the_headlines_test():
         stats.date_effect_test([a, np.ones((3, 4))])
 
 
-def _loop_ece(confidence: np.ndarray, correct: np.ndarray, weights: np.ndarray | None = None) -> float:
-    """ECE over 10 equal-width bins by a loop: sum over bins of |mean confidence - accuracy| x the bin's share, each
-    question counted ``weights`` times (a bootstrap resample)."""
-    weights = np.ones(len(confidence)) if weights is None else weights
-    total, out = weights.sum(), 0.0
-    bins = np.minimum((confidence * 10).astype(int), 9)
-    for b in range(10):
-        inside = (bins == b) & (weights > 0)
-        if inside.any():
-            w = weights[inside]
-            out += abs(np.sum(w * confidence[inside]) - np.sum(w * correct[inside])) / total
-    return out
-
-
-def test_ece_is_the_binned_gap_and_gives_no_interval_below_a_thousand_questions():
+def test_ece_is_the_debiased_binned_gap_and_gives_no_interval_below_fifty_questions():
     rng = np.random.default_rng(0)
-    confidence = rng.beta(5, 2, 200)
-    correct = (rng.random(200) < confidence**1.5).astype(float)
+    confidence = rng.beta(5, 2, 49)
+    correct = (rng.random(49) < confidence**1.5).astype(float)
     found = stats.ece(confidence, correct)
-    assert found.value == pytest.approx(_loop_ece(confidence, correct)) and math.isnan(found.low) and math.isnan(found.high)
+    assert found.value == pytest.approx(oracles.debiased_ece_by_loops(confidence.tolist(), correct.tolist()), abs=1e-9)
+    assert math.isnan(found.low) and math.isnan(found.high)
 
 
-def test_ece_interval_from_a_thousand_questions_is_the_percentile_of_resamples_in_a_loop():
+def test_ece_interval_ends_are_the_brier_bound_above_and_below_the_estimate():
+    """High: the plug-in (the binned gap by a loop) plus t(n-1) x the root of the Brier score over n; low: at or below
+    the debiased estimate, at least 0, and above 0 for a clearly overconfident model on 1,000 questions."""
     rng = np.random.default_rng(1)
     confidence = rng.beta(5, 2, 1000)
     correct = (rng.random(1000) < confidence**1.5).astype(float)
     found = stats.ece(confidence, correct)
-    samples = [_loop_ece(confidence, correct, w.astype(float)) for w in inference.resample_weights(1000, 200, 0)]
-    assert (found.low, found.high) == pytest.approx(tuple(np.percentile(samples, [2.5, 97.5])), abs=1e-5)
-    assert found.low <= found.value <= found.high
+    bins = np.minimum(np.ceil(confidence * 10).astype(int) - 1, 9)
+    plug_in = sum(abs(np.sum(correct[bins == b] - confidence[bins == b])) for b in range(10)) / 1000
+    brier = sum((y - c) ** 2 for y, c in zip(correct, confidence)) / 1000
+    assert found.high == pytest.approx(plug_in + scipy_stats.t.ppf(0.975, 999) * math.sqrt(brier / 1000))
+    assert 0 < found.low <= found.value <= plug_in <= found.high
 
 
 def test_paired_difference_is_the_question_clustered_t_interval_when_the_date_adds_nothing():
