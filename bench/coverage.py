@@ -180,6 +180,29 @@ def ece_band_coverage(n_items: int, accuracy: float, model: str, reps: int, n_da
             "printed": n_items >= inference.ECE_BAND_MIN_ITEMS}  # fmt: skip
 
 
+ECE_PAIRS = (("calibrated", "calibrated"), ("slightly over", "slightly over"), ("overconfident", "slightly over"), ("overconfident", "calibrated"))
+
+
+def ece_delta_coverage(n_items: int, accuracy: float, models: tuple[str, str], reps: int, seed: int = 0) -> dict:
+    """Coverage of Table 8's interval on the ECE delta between two dates (``inference.ece_difference_interval``) of the
+    difference of their population ECEs: the same questions (each one's chance p shared) on both dates, confidence
+    p^a under each date's model, the grades drawn on each date."""
+    rng = np.random.default_rng(seed)
+    first, second = (ECE_MODELS[model] for model in models)
+    truth = ece_truth(accuracy, first) - ece_truth(accuracy, second)
+    hits = 0
+    width = 0.0
+    for _ in range(reps):
+        _, right = _ece_draw(rng, (n_items,), accuracy, 1.0)
+        confidence = np.stack([right**first, right**second])
+        correct = (rng.random(confidence.shape) < right).astype(float)
+        low, high = inference.ece_difference_interval(confidence, correct, seed=int(rng.integers(1 << 31)))
+        hits += low <= truth <= high
+        width += (high - low) / reps
+    return {"dates": " - ".join(models), "accuracy": accuracy, "items": n_items, "truth_delta": round(truth, 4), "coverage": hits / reps,
+            "se": se(hits / reps, reps), "width": width}  # fmt: skip
+
+
 def cv_coverage(n_items: int, n_dates: int, effect: float, reps: int, rate: float = 0.3, seed: int = 0) -> dict:
     """Coverage of Table 5's CV interval over dates (``inference.bootstrap_cv``: the noise-free CV's noncentral-F
     interval) of the CV of the dates' true rates over the question population, with a planted date effect of ``effect``

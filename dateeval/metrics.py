@@ -205,7 +205,11 @@ def cv_text(value: object, low: object, high: object, meaningful: object = True,
 # What a reader needs to know of each statistic, in one place: the pages' tooltips read these.
 EXPLAIN = {
     "ece": "ECE (expected calibration error): answers grouped into 10 bins by confidence; the gap between each bin's mean "
-           "confidence and its accuracy, weighted by its size. 0 = confidence means what it says.",
+           "confidence and its accuracy, weighted by its size. 0 = confidence means what it says. Debiased (Kumar, Liang & Ma "
+           "2019): each bin's gap less the part its counting noise adds, which on few questions makes even a calibrated "
+           "model look miscalibrated (the paper's plug-in ECE, on 50 questions, is 0.07-0.14 above a true 0). Its 95% "
+           "interval (Curves) and the worst-to-best ECE delta's (Table 8) are given from 50 questions, where they covered "
+           "the truth in at least 0.93 of simulated dates (docs/coverage.md); none below.",
     "cv": "CV (coefficient of variation): standard deviation / mean of the score across a factor's levels (e.g. the dates); "
           "a unit-free size of the variation, comparable across factors. Not meaningful where the mean is near 0 (fewer than "
           "5 right answers per level): there it measures counting noise. Counting noise inflates every measured CV on few "
@@ -369,6 +373,7 @@ PERCENT = {
     "accuracy_cv": "CV of accuracy (%)", "accuracy_cv_noise_free": "CV without counting noise (%)",
     "accuracy_cv_low": "CV without counting noise, 95% low (%)", "accuracy_cv_high": "CV without counting noise, 95% high (%)",
     "ece_cv": "CV of ECE (%)", "ece_cv_low": "CV of ECE, 95% low (%)", "ece_cv_high": "CV of ECE, 95% high (%)",
+    "ece_delta_low": "ECE delta, 95% low (pp)", "ece_delta_high": "ECE delta, 95% high (pp)",
 }  # fmt: skip
 P_VALUES = {"p_value": "p-value", "delta_p_value": "p-value (delta vs chance)", "cochran_p": "Cochran's Q p-value (chi-square)",
             "cochran_permutation_p": "Cochran's Q p-value (permutation)"}

@@ -670,9 +670,10 @@ def _bin_gap_error(sums: tuple[np.ndarray, ...], resampled: np.ndarray, seed: in
 
 
 def ece_interval(confidence: np.ndarray, correct: np.ndarray, n_boot: int = 200, seed: int = 0,
-                 min_items: int = ECE_BAND_MIN_ITEMS) -> tuple[np.ndarray, np.ndarray]:
-    """The 95% interval of each row's population ECE (levels x items); NaN where a row has fewer than ``min_items``
-    questions (the study measures below :data:`ECE_BAND_MIN_ITEMS`) or a missing confidence (``docs/coverage.md``).
+                 min_items: int = ECE_BAND_MIN_ITEMS, tail: float = 0.025) -> tuple[np.ndarray, np.ndarray]:
+    """The 95% interval of each row's population ECE (levels x items; each end misses at most ``tail``); NaN where a
+    row has fewer than ``min_items`` questions (the study measures below :data:`ECE_BAND_MIN_ITEMS`) or a missing
+    confidence (``docs/coverage.md``).
 
     Why not a bootstrap of the ECE: the population ECE is sum_b |mu_b|, mu_b the mean of 1{bin b} (correct -
     confidence); the sample's sum_b |mean_b| sits above it with few questions, so its bootstrap misses from above
@@ -680,7 +681,7 @@ def ece_interval(confidence: np.ndarray, correct: np.ndarray, n_boot: int = 200,
 
     * high: the ECE is s . mu for the true signs s, one fixed linear statistic, at most the plug-in's s . mean plus a
       one-sided t bound, whose standard deviation is at most the root mean squared (correct - confidence) (the Brier score);
-    * low: |sum_b |mu_b| - sum_b |mean_b|| <= sum_b |mean_b - mu_b|, whose 97.5% point :func:`_bin_gap_error`
+    * low: |sum_b |mu_b| - sum_b |mean_b|| <= sum_b |mean_b - mu_b|, whose 1 - ``tail`` point :func:`_bin_gap_error`
       gives (``n_boot`` resamples, ``seed``); floored at 0 and never above the debiased estimate.
     """
     from scipy import stats as scipy_stats
@@ -692,10 +693,23 @@ def ece_interval(confidence: np.ndarray, correct: np.ndarray, n_boot: int = 200,
     sums = ece_bin_sums(np.repeat(np.arange(rows), n_items), confidence.ravel(), correct.ravel(), rows)
     plug_in = ece_from_sums(*sums, debiased=False)
     error = _bin_gap_error(sums, resampled_bin_sums(confidence, correct, resample_weights(n_items, n_boot, seed)), seed)
-    low = np.minimum(np.maximum(plug_in - np.quantile(error, 0.975, axis=1), 0.0), ece_from_sums(*sums))
+    low = np.minimum(np.maximum(plug_in - np.quantile(error, 1 - tail, axis=1), 0.0), ece_from_sums(*sums))
     brier = np.mean((correct - confidence) ** 2, axis=1)
-    high = np.minimum(plug_in + scipy_stats.t.ppf(0.975, n_items - 1) * np.sqrt(brier / n_items), 1.0)
+    high = np.minimum(plug_in + scipy_stats.t.ppf(1 - tail, n_items - 1) * np.sqrt(brier / n_items), 1.0)
     return low, high
+
+
+def ece_difference_interval(confidence: np.ndarray, correct: np.ndarray, seed: int = 0) -> tuple[float, float]:
+    """The 95% interval of the first row's population ECE less the second's (2 x items: two dates on the same
+    questions): [low_1 - high_2, high_1 - low_2] of :func:`ece_interval` with each end at 1.25%, so each side misses
+    at most 2.5% whatever the two dates' dependence; NaN below :data:`ECE_BAND_MIN_ITEMS` questions or with a missing
+    confidence. Table 8's worst-to-best ECE delta carries it.
+
+    Why not the bootstrap of the two debiased ECEs' difference: a calibrated date's ECE sits at its floor 0, where any
+    estimate is biased upward, so the difference's bootstrap missed a delta against a calibrated date in 0.17-0.51 of
+    simulated pairs (docs/coverage.md)."""
+    low, high = ece_interval(confidence, correct, seed=seed, tail=0.0125)
+    return float(low[0] - high[1]), float(high[0] - low[1])
 
 
 def date_band(entry: str, dates: list, correct: np.ndarray, confidence: np.ndarray, metric: str, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
