@@ -144,3 +144,44 @@ def test_bad_arrays_get_one_clear_error(call, says):
     with pytest.raises(stats.UsageError, match=says) as raised:
         call()
     assert "\n" not in str(raised.value)
+
+
+def test_table8s_ece_and_its_delta_interval_are_stats_ece_on_the_stores_questions(tmp_path):
+    """A store of 60 questions x 3 dates: the summary's (Table 8's) per-date ECE extremes are ``stats.ece`` of each date's
+    questions, and its worst-to-best delta carries ``inference.ece_difference_interval`` of those two dates, paired
+    over the same questions; the report's Table 8 prints both ends."""
+    from dateeval import results
+    from dateeval.results.report import paper_tables
+    from dateeval.store import Store, sidecars
+
+    rng = np.random.default_rng(4)
+    dates, store = ["2024-01-01", "2024-01-02", "2024-01-03"], Store(tmp_path)
+    right = rng.beta(3, 3, 60)
+    confidence = np.stack([right**power for power in (1.0, 0.5, 0.8)])
+    correct = (rng.random(confidence.shape) < right).astype(float)
+    for d, day in enumerate(dates):
+        rows = [{"model": "m", "model_key": "k", "dtype": "float32", "device": "cpu", "hardware": "cpu", "dataset": "d", "task_key": "t",
+                 "condition": day, "condition_key": day, "factor": "date", "date_mode": "date", "date": day, "item_id": f"i{i}",
+                 "prompt_hash": f"h{i}", "correct": bool(correct[d, i]), "confidence": float(confidence[d, i]), "pred": 1, "answer": 1}
+                for i in range(60)]  # fmt: skip
+        sidecars.write_unit(store, store.unit_path("m", "d", day, day), rows)
+    view = results.open(tmp_path)[0]
+    row = view.summary().iloc[0]
+    per_date = [stats.ece(confidence[d], correct[d]).value for d in range(3)]
+    worst, best = int(np.argmax(per_date)), int(np.argmin(per_date))
+    assert (row["ece_max"], row["ece_min"]) == pytest.approx((per_date[worst], per_date[best]))
+    assert (row["ece_worst_date"], row["ece_best_date"]) == (dates[worst], dates[best])
+    low, high = inference.ece_difference_interval(confidence[[worst, best]], correct[[worst, best]])
+    assert (row["ece_delta_low"], row["ece_delta_high"]) == pytest.approx((low, high)) and low < row["ece_delta"] < high
+    tables, _ = paper_tables(view)
+    table8 = tables["Table 8: ECE, worst-to-best date"]
+    assert {"ece_delta_low", "ece_delta_high"} <= set(table8.columns)
+
+
+def test_the_ece_delta_interval_is_the_two_dates_bounds_at_one_and_a_quarter_percent_each():
+    rng = np.random.default_rng(6)
+    confidence = rng.beta(5, 2, (2, 80))
+    correct = (rng.random(confidence.shape) < confidence**1.5).astype(float)
+    low, high = inference.ece_interval(confidence, correct, tail=0.0125)
+    assert inference.ece_difference_interval(confidence, correct) == pytest.approx((low[0] - high[1], high[0] - low[1]))
+    assert all(math.isnan(end) for end in inference.ece_difference_interval(confidence[:, :49], correct[:, :49]))
