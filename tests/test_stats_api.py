@@ -176,6 +176,8 @@ def test_table8s_ece_and_its_delta_interval_are_stats_ece_on_the_stores_question
     tables, _ = paper_tables(view)
     table8 = tables["Table 8: ECE, worst-to-best date"]
     assert {"ece_delta_low", "ece_delta_high"} <= set(table8.columns)
+    beside = view.paper_beside("d").set_index("statistic")["yours"]
+    assert beside["Largest worst-to-best delta (ECE)"].endswith(f"(95%: {100 * low:.2f} pp to {100 * high:.2f} pp)")
 
 
 def test_the_ece_delta_interval_is_the_two_dates_bounds_at_one_and_a_quarter_percent_each():

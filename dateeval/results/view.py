@@ -274,7 +274,8 @@ class Results:
         from dateeval.results import paper
 
         significance = self.significance_table()
-        return paper.yours(self.metrics, dataset, self.table7(dataset), significance[significance["dataset"] == dataset], self.kind(dataset))
+        return paper.yours(self.metrics, dataset, self.table7(dataset), significance[significance["dataset"] == dataset], self.kind(dataset),
+                           self.summary())  # fmt: skip
 
     def significance(self, entry: str, dataset: str, period: Period | None = None) -> dict:
         """``inference.significance`` of one entry's date sweep, or of its dates in ``period`` (kept): the Factors
