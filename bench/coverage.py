@@ -376,6 +376,21 @@ def ece_section(reps: int) -> str:
     )
 
 
+CV_YEAR_HEADING = "## CV interval over a year of dates (Table 5, Factors, 366 levels): `inference.noise_free_cv`"
+
+
+def cv_year_section(reps: int) -> str:
+    """The docs' section on Table 5's CV interval at 366 dates (a full year's sweep), 10-200 questions."""
+    started = time.perf_counter()
+    rows = [cv_coverage(n, 366, e, reps) for n in (10, 20, 50, 200) for e in (0.0, 0.02, 0.1)]
+    return (
+        f"\n{CV_YEAR_HEADING}\n\nThe section above's simulation at 366 dates (a daily sweep over 2024), {reps} stores per "
+        f"cell; {time.perf_counter() - started:.0f} s. `effect_pp` 0: no date effect (true CV 0).\n\n"
+        + _short(rows, ("coverage",), ("items", "effect_pp"), reps)
+        + _table(rows, {"effect_pp": "{:.0f}"})
+    )
+
+
 BLEU_HEADING = "## Per-date BLEU band (Curves): `inference.corpus_band`"
 
 
@@ -456,13 +471,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a reduced grid, printed, docs/coverage.md left alone")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "coverage.md"))
-    parser.add_argument("--only", choices=("families", "robust", "bleu", "compare", "ece"), help="recompute only that section and splice it into --out")
+    parser.add_argument("--only", choices=("families", "robust", "bleu", "compare", "ece", "cv366"), help="recompute only that section and splice it into --out")
     args = parser.parse_args()
     if args.only:
         out = Path(args.out)
         heading, section, reps = {"families": (FAMILY_HEADING, family_section, 200), "robust": (ROBUST_HEADING, robust_section, 150),
                                   "bleu": (BLEU_HEADING, bleu_section, 200), "compare": (COMPARE_HEADING, compare_section, 200),
-                                  "ece": (ECE_HEADING, ece_section, 200)}[args.only]  # fmt: skip
+                                  "ece": (ECE_HEADING, ece_section, 200), "cv366": (CV_YEAR_HEADING, cv_year_section, 400)}[args.only]  # fmt: skip
         text = out.read_text()
         out.write_text(replace_section(text, heading, section(reps)) if heading in text else text.replace("\n## Not intervals", section(reps) + "\n## Not intervals"))
         return
@@ -479,7 +494,7 @@ def main() -> None:
         f"{time.perf_counter() - started:.0f} s on this machine). Every figure calls the function the pages call; its Monte-Carlo "
         "standard error is in the `se` column (for a coverage of 0.95, or a size of 0.05). Nominal: 0.95 coverage, 0.05 size. "
         "A section that states its own number of stores and seconds was recomputed alone (`bench/coverage.py --only "
-        "families|robust|bleu|compare|ece`, under `nice -n 19`).\n\n"
+        "families|robust|bleu|compare|ece|cv366`, under `nice -n 19`).\n\n"
         "## Per-date band of a rate (Curves): exact Clopper-Pearson, `inference.date_band`\n\n"
         "Every date's true rate is `rate`; 12 dates per store. `percentile_bootstrap` is the band the page drew before "
         "(200 resamples over questions), kept here as the baseline: it collapses to [0, 0] when a date has no right answer.\n\n"
@@ -495,6 +510,7 @@ def main() -> None:
         "small true CV.\n\n"
         + _short(cvs, ("coverage",), ("items", "dates", "effect_pp"), small)
         + _table(cvs, {"effect_pp": "{:.0f}"})
+        + cv_year_section(small)
         + robust_section(reps // 2)
         + "\n## The verdict's tests (Overview, Factors, `summary`): `inference.significance`\n\n"
         f"Rejections at 5% of the worst-to-best delta's permutation test ({N_PERM} permutations, as the explorer), of Cochran's "
