@@ -33,7 +33,7 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dateeval.metrics import ece_resampled, ece_rows  # noqa: E402
+from dateeval.metrics import ece_rows  # noqa: E402
 from dateeval.results import inference, robust  # noqa: E402
 from dateeval.results.view import N_PERM  # noqa: E402  (the permutations the explorer's verdict uses)
 
@@ -134,22 +134,73 @@ def bleu_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0)
     return {"items": n_items, "truth_bleu": round(truth, 2), "coverage": hits / total, "se": se(hits / total, total), "printed": printed / total}
 
 
-def ece_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0) -> dict:
-    """Coverage of the per-date ECE band (``inference.date_band(..., "ece")``, percentile bootstrap over questions) of the
-    population's ECE, for a model whose confidence c ~ Beta(5, 2) is right with probability c^1.5 (overconfident)."""
+# Confidence models: each question's chance p of a right answer ~ Beta(kappa m, kappa (1 - m)) (accuracy m); the stated
+# confidence is p (calibrated), p^0.8 (slightly overconfident: the hard case, a small true ECE under a large bias) or
+# p^0.5 (overconfident).
+ECE_MODELS = {"calibrated": 1.0, "slightly over": 0.8, "overconfident": 0.5}
+ECE_ACCURACIES = (0.1, 0.5, 0.9)
+ECE_ITEMS = (20, 50, 100, 200, 1000)
+
+
+def _ece_draw(rng: np.random.Generator, shape: tuple[int, ...], accuracy: float, power: float) -> tuple[np.ndarray, np.ndarray]:
+    """Confidences and each one's chance of being right, under one confidence model."""
+    right = rng.beta(6 * accuracy, 6 * (1 - accuracy), shape)
+    return right**power, right
+
+
+def ece_truth(accuracy: float, power: float) -> float:
+    """The population ECE (10 bins): sum over bins of |E[1{bin} (p - confidence)]|, from 2,000,000 questions' p (no
+    grading noise); exactly 0 for the calibrated model."""
+    from dateeval.metrics import ece_bin_sums, ece_from_sums
+
+    confidence, right = _ece_draw(np.random.default_rng(12345), (2_000_000,), accuracy, power)
+    return float(ece_from_sums(*ece_bin_sums(np.zeros(right.size, dtype=np.int64), confidence, right, 1), debiased=False)[0])
+
+
+def ece_band_coverage(n_items: int, accuracy: float, model: str, reps: int, n_dates: int = 3, seed: int = 0) -> dict:
+    """Coverage and mean width of the per-date ECE interval (``inference.ece_interval``: what the Curves page and
+    ``dateeval.stats.ece`` print) of the population ECE, measured also below :data:`inference.ECE_BAND_MIN_ITEMS`; the
+    mean error of the printed (debiased) ECE and of the paper's plug-in."""
     rng = np.random.default_rng(seed)
-    population = rng.beta(5, 2, 1_000_000)
-    truth = float(ece_rows(population[None, :], (rng.random(population.size) < population**1.5)[None, :].astype(float))[0])
+    power = ECE_MODELS[model]
+    truth = ece_truth(accuracy, power)
     hits = 0
+    width = debiased = plug_in = 0.0
     for _ in range(reps):
-        confidence = rng.beta(5, 2, (n_dates, n_items))
-        correct = (rng.random(confidence.shape) < confidence**1.5).astype(float)
-        weights = inference.resample_weights(n_items, 200, int(rng.integers(1 << 31)))
-        low, high = np.percentile(ece_resampled(confidence, correct, weights), [2.5, 97.5], axis=1)  # ``inference.ece_interval``'s method
+        confidence, right = _ece_draw(rng, (n_dates, n_items), accuracy, power)
+        correct = (rng.random(confidence.shape) < right).astype(float)
+        low, high = inference.ece_interval(confidence, correct, seed=int(rng.integers(1 << 31)), min_items=1)
         hits += int(((low <= truth) & (truth <= high)).sum())
+        width += float((high - low).sum())
+        debiased += float((ece_rows(confidence, correct) - truth).sum())
+        plug_in += float((ece_rows(confidence, correct, debiased=False) - truth).sum())
     total = reps * n_dates
-    return {"items": n_items, "truth_ece": round(truth, 4), "coverage": hits / total, "se": se(hits / total, total),
+    return {"model": model, "accuracy": accuracy, "items": n_items, "truth_ece": round(truth, 4), "coverage": hits / total,
+            "se": se(hits / total, total), "width": width / total, "debiased_error": debiased / total, "plug_in_error": plug_in / total,
             "printed": n_items >= inference.ECE_BAND_MIN_ITEMS}  # fmt: skip
+
+
+ECE_PAIRS = (("calibrated", "calibrated"), ("slightly over", "slightly over"), ("overconfident", "slightly over"), ("overconfident", "calibrated"))
+
+
+def ece_delta_coverage(n_items: int, accuracy: float, models: tuple[str, str], reps: int, seed: int = 0) -> dict:
+    """Coverage of Table 8's interval on the ECE delta between two dates (``inference.ece_difference_interval``) of the
+    difference of their population ECEs: the same questions (each one's chance p shared) on both dates, confidence
+    p^a under each date's model, the grades drawn on each date."""
+    rng = np.random.default_rng(seed)
+    first, second = (ECE_MODELS[model] for model in models)
+    truth = ece_truth(accuracy, first) - ece_truth(accuracy, second)
+    hits = 0
+    width = 0.0
+    for _ in range(reps):
+        _, right = _ece_draw(rng, (n_items,), accuracy, 1.0)
+        confidence = np.stack([right**first, right**second])
+        correct = (rng.random(confidence.shape) < right).astype(float)
+        low, high = inference.ece_difference_interval(confidence, correct, seed=int(rng.integers(1 << 31)))
+        hits += low <= truth <= high
+        width += (high - low) / reps
+    return {"dates": " - ".join(models), "accuracy": accuracy, "items": n_items, "truth_delta": round(truth, 4), "coverage": hits / reps,
+            "se": se(hits / reps, reps), "width": width}  # fmt: skip
 
 
 def cv_coverage(n_items: int, n_dates: int, effect: float, reps: int, rate: float = 0.3, seed: int = 0) -> dict:
@@ -282,6 +333,64 @@ def compare_section(reps: int) -> str:
     )
 
 
+ECE_HEADING = ("## Per-date ECE and Table 8's ECE delta (Curves, `dateeval.stats.ece`): `inference.ece_interval`, "
+               "`inference.ece_difference_interval`")
+
+
+def ece_section(reps: int) -> str:
+    """The docs' section on the debiased ECE, its interval (3 confidence models x 3 accuracies x 20-1,000 questions)
+    and Table 8's delta interval."""
+    started = time.perf_counter()
+    rows = [ece_band_coverage(n, a, model, reps) for model in ECE_MODELS for a in ECE_ACCURACIES for n in ECE_ITEMS]
+    deltas = [ece_delta_coverage(n, a, pair, reps) for pair in ECE_PAIRS for a in ECE_ACCURACIES for n in (50, 200, 1000)]
+    printed = [row for row in rows if row["printed"]]
+    worst = min(printed, key=lambda row: row["coverage"])
+    return (
+        f"\n{ECE_HEADING}\n\n"
+        f"{reps} simulated stores per cell, 3 dates each for the band (so {3 * reps} intervals per cell), one pair of dates "
+        f"for the delta; {time.perf_counter() - started:.0f} s. Each question's chance p of a right answer ~ Beta(6m, 6(1 - m)) "
+        "(`accuracy` m); its stated confidence is p (`calibrated`: the population ECE is exactly 0, the risky case: any "
+        "estimate sits above it), p^0.8 (`slightly over`) or p^0.5 (`overconfident`). `truth_ece`: the population ECE over "
+        "10 bins, from 2,000,000 questions' p. The value printed is the debiased ECE (Kumar, Liang & Ma 2019, each bin's "
+        "gap less its counting noise's bias, closed form); `debiased_error` and `plug_in_error` are the mean errors of it and "
+        "of the paper's plug-in. The interval: above, the plug-in + t(n-1) x sqrt(Brier / n) (the ECE is one fixed signed "
+        "sum of the bins' gaps); below, the plug-in less the 97.5% point of the bins' summed sampling error (questions "
+        "resampled, 200 times, grades redrawn at the bin's accuracy or mean confidence, whichever is nearer 0.5), floored at 0. "
+        "The percentile bootstrap it replaced covered 0.50 at 50 questions and 0.87 at 200 (printed only from 1,000); the "
+        "same bounds with the grades not redrawn covered 0.89-0.93 for calibrated models at 50-100 questions, accuracy 0.1 "
+        f"or 0.9. `printed`: the pages print the band (from {inference.ECE_BAND_MIN_ITEMS} questions; none below, though it "
+        "also covered at 20). The bounds are conservative (coverage near 1 where the model is miscalibrated): honest, wide "
+        "on few questions. `se`: sqrt(c (1 - c) / N) over the cell's N intervals; 0 where all N covered (the miss rate is "
+        "then below 3 / N at 95%).\n\n"
+        + _short(printed, ("coverage",), ("model", "accuracy", "items"), 3 * reps)
+        + f"Lowest printed cell: {worst['coverage']:.3f} ± {worst['se']:.3f} ({worst['model']}, accuracy {worst['accuracy']}, "
+        f"{worst['items']} questions).\n\n"
+        + _table(rows)
+        + "\nTable 8's delta: the same questions on two dates, each date's confidence from the model named; the interval of "
+        "ECE(first) - ECE(second) is [low_first - high_second, high_first - low_second] with each per-date end at 1.25% "
+        "(`inference.ece_difference_interval`). The percentile bootstrap of the two debiased ECEs' difference, paired over "
+        "questions, covered 0.49-0.83 when the second date was calibrated (its ECE at the floor 0, where every estimate is "
+        "biased upward) and is not used.\n\n"
+        + _short(deltas, ("coverage",), ("dates", "accuracy", "items"), reps)
+        + _table(deltas)
+    )
+
+
+CV_YEAR_HEADING = "## CV interval over a year of dates (Table 5, Factors, 366 levels): `inference.noise_free_cv`"
+
+
+def cv_year_section(reps: int) -> str:
+    """The docs' section on Table 5's CV interval at 366 dates (a full year's sweep), 10-200 questions."""
+    started = time.perf_counter()
+    rows = [cv_coverage(n, 366, e, reps) for n in (10, 20, 50, 200) for e in (0.0, 0.02, 0.1)]
+    return (
+        f"\n{CV_YEAR_HEADING}\n\nThe section above's simulation at 366 dates (a daily sweep over 2024), {reps} stores per "
+        f"cell; {time.perf_counter() - started:.0f} s. `effect_pp` 0: no date effect (true CV 0).\n\n"
+        + _short(rows, ("coverage",), ("items", "effect_pp"), reps)
+        + _table(rows, {"effect_pp": "{:.0f}"})
+    )
+
+
 BLEU_HEADING = "## Per-date BLEU band (Curves): `inference.corpus_band`"
 
 
@@ -362,12 +471,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a reduced grid, printed, docs/coverage.md left alone")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "coverage.md"))
-    parser.add_argument("--only", choices=("families", "robust", "bleu", "compare"), help="recompute only that section and splice it into --out")
+    parser.add_argument("--only", choices=("families", "robust", "bleu", "compare", "ece", "cv366"), help="recompute only that section and splice it into --out")
     args = parser.parse_args()
     if args.only:
         out = Path(args.out)
         heading, section, reps = {"families": (FAMILY_HEADING, family_section, 200), "robust": (ROBUST_HEADING, robust_section, 150),
-                                  "bleu": (BLEU_HEADING, bleu_section, 200), "compare": (COMPARE_HEADING, compare_section, 200)}[args.only]  # fmt: skip
+                                  "bleu": (BLEU_HEADING, bleu_section, 200), "compare": (COMPARE_HEADING, compare_section, 200),
+                                  "ece": (ECE_HEADING, ece_section, 200), "cv366": (CV_YEAR_HEADING, cv_year_section, 400)}[args.only]  # fmt: skip
         text = out.read_text()
         out.write_text(replace_section(text, heading, section(reps)) if heading in text else text.replace("\n## Not intervals", section(reps) + "\n## Not intervals"))
         return
@@ -376,7 +486,6 @@ def main() -> None:
     reps = 100 if args.quick else 400
     bands = [band_coverage(n, p, reps) for n in items for p in RATES]
     small = reps // 2  # the bootstrap cells are slower per store
-    ece = [ece_band_coverage(n, small) for n in items]
     cvs = [cv_coverage(n, d, e, small) for n in items if n <= 200 for d in sorted({*dates, 3}) if d <= 12 for e in (0.0, 0.02, 0.1)]
     tests = [test_rejections(n, d, 0.3, e, reps) for n in items if n <= 200 for d in dates for e in (0, 0.02, 0.05, 0.1)]
     text = (
@@ -385,19 +494,14 @@ def main() -> None:
         f"{time.perf_counter() - started:.0f} s on this machine). Every figure calls the function the pages call; its Monte-Carlo "
         "standard error is in the `se` column (for a coverage of 0.95, or a size of 0.05). Nominal: 0.95 coverage, 0.05 size. "
         "A section that states its own number of stores and seconds was recomputed alone (`bench/coverage.py --only "
-        "families|robust|bleu|compare`, under `nice -n 19`).\n\n"
+        "families|robust|bleu|compare|ece|cv366`, under `nice -n 19`).\n\n"
         "## Per-date band of a rate (Curves): exact Clopper-Pearson, `inference.date_band`\n\n"
         "Every date's true rate is `rate`; 12 dates per store. `percentile_bootstrap` is the band the page drew before "
         "(200 resamples over questions), kept here as the baseline: it collapses to [0, 0] when a date has no right answer.\n\n"
         + _short(bands, ("coverage",), ("items", "rate"), reps * 12)
         + _table(bands)
         + bleu_section(small)
-        + "\n## Per-date ECE band (Curves): `inference.date_band(..., \"ece\")`\n\nThe percentile bootstrap over questions, against the "
-        "population's ECE (10 bins), for an overconfident model. The sample ECE is biased upward with few questions (each bin's "
-        "|confidence - accuracy| gains noise), so the band sits above the truth: the Curves page and `dateeval.stats.ece` give it "
-        f"only from {inference.ECE_BAND_MIN_ITEMS:,} questions (`printed`), and no band below.\n\n"
-        + _short(ece, ("coverage",), ("items",), small * 3)
-        + _table(ece)
+        + ece_section(small)
         + "\n## CV interval over dates (Table 5, Factors): `inference.noise_free_cv`\n\nAgainst the CV of the dates' true rates, a "
         "planted date effect of `effect_pp` (worst to best) at a 30% rate. Counting noise inflates a CV measured on few questions "
         "(it is a CV of noisy per-date scores), so the interval is the noise-free CV's: the two-way ANOVA's date variance, its "
@@ -406,6 +510,7 @@ def main() -> None:
         "small true CV.\n\n"
         + _short(cvs, ("coverage",), ("items", "dates", "effect_pp"), small)
         + _table(cvs, {"effect_pp": "{:.0f}"})
+        + cv_year_section(small)
         + robust_section(reps // 2)
         + "\n## The verdict's tests (Overview, Factors, `summary`): `inference.significance`\n\n"
         f"Rejections at 5% of the worst-to-best delta's permutation test ({N_PERM} permutations, as the explorer), of Cochran's "

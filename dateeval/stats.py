@@ -82,16 +82,20 @@ def date_effect_test(entries: Sequence[object], seed: int = 0) -> float:
 
 def ece(confidence: object, correct: object) -> Estimate:
     """One date's expected calibration error (10 equal-width bins) from each question's confidence in its answer and
-    its 0/1 grade, with the Curves page's interval: the percentile bootstrap over questions, given only from 1,000
-    questions (below that the sample ECE's upward bias leaves it short of 95%: ``low``/``high`` NaN)."""
-    from dateeval.metrics import ece as plug_in
+    its 0/1 grade, as the pages print it: the debiased estimate (Kumar, Liang & Ma 2019: each bin's gap less its own
+    counting-noise bias; the paper's plug-in sits above the truth with few questions) and a 95% interval that covered
+    the population ECE in at least 0.93 of simulated dates in every cell from 50 questions (calibrated and miscalibrated
+    models, accuracy 0.1-0.9; docs/coverage.md). Below 50 questions ``low``/``high`` are NaN."""
+    from dateeval.metrics import ece as debiased
     from dateeval.results.inference import ece_interval
 
     confidence, correct = np.asarray(confidence, dtype=float), np.asarray(correct, dtype=float)
     if confidence.ndim != 1 or confidence.shape != correct.shape or confidence.size == 0:
         raise UsageError(f"confidence and correct must be two equal-length 1-d arrays; got shapes {confidence.shape} and {correct.shape}")
+    if not np.isin(correct, (0.0, 1.0)).all() or not ((confidence >= 0) & (confidence <= 1)).all():
+        raise UsageError("correct must hold 0/1 grades (1 right) and confidence values in [0, 1]")
     low, high = ece_interval(confidence[None, :], correct[None, :])
-    return Estimate(plug_in(confidence, correct), float(low[0]), float(high[0]))
+    return Estimate(debiased(confidence, correct), float(low[0]), float(high[0]))
 
 
 def paired_difference(a: object, b: object) -> Estimate:

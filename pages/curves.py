@@ -33,9 +33,10 @@ viewstate.publish("rolling", rolling)
 show_band = right.toggle("95% interval per date (over questions)", value=True,
                          help="Accuracy and pass@1: the exact Clopper-Pearson interval of the day's k of n (coverage >= 95% at any "
                               "n and rate; docs/coverage.md). BLEU and chrF: the jackknife over segments on the log scale, "
-                              "with a t quantile (each leave-one-out corpus score from the other segments' statistics; docs/coverage.md). ECE: percentile bootstrap over questions, "
-                              "drawn only from 1,000 questions, where it covered 94%; with fewer the sample ECE's upward bias left it "
-                              "short (50% at 50 questions, 87% at 200; docs/coverage.md), so no ECE band is drawn.")  # fmt: skip
+                              "with a t quantile (each leave-one-out corpus score from the other segments' statistics; docs/coverage.md). ECE (debiased): "
+                              "bounds that hold whatever the bins' true gaps (the plug-in plus a Brier-score t bound above; less the bins' "
+                              "summed sampling error below), drawn from 50 questions, where they covered at least 93% in every simulated "
+                              "cell (calibrated and miscalibrated, accuracy 10-90%; docs/coverage.md). With fewer than 50 questions no ECE band is drawn.")  # fmt: skip
 store = explorer.current_store()
 band = explorer.bands(str(store.root), store.fingerprint(), selection, metric) if show_band else None
 chance = explorer.chance_bands(str(store.root), store.fingerprint(), selection) if metric == "accuracy" else None

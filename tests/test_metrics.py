@@ -20,18 +20,23 @@ def reference_ece(confidence: np.ndarray, correct: np.ndarray, bins: int = 10) -
 
 
 def test_every_ece_entry_point_is_the_papers_formula():
+    """With ``debiased=False`` every entry point is App. C.1's plug-in; the debiased ECE the pages print (its own oracle:
+    tests/test_stats.py) is the same number from every entry point too."""
     rng = np.random.default_rng(3)
     confidence, correct = rng.uniform(0, 1, (4, 500)), (rng.uniform(0, 1, (4, 500)) < 0.6).astype(float)
     expected = [reference_ece(c, y) for c, y in zip(confidence, correct)]
-    assert [ece(c, y) for c, y in zip(confidence, correct)] == pytest.approx(expected)
-    assert ece_rows(confidence, correct) == pytest.approx(expected)
+    assert [ece(c, y, debiased=False) for c, y in zip(confidence, correct)] == pytest.approx(expected)
+    assert ece_rows(confidence, correct, debiased=False) == pytest.approx(expected)
     codes = np.repeat(np.arange(4), 500)
-    assert ece_by_code(codes, confidence.ravel(), correct.ravel()) == pytest.approx(expected)
+    assert ece_by_code(codes, confidence.ravel(), correct.ravel(), debiased=False) == pytest.approx(expected)
     draws = rng.integers(0, 500, (3, 500))
     weights = np.stack([np.bincount(d, minlength=500) for d in draws]).astype(float)
-    resampled = ece_resampled(confidence, correct, weights)
-    expected = np.array([[reference_ece(c[d], y[d]) for d in draws] for c, y in zip(confidence, correct)])
-    assert resampled == pytest.approx(expected)
+    resampled = ece_resampled(confidence, correct, weights, debiased=False)
+    assert resampled == pytest.approx(np.array([[reference_ece(c[d], y[d]) for d in draws] for c, y in zip(confidence, correct)]))
+    debiased = [ece(c, y) for c, y in zip(confidence, correct)]
+    assert ece_rows(confidence, correct) == pytest.approx(debiased) and ece_by_code(codes, confidence.ravel(), correct.ravel()) == pytest.approx(debiased)
+    assert ece_resampled(confidence, correct, weights) == pytest.approx(np.array([[ece(c[d], y[d]) for d in draws] for c, y in zip(confidence, correct)]), abs=1e-5)
+    assert all(d < e for d, e in zip(debiased, expected))  # the bias removed is upward
 
 
 def test_metrics_know_their_scale_direction_and_name():

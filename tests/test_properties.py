@@ -21,6 +21,7 @@ from dateeval import results
 from dateeval.metrics import ECE_BINS
 from dateeval.results import descriptive
 from dateeval.store import Store, sidecars
+from tests.oracles import debiased_ece_by_loops
 from tests.test_edges import _cochran_by_loops, _same_order, _tau_b
 
 N_STORES = 20
@@ -78,23 +79,13 @@ def _entry(view: results.Results, model: str) -> str:
     return view.sums.loc[view.sums["model"] == model, "entry"].iloc[0]
 
 
-def _ece_by_loops(confidence: list[float], correct: list[float]) -> float:
-    """ECE by its definition: bin m holds the confidences in ((m-1)/M, m/M] (0 in the first), sum of |right - confident|
-    over bins, over n."""
-    total = 0.0
-    for m in range(1, ECE_BINS + 1):
-        inside = [(c, ok) for c, ok in zip(confidence, correct) if (m == 1 or c > (m - 1) / ECE_BINS) and c <= m / ECE_BINS]
-        total += abs(sum(ok for _, ok in inside) - sum(c for c, _ in inside))
-    return total / len(confidence)
-
-
 def test_accuracy_and_ece_per_date_equal_their_definitions(stores):
     for generated, view in stores:
         for model, correct in generated.correct.items():
             shown = view.metrics[view.metrics["entry"] == _entry(view, model)].set_index("date")
             for d, day in enumerate(generated.dates):
                 assert shown.at[day, "accuracy"] == pytest.approx(correct[d].mean(), abs=1e-12)
-                assert shown.at[day, "ece"] == pytest.approx(_ece_by_loops(generated.confidence[model][d].tolist(), correct[d].tolist()), abs=1e-9)
+                assert shown.at[day, "ece"] == pytest.approx(debiased_ece_by_loops(generated.confidence[model][d].tolist(), correct[d].tolist()), abs=1e-9)
 
 
 def _accuracy_table(generated: Generated) -> list[list[float]]:

@@ -8,6 +8,7 @@ from scipy import stats as scipy_stats
 
 from dateeval.results import inference
 from oracles import condition_metrics
+from dateeval import stats
 from dateeval.metrics import ece, ece_rows
 
 
@@ -28,6 +29,39 @@ def test_batched_ece_matches_the_reference():
     rng = np.random.default_rng(3)
     confidence, correct = rng.uniform(0.3, 1, (4, 50)), (rng.uniform(0, 1, (4, 50)) < 0.6).astype(float)
     assert ece_rows(confidence, correct) == pytest.approx([ece(c, y) for c, y in zip(confidence, correct)])
+
+
+@pytest.mark.parametrize("confidence,correct", [
+    ([0.1, 0.2, 0.2, 0.3, 0.3, 0.3, 0.9, 1.0], [0, 0, 1, 1, 0, 1, 1, 1]),  # ties and bin edges (k / 10)
+    ([0.0, 0.05, 0.1, 0.95, 1.0, 1.0], [0, 0, 0, 1, 1, 1]),  # bins at rate 0 and 1: no counting noise to remove
+    ([0.55, 0.6, 0.55, 0.58], [1, 0, 0, 1]),  # one bin at rate 0.5, a gap smaller than its noise: floored at 0
+    ([0.7], [0]),  # one item: its gap, nothing to debias
+    ([0.7], [1]),
+])  # fmt: skip
+def test_debiased_ece_equals_its_definition_by_loops(confidence, correct):
+    """Every entry point of the printed ECE against the definition as loops with E|X| integrated numerically."""
+    expected = oracles.debiased_ece_by_loops(confidence, correct)
+    confidence, correct = np.array(confidence), np.array(correct, dtype=float)
+    assert ece(confidence, correct) == pytest.approx(expected, abs=1e-9)
+    assert ece_rows(confidence[None, :], correct[None, :])[0] == pytest.approx(expected, abs=1e-9)
+    assert stats.ece(confidence, correct).value == pytest.approx(expected, abs=1e-9)
+
+
+def test_debiased_ece_of_one_item_is_its_gap_and_the_plug_in_is_never_below():
+    assert ece(np.array([0.7]), np.array([0.0])) == pytest.approx(0.7)
+    rng = np.random.default_rng(5)
+    confidence, correct = rng.uniform(0, 1, (50, 30)), (rng.uniform(0, 1, (50, 30)) < 0.5).astype(float)
+    assert (ece_rows(confidence, correct) <= ece_rows(confidence, correct, debiased=False) + 1e-12).all()
+
+
+def test_the_ece_interval_holds_the_estimate_and_none_is_given_below_fifty_questions():
+    rng = np.random.default_rng(2)
+    confidence = rng.beta(5, 2, (3, 60))
+    correct = (rng.random(confidence.shape) < confidence**1.5).astype(float)
+    low, high = inference.ece_interval(confidence, correct)
+    assert ((low <= ece_rows(confidence, correct)) & (ece_rows(confidence, correct, debiased=False) <= high)).all() and (low >= 0).all()
+    assert np.isnan(inference.ece_interval(confidence[:, :49], correct[:, :49])).all()
+    assert np.isnan(stats.ece(confidence[0, :49], correct[0, :49]).low)
 
 
 def _synthetic(n_dates=60, n_items=300, effect=0.0, seed=0) -> np.ndarray:

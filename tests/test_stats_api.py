@@ -85,36 +85,27 @@ def test_date_effect_test_equals_every_permutation_and_the_headlines_test():
         stats.date_effect_test([a, np.ones((3, 4))])
 
 
-def _loop_ece(confidence: np.ndarray, correct: np.ndarray, weights: np.ndarray | None = None) -> float:
-    """ECE over 10 equal-width bins by a loop: sum over bins of |mean confidence - accuracy| x the bin's share, each
-    question counted ``weights`` times (a bootstrap resample)."""
-    weights = np.ones(len(confidence)) if weights is None else weights
-    total, out = weights.sum(), 0.0
-    bins = np.minimum((confidence * 10).astype(int), 9)
-    for b in range(10):
-        inside = (bins == b) & (weights > 0)
-        if inside.any():
-            w = weights[inside]
-            out += abs(np.sum(w * confidence[inside]) - np.sum(w * correct[inside])) / total
-    return out
-
-
-def test_ece_is_the_binned_gap_and_gives_no_interval_below_a_thousand_questions():
+def test_ece_is_the_debiased_binned_gap_and_gives_no_interval_below_fifty_questions():
     rng = np.random.default_rng(0)
-    confidence = rng.beta(5, 2, 200)
-    correct = (rng.random(200) < confidence**1.5).astype(float)
+    confidence = rng.beta(5, 2, 49)
+    correct = (rng.random(49) < confidence**1.5).astype(float)
     found = stats.ece(confidence, correct)
-    assert found.value == pytest.approx(_loop_ece(confidence, correct)) and math.isnan(found.low) and math.isnan(found.high)
+    assert found.value == pytest.approx(oracles.debiased_ece_by_loops(confidence.tolist(), correct.tolist()), abs=1e-9)
+    assert math.isnan(found.low) and math.isnan(found.high)
 
 
-def test_ece_interval_from_a_thousand_questions_is_the_percentile_of_resamples_in_a_loop():
+def test_ece_interval_ends_are_the_brier_bound_above_and_below_the_estimate():
+    """High: the plug-in (the binned gap by a loop) plus t(n-1) x the root of the Brier score over n; low: at or below
+    the debiased estimate, at least 0, and above 0 for a clearly overconfident model on 1,000 questions."""
     rng = np.random.default_rng(1)
     confidence = rng.beta(5, 2, 1000)
     correct = (rng.random(1000) < confidence**1.5).astype(float)
     found = stats.ece(confidence, correct)
-    samples = [_loop_ece(confidence, correct, w.astype(float)) for w in inference.resample_weights(1000, 200, 0)]
-    assert (found.low, found.high) == pytest.approx(tuple(np.percentile(samples, [2.5, 97.5])), abs=1e-5)
-    assert found.low <= found.value <= found.high
+    bins = np.minimum(np.ceil(confidence * 10).astype(int) - 1, 9)
+    plug_in = sum(abs(np.sum(correct[bins == b] - confidence[bins == b])) for b in range(10)) / 1000
+    brier = sum((y - c) ** 2 for y, c in zip(correct, confidence)) / 1000
+    assert found.high == pytest.approx(plug_in + scipy_stats.t.ppf(0.975, 999) * math.sqrt(brier / 1000))
+    assert 0 < found.low <= found.value <= plug_in <= found.high
 
 
 def test_paired_difference_is_the_question_clustered_t_interval_when_the_date_adds_nothing():
@@ -153,3 +144,46 @@ def test_bad_arrays_get_one_clear_error(call, says):
     with pytest.raises(stats.UsageError, match=says) as raised:
         call()
     assert "\n" not in str(raised.value)
+
+
+def test_table8s_ece_and_its_delta_interval_are_stats_ece_on_the_stores_questions(tmp_path):
+    """A store of 60 questions x 3 dates: the summary's (Table 8's) per-date ECE extremes are ``stats.ece`` of each date's
+    questions, and its worst-to-best delta carries ``inference.ece_difference_interval`` of those two dates, paired
+    over the same questions; the report's Table 8 prints both ends."""
+    from dateeval import results
+    from dateeval.results.report import paper_tables
+    from dateeval.store import Store, sidecars
+
+    rng = np.random.default_rng(4)
+    dates, store = ["2024-01-01", "2024-01-02", "2024-01-03"], Store(tmp_path)
+    right = rng.beta(3, 3, 60)
+    confidence = np.stack([right**power for power in (1.0, 0.5, 0.8)])
+    correct = (rng.random(confidence.shape) < right).astype(float)
+    for d, day in enumerate(dates):
+        rows = [{"model": "m", "model_key": "k", "dtype": "float32", "device": "cpu", "hardware": "cpu", "dataset": "d", "task_key": "t",
+                 "condition": day, "condition_key": day, "factor": "date", "date_mode": "date", "date": day, "item_id": f"i{i}",
+                 "prompt_hash": f"h{i}", "correct": bool(correct[d, i]), "confidence": float(confidence[d, i]), "pred": 1, "answer": 1}
+                for i in range(60)]  # fmt: skip
+        sidecars.write_unit(store, store.unit_path("m", "d", day, day), rows)
+    view = results.open(tmp_path)[0]
+    row = view.summary().iloc[0]
+    per_date = [stats.ece(confidence[d], correct[d]).value for d in range(3)]
+    worst, best = int(np.argmax(per_date)), int(np.argmin(per_date))
+    assert (row["ece_max"], row["ece_min"]) == pytest.approx((per_date[worst], per_date[best]))
+    assert (row["ece_worst_date"], row["ece_best_date"]) == (dates[worst], dates[best])
+    low, high = inference.ece_difference_interval(confidence[[worst, best]], correct[[worst, best]])
+    assert (row["ece_delta_low"], row["ece_delta_high"]) == pytest.approx((low, high)) and low < row["ece_delta"] < high
+    tables, _ = paper_tables(view)
+    table8 = tables["Table 8: ECE, worst-to-best date"]
+    assert {"ece_delta_low", "ece_delta_high"} <= set(table8.columns)
+    beside = view.paper_beside("d").set_index("statistic")["yours"]
+    assert beside["Largest worst-to-best delta (ECE)"].endswith(f"(95%: {100 * low:.2f} pp to {100 * high:.2f} pp)")
+
+
+def test_the_ece_delta_interval_is_the_two_dates_bounds_at_one_and_a_quarter_percent_each():
+    rng = np.random.default_rng(6)
+    confidence = rng.beta(5, 2, (2, 80))
+    correct = (rng.random(confidence.shape) < confidence**1.5).astype(float)
+    low, high = inference.ece_interval(confidence, correct, tail=0.0125)
+    assert inference.ece_difference_interval(confidence, correct) == pytest.approx((low[0] - high[1], high[0] - low[1]))
+    assert all(math.isnan(end) for end in inference.ece_difference_interval(confidence[:, :49], correct[:, :49]))

@@ -102,13 +102,26 @@ def _chance(figure: PaperFigure, significance: pd.DataFrame, n_items: int) -> st
     return f"median {points(float(significance['null_median'].mean()), n_items)} (mean over {len(significance)} of each one's null median)"
 
 
+def _ece_delta_interval(summary: pd.DataFrame | None, dataset: str, n_items: int) -> str:
+    """The 95% interval of the largest worst-to-best ECE delta (Table 8's, ``inference.ece_difference_interval`` via the
+    summary), or why there is none: an ECE delta read without it looks exact."""
+    rows = summary[(summary["dataset"] == dataset) & summary["ece_delta"].notna()] if summary is not None and "ece_delta_low" in summary else None
+    if rows is None or rows.empty:
+        return ""
+    largest = rows.loc[rows["ece_delta"].idxmax()]
+    if pd.isna(largest["ece_delta_low"]):
+        return " (no interval below 50 questions)"
+    spec = METRICS["ece"]
+    return f" (95%: {spec.delta(largest['ece_delta_low'], n_items)} to {spec.delta(largest['ece_delta_high'], n_items)})"
+
+
 def yours(metrics: pd.DataFrame, dataset: str, table7: pd.DataFrame | None = None, significance: pd.DataFrame | None = None,
-          task: str | None = None) -> pd.DataFrame:  # fmt: skip
+          task: str | None = None, summary: pd.DataFrame | None = None) -> pd.DataFrame:  # fmt: skip
     """The paper's figures about a dataset's kind beside the same statistic from the user's store.
 
     Beside each of yours: what chance alone gives for it (the permutation null of the same statistic, so a class
     does not read noise on 20 questions as "2.5x the paper's effect") and what it is measured on; the paper's
-    context is in ``the_paper_says``. A statistic the store cannot give (e.g. a single date) shows ``-``.
+    context is in ``the_paper_says``. The largest ECE delta carries its 95% interval from ``summary`` (Table 8's). A statistic the store cannot give (e.g. a single date) shows ``-``.
     """
     dated = descriptive.dated(metrics[metrics["dataset"] == dataset])
     significance = significance if significance is not None else pd.DataFrame(columns=["delta", "null_draws", "null_median", "n_items"])
@@ -125,6 +138,8 @@ def yours(metrics: pd.DataFrame, dataset: str, table7: pd.DataFrame | None = Non
             value = values.mean() if figure.statistic in ("mean_delta", "cv") else values.max() if len(values) else None
             near_zero = figure.statistic == "cv" and len(dated) and not cv_meaningful(float(dated[figure.metric].mean()), n_items)
             mine = cv_text(value, None, None, not near_zero) if figure.statistic == "cv" else spec.delta(value, n_items)
+            if figure.metric == "ece" and figure.statistic == "max_delta" and value is not None:
+                mine += _ece_delta_interval(summary, dataset, n_items)
             theirs = f"{figure.value:.2f}" + (" pp" if spec.percent and figure.statistic != "cv" else "%" if figure.statistic == "cv" else "")
         rows.append({"statistic": f"{STATISTICS[figure.statistic]} ({spec.name_on(dataset)})", "yours": mine, "chance_alone": _chance(figure, significance, n_items),
                      "yours_on": context, "the_paper": theirs, "where": figure.where, "the_paper_says": figure.says})  # fmt: skip

@@ -66,7 +66,7 @@ def paper_tables(results: Results) -> tuple[dict[str, pd.DataFrame], dict[str, s
         if (variant == kind).any():
             tables[title] = _pick(summary[variant == kind], delta + columns)
     if "ece_delta" in summary and summary["ece_delta"].notna().any():
-        tables["Table 8: ECE, worst-to-best date"] = _pick(summary[summary["ece_delta"].notna()], delta + ["ece_min", "ece_max", "ece_delta", "ece_worst_date", "ece_best_date"])
+        tables["Table 8: ECE, worst-to-best date"] = _pick(summary[summary["ece_delta"].notna()], delta + ["ece_min", "ece_max", "ece_delta", "ece_delta_low", "ece_delta_high", "ece_worst_date", "ece_best_date"])
     baselines = [c for c in summary if c.startswith("no_date_")]
     if any(summary[c].notna().any() for c in baselines):
         tables["Table 9: no date in the prompt"] = _pick(summary, ["entry", "dataset", *baselines, "accuracy_min", "accuracy_max", "bleu_min", "bleu_max"])

@@ -207,7 +207,29 @@ class Results:
         extra = self.significance_table(period).rename(columns={"p_value": "delta_p_value", "null_upper": "delta_null_upper", "null_median": "delta_null_median"})
         keep = ["entry", "dataset", "delta_null_median", "delta_null_upper", "delta_p_value", "cochran_q", "cochran_p", "cochran_permutation_p",
                 "exceeds_chance"]  # fmt: skip
-        return table.merge(extra[keep], on=["entry", "dataset"], how="left")
+        table = table.merge(extra[keep], on=["entry", "dataset"], how="left")
+        if "ece_delta" in table:
+            ends = [self.ece_delta_interval(row.entry, row.dataset, row.ece_worst_date, row.ece_best_date, row.n_items) for row in table.itertuples()]
+            table = table.assign(ece_delta_low=[low for low, _ in ends], ece_delta_high=[high for _, high in ends])
+        return table
+
+    def ece_delta_interval(self, entry: str, dataset: str, worst: str | None, best: str | None, n_items: int) -> tuple[float, float]:
+        """Table 8's uncertainty (kept): ``inference.ece_difference_interval`` of the ECE on the entry's worst date less
+        its best, paired over the questions; NaN without two such dates or below ``inference.ECE_BAND_MIN_ITEMS``
+        questions (no matrices are read then)."""
+        from dateeval.results import inference
+
+        if not isinstance(worst, str) or not isinstance(best, str) or n_items < inference.ECE_BAND_MIN_ITEMS:
+            return float("nan"), float("nan")
+
+        def compute() -> list[dict]:
+            dates, correct, confidence = self.matrices(entry, dataset, None, "date")
+            pair = [list(map(str, dates)).index(worst), list(map(str, dates)).index(best)]
+            low, high = inference.ece_difference_interval(confidence[pair], correct[pair])
+            return [{"low": low, "high": high}]
+
+        found = self._kept("ece_delta", entry, dataset, (worst, best), (), compute)[0]
+        return float(found["low"]), float(found["high"])
 
     def fewshot_formats(self, period: Period | None = None) -> pd.DataFrame:
         """The date effect under each few-shot format, side by side (paper §5.4 asks whether few-shot helps): every
@@ -252,7 +274,8 @@ class Results:
         from dateeval.results import paper
 
         significance = self.significance_table()
-        return paper.yours(self.metrics, dataset, self.table7(dataset), significance[significance["dataset"] == dataset], self.kind(dataset))
+        return paper.yours(self.metrics, dataset, self.table7(dataset), significance[significance["dataset"] == dataset], self.kind(dataset),
+                           self.summary())  # fmt: skip
 
     def significance(self, entry: str, dataset: str, period: Period | None = None) -> dict:
         """``inference.significance`` of one entry's date sweep, or of its dates in ``period`` (kept): the Factors
