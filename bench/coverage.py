@@ -2,10 +2,10 @@
 
 Every figure calls the function the pages and the CLI call, with the arguments they use:
 
-* per-date band of a rate (Curves): ``inference.date_band(..., "accuracy")``, against the percentile bootstrap it replaced;
+* per-date band of a rate (Curves): ``bands.date_band(..., "accuracy")``, against the percentile bootstrap it replaced;
 * the date-robust interval (What to report, ``robust``): ``robust.entry_statistics`` -> ``low``, ``high``; and the
   variance components' normal interval ``score +- anova_half_width`` that the planning table predicts;
-* the verdict's tests (Overview, Factors, ``summary``): ``inference.significance`` -> the permutation p-value of the
+* the verdict's tests (Overview, Factors, ``summary``): ``chance.significance`` -> the permutation p-value of the
   worst-to-best delta and Cochran's Q p-value, their size with no date effect and their power against planted ones.
 
 Truth. Outcomes are Bernoulli(P) with P = Phi(mu + a_item + b_date + c_item_date), a, b, c normal with standard
@@ -34,7 +34,7 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dateeval.metrics import ece_resampled, ece_rows  # noqa: E402
-from dateeval.results import inference, robust  # noqa: E402
+from dateeval.results import bands, chance, inference, robust  # noqa: E402
 from dateeval.results.view import N_PERM  # noqa: E402  (the permutations the explorer's verdict uses)
 
 RATES = (0.02, 0.1, 0.3, 0.5)
@@ -57,7 +57,7 @@ def _dates(n: int) -> list:
 
 def percentile_band(correct: np.ndarray, n_boot: int = 200, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The per-date band the Curves page drew before: the 95% percentile bootstrap over questions (the baseline)."""
-    weights = inference.resample_weights(correct.shape[1], n_boot, seed)
+    weights = bands.resample_weights(correct.shape[1], n_boot, seed)
     return tuple(np.percentile(correct @ weights.T / correct.shape[1], [2.5, 97.5], axis=1))
 
 
@@ -67,7 +67,7 @@ def band_coverage(n_items: int, rate: float, reps: int, n_dates: int = 12, seed:
     hits = old = 0
     for _ in range(reps):
         correct = (rng.random((n_dates, n_items)) < rate).astype(float)
-        band = inference.date_band("e", _dates(n_dates), correct, np.full(correct.shape, 0.5), "accuracy")
+        band = bands.date_band("e", _dates(n_dates), correct, np.full(correct.shape, 0.5), "accuracy")
         hits += int(((band["low"] <= rate) & (rate <= band["high"])).sum())
         low, high = percentile_band(correct, seed=int(rng.integers(1 << 31)))
         old += int(((low <= rate) & (rate <= high)).sum())
@@ -118,7 +118,7 @@ def _segments(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def bleu_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0) -> dict:
-    """Coverage of the Curves page's per-date BLEU band (``inference.corpus_band``: the log-scale jackknife-t over segments)
+    """Coverage of the Curves page's per-date BLEU band (``bands.corpus_band``: the log-scale jackknife-t over segments)
     of the corpus BLEU of the segment population (from 200,000 segments' summed statistics)."""
     from dateeval.corpus import score_from_stats
 
@@ -127,7 +127,7 @@ def bleu_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0)
     hits = printed = 0
     for _ in range(reps):
         stats = np.stack([_segments(rng, n_items) for _ in range(n_dates)])
-        band = inference.corpus_band("e", _dates(n_dates), stats, "bleu")
+        band = bands.corpus_band("e", _dates(n_dates), stats, "bleu")
         hits += int(((band["low"] <= truth) & (truth <= band["high"])).sum())
         printed += int(band["low"].notna().sum())
     total = reps * n_dates
@@ -135,7 +135,7 @@ def bleu_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0)
 
 
 def ece_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0) -> dict:
-    """Coverage of the per-date ECE band (``inference.date_band(..., "ece")``, percentile bootstrap over questions) of the
+    """Coverage of the per-date ECE band (``bands.date_band(..., "ece")``, percentile bootstrap over questions) of the
     population's ECE, for a model whose confidence c ~ Beta(5, 2) is right with probability c^1.5 (overconfident)."""
     rng = np.random.default_rng(seed)
     population = rng.beta(5, 2, 1_000_000)
@@ -144,12 +144,12 @@ def ece_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0) 
     for _ in range(reps):
         confidence = rng.beta(5, 2, (n_dates, n_items))
         correct = (rng.random(confidence.shape) < confidence**1.5).astype(float)
-        weights = inference.resample_weights(n_items, 200, int(rng.integers(1 << 31)))
-        low, high = np.percentile(ece_resampled(confidence, correct, weights), [2.5, 97.5], axis=1)  # ``inference.ece_interval``'s method
+        weights = bands.resample_weights(n_items, 200, int(rng.integers(1 << 31)))
+        low, high = np.percentile(ece_resampled(confidence, correct, weights), [2.5, 97.5], axis=1)  # ``bands.ece_interval``'s method
         hits += int(((low <= truth) & (truth <= high)).sum())
     total = reps * n_dates
     return {"items": n_items, "truth_ece": round(truth, 4), "coverage": hits / total, "se": se(hits / total, total),
-            "printed": n_items >= inference.ECE_BAND_MIN_ITEMS}  # fmt: skip
+            "printed": n_items >= bands.ECE_BAND_MIN_ITEMS}  # fmt: skip
 
 
 def cv_coverage(n_items: int, n_dates: int, effect: float, reps: int, rate: float = 0.3, seed: int = 0) -> dict:
@@ -167,7 +167,7 @@ def cv_coverage(n_items: int, n_dates: int, effect: float, reps: int, rate: floa
         correct = (rng.random((n_dates, n_items)) < stats.norm.cdf(latent + sd_cell * rng.standard_normal((n_dates, n_items)))).astype(float)
         found = inference.bootstrap_cv(correct, np.full(correct.shape, np.nan))
         hits += found["accuracy_cv_low"] <= truth <= found["accuracy_cv_high"]
-        weights = inference.resample_weights(n_items, 200, int(rng.integers(1 << 31)))
+        weights = bands.resample_weights(n_items, 200, int(rng.integers(1 << 31)))
         low, high = np.percentile(inference.cv(correct @ weights.T / n_items, axis=0), [2.5, 97.5])
         old += low <= truth <= high
     return {"items": n_items, "dates": n_dates, "effect_pp": 100 * effect, "coverage": hits / reps, "se": se(hits / reps, reps),
@@ -182,7 +182,7 @@ def test_rejections(n_items: int, n_dates: int, rate: float, effect: float, reps
     for _ in range(reps):
         shift = rng.permutation(np.linspace(-effect / 2, effect / 2, n_dates)) if effect else None
         correct, _ = simulate(rng, n_dates, n_items, rate, scenario, shift)
-        found = inference.significance("e", "d", correct, N_PERM)
+        found = chance.significance("e", "d", correct, N_PERM)
         delta += found["p_value"] < 0.05
         cochran += found["cochran_p"] < 0.05
         permuted += found["cochran_permutation_p"] < 0.05
@@ -192,7 +192,7 @@ def test_rejections(n_items: int, n_dates: int, rate: float, effect: float, reps
             "se_at_5pct": se(0.05, reps)}  # fmt: skip
 
 
-FAMILY_PERM = 200  # joint shuffles per simulated store (the pages take inference.VERDICT_PERM; the size holds for any number)
+FAMILY_PERM = 200  # joint shuffles per simulated store (the pages take chance.VERDICT_PERM; the size holds for any number)
 
 
 def family_rejections(n_items: int, n_dates: int, k: int, effect: float, reps: int, planted: str = "one", shared: float = 0.8,
@@ -200,9 +200,9 @@ def family_rejections(n_items: int, n_dates: int, k: int, effect: float, reps: i
     """The headline's family-wise tests over ``k`` entries on the same questions and dates, as one model at several
     precisions: the questions' difficulty is shared, and a ``shared`` part of each answer's noise (probit scale).
     A date effect of ``effect`` (worst to best) is planted in one entry (``planted`` "one") or, one effect, in all
-    ("all"); none when 0. How often each rejects at 5%: the verdict (``inference.date_effect_family``, min-p of the
+    ("all"); none when 0. How often each rejects at 5%: the verdict (``chance.date_effect_family``, min-p of the
     entries' Cochran's Q over joint shuffles), Cochran's Q per entry by chi-square with a Bonferroni correction, and
-    (``with_delta``) the largest delta against the largest of K shuffled deltas (``inference.largest_of``)."""
+    (``with_delta``) the largest delta against the largest of K shuffled deltas (``chance.largest_of``)."""
     rng = np.random.default_rng(seed)
     sd_item, _, sd_cell = SCENARIOS["no date effect"]
     mu = stats.norm.ppf(0.3) * math.sqrt(1 + sd_item**2 + sd_cell**2)
@@ -218,11 +218,11 @@ def family_rejections(n_items: int, n_dates: int, k: int, effect: float, reps: i
             if effect and (planted == "all" or entry == 0):
                 probability = np.clip(probability + shift, 0, 1)
             matrices.append((rng.random((n_dates, n_items)) < probability).astype(float))
-        verdict += inference.date_effect_family([matrices], n_perm, int(rng.integers(1 << 31))) < 0.05
-        bonferroni += min(inference.cochran_q(m)["p_value"] for m in matrices) * k < 0.05
+        verdict += chance.date_effect_family([matrices], n_perm, int(rng.integers(1 << 31))) < 0.05
+        bonferroni += min(chance.cochran_q(m)["p_value"] for m in matrices) * k < 0.05
         if with_delta:
-            rows = [inference.significance("e", "d", m, N_PERM) for m in matrices]
-            largest += inference.largest_of([row["delta"] for row in rows], [row["null_draws"] for row in rows])["p_value"] < 0.05
+            rows = [chance.significance("e", "d", m, N_PERM) for m in matrices]
+            largest += chance.largest_of([row["delta"] for row in rows], [row["null_draws"] for row in rows])["p_value"] < 0.05
     return {"items": n_items, "dates": n_dates, "entries": k, "planted": planted if effect else "-", "effect_pp": 100 * effect,
             "verdict": verdict / reps, "bonferroni_q_chi2": bonferroni / reps, "largest_delta_of_k": largest / reps if with_delta else float("nan"),
             "se_at_5pct": se(0.05, reps)}  # fmt: skip
@@ -282,7 +282,7 @@ def compare_section(reps: int) -> str:
     )
 
 
-BLEU_HEADING = "## Per-date BLEU band (Curves): `inference.corpus_band`"
+BLEU_HEADING = "## Per-date BLEU band (Curves): `bands.corpus_band`"
 
 
 def bleu_section(reps: int) -> str:
@@ -325,7 +325,7 @@ def robust_section(reps: int) -> str:
     )
 
 
-FAMILY_HEADING = "## The headline's family-wise tests over K entries (Overview, `summary`): `inference.date_effect_family`, `inference.largest_of`"
+FAMILY_HEADING = "## The headline's family-wise tests over K entries (Overview, `summary`): `chance.date_effect_family`, `chance.largest_of`"
 FAMILY_CELLS = [(k, effect, planted) for k in (2, 6, 20, 50) for effect, planted in ((0.0, "one"), (0.05, "one"), (0.1, "one"), (0.05, "all"))]
 
 
@@ -386,16 +386,16 @@ def main() -> None:
         "standard error is in the `se` column (for a coverage of 0.95, or a size of 0.05). Nominal: 0.95 coverage, 0.05 size. "
         "A section that states its own number of stores and seconds was recomputed alone (`bench/coverage.py --only "
         "families|robust|bleu|compare`, under `nice -n 19`).\n\n"
-        "## Per-date band of a rate (Curves): exact Clopper-Pearson, `inference.date_band`\n\n"
+        "## Per-date band of a rate (Curves): exact Clopper-Pearson, `bands.date_band`\n\n"
         "Every date's true rate is `rate`; 12 dates per store. `percentile_bootstrap` is the band the page drew before "
         "(200 resamples over questions), kept here as the baseline: it collapses to [0, 0] when a date has no right answer.\n\n"
         + _short(bands, ("coverage",), ("items", "rate"), reps * 12)
         + _table(bands)
         + bleu_section(small)
-        + "\n## Per-date ECE band (Curves): `inference.date_band(..., \"ece\")`\n\nThe percentile bootstrap over questions, against the "
+        + "\n## Per-date ECE band (Curves): `bands.date_band(..., \"ece\")`\n\nThe percentile bootstrap over questions, against the "
         "population's ECE (10 bins), for an overconfident model. The sample ECE is biased upward with few questions (each bin's "
         "|confidence - accuracy| gains noise), so the band sits above the truth: the Curves page and `dateeval.stats.ece` give it "
-        f"only from {inference.ECE_BAND_MIN_ITEMS:,} questions (`printed`), and no band below.\n\n"
+        f"only from {bands.ECE_BAND_MIN_ITEMS:,} questions (`printed`), and no band below.\n\n"
         + _short(ece, ("coverage",), ("items",), small * 3)
         + _table(ece)
         + "\n## CV interval over dates (Table 5, Factors): `inference.noise_free_cv`\n\nAgainst the CV of the dates' true rates, a "
@@ -407,7 +407,7 @@ def main() -> None:
         + _short(cvs, ("coverage",), ("items", "dates", "effect_pp"), small)
         + _table(cvs, {"effect_pp": "{:.0f}"})
         + robust_section(reps // 2)
-        + "\n## The verdict's tests (Overview, Factors, `summary`): `inference.significance`\n\n"
+        + "\n## The verdict's tests (Overview, Factors, `summary`): `chance.significance`\n\n"
         f"Rejections at 5% of the worst-to-best delta's permutation test ({N_PERM} permutations, as the explorer), of Cochran's "
         "Q by its chi-square approximation and of Cochran's Q as a permutation statistic (the same shuffles), and how often a "
         "date's accuracy leaves the Curves page's chance band (`chance_half_width`: simultaneous over the dates), on data with no "

@@ -37,8 +37,8 @@ show_band = right.toggle("95% interval per date (over questions)", value=True,
                               "drawn only from 1,000 questions, where it covered 94%; with fewer the sample ECE's upward bias left it "
                               "short (50% at 50 questions, 87% at 200; docs/coverage.md), so no ECE band is drawn.")  # fmt: skip
 store = explorer.current_store()
-band = explorer.bands(str(store.root), store.fingerprint(), selection, metric) if show_band else None
-chance = explorer.chance_bands(str(store.root), store.fingerprint(), selection) if metric == "accuracy" else None
+band = explorer.bands(store, selection, metric) if show_band else None
+chance = explorer.chance_bands(store, selection) if metric == "accuracy" else None
 defaults = explorer.template_default_dates(selection)
 everything = explorer.store_metrics()
 others = sorted(set(everything.loc[everything[metric].notna(), "dataset"]) - {selection.dataset})
@@ -67,7 +67,7 @@ else:
 st.download_button("Download figure (HTML, works offline; its camera saves PNG)", plots.standalone_html(figure), f"curves-{metric}.html", "text/html")
 explorer.downloads(explorer.item_table(selection), "per-item-per-date")
 st.subheader("Worst-to-best delta (Tables 1, 2 and 8)")
-summary = explorer.summary(str(store.root), store.fingerprint(), selection.period)
+summary = explorer.summary(store, selection.period)
 summary = summary[(summary["dataset"] == selection.dataset) & summary["entry"].isin(selection.entries)]
 chance = ["delta_null_upper", "delta_p_value"] if metric == "accuracy" else []
 explorer.show_table(summary[[c for c in ("entry", "n_items", "n_dates", f"{metric}_delta", *chance, f"{metric}_min", f"{metric}_max", f"{metric}_worst_date",

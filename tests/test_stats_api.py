@@ -10,7 +10,7 @@ from scipy import stats as scipy_stats
 
 import oracles
 from dateeval import stats
-from dateeval.results import inference, robust
+from dateeval.results import bands, chance, robust
 
 
 def _binomial_ends(right: int, n: int) -> tuple[float, float]:
@@ -25,7 +25,7 @@ def test_rate_interval_is_clopper_pearson_by_its_definition(right, n):
     found = stats.rate_interval(right, n)
     assert isinstance(found, stats.Estimate) and found.value == right / n
     assert (found.low, found.high) == pytest.approx(_binomial_ends(right, n), abs=1e-9)
-    low, high = inference.clopper_pearson(np.array([right]), n)  # the Curves page's band: the same numbers
+    low, high = bands.clopper_pearson(np.array([right]), n)  # the Curves page's band: the same numbers
     assert (found.low, found.high) == (float(low[0]), float(high[0]))
 
 
@@ -79,8 +79,8 @@ def test_date_effect_test_equals_every_permutation_and_the_headlines_test():
     entries = [a, a.copy(), np.array([[0, 1, 1], [1, 0, 1], [0, 0, 0]])]
     exact = oracles.exact_family_p([entries])
     found = stats.date_effect_test(entries)
-    assert abs(found - exact) <= 4 * math.sqrt(exact * (1 - exact) / inference.VERDICT_PERM) + 1 / (inference.VERDICT_PERM + 1)
-    assert 0.05 < exact < 0.95 and found == inference.date_effect_family([entries], seed=0)  # the headline's function
+    assert abs(found - exact) <= 4 * math.sqrt(exact * (1 - exact) / chance.VERDICT_PERM) + 1 / (chance.VERDICT_PERM + 1)
+    assert 0.05 < exact < 0.95 and found == chance.date_effect_family([entries], seed=0)  # the headline's function
     with pytest.raises(stats.UsageError, match="same dates and questions"):
         stats.date_effect_test([a, np.ones((3, 4))])
 
@@ -112,7 +112,7 @@ def test_ece_interval_from_a_thousand_questions_is_the_percentile_of_resamples_i
     confidence = rng.beta(5, 2, 1000)
     correct = (rng.random(1000) < confidence**1.5).astype(float)
     found = stats.ece(confidence, correct)
-    samples = [_loop_ece(confidence, correct, w.astype(float)) for w in inference.resample_weights(1000, 200, 0)]
+    samples = [_loop_ece(confidence, correct, w.astype(float)) for w in bands.resample_weights(1000, 200, 0)]
     assert (found.low, found.high) == pytest.approx(tuple(np.percentile(samples, [2.5, 97.5])), abs=1e-5)
     assert found.low <= found.value <= found.high
 

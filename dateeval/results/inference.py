@@ -1,14 +1,14 @@
-"""Is the date effect real, and how big is it next to other factors? (paper §5.1, §5.5, Tables 3, 5, 7)
+"""How big is the date effect next to other factors? (paper §5.5, Tables 3, 5)
 
 Inferential statistics over stored per-item outcomes, kept apart from the
-descriptive metrics in :mod:`dateeval.results.descriptive`:
+descriptive metrics in :mod:`dateeval.results.descriptive`, the tests against
+chance in :mod:`dateeval.results.chance` and the per-date intervals in
+:mod:`dateeval.results.bands`:
 
+* outcome matrices (levels x items) from per-item rows;
 * coefficient of variation per factor with bootstrap confidence intervals (Table 5);
+* the two-way variance components the date-robust number reads;
 * trend over the year and correlations across datasets and models (Table 3);
-* the null band of the worst-to-best delta (what max - min over the same
-  number of dates would be if the date had no effect), by permuting each
-  item's outcomes across dates;
-* Cochran's Q test of "accuracy is the same on every date";
 * how many sampled dates estimate the full-year delta and CV;
 * the measured run-to-run variation (repeats of one condition).
 
@@ -19,18 +19,20 @@ against hand-computed or scipy values on synthetic data.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 import pandas as pd
-from dateeval.results.descriptive import entry_label, kendall_taus, predictions, reordering, summarize, with_factor
-from dateeval.metrics import METRICS, ece_resampled, ece_rows
+
+from dateeval.metrics import ece_resampled, ece_rows
+from dateeval.results.bands import resample_weights
+from dateeval.results.descriptive import entry_label, predictions, with_factor
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: a 95% interval is mean +- Z95 x standard error
 
-# scipy is imported by the three functions that test with it, not here: importing it takes 1-2 s, and the explorer's
+# scipy is imported by the functions that need it, not here: importing it takes 1-2 s, and the explorer's
 # first render (``paper`` imports ``cv``; the headline read back by ``dateeval.results.stored``) needs none of it.
 
 # What stays fixed when comparing entries across precisions or across machines.
@@ -341,237 +343,6 @@ def cross_correlations(metrics: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["comparison", "a", "b", "n_dates", "pearson", "same_direction"])
 
 
-def null_draws(correct: np.ndarray, n_perm: int, seed: int = 0) -> np.ndarray:
-    """Worst-to-best deltas chance alone gives over the same dates and items: ``n_perm`` draws.
-
-    ``correct`` is dates x items. Under "the date has no effect" each item's
-    outcomes are exchangeable across dates, so shuffling every item's column
-    independently gives draws of max - min per-date accuracy with the same
-    per-item flip counts.
-    """
-    return np.ptp(_shuffled_counts(np.asarray(correct) > 0.5, n_perm, np.random.default_rng(seed)), axis=1) / correct.shape[1]
-
-
-def spread(counts: np.ndarray) -> np.ndarray:
-    """How unequal the dates' right answers are: D sum(C_d^2) - (sum C_d)^2 over the last axis, in integers (exact).
-
-    With every item's right answers fixed (as shuffling keeps them), Cochran's Q is this times a constant, so a
-    permutation test on it is Cochran's Q test with an exact size, where the chi-square approximation is unsure (few items)."""
-    counts = np.asarray(counts, dtype=np.int64)
-    return counts.shape[-1] * np.sum(counts**2, axis=-1) - np.sum(counts, axis=-1) ** 2
-
-
-def null_tests(correct: np.ndarray, n_perm: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, int, float]:
-    """From one set of shuffles: the worst-to-best deltas chance alone gives (:func:`null_draws`, the same draws);
-    Cochran's Q as a permutation statistic, its draws and its observed value (:func:`spread`); and the chance band's
-    half-width (:func:`envelope`)."""
-    correct = np.asarray(correct) > 0.5
-    counts = _shuffled_counts(correct, n_perm, np.random.default_rng(seed))
-    right = correct.sum(0)
-    observed = correct[:, (right > 0) & (right < correct.shape[0])].sum(1)  # the items shuffling moves, as the draws count them
-    return np.ptp(counts, axis=1) / correct.shape[1], spread(counts), int(spread(observed)), envelope(counts, correct.shape[1])
-
-
-def envelope(counts: np.ndarray, n_items: int, level: float = 0.95) -> float:
-    """The half-width of the chance band drawn on Curves: with the date having no effect, every date's accuracy lies
-    within the mean +- this in ``level`` of the shuffles (a simultaneous band over all the dates, the yardstick for
-    "does the line leave it"). Shuffles keep the total right, so the mean over dates is the observed one."""
-    counts = np.asarray(counts, dtype=float)
-    if counts.size == 0:
-        return 0.0
-    deviation = np.abs(counts - counts.mean(1, keepdims=True)).max(1) / n_items
-    return float(np.quantile(deviation, level))
-
-
-def permutation_p(observed: float, draws: np.ndarray) -> float:
-    """The permutation p-value (1 + draws at least as large) / (draws + 1): exact size under the null."""
-    return float((1 + np.sum(np.asarray(draws) >= observed)) / (len(draws) + 1))
-
-
-def cochran_logp(counts: np.ndarray, row_totals: np.ndarray) -> np.ndarray:
-    """Cochran's Q's chi-square log p-value from per-date right answers (``counts``, ... x dates) and each question's
-    right answers over the dates (``row_totals``, fixed under shuffling): the standardised statistic the verdict takes
-    the smallest of over entries (entries with other numbers of dates are compared on one scale). 0 (p = 1) where no
-    question varies across dates."""
-    from scipy import stats as scipy_stats
-
-    n_dates = counts.shape[-1]
-    row_totals = np.asarray(row_totals, dtype=np.int64)
-    denominator = n_dates * row_totals.sum() - np.sum(row_totals**2)
-    if denominator == 0:
-        return np.zeros(counts.shape[:-1])
-    q = (n_dates - 1) * spread(counts) / denominator
-    return scipy_stats.chi2.logsf(q, n_dates - 1)
-
-
-SHUFFLE_CELLS = 4_000_000  # gathered cells per chunk of joint shuffles: bounds the memory at a few tens of MB
-
-
-def joint_shuffled_counts(group: np.ndarray, n_perm: int, rng: np.random.Generator) -> np.ndarray:
-    """Per-date right answers (entries x permutations x dates) of entries that share questions and dates (``group``:
-    entries x dates x questions), each question's dates shuffled by ONE permutation applied to every entry: under "the
-    date moves no entry" that keeps whatever ties the entries (one model at two precisions answers alike), so the
-    draws have the observed data's dependence. Questions constant in every entry add the same to every date and are
-    left out."""
-    group = np.asarray(group) > 0.5
-    n_entries, n_dates, _ = group.shape
-    right = group.sum(1)
-    varying = ((right > 0) & (right < n_dates)).any(0)
-    by_question = np.ascontiguousarray(group[:, :, varying].transpose(0, 2, 1))  # entries x questions x dates
-    counts = np.empty((n_entries, n_perm, n_dates), dtype=np.int64)
-    chunk = max(1, SHUFFLE_CELLS // max(1, by_question.size))
-    for start in range(0, n_perm, chunk):
-        size = min(chunk, n_perm - start)
-        order = rng.permuted(np.broadcast_to(np.arange(n_dates), (size, by_question.shape[1], n_dates)), axis=2)
-        shuffled = np.take_along_axis(by_question[:, None], order[None], axis=3)  # entries x size x questions x dates
-        counts[:, start:start + size] = shuffled.sum(2)
-    return counts
-
-
-VERDICT_PERM = 1000  # joint shuffles behind the verdict: a p-value near 0.05 has a Monte-Carlo SE of 0.007
-
-
-def date_effect_family(groups: Sequence[Sequence[np.ndarray]], n_perm: int = VERDICT_PERM, seed: int = 0) -> float:
-    """The family-wise p-value of "the date moves at least one entry": the smallest of the entries' Cochran's Q
-    chi-square p-values (a min-p over standardised statistics), against the same smallest over joint shuffles.
-
-    ``groups`` holds the entries (dates x questions 0/1 matrices) in sets that share questions and dates, rows in the
-    same date order and columns in the same question order: a set is shuffled jointly (:func:`joint_shuffled_counts`),
-    sets independently of each other. The observed table and the ``n_perm`` shuffled ones are exchangeable under the
-    null, so the p-value (1 + shuffles at least as extreme) / (n_perm + 1) has its size for any number of entries, and
-    can reach 1 / (n_perm + 1) whatever their number. The chi-square p only puts the entries on one scale: the
-    permutation, not the approximation, gives the size. Coverage and power: docs/coverage.md.
-    """
-    rng = np.random.default_rng(seed)
-    observed, null = 0.0, np.zeros(n_perm)
-    for group in groups:
-        group = np.stack([np.asarray(matrix) > 0.5 for matrix in group])
-        if group.shape[1] < 2 or group.shape[2] == 0:
-            continue
-        counts = joint_shuffled_counts(group, n_perm, rng)
-        for entry, drawn in zip(group, counts):
-            totals = entry.sum(0)
-            observed = min(observed, float(cochran_logp(entry.sum(1), totals)))
-            null = np.minimum(null, cochran_logp(drawn, totals))
-    return float((1 + np.sum(null <= observed + 1e-9 * max(1.0, abs(observed)))) / (n_perm + 1))
-
-
-def reorder_chance(group: np.ndarray, observed: float, n_perm: int = 200, seed: int = 0) -> dict[str, float]:
-    """The share of date pairs that reorder the entries when the date has no effect, beside the ``observed`` share.
-
-    ``group`` is entries x dates x questions (0/1, the same dates and questions). Each question's dates are shuffled
-    alike in every entry (:func:`joint_shuffled_counts`), and the entries' per-date right answers ranked on each date:
-    counting noise alone reorders entries that are close, more so with few questions. Returns the chance share (the
-    mean over ``n_perm`` shuffles), its 95% quantile and the permutation p-value of "the date reorders the entries more
-    than chance does" (observed share at least as large)."""
-    from dateeval.results.descriptive import reorder_share
-
-    group = np.asarray(group) > 0.5
-    right = group.sum(1)
-    constant = ~((right > 0) & (right < group.shape[1])).any(0)  # left out of the shuffled counts: add back their share
-    fixed = group[:, 0, constant].sum(1)
-    counts = joint_shuffled_counts(group, n_perm, np.random.default_rng(seed)) + fixed[:, None, None]
-    shares = np.array([reorder_share(counts[:, b].T) for b in range(n_perm)])
-    shares = shares[np.isfinite(shares)]
-    if not shares.size or not np.isfinite(observed):
-        return {"chance": float("nan"), "chance_upper": float("nan"), "p_value": float("nan")}
-    return {"chance": float(shares.mean()), "chance_upper": float(np.quantile(shares, 0.95)),
-            "p_value": float((1 + np.sum(shares >= observed - 1e-12)) / (len(shares) + 1))}  # fmt: skip
-
-
-def verdict_groups(keys: Sequence, matrices: Sequence[np.ndarray]) -> list[list[np.ndarray]]:
-    """The entries' matrices in the sets :func:`date_effect_family` shuffles jointly: equal ``keys`` (e.g. dataset
-    and dates, rows sorted by date) and equal shapes. Joint shuffles are valid for any grouping under "the date moves
-    nothing"; grouping entries that share questions keeps their dependence, which is where the power comes from."""
-    found: dict = {}
-    for key, matrix in zip(keys, matrices):
-        found.setdefault((key, np.shape(matrix)), []).append(matrix)
-    return list(found.values())
-
-
-def power(correct: np.ndarray, effect: float = 0.05, n_sims: int = 100, n_perm: int = 100, seed: int = 0) -> float:
-    """How often the verdict's test (Cochran's Q by permutation, 5%) finds a planted date effect of ``effect`` on
-    these questions and dates: each question keeps its own rate (its share right over the dates), the dates' rates are
-    moved by an even spread over +-``effect`` / 2 (in random order), and outcomes are drawn from those rates."""
-    rng = np.random.default_rng(seed)
-    correct = np.asarray(correct, dtype=float)
-    rates, n_dates = correct.mean(0), correct.shape[0]
-    found = 0
-    for _ in range(n_sims):
-        shift = rng.permutation(np.linspace(-effect / 2, effect / 2, n_dates))
-        drawn = rng.random(correct.shape) < np.clip(rates[None, :] + shift[:, None], 0, 1)
-        _, draws, observed, _ = null_tests(drawn, n_perm, int(rng.integers(1 << 31)))
-        found += permutation_p(observed, draws) < 0.05
-    return found / n_sims
-
-
-def against(observed: float, draws: np.ndarray, level: float = 0.95) -> dict[str, float]:
-    """An observed delta against chance's draws of the same statistic: the band's median and ``level`` quantile
-    (its upper edge) and the permutation p-value."""
-    return {
-        "delta": float(observed),
-        "null_median": float(np.median(draws)),
-        "null_upper": float(np.quantile(draws, level)),
-        "p_value": float((1 + np.sum(draws >= observed - 1e-12)) / (len(draws) + 1)),
-    }
-
-
-def largest_of(deltas: Sequence[float], draws: Sequence[np.ndarray], level: float = 0.95, seed: int = 0) -> dict[str, float]:
-    """The largest of K entries' worst-to-best deltas against the null of that largest, not of one entry's.
-
-    Picking the largest of K deltas and testing it against one entry's null
-    band overstates the effect: even with no date effect, the largest of K
-    null deltas is larger than a typical one. Each entry's permutation draws
-    (:func:`null_draws`) are drawn independently; the null of the maximum is
-    the maximum over entries of one draw each. Draws are paired at random
-    (a permutation per entry), since entries drawn with one seed share their
-    random stream.
-    """
-    rng = np.random.default_rng(seed)
-    size = min(len(d) for d in draws)
-    maxima = np.max([rng.permutation(np.asarray(d, dtype=float))[:size] for d in draws], axis=0)
-    return against(max(deltas), maxima, level)
-
-
-def _shuffled_counts(correct: np.ndarray, n_perm: int, rng: np.random.Generator) -> np.ndarray:
-    """Per-date right answers (permutations x dates) with each item's outcomes shuffled across dates, every permutation at once.
-
-    Shuffling an item's column puts its k right answers on a uniform random
-    k-subset of the dates. Items right (or wrong) on every date add the same
-    to every date and are left out (they do not move max - min). The subsets
-    are drawn by selection sampling, date by date for all permutations and
-    items together: date d is taken with probability (still to place) /
-    (dates left), which gives every k-subset the same chance, with no sort.
-    """
-    n_dates = correct.shape[0]
-    right = correct.sum(0)
-    varying = (right > 0) & (right < n_dates)
-    # float32 counts (whole numbers up to the dates, exact) compare with the float32 draws without a float64 copy
-    remaining = np.broadcast_to(right[varying].astype(np.float32), (n_perm, int(varying.sum()))).copy()
-    draws, taken = np.empty(remaining.shape, dtype=np.float32), np.empty(remaining.shape, dtype=bool)
-    counts = np.empty((n_perm, n_dates), dtype=np.int64)
-    for date in range(n_dates):  # buffers reused: the draws are the same as fresh arrays would hold
-        rng.random(out=draws, dtype=np.float32)
-        np.less(np.multiply(draws, np.float32(n_dates - date), out=draws), remaining, out=taken)
-        np.subtract(remaining, taken, out=remaining)
-        counts[:, date] = np.count_nonzero(taken, axis=1)
-    return counts
-
-
-def cochran_q(correct: np.ndarray) -> dict[str, float]:
-    """Cochran's Q test that all dates (rows) have the same accuracy on the same items (columns)."""
-    from scipy import stats as scipy_stats
-
-    x = np.asarray(correct, dtype=float).T  # items x dates
-    k = x.shape[1]
-    columns, rows_total, total = x.sum(0), x.sum(1), x.sum()
-    denominator = k * total - np.sum(rows_total**2)
-    if denominator == 0:  # every item right on every date, or wrong on every date: nothing varies
-        return {"q": 0.0, "df": k - 1, "p_value": 1.0}
-    q = (k - 1) * (k * np.sum(columns**2) - total**2) / denominator
-    return {"q": float(q), "df": k - 1, "p_value": float(scipy_stats.chi2.sf(q, k - 1))}
-
-
 def date_budget(accuracy: np.ndarray, sizes: tuple[int, ...] = (7, 14, 30, 60, 120, 180), tolerance: float = 0.2,
                 n_draws: int = 500, seed: int = 0) -> pd.DataFrame:  # fmt: skip
     """How well m randomly sampled dates estimate the full-year delta and CV.
@@ -620,140 +391,3 @@ def run_to_run(frame: pd.DataFrame) -> pd.DataFrame:
                      "max_confidence_difference": float((probs.max(1) - probs.min(1)).max()) if len(probs) else float("nan"),
                      "prediction_changes": changes})  # fmt: skip
     return pd.DataFrame(rows, columns=["entry", "dataset", "runs", "accuracy_cv", "max_confidence_difference", "prediction_changes"])
-
-
-SIGNIFICANCE_COLUMNS = ["entry", "dataset", "n_dates", "n_items", "delta", "null_median", "null_upper", "p_value", "cochran_q", "cochran_p",
-                        "cochran_permutation_p", "exceeds_chance"]  # fmt: skip
-
-
-def significance(entry: str, dataset: str, correct: np.ndarray, n_perm: int) -> dict:
-    """One entry's row of ``date_significance`` (a test oracle) from its dates x items outcome matrix (by condition key)."""
-    draws, spreads, observed, half_width = null_tests(correct, n_perm)
-    band, q, permuted = against(float(np.ptp(correct.mean(1))), draws), cochran_q(correct), permutation_p(observed, spreads)
-    return {"entry": entry, "dataset": dataset, "n_dates": correct.shape[0], "n_items": correct.shape[1], **band,
-            "exceeds_chance": permuted < 0.05, "cochran_q": q["q"], "cochran_p": q["p_value"], "cochran_permutation_p": permuted,
-            "mean_accuracy": float(correct.mean()), "chance_half_width": half_width,
-            "null_draws": draws.tolist()}  # fmt: skip
-
-
-def resample_weights(n_items: int, n_boot: int, seed: int = 0) -> np.ndarray:
-    """How often each item is drawn in each of ``n_boot`` bootstrap resamples (resamples x items)."""
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, n_items, (n_boot, n_items))
-    return np.stack([np.bincount(draw, minlength=n_items) for draw in draws]).astype(np.float32)  # counts are exact in float32
-
-
-BAND_COLUMNS = ["entry", "date", "low", "high"]
-
-
-# The fewest questions at which the ECE's percentile bootstrap covered the population ECE in the study (0.942 at 1,000;
-# 0.870 at 200, 0.503 at 50: the sample ECE is biased upward): below it no ECE interval is printed.
-ECE_BAND_MIN_ITEMS = 1000
-
-
-def ece_interval(confidence: np.ndarray, correct: np.ndarray, n_boot: int = 200, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The 95% interval of each row's ECE (levels x items): the percentile bootstrap over questions, the same resamples
-    for every row; NaN where a row has fewer than :data:`ECE_BAND_MIN_ITEMS` questions or a missing confidence, where
-    no interval holds (``docs/coverage.md``)."""
-    confidence, correct = np.atleast_2d(np.asarray(confidence, dtype=float)), np.atleast_2d(np.asarray(correct, dtype=float))
-    if confidence.shape[1] < ECE_BAND_MIN_ITEMS or not np.isfinite(confidence).all():
-        return np.full(confidence.shape[0], np.nan), np.full(confidence.shape[0], np.nan)
-    low, high = np.percentile(ece_resampled(confidence, correct, resample_weights(confidence.shape[1], n_boot, seed)), [2.5, 97.5], axis=1)
-    return low, high
-
-
-def date_band(entry: str, dates: list, correct: np.ndarray, confidence: np.ndarray, metric: str, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
-    """One entry's rows of ``date_bands`` (a test oracle) from its dates x items matrices (empty where the metric has no
-    band, e.g. the ECE with fewer than :data:`ECE_BAND_MIN_ITEMS` questions)."""
-    if not METRICS[metric].per_item or correct.shape[1] == 0:
-        return pd.DataFrame(columns=BAND_COLUMNS)
-    if metric == "accuracy":
-        low, high = clopper_pearson(np.rint(correct.sum(1)).astype(np.int64), correct.shape[1])
-    else:
-        low, high = ece_interval(confidence, correct, n_boot, seed)
-        if np.isnan(low).all():
-            return pd.DataFrame(columns=BAND_COLUMNS)
-    return pd.DataFrame({"entry": entry, "date": pd.to_datetime(dates), "low": low, "high": high})
-
-
-def clopper_pearson(right: np.ndarray, n: float, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """The exact (Clopper-Pearson) interval of a rate from ``right`` of ``n``: every true rate it leaves out would give a
-    count at least this extreme with probability below (1 - level) / 2 on that side.
-
-    Its coverage is at least ``level`` for every true rate and every n (Brown, Cai & DasGupta 2001); the percentile
-    bootstrap's falls to 0.17 at 10 questions and 2% (``docs/coverage.md``), and gives 0 of n the zero-width band
-    [0, 0]. Here 0 of n gives [0, 1 - (alpha/2)^(1/n)]: never zero width. ``right`` and ``n`` may be fractional (an
-    effective sample size, ``robust.korn_graubard``).
-    """
-    from scipy import stats as scipy_stats
-
-    right = np.asarray(right, dtype=float)
-    alpha = 1 - level
-    with np.errstate(invalid="ignore"):
-        low = np.where(right > 0, scipy_stats.beta.ppf(alpha / 2, right, n - right + 1), 0.0)
-        high = np.where(right < n, scipy_stats.beta.ppf(1 - alpha / 2, right + 1, n - right), 1.0)
-    return low, high
-
-
-CORPUS_SCORE_MAX = 100.0  # BLEU and chrF are on a 0-100 scale: the band's upper end stops there
-
-
-def corpus_band(entry: str, dates: list, stats: np.ndarray, metric: str) -> pd.DataFrame:
-    """95% interval of a corpus score (BLEU, chrF) on every date, by the jackknife over segments (the questions) on the
-    log scale with a t quantile: each leave-one-segment-out corpus score from the summed statistics less that
-    segment's, fed to sacrebleu's own score; the interval is score x exp(-+ t_{n-1} x the jackknife SE of log score),
-    its upper end at most 100.
-
-    ``stats`` is dates x segments x statistics: each segment's sufficient statistics on each date (NaN where a date
-    lacks the segment, which then adds nothing). The percentile bootstrap it replaced covered 0.85 at 10 segments and
-    0.91-0.93 from 20 to 1,000 (a percentile interval of a ratio of sums); coverage: docs/coverage.md. NaN ends on a
-    date whose score, or a leave-one-out score, is 0 (no log), or with fewer than two segments.
-    """
-    from scipy import stats as scipy_stats
-
-    from dateeval.corpus import score_from_stats
-
-    if stats.size == 0:
-        return pd.DataFrame(columns=BAND_COLUMNS)
-    lows, highs = [], []
-    for per_date in stats:
-        present = per_date[np.isfinite(per_date).all(1)]
-        total, n = present.sum(0), len(present)
-        full = score_from_stats(metric, [total]) if n else 0.0
-        left_out = np.array([score_from_stats(metric, [total - segment]) for segment in present]) if n >= 2 else np.zeros(0)
-        if n < 2 or full <= 0 or (left_out <= 0).any():
-            lows.append(float("nan")), highs.append(float("nan"))
-            continue
-        logs = np.log(left_out)
-        spread = float(scipy_stats.t.ppf(0.975, n - 1) * math.sqrt((n - 1) / n * np.sum((logs - logs.mean()) ** 2)))
-        lows.append(full * math.exp(-spread)), highs.append(min(CORPUS_SCORE_MAX, full * math.exp(spread)))
-    return pd.DataFrame({"entry": entry, "date": pd.to_datetime(dates), "low": lows, "high": highs})
-
-
-def headline(significance: pd.DataFrame, metrics: pd.DataFrame, verdict: float) -> dict | None:
-    """The finding of a store in numbers: the verdict, whether the date moves any of the K graded entries (``verdict``,
-    the family-wise p-value of :func:`date_effect_family` over those entries: Cochran's Q by joint permutation, min-p,
-    its size kept for any K in ``docs/coverage.md``); its largest worst-to-best accuracy delta with what the largest of K
-    shuffled deltas gives (:func:`largest_of`, and that delta's own p-value); how often two dates rank the entries
-    differently.
-
-    ``significance`` holds :func:`significance` rows (with their ``null_draws``) of every entry with two or more
-    dates. None when there is none.
-    """
-    if significance.empty:
-        return None
-    top = significance.loc[significance["delta"].idxmax()]
-    summary = summarize(metrics)
-    dates = summary[(summary["entry"] == top["entry"]) & (summary["dataset"] == top["dataset"])].iloc[0]
-    family = largest_of(significance["delta"].tolist(), significance["null_draws"].tolist())
-    out = {"entry": top["entry"], "dataset": top["dataset"], "delta": family["delta"], "n_dates": int(top["n_dates"]), "n_items": int(top["n_items"]),
-           "k_entries": len(significance), "null_median": family["null_median"], "null_upper": family["null_upper"], "p_value": verdict,
-           "beyond_chance": verdict < 0.05, "delta_p_value": family["p_value"], "entry_null_upper": top["null_upper"], "entry_p_value": top["p_value"],
-           "worst_date": dates.get("accuracy_worst_date"), "best_date": dates.get("accuracy_best_date"), "reorder": float("nan"), "reorder_dataset": None}  # fmt: skip
-    entries = metrics[metrics["factor"] == "date"].groupby("dataset")["entry"].nunique()
-    if len(entries) and entries.max() >= 2:
-        dataset = top["dataset"] if entries.get(top["dataset"], 0) >= 2 else entries.idxmax()
-        found = reordering(kendall_taus(metrics, dataset))
-        out.update(reorder=found["share"], reorder_dataset=dataset, reorder_entries=int(entries[dataset]), reorder_pairs=found["n_pairs"],
-                   reorder_defined=found["n_defined"], reorder_undefined=found["n_undefined"], reorder_count=found["n_reordered"])  # fmt: skip
-    return out

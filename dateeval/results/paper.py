@@ -17,7 +17,8 @@ import pandas as pd
 
 from dateeval.results import descriptive
 from dateeval.metrics import METRICS, cv_text, percent, points
-from dateeval.results.inference import cv, cv_meaningful, largest_of
+from dateeval.results.chance import largest_of
+from dateeval.results.inference import cv, cv_meaningful
 from dateeval import names
 from dateeval.schema import GENERATION_KINDS
 
