@@ -179,7 +179,7 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     band = explorer.bands(demo, selection, "accuracy")
     one = explorer.Selection(entries[:1], "mmlu", selection.start, selection.end)
     flips = explorer.flips(demo, one)
-    found = item_matrices.load(demo, cache.view(demo)[0].sums.query("entry == @entries[0] and dataset == 'mmlu'"))
+    found = item_matrices.load(demo, cache.opened(demo)[0].sums.query("entry == @entries[0] and dataset == 'mmlu'"))
     for kept_table, computed in zip(flips, item_matrices.flips(found, one.start.date(), one.end.date()), strict=True):
         pd.testing.assert_frame_equal(kept_table, computed, check_dtype=False)
     assert not (demo.root / sidecars.FOLDER).exists()  # reading wrote nothing

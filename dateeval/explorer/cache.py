@@ -43,7 +43,7 @@ def _view(root: str, fingerprint: tuple) -> tuple[results.Results, list[str]]:
 _CACHES.append(_view)
 
 
-def view(store: Store) -> tuple[results.Results, list[str]]:
+def opened(store: Store) -> tuple[results.Results, list[str]]:
     """The store as it is now (``results.open``, held per store state), with what could not be read."""
     return _view(str(store.root), store.fingerprint())
 
@@ -202,7 +202,7 @@ def item_rows(selection: Selection, item_id: str) -> pd.DataFrame:
 
 def template_default_dates(selection: Selection) -> dict[str, pd.Timestamp]:
     """The date each chosen entry's template uses when left alone, from the sums (no per-item read)."""
-    sums = view(current_store())[0].sums
+    sums = opened(current_store())[0].sums
     return descriptive.template_default_dates(sums[(sums["dataset"] == selection.dataset) & sums["entry"].isin(selection.entries)])
 
 

@@ -23,7 +23,7 @@ def load() -> tuple[pd.DataFrame, pd.DataFrame]:
     A store without results stops the page with the empty state.
     """
     store = current_store()
-    view, problems = cache.view(store)
+    view, problems = cache.opened(store)
     sums, per_condition = view.sums, cache.metrics(store)
     for message in dict.fromkeys(problems):
         st.warning(message)
