@@ -2,10 +2,10 @@
 
 Every figure calls the function the pages and the CLI call, with the arguments they use:
 
-* per-date band of a rate (Curves): ``inference.date_band(..., "accuracy")``, against the percentile bootstrap it replaced;
+* per-date band of a rate (Curves): ``bands.date_band(..., "accuracy")``, against the percentile bootstrap it replaced;
 * the date-robust interval (What to report, ``robust``): ``robust.entry_statistics`` -> ``low``, ``high``; and the
   variance components' normal interval ``score +- anova_half_width`` that the planning table predicts;
-* the verdict's tests (Overview, Factors, ``summary``): ``inference.significance`` -> the permutation p-value of the
+* the verdict's tests (Overview, Factors, ``summary``): ``chance.significance`` -> the permutation p-value of the
   worst-to-best delta and Cochran's Q p-value, their size with no date effect and their power against planted ones.
 
 Truth. Outcomes are Bernoulli(P) with P = Phi(mu + a_item + b_date + c_item_date), a, b, c normal with standard
@@ -34,7 +34,7 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dateeval.metrics import ece_rows  # noqa: E402
-from dateeval.results import inference, robust  # noqa: E402
+from dateeval.results import bands, chance, inference, robust  # noqa: E402
 from dateeval.results.view import N_PERM  # noqa: E402  (the permutations the explorer's verdict uses)
 
 RATES = (0.02, 0.1, 0.3, 0.5)
@@ -57,7 +57,7 @@ def _dates(n: int) -> list:
 
 def percentile_band(correct: np.ndarray, n_boot: int = 200, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The per-date band the Curves page drew before: the 95% percentile bootstrap over questions (the baseline)."""
-    weights = inference.resample_weights(correct.shape[1], n_boot, seed)
+    weights = bands.resample_weights(correct.shape[1], n_boot, seed)
     return tuple(np.percentile(correct @ weights.T / correct.shape[1], [2.5, 97.5], axis=1))
 
 
@@ -67,7 +67,7 @@ def band_coverage(n_items: int, rate: float, reps: int, n_dates: int = 12, seed:
     hits = old = 0
     for _ in range(reps):
         correct = (rng.random((n_dates, n_items)) < rate).astype(float)
-        band = inference.date_band("e", _dates(n_dates), correct, np.full(correct.shape, 0.5), "accuracy")
+        band = bands.date_band("e", _dates(n_dates), correct, np.full(correct.shape, 0.5), "accuracy")
         hits += int(((band["low"] <= rate) & (rate <= band["high"])).sum())
         low, high = percentile_band(correct, seed=int(rng.integers(1 << 31)))
         old += int(((low <= rate) & (rate <= high)).sum())
@@ -118,7 +118,7 @@ def _segments(rng: np.random.Generator, n: int) -> np.ndarray:
 
 
 def bleu_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0) -> dict:
-    """Coverage of the Curves page's per-date BLEU band (``inference.corpus_band``: the log-scale jackknife-t over segments)
+    """Coverage of the Curves page's per-date BLEU band (``bands.corpus_band``: the log-scale jackknife-t over segments)
     of the corpus BLEU of the segment population (from 200,000 segments' summed statistics)."""
     from dateeval.corpus import score_from_stats
 
@@ -127,7 +127,7 @@ def bleu_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0)
     hits = printed = 0
     for _ in range(reps):
         stats = np.stack([_segments(rng, n_items) for _ in range(n_dates)])
-        band = inference.corpus_band("e", _dates(n_dates), stats, "bleu")
+        band = bands.corpus_band("e", _dates(n_dates), stats, "bleu")
         hits += int(((band["low"] <= truth) & (truth <= band["high"])).sum())
         printed += int(band["low"].notna().sum())
     total = reps * n_dates
@@ -158,8 +158,8 @@ def ece_truth(accuracy: float, power: float) -> float:
 
 
 def ece_band_coverage(n_items: int, accuracy: float, model: str, reps: int, n_dates: int = 3, seed: int = 0) -> dict:
-    """Coverage and mean width of the per-date ECE interval (``inference.ece_interval``: what the Curves page and
-    ``dateeval.stats.ece`` print) of the population ECE, measured also below :data:`inference.ECE_BAND_MIN_ITEMS`; the
+    """Coverage and mean width of the per-date ECE interval (``bands.ece_interval``: what the Curves page and
+    ``dateeval.stats.ece`` print) of the population ECE, measured also below :data:`bands.ECE_BAND_MIN_ITEMS`; the
     mean error of the printed (debiased) ECE and of the paper's plug-in."""
     rng = np.random.default_rng(seed)
     power = ECE_MODELS[model]
@@ -169,7 +169,7 @@ def ece_band_coverage(n_items: int, accuracy: float, model: str, reps: int, n_da
     for _ in range(reps):
         confidence, right = _ece_draw(rng, (n_dates, n_items), accuracy, power)
         correct = (rng.random(confidence.shape) < right).astype(float)
-        low, high = inference.ece_interval(confidence, correct, seed=int(rng.integers(1 << 31)), min_items=1)
+        low, high = bands.ece_interval(confidence, correct, seed=int(rng.integers(1 << 31)), min_items=1)
         hits += int(((low <= truth) & (truth <= high)).sum())
         width += float((high - low).sum())
         debiased += float((ece_rows(confidence, correct) - truth).sum())
@@ -177,14 +177,14 @@ def ece_band_coverage(n_items: int, accuracy: float, model: str, reps: int, n_da
     total = reps * n_dates
     return {"model": model, "accuracy": accuracy, "items": n_items, "truth_ece": round(truth, 4), "coverage": hits / total,
             "se": se(hits / total, total), "width": width / total, "debiased_error": debiased / total, "plug_in_error": plug_in / total,
-            "printed": n_items >= inference.ECE_BAND_MIN_ITEMS}  # fmt: skip
+            "printed": n_items >= bands.ECE_BAND_MIN_ITEMS}  # fmt: skip
 
 
 ECE_PAIRS = (("calibrated", "calibrated"), ("slightly over", "slightly over"), ("overconfident", "slightly over"), ("overconfident", "calibrated"))
 
 
 def ece_delta_coverage(n_items: int, accuracy: float, models: tuple[str, str], reps: int, seed: int = 0) -> dict:
-    """Coverage of Table 8's interval on the ECE delta between two dates (``inference.ece_difference_interval``) of the
+    """Coverage of Table 8's interval on the ECE delta between two dates (``bands.ece_difference_interval``) of the
     difference of their population ECEs: the same questions (each one's chance p shared) on both dates, confidence
     p^a under each date's model, the grades drawn on each date."""
     rng = np.random.default_rng(seed)
@@ -196,7 +196,7 @@ def ece_delta_coverage(n_items: int, accuracy: float, models: tuple[str, str], r
         _, right = _ece_draw(rng, (n_items,), accuracy, 1.0)
         confidence = np.stack([right**first, right**second])
         correct = (rng.random(confidence.shape) < right).astype(float)
-        low, high = inference.ece_difference_interval(confidence, correct, seed=int(rng.integers(1 << 31)))
+        low, high = bands.ece_difference_interval(confidence, correct, seed=int(rng.integers(1 << 31)))
         hits += low <= truth <= high
         width += (high - low) / reps
     return {"dates": " - ".join(models), "accuracy": accuracy, "items": n_items, "truth_delta": round(truth, 4), "coverage": hits / reps,
@@ -218,7 +218,7 @@ def cv_coverage(n_items: int, n_dates: int, effect: float, reps: int, rate: floa
         correct = (rng.random((n_dates, n_items)) < stats.norm.cdf(latent + sd_cell * rng.standard_normal((n_dates, n_items)))).astype(float)
         found = inference.bootstrap_cv(correct, np.full(correct.shape, np.nan))
         hits += found["accuracy_cv_low"] <= truth <= found["accuracy_cv_high"]
-        weights = inference.resample_weights(n_items, 200, int(rng.integers(1 << 31)))
+        weights = bands.resample_weights(n_items, 200, int(rng.integers(1 << 31)))
         low, high = np.percentile(inference.cv(correct @ weights.T / n_items, axis=0), [2.5, 97.5])
         old += low <= truth <= high
     return {"items": n_items, "dates": n_dates, "effect_pp": 100 * effect, "coverage": hits / reps, "se": se(hits / reps, reps),
@@ -233,7 +233,7 @@ def test_rejections(n_items: int, n_dates: int, rate: float, effect: float, reps
     for _ in range(reps):
         shift = rng.permutation(np.linspace(-effect / 2, effect / 2, n_dates)) if effect else None
         correct, _ = simulate(rng, n_dates, n_items, rate, scenario, shift)
-        found = inference.significance("e", "d", correct, N_PERM)
+        found = chance.significance("e", "d", correct, N_PERM)
         delta += found["p_value"] < 0.05
         cochran += found["cochran_p"] < 0.05
         permuted += found["cochran_permutation_p"] < 0.05
@@ -243,7 +243,7 @@ def test_rejections(n_items: int, n_dates: int, rate: float, effect: float, reps
             "se_at_5pct": se(0.05, reps)}  # fmt: skip
 
 
-FAMILY_PERM = 200  # joint shuffles per simulated store (the pages take inference.VERDICT_PERM; the size holds for any number)
+FAMILY_PERM = 200  # joint shuffles per simulated store (the pages take chance.VERDICT_PERM; the size holds for any number)
 
 
 def family_rejections(n_items: int, n_dates: int, k: int, effect: float, reps: int, planted: str = "one", shared: float = 0.8,
@@ -251,9 +251,9 @@ def family_rejections(n_items: int, n_dates: int, k: int, effect: float, reps: i
     """The headline's family-wise tests over ``k`` entries on the same questions and dates, as one model at several
     precisions: the questions' difficulty is shared, and a ``shared`` part of each answer's noise (probit scale).
     A date effect of ``effect`` (worst to best) is planted in one entry (``planted`` "one") or, one effect, in all
-    ("all"); none when 0. How often each rejects at 5%: the verdict (``inference.date_effect_family``, min-p of the
+    ("all"); none when 0. How often each rejects at 5%: the verdict (``chance.date_effect_family``, min-p of the
     entries' Cochran's Q over joint shuffles), Cochran's Q per entry by chi-square with a Bonferroni correction, and
-    (``with_delta``) the largest delta against the largest of K shuffled deltas (``inference.largest_of``)."""
+    (``with_delta``) the largest delta against the largest of K shuffled deltas (``chance.largest_of``)."""
     rng = np.random.default_rng(seed)
     sd_item, _, sd_cell = SCENARIOS["no date effect"]
     mu = stats.norm.ppf(0.3) * math.sqrt(1 + sd_item**2 + sd_cell**2)
@@ -269,11 +269,11 @@ def family_rejections(n_items: int, n_dates: int, k: int, effect: float, reps: i
             if effect and (planted == "all" or entry == 0):
                 probability = np.clip(probability + shift, 0, 1)
             matrices.append((rng.random((n_dates, n_items)) < probability).astype(float))
-        verdict += inference.date_effect_family([matrices], n_perm, int(rng.integers(1 << 31))) < 0.05
-        bonferroni += min(inference.cochran_q(m)["p_value"] for m in matrices) * k < 0.05
+        verdict += chance.date_effect_family([matrices], n_perm, int(rng.integers(1 << 31))) < 0.05
+        bonferroni += min(chance.cochran_q(m)["p_value"] for m in matrices) * k < 0.05
         if with_delta:
-            rows = [inference.significance("e", "d", m, N_PERM) for m in matrices]
-            largest += inference.largest_of([row["delta"] for row in rows], [row["null_draws"] for row in rows])["p_value"] < 0.05
+            rows = [chance.significance("e", "d", m, N_PERM) for m in matrices]
+            largest += chance.largest_of([row["delta"] for row in rows], [row["null_draws"] for row in rows])["p_value"] < 0.05
     return {"items": n_items, "dates": n_dates, "entries": k, "planted": planted if effect else "-", "effect_pp": 100 * effect,
             "verdict": verdict / reps, "bonferroni_q_chi2": bonferroni / reps, "largest_delta_of_k": largest / reps if with_delta else float("nan"),
             "se_at_5pct": se(0.05, reps)}  # fmt: skip
@@ -333,8 +333,8 @@ def compare_section(reps: int) -> str:
     )
 
 
-ECE_HEADING = ("## Per-date ECE and Table 8's ECE delta (Curves, `dateeval.stats.ece`): `inference.ece_interval`, "
-               "`inference.ece_difference_interval`")
+ECE_HEADING = ("## Per-date ECE and Table 8's ECE delta (Curves, `dateeval.stats.ece`): `bands.ece_interval`, "
+               "`bands.ece_difference_interval`")
 
 
 def ece_section(reps: int) -> str:
@@ -358,7 +358,7 @@ def ece_section(reps: int) -> str:
         "resampled, 200 times, grades redrawn at the bin's accuracy or mean confidence, whichever is nearer 0.5), floored at 0. "
         "The percentile bootstrap it replaced covered 0.50 at 50 questions and 0.87 at 200 (printed only from 1,000); the "
         "same bounds with the grades not redrawn covered 0.89-0.93 for calibrated models at 50-100 questions, accuracy 0.1 "
-        f"or 0.9. `printed`: the pages print the band (from {inference.ECE_BAND_MIN_ITEMS} questions; none below, though it "
+        f"or 0.9. `printed`: the pages print the band (from {bands.ECE_BAND_MIN_ITEMS} questions; none below, though it "
         "also covered at 20). The bounds are conservative (coverage near 1 where the model is miscalibrated): honest, wide "
         "on few questions. `se`: sqrt(c (1 - c) / N) over the cell's N intervals; 0 where all N covered (the miss rate is "
         "then below 3 / N at 95%).\n\n"
@@ -368,7 +368,7 @@ def ece_section(reps: int) -> str:
         + _table(rows)
         + "\nTable 8's delta: the same questions on two dates, each date's confidence from the model named; the interval of "
         "ECE(first) - ECE(second) is [low_first - high_second, high_first - low_second] with each per-date end at 1.25% "
-        "(`inference.ece_difference_interval`). The percentile bootstrap of the two debiased ECEs' difference, paired over "
+        "(`bands.ece_difference_interval`). The percentile bootstrap of the two debiased ECEs' difference, paired over "
         "questions, covered 0.49-0.83 when the second date was calibrated (its ECE at the floor 0, where every estimate is "
         "biased upward) and is not used.\n\n"
         + _short(deltas, ("coverage",), ("dates", "accuracy", "items"), reps)
@@ -391,7 +391,7 @@ def cv_year_section(reps: int) -> str:
     )
 
 
-BLEU_HEADING = "## Per-date BLEU band (Curves): `inference.corpus_band`"
+BLEU_HEADING = "## Per-date BLEU band (Curves): `bands.corpus_band`"
 
 
 def bleu_section(reps: int) -> str:
@@ -434,7 +434,7 @@ def robust_section(reps: int) -> str:
     )
 
 
-FAMILY_HEADING = "## The headline's family-wise tests over K entries (Overview, `summary`): `inference.date_effect_family`, `inference.largest_of`"
+FAMILY_HEADING = "## The headline's family-wise tests over K entries (Overview, `summary`): `chance.date_effect_family`, `chance.largest_of`"
 FAMILY_CELLS = [(k, effect, planted) for k in (2, 6, 20, 50) for effect, planted in ((0.0, "one"), (0.05, "one"), (0.1, "one"), (0.05, "all"))]
 
 
@@ -495,7 +495,7 @@ def main() -> None:
         "standard error is in the `se` column (for a coverage of 0.95, or a size of 0.05). Nominal: 0.95 coverage, 0.05 size. "
         "A section that states its own number of stores and seconds was recomputed alone (`bench/coverage.py --only "
         "families|robust|bleu|compare|ece|cv366`, under `nice -n 19`).\n\n"
-        "## Per-date band of a rate (Curves): exact Clopper-Pearson, `inference.date_band`\n\n"
+        "## Per-date band of a rate (Curves): exact Clopper-Pearson, `bands.date_band`\n\n"
         "Every date's true rate is `rate`; 12 dates per store. `percentile_bootstrap` is the band the page drew before "
         "(200 resamples over questions), kept here as the baseline: it collapses to [0, 0] when a date has no right answer.\n\n"
         + _short(bands, ("coverage",), ("items", "rate"), reps * 12)
@@ -512,7 +512,7 @@ def main() -> None:
         + _table(cvs, {"effect_pp": "{:.0f}"})
         + cv_year_section(small)
         + robust_section(reps // 2)
-        + "\n## The verdict's tests (Overview, Factors, `summary`): `inference.significance`\n\n"
+        + "\n## The verdict's tests (Overview, Factors, `summary`): `chance.significance`\n\n"
         f"Rejections at 5% of the worst-to-best delta's permutation test ({N_PERM} permutations, as the explorer), of Cochran's "
         "Q by its chi-square approximation and of Cochran's Q as a permutation statistic (the same shuffles), and how often a "
         "date's accuracy leaves the Curves page's chance band (`chance_half_width`: simultaneous over the dates), on data with no "

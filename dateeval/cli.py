@@ -13,10 +13,10 @@ import json
 import math
 import os
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from dateeval import cli_read
 from dateeval.errors import DateEvalError
 
 EXIT_ERROR = 2
@@ -196,82 +196,10 @@ def _add_probe(commands: argparse._SubParsersAction) -> None:
     probe.set_defaults(concurrency=1)  # four short questions: asked one after another, a small server is not flooded
 
 
-def _add_summary(commands: argparse._SubParsersAction) -> None:
-    summary = commands.add_parser("summary", help="accuracy and ECE over dates: min/mean/max, worst-to-best delta, baselines")
-    summary.add_argument("--store", default="cache/results")
-    summary.add_argument("--json", action="store_true", help="machine-readable output")
-    summary.add_argument("--dates", type=_period, help="only the dates START..END (both included), as a page's date filter selects them")
-
-
-def _period(text: str) -> "Period":  # noqa: F821 - the results layer is imported lazily
-    """``START..END`` as a :class:`dateeval.results.Period` (argparse reports a bad one in one line)."""
-    from dateeval.dates import parse_date
-    from dateeval.results.view import Period
-
-    start, separator, end = text.partition("..")
-    if not separator:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a range START..END (e.g. 2024-01-01..2024-01-31)")
-    try:
-        period = Period(parse_date(start), parse_date(end))
-    except DateEvalError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-    if period.end < period.start:
-        raise argparse.ArgumentTypeError(f"{text!r} ends before it starts")
-    return period
-
-
-def _add_export(commands: argparse._SubParsersAction) -> None:
-    export = commands.add_parser("export", help="every stored per-item row with its entry and condition, as one Parquet, CSV or JSONL file")
-    export.add_argument("--store", default="cache/results")
-    export.add_argument("--out", required=True, help="a file ending in .parquet, .csv or .jsonl (the format follows the suffix)")
-    export.add_argument("--dates", type=_period, help="only the dates START..END (baselines are always included)")
-
-
-def _add_robust(commands: argparse._SubParsersAction) -> None:
-    robust = commands.add_parser("robust", help="what to report: the date-marginal score with its interval over items and dates, the robust "
-                                 "leaderboard, and how many dates give an interval of a chosen width")  # fmt: skip
-    robust.add_argument("--store", default="cache/results")
-    robust.add_argument("--dataset", action="append", help="only these datasets (repeatable; default: every graded dataset with two or more dates)")
-    robust.add_argument("--dates", type=_period, help="only the dates START..END (both included)")
-    robust.add_argument("--half-width", type=_fraction, default=0.01, help="the 95%% interval's half-width to plan for, as a fraction (default 0.01 = 1 pp)")
-    form = robust.add_mutually_exclusive_group()
-    form.add_argument("--json", action="store_true", help="machine-readable records: the numbers, the sentences and what produced them")
-    form.add_argument("--markdown", action="store_true", help="a Markdown table per dataset, with the sentences")
-    form.add_argument("--latex", action="store_true", help="a LaTeX table per dataset, the sentence as its caption")
-    robust.add_argument("--figure", type=Path, help="also write the figure (.svg, .pdf or .png; needs one dataset)")
-
-
-def _add_compare(commands: argparse._SubParsersAction) -> None:
-    compare = commands.add_parser("compare", help="model A against model B on the same questions and dates: is A better whatever the date, "
-                                  "and does one move more with the date?")  # fmt: skip
-    compare.add_argument("a", help="entry A, as `summary` names it, e.g. 'smollm2-135m (float32, cpu)'")
-    compare.add_argument("b", help="entry B")
-    compare.add_argument("--store", default="cache/results")
-    compare.add_argument("--dataset", help="the dataset (default: the only one both have with two or more dates)")
-    compare.add_argument("--dates", type=_period, help="only the dates START..END (both included)")
-
-
-def _fraction(text: str) -> float:
-    """An argparse type for a half-width: a number strictly between 0 and 1 (0.01 is one percentage point)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1 (0.01 = 1 pp), not {text}")
-    return value
-
-
 def _add_template(commands: argparse._SubParsersAction) -> None:
     template = commands.add_parser("template", help="show how chat templates inject a date, and render one")
     template.add_argument("paths", nargs="+", help="chat templates: .jinja files, tokenizer_config.json files or model folders")
     template.add_argument("--date", help="render a prompt with this date (YYYY-MM-DD)")
-
-
-def _add_report(commands: argparse._SubParsersAction) -> None:
-    report = commands.add_parser("report", help="write an HTML report with the paper's tables for whatever the store holds")
-    report.add_argument("--store", default="cache/results")
-    report.add_argument("--out", required=True, help="output folder (index.html and one CSV per table)")
 
 
 def _add_regrade(commands: argparse._SubParsersAction) -> None:
@@ -294,13 +222,13 @@ def _parser() -> argparse.ArgumentParser:
                             "and threads), HF_HUB_OFFLINE=1, DATEEVAL_CACHE (converted models). docs/cli.md#environment")  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(commands)
-    _add_summary(commands)
-    _add_export(commands)
-    _add_robust(commands)
-    _add_compare(commands)
+    cli_read.add_summary(commands)
+    cli_read.add_export(commands)
+    cli_read.add_robust(commands)
+    cli_read.add_compare(commands)
     _add_template(commands)
     _add_compact(commands)
-    _add_report(commands)
+    cli_read.add_report(commands)
     _add_regrade(commands)
     _add_serve(commands)
     _add_probe(commands)
@@ -452,203 +380,6 @@ def _factor_levels(args: argparse.Namespace) -> dict[str, list]:
     return levels
 
 
-def _missing(value: object) -> bool:
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
-def _has(row: dict, metric: str) -> bool:
-    """Whether a summary row has any value of a metric (dated or baseline)."""
-    return any(not _missing(row.get(f"{prefix}{metric}{suffix}")) for prefix, suffix in (("", "_min"), ("", ""), ("no_date_", ""), ("template_default_", "")))
-
-
-def _delta(metric: str, value: object, n_items: int) -> str:
-    """A worst-to-best delta as shown everywhere: rates in percentage points at the precision the questions allow."""
-    from dateeval.metrics import METRICS
-
-    return METRICS[metric].delta(value, n_items)
-
-
-def _json_safe(value: object) -> object:
-    """NaN is not JSON: missing numbers become null."""
-    if isinstance(value, dict):
-        return {key: _json_safe(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_json_safe(item) for item in value]
-    return None if isinstance(value, float) and math.isnan(value) else value
-
-
-def _open_results(path: str) -> "Results":  # noqa: F821 - the results layer is imported lazily
-    """The store's results (``dateeval.results.open``, what every page reads), its problems as warnings on stderr."""
-    from dateeval import results
-    from dateeval.results import unit_sums
-    from dateeval.store import Store
-
-    store = Store(path)
-    if not store.root.is_dir():
-        raise DateEvalError(f"store {store.root} does not exist: run `python -m dateeval run ... --store {store.root}` first")
-    found, problems = results.open(store)
-    for message in problems.messages() + unit_sums.label_notes(found.sums):
-        print(f"dateeval: warning: {message}", file=sys.stderr)
-    return found
-
-
-def _cmd_summary(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from dateeval.metrics import METRICS, cv_text, percent, points
-
-    found = _open_results(args.store)
-    table = found.summary(args.dates)
-    # Table 5's CVs are over every stored level of each factor: shown for the whole store only, not for a --dates range.
-    factors = found.statistics()["factors"] if len(table) and args.dates is None else pd.DataFrame(columns=["entry", "dataset", "factor"])
-    if args.json:
-        records = table.to_dict(orient="records")
-        # What to report (``dateeval robust``'s numbers for each entry, over the same dates); None under two dates.
-        robust = {(entry["entry"], dataset): entry for dataset in dict.fromkeys(table["dataset"])
-                  for entry in found.robust_record(dataset, args.dates)["entries"]}  # fmt: skip
-        for record in records:
-            mine = factors[(factors["entry"] == record["entry"]) & (factors["dataset"] == record["dataset"])]
-            record["factors"] = mine.drop(columns=["entry", "dataset"]).to_dict(orient="records")
-            record["robust"] = robust.get((record["entry"], record["dataset"]))
-        print(json.dumps(_json_safe(records), indent=2, default=str))
-        return 0
-    if table.empty:
-        print(f"no results in {args.store}")
-        return 0
-    if args.dates is None:  # the store's finding, as the Overview's first line says it
-        from dateeval.results import headline_sentence, reorder_sentence, verdict_power
-
-        top = found.headline()
-        print("\n".join(line for line in (headline_sentence(top), verdict_power(top), reorder_sentence(top)) if line))
-    for row in table.to_dict(orient="records"):
-        print(f"{row['entry']} on {row['dataset']}: {row['n_items']} items x {row['n_dates']} dates")
-        for metric in (m for m in METRICS if f"no_date_{m}" in row and _has(row, m)):
-            show, name = METRICS[metric].format, METRICS[metric].name_on(row["dataset"])
-            if _has(row, f"{metric}_delta"):
-                print(
-                    f"  {name:8s} min {show(row[metric + '_min'])}  mean {show(row[metric + '_mean'])}  "
-                    f"max {show(row[metric + '_max'])}  delta {_delta(metric, row[metric + '_delta'], row['n_items'])}  "
-                    + (f"(worst {row[metric + '_worst_date']}, best {row[metric + '_best_date']})" if not _missing(row[metric + "_worst_date"]) else "(the same on every date)")
-                )
-            print(f"  {'':8s} no-date {show(row['no_date_' + metric])}  template-default {show(row['template_default_' + metric])}")
-        if row["n_dates"] > 1 and not math.isnan(row.get("delta_p_value", math.nan)):
-            verdict = "beyond chance" if row["exceeds_chance"] else "within chance"
-            print(
-                f"  chance    date effect {verdict} (Cochran's Q by permutation p = {row['cochran_permutation_p']:.3f}; chi-square "
-                f"p = {row['cochran_p']:.3g}); accuracy delta: 95% of chance deltas <= {points(row['delta_null_upper'], row['n_items'])}, "
-                f"p = {row['delta_p_value']:.3f}"
-            )
-        mine = factors[(factors["entry"] == row["entry"]) & (factors["dataset"] == row["dataset"])]
-        for factor in mine.to_dict(orient="records"):
-            print(
-                f"  CV {factor['factor']:13s} accuracy {cv_text(factor['accuracy_cv'], factor['accuracy_cv_low'], factor['accuracy_cv_high'], factor['accuracy_cv_meaningful'], factor['accuracy_cv_noise_free'])}"
-                f"  ECE {percent(factor['ece_cv'])}  ({factor['levels']} levels)"
-            )
-    for factor in factors[factors["factor"] == "precision"].to_dict(orient="records"):
-        print(f"{factor['entry']} on {factor['dataset']}: CV precision accuracy {percent(factor['accuracy_cv'])} ({factor['levels']} dtypes)")
-    return 0
-
-
-def _output_folder(path: Path) -> Path:
-    """Create ``path`` and prove it writable before any table is computed, so a bad ``--out`` costs nothing."""
-    if path.exists() and not path.is_dir():
-        raise DateEvalError(f"--out {path} is a file, not a folder: give a folder for index.html and the CSVs")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=path):
-            pass
-    except OSError as error:
-        raise DateEvalError(f"cannot write the report to {path}: {error.strerror or error}") from None
-    return path
-
-
-def _cmd_report(args: argparse.Namespace) -> int:
-    from dateeval.results.report import write_report
-
-    out = _output_folder(Path(args.out))
-    found = _open_results(args.store)
-    try:
-        page = write_report(found, out)
-    except OSError as error:  # a disk that fills up while the tables are written
-        raise DateEvalError(f"cannot write the report to {out}: {error.strerror or error}") from None
-    print(f"report written to {page}")
-    return 0
-
-
-def _cmd_export(args: argparse.Namespace) -> int:
-    from dateeval.results import export
-
-    out = Path(args.out)
-    export.check_target(out)
-    count = export.write(_open_results(args.store), out, args.dates)
-    print(f"exported {count} rows to {out}")
-    return 0
-
-
-def _cmd_robust(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from dateeval.results import robust_format
-
-    if args.figure and (args.figure.suffix not in robust_format.FIGURE_FORMATS or not args.figure.parent.is_dir()):
-        raise DateEvalError(f"--figure {args.figure}: give a file ending in {', '.join(robust_format.FIGURE_FORMATS)} in a folder that exists")
-    found = _open_results(args.store)
-    datasets = sorted(found.metrics["dataset"].unique()) if len(found.metrics) else []
-    unknown = sorted(set(args.dataset or ()) - set(datasets))
-    if unknown:
-        raise DateEvalError(f"no dataset {unknown[0]!r} in {args.store} (it holds: {', '.join(datasets) or 'nothing'})")
-    records = [found.robust_record(name, args.dates, half_width=args.half_width) for name in args.dataset or datasets]
-    records = [record for record in records if record["entries"]]
-    if not records:
-        raise DateEvalError(f"nothing to report in {args.store}: a date-robust number needs a graded entry with two or more dates and items")
-    if args.figure and len(records) > 1:
-        raise DateEvalError(f"--figure draws one dataset: add --dataset (one of {', '.join(record['dataset'] for record in records)})")
-    if args.json:
-        print(json.dumps(_json_safe(records), indent=2))
-    for record in records if not args.json else ():
-        board = pd.DataFrame(record["entries"])
-        shown = robust_format.display(board, record["dataset"], args.half_width)
-        sentences = [f"{entry['entry']}: {entry['sentence']}. {entry['advice']}" for entry in record["entries"]]
-        unresolved = [f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]]
-        if args.latex:
-            print(robust_format.latex(shown, robust_format.caption(record["dataset"], board) + " " + record["entries"][0]["sentence"] + "."))
-        elif args.markdown:
-            print(f"### {record['dataset']}\n\n{robust_format.markdown(shown)}\n" + "".join(f"- {line}\n" for line in sentences))
-        else:
-            print(f"{record['dataset']}:\n{shown.to_string(index=False)}\n" + "".join(f"  {line}\n" for line in sentences))
-        if unresolved and not args.latex:
-            print(("- " if args.markdown else "  ") + "the date reorders these pairs and their intervals overlap: " + "; ".join(unresolved) + "\n")
-    if args.figure:
-        print(f"figure written to {robust_format.figure(records[0], args.figure)}", file=sys.stderr if args.json else sys.stdout)
-    return 0
-
-
-def _cmd_compare(args: argparse.Namespace) -> int:
-    from dateeval.results import robust
-
-    found = _open_results(args.store)
-    dated = found.dated_entries(args.dates)
-    entries = sorted({entry for entry, _ in dated})
-    for name in (args.a, args.b):
-        if name not in entries:
-            raise DateEvalError(f"no entry {name!r} with two or more dates in {args.store} (it holds: {'; '.join(entries) or 'none'})")
-    if args.a == args.b:
-        raise DateEvalError("compare needs two different entries")
-    shared = sorted({dataset for entry, dataset in dated if entry == args.a} & {dataset for entry, dataset in dated if entry == args.b})
-    if args.dataset is None and len(shared) != 1:
-        raise DateEvalError(f"{args.a!r} and {args.b!r} share {len(shared)} datasets with two or more dates: pick one with --dataset"
-                            + (f" ({', '.join(shared)})" if shared else ""))  # fmt: skip
-    dataset = args.dataset or shared[0]
-    if dataset not in shared:
-        raise DateEvalError(f"{args.a!r} and {args.b!r} do not both have dataset {dataset!r} on two or more dates (shared: {', '.join(shared) or 'none'})")
-    _, group = found.aligned(dataset, [args.a, args.b], args.dates)
-    if group is None:
-        raise DateEvalError(f"{args.a!r} and {args.b!r} do not share two dates and the same questions on {dataset}")
-    print(f"{dataset}:")
-    print("".join(f"  {line}\n" for line in robust.compare_lines(args.a, args.b, robust.compare(group[0], group[1]))), end="")
-    return 0
-
-
 def _cmd_regrade(args: argparse.Namespace) -> int:
     from dateeval.regrade import regrade
     from dateeval.results.export import as_text, to_csv
@@ -737,7 +468,7 @@ def _exclusive(lock: Path, busy: str) -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
-    commands = {"run": _cmd_run, "summary": _cmd_summary, "export": _cmd_export, "robust": _cmd_robust, "compare": _cmd_compare, "template": _cmd_template, "compact": _cmd_compact, "report": _cmd_report,
+    commands = {"run": _cmd_run, "summary": cli_read.summary, "export": cli_read.export, "robust": cli_read.robust, "compare": cli_read.compare, "template": _cmd_template, "compact": _cmd_compact, "report": cli_read.report,
                 "regrade": _cmd_regrade, "serve": _cmd_serve, "probe": _cmd_probe}  # fmt: skip
     try:
         args = _parser().parse_args(argv)

@@ -46,7 +46,7 @@ def rate_interval(right: int, n: int) -> Estimate:
     Its coverage is at least 95% at every rate and every n; 0 of n gives [0, 1 - 0.025^(1/n)], never zero wide."""
     if not (isinstance(n, (int, np.integer)) and n > 0 and 0 <= right <= n):
         raise UsageError(f"rate_interval needs 0 <= right <= n and n a positive whole number; got right={right}, n={n}")
-    from dateeval.results.inference import clopper_pearson
+    from dateeval.results.bands import clopper_pearson
 
     low, high = clopper_pearson(np.array([right]), n)
     return Estimate(right / n, float(low[0]), float(high[0]))
@@ -75,7 +75,7 @@ def date_effect_test(entries: Sequence[object], seed: int = 0) -> float:
         raise UsageError("date_effect_test needs at least one entry")
     if len({array.shape for array in arrays}) > 1:
         raise UsageError(f"every entry must be on the same dates and questions; got shapes {sorted({array.shape for array in arrays})}")
-    from dateeval.results.inference import date_effect_family
+    from dateeval.results.chance import date_effect_family
 
     return date_effect_family([arrays], seed=seed)
 
@@ -87,7 +87,7 @@ def ece(confidence: object, correct: object) -> Estimate:
     the population ECE in at least 0.93 of simulated dates in every cell from 50 questions (calibrated and miscalibrated
     models, accuracy 0.1-0.9; docs/coverage.md). Below 50 questions ``low``/``high`` are NaN."""
     from dateeval.metrics import ece as debiased
-    from dateeval.results.inference import ece_interval
+    from dateeval.results.bands import ece_interval
 
     confidence, correct = np.asarray(confidence, dtype=float), np.asarray(correct, dtype=float)
     if confidence.ndim != 1 or confidence.shape != correct.shape or confidence.size == 0:

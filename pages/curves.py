@@ -38,8 +38,8 @@ show_band = right.toggle("95% interval per date (over questions)", value=True,
                               "summed sampling error below), drawn from 50 questions, where they covered at least 93% in every simulated "
                               "cell (calibrated and miscalibrated, accuracy 10-90%; docs/coverage.md). With fewer than 50 questions no ECE band is drawn.")  # fmt: skip
 store = explorer.current_store()
-band = explorer.bands(str(store.root), store.fingerprint(), selection, metric) if show_band else None
-chance = explorer.chance_bands(str(store.root), store.fingerprint(), selection) if metric == "accuracy" else None
+band = explorer.bands(store, selection, metric) if show_band else None
+chance = explorer.chance_bands(store, selection) if metric == "accuracy" else None
 defaults = explorer.template_default_dates(selection)
 everything = explorer.store_metrics()
 others = sorted(set(everything.loc[everything[metric].notna(), "dataset"]) - {selection.dataset})
@@ -68,7 +68,7 @@ else:
 st.download_button("Download figure (HTML, works offline; its camera saves PNG)", plots.standalone_html(figure), f"curves-{metric}.html", "text/html")
 explorer.downloads(explorer.item_table(selection), "per-item-per-date")
 st.subheader("Worst-to-best delta (Tables 1, 2 and 8)")
-summary = explorer.summary(str(store.root), store.fingerprint(), selection.period)
+summary = explorer.summary(store, selection.period)
 summary = summary[(summary["dataset"] == selection.dataset) & summary["entry"].isin(selection.entries)]
 chance = ["delta_null_upper", "delta_p_value"] if metric == "accuracy" else []
 explorer.show_table(summary[[c for c in ("entry", "n_items", "n_dates", f"{metric}_delta", *chance, f"{metric}_min", f"{metric}_max", f"{metric}_worst_date",

@@ -18,7 +18,7 @@ explorer.intro(
 )
 _, metrics = explorer.load()
 store = explorer.current_store()
-tables = explorer.statistics(str(store.root), store.fingerprint())
+tables = explorer.statistics(store)
 dataset = explorer.dataset_picker(metrics)
 factors = tables["factors"][tables["factors"]["dataset"] == dataset]
 graded = factors["accuracy_cv"].notna().any() if len(factors) else False
@@ -36,7 +36,7 @@ else:
     st.plotly_chart(figure, width="stretch", config=plots.CHART_CONFIG)
     st.download_button("Download figure (HTML, works offline; its camera saves PNG)", plots.standalone_html(figure), "factors.html", "text/html")
     explorer.show_table(factors.drop(columns=["dataset"]), dataset)
-formats = explorer.fewshot_formats(str(store.root), store.fingerprint())
+formats = explorer.fewshot_formats(store)
 formats = formats[formats["dataset"] == dataset]
 if len(formats):
     st.subheader("The date effect under each few-shot format (paper §5.4)")

@@ -24,7 +24,7 @@ explorer.intro(
 _, chosen, selection = explorer.page_data(multi_entry=False)
 generated = chosen["task"].isin(GENERATION_KINDS).any()  # by the rows' task kind: a user's own dataset too
 store = explorer.current_store()
-flips, table7 = explorer.flips(str(store.root), store.fingerprint(), selection)
+flips, table7 = explorer.flips(store, selection)
 if flips.empty:
     st.info("No dated results for this selection.")
     st.stop()
@@ -73,7 +73,7 @@ def item_rows(entry: str) -> pd.DataFrame:
 
 def history(rows: pd.DataFrame, *columns: str) -> pd.DataFrame:
     """The item's chosen columns on each of the selected dates, one row per date."""
-    found = explorer.item_history(str(store.root), store.fingerprint(), rows["model_key"].iloc[0], selection.dataset, item_id, columns)
+    found = explorer.item_history(store, rows["model_key"].iloc[0], selection.dataset, item_id, columns)
     found = found[found["condition_key"].isin(rows["condition_key"]) & found["task_key"].isin(rows["task_key"])]
     return found.drop_duplicates("condition_key").sort_values("date").reset_index(drop=True)
 

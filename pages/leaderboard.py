@@ -62,7 +62,7 @@ if len(taus):
     chance = ""
     if metric == "accuracy" and found["n_defined"]:
         store = explorer.current_store()
-        null = explorer.reorder_chance(str(store.root), store.fingerprint(), selection, found["share"])
+        null = explorer.reorder_chance(store, selection, found["share"])
         if null["chance"] == null["chance"]:
             chance = (f" Chance alone (answers shuffled across the dates within each question): {percent(null['chance'])} "
                       f"(95% of shuffles <= {percent(null['chance_upper'])}), p = {null['p_value']:.3f} that the date reorders them more.")  # fmt: skip
@@ -74,7 +74,7 @@ if metric == "accuracy" and len(selection.entries) >= 2:
     a = left.selectbox("Model A", names, index=0, key="compare_a")
     b = right.selectbox("Model B", names, index=1, key="compare_b")
     store = explorer.current_store()
-    lines = explorer.compare(str(store.root), store.fingerprint(), selection, a, b) if a != b else []
+    lines = explorer.compare(store, selection, a, b) if a != b else []
     if a == b:
         st.info("Pick two different models.")
     elif not lines:

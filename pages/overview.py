@@ -5,7 +5,8 @@ import streamlit as st
 from dateeval import explorer, results
 from dateeval.results import descriptive
 from dateeval.results.export import to_csv
-from dateeval.metrics import EXPLAIN, dataset_metrics, percent, points
+from dateeval.metrics import EXPLAIN, dataset_metrics, percent
+from dateeval.results.headline import reorder_chance_text
 
 NULL_HELP = EXPLAIN["null"] + " The largest of K entries also grows with K, so the headline is tested against the largest of K shuffled deltas."
 
@@ -13,31 +14,24 @@ st.title("How much does the date in the system prompt move the results?")
 explorer.app_settings()
 frame, metrics = explorer.load()
 store = explorer.current_store()
-root, fingerprint = str(store.root), store.fingerprint()
 explorer.about_demo(metrics)
-top = explorer.headline(root, fingerprint)
+top = explorer.headline(store)
 if top is None:
     st.info("The headline needs one model scored on two or more dates: run a date sweep on the **Run** page.")
-elif top["delta"] == 0:
+elif top.delta == 0:
     st.markdown(f"#### {results.headline_sentence(top)}")
 else:
-    n = top["n_items"]
-    verdict = "Beyond chance" if top["beyond_chance"] else "Within chance"
-    of_k = f"the largest of {top['k_entries']} model x dataset deltas" if top["k_entries"] > 1 else "the only model x dataset delta"
     st.markdown(f"#### {results.headline_sentence(top, strong=lambda text: f'**{text}**')}", help=NULL_HELP)
     st.caption(results.verdict_power(top))
     columns = [*st.columns(2), *st.columns(2)]  # two by two: at 1280 px four across cut their labels and the verdict short
-    columns[0].metric("Verdict", verdict, help=f"p = {top['p_value']:.3f}: {results.verdict_power(top)} The delta itself against the largest of "
-                                               f"{top['k_entries']} shuffled deltas ({of_k}): p = {top['delta_p_value']:.3f}.")  # fmt: skip
-    columns[1].metric("Largest worst-to-best delta", points(top["delta"], n), help=f"worst {top['worst_date']}, best {top['best_date']}; percentage points")
-    columns[2].metric(f"Chance alone (largest of {top['k_entries']}, 95% ≤)", points(top["null_upper"], n), help=NULL_HELP)
-    if top["reorder_dataset"] is not None:
-        counts = {"n_pairs": top["reorder_pairs"], "n_defined": top["reorder_defined"], "n_undefined": top["reorder_undefined"],
-                  "n_reordered": top["reorder_count"]}  # fmt: skip
-        chance = top.get("reorder_chance", float("nan"))
-        columns[3].metric(f"Date pairs that reorder the {top['reorder_entries']} models on {top['reorder_dataset']}", percent(top["reorder"]),
-                          delta=f"chance alone {percent(chance)}" if chance == chance else None, delta_color="off",
-                          help=f"{descriptive.reordering_words(counts)} {results.reorder_sentence(top)}")  # fmt: skip
+    columns[0].metric("Verdict", top.verdict, help=f"p = {top.p_value:.3f}: {results.verdict_power(top)} The delta itself against the largest of "
+                                                   f"{top.k_entries} shuffled deltas ({top.of_k}): p = {top.delta_p_value:.3f}.")  # fmt: skip
+    columns[1].metric("Largest worst-to-best delta", top.delta_text(), help=f"worst {top.worst_date}, best {top.best_date}; percentage points")
+    columns[2].metric(f"Chance alone (largest of {top.k_entries}, 95% ≤)", top.chance_text(), help=NULL_HELP)
+    if top.reorder_dataset is not None:
+        columns[3].metric(f"Date pairs that reorder the {top.reorder_entries} models on {top.reorder_dataset}", percent(top.reorder),
+                          delta=reorder_chance_text(top), delta_color="off",
+                          help=f"{descriptive.reordering_words(top.reorder_counts())} {results.reorder_sentence(top)}")  # fmt: skip
     else:
         columns[3].metric("Date pairs that reorder the leaderboard", "-", help="needs two or more models on one dataset")
 explorer.intro(
@@ -46,7 +40,7 @@ explorer.intro(
     "it, and the score with no date at all (Table 9). Rates are percentages, deltas of rates percentage points, BLEU and "
     "chrF points; values are on the questions every condition of a model scored, so dates compare like with like."
 )
-summary = explorer.summary(root, fingerprint)
+summary = explorer.summary(store)
 for dataset, table in summary.groupby("dataset", sort=True):
     names = dataset_metrics(metrics[metrics["dataset"] == dataset])
     # The verdict's columns first (the delta, what chance gives for it, the test's p), so a laptop screen shows them.
@@ -54,7 +48,7 @@ for dataset, table in summary.groupby("dataset", sort=True):
     columns += [f"{m}_{part}" for m in names for part in ("min", "mean", "max", "worst_date", "best_date")] + [f"no_date_{m}" for m in names]
     st.subheader(dataset)
     explorer.show_table(table[[c for c in columns if c in table and table[c].notna().any()]], dataset)
-    mine = explorer.paper_beside(root, fingerprint, dataset)
+    mine = explorer.paper_beside(store, dataset)
     if len(mine):
         with st.expander("The paper beside you: its headline figures next to yours, with what chance alone gives"):
             explorer.show_table(mine)

@@ -24,7 +24,7 @@ half_width = st.select_slider("Interval half-width to plan for (pp)", widths, ke
                               help="The 95% interval you want: ± this many percentage points.")  # fmt: skip
 viewstate.publish("half_width", half_width)
 store = explorer.current_store()
-record = explorer.robust(str(store.root), store.fingerprint(), selection, half_width / 100)
+record = explorer.robust(store, selection, half_width / 100)
 if not record["entries"]:
     st.info(f"A date-robust number needs graded results (not BLEU or chrF) on two or more dates and questions: {selection.dataset} "
             "has none in this selection.")  # fmt: skip

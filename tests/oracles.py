@@ -13,8 +13,9 @@ from dateeval.metrics import METRICS
 from dateeval.metrics import ece_by_code
 from dateeval.results.descriptive import _codes, common_items, entry_label, predictions, with_factor
 from dateeval.schema import ENTRY, ENTRY_KEY
-from dateeval.results.inference import (BAND_COLUMNS, FACTOR_COLUMNS, SIGNIFICANCE_COLUMNS, across_factors, against, date_band, entry_factors,
-                                        date_effect_family, graded, null_draws, outcome_matrices, significance, verdict_groups)  # fmt: skip
+from dateeval.results.bands import BAND_COLUMNS, date_band
+from dateeval.results.chance import SIGNIFICANCE_COLUMNS, against, date_effect_family, null_draws, significance, verdict_groups
+from dateeval.results.inference import FACTOR_COLUMNS, across_factors, entry_factors, graded, outcome_matrices
 
 
 def item_flips(frame: pd.DataFrame) -> pd.DataFrame:
@@ -122,7 +123,7 @@ def null_band(correct: np.ndarray, n_perm: int = 500, level: float = 0.95, seed:
 
 
 def significance_rows(frame: pd.DataFrame, n_perm: int = 200) -> pd.DataFrame:
-    """``inference.significance`` (with its null draws) of every entry with two or more dates, from rows."""
+    """``chance.significance`` (with its null draws) of every entry with two or more dates, from rows."""
     frame = graded(frame)
     rows = []
     for (entry, dataset), group in frame.assign(entry=entry_label(frame)).groupby(["entry", "dataset"]):
@@ -173,7 +174,7 @@ def exact_family_p(groups: list[list[np.ndarray]]) -> float:
 
 
 def largest_of(deltas: list[float], draws: list[np.ndarray], level: float = 0.95, seed: int = 0) -> dict[str, float]:
-    """``inference.largest_of`` as a plain loop over the permutations."""
+    """``chance.largest_of`` as a plain loop over the permutations."""
     rng = np.random.default_rng(seed)
     shuffled = [rng.permutation(np.asarray(d, dtype=float)) for d in draws]
     maxima = np.array([max(entry[j] for entry in shuffled) for j in range(min(len(d) for d in draws))])

@@ -121,7 +121,7 @@ def test_a_damaged_unit_is_reported_and_left_out(demo):
 def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
     """Flips, Table 7, the headline, the bands and the Factors tables from ``dateeval.results.item_matrices`` equal the row-based path."""
     from dateeval import explorer
-    from dateeval.results import inference
+    from dateeval.results import chance, headline, inference
 
     sums, _ = unit_sums.load(demo)
     sums = sums.assign(entry=descriptive.entry_label(sums))
@@ -135,32 +135,31 @@ def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
             rows = rows[rows["date"].isna() | pd.to_datetime(rows["date"], errors="coerce").between(pd.Timestamp(start), pd.Timestamp(end))]
             pd.testing.assert_frame_equal(flips, oracles.item_flips(rows), check_dtype=False, check_exact=False)
             pd.testing.assert_frame_equal(table7, oracles.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
-    fingerprint = demo.fingerprint()
-    tables = explorer.statistics(str(demo.root), fingerprint)
+    tables = explorer.statistics(demo)
     pd.testing.assert_frame_equal(tables["factors"], oracles.factor_table(frame, n_boot=100), check_exact=False, rtol=1e-12)
     pd.testing.assert_frame_equal(tables["significance"], oracles.date_significance(frame, n_perm=200), check_exact=False, rtol=1e-12)
     pd.testing.assert_frame_equal(tables["run_to_run"], inference.run_to_run(frame), check_exact=False, rtol=1e-12)
     assert set(tables["factors"]["factor"]) >= {"date", "precision"} and len(tables["significance"]) == 6  # every graded entry
     metrics, _ = unit_sums.condition_metrics(demo, sums)
-    headline = explorer.headline(str(demo.root), fingerprint)
-    expected = inference.headline(oracles.significance_rows(frame), metrics, oracles.verdict(frame))
-    assert {key: value for key, value in headline.items() if not key.startswith(("power", "reorder_chance", "reorder_p_value"))} == expected
+    found = explorer.headline(demo)
+    expected = headline.headline(oracles.significance_rows(frame), metrics, oracles.verdict(frame))
+    kept = {"power", "power_effect", "reorder_chance", "reorder_chance_upper", "reorder_p_value"}  # added by Results.headline
+    assert isinstance(found, headline.Headline) and found.with_(**{name: getattr(expected, name) for name in kept}) == expected
     top = inference.graded(frame)
-    top = top[(top["entry"] == expected["entry"]) & (top["dataset"] == expected["dataset"]) & (top["factor"] == "date")]
-    assert headline["power"] == inference.power(inference.outcome_matrices(top, "condition_key")[1], headline["power_effect"])
+    top = top[(top["entry"] == expected.entry) & (top["dataset"] == expected.dataset) & (top["factor"] == "date")]
+    assert found.power == chance.power(inference.outcome_matrices(top, "condition_key")[1], found.power_effect)
     chosen = sorted(metrics.loc[metrics["dataset"] == "mmlu", "entry"].unique())
     selection = explorer.Selection(tuple(chosen), "mmlu", pd.Timestamp("2024-01-01"), pd.Timestamp("2024-12-31"))
     for metric in ("accuracy", "ece"):
         expected = oracles.date_bands(frame[(frame["dataset"] == "mmlu") & frame["entry"].isin(chosen)], metric)
-        pd.testing.assert_frame_equal(explorer.bands(str(demo.root), fingerprint, selection, metric), expected, check_exact=False, rtol=1e-12)
+        pd.testing.assert_frame_equal(explorer.bands(demo, selection, metric), expected, check_exact=False, rtol=1e-12)
 
 
 def _new_process() -> None:
     """Forget what this process computed or read, as a new explorer process would start."""
-    from dateeval import explorer
+    from dateeval.explorer import cache
 
-    for cached in (explorer._view, explorer._metrics, explorer.headline, explorer.statistics, explorer.bands, explorer.flips):
-        cached.clear()
+    cache.clear()
     unit_sums._READ.clear()
     stored._KEPT.clear()
 
@@ -170,17 +169,17 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     headline and the Factors tables then come back equal from ``dateeval.results.stored`` without computing anything; a
     damaged kept result, or a replaced unit, makes them computed again (and the next keep replaces the stale file)."""
     from dateeval import explorer
-    from dateeval.results import inference
+    from dateeval.explorer import cache
+    from dateeval.results import bands, chance, inference
 
     _new_process()
-    root, fingerprint = str(demo.root), demo.fingerprint()
-    first, tables = explorer.headline(root, fingerprint), explorer.statistics(root, fingerprint)
+    first, tables = explorer.headline(demo), explorer.statistics(demo)
     entries = tuple(sorted(tables["significance"].loc[tables["significance"]["dataset"] == "mmlu", "entry"]))
     selection = explorer.Selection(entries, "mmlu", pd.Timestamp("2024-03-01"), pd.Timestamp("2024-09-30"))
-    band = explorer.bands(root, fingerprint, selection, "accuracy")
+    band = explorer.bands(demo, selection, "accuracy")
     one = explorer.Selection(entries[:1], "mmlu", selection.start, selection.end)
-    flips = explorer.flips(root, fingerprint, one)
-    found = item_matrices.load(demo, explorer._sums(root, fingerprint).query("entry == @entries[0] and dataset == 'mmlu'"))
+    flips = explorer.flips(demo, one)
+    found = item_matrices.load(demo, cache.opened(demo)[0].sums.query("entry == @entries[0] and dataset == 'mmlu'"))
     for kept_table, computed in zip(flips, item_matrices.flips(found, one.start.date(), one.end.date()), strict=True):
         pd.testing.assert_frame_equal(kept_table, computed, check_dtype=False)
     assert not (demo.root / sidecars.FOLDER).exists()  # reading wrote nothing
@@ -189,14 +188,14 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     assert {path.parent.name for path in kept} == {"headline", "significance", "factors", "band", "flips", "table7", "robust"}
     _new_process()
     with monkeypatch.context() as patched:
-        for name in ("null_draws", "entry_factors", "date_band"):  # (Table 5's precision rows compare entries: computed)
-            patched.setattr(inference, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed again"))
+        for module, name in ((chance, "null_tests"), (inference, "entry_factors"), (bands, "date_band")):  # (Table 5's precision rows compare entries: computed)
+            patched.setattr(module, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed again"))
         patched.setattr(item_matrices, "flips", lambda *args: pytest.fail("flips computed again"))
-        for kept_table, first_table in zip(explorer.flips(root, fingerprint, one), flips, strict=True):
+        for kept_table, first_table in zip(explorer.flips(demo, one), flips, strict=True):
             pd.testing.assert_frame_equal(kept_table, first_table)
-        assert explorer.headline(root, fingerprint) == first
-        again = explorer.statistics(root, fingerprint)
-        pd.testing.assert_frame_equal(explorer.bands(root, fingerprint, selection, "accuracy"), band)
+        assert explorer.headline(demo) == first
+        again = explorer.statistics(demo)
+        pd.testing.assert_frame_equal(explorer.bands(demo, selection, "accuracy"), band)
     assert len(band) and band["date"].between(selection.start, selection.end).all()
     for name in ("factors", "significance"):
         pd.testing.assert_frame_equal(again[name], tables[name])
@@ -205,13 +204,13 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     data[len(data) // 2] ^= 0xFF
     damaged.write_bytes(bytes(data))
     _new_process()
-    assert explorer.headline(root, fingerprint) == first
+    assert explorer.headline(demo) == first
     unit = next(path for path in demo.files() if "mmlu" in str(path))
     shutil.copy(unit, unit.with_suffix(".copy"))
     unit.unlink()
     shutil.move(unit.with_suffix(".copy"), unit)  # the same rows under a new mtime: every key holding it changes
     _new_process()
-    assert explorer.headline(root, demo.fingerprint()) == first
+    assert explorer.headline(demo) == first
     assert list(damaged.parent.glob("*.parquet")) == [damaged]  # computed in memory: nothing written
     assert keep(demo) == []
     assert [path.name for path in damaged.parent.glob("*.parquet")] != [damaged.name] and len(list(damaged.parent.glob("*.parquet"))) == 1  # replaced

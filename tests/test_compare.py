@@ -10,7 +10,7 @@ import pytest
 
 import oracles
 from dateeval import stats
-from dateeval.results import inference, robust
+from dateeval.results import bands, robust
 
 
 def test_date_variances_under_resampling_equal_the_loop_anova_of_the_resampled_matrix():
@@ -18,7 +18,7 @@ def test_date_variances_under_resampling_equal_the_loop_anova_of_the_resampled_m
     question repeated as often as the resample draws it."""
     rng = np.random.default_rng(0)
     correct = (rng.random((7, 15)) < 0.4).astype(float)
-    weights = inference.resample_weights(15, 20, seed=1)
+    weights = bands.resample_weights(15, 20, seed=1)
     found = robust.date_variances(correct, weights)
     for drawn, value in zip(weights, found):
         expanded = np.repeat(correct, drawn.astype(int), axis=1)

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from dateeval.results import descriptive, inference
+from dateeval.results import bands, chance, descriptive, inference
 
 ENTRIES = ["a", "b", "c", "d"]
 
@@ -131,7 +131,7 @@ def _matrices(n: int = 40, seed: int = 3):
 def test_cochran_q_equals_its_definition():
     for group in _matrices():
         for correct in group if isinstance(group, tuple) else (group,):
-            found = inference.cochran_q(correct)
+            found = chance.cochran_q(correct)
             assert found["q"] == pytest.approx(_cochran_by_loops(correct), abs=1e-9)
             assert found["df"] == correct.shape[0] - 1
             assert 0 <= found["p_value"] <= 1
@@ -156,11 +156,11 @@ def test_the_null_band_p_value_agrees_with_exact_enumeration():
     n_perm = 4000
     for correct in cases:
         exact = _exact_null_p(correct)
-        found = inference.against(float(np.ptp(correct.mean(1))), inference.null_draws(correct, n_perm, seed=1))["p_value"]
+        found = chance.against(float(np.ptp(correct.mean(1))), chance.null_draws(correct, n_perm, seed=1))["p_value"]
         assert abs(found - exact) <= 4 * math.sqrt(exact * (1 - exact) / n_perm) + 2 / n_perm, (correct, found, exact)
         exact_q = _exact_null_p(correct, lambda m: _cochran_by_loops(m))  # Cochran's Q as a permutation statistic
-        _, draws, observed, _ = inference.null_tests(correct, n_perm, seed=1)
-        found_q = inference.permutation_p(observed, draws)
+        _, draws, observed, _ = chance.null_tests(correct, n_perm, seed=1)
+        found_q = chance.permutation_p(observed, draws)
         assert abs(found_q - exact_q) <= 4 * math.sqrt(exact_q * (1 - exact_q) / n_perm) + 2 / n_perm, (correct, found_q, exact_q)
 
 
@@ -182,13 +182,13 @@ def _clopper_pearson_by_search(k: int, n: int, alpha: float = 0.05) -> tuple[flo
 @pytest.mark.parametrize("n", [1, 2, 10, 16, 50])
 def test_per_date_rate_bands_are_exact_and_never_zero_width(n):
     right = np.arange(n + 1)
-    low, high = inference.clopper_pearson(right, n)
+    low, high = bands.clopper_pearson(right, n)
     for k in right:
         expected = _clopper_pearson_by_search(int(k), n)
         assert low[k] == pytest.approx(expected[0], abs=1e-9) and high[k] == pytest.approx(expected[1], abs=1e-9)
         assert low[k] <= k / n <= high[k] and high[k] - low[k] > 0
     correct = (np.arange(n)[None, :] < right[:, None]).astype(float)  # date d has d right
-    band = inference.date_band("e", list(pd.date_range("2024-01-01", periods=n + 1)), correct, np.full(correct.shape, 0.5), "accuracy")
+    band = bands.date_band("e", list(pd.date_range("2024-01-01", periods=n + 1)), correct, np.full(correct.shape, 0.5), "accuracy")
     assert np.allclose(band["low"], low) and np.allclose(band["high"], high)
 
 

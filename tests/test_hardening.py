@@ -78,7 +78,7 @@ def test_the_explorers_csv_downloads_write_no_cell_a_spreadsheet_runs(monkeypatc
         def download_button(self, label, data, name, mime):
             pressed[mime] = data() if callable(data) else data
 
-    monkeypatch.setattr(explorer.st, "columns", lambda count: [Column() for _ in range(count)])
+    monkeypatch.setattr(explorer.widgets.st, "columns", lambda count: [Column() for _ in range(count)])
     explorer.downloads(pd.DataFrame({"item_id": HOSTILE_CELLS, "delta": [-0.5, 1, -2, 3, 4, 5]}), "flips")
     written = pd.read_csv(io.StringIO(pressed["text/csv"]), dtype=str, keep_default_na=False)
     assert _formula_cells(written) == [] and list(written["delta"]) == ["-0.5", "1.0", "-2.0", "3.0", "4.0", "5.0"]

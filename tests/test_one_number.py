@@ -102,7 +102,7 @@ def test_overview_shows_the_layer_numbers_for_every_task_kind(page, layer):
     for dataset, shown in tables.items():
         _assert_page_table(shown, summary[summary["dataset"] == dataset], dataset)
     headline = layer.headline()
-    assert f"by up to **{metrics.points(headline['delta'], headline['n_items'])}**" in next(m.value for m in at.markdown if m.value.startswith("####"))
+    assert f"by up to **{headline.delta_text()}**" in next(m.value for m in at.markdown if m.value.startswith("####"))
 
 
 def test_the_paper_comparison_reads_table7_and_shows_chance(page, layer):
@@ -160,9 +160,9 @@ def test_the_leaderboard_and_overview_count_reorders_exactly_and_ties_apart(page
     overview = page("pages/overview.py")
     reorder = [metric for metric in overview.metric if metric.label.startswith("Date pairs that reorder")]
     assert [metric.value for metric in reorder] == ["42.83%"] and "48,074 pairs undefined" in reorder[0].help
-    assert layer.headline()["reorder_count"] == 8019 and layer.headline()["reorder_defined"] == 18721
+    assert layer.headline().reorder_count == 8019 and layer.headline().reorder_defined == 18721
     # Issue 35 §5: beside its chance value (answers shuffled across dates within each question), on every surface
-    chance = layer.headline()["reorder_chance"]
+    chance = layer.headline().reorder_chance
     assert 0 < chance < 1 and reorder[0].delta == f"chance alone {100 * chance:.2f}%" and results.reorder_sentence(layer.headline()) in reorder[0].help
     wide = page("pages/leaderboard.py", dataset="mmlu")
     assert any(f"Chance alone (answers shuffled across the dates within each question): {100 * chance:.2f}%" in caption.value for caption in wide.caption)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from dateeval.results import inference
+from dateeval.results import bands, chance, inference
 from oracles import condition_metrics
 from dateeval import stats
 from dateeval.metrics import ece, ece_rows
@@ -19,10 +19,10 @@ def test_cv_is_sample_std_over_mean():
 def test_cochran_q_hand_computed():
     # items x dates: [[1,1,0],[1,0,0],[1,1,1],[0,1,0]] -> C=[3,3,1], N=7, sum R^2=15: Q = 2*(3*19-49)/(21-15) = 8/3
     correct = np.array([[1, 1, 0], [1, 0, 0], [1, 1, 1], [0, 1, 0]]).T
-    result = inference.cochran_q(correct)
+    result = chance.cochran_q(correct)
     assert result["q"] == pytest.approx(8 / 3) and result["df"] == 2
     assert result["p_value"] == pytest.approx(np.exp(-4 / 3))  # chi2 with 2 df: sf(q) = exp(-q/2)
-    assert inference.cochran_q(np.ones((3, 5)))["p_value"] == 1.0
+    assert chance.cochran_q(np.ones((3, 5)))["p_value"] == 1.0
 
 
 def test_batched_ece_matches_the_reference():
@@ -58,9 +58,9 @@ def test_the_ece_interval_holds_the_estimate_and_none_is_given_below_fifty_quest
     rng = np.random.default_rng(2)
     confidence = rng.beta(5, 2, (3, 60))
     correct = (rng.random(confidence.shape) < confidence**1.5).astype(float)
-    low, high = inference.ece_interval(confidence, correct)
+    low, high = bands.ece_interval(confidence, correct)
     assert ((low <= ece_rows(confidence, correct)) & (ece_rows(confidence, correct, debiased=False) <= high)).all() and (low >= 0).all()
-    assert np.isnan(inference.ece_interval(confidence[:, :49], correct[:, :49])).all()
+    assert np.isnan(bands.ece_interval(confidence[:, :49], correct[:, :49])).all()
     assert np.isnan(stats.ece(confidence[0, :49], correct[0, :49]).low)
 
 
@@ -77,7 +77,7 @@ def test_null_band_separates_no_effect_from_a_planted_effect():
     assert none["delta"] <= none["null_upper"] and none["p_value"] > 0.05
     planted = oracles.null_band(_synthetic(effect=0.15), n_perm=300)
     assert planted["delta"] > planted["null_upper"] and planted["p_value"] < 0.01
-    q_none, q_planted = inference.cochran_q(_synthetic(effect=0.0)), inference.cochran_q(_synthetic(effect=0.15))
+    q_none, q_planted = chance.cochran_q(_synthetic(effect=0.0)), chance.cochran_q(_synthetic(effect=0.15))
     assert q_none["p_value"] > 0.05 and q_planted["p_value"] < 1e-6
 
 
@@ -91,7 +91,7 @@ def test_null_band_draws_are_those_of_fresh_arrays_per_date():
         taken = rng.random(remaining.shape, dtype=np.float32) * (30 - date) < remaining
         remaining -= taken
         expected[:, date] = taken.sum(1)
-    np.testing.assert_array_equal(inference._shuffled_counts(correct, 40, np.random.default_rng(7)), expected)
+    np.testing.assert_array_equal(chance._shuffled_counts(correct, 40, np.random.default_rng(7)), expected)
 
 
 def test_deterministic_items_give_a_zero_band():
@@ -184,9 +184,9 @@ def test_hardware_factor_and_gpu_entry_labels():
 
 
 def test_largest_of_k_equals_a_plain_loop():
-    draws = [inference.null_draws(_synthetic(12, 20, seed=seed), 200) for seed in range(5)]
+    draws = [chance.null_draws(_synthetic(12, 20, seed=seed), 200) for seed in range(5)]
     deltas = [0.1, 0.25, 0.15, 0.2, 0.05]
-    assert inference.largest_of(deltas, draws) == pytest.approx(oracles.largest_of(deltas, draws))
+    assert chance.largest_of(deltas, draws) == pytest.approx(oracles.largest_of(deltas, draws))
 
 
 def test_the_headline_test_holds_its_level_where_picking_the_largest_does_not():
@@ -194,10 +194,10 @@ def test_the_headline_test_holds_its_level_where_picking_the_largest_does_not():
     chance far more often than 5%; testing it against the null of the largest of 7 does not."""
     naive = family = 0
     for trial in range(60):
-        rows = [inference.significance("e", "d", _synthetic(12, 30, seed=100 * trial + entry), 100) for entry in range(7)]
+        rows = [chance.significance("e", "d", _synthetic(12, 30, seed=100 * trial + entry), 100) for entry in range(7)]
         top = max(rows, key=lambda row: row["delta"])
         naive += top["p_value"] < 0.05
-        family += inference.largest_of([row["delta"] for row in rows], [row["null_draws"] for row in rows])["p_value"] < 0.05
+        family += chance.largest_of([row["delta"] for row in rows], [row["null_draws"] for row in rows])["p_value"] < 0.05
     assert family <= 6 and naive >= 10, (naive, family)  # measured: 12 vs 3 of 60
 
 
@@ -207,8 +207,8 @@ def test_the_verdict_holds_its_level_where_the_smallest_of_k_does_not():
     naive = family = 0
     for trial in range(60):
         matrices = [_synthetic(12, 30, seed=100 * trial + entry) for entry in range(7)]
-        naive += min(inference.significance("e", "d", m, 100)["cochran_permutation_p"] for m in matrices) < 0.05
-        family += inference.date_effect_family([[m] for m in matrices], n_perm=100, seed=trial) < 0.05
+        naive += min(chance.significance("e", "d", m, 100)["cochran_permutation_p"] for m in matrices) < 0.05
+        family += chance.date_effect_family([[m] for m in matrices], n_perm=100, seed=trial) < 0.05
     assert family <= 6 and naive >= 10, (naive, family)
 
 
@@ -223,7 +223,7 @@ def test_the_verdict_equals_the_exact_permutation_p_by_brute_force(case):
               "two_dates": [[b, np.array([[1, 0, 0, 0], [0, 1, 1, 0]])]], "one_item": [[np.array([[1], [0], [0]]), np.array([[0], [1], [1]])]],
               "two_groups": [[b], [a]]}[case]  # fmt: skip
     exact = oracles.exact_family_p(groups)
-    found = inference.date_effect_family(groups, n_perm=4000, seed=1)
+    found = chance.date_effect_family(groups, n_perm=4000, seed=1)
     assert abs(found - exact) <= 4 * np.sqrt(exact * (1 - exact) / 4000) + 1 / 4001, (found, exact)
     if case == "one_item":
         assert found == 1.0
@@ -233,19 +233,19 @@ def test_joint_shuffles_keep_the_entries_dependence():
     """Entries that answer alike stay alike in every joint shuffle (their per-date counts are equal draw by draw), each
     question keeps its right answers, and an entry's counts are those of permuting each question's dates."""
     correct = _synthetic(12, 30, seed=5)
-    counts = inference.joint_shuffled_counts(np.stack([correct, correct]), 50, np.random.default_rng(0))
+    counts = chance.joint_shuffled_counts(np.stack([correct, correct]), 50, np.random.default_rng(0))
     np.testing.assert_array_equal(counts[0], counts[1])
     right = correct.sum(0)
     moving = (right > 0) & (right < 12)
     assert (counts[0].sum(1) == right[moving].sum()).all()
-    assert inference.date_effect_family([[correct, correct]], n_perm=200) == inference.date_effect_family([[correct]], n_perm=200)
+    assert chance.date_effect_family([[correct, correct]], n_perm=200) == chance.date_effect_family([[correct]], n_perm=200)
 
 
 def test_the_verdict_can_reject_with_fifty_entries():
     """The old min-p could not go below (1 + K) / (B + 1) with K entries: with 50 entries and one strong date effect the
     verdict rejects, at its smallest value 1 / (B + 1)."""
     matrices = [_synthetic(12, 30, seed=entry) for entry in range(49)] + [_synthetic(12, 60, effect=0.5, seed=99)[:, :30]]
-    assert inference.date_effect_family([[m] for m in matrices], n_perm=200) == pytest.approx(1 / 201)
+    assert chance.date_effect_family([[m] for m in matrices], n_perm=200) == pytest.approx(1 / 201)
 
 
 def test_corpus_band_is_the_log_jackknife_t_of_the_segments_in_a_loop():
@@ -257,7 +257,7 @@ def test_corpus_band_is_the_log_jackknife_t_of_the_segments_in_a_loop():
                   ["the cat is on the mat", "a dog barked at night", "it rained today in town", "we go home after work"]]  # fmt: skip
     references = ["the cat sat on the mat", "the dog barks loudly at night", "it is raining today in the city", "we go home now after work"]
     stats = np.array([segment_stats(day, references)["bleu"] for day in hypotheses])  # dates x segments x statistics
-    band = inference.corpus_band("e", ["2024-01-01", "2024-01-02"], stats, "bleu")
+    band = bands.corpus_band("e", ["2024-01-01", "2024-01-02"], stats, "bleu")
     for day, row in enumerate(band.itertuples()):
         segments = [np.array(s) for s in stats[day]]
         full = score_from_stats("bleu", [sum(segments)])
@@ -296,7 +296,7 @@ def test_reorder_chance_equals_every_joint_permutation_on_a_tiny_table():
         counts = np.stack([np.stack([entry[list(order), q] for q, order in enumerate(orders)], 1).sum(1) for entry in group], 1)
         shares.append(descriptive.reorder_share(counts))
     shares = np.array(shares)
-    found = inference.reorder_chance(group, observed=1.0, n_perm=1500)
+    found = chance.reorder_chance(group, observed=1.0, n_perm=1500)
     finite = shares[np.isfinite(shares)]
     assert abs(found["chance"] - finite.mean()) <= 4 * finite.std() / np.sqrt(1500) + 1e-12, (found, finite.mean())
     assert found["p_value"] == pytest.approx(np.mean(finite >= 1.0), abs=0.03)
@@ -310,10 +310,10 @@ def test_a_planted_reordering_is_beyond_chance_and_a_fixed_order_is_not():
     rng = np.random.default_rng(5)
     skill = rng.uniform(0.2, 0.8, 400)
     fixed = np.stack([(rng.random((12, 400)) < np.clip(skill + lift, 0, 1)) for lift in (0.0, 0.15)])
-    none = inference.reorder_chance(fixed, observed=descriptive.reorder_share(fixed.sum(2).T))
+    none = chance.reorder_chance(fixed, observed=descriptive.reorder_share(fixed.sum(2).T))
     assert none["chance"] < 0.05 and none["p_value"] == 1.0
     lift = np.where(np.arange(12)[:, None] < 2, -0.15, 0.15)
     swapped = np.stack([rng.random((12, 400)) < skill, rng.random((12, 400)) < np.clip(skill + lift, 0, 1)])
     observed = descriptive.reorder_share(swapped.sum(2).T)
-    found = inference.reorder_chance(swapped, observed)
+    found = chance.reorder_chance(swapped, observed)
     assert observed == pytest.approx(20 / 66) and found["chance"] < 0.05 and found["p_value"] < 0.01, (observed, found)

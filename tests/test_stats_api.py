@@ -10,7 +10,7 @@ from scipy import stats as scipy_stats
 
 import oracles
 from dateeval import stats
-from dateeval.results import inference, robust
+from dateeval.results import bands, chance, robust
 
 
 def _binomial_ends(right: int, n: int) -> tuple[float, float]:
@@ -25,7 +25,7 @@ def test_rate_interval_is_clopper_pearson_by_its_definition(right, n):
     found = stats.rate_interval(right, n)
     assert isinstance(found, stats.Estimate) and found.value == right / n
     assert (found.low, found.high) == pytest.approx(_binomial_ends(right, n), abs=1e-9)
-    low, high = inference.clopper_pearson(np.array([right]), n)  # the Curves page's band: the same numbers
+    low, high = bands.clopper_pearson(np.array([right]), n)  # the Curves page's band: the same numbers
     assert (found.low, found.high) == (float(low[0]), float(high[0]))
 
 
@@ -79,8 +79,8 @@ def test_date_effect_test_equals_every_permutation_and_the_headlines_test():
     entries = [a, a.copy(), np.array([[0, 1, 1], [1, 0, 1], [0, 0, 0]])]
     exact = oracles.exact_family_p([entries])
     found = stats.date_effect_test(entries)
-    assert abs(found - exact) <= 4 * math.sqrt(exact * (1 - exact) / inference.VERDICT_PERM) + 1 / (inference.VERDICT_PERM + 1)
-    assert 0.05 < exact < 0.95 and found == inference.date_effect_family([entries], seed=0)  # the headline's function
+    assert abs(found - exact) <= 4 * math.sqrt(exact * (1 - exact) / chance.VERDICT_PERM) + 1 / (chance.VERDICT_PERM + 1)
+    assert 0.05 < exact < 0.95 and found == chance.date_effect_family([entries], seed=0)  # the headline's function
     with pytest.raises(stats.UsageError, match="same dates and questions"):
         stats.date_effect_test([a, np.ones((3, 4))])
 
@@ -148,7 +148,7 @@ def test_bad_arrays_get_one_clear_error(call, says):
 
 def test_table8s_ece_and_its_delta_interval_are_stats_ece_on_the_stores_questions(tmp_path):
     """A store of 60 questions x 3 dates: the summary's (Table 8's) per-date ECE extremes are ``stats.ece`` of each date's
-    questions, and its worst-to-best delta carries ``inference.ece_difference_interval`` of those two dates, paired
+    questions, and its worst-to-best delta carries ``bands.ece_difference_interval`` of those two dates, paired
     over the same questions; the report's Table 8 prints both ends."""
     from dateeval import results
     from dateeval.results.report import paper_tables
@@ -171,7 +171,7 @@ def test_table8s_ece_and_its_delta_interval_are_stats_ece_on_the_stores_question
     worst, best = int(np.argmax(per_date)), int(np.argmin(per_date))
     assert (row["ece_max"], row["ece_min"]) == pytest.approx((per_date[worst], per_date[best]))
     assert (row["ece_worst_date"], row["ece_best_date"]) == (dates[worst], dates[best])
-    low, high = inference.ece_difference_interval(confidence[[worst, best]], correct[[worst, best]])
+    low, high = bands.ece_difference_interval(confidence[[worst, best]], correct[[worst, best]])
     assert (row["ece_delta_low"], row["ece_delta_high"]) == pytest.approx((low, high)) and low < row["ece_delta"] < high
     tables, _ = paper_tables(view)
     table8 = tables["Table 8: ECE, worst-to-best date"]
@@ -184,6 +184,6 @@ def test_the_ece_delta_interval_is_the_two_dates_bounds_at_one_and_a_quarter_per
     rng = np.random.default_rng(6)
     confidence = rng.beta(5, 2, (2, 80))
     correct = (rng.random(confidence.shape) < confidence**1.5).astype(float)
-    low, high = inference.ece_interval(confidence, correct, tail=0.0125)
-    assert inference.ece_difference_interval(confidence, correct) == pytest.approx((low[0] - high[1], high[0] - low[1]))
-    assert all(math.isnan(end) for end in inference.ece_difference_interval(confidence[:, :49], correct[:, :49]))
+    low, high = bands.ece_interval(confidence, correct, tail=0.0125)
+    assert bands.ece_difference_interval(confidence, correct) == pytest.approx((low[0] - high[1], high[0] - low[1]))
+    assert all(math.isnan(end) for end in bands.ece_difference_interval(confidence[:, :49], correct[:, :49]))

@@ -9,7 +9,10 @@ page, ``dateeval summary``, ``dateeval report``, ``dateeval export``) asks it. W
 * ``item_matrices``: one entry's condition x item outcome matrices, read from the per-item sidecars;
 * ``sql``: per-item reads by DuckDB where no matrix can tell (one question's history, overlapping files);
 * ``descriptive``: tables over per-condition metrics (summary, ranks, Kendall tau, top-k reordering);
-* ``inference``: the statistics over outcome matrices (null bands, Cochran's Q, bootstraps, CV, trends);
+* ``inference``: the statistics over outcome matrices (bootstraps, CV, variance components, trends);
+* ``chance``: what the date's effect would be if it had none (null bands, Cochran's Q, the verdict, reordering);
+* ``bands``: each date's 95% interval (Clopper-Pearson, bootstrap, jackknife);
+* ``headline``: the store's finding as a typed :class:`Headline` and its one formatter (the sentences);
 * ``stored``: the costly results kept with the store, keyed on the units they were computed from (written only by
   an explicit keep, ``dateeval.keeping.keep``);
 * ``view``: :class:`Results`, which ties them together per entry; ``paper`` and ``report`` format what it gives.
@@ -22,10 +25,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dateeval.results.view import N_BOOT, N_PERM, Period, Results, headline_sentence, reorder_sentence, verdict_power
+from dateeval.results.headline import Headline, headline_sentence, reorder_sentence, verdict_power
+from dateeval.results.view import N_BOOT, N_PERM, Period, Results
 from dateeval.store import Store, StoreProblems
 
-__all__ = ["N_BOOT", "N_PERM", "Period", "Results", "headline_sentence", "open", "reorder_sentence", "verdict_power"]
+__all__ = ["N_BOOT", "N_PERM", "Headline", "Period", "Results", "headline_sentence", "open", "reorder_sentence", "verdict_power"]
 
 
 def open(store: Store | str | Path) -> tuple[Results, StoreProblems]:  # noqa: A001 - the layer's one verb, read as results.open

@@ -17,7 +17,8 @@ import pandas as pd
 
 from dateeval.results import descriptive
 from dateeval.metrics import METRICS, cv_text, percent, points
-from dateeval.results.inference import cv, cv_meaningful, largest_of
+from dateeval.results.chance import largest_of
+from dateeval.results.inference import cv, cv_meaningful
 from dateeval import names
 from dateeval.schema import GENERATION_KINDS
 
@@ -103,7 +104,7 @@ def _chance(figure: PaperFigure, significance: pd.DataFrame, n_items: int) -> st
 
 
 def _ece_delta_interval(summary: pd.DataFrame | None, dataset: str, n_items: int) -> str:
-    """The 95% interval of the largest worst-to-best ECE delta (Table 8's, ``inference.ece_difference_interval`` via the
+    """The 95% interval of the largest worst-to-best ECE delta (Table 8's, ``bands.ece_difference_interval`` via the
     summary), or why there is none: an ECE delta read without it looks exact."""
     rows = summary[(summary["dataset"] == dataset) & summary["ece_delta"].notna()] if summary is not None and "ece_delta_low" in summary else None
     if rows is None or rows.empty:

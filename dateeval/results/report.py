@@ -16,7 +16,8 @@ import pandas as pd
 from dateeval import metrics, plots
 from dateeval.results import descriptive
 from dateeval.results.export import to_csv
-from dateeval.results.view import Results, headline_sentence, reorder_sentence, verdict_power
+from dateeval.results.headline import headline_sentence, reorder_sentence, verdict_power
+from dateeval.results.view import Results
 from dateeval import names
 from dateeval.schema import GENERATION_KINDS
 
@@ -124,10 +125,11 @@ def write_report(results: Results, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     store = results.store.root
     tables, missing = paper_tables(results)
+    top = results.headline()
     parts = [f"<h1>dateeval report</h1><p>Store <code>{html.escape(str(store))}</code>, written {dt.datetime.now():%Y-%m-%d %H:%M}. "
              "Rates, CVs and shares are percentages; BLEU and chrF are points; the CSV files keep rates as fractions.</p>",
-             f"<p class='headline'><b>{html.escape(headline_sentence(results.headline()))}</b></p>",
-             f"<p>{html.escape(verdict_power(results.headline()))}</p>", f"<p>{html.escape(reorder_sentence(results.headline()))}</p>"]  # fmt: skip
+             f"<p class='headline'><b>{html.escape(headline_sentence(top))}</b></p>",
+             f"<p>{html.escape(verdict_power(top))}</p>", f"<p>{html.escape(reorder_sentence(top))}</p>"]  # fmt: skip
     for number, (title, table) in enumerate(tables.items(), 1):
         to_csv(table, out / f"table-{number}.csv")
         parts.append(f"<h2>{html.escape(title)}</h2>{metrics.formatted(table).to_html(index=False, border=0)}<p><a href='table-{number}.csv'>CSV</a></p>")

@@ -39,7 +39,8 @@ import numpy as np
 import pandas as pd
 
 from dateeval.metrics import METRICS, point_decimals
-from dateeval.results.inference import Z95, Components, clopper_pearson, mean_squares, resample_weights, variance_components
+from dateeval.results.bands import clopper_pearson, resample_weights
+from dateeval.results.inference import Z95, Components, mean_squares, variance_components
 
 N_BOOT = 1000  # two-way resamples (about 0.2 s of matrix products for 366 dates x 10,000 items)
 # Date counts the planning table and figure show (the paper sweeps up to 366).
@@ -54,7 +55,7 @@ def date_marginal(correct: np.ndarray) -> float:
 def two_way_weights(n_dates: int, n_items: int, n_boot: int = N_BOOT, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """How often each date and each item is drawn in each resample: (resamples x dates, resamples x items).
 
-    Items are drawn as every interval over items here is (:func:`inference.resample_weights`, ``seed``), dates
+    Items are drawn as every interval over items here is (:func:`bands.resample_weights`, ``seed``), dates
     independently of them (``seed + 1``), so the item half of the draws is the one the Curves page's bands use.
     """
     return resample_weights(n_dates, n_boot, seed + 1), resample_weights(n_items, n_boot, seed)

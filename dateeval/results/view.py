@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from dateeval import schema
-from dateeval.results import unit_sums, descriptive, stored, item_matrices, sql
+from dateeval.results import bands, chance, descriptive, inference, item_matrices, sql, stored, unit_sums
+from dateeval.results.headline import Headline, headline as find_headline
 
 from dateeval.metrics import METRICS, dataset_metrics
 from dateeval.schema import OUTCOME_COLUMNS
@@ -103,8 +104,6 @@ class Results:
             matrices = item_matrices.matrices(found, np.flatnonzero(wanted.to_numpy()), level)
             if matrices is not None:
                 return matrices
-        from dateeval.results import inference
-
         rows = inference.graded(self.outcome_rows(self._of(entry, dataset)))
         return inference.outcome_matrices(rows[rows["factor"].eq("date") if keys is None else rows["condition_key"].isin(keys)], level)
 
@@ -118,30 +117,27 @@ class Results:
         label = "\0".join(str(part) for part in (entry, dataset, *view))
         return stored.rows(self.store, name, label, self.entry_units(entry, dataset), (entry, dataset, *view, *constants), compute)
 
-    def headline(self) -> dict | None:
+    def headline(self) -> Headline | None:
         """The store's finding (kept): the verdict over its graded entries, the largest worst-to-best accuracy delta
-        against the null of the largest of them, leaderboard reordering (``inference.headline``), and how often the
-        verdict's test finds a 5 pp date effect on the top entry's questions and dates (``inference.power``)."""
-        from dateeval.results import inference
+        against the null of the largest of them, leaderboard reordering (``headline.headline``), and how often the
+        verdict's test finds a 5 pp date effect on the top entry's questions and dates (``chance.power``)."""
 
         def compute() -> list[dict]:
-            found = inference.headline(self.significance_table(), self.metrics, self.verdict())
+            found = find_headline(self.significance_table(), self.metrics, self.verdict())
             if found is None:
                 return []
-            correct = self.matrices(found["entry"], found["dataset"], None, "condition_key")[1]  # its date sweep, as its significance
-            if found["reorder_dataset"] is not None:
-                chance = self.reorder_chance(found["reorder_dataset"], None, found["reorder"])
-                found.update(reorder_chance=chance["chance"], reorder_chance_upper=chance["chance_upper"], reorder_p_value=chance["p_value"])
-            return [{**found, "power_effect": POWER_EFFECT, "power": inference.power(correct, POWER_EFFECT)}]
+            correct = self.matrices(found.entry, found.dataset, None, "condition_key")[1]  # its date sweep, as its significance
+            if found.reorder_dataset is not None:
+                shuffled = self.reorder_chance(found.reorder_dataset, None, found.reorder)
+                found = found.with_(reorder_chance=shuffled["chance"], reorder_chance_upper=shuffled["chance_upper"], reorder_p_value=shuffled["p_value"])
+            return [found.with_(power_effect=POWER_EFFECT, power=chance.power(correct, POWER_EFFECT)).record()]
 
         found = stored.rows(self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (N_PERM,), compute)
-        return found[0] if found else None
+        return Headline.from_record(found[0]) if found else None
 
     def verdict(self) -> float:
-        """The family-wise p-value of "the date moves at least one graded entry" (``inference.date_effect_family``):
+        """The family-wise p-value of "the date moves at least one graded entry" (``chance.date_effect_family``):
         entries on one dataset and the same dates are shuffled jointly, their rows in date order."""
-        from dateeval.results import inference
-
         dated, keys, matrices = self._dated(None), [], []
         for entry, dataset in self.dated_entries():
             levels, correct, _ = self.matrices(entry, dataset, None, "condition_key")
@@ -151,18 +147,16 @@ class Results:
             order = np.argsort(dates, kind="stable")
             keys.append((dataset, tuple(dates[order])))
             matrices.append(correct[order])
-        return inference.date_effect_family(inference.verdict_groups(keys, matrices))
+        return chance.date_effect_family(chance.verdict_groups(keys, matrices))
 
     def reorder_chance(self, dataset: str, entries: Sequence[str] | None, observed: float, period: Period | None = None) -> dict[str, float]:
         """What chance alone gives for the share of date pairs that reorder ``entries`` (all graded ones with dates
-        when None) on ``dataset`` over the dates they share in ``period`` (``inference.reorder_chance``); NaN where
+        when None) on ``dataset`` over the dates they share in ``period`` (``chance.reorder_chance``); NaN where
         they share fewer than two dates or not the same questions."""
-        from dateeval.results import inference
-
         _, group = self.aligned(dataset, entries, period)
         if group is None:
             return {"chance": float("nan"), "chance_upper": float("nan"), "p_value": float("nan")}
-        return inference.reorder_chance(group, observed)
+        return chance.reorder_chance(group, observed)
 
     def aligned(self, dataset: str, entries: Sequence[str] | None, period: Period | None = None) -> tuple[list[str], np.ndarray | None]:
         """The dates ``entries`` (every graded one with dates when None, in sorted order) share on ``dataset`` in
@@ -180,11 +174,9 @@ class Results:
         return common, np.stack([found[entry][1][[found[entry][0].index(day) for day in common]] for entry in order])
 
     def significance_table(self, period: Period | None = None) -> pd.DataFrame:
-        """``inference.significance`` of every graded entry with two or more dates in ``period`` (kept), with its null draws."""
-        from dateeval.results import inference
-
+        """``chance.significance`` of every graded entry with two or more dates in ``period`` (kept), with its null draws."""
         rows = [self.significance(entry, dataset, period) for entry, dataset in self.dated_entries(period)]
-        return pd.DataFrame(rows, columns=[*inference.SIGNIFICANCE_COLUMNS, "mean_accuracy", "chance_half_width", "null_draws"])
+        return pd.DataFrame(rows, columns=[*chance.SIGNIFICANCE_COLUMNS, "mean_accuracy", "chance_half_width", "null_draws"])
 
     def _dated(self, period: Period | None) -> pd.DataFrame:
         """The sums of graded date conditions in ``period`` (all of them without one)."""
@@ -214,18 +206,16 @@ class Results:
         return table
 
     def ece_delta_interval(self, entry: str, dataset: str, worst: str | None, best: str | None, n_items: int) -> tuple[float, float]:
-        """Table 8's uncertainty (kept): ``inference.ece_difference_interval`` of the ECE on the entry's worst date less
-        its best, paired over the questions; NaN without two such dates or below ``inference.ECE_BAND_MIN_ITEMS``
+        """Table 8's uncertainty (kept): ``bands.ece_difference_interval`` of the ECE on the entry's worst date less
+        its best, paired over the questions; NaN without two such dates or below ``bands.ECE_BAND_MIN_ITEMS``
         questions (no matrices are read then)."""
-        from dateeval.results import inference
-
-        if not isinstance(worst, str) or not isinstance(best, str) or n_items < inference.ECE_BAND_MIN_ITEMS:
+        if not isinstance(worst, str) or not isinstance(best, str) or n_items < bands.ECE_BAND_MIN_ITEMS:
             return float("nan"), float("nan")
 
         def compute() -> list[dict]:
             dates, correct, confidence = self.matrices(entry, dataset, None, "date")
             pair = [list(map(str, dates)).index(worst), list(map(str, dates)).index(best)]
-            low, high = inference.ece_difference_interval(confidence[pair], correct[pair])
+            low, high = bands.ece_difference_interval(confidence[pair], correct[pair])
             return [{"low": low, "high": high}]
 
         found = self._kept("ece_delta", entry, dataset, (worst, best), (), compute)[0]
@@ -278,14 +268,12 @@ class Results:
                            self.summary())  # fmt: skip
 
     def significance(self, entry: str, dataset: str, period: Period | None = None) -> dict:
-        """``inference.significance`` of one entry's date sweep, or of its dates in ``period`` (kept): the Factors
+        """``chance.significance`` of one entry's date sweep, or of its dates in ``period`` (kept): the Factors
         page's row, the summary's chance columns and the headline's null draws."""
-        from dateeval.results import inference
-
         keys = self._date_keys(entry, dataset, period)
 
         def compute() -> list[dict]:
-            return [inference.significance(entry, dataset, self.matrices(entry, dataset, keys, "condition_key")[1], N_PERM)]
+            return [chance.significance(entry, dataset, self.matrices(entry, dataset, keys, "condition_key")[1], N_PERM)]
 
         return self._kept("significance", entry, dataset, () if keys is None else (str(period),), (N_PERM,), compute)[0]
 
@@ -301,23 +289,19 @@ class Results:
 
     def factors(self, entry: str, dataset: str, conditions: pd.DataFrame) -> list[dict]:
         """``inference.entry_factors`` of one entry (its graded ``conditions``), from its matrices (kept)."""
-        from dateeval.results import inference
-
         def keyed(keys: list | None) -> tuple[list, np.ndarray, np.ndarray]:
             return self.matrices(entry, dataset, keys, "condition_key")
 
         return self._kept("factors", entry, dataset, (), (N_BOOT,), lambda: inference.entry_factors(entry, dataset, conditions, keyed, N_BOOT))
 
     def band(self, entry: str, dataset: str, metric: str) -> pd.DataFrame:
-        """``inference.date_band`` of one entry's date sweep (kept): the Curves page's 95% interval per date."""
-        from dateeval.results import inference
-
+        """``bands.date_band`` of one entry's date sweep (kept): the Curves page's 95% interval per date."""
         def compute() -> list[dict]:
             if METRICS[metric].per_item:
-                return inference.date_band(entry, *self.matrices(entry, dataset, None, "date"), metric).to_dict("records")
-            return inference.corpus_band(entry, *self.segment_stats(entry, dataset, metric), metric).to_dict("records")
+                return bands.date_band(entry, *self.matrices(entry, dataset, None, "date"), metric).to_dict("records")
+            return bands.corpus_band(entry, *self.segment_stats(entry, dataset, metric), metric).to_dict("records")
 
-        band = pd.DataFrame(self._kept("band", entry, dataset, (metric,), (), compute), columns=inference.BAND_COLUMNS)
+        band = pd.DataFrame(self._kept("band", entry, dataset, (metric,), (), compute), columns=bands.BAND_COLUMNS)
         return band.assign(date=pd.to_datetime(band["date"]))  # as ``date_band`` gives them (kept rows read back as datetimes)
 
     def segment_stats(self, entry: str, dataset: str, metric: str) -> tuple[list, np.ndarray]:
@@ -446,8 +430,6 @@ class Results:
         memory; rows are read only for what compares entries (precision,
         hardware) or repeats, and only of the entries that have them.
         """
-        from dateeval.results import inference
-
         factors, significance = self.entry_statistics()
         compared = self._compared()
         across = inference.graded(self.outcome_rows(compared)) if compared.any() else pd.DataFrame()
@@ -456,7 +438,7 @@ class Results:
         factors += inference.across_factors(across.assign(entry=descriptive.entry_label(across)), N_BOOT) if len(across) else []
         return {
             "factors": pd.DataFrame(factors, columns=inference.FACTOR_COLUMNS),
-            "significance": pd.DataFrame(significance, columns=inference.SIGNIFICANCE_COLUMNS),
+            "significance": pd.DataFrame(significance, columns=chance.SIGNIFICANCE_COLUMNS),
             "run_to_run": inference.run_to_run(self.outcome_rows(repeated) if repeated.any() else pd.DataFrame(columns=OUTCOME_COLUMNS)),
             "trend": inference.date_trend(self.metrics),
             "correlations": inference.cross_correlations(self.metrics),
@@ -464,8 +446,6 @@ class Results:
 
     def _compared(self) -> pd.Series:
         """Which sums belong to entries Table 5 compares with others: one model at several precisions, or on several machines."""
-        from dateeval.results import inference
-
         sums = self.sums
         dated = sums[(sums["factor"] == "date") & (sums["n_graded"] > 0)]
         entries = sums[schema.ENTRY_KEY].astype(object).apply(tuple, axis=1)
@@ -489,48 +469,6 @@ class Results:
             self.flips(entry, dataset, *descriptive.date_range(self.metrics, dataset))
         for dataset in sorted({dataset for _, dataset in self.dated_entries()}):
             self.robust(dataset)  # What to report: each entry's two-way bootstrap, seconds at paper scale
-
-def headline_sentence(top: dict | None, strong: Callable[[str], str] = str) -> str:
-    """The store's finding in one sentence, verdict first: what the Overview shows, `summary` prints and the report
-    writes (``strong`` marks the entry, dataset and delta, e.g. in Markdown bold)."""
-    if top is None:
-        return "No headline: it needs one model scored on two or more dates."
-    n = int(top["n_items"])
-    if top["delta"] == 0:
-        return f"Within chance: on the {top['n_dates']} dates and {n} questions of this store, changing the date moved no score."
-    from dateeval.metrics import METRICS, points
-
-    verdict = "Beyond chance" if top["beyond_chance"] else "Within chance"
-    of_k = f"the largest of {top['k_entries']} model x dataset deltas" if top["k_entries"] > 1 else "the only model x dataset delta"
-    return (f"{verdict} (p = {top['p_value']:.3f}): changing only the date moves {METRICS['accuracy'].name_on(top['dataset'])} of "
-            f"{strong(top['entry'])} on {strong(top['dataset'])} by up to {strong(points(top['delta'], n))} ({of_k}, {n} questions x "
-            f"{top['n_dates']} dates); chance alone gives up to {points(top['null_upper'], n)} in 95% of shuffles.")  # fmt: skip
-
-
-def verdict_power(top: dict | None) -> str:
-    """The verdict's test and how often it finds a real date effect here: the line under the headline (empty
-    where there is no verdict)."""
-    if top is None or top["delta"] == 0:
-        return ""
-    tested = (f"Cochran's Q by permutation over the {top['k_entries']} entries (min-p; each question's dates shuffled alike in every "
-              "entry)") if top["k_entries"] > 1 else "Cochran's Q by permutation"  # fmt: skip
-    return (f"p from {tested}. With {int(top['n_items'])} questions x {top['n_dates']} dates this test finds a "
-            f"{100 * top['power_effect']:.0f} pp date effect {100 * top['power']:.0f}% of the time (simulated on these questions; "
-            f"docs/coverage.md).")  # fmt: skip
-
-
-def reorder_sentence(top: dict | None) -> str:
-    """The headline's reorder share beside what chance alone gives: the line ``summary`` and the report print under the
-    verdict (empty where no dataset has two models)."""
-    if top is None or top.get("reorder_dataset") is None or not np.isfinite(top["reorder"]):
-        return ""
-    chance = top.get("reorder_chance", float("nan"))
-    beside = (f"; with the answers shuffled across the dates within each question (no date effect) {100 * chance:.2f}% "
-              f"(95% of shuffles <= {100 * top['reorder_chance_upper']:.2f}%), p = {top['reorder_p_value']:.3f} that the date "
-              "reorders them more than chance") if np.isfinite(chance) else "; no chance value (the models share no questions and dates)"
-    return (f"Date pairs that reorder the {top['reorder_entries']} models on {top['reorder_dataset']}: {100 * top['reorder']:.2f}% "
-            f"({top['reorder_count']:,} of {top['reorder_defined']:,}){beside}.")  # fmt: skip
-
 
 def _records(table: pd.DataFrame) -> list[dict]:
     """A table's rows as kept rows: missing values as None (a text column holding NaN cannot be written)."""

@@ -1,0 +1,253 @@
+"""The read side of the command line: ``summary``, ``robust``, ``compare``, ``report`` and ``export``.
+
+Each opens the store through ``dateeval.results`` (what every explorer page reads), so a number is the same on a page,
+in a command's output and in the report; none of them writes to the store (a read-only store answers the same).
+``dateeval.cli`` adds their parsers (``add_*``) and runs them; a user error is a :class:`DateEvalError` it prints in
+one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+from dateeval.errors import DateEvalError
+
+
+def add_summary(commands: argparse._SubParsersAction) -> None:
+    summary = commands.add_parser("summary", help="accuracy and ECE over dates: min/mean/max, worst-to-best delta, baselines")
+    summary.add_argument("--store", default="cache/results")
+    summary.add_argument("--json", action="store_true", help="machine-readable output")
+    summary.add_argument("--dates", type=_period, help="only the dates START..END (both included), as a page's date filter selects them")
+
+
+def _period(text: str) -> "Period":  # noqa: F821 - the results layer is imported lazily
+    """``START..END`` as a :class:`dateeval.results.Period` (argparse reports a bad one in one line)."""
+    from dateeval.dates import parse_date
+    from dateeval.results.view import Period
+
+    start, separator, end = text.partition("..")
+    if not separator:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a range START..END (e.g. 2024-01-01..2024-01-31)")
+    try:
+        period = Period(parse_date(start), parse_date(end))
+    except DateEvalError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    if period.end < period.start:
+        raise argparse.ArgumentTypeError(f"{text!r} ends before it starts")
+    return period
+
+
+def add_export(commands: argparse._SubParsersAction) -> None:
+    export = commands.add_parser("export", help="every stored per-item row with its entry and condition, as one Parquet, CSV or JSONL file")
+    export.add_argument("--store", default="cache/results")
+    export.add_argument("--out", required=True, help="a file ending in .parquet, .csv or .jsonl (the format follows the suffix)")
+    export.add_argument("--dates", type=_period, help="only the dates START..END (baselines are always included)")
+
+
+def add_robust(commands: argparse._SubParsersAction) -> None:
+    robust = commands.add_parser("robust", help="what to report: the date-marginal score with its interval over items and dates, the robust "
+                                 "leaderboard, and how many dates give an interval of a chosen width")  # fmt: skip
+    robust.add_argument("--store", default="cache/results")
+    robust.add_argument("--dataset", action="append", help="only these datasets (repeatable; default: every graded dataset with two or more dates)")
+    robust.add_argument("--dates", type=_period, help="only the dates START..END (both included)")
+    robust.add_argument("--half-width", type=_fraction, default=0.01, help="the 95%% interval's half-width to plan for, as a fraction (default 0.01 = 1 pp)")
+    form = robust.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="machine-readable records: the numbers, the sentences and what produced them")
+    form.add_argument("--markdown", action="store_true", help="a Markdown table per dataset, with the sentences")
+    form.add_argument("--latex", action="store_true", help="a LaTeX table per dataset, the sentence as its caption")
+    robust.add_argument("--figure", type=Path, help="also write the figure (.svg, .pdf or .png; needs one dataset)")
+
+
+def add_compare(commands: argparse._SubParsersAction) -> None:
+    compare = commands.add_parser("compare", help="model A against model B on the same questions and dates: is A better whatever the date, "
+                                  "and does one move more with the date?")  # fmt: skip
+    compare.add_argument("a", help="entry A, as `summary` names it, e.g. 'smollm2-135m (float32, cpu)'")
+    compare.add_argument("b", help="entry B")
+    compare.add_argument("--store", default="cache/results")
+    compare.add_argument("--dataset", help="the dataset (default: the only one both have with two or more dates)")
+    compare.add_argument("--dates", type=_period, help="only the dates START..END (both included)")
+
+
+def _fraction(text: str) -> float:
+    """An argparse type for a half-width: a number strictly between 0 and 1 (0.01 is one percentage point)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1 (0.01 = 1 pp), not {text}")
+    return value
+
+
+
+
+def add_report(commands: argparse._SubParsersAction) -> None:
+    report = commands.add_parser("report", help="write an HTML report with the paper's tables for whatever the store holds")
+    report.add_argument("--store", default="cache/results")
+    report.add_argument("--out", required=True, help="output folder (index.html and one CSV per table)")
+
+
+
+
+def _json_safe(value: object) -> object:
+    """NaN is not JSON: missing numbers become null."""
+    if isinstance(value, dict):
+        return {key: _json_safe(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(item) for item in value]
+    return None if isinstance(value, float) and math.isnan(value) else value
+
+
+def _open_results(path: str) -> "Results":  # noqa: F821 - the results layer is imported lazily
+    """The store's results (``dateeval.results.open``, what every page reads), its problems as warnings on stderr."""
+    from dateeval import results
+    from dateeval.results import unit_sums
+    from dateeval.store import Store
+
+    store = Store(path)
+    if not store.root.is_dir():
+        raise DateEvalError(f"store {store.root} does not exist: run `python -m dateeval run ... --store {store.root}` first")
+    found, problems = results.open(store)
+    for message in problems.messages() + unit_sums.label_notes(found.sums):
+        print(f"dateeval: warning: {message}", file=sys.stderr)
+    return found
+
+
+def summary(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from dateeval.results import headline_sentence, reorder_sentence, verdict_power
+    from dateeval.results.summary_row import SummaryRow, factor_line, precision_line
+
+    found = _open_results(args.store)
+    table = found.summary(args.dates)
+    # Table 5's CVs are over every stored level of each factor: shown for the whole store only, not for a --dates range.
+    factors = found.statistics()["factors"] if len(table) and args.dates is None else pd.DataFrame(columns=["entry", "dataset", "factor"])
+    if args.json:
+        records = table.to_dict(orient="records")
+        # What to report (``dateeval robust``'s numbers for each entry, over the same dates); None under two dates.
+        robust = {(entry["entry"], dataset): entry for dataset in dict.fromkeys(table["dataset"])
+                  for entry in found.robust_record(dataset, args.dates)["entries"]}  # fmt: skip
+        for record in records:
+            mine = factors[(factors["entry"] == record["entry"]) & (factors["dataset"] == record["dataset"])]
+            record["factors"] = mine.drop(columns=["entry", "dataset"]).to_dict(orient="records")
+            record["robust"] = robust.get((record["entry"], record["dataset"]))
+        print(json.dumps(_json_safe(records), indent=2, default=str))
+        return 0
+    if table.empty:
+        print(f"no results in {args.store}")
+        return 0
+    if args.dates is None:  # the store's finding, as the Overview's first line says it
+        top = found.headline()
+        print("\n".join(line for line in (headline_sentence(top), verdict_power(top), reorder_sentence(top)) if line))
+    for row in map(SummaryRow.from_record, table.to_dict(orient="records")):
+        mine = factors[(factors["entry"] == row.entry) & (factors["dataset"] == row.dataset)]
+        print("\n".join(row.lines() + [factor_line(factor) for factor in mine.to_dict(orient="records")]))
+    for factor in factors[factors["factor"] == "precision"].to_dict(orient="records"):
+        print(precision_line(factor))
+    return 0
+
+
+def _output_folder(path: Path) -> Path:
+    """Create ``path`` and prove it writable before any table is computed, so a bad ``--out`` costs nothing."""
+    if path.exists() and not path.is_dir():
+        raise DateEvalError(f"--out {path} is a file, not a folder: give a folder for index.html and the CSVs")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as error:
+        raise DateEvalError(f"cannot write the report to {path}: {error.strerror or error}") from None
+    return path
+
+
+def report(args: argparse.Namespace) -> int:
+    from dateeval.results.report import write_report
+
+    out = _output_folder(Path(args.out))
+    found = _open_results(args.store)
+    try:
+        page = write_report(found, out)
+    except OSError as error:  # a disk that fills up while the tables are written
+        raise DateEvalError(f"cannot write the report to {out}: {error.strerror or error}") from None
+    print(f"report written to {page}")
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    from dateeval.results import export
+
+    out = Path(args.out)
+    export.check_target(out)
+    count = export.write(_open_results(args.store), out, args.dates)
+    print(f"exported {count} rows to {out}")
+    return 0
+
+
+def robust(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from dateeval.results import robust_format
+
+    if args.figure and (args.figure.suffix not in robust_format.FIGURE_FORMATS or not args.figure.parent.is_dir()):
+        raise DateEvalError(f"--figure {args.figure}: give a file ending in {', '.join(robust_format.FIGURE_FORMATS)} in a folder that exists")
+    found = _open_results(args.store)
+    datasets = sorted(found.metrics["dataset"].unique()) if len(found.metrics) else []
+    unknown = sorted(set(args.dataset or ()) - set(datasets))
+    if unknown:
+        raise DateEvalError(f"no dataset {unknown[0]!r} in {args.store} (it holds: {', '.join(datasets) or 'nothing'})")
+    records = [found.robust_record(name, args.dates, half_width=args.half_width) for name in args.dataset or datasets]
+    records = [record for record in records if record["entries"]]
+    if not records:
+        raise DateEvalError(f"nothing to report in {args.store}: a date-robust number needs a graded entry with two or more dates and items")
+    if args.figure and len(records) > 1:
+        raise DateEvalError(f"--figure draws one dataset: add --dataset (one of {', '.join(record['dataset'] for record in records)})")
+    if args.json:
+        print(json.dumps(_json_safe(records), indent=2))
+    for record in records if not args.json else ():
+        board = pd.DataFrame(record["entries"])
+        shown = robust_format.display(board, record["dataset"], args.half_width)
+        sentences = [f"{entry['entry']}: {entry['sentence']}. {entry['advice']}" for entry in record["entries"]]
+        unresolved = [f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]]
+        if args.latex:
+            print(robust_format.latex(shown, robust_format.caption(record["dataset"], board) + " " + record["entries"][0]["sentence"] + "."))
+        elif args.markdown:
+            print(f"### {record['dataset']}\n\n{robust_format.markdown(shown)}\n" + "".join(f"- {line}\n" for line in sentences))
+        else:
+            print(f"{record['dataset']}:\n{shown.to_string(index=False)}\n" + "".join(f"  {line}\n" for line in sentences))
+        if unresolved and not args.latex:
+            print(("- " if args.markdown else "  ") + "the date reorders these pairs and their intervals overlap: " + "; ".join(unresolved) + "\n")
+    if args.figure:
+        print(f"figure written to {robust_format.figure(records[0], args.figure)}", file=sys.stderr if args.json else sys.stdout)
+    return 0
+
+
+def compare(args: argparse.Namespace) -> int:
+    from dateeval.results import robust
+
+    found = _open_results(args.store)
+    dated = found.dated_entries(args.dates)
+    entries = sorted({entry for entry, _ in dated})
+    for name in (args.a, args.b):
+        if name not in entries:
+            raise DateEvalError(f"no entry {name!r} with two or more dates in {args.store} (it holds: {'; '.join(entries) or 'none'})")
+    if args.a == args.b:
+        raise DateEvalError("compare needs two different entries")
+    shared = sorted({dataset for entry, dataset in dated if entry == args.a} & {dataset for entry, dataset in dated if entry == args.b})
+    if args.dataset is None and len(shared) != 1:
+        raise DateEvalError(f"{args.a!r} and {args.b!r} share {len(shared)} datasets with two or more dates: pick one with --dataset"
+                            + (f" ({', '.join(shared)})" if shared else ""))  # fmt: skip
+    dataset = args.dataset or shared[0]
+    if dataset not in shared:
+        raise DateEvalError(f"{args.a!r} and {args.b!r} do not both have dataset {dataset!r} on two or more dates (shared: {', '.join(shared) or 'none'})")
+    _, group = found.aligned(dataset, [args.a, args.b], args.dates)
+    if group is None:
+        raise DateEvalError(f"{args.a!r} and {args.b!r} do not share two dates and the same questions on {dataset}")
+    print(f"{dataset}:")
+    print("".join(f"  {line}\n" for line in robust.compare_lines(args.a, args.b, robust.compare(group[0], group[1]))), end="")
+    return 0
