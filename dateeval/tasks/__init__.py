@@ -96,6 +96,12 @@ def with_shots(name: str, shots: int) -> str:
     return name if parsed.shots or not shots else str(replace(parsed, shots=shots))
 
 
+def with_cot(name: str, cot: bool) -> str:
+    """The dataset name with chain of thought where ``cot`` asks for it (the Run page's checkbox); a name that says it keeps it."""
+    parsed = parse_name(name)
+    return name if parsed.cot or not cot else str(replace(parsed, cot=True))
+
+
 def with_fewshot_format(name: str, fewshot_format: str | None) -> str:
     """The dataset name with its exemplars in ``fewshot_format`` (the CLI's ``--fewshot-format``; None: the
     benchmark's own), said in the name only where it differs from the benchmark's default; a name that already says
@@ -133,19 +139,32 @@ def resolve(reference: str, data_dir: str | Path | None = None, trust_task_code:
     return reference
 
 
-def sources(names: Iterable[str]) -> tuple[str, ...]:
-    """The users' files behind these dataset names: what another process must register to build the same tasks."""
-    return tuple(dict.fromkeys(source for name in names if (source := benchmark_of(name).source) is not None))
+@dataclass(frozen=True)
+class TaskSource:
+    """A dataset as the driver resolved it, once: the name its results are stored under, and the user's file or lm-eval
+    task behind it (None: a built-in benchmark) with the trust its task code was given. Frozen and small, it travels to
+    every worker (this process, a Ray actor), which builds the task from it without resolving anything again."""
 
+    name: str
+    source: str | None = None
+    trust_task_code: bool = False
 
-def register_sources(paths: Iterable[str], trust_task_code: bool = False) -> None:
-    """Register users' files and lm-eval tasks named by :func:`sources` (in a worker process, before its tasks are built),
-    lm-eval task code trusted as the sweep's command line said (``SweepSpec.trust_task_code``)."""
-    for path in paths:
-        if lmeval.is_reference(path):
-            lmeval.register_source(path, trust_task_code)
+    def register(self) -> None:
+        """Make the name mean the same benchmark in this process (a Ray actor registers the user's file; the driver's
+        process has it already, and does not read the file again)."""
+        parts = split(self.name)
+        if self.source is None or (parts is not None and parts.base in REGISTRY and REGISTRY[parts.base].source == self.source):
+            return
+        if lmeval.is_reference(self.source):
+            lmeval.register_source(self.source, self.trust_task_code)
         else:
-            custom.register_file(Path(path))
+            custom.register_file(Path(self.source))
+
+
+def resolve_all(references: Iterable[str], data_dir: str | Path | None = None, trust_task_code: bool = False) -> tuple[TaskSource, ...]:
+    """Each ``--dataset`` value resolved once (files and lm-eval tasks registered here), by stored name, in order."""
+    names = dict.fromkeys(str(parse_name(resolve(reference, data_dir, trust_task_code))) for reference in references)
+    return tuple(TaskSource(name, benchmark_of(name).source, trust_task_code) for name in names)
 
 
 @dataclass(frozen=True)
