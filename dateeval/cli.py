@@ -239,41 +239,35 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from dateeval.backends import BackendOptions
-    from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
-    from dateeval.data import Subset
-    from dateeval.dates import parse_date, parse_dates
+    from dateeval.conditions import DEFAULT_SYSTEM_PROMPT
     from dateeval.keeping import keep
     from dateeval.models import DEFAULT_MODEL
+    from dateeval.plan import build_spec, dated_conditions
     from dateeval.prompting import DateInjection
     from dateeval.store import Store
-    from dateeval.sweep import Sweep, SweepSpec
-    from dateeval.tasks import GenerationOptions, resolve, sources, takes_subjects, with_fewshot_format, with_shots
+    from dateeval.sweep import Sweep
+    from dateeval.tasks import GenerationOptions
 
     if not args.dataset:
         raise DateEvalError("give at least one --dataset (e.g. --dataset arc_challenge)")
-    # A file or spec is registered here under its stored name; workers register the same files (``sources``).
-    named = [with_shots(resolve(name, args.data_dir, args.trust_task_code), args.shots) for name in _described(args)]
-    datasets = tuple(dict.fromkeys(with_fewshot_format(name, fewshot) for name in named for fewshot in (args.fewshot_format or [None])))
-    subjects = tuple(s.strip() for s in args.subjects.split(",") if s.strip()) if args.subjects else ()
-    # In a sweep with MMLU, subjects select within MMLU and the other datasets take the rest of the subset;
-    # without MMLU they would select nothing, so that is refused rather than ignored.
-    if subjects and not any(takes_subjects(name) for name in datasets):
-        raise DateEvalError(f"--subjects selects MMLU subjects, and this sweep has no mmlu dataset ({', '.join(datasets)})")
-    conditions = _server_clock_conditions(args) if args.api_mode == "server-clock" else expand(
-        parse_dates(args.dates),
+    references = tuple(_described(args))
+    conditions = _server_clock_conditions(args) if args.api_mode == "server-clock" else dated_conditions(
+        args.dates,
         no_date=args.no_date,
         template_default=args.template_default,
         system_prompt=DEFAULT_SYSTEM_PROMPT if args.system_prompt is None else args.system_prompt,
         injection=DateInjection(line=args.date_line, format=args.date_format, position=args.date_position),
         factors=_factor_levels(args),
-        factor_date=parse_date(args.factor_date) if args.factor_date else None,
+        factor_date=args.factor_date,
     )
-    spec = SweepSpec(
-        models=tuple(args.model or [DEFAULT_MODEL]),
-        datasets=datasets,
-        conditions=tuple(conditions),
+    # A file or spec is registered here under its stored name, and each dataset resolved once (``SweepSpec.tasks``).
+    spec = build_spec(
+        tuple(args.model or [DEFAULT_MODEL]), references, tuple(conditions),
         data_dir=args.data_dir,
-        subset=Subset(subjects=subjects, sample=args.sample, seed=args.seed, limit=args.limit),
+        shots=args.shots,
+        fewshot_formats=tuple(args.fewshot_format or [None]),
+        trust_task_code=args.trust_task_code,
+        subjects=args.subjects or "", sample=args.sample, seed=args.seed, limit=args.limit,
         dtypes=tuple(args.dtype or ["auto"]),
         batch_size=args.batch_size,
         label_style=args.label_style,
@@ -281,8 +275,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
         options=BackendOptions(device=args.device, trust_remote_code=args.trust_remote_code, api_key_env=args.api_key_env, concurrency=args.concurrency,
                                timeout_s=args.request_timeout, retries=args.retries, mode=args.api_mode, tokenizer=args.tokenizer),
         generation=GenerationOptions(max_new_tokens=args.max_new_tokens, sample=args.sampling, seed=args.generation_seed),
-        sources=sources(datasets),
-        trust_task_code=args.trust_task_code,
     )
     bar = None
 

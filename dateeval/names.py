@@ -8,6 +8,7 @@ never imports a task module, and the grammar is written once.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 NAME = re.compile(r"(?P<base>[a-z0-9_]+?)(?P<cot>_cot)?(?:_(?P<shots>\d+)shot)?(?:_(?P<turns>multiturn|singleturn))?")
 # How solved exemplars reach the model: all in the one user message (dateeval's built-in tasks, lm-eval without a chat
@@ -16,15 +17,46 @@ SINGLE_TURN, MULTI_TURN = "single-turn", "multi-turn"
 FEWSHOT_FORMATS = (SINGLE_TURN, MULTI_TURN)
 # The few-shot format a name asks for, by its suffix.
 TURNS = {"multiturn": MULTI_TURN, "singleturn": SINGLE_TURN}
+SUFFIXES = "_cot, _<k>shot, _multiturn, _singleturn"  # the variant suffixes, as messages list them
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A dataset name taken apart as written: ``turns`` is the suffix's format (:data:`TURNS`), None where the name
+    says none (the benchmark's own). :func:`split` reads a name, ``str`` writes one: the grammar's only reader and writer."""
+
+    base: str
+    cot: bool = False
+    shots: int = 0
+    turns: str | None = None
+
+    def __str__(self) -> str:
+        suffix = next((word for word, named in TURNS.items() if named == self.turns), None) if self.turns else None
+        return self.base + ("_cot" if self.cot else "") + (f"_{self.shots}shot" if self.shots else "") + (f"_{suffix}" if suffix else "")
+
+
+def split(name: str) -> Parts | None:
+    """A name's parts, or None for text that is no name of the grammar (a path, an ``lmeval:`` reference)."""
+    match = NAME.fullmatch(name)
+    if not match:
+        return None
+    return Parts(match["base"], bool(match["cot"]), int(match["shots"] or 0), TURNS[match["turns"]] if match["turns"] else None)
+
+
+def ends_like_variant(stem: str) -> bool:
+    """Whether a would-be benchmark name ends in a variant suffix, so that a stored name built on it would read back
+    as another benchmark (``quiz_2shot`` + ``_cot``): users' files and lm-eval tasks so named are refused."""
+    parts = split(stem)
+    return parts is not None and parts.base != stem
 
 
 def shots(name: str) -> int:
     """The number of exemplars a stored dataset name says (0 where it says none, or is no name of the grammar)."""
-    match = NAME.fullmatch(name)
-    return int(match["shots"] or 0) if match else 0
+    parts = split(name)
+    return parts.shots if parts else 0
 
 
 def says_cot(name: str) -> bool:
     """Whether a stored dataset name says chain of thought (``_cot``)."""
-    match = NAME.fullmatch(name)
-    return bool(match and match["cot"])
+    parts = split(name)
+    return bool(parts and parts.cot)

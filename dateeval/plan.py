@@ -1,7 +1,9 @@
 """What a sweep is and what is left of it: the spec, and serializable work units computed against the store.
 
 A :class:`SweepSpec` says what to measure (models, datasets, conditions,
-subset, backend options). A :class:`Unit` is one (model, precision, dataset,
+subset, backend options); :func:`build_spec` is the one way the CLI's flags and
+the Run page's form make one, its datasets resolved there, once, into
+:class:`dateeval.tasks.TaskSource` s that every worker builds its tasks from. A :class:`Unit` is one (model, precision, dataset,
 condition) with exactly the items still missing from the store and the prompt
 hash each must have: it travels to any executor (this process, a background
 thread, a Ray actor on another host), which computes it and sends its rows
@@ -11,17 +13,19 @@ was made for. Plans hold only missing work, longest units first.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from dateeval.backends.base import BackendOptions
-from dateeval.conditions import Condition
+from dateeval.conditions import Condition, expand
 from dateeval.data import Subset
-from dateeval.tasks import GenerationOptions
+from dateeval.dates import parse_date, parse_dates
+from dateeval.errors import DateEvalError
+from dateeval.tasks import GenerationOptions, TaskSource, resolve, resolve_all, takes_subjects, with_cot, with_fewshot_format, with_shots
 
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """Everything a sweep needs; the CLI and the app both build one."""
+    """Everything a sweep needs; the CLI and the app both build one (:func:`build_spec`)."""
 
     models: tuple[str, ...]
     datasets: tuple[str, ...]
@@ -34,8 +38,42 @@ class SweepSpec:
     generation: GenerationOptions = GenerationOptions()
     backend: str | None = None  # None: as each model names it (``vllm:PATH``), else transformers
     options: BackendOptions = BackendOptions()  # device, remote code, endpoint settings (dtype comes from ``dtypes``)
-    sources: tuple[str, ...] = ()  # users' dataset files and specs behind custom names: each process registers them (``tasks.sources``)
-    trust_task_code: bool = False  # the CLI's --trust-task-code: lm-eval task YAMLs' !function helpers may run (never from the explorer)
+    # ``datasets`` resolved once by the driver (:func:`build_spec`, else ``Sweep.run``): what workers build tasks from
+    tasks: tuple[TaskSource, ...] = ()
+
+    def resolved(self) -> SweepSpec:
+        """This spec with its datasets resolved (``tasks``): as built, or resolved now for a spec made by hand (built-in
+        names, files without lm-eval task code)."""
+        return self if self.tasks else replace(self, tasks=resolve_all(self.datasets, self.data_dir))
+
+
+def sweep_datasets(references: tuple[str, ...], data_dir: str | None = None, *, cot: bool = False, shots: int = 0,
+                   fewshot_formats: tuple[str | None, ...] = (None,), trust_task_code: bool = False) -> tuple[str, ...]:  # fmt: skip
+    """The stored names a sweep runs: each reference (a name, a file or spec, an lm-eval task) resolved, with chain of
+    thought, ``shots`` exemplars and each few-shot format (None: the benchmark's own) where the name does not say its own."""
+    named = [with_shots(with_cot(resolve(reference, data_dir, trust_task_code), cot), shots) for reference in references]
+    return tuple(dict.fromkeys(with_fewshot_format(name, fewshot) for name in named for fewshot in fewshot_formats))
+
+
+def dated_conditions(dates: str | None, *, factor_date: str | None = None, **choices: object) -> tuple[Condition, ...]:
+    """The conditions of a date sweep: ``dates`` as ``--dates`` writes them, the baselines and factors ``choices`` name
+    (:func:`dateeval.conditions.expand`'s keywords)."""
+    return tuple(expand(parse_dates(dates), factor_date=parse_date(factor_date) if factor_date else None, **choices))
+
+
+def build_spec(models: tuple[str, ...], references: tuple[str, ...], conditions: tuple[Condition, ...], *, data_dir: str | None = None,
+               cot: bool = False, shots: int = 0, fewshot_formats: tuple[str | None, ...] = (None,), trust_task_code: bool = False,
+               subjects: str = "", sample: int | None = None, seed: int = 0, limit: int | None = None, **settings: object) -> SweepSpec:  # fmt: skip
+    """A sweep's spec from what a person chose (the CLI's flags, the Run page's form): its datasets named and resolved
+    once, MMLU subjects read from comma-separated text; ``settings`` are :class:`SweepSpec`'s other fields."""
+    datasets = sweep_datasets(references, data_dir, cot=cot, shots=shots, fewshot_formats=fewshot_formats, trust_task_code=trust_task_code)
+    chosen = tuple(subject.strip() for subject in subjects.split(",") if subject.strip())
+    # In a sweep with MMLU, subjects select within MMLU and the other datasets take the rest of the subset;
+    # without MMLU they would select nothing, so that is refused rather than ignored.
+    if chosen and not any(takes_subjects(name) for name in datasets):
+        raise DateEvalError(f"--subjects selects MMLU subjects, and this sweep has no mmlu dataset ({', '.join(datasets)})")
+    return SweepSpec(models=models, datasets=datasets, conditions=conditions, data_dir=data_dir, subset=Subset(subjects=chosen, sample=sample, seed=seed, limit=limit),
+                     tasks=resolve_all(datasets, data_dir, trust_task_code), **settings)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from dateeval.leases import DEFAULT_TTL_S, Leases, holder
 from dateeval.plan import Description, Progress, SweepSpec, Unit
 from dateeval.schema import ROW_KEY
 from dateeval.store import Store, StoreProblems, sidecars
-from dateeval.worker import UnitResult, Worker, build_tasks
+from dateeval.worker import UnitResult, Worker
 
 __all__ = ["Executor", "LocalExecutor", "Progress", "Sweep", "SweepCancelled", "SweepSpec"]
 
@@ -154,10 +154,10 @@ class Sweep:
         if self.spec.batch_size < 1:
             raise DateEvalError(f"batch size must be at least 1, not {self.spec.batch_size}")
         self.store.ensure_writable()
+        self.spec = self.spec.resolved()  # each dataset resolved here, once, for every worker (a spec from ``build_spec`` is already)
         for model in self.spec.models:
             locate(model, self.spec.backend)  # an unknown model or backend fails here, before anything loads
-        tasks = build_tasks(self.spec)
-        progress = Progress(units_total=len(self.spec.models) * len(self.spec.dtypes) * len(tasks) * len(self.spec.conditions))
+        progress = Progress(units_total=len(self.spec.models) * len(self.spec.dtypes) * len(self.spec.tasks) * len(self.spec.conditions))
         with runs.Recorder(self.store.root, self.run_id, self.spec, progress, self.cancel) as recorder:
             self._execute(progress)
         if recorder.requested and not self._callers_cancel and progress.units_done < progress.units_total:

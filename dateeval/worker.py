@@ -26,7 +26,7 @@ from dateeval.errors import DateEvalError
 from dateeval.plan import Candidate, Description, SweepSpec, Unit
 from dateeval.prompting import dated_messages
 from dateeval.store import Store, arrow_table
-from dateeval.tasks import build_task, mcqa, register_sources, resolve, takes_subjects
+from dateeval.tasks import build_task, mcqa, takes_subjects
 from dateeval.tasks.base import GenerationTask, Prompt, Task
 
 
@@ -114,10 +114,12 @@ def check_asked_on(condition: Condition, results: list[dict]) -> None:
 
 
 def build_tasks(spec: SweepSpec) -> dict[str, Task]:
-    """The sweep's tasks by stored name, checked before any model loads. Subjects select within MMLU only; other datasets take the rest."""
-    register_sources(spec.sources, spec.trust_task_code)
+    """The sweep's tasks by stored name, built from its resolved datasets (``spec.tasks``: a worker resolves nothing),
+    checked before any model loads. Subjects select within MMLU only; other datasets take the rest."""
     tasks = {}
-    for name in dict.fromkeys(resolve(reference, spec.data_dir) for reference in spec.datasets):
+    for source in spec.tasks:
+        source.register()
+        name = source.name
         subset = spec.subset if takes_subjects(name) else replace(spec.subset, subjects=())
         task = build_task(name, spec.data_dir, subset, spec.generation, spec.label_style)
         highest = max((condition.option_order or 0 for condition in spec.conditions), default=0)

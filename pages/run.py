@@ -1,7 +1,6 @@
 """Run: start a date sweep from the browser; it runs in the background and resumes from the store."""
 
 import datetime as dt
-from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
@@ -9,9 +8,7 @@ import streamlit as st
 from dateeval import explorer, runs, uploads
 from dateeval.backends import BackendOptions, openai_api
 from dateeval.backends.transformers import DTYPES
-from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, expand
-from dateeval.data import Subset
-from dateeval.dates import parse_dates
+from dateeval.conditions import DEFAULT_SYSTEM_PROMPT
 from dateeval.errors import DateEvalError
 from dateeval.keeping import keep
 from dateeval.models import DEFAULT_MODEL
@@ -19,8 +16,9 @@ from dateeval.prompting import POSITIONS, DateInjection
 from dateeval.ray_executor import RayExecutor
 from dateeval.runner import BackgroundSweep
 from dateeval.store import Store
-from dateeval.sweep import LocalExecutor, SweepSpec
-from dateeval.tasks import BENCHMARKS, GenerationOptions, TaskName, parse_name, sources, with_fewshot_format
+from dateeval.plan import build_spec, dated_conditions
+from dateeval.sweep import LocalExecutor
+from dateeval.tasks import BENCHMARKS, GenerationOptions
 from dateeval.names import FEWSHOT_FORMATS
 
 BACKEND_CHOICES = {"transformers": "transformers (in process)", "vllm": "vLLM (offline engine)", "openai": "OpenAI-compatible endpoint"}
@@ -41,16 +39,15 @@ def model_spec(backend: str, model: str, endpoint: str) -> str:
 SOURCES = {"benchmark": "The Dataset box", "upload": "My upload (below)"}
 
 
-def dataset_name(source: str, own: list, builtin: str, cot: bool, shots: int, fewshot_format: str | None = None) -> str:
-    """The stored name of the dataset to run, with the chain-of-thought, few-shot and few-shot format choices (None: the
-    dataset's own format): the Dataset box's, or the upload's (kept in the store once every row is checked), as
-    ``source`` says; an upload asked for but not there yet (Start pressed while it uploads) is an error, never the box."""
+def dataset_reference(source: str, own: list, builtin: str) -> str:
+    """The dataset to run: the Dataset box's, or the upload's stored name (kept in the store once every row is checked),
+    as ``source`` says; an upload asked for but not there yet (Start pressed while it uploads) is an error, never the box.
+    Its chain-of-thought, few-shot and format choices are added by ``build_spec``, as for the CLI's flags."""
     if source == "benchmark":
-        return with_fewshot_format(str(TaskName(builtin, cot, shots)), fewshot_format)
+        return builtin
     if not own:
         raise DateEvalError("no file uploaded yet: wait until the upload below has finished (its name appears under the box), then press Start")
-    parsed = parse_name(uploads.keep([uploads.Upload(file.name, file.getvalue()) for file in own], explorer.results_store()))
-    return with_fewshot_format(str(parse_name(str(replace(parsed, cot=parsed.cot or cot, shots=parsed.shots or shots)))), fewshot_format)
+    return uploads.keep([uploads.Upload(file.name, file.getvalue()) for file in own], explorer.results_store())
 
 
 st.title("Run a date sweep")
@@ -113,29 +110,20 @@ if submitted:
         st.warning("A sweep started in this tab is still running: cancel it below first.")
     else:
         try:
-            name = dataset_name(source, own, dataset, cot, int(shots), fewshot_format)
-            spec = SweepSpec(
-                models=(model_spec(backend, model.strip(), endpoint.strip()),),
-                datasets=(name,),
-                conditions=tuple(
-                    expand(
-                        parse_dates(f"{start}..{end}/{step}"),
-                        no_date=no_date,
-                        template_default=template_default,
-                        system_prompt=system,
-                        injection=DateInjection(line=line, format=fmt, position=position),
-                    )
-                ),
+            spec = build_spec(
+                (model_spec(backend, model.strip(), endpoint.strip()),),
+                (dataset_reference(source, own, dataset),),
+                dated_conditions(f"{start}..{end}/{step}", no_date=no_date, template_default=template_default, system_prompt=system,
+                                 injection=DateInjection(line=line, format=fmt, position=position)),
                 data_dir=data_dir.strip() or None,
-                subset=Subset(
-                    subjects=tuple(s.strip() for s in subjects.split(",") if s.strip()), sample=int(sample) or None, seed=int(seed), limit=int(limit)
-                ),
+                cot=cot, shots=int(shots), fewshot_formats=(fewshot_format,),
+                subjects=subjects, sample=int(sample) or None, seed=int(seed), limit=int(limit),
                 dtypes=(dtype,),
                 batch_size=int(batch_size),
                 generation=GenerationOptions(max_new_tokens=int(max_new_tokens) or None, sample=sampling),
                 options=BackendOptions(api_key_env=key_env.strip() or None, mode=api_mode),
-                sources=sources((name,)),
             )
+            name = spec.datasets[0]
             executor = RayExecutor(address=cluster.strip(), workers=int(workers) or None) if cluster.strip() else LocalExecutor()
             state["background_sweep"] = BackgroundSweep(spec, Store(explorer.results_store()), executor=executor, keep=keep).start()
             st.toast(f"Sweep started: {name}. Its progress is at the top of this page.", icon=":material/play_arrow:")

@@ -201,6 +201,17 @@ def test_an_uploaded_spec_with_its_files_is_kept_and_found_by_name(tmp_path):
     assert build_task("quiz_cot").system_prompt == "Be brief."
 
 
+def test_an_uploaded_multiturn_fewshot_spec_is_rebuilt_from_its_stored_name(tmp_path):
+    """The stored name says the few-shot format (``NAME_2shot_multiturn``): the store's upload is found by the base name
+    all the same (issue 37: the turns suffix was left on, so the explorer and regrade could not rebuild it)."""
+    spec = _upload("quiz.toml", 'data = "quiz-rows.jsonl"\n[fewshot]\ndata = "quiz-rows.jsonl"\nshots = 1\nformat = "multi-turn"\n')
+    assert uploads.keep([spec, _upload("quiz-rows.jsonl", QUIZ)], tmp_path) == "quiz_1shot_multiturn"
+    REGISTRY.pop("quiz")  # another process: only the store knows the dataset
+    custom.register_kept(tmp_path, "quiz_1shot_multiturn")
+    task = build_task("quiz_1shot_multiturn")
+    assert (task.dataset, task.shots, task.multiturn) == ("quiz_1shot_multiturn", 1, True)
+
+
 # ------------------------------------------------------------------ the Run page
 
 

@@ -5,10 +5,11 @@ own name: ``<benchmark>[_cot][_<k>shot][_multiturn|_singleturn]``, e.g. ``mmlu``
 (next-token MCQA), ``mmlu_cot`` (chain-of-thought, §5.3), ``mmlu_5shot`` (Table 4),
 ``mmlu_5shot_multiturn`` (its exemplars as conversation turns), ``gsm8k_5shot``,
 ``humaneval``, ``wmt16_en_de``. The format suffix appears only where it is not
-the benchmark's default (single-turn for dateeval's tasks, multi-turn for lm-eval's). What ``<benchmark>`` may be,
-and what each supports, is read from the registry (:mod:`dateeval.tasks.registry`),
-where every task module registers its benchmarks; a user's own file or spec
-(:mod:`dateeval.tasks.custom`) joins it under its own name when first named.
+the benchmark's default (single-turn for dateeval's tasks, multi-turn for lm-eval's). The grammar is read and
+written in one place (:mod:`dateeval.names`); what ``<benchmark>`` may be, and what
+each supports, is read from the registry (:mod:`dateeval.tasks.registry`), which
+this module fills from each task module's declared ``BENCHMARKS``; a user's own
+file or spec (:mod:`dateeval.tasks.custom`) joins it under its own name when first named.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from pathlib import Path
 from dateeval.backends.base import GenerationSettings
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
-from dateeval.names import MULTI_TURN, NAME as _NAME, TURNS
+from dateeval.names import MULTI_TURN, SINGLE_TURN, Parts, split
 from dateeval.tasks.base import Task
-from dateeval.tasks.registry import GENERATION, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, builtin, dataset_help  # noqa: F401 - dataset_help: the CLI's
+from dateeval.tasks.registry import GENERATION, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, builtin, dataset_help, register  # noqa: F401 - dataset_help: the CLI's
 
 
 
@@ -38,27 +39,27 @@ class TaskName:
     default_multiturn: bool = False
 
     def __str__(self) -> str:
-        turns = "" if self.multiturn == self.default_multiturn else "_multiturn" if self.multiturn else "_singleturn"
-        return self.base + ("_cot" if self.cot else "") + (f"_{self.shots}shot" if self.shots else "") + turns
+        turns = None if self.multiturn == self.default_multiturn else MULTI_TURN if self.multiturn else SINGLE_TURN
+        return str(Parts(self.base, self.cot, self.shots, turns))
 
 
 def parse_name(name: str) -> TaskName:
-    """Read ``<benchmark>[_cot][_<k>shot]`` against the registry; one clear error for anything else."""
-    match = _NAME.fullmatch(name)
-    if not match or match["base"] not in REGISTRY:
+    """Read ``<benchmark>[_cot][_<k>shot][_multiturn|_singleturn]`` against the registry; one clear error for anything else."""
+    parts = split(name)
+    if parts is None or parts.base not in REGISTRY:
         raise DateEvalError(
             f"unknown dataset {name!r}: choose one of {', '.join(BENCHMARKS)}, optionally with _cot (multiple-choice ones) "
             "and/or _<k>shot (e.g. mmlu_cot, mmlu_5shot, gsm8k_5shot), or give a .jsonl/.csv/.parquet file, a .toml/.yaml spec "
             "or an lm-eval task (lmeval:NAME or lmeval:task.yaml)"
         )
-    benchmark = REGISTRY[match["base"]]
-    multiturn = TURNS[match["turns"]] == MULTI_TURN if match["turns"] else benchmark.multiturn
-    parsed = TaskName(match["base"], bool(match["cot"]), int(match["shots"] or 0), multiturn, benchmark.multiturn)
+    benchmark = REGISTRY[parts.base]
+    multiturn = parts.turns == MULTI_TURN if parts.turns else benchmark.multiturn
+    parsed = TaskName(parts.base, parts.cot, parts.shots, multiturn, benchmark.multiturn)
     if parsed.cot and not benchmark.choice:
         raise DateEvalError(f"{name}: chain-of-thought (_cot) applies to the multiple-choice datasets ({', '.join(MULTIPLE_CHOICE_BENCHMARKS)})")
-    if (parsed.shots or match["turns"]) and not benchmark.few_shot:
+    if (parsed.shots or parts.turns) and not benchmark.few_shot:
         raise DateEvalError(f"{name}: few-shot prompting is available for {', '.join(builtin(few_shot=True))} and datasets whose spec names exemplars")
-    if match["turns"] and not parsed.shots and not benchmark.multiturn:  # lm-eval's tasks may take their shots from their YAML
+    if parts.turns and not parsed.shots and not benchmark.multiturn:  # lm-eval's tasks may take their shots from their YAML
         raise DateEvalError(f"{name}: a few-shot format needs exemplars: name them, e.g. {replace(parsed, shots=5)}")
     return parsed
 
@@ -66,8 +67,8 @@ def parse_name(name: str) -> TaskName:
 def base_of(name: str) -> str | None:
     """The benchmark a dataset name is built on (``mmlu`` of ``mmlu_cot_5shot``); None for text that is no dataset
     name (a path, an ``lmeval:`` reference), which only the command line may give."""
-    match = _NAME.fullmatch(name)
-    return match["base"] if match else None
+    parts = split(name)
+    return parts.base if parts else None
 
 
 def benchmark_of(name: str) -> Benchmark:
@@ -95,13 +96,19 @@ def with_shots(name: str, shots: int) -> str:
     return name if parsed.shots or not shots else str(replace(parsed, shots=shots))
 
 
+def with_cot(name: str, cot: bool) -> str:
+    """The dataset name with chain of thought where ``cot`` asks for it (the Run page's checkbox); a name that says it keeps it."""
+    parsed = parse_name(name)
+    return name if parsed.cot or not cot else str(replace(parsed, cot=True))
+
+
 def with_fewshot_format(name: str, fewshot_format: str | None) -> str:
     """The dataset name with its exemplars in ``fewshot_format`` (the CLI's ``--fewshot-format``; None: the
     benchmark's own), said in the name only where it differs from the benchmark's default; a name that already says
     its format, and a dataset without few-shot prompting, keep theirs."""
     parsed = parse_name(name)
     benchmark = REGISTRY[parsed.base]
-    if fewshot_format is None or _NAME.fullmatch(name)["turns"] or not benchmark.few_shot or not (parsed.shots or benchmark.multiturn):
+    if fewshot_format is None or split(name).turns or not benchmark.few_shot or not (parsed.shots or benchmark.multiturn):
         return str(parsed)
     return str(replace(parsed, multiturn=fewshot_format == MULTI_TURN))
 
@@ -122,29 +129,42 @@ def resolve(reference: str, data_dir: str | Path | None = None, trust_task_code:
         return lmeval.register_source(reference, trust_task_code)
     if custom.is_reference(reference):
         return custom.register_file(Path(reference))
-    match = _NAME.fullmatch(reference)
-    if match and match["base"] not in REGISTRY and data_dir is not None:
-        found = custom.find(Path(data_dir), match["base"])
+    base = base_of(reference)
+    if base and base not in REGISTRY and data_dir is not None:
+        found = custom.find(Path(data_dir), base)
         if found is not None:
             custom.register_file(found)
-    if match and match["base"] not in REGISTRY and (source := lmeval.find(Path(data_dir) if data_dir else None, match["base"])):
+    if base and base not in REGISTRY and (source := lmeval.find(Path(data_dir) if data_dir else None, base)):
         lmeval.register_source(source, trust_task_code)
     return reference
 
 
-def sources(names: Iterable[str]) -> tuple[str, ...]:
-    """The users' files behind these dataset names: what another process must register to build the same tasks."""
-    return tuple(dict.fromkeys(source for name in names if (source := benchmark_of(name).source) is not None))
+@dataclass(frozen=True)
+class TaskSource:
+    """A dataset as the driver resolved it, once: the name its results are stored under, and the user's file or lm-eval
+    task behind it (None: a built-in benchmark) with the trust its task code was given. Frozen and small, it travels to
+    every worker (this process, a Ray actor), which builds the task from it without resolving anything again."""
 
+    name: str
+    source: str | None = None
+    trust_task_code: bool = False
 
-def register_sources(paths: Iterable[str], trust_task_code: bool = False) -> None:
-    """Register users' files and lm-eval tasks named by :func:`sources` (in a worker process, before its tasks are built),
-    lm-eval task code trusted as the sweep's command line said (``SweepSpec.trust_task_code``)."""
-    for path in paths:
-        if lmeval.is_reference(path):
-            lmeval.register_source(path, trust_task_code)
+    def register(self) -> None:
+        """Make the name mean the same benchmark in this process (a Ray actor registers the user's file; the driver's
+        process has it already, and does not read the file again)."""
+        parts = split(self.name)
+        if self.source is None or (parts is not None and parts.base in REGISTRY and REGISTRY[parts.base].source == self.source):
+            return
+        if lmeval.is_reference(self.source):
+            lmeval.register_source(self.source, self.trust_task_code)
         else:
-            custom.register_file(Path(path))
+            custom.register_file(Path(self.source))
+
+
+def resolve_all(references: Iterable[str], data_dir: str | Path | None = None, trust_task_code: bool = False) -> tuple[TaskSource, ...]:
+    """Each ``--dataset`` value resolved once (files and lm-eval tasks registered here), by stored name, in order."""
+    names = dict.fromkeys(str(parse_name(resolve(reference, data_dir, trust_task_code))) for reference in references)
+    return tuple(TaskSource(name, benchmark_of(name).source, trust_task_code) for name in names)
 
 
 @dataclass(frozen=True)
@@ -178,8 +198,12 @@ def build_task(
     return task
 
 
-# Each module registers its benchmarks on import; the lists below are read from what they registered.
-from dateeval.tasks import custom, gsm8k, humaneval, lmeval, mcqa, translation  # noqa: E402, F401
+from dateeval.tasks import custom, gsm8k, humaneval, lmeval, mcqa, translation  # noqa: E402 - they import this package's names
+
+# The built-in benchmarks, registered here and nowhere else (importing a task module registers nothing), in the order the
+# CLI's help and the explorer's lists show them; users' files and lm-eval tasks join when first named (``resolve``).
+for _benchmark in (*mcqa.BENCHMARKS, *gsm8k.BENCHMARKS, *humaneval.BENCHMARKS, *translation.BENCHMARKS):
+    register(_benchmark)
 
 MULTIPLE_CHOICE_BENCHMARKS = builtin(MULTIPLE_CHOICE)
 GENERATION_BENCHMARKS = builtin(GENERATION)

@@ -37,9 +37,8 @@ try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
-from decimal import Decimal
 from pathlib import Path
 
 import regex
@@ -50,117 +49,18 @@ from dateeval.data.custom import ANSWER_FORMATS, DATA_SUFFIXES, Fields, Table, T
 from dateeval.data.files import load_yaml, read_text
 from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
-from dateeval.limits import MAX_SPEC_BYTES, REGEX_SECONDS
+from dateeval.limits import MAX_SPEC_BYTES
 from dateeval.tasks import fewshot
-from dateeval.names import FEWSHOT_FORMATS, MULTI_TURN, SINGLE_TURN
+from dateeval.names import FEWSHOT_FORMATS, MULTI_TURN, SINGLE_TURN, SUFFIXES, Parts, ends_like_variant, split
 from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, settings_key
 from dateeval.tasks.mcqa import ChainOfThoughtTask, MCQATask, choice_task
-from dateeval.tasks.parsing import gsm8k_reference, normalize_number, parse_number
+from dateeval.tasks.grading import GRADERS, Grading, extract_answer
 from dateeval.tasks.registry import GENERATION, KIND_METRICS, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, register
 
 SPEC_SUFFIXES = (".toml", ".yaml", ".yml")
 KINDS = ("mcqa", "cot", "generation")
 OPEN_PROMPT_VERSION = "custom-generation-v1"
 OPEN_SETTINGS = GenerationSettings(max_new_tokens=256)
-_ANSWER_LINE = re.compile(r"answer\s*[:=]\s*(.*)", re.IGNORECASE)
-_EDGES = " \t\n\"'`*_.,;:!?()[]"  # decoration around an answer that exact match ignores
-
-
-# ---------------------------------------------------------------- grading
-
-
-@dataclass(frozen=True)
-class Grading:
-    """How a generated reply is graded: ``extract`` (a regex; group 1, else the match) picks the answer out of the reply,
-    ``method`` compares it with the reference; ``pattern`` is the regex method's test, ``{answer}`` the escaped reference."""
-
-    method: str = "exact"
-    extract: str | None = None
-    pattern: str = r"(?i)(?<!\w){answer}(?!\w)"
-    tolerance: float = 0.0
-
-
-@dataclass(frozen=True)
-class Grader:
-    """One grading method: how a reference is checked when the data loads, whether a reply's answer is numeric, and the comparison."""
-
-    reference: Callable[[str], str]
-    numeric: bool
-    correct: Callable[[str, str, Grading], bool]
-
-
-def _number_reference(text: str) -> str:
-    value = normalize_number(text)
-    if value is None:
-        raise ValueError(f"{text!r} is not a number (grading method numeric)")
-    return str(value)
-
-
-def _gsm8k_reference(text: str) -> str:
-    """A GSM8K-style answer ("... #### 42") or a plain number."""
-    return str(gsm8k_reference(text)) if "####" in text else _number_reference(text)
-
-
-def _exact(answer: str, reference: str, grading: Grading) -> bool:
-    def normal(text: str) -> str:
-        return " ".join(text.strip(_EDGES).casefold().split())
-
-    return normal(answer) == normal(reference)
-
-
-def _matches(pattern: str, text: str) -> list[regex.Match] | None:
-    """Every match of a spec's grading regex in a reply, or None when finding them takes over ``REGEX_SECONDS`` of CPU.
-
-    A spec's pattern is the user's, the reply the model's: ``(a+)+$`` on a
-    27-character reply backtracks for seconds in ``re``, and the pattern that
-    blows up cannot be told from one that does not. The ``regex`` module
-    (re's syntax; a dependency of transformers) stops such a search at a time
-    bound, and the reply is then graded as one the pattern cannot read.
-    """
-    try:
-        return list(regex.finditer(pattern, text, timeout=REGEX_SECONDS))
-    except TimeoutError:
-        return None
-
-
-def _regex(answer: str, reference: str, grading: Grading) -> bool:
-    return bool(_matches(grading.pattern.replace("{answer}", regex.escape(reference)), answer))
-
-
-def _within(answer: str, reference: str, grading: Grading) -> bool:
-    return abs(Decimal(answer) - Decimal(reference)) <= Decimal(str(grading.tolerance))
-
-
-GRADERS: dict[str, Grader] = {
-    "exact": Grader(str, False, _exact),  # the answer equals the reference (case, spacing, surrounding punctuation ignored)
-    "regex": Grader(str, False, _regex),  # ``pattern`` (with the reference in it) is found in the answer
-    "numeric": Grader(_number_reference, True, _within),  # the final number is within ``tolerance`` of the reference
-    "gsm8k": Grader(_gsm8k_reference, True, _within),  # GSM8K's grader: final number, references as "... #### 42"
-}
-
-
-def extract_answer(output: str, grading: Grading) -> str | None:
-    """The answer a reply gives (None: unparseable, graded wrong).
-
-    With ``extract``, its last match; otherwise numeric methods take the final
-    number as GSM8K does (after the last "Answer:", else the last number) and
-    text methods the rest of the last "Answer:" line, else the whole reply.
-    """
-    numeric = GRADERS[grading.method].numeric
-    if grading.extract:
-        matches = _matches(grading.extract, output)
-        if matches is None:
-            return None
-        text = ((matches[-1].group(1) if matches[-1].re.groups else matches[-1].group(0)) or "") if matches else ""
-        number = normalize_number(text) if numeric else None
-    elif numeric:
-        number = parse_number(output)
-    else:
-        lines = list(_ANSWER_LINE.finditer(output))
-        text = lines[-1].group(1) if lines else output
-    if numeric:
-        return None if number is None else str(number)
-    return text.strip() or None
 
 
 # ---------------------------------------------------------------- the spec
@@ -185,8 +85,7 @@ class Spec:
     @property
     def dataset(self) -> str:
         """The name results are stored under: the stem, plus the variant its kind, shots and few-shot format make."""
-        return (self.name + ("_cot" if self.kind == "cot" else "") + (f"_{self.shots}shot" if self.shots else "")
-                + ("_multiturn" if self.multiturn and self.shots else ""))  # fmt: skip
+        return str(Parts(self.name, self.kind == "cot", self.shots, MULTI_TURN if self.multiturn and self.shots else None))
 
     def settings(self) -> dict:
         """Everything that changes results except the rows themselves (and where the files are, which does not)."""
@@ -208,8 +107,8 @@ def _stem_name(path: Path) -> str:
 def dataset_name(path: Path) -> str:
     """The name a file's dataset is stored under; a stem that makes no name, or reads as a variant suffix, is refused."""
     name = _stem_name(path)
-    if not name or re.search(r"_cot$|_\d+shot$|_(multi|single)turn$", name):
-        problem = "gives no name" if not name else "ends like a variant (_cot, _<k>shot, _multiturn, _singleturn)"
+    if not name or ends_like_variant(name):
+        problem = "gives no name" if not name else f"ends like a variant ({SUFFIXES})"
         raise DateEvalError(f"{path}: a dataset is named after its file, and its name {problem}: rename the file")
     return name
 
@@ -599,7 +498,8 @@ def register_kept(store_root: Path, name: str) -> None:
     """Register the dataset a store keeps for a stored name, so the store's results can be rebuilt (explorer, regrade)
     without knowing where its description lies. It goes before a data folder's file of the same name: the store's
     spec is what its results were made with (a folder may hold the bare data file it describes)."""
-    base = re.sub(r"(_cot)?(_\d+shot)?$", "", name)
+    parts = split(name)
+    base = parts.base if parts else name
     if base in REGISTRY:
         return
     for folder in (SPECS_DIR, UPLOADS_DIR):

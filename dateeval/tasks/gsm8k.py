@@ -15,7 +15,7 @@ from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
 from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, without_confidence
 from dateeval.tasks.parsing import find_number, gsm8k_reference, parse_number
-from dateeval.tasks.registry import GENERATION, KIND_METRICS, TaskRequest, benchmark
+from dateeval.tasks.registry import GENERATION, KIND_METRICS, Benchmark, TaskRequest
 
 PROMPT_VERSION = "gsm8k-v1"
 SETTINGS = GenerationSettings(max_new_tokens=320, stop=("\nQuestion:",))  # a reply that starts a new exemplar has ended
@@ -132,7 +132,9 @@ class GSM8KTask(GenerationTask):
         return results
 
 
-@benchmark("gsm8k", GENERATION, few_shot=True, metrics=KIND_METRICS[GSM8KTask.kind])
 def _build(request: TaskRequest) -> Task:
     items = request.subset.select(load_items(request.data_dir), request.name)
     return GSM8KTask(request.name, items, request.shots, request.generation.apply(SETTINGS))
+
+
+BENCHMARKS = (Benchmark("gsm8k", GENERATION, _build, few_shot=True, metrics=KIND_METRICS[GSM8KTask.kind]),)

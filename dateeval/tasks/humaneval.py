@@ -21,7 +21,7 @@ from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
 from dateeval.sandbox import Check, Limits, Outcome, ensure_available, run_many
 from dateeval.tasks.base import GenerationTask, Prompt, Task, chat
-from dateeval.tasks.registry import GENERATION, KIND_METRICS, TaskRequest, benchmark
+from dateeval.tasks.registry import GENERATION, KIND_METRICS, Benchmark, TaskRequest
 
 PROMPT_VERSION = "humaneval-v1"
 SETTINGS = GenerationSettings(max_new_tokens=384)
@@ -137,6 +137,8 @@ class HumanEvalTask(GenerationTask):
                  "run_seconds": outcome.seconds} for completion, outcome in zip(completions, outcomes)]  # fmt: skip
 
 
-@benchmark("humaneval", GENERATION, metrics=KIND_METRICS[HumanEvalTask.kind])  # pass@1: no confidence to calibrate
 def _build(request: TaskRequest) -> Task:
     return HumanEvalTask(request.name, request.subset.select(load_problems(request.data_dir), request.name), request.generation.apply(SETTINGS))
+
+
+BENCHMARKS = (Benchmark("humaneval", GENERATION, _build, metrics=KIND_METRICS[HumanEvalTask.kind]),)  # pass@1: no confidence to calibrate

@@ -60,7 +60,6 @@ Finding a stored ``lmeval_*`` dataset in a data folder reads each YAML's
 
 from __future__ import annotations
 
-import ast
 import functools
 import hashlib
 import json
@@ -70,10 +69,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import regex
-import yaml
 
-from dateeval import render_limits
 from dateeval.backends.base import (
     CONTINUATION_LOGPROBS,
     GENERATE,
@@ -83,17 +79,17 @@ from dateeval.backends.base import (
     PromptInput,
 )
 from dateeval.conditions import Condition
-from dateeval.data.files import check_table, load_yaml, read_bytes
+from dateeval.data.files import check_table
 from dateeval.errors import DateEvalError
 from dateeval.limits import (
     LMEVAL_MAX_CHOICES,
-    LMEVAL_MAX_LITERAL_CHARS,
     MAX_SPEC_BYTES,
     MAX_STOP_CHARS,
     MAX_TASK_STOPS,
-    REGEX_SECONDS,
-    TASK_YAML_MAX_FILES,
 )
+from dateeval.names import SUFFIXES, ends_like_variant
+from dateeval.tasks.lmeval_bounds import INSTALL, lm_eval_module  # noqa: F401 - INSTALL: the tests' and docs' message
+from dateeval.tasks.lmeval_config import TRUST_FLAG, check_code, read_config  # noqa: F401 - the tests call them here
 from dateeval.tasks.base import (
     GenerationTask,
     Prompt,
@@ -112,11 +108,9 @@ from dateeval.tasks.registry import (
 
 PREFIX = "lmeval:"
 PROMPT_VERSION = "lmeval-v1"
-INSTALL = "lm-eval tasks need the optional extra: ./run.sh setup-lmeval (or pip install -r requirements-lmeval.txt)"
 SUPPORTED = {"multiple_choice": MULTIPLE_CHOICE, "generate_until": GENERATION}
 KINDS = {"multiple_choice": "mcqa", "generate_until": "generation"}  # the task kind its rows record
 _SYSTEM = "\x00dateeval-system\x00"  # stands for the condition's system message until a prompt is asked for
-TRUST_FLAG = "--trust-task-code"
 _LMEVAL_KEYS = re.compile(r"^(output_type|dataset_path|doc_to_text|doc_to_choice|include)\s*:", re.MULTILINE)
 
 
@@ -156,280 +150,10 @@ def _source(reference: str) -> str:
     return PREFIX + target
 
 
-def _lm_eval():
-    try:
-        import lm_eval
-        import lm_eval.api.task
-        import lm_eval.tasks
-        import lm_eval.utils
-    except ImportError:
-        raise DateEvalError(INSTALL) from None
-    import lm_eval.api.metrics
-    import lm_eval.filters.extraction
-    import lm_eval.filters.transformation
-
-    _sandbox_templates(lm_eval.utils)
-    lm_eval.api.task.ast = _BOUNDED_AST
-    for module in (lm_eval.filters.extraction, lm_eval.filters.transformation, lm_eval.api.metrics):  # a task's regexes on replies
-        module.re = _BOUNDED_RE
-    return lm_eval
-
-
-class _BoundedPattern:
-    """A compiled pattern whose searches stop at :data:`REGEX_SECONDS`, as a spec's grading regex does
-    (``custom._matches``): one past it finds nothing, so the reply is graded as one the pattern cannot read (an lm-eval
-    filter's fallback) and a ``sub`` leaves the text as it was. ``(\\s*\\S*\\s*\\S*)*X`` on a 30-character reply ran
-    for over 300 s in ``re``; the ``regex`` module (re's syntax) can stop a search."""
-
-    def __init__(self, pattern: object, flags: int = 0) -> None:
-        self.compiled = pattern.compiled if isinstance(pattern, _BoundedPattern) else regex.compile(pattern, flags)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self.compiled, name)
-
-    def _bounded(self, method: str, failed: object, *args: object, **kwargs: object) -> object:
-        try:
-            return getattr(self.compiled, method)(*args, **kwargs, timeout=REGEX_SECONDS)
-        except TimeoutError:
-            return failed
-
-    def findall(self, string: str, *args: object) -> list:
-        return self._bounded("findall", [], string, *args)
-
-    def search(self, string: str, *args: object) -> object:
-        return self._bounded("search", None, string, *args)
-
-    def match(self, string: str, *args: object) -> object:
-        return self._bounded("match", None, string, *args)
-
-    def sub(self, repl: object, string: str, count: int = 0) -> str:
-        return self._bounded("sub", string, repl, string, count)
-
-
-class _BoundedRe:
-    """The ``re`` module as lm-eval's filters and metrics see it, every search a :class:`_BoundedPattern`'s."""
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(re, name)
-
-    compile = _BoundedPattern
-
-    @staticmethod
-    def findall(pattern: object, string: str, flags: int = 0) -> list:
-        return _BoundedPattern(pattern, flags).findall(string)
-
-    @staticmethod
-    def search(pattern: object, string: str, flags: int = 0) -> object:
-        return _BoundedPattern(pattern, flags).search(string)
-
-    @staticmethod
-    def match(pattern: object, string: str, flags: int = 0) -> object:
-        return _BoundedPattern(pattern, flags).match(string)
-
-    @staticmethod
-    def sub(pattern: object, repl: object, string: str, count: int = 0, flags: int = 0) -> str:
-        return _BoundedPattern(pattern, flags).sub(repl, string, count)
-
-
-_BOUNDED_RE = _BoundedRe()
-
-
-class _BoundedLiterals:
-    """The ``ast`` module as lm-eval's task module sees it, with ``literal_eval`` bounded: lm-eval parses a rendered
-    ``doc_to_choice`` (and ``doc_to_target``...) as a Python literal, which costs ~1 KB an element, so a template that
-    fits the render limits (``[{{ '0,' * 4000000 }}0]``, 8 MB) would need ~3.9 GB; its text is measured first."""
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(ast, name)
-
-    @staticmethod
-    def literal_eval(text: object) -> object:
-        if isinstance(text, str) and len(text) > LMEVAL_MAX_LITERAL_CHARS:
-            raise DateEvalError(f"a template rendered {len(text):,} characters for lm-eval to parse as a Python literal (a list of "
-                                f"choices...), over the {LMEVAL_MAX_LITERAL_CHARS:,} it may parse")  # fmt: skip
-        return ast.literal_eval(text)
-
-
-_BOUNDED_AST = _BoundedLiterals()
-
-
-def _sandbox_templates(utils) -> None:  # noqa: ANN001 - lm_eval.utils
-    """Render lm-eval's templates (``doc_to_text``...) in dateeval's guarded sandbox: lm-eval's own environment lets a
-    template reach Python (``{{ cycler.__init__.__globals__.os }}``), Jinja's sandbox alone lets it fill memory
-    (``{{ 'a' * 10**10 }}``), and a task YAML is data. The guarded environment is lm-eval's rebuilt (its options and
-    filters), so a template that stays with its document's fields renders the same (the parity test); lm-eval's task
-    code calls ``utils.apply_template`` by its module's name, so replacing it there is enough."""
-    if isinstance(utils.env, render_limits.GuardedSandbox):
-        return
-    utils.env.filters["regex_replace"] = _regex_replace  # before the rebuild, which guards it as every filter
-    utils.env = render_limits.rebuild(utils.env, render_limits.GuardedSandbox)
-    utils.apply_template = functools.partial(_apply_template, utils.env)
-
-
-def _regex_replace(string: str, pattern: str, repl: str, count: int = 0) -> str:
-    """lm-eval's ``regex_replace`` template filter with its search bounded at :data:`REGEX_SECONDS` (``re.sub`` cannot be
-    stopped: ``(a|aa)+$`` on 40 ``a``s ran 127 s past the render's own time bound); past it, one line."""
-    try:
-        return regex.sub(pattern, repl, str(string), count=count, timeout=REGEX_SECONDS)
-    except TimeoutError:
-        raise render_limits.RenderLimitError(f"regex_replace({pattern!r}) took more than {REGEX_SECONDS:g} s") from None
-
-
-def _apply_template(environment: render_limits.GuardedSandbox, template: str, doc: dict) -> str:
-    """lm-eval's ``apply_template`` under dateeval's rendering limits; one past them is one line wherever lm-eval renders."""
-    try:
-        return render_limits.render(environment, template, doc)
-    except render_limits.RenderLimitError as error:
-        shown = template if len(template) <= 60 else template[:57] + "..."
-        raise DateEvalError(f"lm-eval template {shown!r} stopped rendering: {error} ({render_limits.LIMITS})") from None
-
-
-class _Function(str):
-    """A ``!function`` reference read as text: reading a task YAML as data imports nothing."""
-
-
-class _InertLoader(yaml.SafeLoader):
-    """YAML as plain data, lm-eval's ``!function`` tag as a :class:`_Function` (any other tag is refused, as safe_load does)."""
-
-
-_InertLoader.add_constructor("!function", lambda loader, node: _Function(loader.construct_scalar(node)))
-
-
-def _as_data(path: Path) -> dict:
-    """One task YAML read as data, within the bounds of :mod:`dateeval.limits` (lm-eval parses it again, and hashes
-    and copies what it builds: an alias bomb must end here), refused in one line when it is past them, unreadable,
-    or not a mapping."""
-    try:
-        config = load_yaml(read_bytes(path, "lm-eval task", MAX_SPEC_BYTES), path, "lm-eval task file", _InertLoader)
-    except OSError as error:
-        raise DateEvalError(f"cannot read lm-eval task file {path}: {error.strerror or error}") from None
-    except (yaml.YAMLError, RecursionError) as error:
-        raise DateEvalError(f"lm-eval task file {path} is not valid YAML: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
-    if not isinstance(config, dict):
-        raise DateEvalError(f"lm-eval task file {path} is not a mapping of task keys")
-    return config
-
-
-def _nodes(config: dict) -> list[object]:
-    """Every key and value anywhere in a config, each shared node visited once (aliases cannot make the walk explode)."""
-    found, pending, seen = [], [config], set()
-    while pending:
-        value = pending.pop()
-        if id(value) in seen:
-            continue
-        seen.add(id(value))
-        found.append(value)
-        if isinstance(value, dict):
-            pending += [*value.keys(), *value.values()]
-        elif isinstance(value, list):
-            pending += value
-    return found
-
-
-def _functions(config: dict) -> list[_Function]:
-    """Every ``!function`` anywhere in a config."""
-    return [node for node in _nodes(config) if isinstance(node, _Function)]
-
-
-def read_config(path: Path) -> tuple[dict, list[tuple[Path, _Function]]]:
-    """A task YAML's configuration as lm-eval merges it (each ``include`` first, its own keys winning), read as data,
-    with every ``!function`` and the (resolved) file that names it: lm-eval resolves a helper beside that file."""
-    files = 0
-
-    def read(path: Path, including: frozenset) -> tuple[dict, list[tuple[Path, _Function]]]:
-        nonlocal files
-        path, files = path.resolve(), files + 1
-        if path in including or files > TASK_YAML_MAX_FILES:
-            raise DateEvalError(f"lm-eval task file {path}: includes loop or exceed {TASK_YAML_MAX_FILES} files")
-        config = _as_data(path)
-        functions = [(path, function) for function in _functions(config)]
-        merged: dict = {}
-        includes = config.pop("include", None) or []
-        for include in includes if isinstance(includes, list) else [includes]:
-            included, more = read(path.parent / str(include), including | {path})
-            included.pop("task_list", None)  # as lm-eval merges: it names the included file's own tasks
-            merged |= included
-            functions += more
-        return merged | config, functions
-
-    return read(path, frozenset())
-
-
-def _helper(yaml_path: Path, reference: str) -> Path | None:
-    """The ``.py`` file lm-eval would import for ``!function reference`` in ``yaml_path``, where it lies in that YAML's own
-    folder (links followed), else None (lm-eval would import an absolute path, or an installed module, as readily)."""
-    module, _, function = reference.rpartition(".")
-    if not module or not function:
-        return None
-    file = (yaml_path.parent / f"{module.replace('.', '/')}.py").resolve()
-    return file if file.is_file() and file.is_relative_to(yaml_path.parent) else None
-
-
-def _registered() -> dict[str, object]:
-    """lm-eval's registries that a task YAML's names are looked up in (metrics, aggregations, filters, samplers)."""
-    import lm_eval.api.metrics  # fills the metric and aggregation registries
-    import lm_eval.filters  # noqa: F401 - fills the filter registry
-    from lm_eval.api import registry, samplers
-
-    return {"metric": registry.metric_registry, "aggregation": registry.aggregation_registry, "filter": registry.filter_registry,
-            "sampler": samplers.SAMPLER_REGISTRY}  # fmt: skip
-
-
-def _dicts(config: dict) -> list[dict]:
-    """Every mapping in a config (a group's inline tasks too)."""
-    return [node for node in _nodes(config) if isinstance(node, dict)]
-
-
-def _named_code(config: dict) -> list[str]:
-    """Where a config names code by a name rather than by ``!function`` (the module docstring's list), one phrase each."""
-    known, found = _registered(), []
-    for table in _dicts(config):
-        for entry in table.get("metric_list") or [] if isinstance(table.get("metric_list"), list) else []:
-            metric, aggregation = (entry.get("metric"), entry.get("aggregation")) if isinstance(entry, dict) else (None, None)
-            if isinstance(metric, str) and not isinstance(metric, _Function):
-                if entry.get("hf_evaluate") is True:
-                    found.append(f"metric {metric!r} with hf_evaluate: true (lm-eval hands it to evaluate.load, which imports its script)")
-                elif metric not in known["metric"]:
-                    found.append(f"metric {metric!r}, which lm-eval does not register (it would hand it to evaluate.load, which imports a file or folder of that name)")
-            if isinstance(aggregation, str) and not isinstance(aggregation, _Function) and aggregation not in known["aggregation"]:
-                found.append(f"aggregation {aggregation!r}, which lm-eval does not register")
-        for pipeline in table.get("filter_list") or [] if isinstance(table.get("filter_list"), list) else []:
-            steps = pipeline.get("filter") if isinstance(pipeline, dict) else None
-            for step in steps if isinstance(steps, list) else []:
-                function = step.get("function") if isinstance(step, dict) else None
-                if isinstance(function, str) and not isinstance(function, _Function) and function not in known["filter"]:
-                    found.append(f"filter function {function!r}, which lm-eval does not register")
-        sampler = table.get("sampler")
-        if isinstance(sampler, str) and not isinstance(sampler, _Function) and sampler not in known["sampler"]:
-            found.append(f"fewshot sampler {sampler!r}, which lm-eval does not register")
-        if table.get("use_prompt") is not None:
-            found.append(f"use_prompt {table['use_prompt']!r} (lm-eval reads the file it names, or promptsource's unsandboxed templates)")
-    return found
-
-
-def check_code(path: Path, trust: bool) -> None:
-    """Refuse a task YAML whose ``!function`` helpers, or code it names by name, dateeval may not run (the trust model in
-    the module's docstring)."""
-    own = Path(_lm_eval().tasks.__file__).parent.resolve()
-    config, functions = read_config(path)
-    if not trust and not path.resolve().is_relative_to(own) and (named := _named_code(config)):
-        raise DateEvalError(f"lm-eval task {path}: its {named[0]} would run Python code; dateeval runs a task file's code only when "
-                            f"the command line says {TRUST_FLAG} (never from the explorer)")  # fmt: skip
-    for file, reference in functions:
-        if file.is_relative_to(own):
-            continue
-        if not trust:
-            raise DateEvalError(f"lm-eval task {path}: `!function {reference}` in {file} would run Python code; dateeval runs a task "
-                                f"file's code only when the command line says {TRUST_FLAG} (never from the explorer)")  # fmt: skip
-        if _helper(file, reference) is None:
-            raise DateEvalError(f"lm-eval task {path}: `!function {reference}` in {file} names no .py file in {file.parent}: "
-                                f"only helpers beside the task YAML run, even with {TRUST_FLAG}")  # fmt: skip
-
-
 @functools.lru_cache(maxsize=2)
 def _manager(defaults: bool):
     """lm-eval's task index: without its built-in tasks for a YAML file (seconds faster), with them for a name."""
-    return _lm_eval().tasks.TaskManager(include_defaults=defaults)
+    return lm_eval_module().tasks.TaskManager(include_defaults=defaults)
 
 
 @functools.lru_cache(maxsize=16)
@@ -463,8 +187,8 @@ def load_task(source: str, trust: bool = False):
 def dataset_name(task_name: object) -> str:
     """The name results are stored under: ``lmeval_`` and the task's name, so it never takes a built-in's."""
     name = "lmeval_" + re.sub(r"[^a-z0-9]+", "_", str(task_name).lower()).strip("_")
-    if re.search(r"_cot$|_\d+shot$", name):
-        raise DateEvalError(f"lm-eval task {task_name}: its name ends like a dateeval variant (_cot, _<k>shot); rename the task")
+    if ends_like_variant(name):
+        raise DateEvalError(f"lm-eval task {task_name}: its name ends like a dateeval variant ({SUFFIXES}); rename the task")
     return name
 
 
@@ -563,7 +287,7 @@ def _check_documents(docs, target: str) -> None:  # noqa: ANN001 - a datasets.Da
 
 def _content_key(task, shots: int) -> str:
     """A hash of the task's configuration and documents: an edited YAML or data file makes a new entry."""
-    lm_eval = _lm_eval()
+    lm_eval = lm_eval_module()
     config = json.dumps(task.dump_config(), sort_keys=True, default=str)
     docs = json.dumps(list(task.eval_docs), sort_keys=True, default=str, ensure_ascii=False)
     payload = "|".join((lm_eval.__version__, config, hashlib.sha256(docs.encode()).hexdigest(), str(shots)))

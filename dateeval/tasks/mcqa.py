@@ -24,7 +24,7 @@ from dateeval.errors import DateEvalError
 from dateeval.tasks import fewshot
 from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, prompt_lengths, settings_key, without_confidence
 from dateeval.tasks.parsing import find_choice, parse_choice
-from dateeval.tasks.registry import CALIBRATED, MULTIPLE_CHOICE, Benchmark, TaskRequest, register
+from dateeval.tasks.registry import CALIBRATED, MULTIPLE_CHOICE, Benchmark, TaskRequest
 
 PROMPT_VERSION = "mcqa-v1"
 INSTRUCTION = "The following is a multiple-choice question{about}. Reply with the letter of the correct answer."
@@ -310,15 +310,14 @@ def choice_task(request: TaskRequest, items: list[MCItem], pool: Sequence[MCItem
     return scored(request.name, items, pool, request.shots, request.label_style)
 
 
-def _register(name: str, source: Source) -> None:
-    """Register one built-in multiple-choice benchmark of the data table."""
+def _benchmark(name: str, source: Source) -> Benchmark:
+    """One built-in multiple-choice benchmark of the data table."""
 
     def build(request: TaskRequest) -> Task:
         pool = load_exemplars(name, request.data_dir) if request.shots else ()
         return choice_task(request, load_items(name, request.data_dir, request.subset), pool)
 
-    register(Benchmark(name, MULTIPLE_CHOICE, build, few_shot=source.exemplars is not None, subjects=source.subjects, metrics=CALIBRATED))
+    return Benchmark(name, MULTIPLE_CHOICE, build, few_shot=source.exemplars is not None, subjects=source.subjects, metrics=CALIBRATED)
 
 
-for _name, _source in SOURCES.items():
-    _register(_name, _source)
+BENCHMARKS = tuple(_benchmark(name, source) for name, source in SOURCES.items())

@@ -1,11 +1,12 @@
-"""The benchmarks a dataset name can mean: each task module registers its own, nothing dispatches on names.
+"""The benchmarks a dataset name can mean: each task module declares its own, nothing dispatches on names.
 
 A :class:`Benchmark` says what a name supports (chain of thought, few-shot,
 MMLU-style subjects) and how to build its task. The name grammar, the CLI's
 ``--dataset`` help and the explorer's dataset lists are all read from
-:data:`REGISTRY`, so a new benchmark is one ``register`` call in its own module.
-A user's own dataset (a file or a spec, :mod:`dateeval.tasks.custom`) registers
-itself the same way when it is first named. Each benchmark declares the metrics
+:data:`REGISTRY` (a :class:`dateeval.registry.Registry`), so a new benchmark is
+one entry in its module's ``BENCHMARKS`` and that module in ``dateeval.tasks``'s
+list. A user's own dataset (a file or a spec, :mod:`dateeval.tasks.custom`) is
+registered the same way when it is first named. Each benchmark declares the metrics
 its rows support, those of its task kind (``metrics.KIND_METRICS``): every reader
 asks ``metrics.dataset_metrics``, never a metric which datasets it applies to.
 """
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from dateeval.data.items import Subset
 from dateeval.errors import DateEvalError
+from dateeval.registry import Registry
 from dateeval.metrics import ACCURACY, CALIBRATED, KIND_METRICS, METRICS  # noqa: F401 - the task modules' declarations
 
 if TYPE_CHECKING:
@@ -61,7 +63,15 @@ class Benchmark:
         return self.family == MULTIPLE_CHOICE
 
 
-REGISTRY: dict[str, Benchmark] = {}
+def _taken(name: str, known: Benchmark, new: Benchmark) -> str:
+    where = f"{known.source}" if known.source else "a built-in benchmark"
+    return (f"dataset name {name!r} of {new.source} is already taken by {where}: "
+            "give the dataset another name (the `name` key of its spec, or rename the file)")  # fmt: skip
+
+
+# Benchmarks by name: the built-in ones registered by ``dateeval.tasks`` from each task module's ``BENCHMARKS``, users'
+# files and lm-eval tasks when first named. One file registered again (another process, a rerun) is the same entry.
+REGISTRY: Registry[Benchmark] = Registry("dataset name", same=lambda known, new: known.source == new.source, taken=_taken)
 
 
 def register(benchmark: Benchmark) -> Benchmark:
@@ -70,25 +80,7 @@ def register(benchmark: Benchmark) -> Benchmark:
     unknown = [key for key in benchmark.metrics if key not in METRICS]
     if unknown:
         raise DateEvalError(f"benchmark {benchmark.name!r} declares unknown metrics {unknown}: choose from {', '.join(METRICS)}")
-    known = REGISTRY.get(benchmark.name)
-    if known is not None and known.source != benchmark.source:
-        where = f"{known.source}" if known.source else "a built-in benchmark"
-        raise DateEvalError(f"dataset name {benchmark.name!r} of {benchmark.source} is already taken by {where}: "
-                            "give the dataset another name (the `name` key of its spec, or rename the file)")  # fmt: skip
-    REGISTRY[benchmark.name] = benchmark
-    return benchmark
-
-
-def benchmark(
-    name: str, family: str, *, few_shot: bool = False, metrics: tuple[str, ...] = ACCURACY
-) -> Callable[[Callable[[TaskRequest], Task]], Callable[[TaskRequest], Task]]:  # fmt: skip
-    """Decorator form of :func:`register` for a module's build function."""
-
-    def decorate(build: Callable[[TaskRequest], Task]) -> Callable[[TaskRequest], Task]:
-        register(Benchmark(name, family, build, few_shot=few_shot, metrics=metrics))
-        return build
-
-    return decorate
+    return REGISTRY.register(benchmark.name, benchmark)
 
 
 def builtin(family: str | None = None, few_shot: bool | None = None) -> tuple[str, ...]:

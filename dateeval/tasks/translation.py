@@ -21,7 +21,7 @@ from dateeval.corpus import segment_stats, sentence_chrf, signatures
 from dateeval.data.files import read_text
 from dateeval.errors import DateEvalError
 from dateeval.tasks.base import GenerationTask, Prompt, Task, chat
-from dateeval.tasks.registry import GENERATION, KIND_METRICS, Benchmark, TaskRequest, register
+from dateeval.tasks.registry import GENERATION, KIND_METRICS, Benchmark, TaskRequest
 
 PROMPT_VERSION = "wmt16-v1"
 SETTINGS = GenerationSettings(max_new_tokens=192)
@@ -129,5 +129,5 @@ def _build(target: str, request: TaskRequest) -> Task:
     return TranslationTask(request.name, items, target, request.generation.apply(SETTINGS))
 
 
-for _target in LANGUAGES:
-    register(Benchmark(f"wmt16_en_{_target}", GENERATION, functools.partial(_build, _target), metrics=KIND_METRICS[TranslationTask.kind]))
+BENCHMARKS = tuple(Benchmark(f"wmt16_en_{target}", GENERATION, functools.partial(_build, target), metrics=KIND_METRICS[TranslationTask.kind])
+                   for target in LANGUAGES)  # fmt: skip
