@@ -14,9 +14,10 @@ or 1 scores the prompt's own tokens, as vLLM does, which is how clients read
 the exact log-probability of any continuation), ``POST /v1/chat/completions``
 (the server's chat template, rendered with the real clock;
 ``logprobs``/``top_logprobs``).
-Requests in flight are batched: one thread runs the model, and the
-requests that queue while a batch computes share the next one's forward
-passes (:class:`Batcher`); the standard library's threading server keeps
+This module is HTTP and the OpenAI protocol only: requests in flight go
+to the model's scheduler (``backends.scheduler.queue``: one thread runs the
+model, and the requests that queue while a batch computes share the next
+one's forward passes), and the standard library's threading server keeps
 connections concurrent. A request waits at most ``Served.wait_s`` to start
 (then 503, which clients retry), and is refused (400) before any compute
 when its prompt and reply would not fit the model's context
@@ -25,10 +26,10 @@ for more than the server bounds (stop strings, echo positions): a request's
 memory is bounded by its batch's token budget, never by what it asks.
 
 A client that hangs up stops its work at the next point where it can: a
-queued request within :data:`POLL_S`, a generated reply at the next decoding
+queued request within the queue's ``POLL_S``, a generated reply at the next decoding
 step (its batch-mates' replies go on exactly as they would have), a batch
 whose clients all left at the next of its forward pass's
-:func:`checkpoints` (each part of each layer). That is within a second
+checkpoints (``backends.interrupt``: each part of each layer). That is within a second
 inside the longest passes too: at the bounds at most 0.86 s on a quiet 2-core
 machine (a whole pass, what a departure used to cost, 35 s;
 ``docs/benchmarks.md``); a loaded machine stretches it by its load.
@@ -72,17 +73,15 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING
 
 from dateeval.backends.base import GenerationSettings
 from dateeval.backends.openai_api import MAX_API_STOPS
+from dateeval.backends.scheduler.queue import BATCH_TOKENS, MAX_ECHO_POSITIONS, Best, Busy, Job, RequestQueue
+from dateeval.backends.scheduler.queue import Cancelled as ClientGone  # a request whose client hung up
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.errors import DateEvalError
 from dateeval.limits import MAX_STOP_CHARS
 from dateeval.prompting import ChatTemplate
-
-if TYPE_CHECKING:
-    import torch
 
 MAX_LOGPROBS = 20  # the most alternatives a request may ask for (vLLM's default, OpenAI's chat limit)
 MAX_BODY = 16 << 20
@@ -90,13 +89,6 @@ DRAIN_LIMIT = 4 * MAX_BODY  # an oversized body up to this is read and dropped (
 IDLE_S = 60.0  # a connection that sends nothing for this long (idle keep-alive, a stalled body) is closed
 WAIT_S = 60.0  # how long a request may wait for the model before it is answered 503 (clients retry those)
 BACKLOG = 1024  # connections the kernel queues before the server accepts them (the standard library's 5 drops a burst of clients)
-POLL_S = 0.2  # how often a waiting request looks whether its client is still there
-CHECKPOINT_S = 0.05  # how often a running forward pass looks whether its clients are still there
-MAX_BATCH = 32  # requests one batch may hold
-BATCH_TOKENS = 8192  # rows x longest prompt (and reply) one batch may hold: the memory of one full SmolLM2 context
-GATHER_S = 0.01  # a batch starts once no request arrived for this long (or it is full), and none is expected back (REJOIN_S)
-REJOIN_S = 0.25  # how long after its answer a connection counts as sending its next request: a batch waits that long at most for it
-MAX_ECHO_POSITIONS = 2048  # the most prompt tokens an echo scores: each holds a full-vocabulary row of logits (2,000 tokens: 1.4 GB)
 UNSTATED_CONTEXT = BATCH_TOKENS  # prompt plus reply, in tokens, for a model whose config states no context length
 BODY_BUDGET = 4 * MAX_BODY  # bytes of request bodies held at once, all connections together (each until its request is answered)
 BODY_WAIT_S = 10.0  # how long a body waits for room in that budget before a 503
@@ -114,10 +106,6 @@ class RequestError(Exception):
         self.status, self.code = status, code
 
 
-class ClientGone(Exception):
-    """The client hung up: its request is abandoned (nothing is computed further, nothing is sent)."""
-
-
 @dataclass
 class Served:
     """The model behind the endpoint, the name it answers to and the chat template it applies."""
@@ -127,10 +115,17 @@ class Served:
     template: ChatTemplate
     lock: threading.Lock  # held while a batch computes: whoever holds it has the model
     wait_s: float = WAIT_S  # the longest a request waits for the model before a 503
-    batcher: Batcher = field(init=False, repr=False)
+    requests: RequestQueue = field(init=False, repr=False)  # the model's scheduler takes requests from here
 
     def __post_init__(self) -> None:
-        self.batcher = Batcher(self)
+        self.requests = RequestQueue(self.backend, self.lock)
+
+    def submit(self, job: Job) -> object:
+        """Hand ``job`` to the model's scheduler and wait for its answer; a 503 after ``wait_s`` without starting."""
+        try:
+            return self.requests.run(job, self.wait_s)
+        except Busy:
+            raise RequestError(503, f"the server is busy: this request waited {self.wait_s:g} s for the model; retry later", "server_busy") from None
 
     @property
     def context(self) -> tuple[int, str]:
@@ -210,236 +205,6 @@ class Client:
             raise ClientGone
 
 
-@dataclass(eq=False)
-class Job:
-    """One request's share of a batch: which backend call it joins, for whom, and once computed its answer."""
-
-    kind: str  # "top" (next-token scoring), "echo" (every prompt token scored) or "generate"
-    key: object  # jobs of one kind share a batch only with an equal key (generation: its settings)
-    tokens: int  # its length: a batch holds at most its budget in rows x the longest
-    work: object  # token ids to score, or the text to generate from
-    client: Client
-    k: int = 0  # scoring: the most likely tokens kept of each position (the batch keeps no full-vocabulary row)
-    shares: bool = True  # False: computed alone
-    state: str = "queued"  # queued, then running, then done
-    result: object = None
-    error: BaseException | None = None
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-class Batcher:
-    """One thread runs the model: requests that arrive while a batch computes share the next batch's forward passes.
-
-    A batch is the oldest queued job and every queued job that can join it
-    (same kind and key, at most :data:`MAX_BATCH` rows, rows x longest
-    within the kind's token budget, which bounds its memory). The backend's
-    own batched methods compute it, so a batch of one is one request at a time.
-
-    A batch also waits, at most :data:`REJOIN_S`, for the connections it
-    answered last to send their next requests: clients that each keep one
-    request in flight otherwise split into groups that never meet again
-    (measured: 8 clients in batches of 2, 4, 6 and 7 rather than 8, since
-    the ones answered first come back while the rest compute).
-    """
-
-    def __init__(self, served: Served) -> None:
-        self.served = served
-        self.queue: list[Job] = []
-        self.ready = threading.Condition()
-        self.thread: threading.Thread | None = None
-        self.answered: dict[socket.socket, float] = {}  # connections answered within REJOIN_S, not yet back: when
-        self.sizes: dict[str, dict[int, int]] = {}  # per kind of job, how many batches of each size were computed (GET /v1/stats)
-
-    def run(self, job: Job) -> object:
-        """Queue ``job`` and wait for its answer: at most ``wait_s`` to start (then 503), never after its client left."""
-        deadline = time.monotonic() + self.served.wait_s
-        with self.ready:
-            self.queue.append(job)
-            self.answered.pop(job.client.connection, None)
-            if self.thread is None:
-                self.thread = threading.Thread(target=self._loop, name="dateeval-batcher", daemon=True)
-                self.thread.start()
-            self.ready.notify()
-        while not job.done.wait(POLL_S):
-            if (job.client.gone() or time.monotonic() >= deadline) and self._withdraw(job):
-                job.client.check()
-                raise RequestError(503, f"the server is busy: this request waited {self.served.wait_s:g} s for the model; retry later",
-                                   "server_busy")  # fmt: skip
-        if job.error is not None:
-            raise job.error
-        return job.result
-
-    def _withdraw(self, job: Job) -> bool:
-        """Take a job that has not started off the queue (True); one that started is answered (False)."""
-        with self.ready:
-            if job.state != "queued":
-                return False
-            self.queue.remove(job)
-            return True
-
-    def _loop(self) -> None:
-        while True:
-            with self.ready:
-                self.ready.wait_for(lambda: self.queue)
-                deadline = time.monotonic() + REJOIN_S
-                while len(self.queue) < MAX_BATCH and (self.ready.wait(GATHER_S) or (self._returning() and time.monotonic() < deadline)):
-                    pass  # requests still arriving, or clients just answered about to send their next ones
-            with self.served.lock:
-                batch = self._take()
-                if batch:
-                    self._compute(batch)
-
-    def _returning(self) -> bool:
-        """Whether a connection answered within :data:`REJOIN_S` has not sent its next request yet."""
-        now = time.monotonic()
-        self.answered = {connection: at for connection, at in self.answered.items() if now - at < REJOIN_S}
-        return bool(self.answered)
-
-    def _take(self) -> list[Job]:
-        """The next batch, marked running; jobs whose clients left are answered as gone instead."""
-        with self.ready:
-            for job in [job for job in self.queue if job.client.gone()]:
-                self.queue.remove(job)
-                self._finish([job], error=ClientGone())
-            if not self.queue:
-                return []
-            first, budget = self.queue[0], MAX_ECHO_POSITIONS if self.queue[0].kind == "echo" else BATCH_TOKENS
-            batch, longest = [first], first.tokens
-            for job in self.queue[1:]:
-                joins = first.shares and job.shares and (job.kind, job.key) == (first.kind, first.key)
-                if joins and len(batch) < MAX_BATCH and (len(batch) + 1) * max(longest, job.tokens) <= budget:
-                    batch.append(job)
-                    longest = max(longest, job.tokens)
-            for job in batch:
-                self.queue.remove(job)
-                job.state = "running"
-            sizes = self.sizes.setdefault(first.kind, {})
-            sizes[len(batch)] = sizes.get(len(batch), 0) + 1
-            return batch
-
-    def _compute(self, batch: list[Job]) -> None:
-        """One backend call for the batch: it stops between two layers once all its clients left, a generated row once its own did."""
-        try:
-            with _abandoned_when(self.served.backend.model, lambda: all(job.client.gone() for job in batch)):
-                results = COMPUTE[batch[0].kind](self.served, batch)
-        except Exception as error:  # noqa: BLE001 - each request's handler answers it (a 500 with its traceback, or one log line)
-            return self._finish(batch, error=error)
-        for job, result in zip(batch, results):
-            job.result = result  # a row stopped when its client left holds a cut-short reply: never sent
-            self._finish([job], error=ClientGone() if job.client.gone() else None)
-
-    def _finish(self, jobs: list[Job], error: BaseException | None = None) -> None:
-        with self.ready:
-            for job in jobs:
-                job.error, job.state = error, "done"
-                if job.client.connection is not None and error is None:
-                    self.answered[job.client.connection] = time.monotonic()
-                job.done.set()
-
-
-def checkpoints(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """Where a forward pass may be abandoned: before the model, each of its layers and each layer's parts (attention,
-    MLP, norms), and its output layer.
-
-    One pass over a full context takes seconds, a layer of it about a
-    second on a CPU (``docs/benchmarks.md``): a pass is abandoned between a
-    layer's attention and its MLP rather than run to its end for nobody.
-    The layers are the members of the model's ``ModuleList`` containers (a
-    transformer's blocks).
-    """
-    import torch
-
-    layers = [layer for module in model.modules() if isinstance(module, torch.nn.ModuleList) for layer in module]
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    return [model, *(part for layer in layers for part in (layer, *layer.children())), *([head] if head is not None else [])]
-
-
-@contextlib.contextmanager
-def _abandoned_when(model: torch.nn.Module, stop: Callable[[], bool]) -> Iterator[None]:
-    """Raise :class:`ClientGone` out of the model's forward passes once ``stop()``, asked at its :func:`checkpoints`
-    at most every :data:`CHECKPOINT_S`: a decoding step passes some 150 checkpoints in milliseconds, and ``stop()``
-    asks every client's socket."""
-    asked = [time.monotonic()]
-
-    def check(*_: object) -> None:
-        if time.monotonic() - asked[0] >= CHECKPOINT_S:
-            asked[0] = time.monotonic()
-            if stop():
-                raise ClientGone
-
-    hooks = [module.register_forward_pre_hook(check) for module in checkpoints(model)]
-    try:
-        yield
-    finally:
-        for hook in hooks:
-            hook.remove()
-
-
-@dataclass(frozen=True)
-class Best:
-    """One position's most likely tokens, likeliest first: all of its full-vocabulary row an answer reads."""
-
-    values: list[float]
-    tokens: list[int]
-
-
-def _bests(logprobs: torch.Tensor, k: int) -> list[Best]:
-    """Each row's ``k`` most likely tokens."""
-    values, tokens = logprobs.topk(k)
-    return [Best(v, t) for v, t in zip(values.tolist(), tokens.tolist())]
-
-
-def _next_tokens(served: Served, batch: list[Job]) -> list[Best]:
-    """Each prompt's ``k`` most likely next tokens, one shared forward pass."""
-    import torch
-
-    vocabulary = list(range(len(served.backend.tokenizer)))
-    arrays = served.backend.next_token_logprobs([job.work for job in batch], [vocabulary] * len(batch), batch_size=len(batch))
-    return [_bests(torch.from_numpy(array)[None], job.k)[0] for array, job in zip(arrays, batch)]
-
-
-def _echoes(served: Served, batch: list[Job]) -> list[tuple[list[float], list[Best], Best]]:
-    """Each prompt's tokens' log-probabilities and every position's top ``k`` (the next token's at least one), right-padded into one forward pass.
-
-    The batch's full-vocabulary log-probabilities (up to
-    :data:`MAX_ECHO_POSITIONS` rows of them) are dropped before the next
-    batch computes: the model thread holds one batch's at a time.
-    """
-    import torch
-
-    width = max(len(job.work) for job in batch)
-    ids = torch.zeros((len(batch), width), dtype=torch.long)
-    mask = torch.zeros((len(batch), width), dtype=torch.long)
-    for row, job in enumerate(batch):
-        ids[row, : len(job.work)], mask[row, : len(job.work)] = torch.tensor(job.work), 1
-    backend = served.backend
-    with torch.inference_mode():
-        logits = backend.model(input_ids=ids.to(backend.device), attention_mask=mask.to(backend.device)).logits.float()
-        logits -= torch.logsumexp(logits, dim=-1, keepdim=True)  # log-softmax in place: a batch holds one copy of its logits
-        return [_echo_scores(logits[row, : len(job.work)], job.work, job.k) for row, job in enumerate(batch)]
-
-
-def _echo_scores(logprobs: torch.Tensor, prompt: list[int], k: int) -> tuple[list[float], list[Best], Best]:
-    """What an echo answer reads of its prompt's rows: each token's log-probability after those before it, each position's top ``k``."""
-    import torch
-
-    following = torch.tensor(prompt[1:], dtype=torch.long, device=logprobs.device)
-    chosen = logprobs[torch.arange(len(prompt) - 1, device=logprobs.device), following].tolist()
-    return chosen, _bests(logprobs[:-1], k), _bests(logprobs[-1:], max(k, 1))[0]
-
-
-def _generations(served: Served, batch: list[Job]) -> list:
-    """Replies of prompts that share their settings, generated together (left-padded, as the backend batches them).
-
-    A row stops at the decoding step after its client left; the others' replies are unchanged.
-    """
-    prompts = [job.work for job in batch]
-    return served.backend.generate_texts(prompts, batch[0].key, batch_size=len(batch), should_stop=lambda i: batch[i].client.gone())
-
-
-COMPUTE: dict[str, Callable[[Served, list[Job]], list]] = {"top": _next_tokens, "echo": _echoes, "generate": _generations}
-
-
 def _number(body: dict, name: str, default: float, low: float, high: float) -> float:
     value = body.get(name, default)
     if value is None:
@@ -482,7 +247,7 @@ def _top(tokenizer, best: Best) -> dict[str, float]:  # noqa: ANN001 - a tokeniz
 
 def top_logprobs(served: Served, client: Client, prompt: list[int], k: int) -> dict[str, float]:
     """The ``k`` most likely next tokens (as text) with their full-vocabulary log-probabilities."""
-    return _top(served.backend.tokenizer, served.batcher.run(Job("top", None, len(prompt), prompt, client, k=k)))
+    return _top(served.backend.tokenizer, served.submit(Job("top", None, len(prompt), prompt, client.gone, client.connection, k=k)))
 
 
 @dataclass(frozen=True)
@@ -498,7 +263,7 @@ class Echo:
 def score_prompt(served: Served, client: Client, prompt: list[int], k: int) -> Echo:
     """Every token's log-probability after the ones before it, and the next token's top-k (one row of a batch's forward pass)."""
     tokenizer = served.backend.tokenizer
-    chosen, bests, following = served.batcher.run(Job("echo", None, len(prompt), prompt, client, k=k))
+    chosen, bests, following = served.submit(Job("echo", None, len(prompt), prompt, client.gone, client.connection, k=k))
     tops = [None] + [{tokenizer.decode([token]): value, **_top(tokenizer, best)} for token, value, best in zip(prompt[1:], chosen, bests)]
     return Echo([tokenizer.decode([token]) for token in prompt], [None, *chosen], tops, _top(tokenizer, following))
 
@@ -583,7 +348,7 @@ def _generate_or_score(served: Served, client: Client, prompt: str, body: dict, 
         text = next(iter(best))
         return text, len(encoded), 1, dict(list(best.items())[: max(k, 1)])
     # Sampled replies depend on the batch they are drawn in (one seed per batch): each is drawn alone, as one request at a time would.
-    reply = served.batcher.run(Job("generate", settings, len(encoded) + max_tokens, prompt, client, shares=not settings.sample))
+    reply = served.submit(Job("generate", settings, len(encoded) + max_tokens, prompt, client.gone, client.connection, shares=not settings.sample))
     return reply.text, reply.prompt_tokens, reply.n_tokens, None
 
 
@@ -693,7 +458,7 @@ class Handler(BaseHTTPRequestHandler):
                 read()
                 path = self.path.rstrip("/")
                 if path == "/v1/stats":  # how requests were batched: whether concurrent clients really share forward passes
-                    self._send(200, {"batches": self.served.batcher.sizes})
+                    self._send(200, {"batches": self.served.requests.sizes})
                     return
                 if path != "/v1/models":
                     raise RequestError(404, f"no route {self.path}")

@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from dateeval.backends.base import Generation, GenerationSettings
+from dateeval.backends.interrupt import abandoned_when
 from dateeval.backends.openai_api import MAX_API_STOPS
 from dateeval.serve import (
     BODY_BUDGET, MAX_BODY, MAX_ECHO_POSITIONS, MAX_STOP_CHARS, SMALL_BODY, UNSTATED_CONTEXT, WAIT_S, BodyBudget, Served, Server, banner,
@@ -219,6 +220,9 @@ class SlowBackend:
     def encode(self, texts: list[str]) -> list[list[int]]:
         return [[0] * len(text) for text in texts]
 
+    def interruptible(self, stop, error):  # noqa: ANN001, ANN201
+        return abandoned_when(self.model, stop, error)
+
     def generate_texts(self, prompts: list[str], settings, batch_size: int, should_stop=None) -> list[Generation]:  # noqa: ANN001
         for _ in range(settings.max_new_tokens):
             self.model(torch.zeros(1))
@@ -375,7 +379,7 @@ def test_requests_in_flight_share_forward_passes_and_get_what_one_at_a_time_gets
             with real.lock:  # the model busy: every request queues, then the batcher takes them together
                 answers = [pool.submit(ask) for ask in asks]
                 deadline = time.monotonic() + 30
-                while len(real.batcher.queue) < len(asks) and time.monotonic() < deadline:
+                while len(real.requests.queue) < len(asks) and time.monotonic() < deadline:
                     time.sleep(0.05)
             together = [answer.result() for answer in answers]
     finally:
@@ -415,19 +419,19 @@ def test_clients_with_one_request_in_flight_stay_in_one_batch(real: Served, real
             answer.read()
         connection.close()
 
-    before = dict(real.batcher.sizes.get("top", {}))
+    before = dict(real.requests.sizes.get("top", {}))
     with ThreadPoolExecutor(clients) as pool:
         with real.lock:  # the model busy: the first requests all queue, so the first batch holds all four
             asked = [pool.submit(keep_asking, index) for index in range(clients)]
             ready.wait()
-            _until(lambda: len(real.batcher.queue) == clients)
+            _until(lambda: len(real.requests.queue) == clients)
         for done in asked:
             done.result()
-    sizes = {size: count - before.get(size, 0) for size, count in real.batcher.sizes["top"].items() if count > before.get(size, 0)}
+    sizes = {size: count - before.get(size, 0) for size, count in real.requests.sizes["top"].items() if count > before.get(size, 0)}
     assert sizes == {clients: rounds}
     connection = http.client.HTTPConnection("127.0.0.1", _port(real_url), timeout=60)
     connection.request("GET", "/v1/stats")
-    assert json.loads(connection.getresponse().read())["batches"]["top"] == {str(k): v for k, v in real.batcher.sizes["top"].items()}
+    assert json.loads(connection.getresponse().read())["batches"]["top"] == {str(k): v for k, v in real.requests.sizes["top"].items()}
 
 
 # A client that leaves stops its work within a second, even mid-generation and mid-pass (issue 25 §4).
@@ -485,7 +489,7 @@ def test_a_batch_mate_who_stays_gets_the_reply_it_would_have_got(real: Served, r
             with real.lock:  # both queue, then share one batch (same settings)
                 raw = _sent(real_url, {"model": MODEL, "prompt": COUNTING, "max_tokens": 400, "temperature": 0})
                 stays = pool.submit(lambda: client.chat.completions.create(model=MODEL, messages=mate, max_completion_tokens=400, temperature=0))
-                _until(lambda: len(real.batcher.queue) == 2)
+                _until(lambda: len(real.requests.queue) == 2)
             _until(lambda: len(passes) >= 3)
             raw.close()
             reply = stays.result()
