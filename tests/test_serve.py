@@ -400,9 +400,9 @@ def test_clients_with_one_request_in_flight_stay_in_one_batch(real: Served, real
     GATHER_S): every batch holds all four, where without waiting for the connections just answered the late one is
     left behind and the two groups alternate, a batch each. REJOIN_S is long here so that a loaded machine's slow
     clients still count as coming back; GET /v1/stats reports the batches."""
-    from dateeval import serve
+    from dateeval.backends.scheduler import queue
 
-    monkeypatch.setattr(serve, "REJOIN_S", 30.0)
+    monkeypatch.setattr(queue, "REJOIN_S", 30.0)
     clients, rounds = 4, 4
     ready = threading.Barrier(clients + 1)
 
@@ -665,3 +665,18 @@ def test_a_client_that_half_closes_after_its_request_is_answered(slow_server: Se
     request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
     line, _, _ = _raw_exchange(slow_server, request, half_close=True)
     assert line.startswith(b"HTTP/1.1 200"), line
+
+
+def test_served_requests_are_planned_by_the_models_scheduler(real: Served, real_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve batches nothing itself: a scored request and a generated one reach the model through the backend's
+    scheduler, the one a sweep's requests go through, and its answer is the in-process backend's."""
+    scheduler, planned = real.backend.scheduler, []
+    score, generate = scheduler.label_logprobs, scheduler.generate
+    monkeypatch.setattr(scheduler, "label_logprobs", lambda *args: planned.append("score") or score(*args))
+    monkeypatch.setattr(scheduler, "generate", lambda *args: planned.append("generate") or generate(*args))
+    client = _client(real_url)
+    top = client.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=1, logprobs=1).choices[0]
+    text = client.completions.create(model=MODEL, prompt=COUNTING, max_tokens=4, temperature=0).choices[0].text
+    assert planned == ["score", "generate"]
+    assert text == real.backend.generate_texts([COUNTING], GenerationSettings(max_new_tokens=4), 1)[0].text
+    assert top.logprobs.top_logprobs[0] and top.text in top.logprobs.top_logprobs[0]

@@ -104,7 +104,7 @@ class TransformersBackend(Backend):
         self.batches_continuously = _continuous_batching_fits(self.model)
         # On CUDA the per-prompt attention would launch kernels per prompt and layer: batches by length there (``packing``).
         self.packs = self.device == "cpu" and packing.install(self.model)
-        self._prefixes: dict[tuple[int, ...], tuple[object, int]] = {}  # shared prefixes' KV caches and bytes, oldest first (``_prefix_cache``)
+        self._prefixes: dict[tuple[int, ...], tuple[object, int]] = {}  # shared prefixes' KV caches and bytes, oldest first (``prefix_cache``)
 
     @property
     def context_length(self) -> int | None:
@@ -437,7 +437,7 @@ class TransformersBackend(Backend):
 
 
 def _continuous_batching_fits(model) -> bool:  # noqa: ANN001 - a transformers model
-    """Whether ``_ContinuousBatch`` decodes exactly as ``generate`` would for this model.
+    """Whether continuous batching (``scheduler.continuous``) decodes exactly as ``generate`` would for this model.
 
     It joins and drops cache rows along plain full-attention layers (a
     sliding-window layer keeps only its last tokens, so rows cannot be

@@ -7,9 +7,9 @@ every queued job that can join it (same kind and key, at most
 bounds its memory); the scheduler computes it, so a batch of one is one
 request at a time. A batch also waits, at most :data:`REJOIN_S`, for the
 callers it answered last to send their next requests: callers that each keep
-one request in flight otherwise split into groups that never meet again
-(measured: 8 clients in batches of 2, 4, 6 and 7 rather than 8, since the
-ones answered first come back while the rest compute).
+one request in flight otherwise split into groups that never meet again,
+since the ones answered first come back while the rest compute (figures:
+``docs/serving.md``).
 
 Cancellation: a job whose caller left (``gone()``) is never started, a
 batch whose callers all left stops at the next of the model's checkpoints,
