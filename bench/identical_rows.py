@@ -6,8 +6,9 @@ few items each) twice, with the code at ``--baseline`` (checked out with
 ``git worktree add`` into a temporary folder, run with this tree's .venv)
 and with the working tree, each into its own empty store, then compares
 every stored per-item row column by column: floats bit for bit (NaN equal
-to NaN), everything else by equality. The run's id and the row's time are
-left out; they differ between any two runs.
+to NaN), everything else by equality. The run's id, the row's time and the
+sandbox's wall time for a generated program are left out; they differ
+between any two runs.
 
     HF_HUB_OFFLINE=1 nice -n 19 .venv/bin/python bench/identical_rows.py [--baseline b6c610e] [--limit 2] [--max-new-tokens 32] [--baseline-store DIR]
 
@@ -28,7 +29,7 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ("mmlu", "mmlu_cot", "gsm8k", "humaneval", "wmt16_en_de")
-VARYING = ("run_id", "created_at")  # which run wrote a row, and when: they differ between any two runs
+VARYING = ("run_id", "created_at", "run_seconds")  # which run wrote a row, when, and how long the sandbox ran its program
 
 
 def sweep(tree: Path, store: Path, args: argparse.Namespace) -> None:
