@@ -3,7 +3,7 @@
 Generation: a GSM8K + mmlu_cot sweep at the tasks' default ``max_new_tokens``,
 in this one process, both ways, task by task in alternating order (the
 machine's load moves): today's path before this work (each task x date unit
-one ``generate`` call in static batches, ``_generate_static``: a batch runs
+one ``generate`` call in static batches, as a ``FixedBatch`` runs them: a batch runs
 until its longest reply ends) against the sweep's path now (a task's units
 pooled into one continuous batch, ``generate_units``, as the local executor
 pools them). Prints wall time, generated tokens/s, forward passes, decode
@@ -36,7 +36,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from dateeval.backends import packing  # noqa: E402
 from dateeval.backends.base import GenerationRequest  # noqa: E402
-from dateeval.backends.transformers import TransformersBackend, common_prefix_length, scoring_batches  # noqa: E402
+from dateeval.backends.base import FixedBatch  # noqa: E402
+from dateeval.backends.scheduler.plans import common_prefix_length, packed_batches, scoring_batches  # noqa: E402
+from dateeval.backends.transformers import TransformersBackend  # noqa: E402
 from dateeval.cli import _quiet_libraries  # noqa: E402
 from dateeval.conditions import Condition  # noqa: E402
 from dateeval.data import Subset  # noqa: E402
@@ -70,7 +72,7 @@ def run_both(backend: TransformersBackend, batch_size: int, work) -> tuple[dict,
     (a GPU, or this CPU at small batches) time follows the steps.
     """
     def before(units, settings):  # noqa: ANN001, ANN202 - today's: one static-batched call per unit
-        return [backend._generate_static(backend.encode(prompts), settings, batch_size) for prompts in units]
+        return [backend.generate_texts(prompts, settings, FixedBatch(batch_size)) for prompts in units]
 
     def now(units, settings):  # noqa: ANN001, ANN202 - the sweep's: a task's units pooled into one continuous batch
         return backend.generate_units([[GenerationRequest(prompt, settings) for prompt in prompts] for prompts in units], batch_size)
@@ -128,7 +130,6 @@ def probability_shifts(backend: TransformersBackend, data_dir: str, condition: C
     """
     import numpy as np
 
-    from dateeval.backends.base import FixedBatch
     from dateeval.tasks import mcqa
 
     task = build_task("mmlu", data_dir, Subset(limit=items))
@@ -139,10 +140,10 @@ def probability_shifts(backend: TransformersBackend, data_dir: str, condition: C
     seconds: dict[str, list[float]] = {"packed": [], "by length": []}
     for _ in range(3):  # alternating: the machine's load moves
         for name, packs in (("packed", True), ("by length", False)):
-            backend._packs, started = packs, time.perf_counter()
+            backend.packs, started = packs, time.perf_counter()
             backend.next_token_logprobs(encoded, labels, 32)
             seconds[name].append(time.perf_counter() - started)
-    backend._packs = True
+    backend.packs = True
     print("scoring the same prompts at batch 32, 3 rounds: " + ", ".join(f"{name} " + " / ".join(f"{t:.2f}" for t in times) + " s" for name, times in seconds.items()))
     probs = {name: np.vstack([mcqa.grade(np.asarray(lp, dtype=np.float64), 0).probs for lp in run]) for name, run in runs.items()}
     pairs = [("packed 32", "packed 1"), ("fixed 8", "fixed 32"), ("fixed 16", "fixed 32"), ("fixed 8", "fixed 16")]
@@ -177,9 +178,9 @@ def main() -> None:
         order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
         for rows in (8, 32, 128):
             before = padding(lengths, [order[s : s + rows] for s in range(0, len(order), rows)], rows)
-            budget = backend._position_budget(prefix + max(lengths), logits=False)
+            budget = backend.position_budget(prefix + max(lengths), logits=False)
             after = padding(lengths, scoring_batches(lengths, rows, budget, shared=prefix), rows)
-            packed = packing.batches(lengths, rows, budget - prefix)
+            packed = packed_batches(lengths, rows, budget - prefix)
             filler = 1 - sum(lengths) / sum(max(packing.MIN_ROWS, sum(lengths[i] for i in batch)) for batch in packed)
             print(f"  {dataset:13s} {len(lengths):6d} prompts, batch {rows:3d}: before {before[0]:6.1%} padding ({before[1]:6.1%} in full batches), "
                   f"by length {after[0]:6.1%} ({after[1]:6.1%}), packed {filler:6.1%} ({padding(lengths, packed, rows)[1]:6.1%})")  # fmt: skip

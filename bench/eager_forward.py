@@ -31,7 +31,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from dateeval.backends.base import LabelRequest  # noqa: E402
-from dateeval.backends.transformers import TransformersBackend, common_prefix_length  # noqa: E402
+from dateeval.backends.scheduler.plans import common_prefix_length  # noqa: E402
+from dateeval.backends.transformers import TransformersBackend  # noqa: E402
 from dateeval.conditions import expand  # noqa: E402
 from dateeval.data import Subset  # noqa: E402
 from dateeval.models import resolve  # noqa: E402

@@ -46,7 +46,8 @@ import torch  # noqa: E402
 
 from bench.machine import matmul_rate, sync  # noqa: E402
 from dateeval.backends.base import LabelRequest  # noqa: E402
-from dateeval.backends.transformers import TransformersBackend, common_prefix_length  # noqa: E402
+from dateeval.backends.scheduler.plans import common_prefix_length  # noqa: E402
+from dateeval.backends.transformers import TransformersBackend  # noqa: E402
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT  # noqa: E402
 from dateeval.models import resolve  # noqa: E402
 from dateeval.tasks import mcqa  # noqa: E402

@@ -109,7 +109,8 @@ def passes_at_the_bounds() -> None:
 
     from dateeval.backends.transformers import TransformersBackend
     from dateeval.models import resolve
-    from dateeval.serve import BATCH_TOKENS, MAX_BATCH, MAX_ECHO_POSITIONS, checkpoints
+    from dateeval.backends.interrupt import checkpoints
+    from dateeval.backends.scheduler.queue import BATCH_TOKENS, MAX_BATCH, MAX_ECHO_POSITIONS
 
     backend = TransformersBackend(resolve(MODEL), dtype="float32", device="cpu")
     marks: list[float] = []

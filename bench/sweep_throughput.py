@@ -25,7 +25,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 from bench.machine import matmul_rate  # noqa: E402
-from dateeval.backends.transformers import TransformersBackend, common_prefix_length  # noqa: E402
+from dateeval.backends.scheduler.plans import common_prefix_length  # noqa: E402
+from dateeval.backends.transformers import TransformersBackend  # noqa: E402
 from dateeval.cli import _quiet_libraries  # noqa: E402
 from dateeval.conditions import expand  # noqa: E402
 from dateeval.data import Subset  # noqa: E402

@@ -139,7 +139,7 @@ def model_flops(spec: dict) -> tuple[float, float]:
     import transformers
 
     sys.path.insert(0, str(ROOT))
-    from dateeval.backends.transformers import common_prefix_length
+    from dateeval.backends.scheduler.plans import common_prefix_length
 
     config = json.loads((Path(spec["folder"]) / "config.json").read_text())
     hidden, layers, vocab = config["hidden_size"], config["num_hidden_layers"], config["vocab_size"]

@@ -320,11 +320,11 @@ def _real_prompts(backend, data_dir):
 
 def test_continuous_batching_equals_static_batches_and_computes_no_finished_row(backend, data_dir, monkeypatch):
     """Replies equal the static batches' in float32; every decoded position belongs to a row still running, and slots refill at once."""
-    from dateeval.backends.base import GenerationSettings
+    from dateeval.backends.base import FixedBatch, GenerationSettings
 
     prompts = _real_prompts(backend, data_dir)
     settings = GenerationSettings(max_new_tokens=10, stop=("\n",))  # the code block's first line ends first, so rows end apart
-    static = backend._generate_static(backend.encode(prompts), settings, 1)  # alone, nothing is computed after a reply ends
+    static = backend.generate_texts(prompts, settings, batch_size=FixedBatch(1))  # alone, nothing is computed after a reply ends
     shapes, forward = [], backend.model.forward  # the batch's forwards: the shared prefix's (no mask, maybe kept from before) aside
     monkeypatch.setattr(backend.model, "forward", lambda **kwargs: (kwargs.get("attention_mask") is not None and shapes.append(tuple(kwargs["input_ids"].shape)))
                         or forward(**kwargs))  # fmt: skip
@@ -340,8 +340,8 @@ def test_continuous_batching_equals_static_batches_and_computes_no_finished_row(
 def test_units_generated_together_equal_each_unit_alone_and_run_each_prefix_once(backend, data_dir, monkeypatch):
     """Two dates' real GSM8K, CoT and HumanEval prompts in one continuous batch: each reply equals its static batch of one
     (float32, greedy); each date's shared prefix runs once (a one-row forward), its prompts after it."""
-    from dateeval.backends.base import GenerationRequest, GenerationSettings
-    from dateeval.backends.transformers import common_prefix_length
+    from dateeval.backends.base import FixedBatch, GenerationRequest, GenerationSettings
+    from dateeval.backends.scheduler.plans import common_prefix_length
     from dateeval.conditions import Condition
     from dateeval.tasks import build_task
     from dateeval.worker import prompt_input
@@ -351,11 +351,11 @@ def test_units_generated_together_equal_each_unit_alone_and_run_each_prefix_once
              (("gsm8k", ()), ("mmlu_cot", ("anatomy",)), ("humaneval", ()))]  # fmt: skip
     units = [[GenerationRequest(prompt_input(backend, task.prompt(item, Condition(date=day)).messages, Condition(date=day))[0], settings)
               for task in tasks for item in task.items] for day in (dt.date(2024, 3, 1), dt.date(2025, 11, 30))]  # fmt: skip
-    alone = [backend._generate_static(backend.encode([r.prompt for r in unit]), settings, 1) for unit in units]
+    alone = [backend.generate_texts([r.prompt for r in unit], settings, FixedBatch(1)) for unit in units]
     backend._prefixes.clear()  # an earlier test's prefix of the same date would be reused, not run
-    shapes, forward, prefixes, prefix_cache = [], backend.model.forward, [], backend._prefix_cache
+    shapes, forward, prefixes, prefix_cache = [], backend.model.forward, [], backend.prefix_cache
     monkeypatch.setattr(backend.model, "forward", lambda **kwargs: shapes.append(tuple(kwargs["input_ids"].shape)) or forward(**kwargs))
-    monkeypatch.setattr(backend, "_prefix_cache", lambda tokens: prefixes.append(tokens) or prefix_cache(tokens))
+    monkeypatch.setattr(backend, "prefix_cache", lambda tokens: prefixes.append(tokens) or prefix_cache(tokens))
     together = backend.generate_units(units, batch_size=4)
     assert together == alone and len({reply.n_tokens for unit in together for reply in unit}) > 1
     encoded = [backend.encode([r.prompt for r in unit]) for unit in units]
@@ -369,6 +369,7 @@ def test_a_shared_prefix_runs_once_across_calls_and_changes_no_value(backend, da
     """Two scoring calls on one date's MMLU prompts: the second runs no prefix forward and gives identical probabilities;
     the kept caches stay within their byte budget."""
     from dateeval.backends import transformers
+    from dateeval.backends.scheduler.plans import common_prefix_length
     from dateeval.conditions import Condition
     from dateeval.tasks import build_task
     from dateeval.worker import prompt_input
@@ -380,9 +381,9 @@ def test_a_shared_prefix_runs_once_across_calls_and_changes_no_value(backend, da
     shapes, forward = [], backend.model.forward
     monkeypatch.setattr(backend.model, "forward", lambda **kwargs: shapes.append(tuple(kwargs["input_ids"].shape)) or forward(**kwargs))
     first = backend.next_token_logprobs(encoded, labels, 3)
-    prefix_runs = len([s for s in shapes if s[0] == 1 and s[1] == transformers.common_prefix_length(encoded)])
+    prefix_runs = len([s for s in shapes if s[0] == 1 and s[1] == common_prefix_length(encoded)])
     again = backend.next_token_logprobs(encoded, labels, 3)
-    assert prefix_runs == 1 and len([s for s in shapes if s[0] == 1 and s[1] == transformers.common_prefix_length(encoded)]) == 1
+    assert prefix_runs == 1 and len([s for s in shapes if s[0] == 1 and s[1] == common_prefix_length(encoded)]) == 1
     assert all((a == b).all() for a, b in zip(first, again))
     monkeypatch.setattr(transformers, "PREFIX_CACHE_BYTES", 1)  # nothing fits: the next prefix is run and not kept
     backend.next_token_logprobs(encoded[:2], labels[:2], 2)
@@ -455,7 +456,7 @@ def test_packed_scoring_computes_no_padding_and_gives_each_prompt_what_it_gets_a
     import torch
 
     from dateeval.backends import packing
-    from dateeval.backends.transformers import common_prefix_length
+    from dateeval.backends.scheduler.plans import common_prefix_length
     from dateeval.conditions import Condition
     from dateeval.tasks import build_task
     from dateeval.worker import prompt_input
@@ -464,7 +465,7 @@ def test_packed_scoring_computes_no_padding_and_gives_each_prompt_what_it_gets_a
     task = build_task("mmlu", str(data_dir), Subset(limit=12))
     encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
     labels = [list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)] * len(encoded)
-    assert backend._packs
+    assert backend.packs
     shapes, forward = [], backend.model.forward
     monkeypatch.setattr(backend.model, "forward", lambda **kwargs: shapes.append(kwargs["input_ids"].shape) or forward(**kwargs))
     alone = backend.next_token_logprobs(encoded, labels, batch_size=1)
@@ -492,9 +493,9 @@ def test_packed_segments_shorter_than_a_forward_with_and_without_a_prefix_equal_
     assert sum(map(len, prompts)) < 16
     for shared in ([], prefix):
         with torch.inference_mode():
-            cache = backend._prefix_cache(shared)
-            packed = backend._score_packed(prompts, cache, len(shared))
-            again = np.vstack([backend._score_packed([p], cache, len(shared)) for p in prompts])
+            cache = backend.prefix_cache(shared)
+            packed = backend.score_last(prompts, cache, len(shared), packed=True)
+            again = np.vstack([backend.score_last([p], cache, len(shared), packed=True) for p in prompts])
             plain = np.vstack([torch.log_softmax(backend.model(input_ids=torch.tensor([shared + p])).logits[0, -1].float(), -1).numpy() for p in prompts])
         assert (packed == again).all()
         np.testing.assert_allclose(packed, plain, atol=1e-4, rtol=1e-5)  # float32 over the whole vocabulary, logits down to -30
@@ -502,7 +503,7 @@ def test_packed_segments_shorter_than_a_forward_with_and_without_a_prefix_equal_
 
 def test_scoring_batches_keep_padding_under_its_share(backend, data_dir):
     """Padded batches (models that cannot pack, continuations): real MMLU lengths at batch 32 compute at most 5% padding."""
-    from dateeval.backends.transformers import PADDING_SHARE, common_prefix_length, scoring_batches
+    from dateeval.backends.scheduler.plans import PADDING_SHARE, common_prefix_length, scoring_batches
     from dateeval.conditions import Condition
     from dateeval.tasks import build_task
     from dateeval.worker import prompt_input
@@ -539,9 +540,11 @@ def test_the_batch_size_factor_keeps_its_batches_exact(backend, data_dir, monkey
     monkeypatch.setattr(backend.model, "forward", forward)
     prompts = _real_prompts(backend, data_dir)
     settings = GenerationSettings(max_new_tokens=6)
-    static = backend._generate_static(backend.encode(prompts), settings, 2)
-    monkeypatch.setattr(type(backend), "_generate_static", lambda self, *args: static)
-    assert backend.generate_texts(prompts, settings, batch_size=FixedBatch(2)) is static
+    static, run_static = backend.generate_texts(prompts, settings, batch_size=FixedBatch(2)), type(backend).generate_static
+    batches = []
+    monkeypatch.setattr(type(backend), "generate_static", lambda self, encoded, *args: batches.append(len(encoded)) or run_static(self, encoded, *args))
+    assert backend.generate_texts(prompts, settings, batch_size=FixedBatch(2)) == static
+    assert batches == [2] * (len(prompts) // 2) + [1] * (len(prompts) % 2)  # static batches of exactly the factor's size
 
     seen = []
     monkeypatch.setattr(type(backend), "label_logprobs", lambda self, requests, batch_size: seen.append(batch_size) or [np.zeros(len(r.labels)) for r in requests])

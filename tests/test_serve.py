@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from dateeval.backends.base import Generation, GenerationSettings
+from dateeval.backends.interrupt import abandoned_when
 from dateeval.backends.openai_api import MAX_API_STOPS
 from dateeval.serve import (
     BODY_BUDGET, MAX_BODY, MAX_ECHO_POSITIONS, MAX_STOP_CHARS, SMALL_BODY, UNSTATED_CONTEXT, WAIT_S, BodyBudget, Served, Server, banner,
@@ -219,6 +220,9 @@ class SlowBackend:
     def encode(self, texts: list[str]) -> list[list[int]]:
         return [[0] * len(text) for text in texts]
 
+    def interruptible(self, stop, error):  # noqa: ANN001, ANN201
+        return abandoned_when(self.model, stop, error)
+
     def generate_texts(self, prompts: list[str], settings, batch_size: int, should_stop=None) -> list[Generation]:  # noqa: ANN001
         for _ in range(settings.max_new_tokens):
             self.model(torch.zeros(1))
@@ -375,7 +379,7 @@ def test_requests_in_flight_share_forward_passes_and_get_what_one_at_a_time_gets
             with real.lock:  # the model busy: every request queues, then the batcher takes them together
                 answers = [pool.submit(ask) for ask in asks]
                 deadline = time.monotonic() + 30
-                while len(real.batcher.queue) < len(asks) and time.monotonic() < deadline:
+                while len(real.requests.queue) < len(asks) and time.monotonic() < deadline:
                     time.sleep(0.05)
             together = [answer.result() for answer in answers]
     finally:
@@ -396,9 +400,9 @@ def test_clients_with_one_request_in_flight_stay_in_one_batch(real: Served, real
     GATHER_S): every batch holds all four, where without waiting for the connections just answered the late one is
     left behind and the two groups alternate, a batch each. REJOIN_S is long here so that a loaded machine's slow
     clients still count as coming back; GET /v1/stats reports the batches."""
-    from dateeval import serve
+    from dateeval.backends.scheduler import queue
 
-    monkeypatch.setattr(serve, "REJOIN_S", 30.0)
+    monkeypatch.setattr(queue, "REJOIN_S", 30.0)
     clients, rounds = 4, 4
     ready = threading.Barrier(clients + 1)
 
@@ -415,19 +419,19 @@ def test_clients_with_one_request_in_flight_stay_in_one_batch(real: Served, real
             answer.read()
         connection.close()
 
-    before = dict(real.batcher.sizes.get("top", {}))
+    before = dict(real.requests.sizes.get("top", {}))
     with ThreadPoolExecutor(clients) as pool:
         with real.lock:  # the model busy: the first requests all queue, so the first batch holds all four
             asked = [pool.submit(keep_asking, index) for index in range(clients)]
             ready.wait()
-            _until(lambda: len(real.batcher.queue) == clients)
+            _until(lambda: len(real.requests.queue) == clients)
         for done in asked:
             done.result()
-    sizes = {size: count - before.get(size, 0) for size, count in real.batcher.sizes["top"].items() if count > before.get(size, 0)}
+    sizes = {size: count - before.get(size, 0) for size, count in real.requests.sizes["top"].items() if count > before.get(size, 0)}
     assert sizes == {clients: rounds}
     connection = http.client.HTTPConnection("127.0.0.1", _port(real_url), timeout=60)
     connection.request("GET", "/v1/stats")
-    assert json.loads(connection.getresponse().read())["batches"]["top"] == {str(k): v for k, v in real.batcher.sizes["top"].items()}
+    assert json.loads(connection.getresponse().read())["batches"]["top"] == {str(k): v for k, v in real.requests.sizes["top"].items()}
 
 
 # A client that leaves stops its work within a second, even mid-generation and mid-pass (issue 25 §4).
@@ -485,7 +489,7 @@ def test_a_batch_mate_who_stays_gets_the_reply_it_would_have_got(real: Served, r
             with real.lock:  # both queue, then share one batch (same settings)
                 raw = _sent(real_url, {"model": MODEL, "prompt": COUNTING, "max_tokens": 400, "temperature": 0})
                 stays = pool.submit(lambda: client.chat.completions.create(model=MODEL, messages=mate, max_completion_tokens=400, temperature=0))
-                _until(lambda: len(real.batcher.queue) == 2)
+                _until(lambda: len(real.requests.queue) == 2)
             _until(lambda: len(passes) >= 3)
             raw.close()
             reply = stays.result()
@@ -661,3 +665,18 @@ def test_a_client_that_half_closes_after_its_request_is_answered(slow_server: Se
     request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
     line, _, _ = _raw_exchange(slow_server, request, half_close=True)
     assert line.startswith(b"HTTP/1.1 200"), line
+
+
+def test_served_requests_are_planned_by_the_models_scheduler(real: Served, real_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve batches nothing itself: a scored request and a generated one reach the model through the backend's
+    scheduler, the one a sweep's requests go through, and its answer is the in-process backend's."""
+    scheduler, planned = real.backend.scheduler, []
+    score, generate = scheduler.label_logprobs, scheduler.generate
+    monkeypatch.setattr(scheduler, "label_logprobs", lambda *args: planned.append("score") or score(*args))
+    monkeypatch.setattr(scheduler, "generate", lambda *args: planned.append("generate") or generate(*args))
+    client = _client(real_url)
+    top = client.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=1, logprobs=1).choices[0]
+    text = client.completions.create(model=MODEL, prompt=COUNTING, max_tokens=4, temperature=0).choices[0].text
+    assert planned == ["score", "generate"]
+    assert text == real.backend.generate_texts([COUNTING], GenerationSettings(max_new_tokens=4), 1)[0].text
+    assert top.logprobs.top_logprobs[0] and top.text in top.logprobs.top_logprobs[0]

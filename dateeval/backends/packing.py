@@ -114,17 +114,3 @@ def install(model) -> bool:  # noqa: ANN001 - a transformers model
     AttentionMaskInterface.register(IMPLEMENTATION, _mask)
     model.set_attn_implementation(IMPLEMENTATION)
     return True
-
-
-def batches(lengths: list[int], rows: int, positions: int) -> list[list[int]]:
-    """Prompts in input order, at most ``rows`` and ``positions`` tokens per forward (a longer prompt alone)."""
-    out: list[list[int]] = []
-    batch: list[int] = []
-    tokens = 0
-    for index, length in enumerate(lengths):
-        if batch and (len(batch) == rows or tokens + length > positions):
-            out.append(batch)
-            batch, tokens = [], 0
-        batch.append(index)
-        tokens += length
-    return out + [batch] if batch else out

@@ -1,4 +1,4 @@
-"""A KV-cache layer with room to grow, for the continuous batches of ``backends.transformers``.
+"""A KV-cache layer with room to grow, and the running batch of cache rows it serves (continuous batching in ``backends.transformers``).
 
 transformers' ``DynamicLayer.update`` concatenates, copying the layer's whole
 cache at every decoding step: 35% of a continuous batch's time on CPU (torch
@@ -53,3 +53,46 @@ class RoomyLayer(DynamicLayer):
 
     def get_seq_length(self) -> int:
         return self._keys_length
+
+
+def _left_pad(tensor: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    """Zeros before ``tensor``'s entries along ``dim`` (a negative index) up to ``width``: masked, never attended."""
+    import torch.nn.functional as F
+
+    missing = width - tensor.shape[dim]
+    return F.pad(tensor, [0, 0] * (-dim - 1) + [missing, 0]) if missing else tensor
+
+
+class RunningBatch:
+    """A continuous batch's KV cache rows and attention mask: rows join (left-padded to one length) and leave.
+
+    The runner's half of ``backends.scheduler.continuous``: the scheduler
+    decides which rows join, decode and leave; this holds their cache.
+    """
+
+    def __init__(self, cache, mask: torch.Tensor) -> None:  # noqa: ANN001 - a transformers Cache
+        cache.layers = [RoomyLayer(layer.keys, layer.values) for layer in cache.layers]
+        self.cache, self.mask = cache, mask
+
+    def join(self, cache, mask: torch.Tensor) -> None:  # noqa: ANN001
+        """Append admitted rows' cache and mask, left-padding the shorter to one length."""
+        width = max(self.mask.shape[1], mask.shape[1])
+        for mine, theirs in zip(self.cache.layers, cache.layers):
+            mine.keys = torch.cat([_left_pad(mine.keys, width, -2), _left_pad(theirs.keys, width, -2)])
+            mine.values = torch.cat([_left_pad(mine.values, width, -2), _left_pad(theirs.values, width, -2)])
+        self.mask = torch.cat([_left_pad(self.mask, width, -1), _left_pad(mask, width, -1)])
+
+    def step(self) -> None:
+        """One more column for every row: the token a decoding step feeds."""
+        self.mask = torch.cat([self.mask, torch.ones((self.mask.shape[0], 1), dtype=self.mask.dtype, device=self.mask.device)], dim=1)
+
+    def keep(self, rows: list[int]) -> None:
+        """Keep only ``rows``, and drop the leading cache columns no remaining row uses."""
+        index = torch.tensor(rows, device=self.mask.device)
+        self.cache.batch_select_indices(index)
+        self.mask = self.mask[index]
+        unused = int(self.mask.any(dim=0).int().argmax())  # leading columns only the dropped rows used
+        if unused:
+            for layer in self.cache.layers:
+                layer.keys, layer.values = layer.keys[..., unused:, :], layer.values[..., unused:, :]
+            self.mask = self.mask[:, unused:]

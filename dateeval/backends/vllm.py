@@ -117,10 +117,10 @@ class VLLMBackend(Backend):
         import torch
         import transformers
 
-        from dateeval.backends.transformers import _hardware, _pick_dtype
+        from dateeval.backends.devices import hardware, pick_dtype
 
         self.device = _device(options.device)
-        self.dtype = _pick_dtype(options.dtype, self.device)
+        self.dtype = pick_dtype(options.dtype, self.device)
         location, revision = source.location, None
         if source.kind == "gguf":
             location = str(converted_gguf_dir(source))
@@ -162,7 +162,7 @@ class VLLMBackend(Backend):
             revision=source.revision or getattr(config, "_commit_hash", None),
             dtype=self.dtype,
             device=self.device,
-            hardware=_hardware(self.device),
+            hardware=hardware(self.device),
             backend="vllm",
             versions={"vllm": vllm.__version__, "torch": torch.__version__, "transformers": transformers.__version__},
         )
