@@ -34,17 +34,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from dateeval.backends import packing  # noqa: E402
-from dateeval.backends.base import GenerationRequest  # noqa: E402
-from dateeval.backends.base import FixedBatch  # noqa: E402
-from dateeval.backends.scheduler.plans import common_prefix_length, packed_batches, scoring_batches  # noqa: E402
-from dateeval.backends.transformers import TransformersBackend  # noqa: E402
-from dateeval.cli import _quiet_libraries  # noqa: E402
-from dateeval.conditions import Condition  # noqa: E402
-from dateeval.data import Subset  # noqa: E402
-from dateeval.models import resolve  # noqa: E402
-from dateeval.tasks import build_task  # noqa: E402
-from dateeval.worker import prompt_input  # noqa: E402
+from dateeval.backends import packing
+from dateeval.backends.base import GenerationRequest
+from dateeval.backends.base import FixedBatch
+from dateeval.backends.scheduler.plans import common_prefix_length, packed_batches, scoring_batches
+from dateeval.backends.transformers import TransformersBackend
+from dateeval.cli import _quiet_libraries
+from dateeval.conditions import Condition
+from dateeval.data import Subset
+from dateeval.models import resolve
+from dateeval.tasks import build_task
+from dateeval.worker import prompt_input
 
 DATES = [dt.date(2024, 1, 1) + dt.timedelta(days=37 * k) for k in range(12)]
 

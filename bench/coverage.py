@@ -33,9 +33,9 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dateeval.metrics import ece_rows  # noqa: E402
-from dateeval.results import bands, chance, inference, robust  # noqa: E402
-from dateeval.results.view import N_PERM  # noqa: E402  (the permutations the explorer's verdict uses)
+from dateeval.metrics import ece_rows
+from dateeval.results import bands, chance, inference, robust
+from dateeval.results.view import N_PERM
 
 RATES = (0.02, 0.1, 0.3, 0.5)
 ITEMS = (10, 20, 50, 200, 1000)

@@ -27,17 +27,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from dateeval.conditions import Condition  # noqa: E402
-from dateeval.data import Subset  # noqa: E402
-from dateeval.leases import Leases  # noqa: E402
-from dateeval.prompting import ChatTemplate  # noqa: E402
-from dateeval.schema import ROW_KEY  # noqa: E402
-from dateeval.store import Store  # noqa: E402
-from dateeval.store import sidecars  # noqa: E402
-from dateeval.tasks import build_task  # noqa: E402
-from dateeval.worker import _prompt_hash  # noqa: E402
+from dateeval.conditions import Condition
+from dateeval.data import Subset
+from dateeval.leases import Leases
+from dateeval.prompting import ChatTemplate
+from dateeval.schema import ROW_KEY
+from dateeval.store import Store
+from dateeval.store import sidecars
+from dateeval.tasks import build_task
+from dateeval.worker import _prompt_hash
 
 
 def renders_per_second(data_dir: str, template: ChatTemplate, n: int) -> float:

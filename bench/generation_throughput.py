@@ -27,14 +27,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from dateeval.backends.base import GenerationSettings  # noqa: E402
-from dateeval.backends.transformers import TransformersBackend  # noqa: E402
-from dateeval.cli import _quiet_libraries  # noqa: E402
-from dateeval.conditions import Condition  # noqa: E402
-from dateeval.data import Subset  # noqa: E402
-from dateeval.models import resolve  # noqa: E402
-from dateeval.sandbox import Check, run_many  # noqa: E402
-from dateeval.tasks import build_task, humaneval  # noqa: E402
+from dateeval.backends.base import GenerationSettings
+from dateeval.backends.transformers import TransformersBackend
+from dateeval.cli import _quiet_libraries
+from dateeval.conditions import Condition
+from dateeval.data import Subset
+from dateeval.models import resolve
+from dateeval.sandbox import Check, run_many
+from dateeval.tasks import build_task, humaneval
 
 
 def generated_tokens_per_second(backend: TransformersBackend, prompts: list[str], settings: GenerationSettings, batch_size: int) -> tuple[float, int]:

@@ -22,13 +22,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from dateeval.backends import BackendOptions  # noqa: E402
-from dateeval.cli import _quiet_libraries  # noqa: E402
-from dateeval.conditions import expand  # noqa: E402
-from dateeval.data import Subset  # noqa: E402
-from dateeval.keeping import keep  # noqa: E402
-from dateeval.store import Store  # noqa: E402
-from dateeval.sweep import Executor, LocalExecutor, Progress, Sweep, SweepSpec  # noqa: E402
+from dateeval.backends import BackendOptions
+from dateeval.cli import _quiet_libraries
+from dateeval.conditions import expand
+from dateeval.data import Subset
+from dateeval.keeping import keep
+from dateeval.store import Store
+from dateeval.sweep import Executor, LocalExecutor, Progress, Sweep, SweepSpec
 
 
 def steady_rate(spec: SweepSpec, executor: Executor) -> tuple[float, float, float]:

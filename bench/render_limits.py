@@ -20,10 +20,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from transformers.utils import chat_template_utils  # noqa: E402
+from transformers.utils import chat_template_utils
 
-from dateeval import render_limits  # noqa: E402
-from dateeval.prompting import ChatTemplate, _rendering  # noqa: E402
+from dateeval import render_limits
+from dateeval.prompting import ChatTemplate, _rendering
 
 TEMPLATES = Path(os.environ.get("DATEEVAL_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "templates"
 MESSAGES = [

@@ -25,8 +25,8 @@ import pandas as pd
 import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from dateeval.schema import ROW_KEY, SUMMARY_COLUMNS  # noqa: E402
-from dateeval.store import Store  # noqa: E402
+from dateeval.schema import ROW_KEY, SUMMARY_COLUMNS
+from dateeval.store import Store
 
 
 def unit_rows(unit: int, n_rows: int, rng: np.random.Generator) -> list[dict]:

@@ -22,20 +22,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
+import torch
 
-from bench.machine import matmul_rate  # noqa: E402
-from dateeval.backends.scheduler.plans import common_prefix_length  # noqa: E402
-from dateeval.backends.transformers import TransformersBackend  # noqa: E402
-from dateeval.cli import _quiet_libraries  # noqa: E402
-from dateeval.conditions import expand  # noqa: E402
-from dateeval.data import Subset  # noqa: E402
-from dateeval.keeping import keep  # noqa: E402
-from dateeval.models import resolve  # noqa: E402
-from dateeval.store import Store  # noqa: E402
-from dateeval.backends import BackendOptions  # noqa: E402
-from dateeval.sweep import Sweep, SweepSpec  # noqa: E402
-from dateeval.tasks import build_task  # noqa: E402
+from bench.machine import matmul_rate
+from dateeval.backends.scheduler.plans import common_prefix_length
+from dateeval.backends.transformers import TransformersBackend
+from dateeval.cli import _quiet_libraries
+from dateeval.conditions import expand
+from dateeval.data import Subset
+from dateeval.keeping import keep
+from dateeval.models import resolve
+from dateeval.store import Store
+from dateeval.backends import BackendOptions
+from dateeval.sweep import Sweep, SweepSpec
+from dateeval.tasks import build_task
 
 
 def naive_seconds(backend: TransformersBackend, prompts: list[str]) -> float:

@@ -22,16 +22,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from dateeval.backends import BACKENDS, BackendOptions  # noqa: E402
-from dateeval.backends.base import GenerationRequest, GenerationSettings, LabelRequest  # noqa: E402
-from dateeval.cli import _quiet_libraries  # noqa: E402
-from dateeval.conditions import expand  # noqa: E402
-from dateeval.data import Subset  # noqa: E402
-from dateeval.models import resolve  # noqa: E402
-from dateeval.tasks import build_task  # noqa: E402
-from dateeval.tasks.mcqa import grade  # noqa: E402
+from dateeval.backends import BACKENDS, BackendOptions
+from dateeval.backends.base import GenerationRequest, GenerationSettings, LabelRequest
+from dateeval.cli import _quiet_libraries
+from dateeval.conditions import expand
+from dateeval.data import Subset
+from dateeval.models import resolve
+from dateeval.tasks import build_task
+from dateeval.tasks.mcqa import grade
 
 
 def render(backend, task, item, condition) -> str:  # noqa: ANN001

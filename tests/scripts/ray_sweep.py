@@ -18,15 +18,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from ray.cluster_utils import Cluster  # noqa: E402
+from ray.cluster_utils import Cluster
 
-from dateeval.backends import BackendOptions  # noqa: E402
-from dateeval.conditions import expand  # noqa: E402
-from dateeval.data import Subset  # noqa: E402
-from dateeval.ray_executor import RayExecutor  # noqa: E402
-from dateeval.store import Store  # noqa: E402
-from dateeval.tasks import GenerationOptions  # noqa: E402
-from dateeval.sweep import Sweep, SweepSpec  # noqa: E402
+from dateeval.backends import BackendOptions
+from dateeval.conditions import expand
+from dateeval.data import Subset
+from dateeval.ray_executor import RayExecutor
+from dateeval.store import Store
+from dateeval.tasks import GenerationOptions
+from dateeval.sweep import Sweep, SweepSpec
 
 
 def spec(data_dir: str) -> SweepSpec:
