@@ -84,18 +84,18 @@ def _assert_statistics_kept_by_the_sweep(store: Store, monkeypatch) -> None:
     """The sweep left the explorer's costly statistics with the store: a new view reads them without computing,
     and they equal what a computation from scratch gives."""
     from dateeval import results
-    from dateeval.results import descriptive, inference, item_matrices, stored
+    from dateeval.results import chance, descriptive, inference, item_matrices, stored
 
     stored._KEPT.clear()
     with monkeypatch.context() as patched:
-        for name in ("null_draws", "entry_factors"):
-            patched.setattr(inference, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed after the sweep"))
+        for module, name in ((chance, "null_tests"), (inference, "entry_factors")):
+            patched.setattr(module, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed after the sweep"))
         patched.setattr(item_matrices, "flips", lambda *args: pytest.fail("flips computed after the sweep"))
         view = results.open(store)[0]
         kept = view.headline(), view.entry_statistics()
         for entry, dataset in view.sums[["entry", "dataset"]].drop_duplicates().itertuples(index=False):
             assert len(view.flips(entry, dataset, *descriptive.date_range(view.metrics, dataset))[0]) == 6  # the Flips page's default view
-    assert kept[0]["n_dates"] == 3 and kept[0]["n_items"] == 6 and len(kept[1][1]) == 2  # a null band per dataset
+    assert kept[0].n_dates == 3 and kept[0].n_items == 6 and len(kept[1][1]) == 2  # a null band per dataset
     shutil.rmtree(store.root / ".aggregates" / stored.FOLDER)
     stored._KEPT.clear()
     fresh = results.open(store)[0]
