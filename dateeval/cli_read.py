@@ -84,8 +84,6 @@ def _fraction(text: str) -> float:
     return value
 
 
-
-
 def add_report(commands: argparse._SubParsersAction) -> None:
     report = commands.add_parser("report", help="write an HTML report with the paper's tables for whatever the store holds")
     report.add_argument("--store", default="cache/results")
