@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 from streamlit.testing.v1 import AppTest
 
 import oracles
@@ -86,6 +87,27 @@ def test_an_asymmetric_interval_is_stated_as_it_is():
     """The issue's GSM8K case: 1.0 with [0.0, 4.7] is not "1.0 ± 2.3" (below zero)."""
     row = {"score": 0.010, "low": 0.0, "high": 0.047, "n_items": 16, "dates": ["2024-01-01", "2024-01-02"]}
     assert robust.sentence("accuracy", row).startswith("accuracy 1.0 [0.0, 4.7], mean over")
+
+
+def _advice(correct: np.ndarray) -> str:
+    row = robust.entry_statistics(correct, n_boot=20)
+    return robust.advice("accuracy", row, 0.01, "2024-01-01", "2024-01-02")
+
+
+def test_two_dates_say_why_their_interval_is_wide_when_the_dates_make_it_so():
+    """Issue 35 §2: two dates that differ (50 questions, 10% right on one date, 90% on the other) rest on one
+    difference: the advice names it and t at Satterthwaite's df; two alike dates, or questions that differ more than
+    the dates, get no such sentence (the questions, not the dates, set the width there)."""
+    rng = np.random.default_rng(0)
+    apart = np.vstack([rng.random(50) < 0.1, rng.random(50) < 0.9]).astype(float)
+    said = _advice(apart)
+    df = robust.satterthwaite_df(apart)
+    assert df < robust.FEW_DF
+    assert said.startswith("Wide because the dates' spread rests on 1 difference between dates ")
+    assert f"Student's t {stats.t.ppf(0.975, df):.1f} in place of 1.96" in said
+    alike = np.vstack([rng.random(50) < 0.5] * 2).astype(float)
+    assert not _advice(alike).startswith("Wide because")
+    assert not _advice(np.ones((2, 2))).startswith("Wide because")  # nothing varies: no date spread to blame
 
 
 def test_the_interval_is_korn_graubard_from_the_variance_components_with_two_questions_added():

@@ -345,8 +345,33 @@ def sentence(metric: str, row: dict, decimals: int = 1) -> str:
 
 
 
+FEW_DF = 4  # below this many degrees of freedom, t_0.975 is over 2.7 (12.7 at 1): the interval says why it is wide
+
+
+def width_reason(row: dict) -> str:
+    """Why an interval from few dates is wide, when it is: the spread between dates rests on ``n_dates - 1``
+    differences, so the interval must allow for a date effect as large as those few are consistent with (Student's t
+    at Satterthwaite's df in place of 1.96). Two dates give an honest interval, not a usable one: ``docs/coverage.md``
+    measured mean widths of 0.16-0.92 at 2 dates against 0.03-0.48 at 12 (10-200 questions). Empty unless the df are
+    few and the dates' part of the mean's variance outweighs the questions'."""
+    from scipy import stats as scipy_stats
+
+    df, components = float(row["df"]), components_of(row)
+    if df >= FEW_DF or components.date / components.n_dates <= components.item / components.n_items:
+        return ""  # many df, or the questions' share of the mean's variance is the larger: not the dates' doing
+    differences = int(row["n_dates"]) - 1
+    return (f"Wide because the dates' spread rests on {differences} difference{'s' if differences != 1 else ''} between dates "
+            f"({df:.1f} degrees of freedom: Student's t {scipy_stats.t.ppf(0.975, df):.1f} in place of 1.96); more dates, not more "
+            f"questions, narrow it. ")  # fmt: skip
+
+
 def advice(metric: str, row: dict, half_width: float, first: str, last: str, decimals: int = 1) -> str:
-    """How many dates, drawn how and from which range, give a +-``half_width`` interval (from the variance components)."""
+    """How many dates, drawn how and from which range, give a +-``half_width`` interval (from the variance components),
+    after :func:`width_reason` where few dates make the interval wide."""
+    return width_reason(row) + _dates_advice(metric, row, half_width, first, last, decimals)
+
+
+def _dates_advice(metric: str, row: dict, half_width: float, first: str, last: str, decimals: int) -> str:
     components = components_of(row)
     needed = dates_needed(components, half_width)
     target = f"±{100 * half_width:.{decimals}f} pp"
