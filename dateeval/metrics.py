@@ -372,7 +372,7 @@ PERCENT = {
     "delta_within": "Delta within tolerance (%)", "cv_within": "CV within tolerance (%)",
     "accuracy_cv": "CV of accuracy (%)", "accuracy_cv_noise_free": "CV without counting noise (%)",
     "accuracy_cv_low": "CV without counting noise, 95% low (%)", "accuracy_cv_high": "CV without counting noise, 95% high (%)",
-    "ece_cv": "CV of ECE (%)", "ece_cv_low": "CV of ECE, 95% low (%)", "ece_cv_high": "CV of ECE, 95% high (%)",
+    "ece_cv": "CV of plug-in ECE (%)",
     "ece_delta_low": "ECE delta, 95% low (pp)", "ece_delta_high": "ECE delta, 95% high (pp)",
 }  # fmt: skip
 P_VALUES = {"p_value": "p-value", "delta_p_value": "p-value (delta vs chance)", "cochran_p": "Cochran's Q p-value (chi-square)",

@@ -76,7 +76,7 @@ def confidence_by_consistency(frame: pd.DataFrame) -> pd.DataFrame:
     return table[columns]
 
 
-def factor_table(frame: pd.DataFrame, n_boot: int = 200) -> pd.DataFrame:
+def factor_table(frame: pd.DataFrame) -> pd.DataFrame:
     """Table 5: CV of accuracy and ECE for every factor swept, per entry and dataset, same items.
 
     A factor's levels are its own conditions plus the base condition (the
@@ -90,8 +90,8 @@ def factor_table(frame: pd.DataFrame, n_boot: int = 200) -> pd.DataFrame:
     rows = []
     for (entry, dataset), group in frame.groupby(["entry", "dataset"], sort=True):
         rows += entry_factors(entry, dataset, group[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True),
-                              lambda keys, group=group: outcome_matrices(group[group["condition_key"].isin(keys)], "condition_key"), n_boot)  # fmt: skip
-    return pd.DataFrame(rows + across_factors(frame, n_boot), columns=FACTOR_COLUMNS)
+                              lambda keys, group=group: outcome_matrices(group[group["condition_key"].isin(keys)], "condition_key"))  # fmt: skip
+    return pd.DataFrame(rows + across_factors(frame), columns=FACTOR_COLUMNS)
 
 
 def date_significance(frame: pd.DataFrame, n_perm: int = 500) -> pd.DataFrame:

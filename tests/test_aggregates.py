@@ -136,7 +136,7 @@ def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
             pd.testing.assert_frame_equal(flips, oracles.item_flips(rows), check_dtype=False, check_exact=False)
             pd.testing.assert_frame_equal(table7, oracles.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
     tables = explorer.statistics(demo)
-    pd.testing.assert_frame_equal(tables["factors"], oracles.factor_table(frame, n_boot=100), check_exact=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(tables["factors"], oracles.factor_table(frame), check_exact=False, rtol=1e-12)
     pd.testing.assert_frame_equal(tables["significance"], oracles.date_significance(frame, n_perm=200), check_exact=False, rtol=1e-12)
     pd.testing.assert_frame_equal(tables["run_to_run"], inference.run_to_run(frame), check_exact=False, rtol=1e-12)
     assert set(tables["factors"]["factor"]) >= {"date", "precision"} and len(tables["significance"]) == 6  # every graded entry

@@ -192,6 +192,25 @@ def test_per_date_rate_bands_are_exact_and_never_zero_width(n):
     assert np.allclose(band["low"], low) and np.allclose(band["high"], high)
 
 
+def test_table_5s_ece_cv_is_the_cv_of_the_plug_in_ece_as_the_paper_computes_it():
+    """Brute force: each level's plug-in ECE by hand (10 equal-width bins, |accuracy - confidence| weighted by the
+    bin's share), their sample standard deviation over their mean. A well-calibrated level (whose debiased ECE is
+    floored at 0) does not make the CV swing, and generated answers (no confidence) have none."""
+    rng = np.random.default_rng(3)
+    confidence = rng.uniform(0.2, 1.0, (5, 60))
+    correct = (rng.random((5, 60)) < confidence ** np.array([[1.0], [0.7], [0.5], [1.0], [0.8]])).astype(float)
+
+    def plug_in(c: np.ndarray, y: np.ndarray) -> float:
+        bins = np.clip(np.ceil(c * 10).astype(int) - 1, 0, 9)  # bin m holds ((m-1)/10, m/10] (App. C.1)
+        return sum(abs(y[bins == b].mean() - c[bins == b].mean()) * (bins == b).mean() for b in range(10) if (bins == b).any())
+
+    by_hand = [plug_in(c, y) for c, y in zip(confidence, correct)]
+    found = inference.bootstrap_cv(correct, confidence)
+    assert found["ece_cv"] == pytest.approx(np.std(by_hand, ddof=1) / np.mean(by_hand), rel=1e-9)
+    assert "ece_cv_low" not in found and "ece_cv_high" not in found  # no interval whose coverage is unmeasured
+    assert math.isnan(inference.bootstrap_cv(correct, np.full(correct.shape, np.nan))["ece_cv"])
+
+
 def test_a_cv_near_zero_is_said_to_be_not_meaningful_and_its_interval_is_the_noise_free_ones():
     """One right answer on one of four dates: the measured CV is 200% of counting noise (GSM8K's 233.5% with a zero-width
     "[233.55, 233.55]"), flagged; the interval shown is the noise-free CV's, never zero-wide. On 200 questions with no
@@ -200,13 +219,13 @@ def test_a_cv_near_zero_is_said_to_be_not_meaningful_and_its_interval_is_the_noi
 
     correct = np.zeros((4, 16))
     correct[0, 3] = 1
-    found = inference.bootstrap_cv(correct, np.full(correct.shape, np.nan), n_boot=200)
+    found = inference.bootstrap_cv(correct, np.full(correct.shape, np.nan))
     assert found["accuracy_cv"] == pytest.approx(inference.cv(correct.mean(1))) and found["accuracy_cv"] > 1 and not found["accuracy_cv_meaningful"]
     assert 0 <= found["accuracy_cv_low"] <= found["accuracy_cv_noise_free"] <= found["accuracy_cv_high"] and found["accuracy_cv_low"] < found["accuracy_cv_high"]
     shown = cv_text(found["accuracy_cv"], found["accuracy_cv_low"], found["accuracy_cv_high"], False, found["accuracy_cv_noise_free"])
     assert shown.startswith("200.00% (without counting noise ") and shown.endswith(" (not meaningful: mean near 0)")
     rng = np.random.default_rng(0)
-    typical = inference.bootstrap_cv((rng.random((6, 200)) < 0.5).astype(float), np.full((6, 200), np.nan), n_boot=200)
+    typical = inference.bootstrap_cv((rng.random((6, 200)) < 0.5).astype(float), np.full((6, 200), np.nan))
     assert typical["accuracy_cv_meaningful"] and typical["accuracy_cv_low"] == 0 < typical["accuracy_cv_high"]
     assert typical["accuracy_cv_noise_free"] < typical["accuracy_cv"]
     assert cv_text(0.0123, 0.01, 0.02) == "1.23% [1.00%, 2.00%]"

@@ -144,7 +144,7 @@ def test_factor_table_uses_the_base_condition_and_same_items():
     by_batch = _synthetic(n_dates=2, n_items=40, seed=2)
     frame = pd.DataFrame(_rows(by_date, "date", dates) + _rows(by_batch, "batch_size", ["b1", "b8"])
                          + _rows(by_date, "date", dates, dtype="bfloat16"))  # fmt: skip
-    table = oracles.factor_table(frame, n_boot=50).set_index(["entry", "factor"])
+    table = oracles.factor_table(frame).set_index(["entry", "factor"])
     date_row = table.loc[("m (float32, cpu)", "date")]
     assert date_row["levels"] == 5 and date_row["accuracy_cv"] == pytest.approx(inference.cv(by_date.mean(1)))
     assert date_row["accuracy_cv_low"] <= date_row["accuracy_cv_noise_free"] <= date_row["accuracy_cv_high"]
@@ -178,7 +178,7 @@ def test_hardware_factor_and_gpu_entry_labels():
             rows.append({**row, "device": "cuda", "hardware": gpu, "model_key": "same"})
     frame = pd.DataFrame(rows)
     assert set(entry_label(frame)) == {"m (float32, cuda: NVIDIA A100)", "m (float32, cuda: NVIDIA A40)"}
-    table = oracles.factor_table(frame, n_boot=20)
+    table = oracles.factor_table(frame)
     hardware = table[table["factor"] == "hardware"].iloc[0]
     assert hardware["levels"] == 2 and hardware["accuracy_cv"] == pytest.approx(inference.cv(outcomes.mean(1)))
 

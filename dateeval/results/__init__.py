@@ -26,10 +26,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from dateeval.results.headline import Headline, headline_sentence, reorder_sentence, verdict_power
-from dateeval.results.view import N_BOOT, N_PERM, Period, Results
+from dateeval.results.view import N_PERM, Period, Results
 from dateeval.store import Store, StoreProblems
 
-__all__ = ["N_BOOT", "N_PERM", "Headline", "Period", "Results", "headline_sentence", "open", "reorder_sentence", "verdict_power"]
+__all__ = ["N_PERM", "Headline", "Period", "Results", "headline_sentence", "open", "reorder_sentence", "verdict_power"]
 
 
 def open(store: Store | str | Path) -> tuple[Results, StoreProblems]:  # noqa: A001 - the layer's one verb, read as results.open

@@ -29,8 +29,8 @@ from dateeval.metrics import METRICS, dataset_metrics
 from dateeval.schema import OUTCOME_COLUMNS
 from dateeval.store import Store, StoreProblems
 
-# Permutations of the date's null band and resamples of Table 5's intervals (the explorer's, the same on every page).
-N_PERM, N_BOOT = 200, 100
+# Permutations of the date's null band (the explorer's, the same on every page).
+N_PERM = 200
 # The planted date effect whose detection rate the verdict states ("finds a 5 pp date effect N% of the time").
 POWER_EFFECT = 0.05
 # Entries whose matrices one view holds at once (each is tens of MB at paper scale).
@@ -292,7 +292,7 @@ class Results:
         def keyed(keys: list | None) -> tuple[list, np.ndarray, np.ndarray]:
             return self.matrices(entry, dataset, keys, "condition_key")
 
-        return self._kept("factors", entry, dataset, (), (N_BOOT,), lambda: inference.entry_factors(entry, dataset, conditions, keyed, N_BOOT))
+        return self._kept("factors", entry, dataset, (), (), lambda: inference.entry_factors(entry, dataset, conditions, keyed))
 
     def band(self, entry: str, dataset: str, metric: str) -> pd.DataFrame:
         """``bands.date_band`` of one entry's date sweep (kept): the Curves page's 95% interval per date."""
@@ -435,7 +435,7 @@ class Results:
         across = inference.graded(self.outcome_rows(compared)) if compared.any() else pd.DataFrame()
         keys = self.sums[["model_key", "dataset", "task_key"]].apply(tuple, axis=1)
         repeated = keys.isin(set(keys[self.sums["factor"] == "repeat"]))
-        factors += inference.across_factors(across.assign(entry=descriptive.entry_label(across)), N_BOOT) if len(across) else []
+        factors += inference.across_factors(across.assign(entry=descriptive.entry_label(across))) if len(across) else []
         return {
             "factors": pd.DataFrame(factors, columns=inference.FACTOR_COLUMNS),
             "significance": pd.DataFrame(significance, columns=chance.SIGNIFICANCE_COLUMNS),
