@@ -38,6 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np  # noqa: E402
 
+from dateeval.answers import model_view  # noqa: E402
 from dateeval.backends.base import BackendOptions, LabelRequest  # noqa: E402
 from dateeval.backends.openai_api import OpenAIBackend, parse_endpoint  # noqa: E402
 from dateeval.backends.transformers import TransformersBackend  # noqa: E402
@@ -91,7 +92,7 @@ def serving(kind: str, port: int) -> Iterator[str]:
 def prompts(reference: TransformersBackend, data_dir: str, items: int, dates: int) -> list[LabelRequest]:
     """ARC-Challenge items x dates, rendered by the model's own template, bare-letter labels."""
     task = build_task("arc_challenge", data_dir, Subset(limit=items), label_style="label")
-    task.prepare(reference)
+    task.prepare(model_view(reference))
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=61 * i) for i in range(dates)]
     return [
         LabelRequest(reference.template.render(task.prompt(item, c).messages, mode=c.date_mode, day=c.date, injection=c.injection).text,

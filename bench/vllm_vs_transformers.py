@@ -24,6 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 
+from dateeval.answers import model_view
 from dateeval.backends import BACKENDS, BackendOptions
 from dateeval.backends.base import GenerationRequest, GenerationSettings, LabelRequest
 from dateeval.cli import _quiet_libraries
@@ -59,7 +60,7 @@ def main() -> None:
     reference = backends["transformers"]
     try:
         arc = build_task("arc_challenge", args.data_dir, Subset(limit=args.items))
-        arc.prepare(reference)
+        arc.prepare(model_view(reference))
         days = [dt.date(2024, 1, 1) + dt.timedelta(days=61 * i) for i in range(args.dates)]
         dated = [[LabelRequest(render(reference, arc, item, c), arc.labels.labels[: len(item.options)]) for item in arc.items] for c in expand(days)]
         gsm = build_task("gsm8k", args.data_dir, Subset(limit=args.prompts))

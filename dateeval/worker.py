@@ -3,7 +3,7 @@
 It describes the candidate units once (every item's prompt hash under every
 condition, from which the driver plans only missing work) and executes the
 units it is given: renders the prompts, checks they hash to what the plan
-expects, evaluates them through the task, and returns the rows as an Arrow
+expects, answers the task's requests for them (``answers.py``), and returns the rows as an Arrow
 table with everything that produced them. It never touches the store: one
 driver writes, so workers need no shared filesystem.
 """
@@ -19,8 +19,10 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
+from dateeval import answers
+from dateeval.answers import Asked
 from dateeval.backends import Backend, locate
-from dateeval.backends.base import GENERATE, FixedBatch, Generation, GenerationRequest, PromptInput
+from dateeval.backends.base import GENERATE, FixedBatch, PromptInput
 from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
 from dateeval.plan import Candidate, Description, SweepSpec, Unit
@@ -151,9 +153,11 @@ class Worker:
         cls, source = locate(model, spec.backend)
         self.tasks = build_tasks(spec)
         self.backend = cls.open(source, replace(spec.options, dtype=dtype))
+        self.model = answers.model_view(self.backend)
         try:
             for task in self.tasks.values():
-                task.prepare(self.backend)
+                answers.check_needs(task, self.backend)
+                task.prepare(self.model)
                 check_dates_distinct(self.backend, task, list(spec.conditions))
                 check_context(self.backend, task, list(spec.conditions))
         except BaseException:
@@ -191,7 +195,7 @@ class Worker:
 
         Why: a unit's last long replies would otherwise decode alone, its
         slots idle; here the next unit's prompts take them
-        (``Backend.generate_units``). Greedy replies equal those each unit
+        (``answers.answer_together``). Greedy replies equal those each unit
         gets alone and sampled ones draw from per-prompt generators
         (tests/test_engine.py compares pooled and unpooled sweeps). The
         generation's seconds are shared among the units by their items.
@@ -199,17 +203,21 @@ class Worker:
         if len(units) == 1:
             return [self.execute(units[0])]
         started = time.perf_counter()
-        task = self.tasks[units[0].dataset]
         rendered = [self._rendered(unit) for unit in units]
-        requests = [[GenerationRequest(text, task.settings) for text, _ in inputs] for _, _, inputs in rendered]
-        replies = self.backend.generate_units(requests, self.spec.batch_size)
+        asked = [self._ask(unit, found) for unit, found in zip(units, rendered)]
+        answers.answer_together(self.backend, asked, self.spec.batch_size)
         shared = (time.perf_counter() - started) / sum(len(unit.item_ids) for unit in units)
-        answered = [_Answered(self.backend, unit_requests, unit_replies) for unit_requests, unit_replies in zip(requests, replies)]
-        return [self._execute(unit, found, backend, shared * len(unit.item_ids)) for unit, found, backend in zip(units, rendered, answered)]
+        return [self._execute(unit, found, steps, shared * len(unit.item_ids)) for unit, found, steps in zip(units, rendered, asked)]
 
     def execute(self, unit: Unit) -> UnitResult:
         """Compute one unit's rows; refuses if a prompt does not hash to what the plan expected."""
-        return self._execute(unit, self._rendered(unit), self.backend)
+        rendered = self._rendered(unit)
+        return self._execute(unit, rendered, self._ask(unit, rendered))
+
+    def _ask(self, unit: Unit, rendered: tuple) -> Asked:
+        """The unit's task steps started on its :meth:`_rendered` prompts: waiting on their first requests."""
+        items, prompts, inputs = rendered
+        return Asked(self.tasks[unit.dataset].steps(items, prompts, [text for text, _ in inputs], self.model))
 
     def _rendered(self, unit: Unit) -> tuple[list, list[Prompt], list[tuple[PromptInput, str | None]]]:
         """The unit's items, prompts and rendered inputs, each checked against the hash the plan expects."""
@@ -224,15 +232,15 @@ class Worker:
                                     "(workers must share the model, template and data)")  # fmt: skip
         return items, prompts, inputs
 
-    def _execute(self, unit: Unit, rendered: tuple, backend: Backend, seconds: float = 0.0) -> UnitResult:
-        """One unit's rows from its :meth:`_rendered` prompts through ``backend`` (this worker's, or one holding its replies),
+    def _execute(self, unit: Unit, rendered: tuple, asked: Asked, seconds: float = 0.0) -> UnitResult:
+        """One unit's rows from its :meth:`_rendered` prompts, its task's steps answered from where ``asked`` stands,
         ``seconds`` already spent on it."""
         started = time.perf_counter() - seconds
         task, condition = self.tasks[unit.dataset], self.spec.conditions[unit.condition_index]
         items, prompts, inputs = rendered
         # the batch-size factor fixes its batches; the sweep's batch size is the most a forward holds (backends.base.FixedBatch)
         batch_size = FixedBatch(condition.batch_size) if condition.batch_size else self.spec.batch_size
-        results = task.evaluate(backend, items, prompts, [text for text, _ in inputs], batch_size)
+        results = answers.run(asked, self.backend, batch_size)
         check_asked_on(condition, results)
         shared = self._shared(task, condition, batch_size)
         rows = [
@@ -273,20 +281,6 @@ class Worker:
 
     def close(self) -> None:
         self.backend.close()
-
-
-class _Answered:
-    """The worker's backend for one unit of a pool: ``generate`` hands back the replies already generated for exactly
-    these requests; everything else (scoring a reply's confidence, the tokenizer) goes to the backend."""
-
-    def __init__(self, backend: Backend, requests: list[GenerationRequest], replies: list[Generation]) -> None:
-        self._backend, self._requests, self._replies = backend, requests, replies
-
-    def generate(self, requests: list[GenerationRequest], batch_size: int) -> list[Generation]:
-        return self._replies if requests == self._requests else self._backend.generate(requests, batch_size)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(self._backend, name)
 
 
 def pools(spec: SweepSpec, generating: set[str], unit: Unit) -> bool:

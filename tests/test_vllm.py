@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, run_cli
+from dateeval.answers import model_view
 from dateeval.backends import BACKENDS, BackendOptions
 from dateeval.backends.base import GenerationRequest, GenerationSettings, LabelRequest
 from dateeval.conditions import expand
@@ -60,7 +61,7 @@ def arc(data_dir):
 
 
 def _label_requests(backend, task, day: dt.date) -> list[LabelRequest]:
-    task.prepare(backend)
+    task.prepare(model_view(backend))
     condition = expand([day])[0]
     requests = []
     for item in task.items:

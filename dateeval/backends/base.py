@@ -1,21 +1,11 @@
-"""The backend interface: the requests a task may make, what a backend declares, and the registry.
+"""The backend interface: the requests it answers, what a backend declares, and the registry.
 
 Tasks build requests and grade answers; backends answer requests; nothing
 else crosses (as lm-evaluation-harness's ``loglikelihood``/``generate_until``
-and Inspect's ``ModelAPI``). Three request kinds exist:
-
-* :class:`LabelRequest`: next-token log-probabilities of given option labels
-  (MCQA, and a chain-of-thought answer's confidence);
-* :class:`GenerationRequest`: a decoded reply, greedy or seeded sampling, cut
-  at stop strings;
-* :class:`ContinuationRequest`: the total log-probability of a given
-  continuation (a GSM8K answer's confidence).
-
-A prompt is either text that dateeval's own templating rendered (the backend
-*takes text*: every template kind keeps full date control) or the chat
-messages themselves (the *server* applies its own template: only the system
-line is ours). :class:`Capabilities` says which, and which requests a backend
-answers. Adding a backend is one module with a class decorated by
+and Inspect's ``ModelAPI``). The requests, their answers and
+:class:`Capabilities` live in :mod:`dateeval.requests`, below both tasks and
+backends (re-exported here); ``dateeval/answers.py`` hands a task's requests
+to a backend. Adding a backend is one module with a class decorated by
 :func:`register_backend` plus its import in ``dateeval/backends/__init__.py``.
 """
 
@@ -32,56 +22,19 @@ import numpy as np
 
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
-
-LABEL_LOGPROBS, GENERATE, CONTINUATION_LOGPROBS = "label_logprobs", "generate", "continuation_logprobs"
-Messages = tuple[dict, ...]
-PromptInput = str | Messages  # rendered text, or chat messages for a server that applies its own template
-
-
-@dataclass(frozen=True)
-class GenerationSettings:
-    """Decoding for open-ended tasks: greedy by default; sampling uses the model's own temperature/top-p and a fixed seed (App. C.2)."""
-
-    max_new_tokens: int = 256
-    stop: tuple[str, ...] = ()
-    sample: bool = False
-    seed: int = 0
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One generated reply: the text (cut at the first stop sequence), tokens generated, the prompt's length, usage."""
-
-    text: str
-    n_tokens: int
-    prompt_tokens: int
-    usage: dict = field(default_factory=dict)  # what a server reported (tokens, request date), stored with the row
-
-
-@dataclass(frozen=True)
-class Label:
-    """An option label as the model writes it (``" A"``) and, where the backend tokenizes, its single token."""
-
-    text: str
-    token_id: int | None = None
-
-
-@dataclass(frozen=True)
-class LabelRequest:
-    prompt: PromptInput
-    labels: tuple[Label, ...]
-
-
-@dataclass(frozen=True)
-class GenerationRequest:
-    prompt: PromptInput
-    settings: GenerationSettings
-
-
-@dataclass(frozen=True)
-class ContinuationRequest:
-    context: str
-    continuation: str
+from dateeval.requests import (  # the requests and capabilities, re-exported here: the backend interface speaks them
+    CONTINUATION_LOGPROBS as CONTINUATION_LOGPROBS,
+    GENERATE as GENERATE,
+    LABEL_LOGPROBS as LABEL_LOGPROBS,
+    Capabilities as Capabilities,
+    ContinuationRequest as ContinuationRequest,
+    Generation as Generation,
+    GenerationRequest as GenerationRequest,
+    GenerationSettings as GenerationSettings,
+    Label as Label,
+    LabelRequest as LabelRequest,
+    PromptInput as PromptInput,
+)
 
 
 def continuation_tokens(encode: Callable[[list[str]], list[list[int]]], request: ContinuationRequest) -> tuple[list[int], int]:
@@ -108,18 +61,6 @@ class FixedBatch(int):
     so every backend signature keeps ``batch_size: int`` and a backend that
     does not batch (an API) needs no change.
     """
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    """What a backend can do: the requests it answers, who renders the chat template, whether results repeat."""
-
-    requests: frozenset[str]
-    renders_locally: bool = True  # dateeval renders the template and sends text (else: the server applies its own)
-    deterministic: bool = True
-    date_control: str = "full"  # full | system-line (chat endpoints) | server-clock (the provider sets the date)
-    exact_labels: bool = True  # any label's log-probability can be read, not only those among a server's top-k alternatives
-    scoring_note: str | None = None  # why this backend's server scores less than its kind could: stored with rows that lack a confidence
 
 
 @dataclass(frozen=True)

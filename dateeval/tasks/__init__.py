@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from dateeval.backends.base import GenerationSettings
+from dateeval.requests import GenerationSettings
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
 from dateeval.names import MULTI_TURN, SINGLE_TURN, Parts, split

@@ -1,4 +1,4 @@
-"""The task interface a sweep runs: build each item's messages, then evaluate rendered prompts.
+"""The task interface a sweep runs: build each item's messages, then ask for rendered prompts' answers and grade them.
 
 A task owns everything benchmark-specific (prompt wording, few-shot
 exemplars, how an output is graded, which settings change results); the
@@ -8,6 +8,9 @@ sweep owns dates, templates, the store and resumption. Two kinds exist:
 * generation tasks decode a reply per prompt, store it verbatim, and grade it
   (chain-of-thought MCQA, GSM8K, HumanEval, translation), so grading can be
   redone and outputs compared across dates from the store alone.
+
+A task never touches a backend: :meth:`Task.steps` yields requests and is
+sent their answers (``dateeval/requests.py``); ``dateeval/answers.py`` runs them.
 """
 
 from __future__ import annotations
@@ -19,9 +22,9 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dateeval.backends.base import Backend, GenerationRequest, GenerationSettings, PromptInput
 from dateeval.conditions import Condition
 from dateeval.names import MULTI_TURN
+from dateeval.requests import Generation, GenerationRequest, GenerationSettings, ModelView, Needs, PromptInput, Steps
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,11 @@ class Task(ABC):
     def ensure_runnable(self) -> None:
         """Fail with one clear line, before any model is loaded, when something grading needs is missing."""
 
-    def prepare(self, backend: Backend) -> None:
+    def needs(self) -> Needs | None:
+        """What the model must answer for this task to run at all (checked before any item); None: nothing beyond its requests."""
+        return None
+
+    def prepare(self, model: ModelView) -> None:
         """Settle anything that depends on the model (e.g. which token stands for each option label)."""
 
     @abstractmethod
@@ -88,8 +95,9 @@ class Task(ABC):
         return (MULTI_TURN,) if self.multiturn and self.shots else ()
 
     @abstractmethod
-    def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
-        """Per-item result columns, in order, for ``inputs``: rendered prompt texts, or messages for a server's template."""
+    def steps(self, items: list, prompts: list[Prompt], inputs: list[PromptInput], model: ModelView) -> Steps:
+        """Per-item result columns, in order, for ``inputs`` (rendered prompt texts, or messages for a server's template):
+        a generator that yields batches of requests, is sent their answers, and returns the columns."""
 
     @abstractmethod
     def item_record(self, item: Any) -> dict:
@@ -109,16 +117,9 @@ class Task(ABC):
         """``mcqa``, ``cot``, ``gsm8k``, ``humaneval``, ``translation``, or ``generation`` (a user's open-generation dataset)."""
 
 
-def prompt_lengths(backend: Backend, inputs: list[PromptInput]) -> list[int | None]:
-    """Prompt lengths in tokens where the backend tokenizes the text it is sent (None for a server's own template)."""
-    if backend.tokenizer is None or not all(isinstance(prompt, str) for prompt in inputs):
-        return [None] * len(inputs)
-    return [len(tokens) for tokens in backend.encode(list(inputs))]
-
-
-def without_confidence(backend: Backend, results: list[dict]) -> list[dict]:
+def without_confidence(model: ModelView, results: list[dict]) -> list[dict]:
     """Replies left without a confidence (NaN) because the backend's server cannot score them: each row states why (``confidence_note``)."""
-    note = backend.capabilities.scoring_note
+    note = model.capabilities.scoring_note
     return [{**result, "confidence_note": note} for result in results] if note else results
 
 
@@ -139,8 +140,8 @@ class GenerationTask(Task):
         decoding = "sample" if self.settings.sample else "greedy"
         return {**super().record(), "decoding": decoding, "max_new_tokens": self.settings.max_new_tokens, "generation_seed": self.settings.seed}
 
-    def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
-        replies = backend.generate([GenerationRequest(prompt, self.settings) for prompt in inputs], batch_size)
+    def steps(self, items: list, prompts: list[Prompt], inputs: list[PromptInput], model: ModelView) -> Steps:
+        replies: list[Generation] = yield [GenerationRequest(prompt, self.settings) for prompt in inputs]
         graded = self.grade(items, [reply.text for reply in replies], prompts)
         return [
             {"prompt_tokens": reply.prompt_tokens, "output": reply.text, "output_tokens": reply.n_tokens, "confidence": float("nan"),

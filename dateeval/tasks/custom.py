@@ -43,7 +43,7 @@ from pathlib import Path
 
 import regex
 
-from dateeval.backends.base import GenerationSettings
+from dateeval.requests import GenerationSettings
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, Condition
 from dateeval.data.custom import ANSWER_FORMATS, DATA_SUFFIXES, Fields, Table, TextItem, is_data_file, load, mc_item, text_item
 from dateeval.data.files import load_yaml, read_text

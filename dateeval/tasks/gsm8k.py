@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
-from dateeval.backends.base import CONTINUATION_LOGPROBS, Backend, ContinuationRequest, GenerationSettings, PromptInput
 from dateeval.conditions import Condition
 from dateeval.data.files import parse_jsonl, read_lines, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
+from dateeval.requests import CONTINUATION_LOGPROBS, ContinuationRequest, GenerationSettings, ModelView, PromptInput, Steps
 from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, without_confidence
 from dateeval.tasks.parsing import find_number, gsm8k_reference, parse_number
 from dateeval.tasks.registry import GENERATION, KIND_METRICS, Benchmark, TaskRequest
@@ -100,7 +100,7 @@ class GSM8KTask(GenerationTask):
     def describe(self, item: MathItem) -> str:
         return f"**{item.question}**\n\nReference answer: **{item.reference}**"
 
-    def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
+    def steps(self, items: list, prompts: list[Prompt], inputs: list[PromptInput], model: ModelView) -> Steps:
         """Generate and grade, then the confidence of each final number: its probability where the model wrote it.
 
         One forward pass over prompt + reply reads the probability of the
@@ -108,9 +108,9 @@ class GSM8KTask(GenerationTask):
         GSM8K answers on ECE's and Table 7's confidence scale. Replies without
         a number have none (NaN), and so do all replies of a backend that cannot score a continuation.
         """
-        results = super().evaluate(backend, items, prompts, inputs, batch_size)
-        if not (backend.supports(CONTINUATION_LOGPROBS) and backend.capabilities.renders_locally):
-            return without_confidence(backend, results)
+        results = yield from super().steps(items, prompts, inputs, model)
+        if not (model.can(CONTINUATION_LOGPROBS) and model.capabilities.renders_locally):
+            return without_confidence(model, results)
         indices, requests = [], []
         for index, (text, result) in enumerate(zip(inputs, results)):
             found = find_number(result["output"])
@@ -120,7 +120,8 @@ class GSM8KTask(GenerationTask):
             split = len(result["output"][:start].rstrip(" "))  # the space before the number belongs to its first token
             indices.append(index)
             requests.append(ContinuationRequest(text + result["output"][:split], result["output"][split:end]))
-        for index, logprob in zip(indices, backend.continuation_logprobs(requests, batch_size)):
+        logprobs: list[float] = yield requests
+        for index, logprob in zip(indices, logprobs):
             results[index]["confidence"] = math.exp(logprob)
         return results
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dateeval.backends.base import GenerationSettings
+from dateeval.requests import GenerationSettings
 from dateeval.conditions import Condition
 from dateeval.data.files import parse_jsonl, read_lines, unique_ids
 from dateeval.data.hub import load_hub_rows

@@ -70,14 +70,6 @@ from pathlib import Path
 
 import numpy as np
 
-from dateeval.backends.base import (
-    CONTINUATION_LOGPROBS,
-    GENERATE,
-    Backend,
-    ContinuationRequest,
-    GenerationSettings,
-    PromptInput,
-)
 from dateeval.conditions import Condition
 from dateeval.data.files import check_table
 from dateeval.errors import DateEvalError
@@ -88,13 +80,13 @@ from dateeval.limits import (
     MAX_TASK_STOPS,
 )
 from dateeval.names import SUFFIXES, ends_like_variant
+from dateeval.requests import CONTINUATION_LOGPROBS, GENERATE, ContinuationRequest, GenerationSettings, ModelView, Needs, PromptInput, Steps
 from dateeval.tasks.lmeval_bounds import INSTALL, lm_eval_module  # noqa: F401 - INSTALL: the tests' and docs' message
 from dateeval.tasks.lmeval_config import TRUST_FLAG, check_code, read_config  # noqa: F401 - the tests call them here
 from dateeval.tasks.base import (
     GenerationTask,
     Prompt,
     Task,
-    prompt_lengths,
     settings_key,
 )
 from dateeval.tasks.registry import (
@@ -378,9 +370,9 @@ class LMEvalChoiceTask(_LMEval, Task):
     prompt_version = PROMPT_VERSION
     choice = False  # the choices are continuations, not lettered options: no option-order factor
 
-    def prepare(self, backend: Backend) -> None:
-        if not backend.supports(CONTINUATION_LOGPROBS) or not backend.capabilities.renders_locally:
-            raise DateEvalError(f"{self.dataset} scores each choice's log-likelihood after the rendered prompt, which backend {backend.name} cannot give")
+    def needs(self) -> Needs:
+        refusal = f"{self.dataset} scores each choice's log-likelihood after the rendered prompt, which backend {{backend}} cannot give"
+        return Needs(frozenset({CONTINUATION_LOGPROBS}), refusal, renders_locally=True)
 
     def key(self) -> str:
         return settings_key(PROMPT_VERSION, self.shots, self.content_key, *self.format_parts())
@@ -391,13 +383,12 @@ class LMEvalChoiceTask(_LMEval, Task):
     def item_record(self, item: Document) -> dict:
         return {**super().item_record(item), "n_options": len(self.lm_task.doc_to_choice(item.doc))}
 
-    def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
+    def steps(self, items: list, prompts: list[Prompt], inputs: list[PromptInput], model: ModelView) -> Steps:
         instances = [self._requests(item, text) for item, text in zip(items, inputs)]
-        pairs = [_encode_pair(*instance.arguments) for group in instances for instance in group]
-        lls = backend.continuation_logprobs(pairs, batch_size)
+        lls: list[float] = yield [_encode_pair(*instance.arguments) for group in instances for instance in group]
         graded = _graded(self.lm_task, [item.doc for item in items], instances, [(ll, False) for ll in lls])
         results, start = [], 0
-        for group, metrics, length in zip(instances, graded, prompt_lengths(backend, inputs)):
+        for group, metrics, length in zip(instances, graded, model.prompt_lengths(inputs)):
             scores = np.array(lls[start : start + len(group)], dtype=np.float64)
             start += len(group)
             probs = np.exp(scores - scores.max())
@@ -422,9 +413,8 @@ class LMEvalGenerationTask(_LMEval, GenerationTask):
         own = GenerationSettings(max_new_tokens=int(kwargs.get("max_gen_toks", 256)), stop=stop, sample=bool(kwargs.get("do_sample", False)))
         self.settings = replace(request.generation.apply(own), sample=request.generation.sample or own.sample)
 
-    def prepare(self, backend: Backend) -> None:
-        if not backend.supports(GENERATE) or not backend.capabilities.renders_locally:
-            raise DateEvalError(f"{self.dataset} generates after the rendered prompt, which backend {backend.name} cannot do")
+    def needs(self) -> Needs:
+        return Needs(frozenset({GENERATE}), f"{self.dataset} generates after the rendered prompt, which backend {{backend}} cannot do", renders_locally=True)
 
     def key(self) -> str:
         return settings_key(super().key(), self.content_key)

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dateeval.backends.base import LABEL_LOGPROBS, Backend, GenerationSettings, Label, LabelRequest, PromptInput
 from dateeval.conditions import Condition
 from dateeval.data import SOURCES, Source, load_exemplars, load_items
 from dateeval.data.items import LABELS, MCItem
 from dateeval.errors import DateEvalError
+from dateeval.requests import LABEL_LOGPROBS, GenerationSettings, Label, LabelRequest, LabelScores, ModelView, Needs, PromptInput, Steps, Tokens
 from dateeval.tasks import fewshot
-from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, prompt_lengths, settings_key, without_confidence
+from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, settings_key, without_confidence
 from dateeval.tasks.parsing import find_choice, parse_choice
 from dateeval.tasks.registry import CALIBRATED, MULTIPLE_CHOICE, Benchmark, TaskRequest
 
@@ -122,7 +122,7 @@ class LabelTokens:
 LABEL_STYLES = {"space+label": " {}", "label": "{}"}
 
 
-def label_tokens(tokenizer, n_labels: int, style: str = "auto") -> LabelTokens:  # noqa: ANN001 - any HF tokenizer, or None
+def label_tokens(tokenizer: Tokens | None, n_labels: int, style: str = "auto") -> LabelTokens:
     """Decide, per tokenizer, the single token for each of the first ``n_labels`` labels.
 
     ``style`` ``auto`` follows the paper (space + label when single tokens,
@@ -205,10 +205,11 @@ class MCQATask(_Choice, Task):
         shown, shown_from, exemplars = self.shown(item, condition)
         return few_shot_chat(condition, *scored_parts(shown, exemplars), self.multiturn, shown_from)
 
-    def prepare(self, backend: Backend) -> None:
-        if not backend.supports(LABEL_LOGPROBS):
-            raise DateEvalError(f"{self.dataset} reads next-token probabilities, which backend {backend.name} cannot give: use {self.dataset}_cot")
-        self.labels = label_tokens(backend.tokenizer, max(len(item.options) for item in self.items), self.label_style)
+    def needs(self) -> Needs:
+        return Needs(frozenset({LABEL_LOGPROBS}), f"{self.dataset} reads next-token probabilities, which backend {{backend}} cannot give: use {self.dataset}_cot")
+
+    def prepare(self, model: ModelView) -> None:
+        self.labels = label_tokens(model.tokens, max(len(item.options) for item in self.items), self.label_style)
 
     def key(self) -> str:
         # Zero-shot keeps the first release's key, so existing stores stay valid.
@@ -217,15 +218,13 @@ class MCQATask(_Choice, Task):
     def record(self) -> dict:
         return {**super().record(), "label_variant": self.labels.variant}
 
-    def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
-        requests = [LabelRequest(text, self.labels.labels[: len(item.options)]) for item, text in zip(items, inputs)]
-        scores, usages = backend.label_logprobs_with_usage(requests, batch_size)
-        lengths = prompt_lengths(backend, inputs)
+    def steps(self, items: list, prompts: list[Prompt], inputs: list[PromptInput], model: ModelView) -> Steps:
+        scores: list[LabelScores] = yield [LabelRequest(text, self.labels.labels[: len(item.options)]) for item, text in zip(items, inputs)]
         results = []
-        for item, prompt, length, score, usage in zip(items, prompts, lengths, scores, usages):
-            graded = grade(to_original_order(score, prompt.shown_from), item.answer)
+        for item, prompt, length, score in zip(items, prompts, model.prompt_lengths(inputs), scores):
+            graded = grade(to_original_order(score.logprobs, prompt.shown_from), item.answer)
             results.append({"prompt_tokens": length, "probs": [float(p) for p in graded.probs], "label_mass": graded.label_mass,
-                            "pred": graded.pred, "correct": graded.correct, "confidence": graded.confidence, **usage})  # fmt: skip
+                            "pred": graded.pred, "correct": graded.correct, "confidence": graded.confidence, **score.usage})  # fmt: skip
         return results
 
 
@@ -244,25 +243,24 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
         self.settings = settings
         self.labels: dict[str, LabelTokens] = {}
 
-    def prepare(self, backend: Backend) -> None:
-        capabilities = backend.capabilities
-        if not (backend.supports(LABEL_LOGPROBS) and capabilities.renders_locally and capabilities.exact_labels):
+    def prepare(self, model: ModelView) -> None:
+        capabilities = model.capabilities
+        if not (model.can(LABEL_LOGPROBS) and capabilities.renders_locally and capabilities.exact_labels):
             return  # answers keep no confidence: the backend cannot read every letter's probability after a reply we continue
         n_labels = max(len(item.options) for item in self.items)
         for style in LABEL_STYLES:
             try:
-                self.labels[style] = label_tokens(backend.tokenizer, n_labels, style)
+                self.labels[style] = label_tokens(model.tokens, n_labels, style)
             except DateEvalError:
                 pass  # this tokenizer has no single token per label in that form: such answers get no confidence
 
-    def evaluate(self, backend: Backend, items: list, prompts: list[Prompt], inputs: list[PromptInput], batch_size: int) -> list[dict]:
-        results = super().evaluate(backend, items, prompts, inputs, batch_size)
+    def steps(self, items: list, prompts: list[Prompt], inputs: list[PromptInput], model: ModelView) -> Steps:
+        results = yield from super().steps(items, prompts, inputs, model)
         if not self.labels:
-            return without_confidence(backend, results)
-        self._answer_confidence(backend, items, prompts, inputs, results, batch_size)
-        return results
+            return without_confidence(model, results)
+        return (yield from self._answer_confidence(items, prompts, inputs, results))
 
-    def _answer_confidence(self, backend, items, prompts, texts, results, batch_size) -> None:  # noqa: ANN001, PLR0913
+    def _answer_confidence(self, items: list, prompts: list[Prompt], texts: list[PromptInput], results: list[dict]) -> Steps:
         """The confidence of a reasoned answer, so that ECE and Table 7 extend to chain of thought.
 
         At the position where the model wrote its answer letter, the
@@ -282,11 +280,12 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
             style = "space+label" if before.endswith(" ") else "label"
             if style in self.labels:
                 todo.append((index, LabelRequest(text + (before[:-1] if style == "space+label" else before), self.labels[style].labels[: len(item.options)])))
-        scores = backend.label_logprobs([request for _, request in todo], batch_size)
+        scores: list[LabelScores] = yield [request for _, request in todo]
         for (index, _), score in zip(todo, scores):
-            graded = grade(to_original_order(score, prompts[index].shown_from), items[index].answer)
+            graded = grade(to_original_order(score.logprobs, prompts[index].shown_from), items[index].answer)
             pred = results[index]["pred"]
             results[index].update(probs=[float(p) for p in graded.probs], label_mass=graded.label_mass, confidence=float(graded.probs[pred]))
+        return results
 
     def prompt(self, item: MCItem, condition: Condition) -> Prompt:
         shown, shown_from, exemplars = self.shown(item, condition)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dateeval.backends.base import GenerationSettings
+from dateeval.requests import GenerationSettings
 from dateeval.conditions import Condition
 from dateeval.corpus import segment_stats, sentence_chrf, signatures
 from dateeval.data.files import read_text
