@@ -190,17 +190,15 @@ def _visible(text: str, special: Sequence[str]) -> str:
 
 def factor_bars(table: pd.DataFrame, metric: str = "accuracy") -> go.Figure:
     """Table 5 as bars: the measured CV of a metric per factor, one colour per entry. Accuracy adds its CV without
-    counting noise as a diamond with that one's 95% interval; ECE's bars carry the bootstrap interval of the measured CV."""
+    counting noise as a diamond with that one's 95% interval; ECE's CV (the paper's, of the plug-in ECE) has no interval
+    (``inference.bootstrap_cv`` says why)."""
     figure = go.Figure()
     for index, (entry, group) in enumerate(table.groupby("entry", sort=True)):
-        value, low, high = 100 * group[f"{metric}_cv"], 100 * group[f"{metric}_cv_low"], 100 * group[f"{metric}_cv_high"]
-        noise_free = 100 * group["accuracy_cv_noise_free"] if metric == "accuracy" else None  # the interval is this one's
-        centre = value if noise_free is None else noise_free
-        error = {"type": "data", "symmetric": False, "array": high - centre, "arrayminus": centre - low}
-        figure.add_trace(go.Bar(x=group["factor"], y=value, name=entry, marker_color=PALETTE[index % len(PALETTE)], offsetgroup=entry,
-                                error_y=error if noise_free is None else None))  # fmt: skip
-        if noise_free is not None:
-            figure.add_trace(go.Scatter(x=group["factor"], y=noise_free, mode="markers", marker={"symbol": "diamond", "color": "black", "size": 8},
+        figure.add_trace(go.Bar(x=group["factor"], y=100 * group[f"{metric}_cv"], name=entry, marker_color=PALETTE[index % len(PALETTE)], offsetgroup=entry))
+        if metric == "accuracy":
+            centre = 100 * group["accuracy_cv_noise_free"]
+            error = {"type": "data", "symmetric": False, "array": 100 * group["accuracy_cv_high"] - centre, "arrayminus": centre - 100 * group["accuracy_cv_low"]}
+            figure.add_trace(go.Scatter(x=group["factor"], y=centre, mode="markers", marker={"symbol": "diamond", "color": "black", "size": 8},
                                         name="without counting noise, 95% CI", offsetgroup=entry, legendgroup="noise-free", showlegend=index == 0,
                                         error_y=error))  # fmt: skip
     figure.update_layout(barmode="group", scattermode="group")
