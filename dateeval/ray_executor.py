@@ -77,7 +77,10 @@ class RayExecutor(Executor):
             raise DateEvalError("--executor ray needs Ray: pip install 'ray>=2.40'") from None
         if not ray.is_initialized():
             env = {"env_vars": {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}}
-            kwargs = {"address": self.address} if self.address else {"num_cpus": self.workers or os.cpu_count() or 1, "include_dashboard": False}
+            # Without --address, a new local instance ("local"): left alone, ray.init joins any cluster it finds on this
+            # machine, e.g. the one a killed driver left running, and then refuses num_cpus.
+            local = {"address": "local", "num_cpus": self.workers or os.cpu_count() or 1, "include_dashboard": False}
+            kwargs = {"address": self.address} if self.address else local
             try:
                 ray.init(runtime_env=env, log_to_driver=False, **kwargs)
             except (ConnectionError, RuntimeError, ValueError) as error:
