@@ -103,10 +103,9 @@ case "${1:-}" in
   test)
     shift
     setup
-    # One process per core (DATEEVAL_TEST_WORKERS overrides; 0 runs in this process): many tests wait on subprocesses.
-    # Each test goes to the next free worker, except that a module whose tests share a module fixture stays in one
-    # process (tests/conftest.py marks it an xdist_group).
-    HF_HUB_OFFLINE=1 exec .venv/bin/python -m pytest -q -n "${DATEEVAL_TEST_WORKERS:-auto}" --dist loadgroup "$@"
+    # One process per core (DATEEVAL_TEST_WORKERS overrides; 0 runs in this process): many tests wait on subprocesses,
+    # and a module's tests stay together in one process, in order (they share module fixtures).
+    HF_HUB_OFFLINE=1 exec .venv/bin/python -m pytest -q -n "${DATEEVAL_TEST_WORKERS:-auto}" --dist loadfile "$@"
     ;;
   setup-vllm)
     setup_vllm

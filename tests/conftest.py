@@ -31,16 +31,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
         elif module in MODEL_MODULES or "backend" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.model)
-        if _uses_a_module_fixture(item):
-            item.add_marker(pytest.mark.xdist_group(module))
-
-
-def _uses_a_module_fixture(item: pytest.Item) -> bool:
-    """Whether a test shares a module-scoped fixture (a server, a store whose statistics its module keeps): ``./run.sh
-    test`` (``--dist loadgroup``) then keeps its module's tests in one worker, so the fixture is built once; every other
-    test goes to whichever worker is free, so one long module (test_engine's 22 sweeps) no longer sets the suite's time."""
-    info = getattr(item, "_fixtureinfo", None)
-    return info is not None and any(definitions[-1].scope == "module" for definitions in info.name2fixturedefs.values())
 
 
 @pytest.fixture(scope="session")
