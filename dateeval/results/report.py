@@ -117,7 +117,25 @@ def _robust_section(results: Results, out: Path, half_width: float = 0.01) -> li
         parts.append(f"<h2>What to report: {html.escape(dataset)}</h2><p>{html.escape(robust_format.caption(dataset, board))}</p>{shown}<ul>{sentences}</ul>"
                      + (f"<p>The date reorders these pairs and their intervals overlap: {html.escape(unresolved)}.</p>" if unresolved else "")
                      + (robust_format.svg(record) or "") + f"<p><a href='robust-{dataset}.csv'>CSV</a></p>")  # fmt: skip
+        parts += _compare_section(results, dataset, out)
     return parts
+
+
+def _compare_section(results: Results, dataset: str, out: Path) -> list[str]:
+    """Model against model on ``dataset`` (``robust.compare_table``, as ``dateeval compare`` prints each pair), for the
+    graded entries that share two or more dates and their questions; nothing where fewer do."""
+    from dateeval.results import robust
+
+    names = sorted({entry for entry, name in results.dated_entries() if name == dataset})
+    _, stacked = results.aligned(dataset, names)
+    if stacked is None:
+        return []
+    table = robust.compare_table(names, stacked)
+    to_csv(table, out / f"compare-{dataset}.csv")
+    return [f"<h3>Model against model: {html.escape(dataset)}</h3><p>Each pair on the {stacked.shape[2]} questions and {stacked.shape[1]} dates both "
+            "have: A - B is the difference of the date-robust scores, its 95% interval clustered by question; date SD is each model's "
+            "date standard deviation without counting noise, the questions resampled (paired) for its interval and p.</p>"
+            f"{table.to_html(index=False, border=0)}<p><a href='compare-{dataset}.csv'>CSV</a></p>"]  # fmt: skip
 
 
 def write_report(results: Results, out: Path) -> Path:

@@ -267,22 +267,46 @@ def compare(a: np.ndarray, b: np.ndarray) -> dict:
             "sensitivity": sensitivity_difference(a, b), "n_dates": int(np.shape(a)[0]), "n_items": int(np.shape(a)[1])}  # fmt: skip
 
 
+def _pp(value: float, decimals: int = 1) -> str:
+    return f"{100 * value:+.{decimals}f}"
+
+
+def compare_cells(found: dict) -> dict[str, str]:
+    """:func:`compare`'s numbers as text, the digits :func:`compare_lines` and :func:`compare_table` both print:
+    differences to 0.1 pp (the scores' own digits), date SDs to 0.01 pp."""
+    (value, low, high), sense = found["difference"], found["sensitivity"]
+    return {"a": interval_text(*found["a"], 1), "b": interval_text(*found["b"], 1), "difference": _pp(value), "difference_interval": f"[{_pp(low)}, {_pp(high)}]",
+            "better": "a" if low > 0 else "b" if high < 0 else "", "a_sd": f"{100 * sense['a_date_sd']:.2f}", "b_sd": f"{100 * sense['b_date_sd']:.2f}",
+            "sd_difference": _pp(sense["value"], 2), "sd_interval": f"[{_pp(sense['low'], 2)}, {_pp(sense['high'], 2)}]", "p": f"{sense['p_value']:.3f}",
+            "moves_more": ("a" if sense["value"] > 0 else "b") if sense["p_value"] < 0.05 else "", "size": f"{found['n_items']} questions x {found['n_dates']} dates"}  # fmt: skip
+
+
 def compare_lines(name_a: str, name_b: str, found: dict) -> list[str]:
     """:func:`compare` in words, one finding a line (percentage points)."""
-    pp = lambda value, decimals=1: f"{100 * value:+.{decimals}f}"  # noqa: E731
-    (value, low, high), sense = found["difference"], found["sensitivity"]
-    verdict = (f"{name_a} scores higher whatever the date" if low > 0 else f"{name_b} scores higher whatever the date" if high < 0
-               else "no difference shown: the interval holds 0")  # fmt: skip
-    moved = (f"{name_a} moves more with the date" if sense["p_value"] < 0.05 and sense["value"] > 0 else f"{name_b} moves more with the date"
-             if sense["p_value"] < 0.05 else "no difference in date sensitivity shown")  # fmt: skip
+    cells, names = compare_cells(found), {"a": name_a, "b": name_b}
+    verdict = f"{names[cells['better']]} scores higher whatever the date" if cells["better"] else "no difference shown: the interval holds 0"
+    moved = f"{names[cells['moves_more']]} moves more with the date" if cells["moves_more"] else "no difference in date sensitivity shown"
     return [
-        f"A = {name_a}: date-robust score {interval_text(*found['a'], 1)}; B = {name_b}: {interval_text(*found['b'], 1)} "
-        f"({found['n_items']} questions x {found['n_dates']} dates both have)",
-        f"A - B: {pp(value)} pp [{pp(low)}, {pp(high)}] (95%, clustered by question): {verdict}",
-        f"date sensitivity (date SD without counting noise): A {100 * sense['a_date_sd']:.2f} pp, B {100 * sense['b_date_sd']:.2f} pp; "
-        f"A - B {pp(sense['value'], 2)} pp [{pp(sense['low'], 2)}, {pp(sense['high'], 2)}], p = {sense['p_value']:.3f} (questions resampled, these "
-        f"dates): {moved}",
+        f"A = {name_a}: date-robust score {cells['a']}; B = {name_b}: {cells['b']} ({cells['size']} both have)",
+        f"A - B: {cells['difference']} pp {cells['difference_interval']} (95%, clustered by question): {verdict}",
+        f"date sensitivity (date SD without counting noise): A {cells['a_sd']} pp, B {cells['b_sd']} pp; "
+        f"A - B {cells['sd_difference']} pp {cells['sd_interval']}, p = {cells['p']} (questions resampled, these dates): {moved}",
     ]
+
+
+def compare_table(names: list[str], stacked: np.ndarray) -> pd.DataFrame:
+    """:func:`compare` of every pair of ``names`` (``stacked``: entries x dates x questions, as
+    :meth:`Results.aligned` gives), one row a pair, in :func:`compare_cells`' digits: the report's model-against-model
+    table."""
+    rows = []
+    for i, j in combinations(range(len(names)), 2):
+        cells = compare_cells(compare(stacked[i], stacked[j]))
+        rows.append({"A": names[i], "B": names[j], "A (%)": cells["a"], "B (%)": cells["b"], "A - B (pp)": f"{cells['difference']} {cells['difference_interval']}",
+                     "higher whatever the date": {"a": "A", "b": "B", "": "not shown"}[cells["better"]],
+                     "date SD A, B (pp)": f"{cells['a_sd']}, {cells['b_sd']}", "date SD A - B (pp)": f"{cells['sd_difference']} {cells['sd_interval']}",
+                     "p (equal date sensitivity)": cells["p"], "moves more with the date": {"a": "A", "b": "B", "": "not shown"}[cells["moves_more"]],
+                     "questions x dates": cells["size"]})  # fmt: skip
+    return pd.DataFrame(rows)
 
 
 def components_of(row: dict) -> Components:
