@@ -15,8 +15,9 @@ the one read back, while the values may not. Nulls enter as their
 positions, valid values as their exact bytes (strings as lengths plus
 text, lists as lengths plus their flattened values), so a digest does not
 depend on chunking or memory layout. The hash is XXH3-128: it guards
-against damage, not forgery, and at ~8 GB/s (sha256: ~1 GB/s) verifying
-costs a small part of a read.
+against damage, not forgery, and is several times faster than sha256, so that
+verifying costs a small part of a read (figures: docs/benchmarks.md, "Checksums
+on every read").
 """
 
 from __future__ import annotations

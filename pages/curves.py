@@ -12,7 +12,8 @@ explorer.app_settings()
 explorer.intro(
     "One line per model: the score (accuracy, ECE, pass@1, BLEU or chrF, whichever the dataset has) when the system prompt "
     "says it is that day; the shaded band is a 95% interval for that day's score over the question population (exact "
-    "Clopper-Pearson for rates, bootstrap over questions for ECE, BLEU and chrF): it says how sure one date's number is, not "
+    "Clopper-Pearson for rates, bounds on the debiased ECE from 50 questions, a log-scale jackknife over segments for BLEU and "
+    "chrF): it says how sure one date's number is, not "
     "whether the date matters. Triangles mark each model's best and worst date; dashed lines are the same model with no date "
     "at all (the paper's recommended mitigation). Whether the date matters is the permutation test's question: for "
     "accuracy the dotted lines are each model's chance band (shuffling each question's answers across the dates, the date "

@@ -38,18 +38,16 @@ The server's memory is bounded whatever the requests:
 
     model + largest pass + 29 x BODY_BUDGET + MAX_CONNECTIONS x (thread + 29 x SMALL_BODY + context x 36 B)
 
-the model, loaded and warmed by a first request (SmolLM2-135M in float32:
-0.98 GB); the largest batch's forward pass within the token budgets (a
-prompt filling the context, or an echo of :data:`MAX_ECHO_POSITIONS` tokens,
-whose full-vocabulary log-probabilities only the model thread holds, one
-batch at a time: up to 1.2 GB); the request bodies held at once
+the model, loaded and warmed by a first request; the largest batch's forward
+pass within the token budgets (a prompt filling the context, or an echo of
+:data:`MAX_ECHO_POSITIONS` tokens, whose full-vocabulary log-probabilities only
+the model thread holds, one batch at a time); the request bodies held at once
 (:class:`BodyBudget`), each byte with, at worst, 28 bytes of parsed JSON (a
 list of empty lists; 3 for text); and per connection served (:class:`Server`)
-a thread (23 KB), a body's first :data:`SMALL_BODY` bytes (read before the
-budget is asked, so that small requests never wait behind large ones) with
-their JSON, and a prompt's token ids. For SmolLM2-135M:
-0.98 + 1.2 + 1.8 + 1024 x (0.02 + 0.46 + 0.29) MB = 4.8 GB; the hostile set of
-``bench/serve_hostile.py`` peaked at 3.69 GB (``docs/benchmarks.md``).
+a thread, a body's first :data:`SMALL_BODY` bytes (read before the budget is
+asked, so that small requests never wait behind large ones) with their JSON,
+and a prompt's token ids. The bound for SmolLM2-135M and the peak that
+``bench/serve_hostile.py``'s hostile set reaches are in ``docs/benchmarks.md``.
 
 What the server does not do (streaming, several choices) is refused
 rather than answered differently. Every refusal, down to a malformed request

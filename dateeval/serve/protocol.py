@@ -83,7 +83,8 @@ class Served:
         """The most characters one token spells (counted on its stored form, which is never shorter than its text).
 
         A text longer than the context times this cannot fit, whatever its
-        tokens: such a prompt is refused without tokenising it (a 10 MB prompt takes about 27 s to tokenise here).
+        tokens: such a prompt is refused without tokenising it (tokenising megabytes of text would hold the server for
+        seconds).
         """
         return max(len(token) for token in self.backend.tokenizer.convert_ids_to_tokens(list(range(len(self.backend.tokenizer)))) if token)
 
