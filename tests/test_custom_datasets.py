@@ -471,6 +471,7 @@ def test_data_file_bombs_end_in_one_line_in_bounded_memory_and_seconds(tmp_path)
 # ------------------------------------------------------------------ end to end with the real default model
 
 
+@pytest.mark.model
 def test_spec_datasets_sweep_end_to_end(tmp_path):
     """A spec'd JSONL MCQA dataset and a spec'd generation dataset through a CLI sweep, resume, summary, regrade and the
     explorer's lookup by name. Kept small (2 items, 2 dates, 8 generated tokens): CPU generation is the slow part."""
