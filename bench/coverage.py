@@ -464,6 +464,28 @@ def robust_section(reps: int) -> str:
     )
 
 
+RATES_HEADING = "## The verdict's tests at rates near 0 and 1 (Overview, Factors, `summary`): `chance.significance`"
+EXTREME_RATES = (0.02, 0.05, 0.5, 0.95, 0.98)
+
+
+def rates_section(reps: int) -> str:
+    """The docs' section on the tests' size where the section above (rate 0.3) is silent: rates near 0 and 1."""
+    started = time.perf_counter()
+    rows = [test_rejections(n, d, p, 0.0, reps) for n in (10, 50) for d in (2, 12) for p in EXTREME_RATES]
+    rows += [test_rejections(20, 366, p, 0.0, reps // 4) for p in (0.02, 0.98)]
+    over = [f"{column} {row[column]:.3f} at {row['items']} questions, {row['dates']} dates, rate {row['rate']}" for row in rows
+            for column in ("delta_permutation", "cochran_q_chi2", "cochran_q_permutation", "leaves_chance_band") if row[column] > 0.05 + 2 * row["se_at_5pct"]]  # fmt: skip
+    return (
+        f"\n{RATES_HEADING}\n\n"
+        f"The size (no date effect: `effect_pp` 0) of the tests above on stores whose population rate is near 0 or 1, "
+        f"{reps} stores per cell ({reps // 4} at 366 dates); {time.perf_counter() - started:.0f} s. Where few answers are right "
+        "(or wrong), many questions are constant over the dates and the permutation tests can seldom reject: their size "
+        "falls below 0.05 (conservative), never above. "
+        + (("**Above 0.05 + 2 SE:** " + "; ".join(over) + ".") if over else "No test's size above 0.05 + 2 SE in any cell.")
+        + "\n\n" + _table(rows)
+    )
+
+
 FAMILY_HEADING = "## The headline's family-wise tests over K entries (Overview, `summary`): `chance.date_effect_family`, `chance.largest_of`"
 FAMILY_CELLS = [(k, effect, planted) for k in (2, 6, 20, 50) for effect, planted in ((0.0, "one"), (0.05, "one"), (0.1, "one"), (0.05, "all"))]
 
@@ -501,13 +523,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a reduced grid, printed, docs/coverage.md left alone")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "coverage.md"))
-    parser.add_argument("--only", choices=("families", "robust", "bleu", "compare", "ece", "cv366"), help="recompute only that section and splice it into --out")
+    parser.add_argument("--only", choices=("families", "robust", "bleu", "compare", "ece", "cv366", "rates"), help="recompute only that section and splice it into --out")
     args = parser.parse_args()
     if args.only:
         out = Path(args.out)
         heading, section, reps = {"families": (FAMILY_HEADING, family_section, 200), "robust": (ROBUST_HEADING, robust_section, 150),
                                   "bleu": (BLEU_HEADING, bleu_section, 200), "compare": (COMPARE_HEADING, compare_section, 200),
-                                  "ece": (ECE_HEADING, ece_section, 200), "cv366": (CV_YEAR_HEADING, cv_year_section, 400)}[args.only]  # fmt: skip
+                                  "ece": (ECE_HEADING, ece_section, 200), "cv366": (CV_YEAR_HEADING, cv_year_section, 400),
+                                  "rates": (RATES_HEADING, rates_section, 400)}[args.only]  # fmt: skip
         text = out.read_text()
         out.write_text(replace_section(text, heading, section(reps)) if heading in text else text.replace("\n## Not intervals", section(reps) + "\n## Not intervals"))
         return
@@ -524,7 +547,7 @@ def main() -> None:
         f"{time.perf_counter() - started:.0f} s on this machine). Every figure calls the function the pages call; its Monte-Carlo "
         "standard error is in the `se` column (for a coverage of 0.95, or a size of 0.05). Nominal: 0.95 coverage, 0.05 size. "
         "A section that states its own number of stores and seconds was recomputed alone (`bench/coverage.py --only "
-        "families|robust|bleu|compare|ece|cv366`, under `nice -n 19`).\n\n"
+        "families|robust|bleu|compare|ece|cv366|rates`, under `nice -n 19`).\n\n"
         "## Per-date band of a rate (Curves): exact Clopper-Pearson, `bands.date_band`\n\n"
         "Every date's true rate is `rate`; 12 dates per store. `percentile_bootstrap` is the band the page drew before "
         "(200 resamples over questions), kept here as the baseline: it collapses to [0, 0] when a date has no right answer.\n\n"
@@ -555,6 +578,7 @@ def main() -> None:
         + _table(tests, {"effect_pp": "{:.0f}"})
         + family_section(small)
         + compare_section(small)
+        + rates_section(reps)
         + "\n## Not intervals\n\nThe robust leaderboard's *central 95% of ranks* and *ranks over dates* describe the ranks the "
         "swept dates gave (quantiles of the observed ranks), not an estimate of anything beyond them: they have no coverage to "
         "measure. The planning table's predicted half-widths are the `anova_normal` interval at other numbers of dates; its "
