@@ -107,13 +107,32 @@ def test_every_page_opens_cleanly(browser, server, name):
     page.close()
 
 
+SWEEP_ENDS = ("Finished.", "Cancelled:", "unexpected error", "out of memory")  # what the progress panel says at the end
+
+
+def _wait_for_the_sweeps_end(page, timeout_ms: int = 480_000) -> None:
+    """Wait until the Run page's panel says how the sweep ended, and fail with what the page shows unless it finished:
+    a sweep that failed ends the wait at once with its message, and one still running at the limit says where it was."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    ends = " || ".join(f"document.body.innerText.includes({end!r})" for end in SWEEP_ENDS)
+    try:
+        page.wait_for_function(f"() => {ends} || !!document.querySelector('[data-testid=stException]')", timeout=timeout_ms)
+    except PlaywrightTimeout:
+        pass
+    shown = page.locator("[data-testid=stMain]").inner_text()
+    if "Finished." not in shown:
+        page.screenshot(path=str(ARTIFACTS / "run-not-finished.png"), full_page=True)
+        pytest.fail(f"the sweep did not finish within {timeout_ms / 1000:.0f} s; the Run page shows:\n{shown[:3000]}")
+
+
 def test_a_sweep_runs_from_the_run_page(browser, server):
     page, errors = _open(browser, f"{server}/run")
     limit = page.get_by_label("First N items")
     limit.fill("2")
     limit.press("Enter")
     page.get_by_role("button", name="Start sweep").click()
-    page.get_by_text("Finished.").wait_for(timeout=300_000)
+    _wait_for_the_sweeps_end(page)
     page.screenshot(path=str(ARTIFACTS / "run-finished.png"), full_page=True)
     assert page.locator("[data-testid='stException']").count() == 0
     assert not errors, errors
