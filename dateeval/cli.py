@@ -28,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
     """argparse that reports a usage error in one line instead of usage + error."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise DateEvalError(f"{message} (see `python -m dateeval {self.prog.split()[-1]} --help`)")
+        raise DateEvalError(f"{message} (see `{self.prog} --help`)")  # prog: `dateeval` or `dateeval run`
 
 
 def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:

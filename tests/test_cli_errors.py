@@ -66,6 +66,12 @@ def test_unknown_command_is_one_line():
     _assert_one_line_error(run_cli("frobnicate"), "invalid choice")
 
 
+@pytest.mark.parametrize(("args", "helped"), [(["frobnicate"], "`dateeval --help`"), (["run", "--batch-size", "x"], "`dateeval run --help`")])
+def test_a_usage_error_names_the_help_to_read(args, helped):
+    """The command's own help, named as the console script spells it (it once said `python -m dateeval dateeval --help`)."""
+    _assert_one_line_error(run_cli(*args), f"(see {helped})")
+
+
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
