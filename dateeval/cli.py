@@ -373,8 +373,8 @@ def _factor_levels(args: argparse.Namespace) -> dict[str, list]:
 
 
 def _cmd_regrade(args: argparse.Namespace) -> int:
+    from dateeval.outputs import write_csv
     from dateeval.regrade import regrade
-    from dateeval.results.export import as_text, to_csv
     from dateeval.store import Store
 
     store = Store(args.store)
@@ -384,7 +384,7 @@ def _cmd_regrade(args: argparse.Namespace) -> int:
     for dataset, rows in table.groupby("dataset", sort=True):
         print(f"{dataset}: {len(rows)} stored outputs regraded, {int(rows['changed'].sum())} grades differ from the stored ones")
     if args.csv:
-        to_csv(as_text(table), args.csv)
+        write_csv(table, Path(args.csv))
         print(f"comparison written to {args.csv}")
     return 0
 

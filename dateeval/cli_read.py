@@ -165,7 +165,7 @@ def _output_folder(path: Path) -> Path:
 
 
 def report(args: argparse.Namespace) -> int:
-    from dateeval.results.report import write_report
+    from dateeval.outputs import write_report
 
     out = _output_folder(Path(args.out))
     found = _open_results(args.store)
@@ -178,11 +178,12 @@ def report(args: argparse.Namespace) -> int:
 
 
 def export(args: argparse.Namespace) -> int:
+    from dateeval.outputs import write_export
     from dateeval.results import export
 
     out = Path(args.out)
     export.check_target(out)
-    count = export.write(_open_results(args.store), out, args.dates)
+    count = write_export(_open_results(args.store), out, args.dates)
     print(f"exported {count} rows to {out}")
     return 0
 

@@ -71,20 +71,25 @@ def test_dateeval_compare_on_the_demo(store):
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
 
 
-def test_the_reports_model_against_model_table_is_dateeval_compare_on_every_pair(store, tmp_path):
+def test_the_reports_model_against_model_table_is_dateeval_compare_on_every_pair(store):
     """The report's table on the demo's mmlu (3 entries, 3 pairs): each row's A - B and date-SD cells are the ones
-    ``dateeval compare`` prints for that pair, and its CSV is written beside the report."""
+    ``dateeval compare`` prints for that pair, and its CSV is among the report's files."""
+    import io
+
+    import pandas as pd
+
     from dateeval import results
     from dateeval.results import report
 
     view, _ = results.open(store)
-    section = report._compare_section(view, "mmlu", tmp_path)
+    files: dict[str, str] = {}
+    section = report._compare_section(view, "mmlu", files)
     assert len(section) == 1 and "Model against model: mmlu" in section[0]
-    table = __import__("pandas").read_csv(tmp_path / "compare-mmlu.csv")
+    table = pd.read_csv(io.StringIO(files["compare-mmlu.csv"]))
     assert len(table) == 3 and table["questions x dates"].eq("20 questions x 366 dates").all()
     for row in table.itertuples(index=False):  # to_csv writes a cell that starts with + or - behind a "'" (no spreadsheet formula)
         row = [cell.removeprefix("'") if isinstance(cell, str) else cell for cell in row]
         printed = _cli("compare", "--store", str(store), row[0], row[1]).stdout
         assert f"A - B: {row[4].replace(' [', ' pp [', 1)} (95%" in printed, (row, printed)
         assert f"A - B {row[7].replace(' [', ' pp [', 1)}, p = {row[8]:.3f}" in printed, (row, printed)
-    assert report._compare_section(view, "gsm8k", tmp_path) == []  # one entry: no pair to compare
+    assert report._compare_section(view, "gsm8k", files) == [] and list(files) == ["compare-mmlu.csv"]  # one entry: no pair to compare

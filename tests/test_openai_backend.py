@@ -236,6 +236,7 @@ def test_replies_with_nul_bytes_and_lone_surrogates_are_graded_and_stored_as_sen
     # format holds it, the surrogate as the text \ud800 in text files.
     from dateeval import results
     from dateeval.regrade import regrade
+    from dateeval.outputs import write_export
     from dateeval.results import export
 
     store = Store(tmp_path / "store")
@@ -243,7 +244,7 @@ def test_replies_with_nul_bytes_and_lone_surrogates_are_graded_and_stored_as_sen
     assert not regraded["changed"].any() and sorted(regraded["parsed"]) == sorted(rows["parsed"])
     export.as_text(regraded).to_csv(tmp_path / "regrade.csv", index=False)
     for suffix in (".parquet", ".csv", ".jsonl"):
-        assert export.write(results.open(store)[0], tmp_path / f"rows{suffix}") == 4
+        assert write_export(results.open(store)[0], tmp_path / f"rows{suffix}") == 4
     lines = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text(encoding="utf-8").splitlines()]
     assert sorted(row["output"] for row in lines) == sorted([*sent[:2], sent[2].replace("\ud800", "\\ud800"), sent[3]])
     assert "\\ud800" in (tmp_path / "rows.csv").read_text(encoding="utf-8") and "\\ud800" in (tmp_path / "regrade.csv").read_text(encoding="utf-8")

@@ -156,3 +156,36 @@ def _in_read_only_mount(folder: Path, command: list[str]) -> subprocess.Complete
     done = subprocess.run(["unshare", "-rm", "sh", "-c", mount], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     assert done.returncode != 97, "the bind mount took a write: not read-only"
     return done
+
+
+# What writes a file: Path's and pandas' writers, pyarrow's, the store's own, os-level removal and renaming.
+WRITERS = {"write", "write_text", "write_bytes", "write_table", "to_parquet", "to_json", "mkdir", "makedirs", "unlink", "rmdir",
+           "rmtree", "touch", "symlink_to"}  # fmt: skip
+
+
+def _writes(tree) -> list[str]:
+    """The calls in ``tree`` that write: a writer by name, pandas' ``to_csv`` given a path, or ``open`` in a writing mode
+    (``export.to_csv(table)``, a plain function, returns text)."""
+    import ast
+
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        mode = next((arg.value for arg in node.args[1:2] if isinstance(arg, ast.Constant)), "r")
+        if name in WRITERS or (name == "to_csv" and isinstance(node.func, ast.Attribute) and (node.args or any(k.arg == "path_or_buf" for k in node.keywords))) or (name == "open" and set(str(mode)) & set("wax+")):
+            found.append(f"line {node.lineno}: {name}")
+    return found
+
+
+def test_the_results_package_has_no_write_path():
+    """Read by its source: nothing under dateeval/results/ writes a file (the user's files are :mod:`dateeval.outputs`',
+    kept statistics the sweep's commit and ``keep``'s); the check itself catches a writer put back in."""
+    import ast
+
+    written = {path.name: _writes(ast.parse(path.read_text())) for path in sorted((ROOT / "dateeval" / "results").glob("*.py"))}
+    assert not {name: calls for name, calls in written.items() if calls}
+    assert _writes(ast.parse("out.write_text('x')\nframe.to_csv(path)\nopen(p, 'w')\nstore.write(p, table)")) == [
+        "line 1: write_text", "line 2: to_csv", "line 3: open", "line 4: write"]  # fmt: skip
+    assert not _writes(ast.parse("frame.to_csv(index=False)\nto_csv(table)\nopen(p)\nopen(p, 'rb')\ntext.replace('a', 'b')"))

@@ -19,7 +19,7 @@ import pytest
 from conftest import ROOT, run_cli
 from dateeval.answers import model_view
 from dateeval.backends import BACKENDS, BackendOptions
-from dateeval.backends.base import GenerationRequest, GenerationSettings, LabelRequest
+from dateeval.backends.base import FixedBatch, GenerationRequest, GenerationSettings, LabelRequest
 from dateeval.conditions import expand
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
@@ -112,6 +112,10 @@ def test_same_date_repeats_exactly(engine, arc):
     assert all(r.n_tokens > 0 and r.prompt_tokens > 0 and "\n\n" not in r.text for r in replies)
     greedy = [GenerationRequest(r.prompt, GenerationSettings(max_new_tokens=16)) for r in requests[:4]]
     assert engine.generate(greedy, 4) == engine.generate(greedy, 2)
+    # A FixedBatch (the batch-size factor) runs in the static chunks the scheduler plans, answers in input order.
+    assert engine.generate(greedy, FixedBatch(3)) == engine.generate(greedy, 4)
+    chunked = engine.label_logprobs(requests, FixedBatch(5))
+    assert all(np.allclose(a, b, atol=1e-4) for a, b in zip(chunked, first))
 
 
 @needs_vllm

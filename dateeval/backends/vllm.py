@@ -42,9 +42,10 @@ from typing import Any
 import numpy as np
 
 from dateeval.backends.base import (
-    CONTINUATION_LOGPROBS, GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, ContinuationRequest, Generation,
-    GenerationRequest, GenerationSettings, LabelRequest, ModelIdentity, continuation_tokens, register_backend,
+    CONTINUATION_LOGPROBS, GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, ContinuationRequest, FixedBatch,
+    Generation, GenerationRequest, GenerationSettings, LabelRequest, ModelIdentity, continuation_tokens, register_backend,
 )  # fmt: skip
+from dateeval.backends.scheduler.plans import static_batches
 from dateeval.errors import DateEvalError
 from dateeval.models import ModelSource, converted_gguf_dir, resolve
 from dateeval.prompting import ChatTemplate
@@ -173,11 +174,16 @@ class VLLMBackend(Backend):
         return int(self.llm.llm_engine.model_config.max_model_len)
 
     def _run(self, prompts: list[list[int]], params: list, batch_size: int) -> list:
-        """Requests in chunks of ``batch_size`` (at most that many run together, as with transformers), outputs in order."""
-        outputs = []
-        for start in range(0, len(prompts), max(batch_size, 1)):
-            chunk = [{"prompt_token_ids": tokens} for tokens in prompts[start : start + batch_size]]
-            outputs += self.llm.generate(chunk, params[start : start + batch_size], use_tqdm=False)
+        """Outputs in input order. vLLM's engine is this backend's scheduler: every request goes to it at once and it
+        batches them continuously (up to its ``max_num_seqs``), so a plain ``batch_size`` caps nothing here. A
+        :class:`FixedBatch` (the batch-size factor) runs as the transformers backend's static batches do: the chunks
+        :func:`~dateeval.backends.scheduler.plans.static_batches` plans, one engine call each."""
+        plan = static_batches([len(tokens) for tokens in prompts], batch_size) if isinstance(batch_size, FixedBatch) else [list(range(len(prompts)))]
+        outputs: list = [None] * len(prompts)
+        for chunk in plan:
+            answered = self.llm.generate([{"prompt_token_ids": prompts[i]} for i in chunk], [params[i] for i in chunk], use_tqdm=False)
+            for index, output in zip(chunk, answered):
+                outputs[index] = output
         return outputs
 
     def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[np.ndarray]:

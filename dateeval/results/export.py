@@ -17,18 +17,16 @@ spreadsheet runs a cell that starts with ``=``, ``+``, ``-`` or ``@`` as a formu
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import pyarrow.parquet as pq
 
 from dateeval.errors import DateEvalError
 from dateeval.results import descriptive
 from dateeval.results.view import Period, Results
-from dateeval.store import arrow_table, has_surrogates
+from dateeval.store import has_surrogates
 
 FORMATS = (".parquet", ".csv", ".jsonl")
 # What a spreadsheet reads as the start of a formula (OWASP), and a plain number, which it reads as a number instead.
@@ -37,7 +35,8 @@ PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 
 def check_target(out: Path) -> None:
-    """Refuse an output that cannot be written, before anything is read (one line, nothing left behind)."""
+    """Refuse an output that cannot be written, before anything is read (one line, nothing left behind); the file is
+    written by :func:`dateeval.outputs.write_export`."""
     if out.is_dir():
         raise DateEvalError(f"--out {out} is a folder: give a file name ending in {', '.join(FORMATS)}")
     if out.suffix not in FORMATS:
@@ -61,25 +60,6 @@ def rows(results: Results, period: Period | None = None) -> pd.DataFrame:
     return frame[ordered].sort_values(["entry", "dataset", "condition", "item_id"], kind="stable", ignore_index=True)
 
 
-def write(results: Results, out: Path, period: Period | None = None) -> int:
-    """Write :func:`rows` to ``out`` atomically (a staging file renamed into place); returns the number of rows."""
-    check_target(out)
-    table = rows(results, period)
-    staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        if out.suffix == ".parquet":
-            pq.write_table(arrow_table(table), staging)
-        elif out.suffix == ".csv":
-            to_csv(as_text(table), staging)
-        else:
-            as_text(table).to_json(staging, orient="records", lines=True, date_format="iso", force_ascii=False)
-        staging.replace(out)
-    except OSError as error:
-        staging.unlink(missing_ok=True)
-        raise DateEvalError(f"cannot write {out}: {error.strerror or error}") from None
-    return len(table)
-
-
 def as_text(table: pd.DataFrame) -> pd.DataFrame:
     """Lists and arrays (option probabilities, BLEU statistics) as JSON text, so CSV and JSONL keep them readable, and
     lone surrogates as ``\\udXXXX``, so that the file is UTF-8."""
@@ -100,8 +80,8 @@ def safe_cell(value: object) -> object:
     return value
 
 
-def to_csv(table: pd.DataFrame, path: Path | None = None) -> str | None:
-    """``table`` as CSV (to ``path``, else returned as text), its text cells and headers through :func:`safe_cell`:
+def to_csv(table: pd.DataFrame) -> str:
+    """``table`` as CSV text, its text cells and headers through :func:`safe_cell`:
     the one CSV writer, so no download or file escapes one cell and not another."""
     out = table.rename(columns=lambda name: safe_cell(str(name)))
     for column in range(out.shape[1]):
@@ -110,4 +90,4 @@ def to_csv(table: pd.DataFrame, path: Path | None = None) -> str | None:
             out.isetitem(column, values.map(safe_cell))
     # RFC 4180's line end: the writer then quotes a cell holding a bare CR, which a spreadsheet would otherwise read as
     # a new row whose first cell (unescaped, mid-cell text) could be a formula.
-    return out.to_csv(path, index=False, lineterminator="\r\n")
+    return out.to_csv(index=False, lineterminator="\r\n")

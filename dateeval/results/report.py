@@ -1,4 +1,5 @@
-"""Paper-style tables for whatever a store holds, and a self-contained HTML report.
+"""Paper-style tables for whatever a store holds, and a self-contained HTML report, built as text: the files are
+written by :mod:`dateeval.outputs` (``results`` never writes).
 
 ``paper_tables`` assembles the paper's tables from :class:`dateeval.results.Results`, the same object every
 explorer page and ``dateeval summary`` read, so a number is the same wherever it is shown. A table the store
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import html
-from pathlib import Path
 
 import pandas as pd
 
@@ -98,7 +98,7 @@ def paper_tables(results: Results) -> tuple[dict[str, pd.DataFrame], dict[str, s
     return tables, missing
 
 
-def _robust_section(results: Results, out: Path, half_width: float = 0.01) -> list[str]:
+def _robust_section(results: Results, files: dict[str, str], half_width: float = 0.01) -> list[str]:
     """What to report, per dataset (``Results.robust_record``, as ``dateeval robust`` prints it): the robust
     leaderboard, the sentences to paste, the pairs the date reorders, the figure; the leaderboard's numbers as CSV."""
     from dateeval.results import robust_format
@@ -109,7 +109,7 @@ def _robust_section(results: Results, out: Path, half_width: float = 0.01) -> li
         if not record["entries"]:
             continue
         board = pd.DataFrame(record["entries"])
-        to_csv(board.drop(columns=["identity", "dates", "per_date", "sentence", "advice"]), out / f"robust-{dataset}.csv")
+        files[f"robust-{dataset}.csv"] = to_csv(board.drop(columns=["identity", "dates", "per_date", "sentence", "advice"]))
         sentences = "".join(f"<li><b>{html.escape(entry['entry'])}</b>: {html.escape(entry['sentence'])}. {html.escape(entry['advice'])}</li>"
                             for entry in record["entries"])  # fmt: skip
         unresolved = "; ".join(f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"])
@@ -117,11 +117,11 @@ def _robust_section(results: Results, out: Path, half_width: float = 0.01) -> li
         parts.append(f"<h2>What to report: {html.escape(dataset)}</h2><p>{html.escape(robust_format.caption(dataset, board))}</p>{shown}<ul>{sentences}</ul>"
                      + (f"<p>The date reorders these pairs and their intervals overlap: {html.escape(unresolved)}.</p>" if unresolved else "")
                      + (robust_format.svg(record) or "") + f"<p><a href='robust-{dataset}.csv'>CSV</a></p>")  # fmt: skip
-        parts += _compare_section(results, dataset, out)
+        parts += _compare_section(results, dataset, files)
     return parts
 
 
-def _compare_section(results: Results, dataset: str, out: Path) -> list[str]:
+def _compare_section(results: Results, dataset: str, files: dict[str, str]) -> list[str]:
     """Model against model on ``dataset`` (``robust.compare_table``, as ``dateeval compare`` prints each pair), for the
     graded entries that share two or more dates and their questions; nothing where fewer do."""
     from dateeval.results import robust
@@ -131,16 +131,17 @@ def _compare_section(results: Results, dataset: str, out: Path) -> list[str]:
     if stacked is None:
         return []
     table = robust.compare_table(names, stacked)
-    to_csv(table, out / f"compare-{dataset}.csv")
+    files[f"compare-{dataset}.csv"] = to_csv(table)
     return [f"<h3>Model against model: {html.escape(dataset)}</h3><p>Each pair on the {stacked.shape[2]} questions and {stacked.shape[1]} dates both "
             "have: A - B is the difference of the date-robust scores, its 95% interval clustered by question; date SD is each model's "
             "date standard deviation without counting noise, the questions resampled (paired) for its interval and p.</p>"
             f"{table.to_html(index=False, border=0)}<p><a href='compare-{dataset}.csv'>CSV</a></p>"]  # fmt: skip
 
 
-def write_report(results: Results, out: Path) -> Path:
-    """A self-contained HTML report (tables, figures, missing cells) plus one CSV per table."""
-    out.mkdir(parents=True, exist_ok=True)
+def build_report(results: Results) -> dict[str, str]:
+    """A self-contained HTML report (tables, figures, missing cells) plus one CSV per table: file name -> text, the
+    page ``index.html`` last."""
+    files: dict[str, str] = {}
     store = results.store.root
     tables, missing = paper_tables(results)
     top = results.headline()
@@ -149,7 +150,7 @@ def write_report(results: Results, out: Path) -> Path:
              f"<p class='headline'><b>{html.escape(headline_sentence(top))}</b></p>",
              f"<p>{html.escape(verdict_power(top))}</p>", f"<p>{html.escape(reorder_sentence(top))}</p>"]  # fmt: skip
     for number, (title, table) in enumerate(tables.items(), 1):
-        to_csv(table, out / f"table-{number}.csv")
+        files[f"table-{number}.csv"] = to_csv(table)
         parts.append(f"<h2>{html.escape(title)}</h2>{metrics.formatted(table).to_html(index=False, border=0)}<p><a href='table-{number}.csv'>CSV</a></p>")
     per_condition = results.metrics
     dated = descriptive.dated(per_condition)
@@ -158,11 +159,10 @@ def write_report(results: Results, out: Path) -> Path:
         figure = plots.curves(group, metric, per_condition[per_condition["dataset"] == dataset], dataset=dataset)
         figure.update_layout(title=f"{plots.axis_label(metric, dataset)} by date: {dataset}")
         parts.append(figure.to_html(full_html=False, include_plotlyjs=index == 0))
-    parts += _robust_section(results, out)
+    parts += _robust_section(results, files)
     if missing:
         items = "".join(f"<li><b>{html.escape(name)}</b>: {html.escape(how)}</li>" for name, how in missing.items())
         parts.append(f"<h2>Not in this store</h2><ul>{items}</ul>")
-    page = out / "index.html"
     style = "body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:.85rem}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
-    page.write_text(f"<!doctype html><html><head><meta charset='utf-8'><title>dateeval report</title><style>{style}</style></head><body>{''.join(parts)}</body></html>")
-    return page
+    files["index.html"] = f"<!doctype html><html><head><meta charset='utf-8'><title>dateeval report</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    return files

@@ -1,0 +1,63 @@
+"""The files a user asks for (``dateeval export``, ``report``, ``regrade --csv``), written atomically.
+
+``dateeval.results`` only reads: it builds the tables and the report's text, and this module writes them where the
+user said, each file through a staging file renamed into place, so a disk that fills up or a killed command leaves
+the old file (or none), never half of one. Nothing here writes into a store.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pyarrow.parquet as pq
+
+from dateeval.errors import DateEvalError
+from dateeval.results import export
+from dateeval.results.report import build_report
+from dateeval.results.view import Period, Results
+from dateeval.store import arrow_table
+
+
+def _atomically(out: Path, write: Callable[[Path], object]) -> None:
+    """``write(staging)`` then rename the staging file onto ``out``; an OSError is one line, nothing left behind."""
+    staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        write(staging)
+        staging.replace(out)
+    except OSError as error:
+        staging.unlink(missing_ok=True)
+        raise DateEvalError(f"cannot write {out}: {error.strerror or error}") from None
+
+
+def write_text(out: Path, text: str) -> None:
+    """``text`` (UTF-8) to ``out``."""
+    _atomically(out, lambda staging: staging.write_text(text, encoding="utf-8", newline=""))
+
+
+def write_csv(table: pd.DataFrame, out: Path) -> None:
+    """``table`` to ``out`` through the one CSV writer (:func:`dateeval.results.export.to_csv`)."""
+    write_text(out, export.to_csv(export.as_text(table)))
+
+
+def write_export(results: Results, out: Path, period: Period | None = None) -> int:
+    """Every stored row (:func:`dateeval.results.export.rows`) to ``out``, its format by the suffix; the row count."""
+    export.check_target(out)
+    table = export.rows(results, period)
+    if out.suffix == ".parquet":
+        _atomically(out, lambda staging: pq.write_table(arrow_table(table), staging))
+    elif out.suffix == ".csv":
+        write_csv(table, out)
+    else:
+        _atomically(out, lambda staging: export.as_text(table).to_json(staging, orient="records", lines=True, date_format="iso", force_ascii=False))
+    return len(table)
+
+
+def write_report(results: Results, out: Path) -> Path:
+    """The report (:func:`dateeval.results.report.build_report`) into the folder ``out``; returns its page."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in build_report(results).items():
+        write_text(out / name, text)
+    return out / "index.html"
