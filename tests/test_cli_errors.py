@@ -12,7 +12,7 @@ import pytest
 
 from dateeval.store import Store
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, demo_copy, run_cli
 
 
 def _assert_one_line_error(result, fragment):
@@ -366,3 +366,16 @@ def test_dates_next_to_9999_12_31_run(data_dir, tmp_path):
     summary = json.loads(run_cli("summary", "--store", str(tmp_path), "--json").stdout)
     stored, _ = Store(tmp_path).read(columns=["date"])
     assert summary[0]["n_dates"] == 3 and sorted(set(stored["date"].astype(str))) == ["9999-11-30", "9999-12-25", "9999-12-30"]
+
+
+def test_regrade_csv_is_written_whole_or_refused_in_one_line(data_dir, tmp_path):
+    """``regrade --csv`` writes through dateeval.outputs: the comparison appears whole, and a folder that does not exist
+    is one line (it was a traceback from pandas)."""
+    store = demo_copy(tmp_path)
+    args = ("regrade", "--store", str(store), "--data-dir", str(data_dir), "--dataset", "gsm8k")
+    _assert_one_line_error(run_cli(*args, "--csv", str(tmp_path / "missing" / "out.csv")), "cannot write")
+    done = run_cli(*args, "--csv", str(tmp_path / "out.csv"))
+    assert done.returncode == 0, done.stderr
+    lines = (tmp_path / "out.csv").read_text().splitlines()
+    assert lines[0].startswith("model_key,") and len(lines) == 1 + int(done.stdout.split("gsm8k: ")[1].split()[0])
+    assert not list(tmp_path.glob(".*.tmp"))
