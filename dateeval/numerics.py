@@ -27,6 +27,8 @@ from pathlib import Path
 
 THREADS_ENV = "DATEEVAL_THREADS"
 DEFAULT_CBWR = "AVX2,STRICT"
+IDLE_AFTER_S = 2.0  # a window this long since the governor's last reading is the past, not the load now
+FRESH_WINDOW_S = 0.05  # the window read instead: 10 clock ticks on 2 cores
 
 # mkl_cbwr.h: the branch values MKL reports, and the STRICT flag (bitwise results whatever the thread count)
 _CBWR_BRANCHES = {0: "OFF", 1: "UNSET", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
@@ -152,17 +154,29 @@ class ThreadGovernor:
         import torch
 
         now = time.monotonic() if now is None else now
-        ticks, own = _cpu_ticks(self.cpus), time.process_time()
-        if ticks is not None and self._last is not None and ticks[1] > self._last[2]:
-            _, busy, total, own_before = self._last
-            share = ((ticks[0] - busy) - (own - own_before) * os.sysconf("SC_CLK_TCK")) / (ticks[1] - total)
-            self.others = 0.5 * self.others + 0.5 * max(0.0, share) * len(self.cpus)
-        if ticks is not None:
-            self._last = (now, ticks[0], ticks[1], own)
+        if self._last is not None and now - self._last[0] > IDLE_AFTER_S:
+            # The model sat idle (a client waiting on a server, a sweep between units): the window since the last
+            # reading tells what the others did then, not now, so a short fresh window replaces it. Without this, a
+            # server that ran while the model idled cost its next forwards half the threads (docs/benchmarks.md).
+            self._read(now, weight=0.0)
+            time.sleep(FRESH_WINDOW_S)
+            self._read(time.monotonic(), weight=1.0)
+        else:
+            self._read(now, weight=0.5)
         threads = self.threads_for(self.others)
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
         return threads
+
+    def _read(self, now: float, weight: float) -> None:
+        """Read the CPUs' ticks; fold the other processes' share since the last reading into ``others`` by ``weight``."""
+        ticks, own = _cpu_ticks(self.cpus), time.process_time()
+        if weight and ticks is not None and self._last is not None and ticks[1] > self._last[2]:
+            _, busy, total, own_before = self._last
+            share = ((ticks[0] - busy) - (own - own_before) * os.sysconf("SC_CLK_TCK")) / (ticks[1] - total)
+            self.others = (1 - weight) * self.others + weight * max(0.0, share) * len(self.cpus)
+        if ticks is not None:
+            self._last = (now, ticks[0], ticks[1], own)
 
     def threads_for(self, others: float) -> int:
         """Threads for a given load of other processes (in cores): the free cores, at least one."""

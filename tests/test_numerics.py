@@ -34,6 +34,29 @@ def test_threads_for_a_load_keep_the_cores_others_leave_free():
     assert numerics.ThreadGovernor(cores=1).threads_for(0.0) == 1
 
 
+@pytest.mark.parametrize(("others_after", "threads"), [(0, 2), (2, 1)])
+def test_after_the_model_idled_the_governor_reads_the_load_now_not_while_it_idled(monkeypatch, others_after, threads):
+    """The model idled 15 s while others used both cores (a server it waited on). Then those others stopped (the
+    server answered: every core is free) or kept on: the next forward gets the threads the load *now* leaves, read
+    in a fresh window, not half of them from the idle window's average. Clock ticks scripted, so the machine's own
+    load cannot decide the outcome."""
+    import torch
+
+    hz = os.sysconf("SC_CLK_TCK")
+    fresh = round(numerics.FRESH_WINDOW_S * hz * 2)
+    readings = iter([(0, 0), (15 * hz * 2, 15 * hz * 2), (15 * hz * 2 + others_after * fresh // 2, 15 * hz * 2 + fresh)])
+    monkeypatch.setattr(numerics, "_cpu_ticks", lambda cpus: next(readings))
+    monkeypatch.setattr(numerics.time, "process_time", lambda: 0.0)
+    monkeypatch.setattr(numerics.time, "sleep", lambda seconds: None)
+    governor = numerics.ThreadGovernor(cores=2)
+    governor.cpus = {0, 1}
+    try:
+        assert governor.adjust(now=100.0) == 2
+        assert governor.adjust(now=115.0) == threads, f"others at {governor.others:.2f} cores"
+    finally:
+        torch.set_num_threads(numerics.available_cores())
+
+
 @pytest.mark.skipif(numerics.available_cores() < 2, reason="the governor has nothing to give up on one core")
 def test_the_governor_gives_up_the_cores_busy_processes_take():
     """Real load: a busy loop on every core, read from /proc/stat; the governor drops to one thread."""
