@@ -27,7 +27,7 @@ from pathlib import Path
 
 THREADS_ENV = "DATEEVAL_THREADS"
 DEFAULT_CBWR = "AVX2,STRICT"
-IDLE_AFTER_S = 2.0  # a window this long since the governor's last reading is the past, not the load now
+IDLE_AFTER_S = 2.0  # a window in which the model idled this long tells the load of the past, not now
 FRESH_WINDOW_S = 0.05  # the window read instead: 10 clock ticks on 2 cores
 
 # mkl_cbwr.h: the branch values MKL reports, and the STRICT flag (bitwise results whatever the thread count)
@@ -154,7 +154,7 @@ class ThreadGovernor:
         import torch
 
         now = time.monotonic() if now is None else now
-        if self._last is not None and now - self._last[0] > IDLE_AFTER_S:
+        if self._idled(now):
             # The model sat idle (a client waiting on a server, a sweep between units): the window since the last
             # reading tells what the others did then, not now, so a short fresh window replaces it. Without this, a
             # server that ran while the model idled cost its next forwards half the threads (docs/benchmarks.md).
@@ -167,6 +167,17 @@ class ThreadGovernor:
         if torch.get_num_threads() != threads:
             torch.set_num_threads(threads)
         return threads
+
+    def _idled(self, now: float) -> bool:
+        """Whether the model sat idle for a while since the last reading: the window's wall time less the time this
+        process spent computing (its CPU time over its threads; a reading comes before a forward, so a window holds the
+        forward it started), over ``IDLE_AFTER_S``. A long forward is not idle: its window is the load it ran beside."""
+        import torch
+
+        if self._last is None:
+            return False
+        computing = (time.process_time() - self._last[3]) / torch.get_num_threads()
+        return now - self._last[0] - computing > IDLE_AFTER_S
 
     def _read(self, now: float, weight: float) -> None:
         """Read the CPUs' ticks; fold the other processes' share since the last reading into ``others`` by ``weight``."""

@@ -40,19 +40,34 @@ def test_after_the_model_idled_the_governor_reads_the_load_now_not_while_it_idle
     server answered: every core is free) or kept on: the next forward gets the threads the load *now* leaves, read
     in a fresh window, not half of them from the idle window's average. Clock ticks scripted, so the machine's own
     load cannot decide the outcome."""
-    import torch
-
     hz = os.sysconf("SC_CLK_TCK")
     fresh = round(numerics.FRESH_WINDOW_S * hz * 2)
-    readings = iter([(0, 0), (15 * hz * 2, 15 * hz * 2), (15 * hz * 2 + others_after * fresh // 2, 15 * hz * 2 + fresh)])
+    ticks = [(0, 0), (15 * hz * 2, 15 * hz * 2), (15 * hz * 2 + others_after * fresh // 2, 15 * hz * 2 + fresh)]
+    assert _governed(monkeypatch, ticks, own_cpu_s=0.0) == threads
+
+
+def test_a_long_forward_is_not_idle_its_window_is_the_load_it_ran_beside(monkeypatch):
+    """One forward of 15 s on both cores, nobody else: the window is read as it is (all the busy time was this
+    process's own), and no fresh window is taken (the scripted clock has no third reading)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    assert _governed(monkeypatch, [(0, 0), (15 * hz * 2, 15 * hz * 2)], own_cpu_s=30.0) == 2
+
+
+def _governed(monkeypatch, ticks: list[tuple[int, int]], own_cpu_s: float) -> int:
+    """A 2-core governor read at 100 s and at 115 s on scripted (busy, total) ticks, this process having used
+    ``own_cpu_s`` of CPU between the two; the threads it sets at 115 s."""
+    import torch
+
+    readings, own = iter(ticks), [0.0]
     monkeypatch.setattr(numerics, "_cpu_ticks", lambda cpus: next(readings))
-    monkeypatch.setattr(numerics.time, "process_time", lambda: 0.0)
+    monkeypatch.setattr(numerics.time, "process_time", lambda: own[0])
     monkeypatch.setattr(numerics.time, "sleep", lambda seconds: None)
     governor = numerics.ThreadGovernor(cores=2)
     governor.cpus = {0, 1}
     try:
         assert governor.adjust(now=100.0) == 2
-        assert governor.adjust(now=115.0) == threads, f"others at {governor.others:.2f} cores"
+        own[0] = own_cpu_s
+        return governor.adjust(now=115.0)
     finally:
         torch.set_num_threads(numerics.available_cores())
 
