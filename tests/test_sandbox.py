@@ -408,9 +408,21 @@ HOSTILE_MEMORY = {
 
 
 def _host_memory_mb(marker: str) -> float:
-    """Memory the kernel says the marked program holds: its processes' anonymous and shared pages (proportional
-    shares, so a copy-on-write page counts once) plus what its private /tmp and /dev/shm hold."""
-    kilobytes, scratch = 0, 0
+    """Memory the kernel says the marked program holds at one instant: its processes' anonymous and shared pages
+    (proportional shares, so a copy-on-write page counts once) plus what its private /tmp and /dev/shm hold.
+
+    The processes are read one after another, so one pass can count a child that is being killed beside the one
+    that grows into its room, which never coexist (a busy machine, which slows the pass, made that 2% over the limit).
+    Two passes and the smaller figure of each: a child killed during them counts as gone, one growing at its earlier
+    size, so the sum is what the program held at the instant between the passes (or less); memory it keeps reads
+    the same in both, so a program that holds more than its limit is still caught."""
+    first, second = _memory_kb(marker), _memory_kb(marker)
+    return sum(min(kb, second.get(key, 0)) for key, kb in first.items()) / 1024
+
+
+def _memory_kb(marker: str) -> dict[str, int]:
+    """One pass over /proc: each marked process's anonymous and shared kilobytes (by pid), and its tmpfs scratch."""
+    held, scratch = {}, 0
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit() and marker in _cmdline(proc):
             try:
@@ -419,8 +431,8 @@ def _host_memory_mb(marker: str) -> float:
                     scratch = max(scratch, sum(_used_kb(proc / "root" / folder) for folder in ("tmp", "dev/shm")))
             except OSError:
                 continue
-            kilobytes += sum(int(line.split()[1]) for line in rollup if line.startswith(("Pss_Anon:", "Pss_Shmem:")))
-    return (kilobytes + scratch) / 1024
+            held[proc.name] = sum(int(line.split()[1]) for line in rollup if line.startswith(("Pss_Anon:", "Pss_Shmem:")))
+    return {**held, "scratch": scratch}
 
 
 def _used_kb(folder: Path) -> int:
