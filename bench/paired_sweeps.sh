@@ -9,10 +9,7 @@ cd "$(dirname "$0")/.."
 baseline="${1:?usage: bench/paired_sweeps.sh COMMIT [rounds]}"
 rounds="${2:-2}"
 scale="${3:-1}"
-here="$(pwd)"
-base="$(mktemp -d)/base"
-git worktree add -q --detach "$base" "$baseline"
-trap 'git worktree remove --force "$base"' EXIT
+source bench/baseline_tree.sh
 data="${DATEEVAL_SHARED:-$here/../shared}/data"
 for round in $(seq "$rounds"); do
   for tree in "$base" "$here"; do
@@ -23,7 +20,7 @@ for round in $(seq "$rounds"); do
       said="$(cd "$tree" && HF_HUB_OFFLINE=1 PYTHONPATH="$tree" DATEEVAL_CACHE="$here/cache" "$here/.venv/bin/python" -m dateeval run "${args[@]}" \
         --data-dir "$data" --dates 2024-01-01,2024-06-15 --dtype float32 --store "$store/s" 2>/dev/null)" || echo "FAILED $tree $kind"
       end=$(date +%s.%N)
-      printf 'round %s %s %s %.1f s (sweep %s) load %s\n' "$round" "$([ "$tree" = "$here" ] && echo working-tree || echo "$baseline")" "$kind" \
+      printf 'round %s %s %s %.1f s (sweep %s) load %s\n' "$round" "$(tree_name "$tree")" "$kind" \
         "$(echo "$end - $start" | bc)" "$(grep -o 'scored in [0-9.]*s' <<<"$said" | cut -d' ' -f3)" "$(cut -d' ' -f1 /proc/loadavg)"
       rm -rf "$store"
     done

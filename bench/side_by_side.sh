@@ -9,20 +9,14 @@ cd "$(dirname "$0")/.."
 baseline="${1:?usage: bench/side_by_side.sh COMMIT ROUNDS SCRIPT [ARGS...]}"
 rounds="${2:?usage: bench/side_by_side.sh COMMIT ROUNDS SCRIPT [ARGS...]}"
 shift 2
-here="$(pwd)"
-base="$(mktemp -d)/base"
-git worktree add -q --detach "$base" "$baseline"
-ln -s "$here/.venv" "$base/.venv"
-[ -d "$here/.venv-lmeval" ] && ln -s "$here/.venv-lmeval" "$base/.venv-lmeval"
-trap 'git worktree remove --force "$base"' EXIT
+source bench/baseline_tree.sh
 for round in $(seq "$rounds"); do
   for tree in "$base" "$here"; do
-    name="$([ "$tree" = "$here" ] && echo working-tree || echo "$baseline")"
     load="$(cut -d' ' -f1 /proc/loadavg)"
     start=$(date +%s.%N)
     said="$(cd "$tree" && HF_HUB_OFFLINE=1 DATEEVAL_CACHE="$here/cache" DATEEVAL_SHARED="${DATEEVAL_SHARED:-$here/../shared}" \
       "$here/.venv/bin/python" "$@" 2>&1)" || said="FAILED: $said"
-    printf '== round %s %s: %.1f s wall, load before %s, after %s\n%s\n' "$round" "$name" "$(echo "$(date +%s.%N) - $start" | bc)" \
+    printf '== round %s %s: %.1f s wall, load before %s, after %s\n%s\n' "$round" "$(tree_name "$tree")" "$(echo "$(date +%s.%N) - $start" | bc)" \
       "$load" "$(cut -d' ' -f1 /proc/loadavg)" "$(tail -n 25 <<<"$said")"
   done
 done
