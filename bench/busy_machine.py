@@ -5,7 +5,7 @@ included), first on a quiet machine and then beside ``cores // 2`` busy loops (`
 Settings, interleaved so the machine's own drift touches all alike:
 
 * ``fixed``: 4fbecf1's settings: MKL_CBWR=AUTO and torch's default threads (all cores), i.e. ``DATEEVAL_THREADS=<cores>``;
-* ``now``: dateeval's defaults (``dateeval.numerics``: MKL_CBWR=AVX2,STRICT, the thread governor);
+* ``now``: dateeval's defaults (``dateeval.numerics``: MKL_CBWR=AUTO,STRICT, the thread governor);
 * ``passive``: 4fbecf1's settings with ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep at once instead of spinning).
 
 Prints each time (best of ``--runs``), busy/quiet per setting, and each setting's quiet speed against ``fixed``.

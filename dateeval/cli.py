@@ -218,7 +218,7 @@ def _add_compact(commands: argparse._SubParsersAction) -> None:
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="dateeval", description="How much do benchmark results move when only the date in the system prompt changes?",
                      epilog="Environment: DATEEVAL_THREADS=auto|N (torch's CPU threads: auto follows the cores other processes "
-                            "leave free; N fixes them), MKL_CBWR (default AVX2,STRICT: bit-identical scores whatever the batch "
+                            "leave free; N fixes them), MKL_CBWR (default AUTO,STRICT: bit-identical scores whatever the batch "
                             "and threads), HF_HUB_OFFLINE=1, DATEEVAL_CACHE (converted models). docs/cli.md#environment")  # fmt: skip
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(commands)

@@ -5,16 +5,23 @@ Two promises depend on them (figures: ``docs/benchmarks.md``, "Same numbers, any
 * **Reproducible bits.** Packed scoring gives an item the same float32 log-probabilities whatever its batch, order and
   thread count. That holds only if MKL computes a row of a matrix product the same way whatever the number of rows and
   threads, which its default CPU dispatch does not promise: on AVX-512/AMX machines its kernels change with the row
-  count. MKL's conditional numerical reproducibility (``MKL_CBWR=AVX2,STRICT``) fixes the code path and makes GEMM's
-  results independent of threads. MKL reads it when it loads, so :func:`configure_environment` runs when ``dateeval``
-  is imported, before torch; a user's own ``MKL_CBWR`` wins. :func:`settings` reads back what MKL actually uses, and the
-  backend records it with every row.
+  count. MKL's conditional numerical reproducibility in strict mode (``MKL_CBWR=AUTO,STRICT``: the machine's own code
+  branch, AVX2 or AVX-512) makes GEMM's results independent of threads. MKL reads it when it loads, so
+  :func:`configure_environment` runs when ``dateeval`` is imported, before torch; a user's own ``MKL_CBWR`` wins, and one
+  MKL does not know is refused (:func:`check_environment`) rather than silently ignored. :func:`settings` reads back what
+  MKL actually uses, and the backend records it with every row.
+* **Half precision keeps its threads.** bfloat16 and float16 matrix products run in oneDNN, not MKL, and oneDNN has no
+  strict mode: its AMX kernels (Intel Xeon from Sapphire Rapids on) split a product's reduction differently at another
+  thread count, so a bfloat16 score moved by up to 0.04 when the governor went from 2 threads to 1. A model in half
+  precision therefore runs at one fixed thread count (``DATEEVAL_THREADS``, else every core it may use) and is not
+  governed: the same machine gives the same bits, and a busy machine costs time instead of changing results.
 * **Speed on a busy machine.** torch's OpenMP threads meet at the end of every operation; when another process holds
   one of our cores, every meeting waits for a scheduler slice, and a 2-core sweep beside one CPU-bound job ran 3-4x
   slower than quiet. :class:`ThreadGovernor` keeps torch's intra-op threads at the cores other processes leave free,
   re-read twice a second from ``/proc/stat``. Results do not depend on it (the property above includes thread counts).
 
 ``DATEEVAL_THREADS`` overrides the governor: ``auto`` (default) or a fixed number of threads.
+Figures: ``docs/measurement.md`` ("Same bits at any thread count") and ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -26,7 +33,9 @@ import time
 from pathlib import Path
 
 THREADS_ENV = "DATEEVAL_THREADS"
-DEFAULT_CBWR = "AVX2,STRICT"
+DEFAULT_CBWR = "AUTO,STRICT"
+MAX_THREADS = 4096  # more than any CPU this runs on; a larger number is a typo (libgomp would reserve stacks for each)
+GOVERNED_DTYPES = ("float32",)  # dtypes whose kernels give the same bits at any thread count (MKL STRICT)
 IDLE_AFTER_S = 2.0  # a window in which the model idled this long tells the load of the past, not now
 FRESH_WINDOW_S = 0.05  # the window read instead: 10 clock ticks on 2 cores
 
@@ -43,16 +52,46 @@ def configure_environment() -> None:
     os.environ.setdefault("MKL_CBWR", DEFAULT_CBWR)
 
 
+def _count(value: str) -> int | None:
+    """A thread count written in ASCII digits, 1 to ``MAX_THREADS``; None for anything else (``²`` is a digit to
+    ``str.isdigit`` but not to ``int``)."""
+    value = value.strip()
+    if not (value.isascii() and value.isdigit()) or len(value) > 6:
+        return None
+    return int(value) if 1 <= int(value) <= MAX_THREADS else None
+
+
 def requested_threads() -> int | None:
     """The fixed thread count ``DATEEVAL_THREADS`` asks for, or None for the governor ("auto", unset)."""
     value = os.environ.get(THREADS_ENV, "auto").strip().lower()
     if value in ("", "auto"):
         return None
-    if not value.isdigit() or int(value) < 1:
+    count = _count(value)
+    if count is None:
         from dateeval.errors import DateEvalError
 
-        raise DateEvalError(f"{THREADS_ENV}={value!r}: give 'auto' or a number of threads (1 or more)")
-    return int(value)
+        raise DateEvalError(f"{THREADS_ENV}={value!r}: give 'auto' or a number of threads from 1 to {MAX_THREADS}")
+    return count
+
+
+_CBWR_WORDS = {name for name in _CBWR_BRANCHES.values() if name not in ("OFF", "UNSET")}
+
+
+def check_environment() -> None:
+    """Refuse a thread or MKL setting that MKL or OpenMP would ignore or choke on, with one line, before a model
+    loads: MKL silently runs its default for a word it does not know, so the mode recorded with the rows would not be
+    what ran."""
+    from dateeval.errors import DateEvalError
+
+    requested_threads()
+    cbwr = os.environ.get("MKL_CBWR")
+    if cbwr is not None:
+        words = [word.strip().upper() for word in cbwr.split(",")]
+        if words[0] not in _CBWR_WORDS or words[1:] not in ([], ["STRICT"]):
+            raise DateEvalError(f"MKL_CBWR={cbwr!r}: give a branch ({', '.join(sorted(_CBWR_WORDS))}), optionally with ',STRICT' (default {DEFAULT_CBWR})")
+    omp = os.environ.get("OMP_NUM_THREADS")
+    if omp is not None and omp.strip() and _count(omp) is None:
+        raise DateEvalError(f"OMP_NUM_THREADS={omp!r}: give a number of threads from 1 to {MAX_THREADS}")
 
 
 def _mkl_cbwr() -> str:
@@ -83,11 +122,16 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def settings() -> dict[str, str]:
+def fixed_threads(dtype: str) -> int | None:
+    """The thread count a model of ``dtype`` runs at throughout, or None where the governor may change it."""
+    return requested_threads() or (None if dtype in GOVERNED_DTYPES else available_cores())
+
+
+def settings(dtype: str) -> dict[str, str]:
     """What a reader needs to compare runs across machines: kernels, MKL's mode, threads. Recorded with every row."""
     import torch
 
-    fixed = requested_threads()
+    fixed = fixed_threads(dtype)
     return {
         "cpu": _cpu_model(),
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
@@ -107,8 +151,8 @@ def available_cores() -> int:
     """The governor's ceiling: the cores this process may run on, or fewer where ``OMP_NUM_THREADS`` says so (Ray
     sets it to an actor's CPUs)."""
     cores = len(_affinity())
-    omp = os.environ.get("OMP_NUM_THREADS", "")
-    return min(cores, int(omp)) if omp.isdigit() and int(omp) > 0 else cores
+    omp = _count(os.environ.get("OMP_NUM_THREADS", ""))
+    return min(cores, omp) if omp else cores
 
 
 def _cpu_ticks(cpus: set[int]) -> tuple[int, int] | None:
@@ -194,11 +238,12 @@ class ThreadGovernor:
         return max(1, min(self.cores, math.floor(self.cores - others + 0.5)))
 
 
-def govern(model: object) -> ThreadGovernor | None:
-    """Fix or govern the threads of a CPU model: a fixed ``DATEEVAL_THREADS`` is set once, else a governor is hooked."""
+def govern(model: object, dtype: str) -> ThreadGovernor | None:
+    """Fix or govern the threads of a CPU model: a fixed count (``DATEEVAL_THREADS``, or every core in half
+    precision, :func:`fixed_threads`) is set once, else a governor is hooked."""
     import torch
 
-    fixed = requested_threads()
+    fixed = fixed_threads(dtype)
     if fixed:
         torch.set_num_threads(fixed)
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import subprocess
 import sys
 import time
@@ -21,8 +22,8 @@ def test_mkl_runs_in_the_mode_dateeval_sets_and_a_users_own_setting_wins():
     """MKL itself reports the strict reproducible mode in this process (it reads MKL_CBWR when it loads, so the
     setting must be in force before torch: ``import dateeval`` and the tests' conftest see to it)."""
     assert os.environ["MKL_CBWR"] == numerics.DEFAULT_CBWR
-    assert numerics.settings()["mkl_cbwr"].endswith(",STRICT")
-    code = "import dateeval, dateeval.numerics as n; print(n.settings()['mkl_cbwr'])"
+    assert numerics.settings("float32")["mkl_cbwr"] == "AUTO,STRICT"
+    code = "import dateeval, dateeval.numerics as n; print(n.settings('float32')['mkl_cbwr'])"
     env = {**os.environ, "MKL_CBWR": "COMPATIBLE", "PYTHONPATH": str(ROOT)}
     user = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert user.stdout.strip() == "COMPATIBLE"
@@ -92,43 +93,74 @@ def test_the_governor_gives_up_the_cores_busy_processes_take():
         torch.set_num_threads(numerics.available_cores())
 
 
+@pytest.fixture(scope="module", params=["float32", "bfloat16", "float16"])
+def any_dtype_backend(request, backend):
+    """The real default model in each precision the CPU runs (float32 is the session's ``backend``)."""
+    from dateeval.backends.transformers import TransformersBackend
+    from dateeval.models import resolve
+
+    return backend if request.param == "float32" else TransformersBackend(resolve("smollm2-135m"), dtype=request.param, device="cpu")
+
+
+PATHS = ("packed scoring", "padded scoring (FixedBatch)", "continuation", "padded continuation (FixedBatch)",
+         "continuous generation", "static generation (FixedBatch)", "server echo")  # fmt: skip
+
+
 @pytest.mark.skipif(numerics.available_cores() < 2, reason="one thread is all this machine has")
-def test_scores_continuations_and_replies_are_bit_identical_at_one_and_many_threads(backend, data_dir, monkeypatch):
-    """Packed scoring, padded continuations and greedy generation, the governor forced to 1 thread and to all cores:
-    the forwards really ran at those thread counts, and every float32 number and every reply is the same."""
+def test_every_path_gives_the_same_bits_when_the_load_moves_the_threads_mid_sweep(any_dtype_backend, data_dir, monkeypatch):
+    """Every path that runs the model, with the machine's load read as moving on every forward (the governor told to
+    alternate 1 and all cores, as a busy neighbour starting and stopping would), against the same calls on a quiet
+    machine: every number and every reply is the same, in every precision. float32 really switches threads (MKL
+    STRICT makes its products thread-invariant); half precision keeps one thread count, since oneDNN's AMX kernels
+    split their reductions by thread count (a padded bfloat16 batch moved by up to 0.04 when it switched)."""
+    import itertools
+
     import torch
 
-    from dateeval.backends.base import GenerationSettings
+    from dateeval.backends.base import FixedBatch, GenerationSettings
     from dateeval.conditions import Condition
     from dateeval.tasks import build_task, mcqa
     from dateeval.worker import prompt_input
 
+    model = any_dtype_backend
     condition = Condition(date=dt.date(2024, 3, 1))
-    task = build_task("mmlu", str(data_dir), Subset(limit=12))
-    encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
-    labels = [list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)] * len(encoded)
-    gsm8k = build_task("gsm8k", str(data_dir), Subset(limit=2))
-    prompts = [prompt_input(backend, gsm8k.prompt(item, condition).messages, condition)[0] for item in gsm8k.items]
-    context = backend.template.render([{"role": "user", "content": "What is the capital of France?"}], mode="none").text + "The capital is"
+    task = build_task("arc_challenge", str(data_dir), Subset(limit=8))
+    encoded = model.encode([prompt_input(model, task.prompt(item, condition).messages, condition)[0] for item in task.items])
+    labels = [list(mcqa.label_tokens(model.tokenizer, 4).token_ids)] * len(encoded)
+    gsm8k = build_task("gsm8k", str(data_dir), Subset(limit=3))
+    prompts = [prompt_input(model, gsm8k.prompt(item, condition).messages, condition)[0] for item in gsm8k.items]
+    context = model.template.render([{"role": "user", "content": "What is the capital of France?"}], mode="none").text + "The capital is"
+    endings = [" Paris.", " Lyon, a city in the south.", " Rome."]
+    settings = GenerationSettings(max_new_tokens=10)
+    paths = {
+        "packed scoring": lambda: np.vstack(model.next_token_logprobs(encoded, labels, batch_size=5)).tolist(),
+        "padded scoring (FixedBatch)": lambda: np.vstack(model.next_token_logprobs(encoded, labels, batch_size=FixedBatch(4))).tolist(),
+        "continuation": lambda: model.continuation_texts([context] * 3, endings, batch_size=3),
+        "padded continuation (FixedBatch)": lambda: model.continuation_texts([context] * 3, endings, batch_size=FixedBatch(3)),
+        "continuous generation": lambda: [reply.text for reply in model.generate_texts(prompts, settings, batch_size=2)],
+        "static generation (FixedBatch)": lambda: [reply.text for reply in model.generate_texts(prompts, settings, batch_size=FixedBatch(2))],
+        "server echo": lambda: model.echo_logprobs(encoded[:4]).max(dim=-1).values.tolist(),
+    }
+    assert tuple(paths) == PATHS
     seen: list[int] = []
-    hook = backend.model.register_forward_pre_hook(lambda *_: seen.append(torch.get_num_threads()))
+    hook = model.model.register_forward_pre_hook(lambda *_: seen.append(torch.get_num_threads()))
+    if model.governor is not None:
+        monkeypatch.setattr(model.governor, "interval_s", 0.0)  # re-read the load before every forward
 
-    def everything(threads: int):
-        monkeypatch.setattr(backend.governor, "threads_for", lambda _load: threads)
-        backend.governor._last = None  # the next forward re-decides at once
+    def everything(loads: itertools.cycle) -> dict[str, object]:
+        monkeypatch.setattr(numerics.ThreadGovernor, "threads_for", lambda self, _others: next(loads))
         seen.clear()
-        scores = backend.next_token_logprobs(encoded, labels, batch_size=5)
-        totals = backend.continuation_texts([context] * 3, [" Paris.", " Lyon.", " Rome."], batch_size=3)
-        replies = backend.generate_texts(prompts, GenerationSettings(max_new_tokens=12), batch_size=2)
-        assert set(seen) == {threads}
-        return np.vstack(scores), totals, [reply.text for reply in replies]
+        return {name: run() for name, run in paths.items()}
 
+    cores = numerics.available_cores()
     try:
-        one, many = everything(1), everything(numerics.available_cores())
+        quiet = everything(itertools.cycle([cores]))
+        moving = everything(itertools.cycle([1, cores]))
     finally:
         hook.remove()
-        backend.governor._last = None
-    assert (one[0] == many[0]).all() and one[1] == many[1] and one[2] == many[2]
+    expected = {1, cores} if model.dtype == "float32" else {cores}
+    assert [name for name in PATHS if quiet[name] != moving[name]] == []
+    assert set(seen) == expected, f"{model.dtype}: forwards ran at {sorted(set(seen))} threads"
 
 
 def test_a_bad_thread_setting_is_one_line(data_dir, tmp_path, monkeypatch):
@@ -137,3 +169,28 @@ def test_a_bad_thread_setting_is_one_line(data_dir, tmp_path, monkeypatch):
                      "--store", str(tmp_path))  # fmt: skip
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "DATEEVAL_THREADS='lots': give 'auto' or a number of threads" in result.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(("name", "value", "says"), [
+    ("DATEEVAL_THREADS", "²", "give 'auto' or a number of threads from 1 to 4096"),
+    ("DATEEVAL_THREADS", "99999999999999999999", "give 'auto' or a number of threads from 1 to 4096"),
+    ("DATEEVAL_THREADS", "1000000000", "give 'auto' or a number of threads from 1 to 4096"),
+    ("OMP_NUM_THREADS", "²", "OMP_NUM_THREADS='²': give a number of threads"),
+    ("MKL_CBWR", "garbage", "MKL_CBWR='garbage': give a branch"),
+    ("MKL_CBWR", "", "MKL_CBWR='': give a branch"),
+    ("MKL_CBWR", "AVX2,LOOSE", "MKL_CBWR='AVX2,LOOSE': give a branch"),
+])  # fmt: skip
+def test_a_thread_or_mkl_setting_nothing_would_honour_is_refused_before_a_model_loads(monkeypatch, name, value, says):
+    """MKL runs its default for a word it does not know (so the mode recorded with the rows would not be what ran), and
+    OpenMP reserves a stack per thread asked for: each is one line, not a traceback or 216 GB."""
+    from dateeval.errors import DateEvalError
+
+    monkeypatch.setenv(name, value)
+    with pytest.raises(DateEvalError, match=re.escape(says)):
+        numerics.check_environment()
+
+
+@pytest.mark.parametrize("value", ["AUTO,STRICT", "avx2", "AVX512,STRICT", "COMPATIBLE"])
+def test_every_mkl_branch_mkl_knows_is_taken(monkeypatch, value):
+    monkeypatch.setenv("MKL_CBWR", value)
+    numerics.check_environment()

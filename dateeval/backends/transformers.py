@@ -66,6 +66,8 @@ class TransformersBackend(Backend):
 
         self.device = pick_device(device)
         self.dtype = pick_dtype(dtype, self.device)
+        if self.device == "cpu":
+            numerics.check_environment()
         location, kwargs = source.location, {}
         if source.kind == "gguf":
             location = str(converted_gguf_dir(source))
@@ -80,7 +82,7 @@ class TransformersBackend(Backend):
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise DateEvalError(f"cannot load model {source.name}: {first_line}") from None
         self.model.eval()
-        self.governor = numerics.govern(self.model) if self.device == "cpu" else None  # threads follow the machine's load
+        self.governor = numerics.govern(self.model, self.dtype) if self.device == "cpu" else None  # threads follow the load (float32) or stay fixed
         if self.device == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
@@ -95,7 +97,7 @@ class TransformersBackend(Backend):
             dtype=self.dtype,
             device=self.device,
             hardware=hardware(self.device),
-            versions={"torch": torch.__version__, "transformers": transformers.__version__, **(numerics.settings() if self.device == "cpu" else {})},
+            versions={"torch": torch.__version__, "transformers": transformers.__version__, **(numerics.settings(self.dtype) if self.device == "cpu" else {})},
         )
         self.template = ChatTemplate.from_tokenizer(self.tokenizer, name=source.name)
         # transformers 5.x renamed the forward argument `past_key_values` to `cache`.
