@@ -113,6 +113,8 @@ def _open_results(path: str) -> "Results":  # noqa: F821 - the results layer is 
     found, problems = results.open(store)
     for message in problems.messages() + unit_sums.label_notes(found.sums):
         print(f"dateeval: warning: {message}", file=sys.stderr)
+    if found.sums.empty:  # every reader below needs one unit's sums; an empty or wholly damaged store has none
+        raise DateEvalError(f"store {store.root} holds no readable results: run `dateeval run ... --store {store.root}` first")
     return found
 
 
@@ -165,8 +167,9 @@ def _output_folder(path: Path) -> Path:
 
 
 def report(args: argparse.Namespace) -> int:
-    from dateeval.outputs import write_report
+    from dateeval.outputs import check_outside, write_report
 
+    check_outside(Path(args.out), Path(args.store))  # before the folder is made
     out = _output_folder(Path(args.out))
     found = _open_results(args.store)
     try:
@@ -191,6 +194,7 @@ def export(args: argparse.Namespace) -> int:
 def robust(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from dateeval.outputs import write_figure
     from dateeval.results import robust_format
 
     if args.figure and (args.figure.suffix not in robust_format.FIGURE_FORMATS or not args.figure.parent.is_dir()):
@@ -222,7 +226,7 @@ def robust(args: argparse.Namespace) -> int:
         if unresolved and not args.latex:
             print(("- " if args.markdown else "  ") + "the date reorders these pairs and their intervals overlap: " + "; ".join(unresolved) + "\n")
     if args.figure:
-        print(f"figure written to {robust_format.figure(records[0], args.figure)}", file=sys.stderr if args.json else sys.stdout)
+        print(f"figure written to {write_figure(records[0], args.figure, found.store.root)}", file=sys.stderr if args.json else sys.stdout)
     return 0
 
 

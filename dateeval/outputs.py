@@ -1,8 +1,8 @@
-"""The files a user asks for (``dateeval export``, ``report``, ``regrade --csv``), written atomically.
+"""The files a user asks for (``dateeval export``, ``report``, ``robust --figure``, ``regrade --csv``), written atomically.
 
 ``dateeval.results`` only reads: it builds the tables and the report's text, and this module writes them where the
 user said, each file through a staging file renamed into place, so a disk that fills up or a killed command leaves
-the old file (or none), never half of one. Nothing here writes into a store.
+the old file (or none), never half of one, and a link at the output's name is replaced, never written through. Nothing here writes into a store.
 """
 
 from __future__ import annotations
@@ -21,6 +21,12 @@ from dateeval.results.view import Period, Results
 from dateeval.store import arrow_table
 
 
+def check_outside(out: Path, store: Path) -> None:
+    """Refuse an output inside the store it is read from: the next read would take it for a unit (or damage one)."""
+    if out.resolve().is_relative_to(store.resolve()):
+        raise DateEvalError(f"{out} is inside the store {store}: write outputs elsewhere (a store holds only what `dateeval run` writes)")
+
+
 def _atomically(out: Path, write: Callable[[Path], object]) -> None:
     """``write(staging)`` then rename the staging file onto ``out``; an OSError is one line, nothing left behind."""
     staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
@@ -37,6 +43,17 @@ def write_text(out: Path, text: str) -> None:
     _atomically(out, lambda staging: staging.write_text(text, encoding="utf-8", newline=""))
 
 
+def write_figure(record: dict, out: Path, store: Path) -> Path:
+    """``dateeval robust --figure``: the figure of a robust record (:func:`dateeval.results.robust_format.figure`) read
+    from ``store``."""
+    from dateeval.results import robust_format
+
+    check_outside(out, store)
+    drawn = robust_format.figure(record, out.suffix)
+    _atomically(out, lambda staging: staging.write_bytes(drawn))
+    return out
+
+
 def write_csv(table: pd.DataFrame, out: Path) -> None:
     """``table`` to ``out`` through the one CSV writer (:func:`dateeval.results.export.to_csv`)."""
     write_text(out, export.to_csv(export.as_text(table)))
@@ -45,6 +62,7 @@ def write_csv(table: pd.DataFrame, out: Path) -> None:
 def write_export(results: Results, out: Path, period: Period | None = None) -> int:
     """Every stored row (:func:`dateeval.results.export.rows`) to ``out``, its format by the suffix; the row count."""
     export.check_target(out)
+    check_outside(out, results.store.root)
     table = export.rows(results, period)
     if out.suffix == ".parquet":
         _atomically(out, lambda staging: pq.write_table(arrow_table(table), staging))
@@ -57,6 +75,7 @@ def write_export(results: Results, out: Path, period: Period | None = None) -> i
 
 def write_report(results: Results, out: Path) -> Path:
     """The report (:func:`dateeval.results.report.build_report`) into the folder ``out``; returns its page."""
+    check_outside(out, results.store.root)
     out.mkdir(parents=True, exist_ok=True)
     for name, text in build_report(results).items():
         write_text(out / name, text)

@@ -62,6 +62,17 @@ def test_summary_of_missing_store(tmp_path):
     _assert_one_line_error(run_cli("summary", "--store", str(tmp_path / "none")), "does not exist")
 
 
+@pytest.mark.parametrize("command", [["summary", "--json"], ["summary"], ["compare", "A", "B"], ["report", "--out", "{out}"],
+                                     ["robust", "--dataset", "mmlu"], ["export", "--out", "{tmp}/rows.csv"]])  # fmt: skip
+def test_an_empty_store_is_one_line_for_every_reader(tmp_path, command):
+    """A store folder with nothing in it yet (``mkdir``): each reader says so in one line (it raised KeyError)."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    args = [arg.replace("{out}", str(tmp_path / "out")).replace("{tmp}", str(tmp_path)) for arg in command]
+    _assert_one_line_error(run_cli(*args[:1], "--store", str(empty), *args[1:]), "holds no readable results")
+    assert not any(empty.iterdir())
+
+
 def test_unknown_command_is_one_line():
     _assert_one_line_error(run_cli("frobnicate"), "invalid choice")
 
@@ -379,3 +390,30 @@ def test_regrade_csv_is_written_whole_or_refused_in_one_line(data_dir, tmp_path)
     lines = (tmp_path / "out.csv").read_text().splitlines()
     assert lines[0].startswith("model_key,") and len(lines) == 1 + int(done.stdout.split("gsm8k: ")[1].split()[0])
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_the_robust_figure_replaces_a_link_and_never_writes_through_it(tmp_path):
+    """``robust --figure link.svg`` where the name is a link to another file: that file is left as it was and the
+    figure takes the link's place (written beside it and renamed, so a full disk leaves no half figure)."""
+    store = demo_copy(tmp_path)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    link = tmp_path / "link.svg"
+    link.symlink_to(victim)
+    result = run_cli("robust", "--store", str(store), "--dataset", "mmlu", "--figure", str(link))
+    assert result.returncode == 0, result.stderr
+    assert victim.read_text() == "keep me" and not link.is_symlink() and link.read_text().lstrip().startswith("<?xml")
+    assert not list(tmp_path.glob(".link.svg.*"))
+
+
+@pytest.mark.parametrize("command", [["export", "--out", "{unit}"], ["export", "--out", "{store}/all.csv"],
+                                     ["report", "--out", "{store}/report"], ["robust", "--dataset", "mmlu", "--figure", "{store}/f.svg"]])  # fmt: skip
+def test_no_output_lands_inside_the_store_it_reads(tmp_path, command):
+    """An export over a unit's name would be read next time as that unit (its ``shots`` turned '0.0'): every output
+    inside the store is one line, and the store is as it was."""
+    store = demo_copy(tmp_path)
+    unit = next(store.glob("*/mmlu/*.parquet"))
+    before = {path: path.read_bytes() for path in store.rglob("*") if path.is_file()}
+    args = [arg.replace("{store}", str(store)).replace("{unit}", str(unit)) for arg in command]
+    _assert_one_line_error(run_cli(args[0], "--store", str(store), *args[1:]), "is inside the store")
+    assert {path: path.read_bytes() for path in store.rglob("*") if path.is_file()} == before

@@ -6,7 +6,6 @@ Formatting only: every number comes from :meth:`dateeval.results.Results.robust`
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pandas as pd
 
@@ -85,12 +84,15 @@ def caption(dataset: str, board: pd.DataFrame) -> str:
             f"exact at the effective sample size the variance components give, Satterthwaite df); ranks are each model's rank on each date; variance shares from a two-way random-effects ANOVA.")  # fmt: skip
 
 
-def figure(record: dict, out: Path) -> Path:
-    """A two-panel figure of a ``Results.robust_record`` for a paper, written as SVG, PDF or PNG (by ``out``'s suffix):
-    (a) each entry's date-marginal score with its 95% interval over items and dates, beside the range of its
-    per-date scores; (b) the predicted half-width against the number of dates, with the target's."""
-    if out.suffix not in FIGURE_FORMATS:
-        raise DateEvalError(f"--figure {out}: give a file ending in {', '.join(FIGURE_FORMATS)}")
+def figure(record: dict, suffix: str) -> bytes:
+    """A two-panel figure of a ``Results.robust_record`` for a paper, as the bytes of an SVG, PDF or PNG file (by
+    ``suffix``; ``dateeval.outputs.write_figure`` writes it): (a) each entry's date-marginal score with its 95% interval
+    over items and dates, beside the range of its per-date scores; (b) the predicted half-width against the number of
+    dates, with the target's."""
+    import io
+
+    if suffix not in FIGURE_FORMATS:
+        raise DateEvalError(f"--figure: give a file ending in {', '.join(FIGURE_FORMATS)}")
     try:
         import matplotlib
     except ImportError:
@@ -125,24 +127,21 @@ def figure(record: dict, out: Path) -> Path:
     right.set_title("(b) dates needed", loc="left")
     right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), fontsize=6, frameon=False)
     fig.tight_layout()
+    drawn = io.BytesIO()
     try:
-        fig.savefig(out, dpi=200, bbox_inches="tight", metadata={"Date": None} if out.suffix in (".svg", ".pdf") else None)
-    except OSError as error:
-        raise DateEvalError(f"cannot write {out}: {error.strerror or error}") from None
+        fig.savefig(drawn, format=suffix[1:], dpi=200, bbox_inches="tight", metadata={"Date": None} if suffix in (".svg", ".pdf") else None)
     finally:
         pyplot.close(fig)
-    return out
+    return drawn.getvalue()
 
 
 def _rendered(record: dict, suffix: str) -> bytes | None:
     """:func:`figure` in memory as ``suffix`` (".svg", ".png"); None without matplotlib (the page then shows no figure)."""
     import importlib.util
-    import tempfile
 
     if importlib.util.find_spec("matplotlib") is None:
         return None
-    with tempfile.TemporaryDirectory() as folder:
-        return figure(record, Path(folder) / f"robust{suffix}").read_bytes()
+    return figure(record, suffix)
 
 
 def svg(record: dict) -> str | None:
