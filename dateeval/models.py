@@ -36,7 +36,12 @@ def cache_dir() -> Path:
     installed package must not write into site-packages, so it uses the user's cache (``$XDG_CACHE_HOME/dateeval``).
     """
     if "DATEEVAL_CACHE" in os.environ:
-        return Path(os.environ["DATEEVAL_CACHE"])
+        chosen = os.environ["DATEEVAL_CACHE"]
+        if not chosen.strip():  # Path("") is the working folder: a run would convert models into ./models
+            raise DateEvalError("DATEEVAL_CACHE is empty: name a folder for converted models, or unset it")
+        if Path(chosen).exists() and not Path(chosen).is_dir():
+            raise DateEvalError(f"DATEEVAL_CACHE={chosen} is a file, not a folder: name a folder for converted models")
+        return Path(chosen)
     root = Path(__file__).resolve().parent.parent
     if (root / "pyproject.toml").is_file() and (root / "app.py").is_file():
         return root / "cache"
@@ -168,13 +173,22 @@ def converted_gguf_dir(source: ModelSource) -> Path:
     leaves nothing half-written behind (and its folder is removed on a later
     call, see :func:`_remove_abandoned_conversions`).
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     target = cache_dir() / "models" / f"{source.name}-{source.revision[:12]}"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    _remove_abandoned_conversions(target.parent)
     if (target / "config.json").is_file():
         return target
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _convert(source, target)
+    except OSError as error:  # a read-only or full cache folder
+        raise DateEvalError(f"cannot convert {source.name} into {target.parent} (DATEEVAL_CACHE): {error.strerror or error}") from None
+    return target
+
+
+def _convert(source: ModelSource, target: Path) -> None:
+    """The GGUF de-quantised into a transformers folder at ``target``, through a staging folder renamed at the end."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _remove_abandoned_conversions(target.parent)
     staging = target.parent / f".{target.name}.tmp-{leftovers.owner()}"
     shutil.rmtree(staging, ignore_errors=True)
     tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
@@ -190,7 +204,6 @@ def converted_gguf_dir(source: ModelSource) -> Path:
         staging.rename(target)
     except OSError:  # another process finished the same conversion first
         shutil.rmtree(staging, ignore_errors=True)
-    return target
 
 
 @dataclass(frozen=True)
@@ -250,10 +263,10 @@ def load_tokenizer(source: ModelSource) -> "PreTrainedTokenizerBase":  # noqa: F
             return AutoTokenizer.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
     staging = saved.parent / f".{saved.name}.tmp-{leftovers.owner()}"
-    tokenizer.save_pretrained(staging)
     try:
+        tokenizer.save_pretrained(staging)
         staging.rename(saved)
-    except OSError:  # another process saved it first
+    except OSError:  # another process saved it first, or the cache is read-only or full: the next load reads the GGUF again
         shutil.rmtree(staging, ignore_errors=True)
     return tokenizer
 

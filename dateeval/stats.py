@@ -31,9 +31,23 @@ class Estimate(NamedTuple):
     high: float
 
 
+def _floats(values: object, name: str) -> np.ndarray:
+    """``values`` as a float array, or one error naming the argument: a masked array (its masked cells would count at
+    their fill value), ragged lists and missing values (pandas NA, None) are refused, not read as numpy reads them."""
+    if isinstance(values, np.ma.MaskedArray):
+        raise UsageError(f"{name} is a masked array: pass only the cells you have (a masked cell would count at its fill value)")
+    try:
+        found = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise UsageError(f"{name} must be a rectangular array of numbers (no ragged rows, no missing values such as None or pandas NA)") from None
+    if np.isnan(found).any():
+        raise UsageError(f"{name} holds missing values (NaN): pass only the cells you have")
+    return found
+
+
 def _grades(correct: object, name: str = "correct") -> np.ndarray:
     """A dates x questions array of 0/1 grades, or one clear error: a reader's arrays come from elsewhere."""
-    found = np.asarray(correct, dtype=float)
+    found = _floats(correct, name)
     if found.ndim != 2 or found.shape[0] < 2 or found.shape[1] < 2:
         raise UsageError(f"{name} must be a dates x questions array with two or more of each; got shape {found.shape}")
     if not np.isin(found, (0.0, 1.0)).all():
@@ -44,7 +58,8 @@ def _grades(correct: object, name: str = "correct") -> np.ndarray:
 def rate_interval(right: int, n: int) -> Estimate:
     """A rate from ``right`` of ``n`` with its exact (Clopper-Pearson) interval: the per-date band of the Curves page.
     Its coverage is at least 95% at every rate and every n; 0 of n gives [0, 1 - 0.025^(1/n)], never zero wide."""
-    if not (isinstance(n, (int, np.integer)) and n > 0 and 0 <= right <= n):
+    whole = lambda value: isinstance(value, (int, np.integer)) and not isinstance(value, bool)  # noqa: E731
+    if not (whole(n) and whole(right) and n > 0 and 0 <= right <= n):
         raise UsageError(f"rate_interval needs 0 <= right <= n and n a positive whole number; got right={right}, n={n}")
     from dateeval.results.bands import clopper_pearson
 
@@ -70,6 +85,8 @@ def date_effect_test(entries: Sequence[object], seed: int = 0) -> float:
     set against the smallest over joint shuffles (each question's dates permuted alike in every entry, so their
     dependence is kept): the size holds for any number of entries. ``seed`` fixes the shuffles.
     """
+    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+        raise UsageError(f"seed must be a whole number 0 or more; got {seed!r}")
     arrays = [_grades(entry, f"entries[{number}]") for number, entry in enumerate(entries)]
     if not arrays:
         raise UsageError("date_effect_test needs at least one entry")
@@ -89,7 +106,7 @@ def ece(confidence: object, correct: object) -> Estimate:
     from dateeval.metrics import ece as debiased
     from dateeval.results.bands import ece_interval
 
-    confidence, correct = np.asarray(confidence, dtype=float), np.asarray(correct, dtype=float)
+    confidence, correct = _floats(confidence, "confidence"), _floats(correct, "correct")
     if confidence.ndim != 1 or confidence.shape != correct.shape or confidence.size == 0:
         raise UsageError(f"confidence and correct must be two equal-length 1-d arrays; got shapes {confidence.shape} and {correct.shape}")
     if not np.isin(correct, (0.0, 1.0)).all() or not ((confidence >= 0) & (confidence <= 1)).all():

@@ -6,8 +6,12 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import time
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute
 import pytest
 
 from dateeval.store import Store
@@ -417,3 +421,52 @@ def test_no_output_lands_inside_the_store_it_reads(tmp_path, command):
     args = [arg.replace("{store}", str(store)).replace("{unit}", str(unit)) for arg in command]
     _assert_one_line_error(run_cli(args[0], "--store", str(store), *args[1:]), "is inside the store")
     assert {path: path.read_bytes() for path in store.rglob("*") if path.is_file()} == before
+
+
+@pytest.mark.parametrize("kind", ["empty", "file", "under a file"])
+def test_a_cache_folder_that_cannot_hold_converted_models_is_one_line(data_dir, tmp_path, monkeypatch, kind):
+    """``DATEEVAL_CACHE`` empty (it meant the working folder: a run converted the model into ./models), naming a file,
+    or a folder that cannot be made (the OSError a read-only or full disk also gives): one line, and nothing written in
+    the working folder."""
+    cache = {"empty": "", "file": str(tmp_path / "cache.txt"), "under a file": str(tmp_path / "cache.txt" / "inner")}[kind]
+    (tmp_path / "cache.txt").write_text("not a folder")
+    monkeypatch.setenv("DATEEVAL_CACHE", cache)
+    work = tmp_path / "work"
+    work.mkdir()
+    result = subprocess.run([sys.executable, "-m", "dateeval", "run", "--dataset", "arc_challenge", "--data-dir",
+                             str(data_dir), "--limit", "1", "--dates", "2024-01-01", "--store", str(tmp_path / "store")],
+                            cwd=work, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    _assert_one_line_error(result, "DATEEVAL_CACHE")
+    assert not any(work.iterdir())
+
+
+def _rewrite_first_unit(store, change, sealed: bool) -> None:
+    """Rewrite one mmlu unit of the demo's float32 entry as ``change(table)``, with fresh checksums (``sealed``: they
+    then match the bad values) or none (a unit from before checksums)."""
+    import pyarrow.parquet as pq
+
+    from dateeval import checksums
+
+    unit = next(store.glob("smollm2-135m-float32-*/mmlu/*.parquet"))
+    changed = change(pq.read_table(unit).replace_schema_metadata(None))
+    pq.write_table(checksums.with_checksums(changed) if sealed else changed, unit)
+
+
+@pytest.mark.parametrize(("change", "sealed", "says"), [
+    (lambda t: t.set_column(t.schema.get_field_index("correct"), "correct", pa.array(np.where(np.asarray(t["correct"]), 2.0, 0.0))), False, "column correct holds 2"),
+    (lambda t: t.set_column(t.schema.get_field_index("confidence"), "confidence", pa.compute.add(t["confidence"], 1.0)), True, "column confidence holds"),
+    (lambda t: t.set_column(t.schema.get_field_index("correct"), "correct", t["correct"].cast(pa.string())), True, "column correct holds string"),
+    (lambda t: t.select(["model_key", "condition_key", "item_id"]), False, "it has no"),
+])  # fmt: skip
+def test_a_unit_holding_what_its_columns_cannot_hold_is_named_and_left_out(tmp_path, change, sealed, says):
+    """A unit without checksums whose grades read 2.0 made ``summary --json`` print 70.1% for 35.1%; grades as text or
+    a unit of only identity columns raised tracebacks in ``summary`` and ``robust``. Each reader now names the unit in
+    a warning, leaves it out, and answers from the rest, with checksums that match the bad values or without any."""
+    store = demo_copy(tmp_path)
+    _rewrite_first_unit(store, change, sealed)
+    for args in (["summary", "--json"], ["robust", "--dataset", "mmlu"]):
+        result = run_cli(*args, "--store", str(store))
+        assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+        assert says in result.stderr and "warning" in result.stderr, result.stderr
+    rows = json.loads(run_cli("summary", "--json", "--store", str(store)).stdout)
+    assert rows and all(0 <= row["accuracy_max"] <= 1 for row in rows if row["accuracy_max"] is not None) and not any("float32" in row["entry"] and row["dataset"] == "mmlu" for row in rows)

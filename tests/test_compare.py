@@ -93,3 +93,25 @@ def test_the_reports_model_against_model_table_is_dateeval_compare_on_every_pair
         assert f"A - B: {row[4].replace(' [', ' pp [', 1)} (95%" in printed, (row, printed)
         assert f"A - B {row[7].replace(' [', ' pp [', 1)}, p = {row[8]:.3f}" in printed, (row, printed)
     assert report._compare_section(view, "gsm8k", files) == [] and list(files) == ["compare-mmlu.csv"]  # one entry: no pair to compare
+
+
+def test_entries_on_different_questions_are_not_paired(tmp_path):
+    """The demo's float32 entry moved onto 20 other questions (its ids renamed), the bfloat16 entry left on the demo's:
+    as many questions, none shared. ``compare`` refuses in one line (it printed a difference over "20 questions x 366
+    dates both have"), and the results layer pairs nothing (the Leaderboard section, the report, the reorder chance)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from conftest import demo_copy
+    from dateeval import results
+
+    store = demo_copy(tmp_path)
+    for unit in store.glob("smollm2-135m-float32-*/mmlu/*.parquet"):
+        table = pq.read_table(unit)
+        renamed = pc.binary_join_element_wise("other-", table["item_id"].cast("string"), "")
+        pq.write_table(table.set_column(table.schema.get_field_index("item_id"), "item_id", renamed.cast(table.schema.field("item_id").type)), unit)
+    done = _cli("compare", "--store", str(store), "smollm2-135m (bfloat16, cpu)", "smollm2-135m (float32, cpu)")
+    assert done.returncode == 2 and "do not share two dates and the same questions" in done.stderr, (done.stdout, done.stderr)
+    view, _ = results.open(store)
+    assert view.aligned("mmlu", ["smollm2-135m (bfloat16, cpu)", "smollm2-135m (float32, cpu)"])[1] is None
+    assert view.aligned("mmlu", ["smollm2-135m (bfloat16, cpu)", "smollm2-135m (float16, cpu)"])[1] is not None

@@ -4,6 +4,7 @@ permutation), and as the implementation the pages and the CLI print."""
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy import optimize
 from scipy import stats as scipy_stats
@@ -139,7 +140,17 @@ def test_paired_difference_covers_the_true_difference():
                                        (lambda: stats.robust_score(np.full((3, 4), 0.5)), "0/1 grades"),
                                        (lambda: stats.paired_difference(np.ones((3, 4)), np.ones((3, 5))), "same dates"),
                                        (lambda: stats.rate_interval(11, 10), "0 <= right <= n"),
-                                       (lambda: stats.ece([0.5, 0.6], [1.0]), "equal-length")])  # fmt: skip
+                                       (lambda: stats.ece([0.5, 0.6], [1.0]), "equal-length"),
+                                       (lambda: stats.rate_interval(2.5, 10), "0 <= right <= n"),
+                                       (lambda: stats.rate_interval(True, 10), "0 <= right <= n"),
+                                       (lambda: stats.robust_score(np.ma.masked_array(np.ones((3, 4)), mask=np.eye(3, 4))), "correct is a masked array"),
+                                       (lambda: stats.robust_score([[1, 0, 1], [1, 0]]), "correct must be a rectangular array"),
+                                       (lambda: stats.robust_score(pd.DataFrame([[1, pd.NA], [0, 1]], dtype=object)), "correct must be a rectangular array"),
+                                       (lambda: stats.robust_score([[1.0, float("nan")], [0.0, 1.0]]), "correct holds missing values"),
+                                       (lambda: stats.paired_difference([[1, 0], [1, 1]], [[1, 0], [1]]), "b must be a rectangular array"),
+                                       (lambda: stats.ece([0.5, None], [1, 0]), "confidence holds missing values"),
+                                       (lambda: stats.date_effect_test([np.ones((3, 4))], seed=-1), "seed must be a whole number 0 or more"),
+                                       (lambda: stats.date_effect_test([[[1, 0], [1]]]), "entries\\[0\\] must be a rectangular array")])  # fmt: skip
 def test_bad_arrays_get_one_clear_error(call, says):
     with pytest.raises(stats.UsageError, match=says) as raised:
         call()

@@ -272,3 +272,14 @@ def test_parquet_files_dateeval_did_not_write_are_named_and_left_alone(tmp_path)
     assert run_cli("summary", "--store", str(store), "--json").stdout == clean.stdout  # compacting merged only dateeval's units
     frame, problems = Store(store).read()
     assert sorted(path for path, _ in problems.foreign) == sorted([beside, elsewhere]) and frame["model_key"].notna().all()
+
+
+def test_every_unit_of_the_built_in_demo_carries_checksums():
+    """The demo is read by every new user: its units are verified on every read like a sweep's (issue 47 §5)."""
+    import pyarrow.parquet as pq
+
+    from conftest import ROOT
+    from dateeval import checksums
+
+    units = [unit for unit in (ROOT / "demo" / "store").rglob("*.parquet") if ".aggregates" not in unit.parts]
+    assert units and all(checksums.stored(pq.read_schema(unit).metadata) is not None for unit in units)

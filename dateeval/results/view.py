@@ -107,6 +107,13 @@ class Results:
         rows = inference.graded(self.outcome_rows(self._of(entry, dataset)))
         return inference.outcome_matrices(rows[rows["factor"].eq("date") if keys is None else rows["condition_key"].isin(keys)], level)
 
+    def question_ids(self, entry: str, dataset: str) -> tuple:
+        """The ids of the questions one entry answered on ``dataset``, sorted: the columns of its matrices."""
+        found = self.entry_outcomes(entry, dataset)
+        if found is not None:
+            return tuple(found.items.tolist())
+        return tuple(sorted(self.outcome_rows(self._of(entry, dataset))["item_id"].astype(str).unique()))
+
     def entry_units(self, entry: str, dataset: str) -> list[Path]:
         """The unit files holding one entry's results on one dataset (what its kept statistics are keyed on)."""
         return [self.store.root / source for source in self.sums.loc[self._of(entry, dataset), "source"].unique()]
@@ -162,14 +169,15 @@ class Results:
         """The dates ``entries`` (every graded one with dates when None, in sorted order) share on ``dataset`` in
         ``period``, and their outcomes there: entries x dates x questions, rows in date order; None where fewer than
         two entries share two dates, or they do not share their questions."""
-        found = {}
+        found, questions = {}, set()
         for entry, name in self.dated_entries(period):
             if name == dataset and (entries is None or entry in entries):
                 dates, correct, _ = self.matrices(entry, dataset, self._date_keys(entry, dataset, period), "date")
                 found[entry] = (pd.to_datetime(pd.Series(dates)).dt.strftime("%Y-%m-%d").tolist(), correct)
+                questions.add(self.question_ids(entry, dataset))
         common = sorted(set.intersection(*(set(dates) for dates, _ in found.values()))) if len(found) >= 2 else []
-        if len(common) < 2 or len({correct.shape[1] for _, correct in found.values()}) != 1:
-            return common, None
+        if len(common) < 2 or len(questions) != 1 or len({correct.shape[1] for _, correct in found.values()}) != 1:
+            return common, None  # paired by question id, not by count: two entries on different questions share nothing
         order = [entry for entry in (entries if entries is not None else sorted(found)) if entry in found]
         return common, np.stack([found[entry][1][[found[entry][0].index(day) for day in common]] for entry in order])
 

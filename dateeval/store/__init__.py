@@ -40,6 +40,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dateeval import checksums, leftovers
@@ -410,9 +411,42 @@ def _load(path: Path, columns: list[str] | None, filters: list[tuple] | None, fu
         table = file.read(columns=needed)
     if record is not None:
         checksums.verify(table, record)
+    _check_values(table)
     if filters:
         table = table.filter(pq.filters_to_expression(filters))
     return table.select(wanted)
+
+
+class OutOfRange(ValueError):
+    """A column holding what it cannot hold (a grade of 2, a probability of 1.5, grades as text): the file is not read,
+    checksums or not (a unit written without them, or rewritten with new ones, is caught here)."""
+
+
+_SHARES = ("correct", "confidence", "label_mass", "probs")  # per-item shares in [0, 1] (grades 0/1), NaN or null where absent
+_TEXT_KEYS = (*IDENTITY, "dataset", "task_key")
+
+
+def _check_values(table: pa.Table) -> None:
+    """Raise :class:`OutOfRange` where a column read holds values outside what dateeval writes there."""
+    for name in _TEXT_KEYS:
+        if name in table.column_names and not (pa.types.is_string(table.schema.field(name).type) or pa.types.is_large_string(table.schema.field(name).type)):
+            raise OutOfRange(f"column {name} holds {table.schema.field(name).type}, not text")
+    for name in _SHARES:
+        if name not in table.column_names:
+            continue
+        column = table[name]
+        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            column = pc.list_flatten(column)
+        kind = column.type
+        if not (pa.types.is_boolean(kind) or pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind)):
+            raise OutOfRange(f"column {name} holds {kind}, not numbers")
+        if pa.types.is_boolean(kind) or pa.types.is_null(kind) or len(column) == 0:
+            continue
+        values = column.to_numpy(zero_copy_only=False).astype(float)
+        values = values[~np.isnan(values)]
+        bad = values[(values < 0) | (values > 1) | ((values != 0) & (values != 1) if name == "correct" else False)]
+        if bad.size:
+            raise OutOfRange(f"column {name} holds {bad[0]:g}, outside {'0/1' if name == 'correct' else '[0, 1]'}")
 
 
 def _filter_columns(filters: list[tuple] | list[list[tuple]] | None) -> list[str]:

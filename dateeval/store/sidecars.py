@@ -44,6 +44,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.parquet as pq
 import xxhash
 
 from dateeval import schema
@@ -58,6 +59,8 @@ FORMAT = 6  # bump when the sidecars' columns change: older ones are then rebuil
 # Per-item columns the sums are made of (plus the row key, so that a unit's own duplicates are dropped as a read does).
 SOURCE_COLUMNS = [*dict.fromkeys([*ENTRY, "condition", "condition_key", "factor", "date_mode", "date", "date_text", "item_id", "task", "label_variant",
                                   "prompt_hash", "correct", "confidence", "pred", "answer"])]  # fmt: skip
+# The columns every unit dateeval ever wrote has (a file lacking one is not summed: it has nothing to sum).
+REQUIRED_COLUMNS = [*ENTRY, "condition_key", "item_id", "correct"]
 # Read where a unit has them: generated answers' parsed form, translations' sentence score.
 OPTIONAL_COLUMNS = [*CORPUS_COLUMNS, "parsed", "score", "confidence_note"]
 
@@ -167,6 +170,10 @@ def summed(store: Store, unit: Path) -> tuple[Summed | None, StoreProblems]:
     before = unit.stat()
     frame, problems = store.read(columns=SOURCE_COLUMNS, paths=[unit], optional=OPTIONAL_COLUMNS, full_check=True)
     if problems.corrupted or frame.empty:
+        return None, problems
+    missing = sorted(set(REQUIRED_COLUMNS) - set(pq.read_schema(unit).names))
+    if missing:  # a file with the identity columns but not what is summed: named, left out, not a traceback later
+        problems.corrupted.append((unit, f"it has no {', '.join(missing)} (every unit dateeval writes has them)"))
         return None, problems
     sums = of_rows(frame).assign(source=str(unit.relative_to(store.root)))
     after = unit.stat()
