@@ -198,3 +198,24 @@ def test_the_ece_delta_interval_is_the_two_dates_bounds_at_one_and_a_quarter_per
     low, high = bands.ece_interval(confidence, correct, tail=0.0125)
     assert bands.ece_difference_interval(confidence, correct) == pytest.approx((low[0] - high[1], high[0] - low[1]))
     assert all(math.isnan(end) for end in bands.ece_difference_interval(confidence[:, :49], correct[:, :49]))
+
+
+def test_the_date_effect_test_takes_a_shuffle_count_and_reports_its_progress():
+    """At 366 dates x 100,000 questions the 1000 shuffles take a quarter of an hour: a caller may ask for fewer (the p
+    then moves in steps of 1 / (shuffles + 1)) and is told how far it has come."""
+    rng = np.random.default_rng(5)
+    correct = (rng.random((6, 40)) < 0.5).astype(float)
+    seen: list[tuple[int, int]] = []
+    p = stats.date_effect_test([correct], shuffles=99, progress=lambda done, total: seen.append((done, total)))
+    assert (p * 100) == pytest.approx(round(p * 100)) and 0 < p <= 1
+    assert seen and seen[-1] == (99, 99) and all(total == 99 for _, total in seen)
+    assert stats.date_effect_test([correct]) == chance_family([correct])
+    for bad in (0, -5, 2.5, True, 10**7):
+        with pytest.raises(stats.UsageError, match="shuffles must be a whole number"):
+            stats.date_effect_test([correct], shuffles=bad)
+
+
+def chance_family(entries: list) -> float:
+    from dateeval.results.chance import date_effect_family
+
+    return date_effect_family([entries])

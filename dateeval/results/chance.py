@@ -14,7 +14,7 @@ the functions that need it, not here (the explorer's first render needs none of 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -85,7 +85,10 @@ def cochran_logp(counts: np.ndarray, row_totals: np.ndarray) -> np.ndarray:
 SHUFFLE_CELLS = 4_000_000  # gathered cells per chunk of joint shuffles: bounds the memory at a few tens of MB
 
 
-def joint_shuffled_counts(group: np.ndarray, n_perm: int, rng: np.random.Generator) -> np.ndarray:
+Progress = Callable[[int, int], object]  # called with (shuffles done, shuffles in all) as a long test goes on
+
+
+def joint_shuffled_counts(group: np.ndarray, n_perm: int, rng: np.random.Generator, progress: Progress | None = None) -> np.ndarray:
     """Per-date right answers (entries x permutations x dates) of entries that share questions and dates (``group``:
     entries x dates x questions), each question's dates shuffled by ONE permutation applied to every entry: under "the
     date moves no entry" that keeps whatever ties the entries (one model at two precisions answers alike), so the
@@ -103,13 +106,15 @@ def joint_shuffled_counts(group: np.ndarray, n_perm: int, rng: np.random.Generat
         order = rng.permuted(np.broadcast_to(np.arange(n_dates), (size, by_question.shape[1], n_dates)), axis=2)
         shuffled = np.take_along_axis(by_question[:, None], order[None], axis=3)  # entries x size x questions x dates
         counts[:, start:start + size] = shuffled.sum(2)
+        if progress is not None:
+            progress(start + size, n_perm)
     return counts
 
 
 VERDICT_PERM = 1000  # joint shuffles behind the verdict: a p-value near 0.05 has a Monte-Carlo SE of 0.007
 
 
-def date_effect_family(groups: Sequence[Sequence[np.ndarray]], n_perm: int = VERDICT_PERM, seed: int = 0) -> float:
+def date_effect_family(groups: Sequence[Sequence[np.ndarray]], n_perm: int = VERDICT_PERM, seed: int = 0, progress: Progress | None = None) -> float:
     """The family-wise p-value of "the date moves at least one entry": the smallest of the entries' Cochran's Q
     chi-square p-values (a min-p over standardised statistics), against the same smallest over joint shuffles.
 
@@ -118,7 +123,8 @@ def date_effect_family(groups: Sequence[Sequence[np.ndarray]], n_perm: int = VER
     sets independently of each other. The observed table and the ``n_perm`` shuffled ones are exchangeable under the
     null, so the p-value (1 + shuffles at least as extreme) / (n_perm + 1) has its size for any number of entries, and
     can reach 1 / (n_perm + 1) whatever their number. The chi-square p only puts the entries on one scale: the
-    permutation, not the approximation, gives the size. Coverage and power: docs/coverage.md.
+    permutation, not the approximation, gives the size. Coverage and power: docs/coverage.md. ``progress`` is told
+    each set's shuffles as they are drawn (the time goes there: docs/statistics-api.md gives it by size).
     """
     rng = np.random.default_rng(seed)
     observed, null = 0.0, np.zeros(n_perm)
@@ -126,7 +132,7 @@ def date_effect_family(groups: Sequence[Sequence[np.ndarray]], n_perm: int = VER
         group = np.stack([np.asarray(matrix) > 0.5 for matrix in group])
         if group.shape[1] < 2 or group.shape[2] == 0:
             continue
-        counts = joint_shuffled_counts(group, n_perm, rng)
+        counts = joint_shuffled_counts(group, n_perm, rng, progress)
         for entry, drawn in zip(group, counts):
             totals = entry.sum(0)
             observed = min(observed, float(cochran_logp(entry.sum(1), totals)))
