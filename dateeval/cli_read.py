@@ -22,6 +22,8 @@ def add_summary(commands: argparse._SubParsersAction) -> None:
     summary = commands.add_parser("summary", help="accuracy and ECE over dates: min/mean/max, worst-to-best delta, baselines")
     summary.add_argument("--store", default="cache/results")
     summary.add_argument("--json", action="store_true", help="machine-readable output")
+    summary.add_argument("--per-date", action="store_true", help="with --json: one object per entry x dataset x date (and no-date baseline), "
+                         "the share right with its 95%% interval")  # fmt: skip
     summary.add_argument("--dates", type=_period, help="only the dates START..END (both included), as a page's date filter selects them")
 
 
@@ -124,7 +126,12 @@ def summary(args: argparse.Namespace) -> int:
     from dateeval.results import headline_sentence, reorder_sentence, verdict_power
     from dateeval.results.summary_row import SummaryRow, factor_line, precision_line
 
+    if args.per_date and not args.json:
+        raise DateEvalError("--per-date prints JSON: add --json")
     found = _open_results(args.store)
+    if args.per_date:
+        print(json.dumps(_json_safe(found.per_date(args.dates).to_dict(orient="records")), indent=2, default=str))
+        return 0
     table = found.summary(args.dates)
     # Table 5's CVs are over every stored level of each factor: shown for the whole store only, not for a --dates range.
     factors = found.statistics()["factors"] if len(table) and args.dates is None else pd.DataFrame(columns=["entry", "dataset", "factor"])

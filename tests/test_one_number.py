@@ -236,3 +236,33 @@ def test_the_leaderboard_compares_two_models_as_dateeval_compare_does(page, stor
     a, b = board.selectbox(key="compare_a").value, board.selectbox(key="compare_b").value
     printed = run_cli("compare", "--store", str(store), a, b)
     assert printed.returncode == 0 and shown == "\n".join("- " + line.strip() for line in printed.stdout.splitlines()[1:])
+
+
+def test_summary_per_date_is_the_curves_band_and_the_stored_rows(store, layer):
+    """``summary --json --per-date``: one object per entry x dataset x date (and no-date baseline) with the share right
+    counted from the stored rows themselves (the oracle), the interval the Curves page draws for that date, and the
+    JSON fields outside checks read. ``--dates`` keeps the range's dates and every baseline."""
+    from dateeval.store import Store
+
+    found = json.loads(run_cli("summary", "--store", str(store), "--json", "--per-date").stdout)
+    assert found and all(list(record) == ["entry", "dataset", "date", "metric", "value", "low", "high", "n_scored", "n_items", "estimated"]
+                         for record in found)  # fmt: skip
+    assert all(record["estimated"] is False and record["n_scored"] == record["n_items"] and 0 <= record["low"] <= record["value"] <= record["high"] <= 1
+               for record in found)  # fmt: skip
+    rows, _ = Store(store).read(columns=["model", "dtype", "device", "dataset", "date_mode", "date", "correct"])
+    rows = rows[rows["correct"].notna()]
+    by_cell = {(entry, dataset, None if mode == "none" else date): group
+               for (entry, dataset, mode, date), group in rows.assign(entry=rows["model"] + " (" + rows["dtype"] + ", " + rows["device"] + ")")
+               .groupby(["entry", "dataset", "date_mode", "date"], dropna=False)}  # fmt: skip
+    for record in found:
+        cell = by_cell[(record["entry"], record["dataset"], record["date"])]
+        assert record["n_scored"] == len(cell) and record["value"] == cell["correct"].astype(float).sum() / len(cell)
+    for entry, dataset in {(record["entry"], record["dataset"]) for record in found}:
+        band = layer.band(entry, dataset, "accuracy")
+        mine = {record["date"]: record for record in found if record["entry"] == entry and record["dataset"] == dataset and record["date"]}
+        assert len(band) == len(mine)
+        for row in band.itertuples():
+            assert (mine[row.date.strftime("%Y-%m-%d")]["low"], mine[row.date.strftime("%Y-%m-%d")]["high"]) == (row.low, row.high)
+    january = json.loads(run_cli("summary", "--store", str(store), "--json", "--per-date", "--dates", "2024-01-01..2024-01-31").stdout)
+    assert {record["date"] for record in january} - {None} == {record["date"] for record in found if record["date"] and record["date"].startswith("2024-01")}
+    assert sum(record["date"] is None for record in january) == sum(record["date"] is None for record in found)

@@ -37,6 +37,9 @@ POWER_EFFECT = 0.05
 HELD_ENTRIES = 6
 
 
+PER_DATE_COLUMNS = ["entry", "dataset", "date", "metric", "value", "low", "high", "n_scored", "n_items", "estimated"]
+
+
 @dataclass(frozen=True)
 class Period:
     """A range of dates, both ends included: what a page's date filter or ``summary --dates`` selects."""
@@ -196,6 +199,26 @@ class Results:
         which entries have a date effect to test (null band, headline, Table 7, the robust number)."""
         counts = self._dated(period).groupby(["entry", "dataset"], sort=True)["condition_key"].nunique()
         return list(counts[counts >= 2].index)
+
+    def per_date(self, period: Period | None = None) -> pd.DataFrame:
+        """Each entry's share graded right on each date of its sweep and on its no-date baseline (``PER_DATE_COLUMNS``;
+        ``date`` None for the baseline), with the Curves band's exact interval (``bands.clopper_pearson``) of its
+        ``n_scored`` graded questions out of the ``n_items`` it answered: ``summary --json --per-date``. Every question
+        of a stored condition is scored, so ``estimated`` is False; the metric is "accuracy" (pass@1 for HumanEval,
+        exact match for GSM8K: each is the share right)."""
+        graded = self.sums[self.sums["factor"].isin(["date", "no-date"]) & (self.sums["n_graded"] > 0)]
+        if period is not None:
+            graded = graded[(graded["factor"] != "date") | period.holds(graded["date"])]
+        if graded.empty:
+            return pd.DataFrame(columns=PER_DATE_COLUMNS)
+        graded = graded.assign(n_items=graded["items"].str.partition(":")[0].astype(int), date=graded["date"].where(graded["factor"] == "date"))
+        cells = graded.groupby(["entry", "dataset", "condition_key"], sort=False, dropna=False).agg(
+            date=("date", "first"), right=("sum_correct", "sum"), n_scored=("n_graded", "sum"), n_items=("n_items", "max"))
+        low, high = bands.clopper_pearson(np.rint(cells["right"].to_numpy()), cells["n_scored"].to_numpy())
+        table = cells.reset_index().assign(metric="accuracy", value=cells["right"].to_numpy() / cells["n_scored"].to_numpy(), low=low, high=high, estimated=False)
+        table["date"] = pd.to_datetime(table["date"], format="mixed").dt.strftime("%Y-%m-%d").astype(object).where(table["date"].notna(), None)
+        order = table.assign(_baseline=table["date"].notna()).sort_values(["entry", "dataset", "_baseline", "date"], kind="stable", na_position="first")
+        return order[PER_DATE_COLUMNS].reset_index(drop=True)
 
     def summary(self, period: Period | None = None) -> pd.DataFrame:
         """Tables 1, 8 and 9 per entry and dataset with the date effect's null band and Cochran's Q, over the dates
