@@ -127,11 +127,11 @@ def test_every_path_gives_the_same_bits_when_the_load_moves_the_threads_mid_swee
     task = build_task("arc_challenge", str(data_dir), Subset(limit=8))
     encoded = model.encode([prompt_input(model, task.prompt(item, condition).messages, condition)[0] for item in task.items])
     labels = [list(mcqa.label_tokens(model.tokenizer, 4).token_ids)] * len(encoded)
-    gsm8k = build_task("gsm8k", str(data_dir), Subset(limit=3))
+    gsm8k = build_task("gsm8k", str(data_dir), Subset(limit=2))
     prompts = [prompt_input(model, gsm8k.prompt(item, condition).messages, condition)[0] for item in gsm8k.items]
     context = model.template.render([{"role": "user", "content": "What is the capital of France?"}], mode="none").text + "The capital is"
     endings = [" Paris.", " Lyon, a city in the south.", " Rome."]
-    settings = GenerationSettings(max_new_tokens=10)
+    settings = GenerationSettings(max_new_tokens=6)
     paths = {
         "packed scoring": lambda: np.vstack(model.next_token_logprobs(encoded, labels, batch_size=5)).tolist(),
         "padded scoring (FixedBatch)": lambda: np.vstack(model.next_token_logprobs(encoded, labels, batch_size=FixedBatch(4))).tolist(),
