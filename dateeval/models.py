@@ -174,10 +174,11 @@ def converted_gguf_dir(source: ModelSource) -> Path:
     call, see :func:`_remove_abandoned_conversions`).
     """
     target = cache_dir() / "models" / f"{source.name}-{source.revision[:12]}"
-    if (target / "config.json").is_file():
-        return target
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
+        _remove_abandoned_conversions(target.parent)
+        if (target / "config.json").is_file():
+            return target
         _convert(source, target)
     except OSError as error:  # a read-only or full cache folder
         raise DateEvalError(f"cannot convert {source.name} into {target.parent} (DATEEVAL_CACHE): {error.strerror or error}") from None
@@ -188,7 +189,6 @@ def _convert(source: ModelSource, target: Path) -> None:
     """The GGUF de-quantised into a transformers folder at ``target``, through a staging folder renamed at the end."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    _remove_abandoned_conversions(target.parent)
     staging = target.parent / f".{target.name}.tmp-{leftovers.owner()}"
     shutil.rmtree(staging, ignore_errors=True)
     tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)

@@ -103,13 +103,14 @@ def test_entries_on_different_questions_are_not_paired(tmp_path):
     import pyarrow.parquet as pq
 
     from conftest import demo_copy
-    from dateeval import results
+    from dateeval import checksums, results
 
     store = demo_copy(tmp_path)
     for unit in store.glob("smollm2-135m-float32-*/mmlu/*.parquet"):
-        table = pq.read_table(unit)
+        table = pq.read_table(unit).replace_schema_metadata(None)
         renamed = pc.binary_join_element_wise("other-", table["item_id"].cast("string"), "")
-        pq.write_table(table.set_column(table.schema.get_field_index("item_id"), "item_id", renamed.cast(table.schema.field("item_id").type)), unit)
+        moved = table.set_column(table.schema.get_field_index("item_id"), "item_id", renamed.cast(table.schema.field("item_id").type))
+        pq.write_table(checksums.with_checksums(moved), unit)
     done = _cli("compare", "--store", str(store), "smollm2-135m (bfloat16, cpu)", "smollm2-135m (float32, cpu)")
     assert done.returncode == 2 and "do not share two dates and the same questions" in done.stderr, (done.stdout, done.stderr)
     view, _ = results.open(store)

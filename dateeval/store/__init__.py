@@ -422,7 +422,8 @@ class OutOfRange(ValueError):
     checksums or not (a unit written without them, or rewritten with new ones, is caught here)."""
 
 
-_SHARES = ("correct", "confidence", "label_mass", "probs")  # per-item shares in [0, 1] (grades 0/1), NaN or null where absent
+_SHARES = ("correct", "confidence", "probs")  # per-item shares in [0, 1] (grades 0/1), NaN or null where absent
+_ROUNDING = 1e-9  # a share computed in floating point may pass 1 by a rounding step
 _TEXT_KEYS = (*IDENTITY, "dataset", "task_key")
 
 
@@ -444,7 +445,7 @@ def _check_values(table: pa.Table) -> None:
             continue
         values = column.to_numpy(zero_copy_only=False).astype(float)
         values = values[~np.isnan(values)]
-        bad = values[(values < 0) | (values > 1) | ((values != 0) & (values != 1) if name == "correct" else False)]
+        bad = values[(values < -_ROUNDING) | (values > 1 + _ROUNDING) | ((values != 0) & (values != 1) if name == "correct" else False)]
         if bad.size:
             raise OutOfRange(f"column {name} holds {bad[0]:g}, outside {'0/1' if name == 'correct' else '[0, 1]'}")
 
