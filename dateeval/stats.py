@@ -45,6 +45,11 @@ def _floats(values: object, name: str) -> np.ndarray:
     return found
 
 
+def _whole(value: object) -> bool:
+    """A whole number as Python or numpy writes it (not a bool, not 2.5)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
 def _grades(correct: object, name: str = "correct") -> np.ndarray:
     """A dates x questions array of 0/1 grades, or one clear error: a reader's arrays come from elsewhere."""
     found = _floats(correct, name)
@@ -58,8 +63,7 @@ def _grades(correct: object, name: str = "correct") -> np.ndarray:
 def rate_interval(right: int, n: int) -> Estimate:
     """A rate from ``right`` of ``n`` with its exact (Clopper-Pearson) interval: the per-date band of the Curves page.
     Its coverage is at least 95% at every rate and every n; 0 of n gives [0, 1 - 0.025^(1/n)], never zero wide."""
-    whole = lambda value: isinstance(value, (int, np.integer)) and not isinstance(value, bool)  # noqa: E731
-    if not (whole(n) and whole(right) and n > 0 and 0 <= right <= n):
+    if not (_whole(n) and _whole(right) and n > 0 and 0 <= right <= n):
         raise UsageError(f"rate_interval needs 0 <= right <= n and n a positive whole number; got right={right}, n={n}")
     from dateeval.results.bands import clopper_pearson
 
@@ -87,9 +91,9 @@ def date_effect_test(entries: Sequence[object], seed: int = 0, shuffles: int = 1
     number (the pages use 1000: a p-value near 0.05 has a Monte-Carlo SE of 0.007; the smallest p is 1 / (shuffles + 1));
     the time grows with shuffles x questions that vary x dates, and ``progress(done, total)`` is called as they are drawn.
     """
-    if not isinstance(seed, (int, np.integer)) or isinstance(seed, bool) or seed < 0:
+    if not _whole(seed) or seed < 0:
         raise UsageError(f"seed must be a whole number 0 or more; got {seed!r}")
-    if not isinstance(shuffles, (int, np.integer)) or isinstance(shuffles, bool) or not 1 <= shuffles <= 1_000_000:
+    if not _whole(shuffles) or not 1 <= shuffles <= 1_000_000:
         raise UsageError(f"shuffles must be a whole number from 1 to 1,000,000; got {shuffles!r}")
     arrays = [_grades(entry, f"entries[{number}]") for number, entry in enumerate(entries)]
     if not arrays:

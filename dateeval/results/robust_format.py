@@ -6,7 +6,6 @@ Formatting only: every number comes from :meth:`dateeval.results.Results.robust`
 
 from __future__ import annotations
 
-
 import pandas as pd
 
 from dateeval.errors import DateEvalError

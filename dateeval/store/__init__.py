@@ -429,9 +429,10 @@ _TEXT_KEYS = (*IDENTITY, "dataset", "task_key")
 
 def _check_values(table: pa.Table) -> None:
     """Raise :class:`OutOfRange` where a column read holds values outside what dateeval writes there."""
-    for name in _TEXT_KEYS:
-        if name in table.column_names and not (pa.types.is_string(table.schema.field(name).type) or pa.types.is_large_string(table.schema.field(name).type)):
-            raise OutOfRange(f"column {name} holds {table.schema.field(name).type}, not text")
+    for name in set(_TEXT_KEYS) & set(table.column_names):
+        kind = table.schema.field(name).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            raise OutOfRange(f"column {name} holds {kind}, not text")
     for name in _SHARES:
         if name not in table.column_names:
             continue
