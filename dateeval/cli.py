@@ -18,6 +18,7 @@ from pathlib import Path
 
 from dateeval import cli_read
 from dateeval.errors import DateEvalError
+from dateeval.sparse import check_budget
 
 EXIT_ERROR = 2
 # One condition per order: as many as a sweep may have dates, so a typo cannot ask for a billion conditions.
@@ -29,6 +30,14 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise DateEvalError(f"{message} (see `{self.prog} --help`)")  # prog: `dateeval` or `dateeval run`
+
+
+def _share(text: str) -> float:
+    """An argparse type for ``--budget``: a share of the dense grid in (0, 1]."""
+    try:
+        return check_budget(float(text))
+    except (ValueError, DateEvalError):
+        raise argparse.ArgumentTypeError(f"must be a share in (0, 1] such as 0.2, not {text!r}") from None
 
 
 def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
@@ -102,6 +111,10 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     run.add_argument("--sample", type=int, help="a seeded random sample of N items")
     run.add_argument("--seed", type=int, default=0, help="seed for --sample (default 0)")
     run.add_argument("--dates", help="dates: 2024-01-01..2024-12-31[/7d], or a comma list (default: all of 2024)")
+    run.add_argument("--budget", type=_share, help="sweep sparsely: score this share of the dense grid's item-dates (e.g. 0.2), the "
+                     "no-date baseline and 3 pilot dates in full and the other cells drawn where questions move; per-date values "
+                     "are then estimated with intervals (docs/sparse.md)")
+    run.add_argument("--budget-seed", type=int, default=0, help="seed of the sparse draw (default 0): the same seed draws the same cells")
     run.add_argument("--no-date", action="store_true", help="also run the no-date baseline (the template without any date)")
     run.add_argument("--template-default", action="store_true", help="also run the template as shipped (its own default date or the real clock)")
     run.add_argument("--system-prompt", default=None, type=_text, help="the system message wording used throughout (default: 'You are a helpful assistant.')")
@@ -275,6 +288,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         options=BackendOptions(device=args.device, trust_remote_code=args.trust_remote_code, api_key_env=args.api_key_env, concurrency=args.concurrency,
                                timeout_s=args.request_timeout, retries=args.retries, mode=args.api_mode, tokenizer=args.tokenizer),
         generation=GenerationOptions(max_new_tokens=args.max_new_tokens, sample=args.sampling, seed=args.generation_seed),
+        budget=args.budget, budget_seed=args.budget_seed,
     )
     bar = None
 
@@ -297,6 +311,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             bar.close()
     for message in final.messages:
         print(f"dateeval: warning: {message}", file=sys.stderr)
+    for note in final.notes:
+        print(note)
     print(
         f"done: {final.units_done} units ({final.units_skipped} already in the store), "
         f"{final.items_scored} item-dates scored in {final.seconds:.1f}s -> {args.store}"

@@ -38,6 +38,8 @@ class SweepSpec:
     generation: GenerationOptions = GenerationOptions()
     backend: str | None = None  # None: as each model names it (``vllm:PATH``), else transformers
     options: BackendOptions = BackendOptions()  # device, remote code, endpoint settings (dtype comes from ``dtypes``)
+    budget: float | None = None  # a sparse sweep's share of the dense grid's item-dates (``dateeval.sparse``); None: dense
+    budget_seed: int = 0  # the sparse draw's seed: the same seed draws the same cells
     # ``datasets`` resolved once by the driver (:func:`build_spec`, else ``Sweep.run``): what workers build tasks from
     tasks: tuple[TaskSource, ...] = ()
 
@@ -129,6 +131,7 @@ class Progress:
     seconds: float = 0.0
     current: str = ""
     messages: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what a sweep says that is not a warning (a sparse sweep's draw)
     workers: dict[str, str] = field(default_factory=dict)  # worker -> the unit it runs now
     held_elsewhere: list[str] = field(default_factory=list)  # units another driver holds, waited for
 

@@ -20,7 +20,7 @@ from dateeval.errors import DateEvalError
 class UsageError(DateEvalError, ValueError):
     """Arrays these functions cannot read as asked (wrong shape, grades other than 0/1): one line that says why."""
 
-__all__ = ["Estimate", "UsageError", "date_effect_test", "ece", "paired_difference", "rate_interval", "robust_score"]
+__all__ = ["Estimate", "UsageError", "date_effect_test", "ece", "paired_difference", "rate_interval", "robust_score", "sparse_estimates"]
 
 
 class Estimate(NamedTuple):
@@ -132,3 +132,40 @@ def paired_difference(a: object, b: object) -> Estimate:
     if a.shape != b.shape:
         raise UsageError(f"a and b must be on the same dates and questions; got shapes {a.shape} and {b.shape}")
     return Estimate(*difference(a, b))
+
+
+def sparse_estimates(values: object, inclusion: object, predictor: object) -> list[Estimate]:
+    """Each date's mean over the questions from a sample of its cells, with a 95% interval: what ``dateeval run
+    --budget`` stores and ``summary --per-date`` prints (``dateeval.results.estimated``), for cells you sampled yourself.
+
+    ``values`` is dates x questions (grades, confidences: any value in [0, 1]) with NaN where a cell was not sampled;
+    ``inclusion`` each cell's known probability of having been sampled (same shape, or one per question), every one in
+    (0, 1] and independent of the cells' values (Poisson sampling); ``predictor`` one value per question fixed before
+    the sample (e.g. its mean over a few dates scored in full; zeros give Horvitz-Thompson). The estimate is
+    design-unbiased for the mean over every question, so it is not cut to [0, 1]; the interval is. Coverage against
+    dense sweeps: docs/coverage.md ("Sparse sweeps")."""
+    from dateeval.results.estimated import difference_estimates
+
+    if isinstance(values, np.ma.MaskedArray):
+        raise UsageError("values is a masked array: pass NaN where a cell was not sampled")
+    try:
+        found = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise UsageError("values must be a rectangular dates x questions array of numbers, NaN where not sampled") from None
+    if found.ndim != 2 or found.shape[1] < 1 or found.shape[0] < 1:
+        raise UsageError(f"values must be a dates x questions array; got shape {found.shape}")
+    sampled = found[np.isfinite(found)]
+    if np.isinf(found).any() or ((sampled < 0) | (sampled > 1)).any():
+        raise UsageError("values must lie in [0, 1] (NaN where not sampled)")
+    pi = _floats(inclusion, "inclusion")
+    m = _floats(predictor, "predictor")
+    if pi.shape not in (found.shape, found.shape[1:]):
+        raise UsageError(f"inclusion must have the shape of values {found.shape} or one entry per question; got {pi.shape}")
+    if not ((pi > 0) & (pi <= 1)).all():
+        raise UsageError("inclusion probabilities must lie in (0, 1]: a cell that could not be drawn cannot be estimated")
+    if m.shape != found.shape[1:] or ((m < 0) | (m > 1)).any():
+        raise UsageError(f"predictor must hold one value in [0, 1] per question ({found.shape[1]}); got shape {m.shape}")
+    if (np.isnan(found) & (np.broadcast_to(pi, found.shape) == 1)).any():
+        raise UsageError("a cell with inclusion probability 1 was always sampled, so values cannot be NaN there")
+    estimates = difference_estimates(found, pi, m)
+    return [Estimate(float(value), float(low), float(high)) for value, low, high in zip(estimates.value, estimates.low, estimates.high)]

@@ -17,13 +17,18 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from dataclasses import replace
 import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from dateeval import runs
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from dateeval import runs, sparse
 from dateeval.backends import locate
 from dateeval.errors import DateEvalError
 from dateeval.leases import DEFAULT_TTL_S, Leases, holder
@@ -142,6 +147,7 @@ class Sweep:
         # Units are written by a few threads (each file is independent): one driver's writes keep up with more workers.
         self._writers = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="dateeval-write")
         self._writes: list[Future] = []
+        self._sampled: dict[tuple, tuple[str, float, float]] = {}  # (identity, item) -> a drawn cell's design, propensity, inclusion
 
     def run(self) -> Progress:
         """Execute every missing unit; returns the final progress (what ran, what was already there).
@@ -153,6 +159,8 @@ class Sweep:
         """
         if self.spec.batch_size < 1:
             raise DateEvalError(f"batch size must be at least 1, not {self.spec.batch_size}")
+        if self.spec.budget is not None:
+            _check_affordable(self.spec)
         self.store.ensure_writable()
         self.spec = self.spec.resolved()  # each dataset resolved here, once, for every worker (a spec from ``build_spec`` is already)
         for model in self.spec.models:
@@ -177,7 +185,10 @@ class Sweep:
                         return
                     description = self.executor.start(self.spec, model, dtype, self.run_id)
                     try:
-                        self._run_model(description, progress)
+                        if self.spec.budget is None:
+                            self._run_model(description, progress)
+                        else:
+                            self._run_sparse(description, progress)
                     finally:
                         self.executor.stop()
         finally:
@@ -227,6 +238,65 @@ class Sweep:
             progress.current = f"waiting for {len(held)} unit(s) held by other workers"
             self._report(progress)
             time.sleep(self.poll_s)
+
+    def _run_sparse(self, description: Description, progress: Progress) -> None:
+        """A budgeted sweep (``dateeval.sparse``): the dense conditions (baselines, other factors, the pilot dates) first,
+        then, from what the pilot shows of each question, the drawn cells of every other date."""
+        dense, drawn = _split(description, self.spec)
+        pilots = _pilots(description, self.spec)
+        self._run_model(replace(description, candidates=dense), progress)
+        if self.cancel.is_set():
+            return
+        candidates = []
+        for dataset in dict.fromkeys(candidate.dataset for candidate in drawn):
+            of_dataset = [candidate for candidate in drawn if candidate.dataset == dataset]
+            pilot = [candidate for candidate in dense if candidate.dataset == dataset and candidate in pilots]
+            candidates += self._draw(description, pilot, of_dataset, sum(candidate.dataset == dataset for candidate in dense), progress)
+        self._run_model(replace(description, candidates=tuple(candidates)), progress)
+
+    def _draw(self, description: Description, pilot: list, drawn: list, n_dense: int, progress: Progress) -> list:
+        """The drawn candidates of one dataset: each keeps the items whose uniform falls below their inclusion
+        probability, which the driver remembers to store with each row (``_sampled``)."""
+        items = list(drawn[0].item_ids)
+        correct, margin = self._pilot_matrix(description, pilot, items)
+        w = sparse.propensity(correct, margin)
+        grid = len(items) * (n_dense + len(drawn))
+        left = self.spec.budget * grid - len(items) * n_dense
+        design = sparse.solve(w, len(drawn), left, seed=self.spec.budget_seed, budget=self.spec.budget,
+                              pilot=tuple(candidate.identity[3] for candidate in pilot))  # fmt: skip
+        pi = design.inclusion(w)
+        u = sparse.uniforms(design.seed, items, [candidate.identity[3] for candidate in drawn])
+        text = design.to_json()
+        out = []
+        for candidate, row in zip(drawn, u):
+            keep = np.flatnonzero(row < pi)
+            for index in keep:
+                self._sampled[(candidate.identity, items[index])] = (text, float(w[index]), float(pi[index]))
+            out.append(replace(candidate, item_ids=tuple(items[i] for i in keep), prompt_hashes=tuple(candidate.prompt_hashes[i] for i in keep)))
+        expected = float(np.sum(pi)) * len(drawn) + len(items) * n_dense
+        progress.notes.append(f"{drawn[0].dataset}: sparse sweep at budget {self.spec.budget:g}: {expected / grid:.1%} of {grid} item-dates expected "
+                                 f"({n_dense} dense condition(s), {len(drawn)} drawn date(s))")  # fmt: skip
+        return out
+
+    def _pilot_matrix(self, description: Description, pilot: list, items: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The pilot dates' grades (dates x items) and top-two margins (None without option probabilities), as stored."""
+        paths = self.store.unit_files(description.model_dir, pilot[0].dataset)
+        frame, problems = self.store.read(columns=[*ROW_KEY, "correct"], paths=paths, optional=["probs"], full_check=True)
+        damaged = self.store.set_aside_damaged(problems)
+        if damaged:
+            raise DateEvalError(f"the pilot dates' rows are damaged ({damaged[0]}); run the same command again to score them anew")
+        model_key, hardware, task_key, _ = pilot[0].identity
+        frame = frame[(frame["model_key"] == model_key) & (frame["hardware"] == hardware) & (frame["task_key"] == task_key)]
+        keys = [candidate.identity[3] for candidate in pilot]
+        frame = frame[frame["condition_key"].isin(keys)].drop_duplicates(["condition_key", "item_id"]).set_index(["condition_key", "item_id"])
+        index = pd.MultiIndex.from_product([keys, items])
+        if not index.isin(frame.index).all():
+            raise DateEvalError(f"{pilot[0].dataset}: the pilot dates are not all in the store; run the same command again")
+        correct = frame["correct"].reindex(index).astype(float).to_numpy().reshape(len(keys), len(items))
+        if "probs" not in frame or frame["probs"].isna().any():
+            return correct, None
+        margin = np.array([sparse.margins(np.asarray(probs, dtype=float)) if len(probs) > 1 else 1.0 for probs in frame["probs"].reindex(index)])
+        return correct, margin.reshape(len(keys), len(items))
 
     def _plan(self, description: Description, progress: Progress) -> list[Unit]:
         """The units whose items the store lacks, each with the file it will be written to."""
@@ -293,7 +363,7 @@ class Sweep:
         """Write one unit (the only place rows reach the store), then give its lease back."""
         path = self.store.root / unit.path
         try:
-            sidecars.write_unit(self.store, path, result.rows)
+            sidecars.write_unit(self.store, path, self._with_design(result.rows))
         finally:
             self.leases.release(path)
         with self._lock:
@@ -304,9 +374,55 @@ class Sweep:
             progress.current = unit.label
             self._report(progress)
 
+    def _with_design(self, rows: pa.Table) -> pa.Table:
+        """A drawn unit's rows with each one's design, propensity and inclusion probability (``dateeval.sparse``);
+        a dense unit's rows as they came."""
+        if not self._sampled or not rows.num_rows:
+            return rows
+        identity = list(zip(*(rows.column(name).to_pylist() for name in ("model_key", "hardware", "task_key", "condition_key"))))
+        found = [self._sampled.get((key, item)) for key, item in zip(identity, rows.column("item_id").to_pylist())]
+        if found[0] is None:
+            return rows
+        for index, name in enumerate(sparse.DESIGN_COLUMNS):
+            rows = rows.append_column(name, pa.array([values[index] for values in found]))
+        return rows
+
     def _report(self, progress: Progress) -> None:
         progress.seconds = time.perf_counter() - self._started
         self.on_progress(progress)
+
+
+def _check_affordable(spec: SweepSpec) -> None:
+    """Refuse, before any model loads, a budget that the dense conditions (baselines, factors, pilot dates) spend alone."""
+    sparse.check_budget(spec.budget)
+    dated = sum(condition.factor == "date" and condition.date_mode == "date" for condition in spec.conditions)
+    dense = len(spec.conditions) - dated + len(sparse.pilot_indices(dated))
+    if dense >= spec.budget * len(spec.conditions):
+        share = dense / len(spec.conditions)
+        raise DateEvalError(f"--budget {spec.budget:g} is spent by the {dense} condition(s) scored in full (baselines, factors and "
+                            f"{len(sparse.pilot_indices(dated))} pilot dates: {share:.0%} of the grid): ask for more than {share:.2f}, or sweep more dates")  # fmt: skip
+
+
+def _is_drawn(spec: SweepSpec, candidate) -> bool:  # noqa: ANN001
+    """Whether a candidate's condition is a plain date of the sweep (drawn sparsely); baselines and factors stay dense."""
+    condition = spec.conditions[candidate.condition_index]
+    return condition.factor == "date" and condition.date_mode == "date"
+
+
+def _pilots(description: Description, spec: SweepSpec) -> set:
+    """The pilot candidates: per dataset, :data:`dateeval.sparse.PILOT` dates spread over its sorted date conditions."""
+    chosen = set()
+    for dataset in {candidate.dataset for candidate in description.candidates}:
+        dated = sorted((c for c in description.candidates if c.dataset == dataset and _is_drawn(spec, c)), key=lambda c: spec.conditions[c.condition_index].date)
+        chosen |= {dated[i] for i in sparse.pilot_indices(len(dated))}
+    return chosen
+
+
+def _split(description: Description, spec: SweepSpec) -> tuple[tuple, tuple]:
+    """The dense candidates (every condition that is not a plain date, and the pilot dates) and the drawn ones."""
+    pilots = _pilots(description, spec)
+    dense = tuple(c for c in description.candidates if not _is_drawn(spec, c) or c in pilots)
+    return dense, tuple(c for c in description.candidates if c not in dense)
 
 
 def _owner(store: Store, unit: Unit) -> str:

@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 #   ./run.sh test -m "not model and not browser"
 # `model`: runs the real model (the `backend` fixture, sweeps, the CLI, servers); `browser`: drives Chromium.
 MODEL_MODULES = {"test_engine", "test_ray", "test_sweep_leases", "test_own_benchmark_e2e", "test_generation_tasks", "test_fewshot_format",
-                 "test_openai_backend", "test_serve", "test_serve_vllm", "test_vllm", "test_lmeval", "test_numerics"}  # fmt: skip
+                 "test_openai_backend", "test_serve", "test_serve_vllm", "test_vllm", "test_lmeval", "test_numerics", "test_sparse_sweeps"}  # fmt: skip
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

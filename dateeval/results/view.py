@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from dateeval import schema
-from dateeval.results import bands, chance, descriptive, inference, item_matrices, sql, stored, unit_sums
+from dateeval.results import bands, chance, descriptive, estimated, inference, item_matrices, sql, stored, unit_sums
 from dateeval.results.headline import Headline, headline as find_headline
 
 from dateeval.metrics import METRICS, dataset_metrics
@@ -60,8 +60,11 @@ class Results:
     """One state of a store as the statistics read it: per-unit sums (with ``entry``), per-condition metrics, and
     each entry's condition x item matrices on demand (the last :data:`HELD_ENTRIES` held)."""
 
-    def __init__(self, store: Store, fingerprint: tuple, sums: pd.DataFrame, metrics: pd.DataFrame) -> None:
+    def __init__(self, store: Store, fingerprint: tuple, sums: pd.DataFrame, metrics: pd.DataFrame, drawn: pd.DataFrame | None = None) -> None:
         self.store, self.fingerprint, self.sums, self.metrics = store, fingerprint, sums, metrics
+        # A sparse entry's drawn dates (``dateeval.sparse``): a sample of questions each, so they are kept out of ``sums``
+        # (whose statistics need every question) and read only through ``estimated``.
+        self.drawn = sums.iloc[:0] if drawn is None else drawn
         self.entry_outcomes = functools.lru_cache(maxsize=HELD_ENTRIES)(self._entry_outcomes)
         self._computed_flips = functools.lru_cache(maxsize=HELD_ENTRIES)(self._compute_flips)  # both tables from one computation
 
@@ -71,11 +74,13 @@ class Results:
         fingerprint = store.fingerprint()
         sums, problems = unit_sums.load(store)
         sums = sums.assign(entry=descriptive.entry_label(sums)) if len(sums) else sums.assign(entry=None)
+        sampled = estimated.drawn(sums)
+        sums, drawn = sums[~sampled.to_numpy()].reset_index(drop=True), sums[sampled.to_numpy()].reset_index(drop=True)
         metrics, more = unit_sums.condition_metrics(store, sums)
         problems.corrupted += more.corrupted
         problems.foreign += more.foreign
         problems.unreachable |= more.unreachable
-        return cls(store, fingerprint, sums, metrics), problems
+        return cls(store, fingerprint, sums, metrics, drawn), problems
 
     def sources(self, chosen: pd.Series) -> tuple[list[Path], pd.DataFrame, bool]:
         """The verified files holding the chosen sums, the entries' keys and labels, and whether rows must be
@@ -213,12 +218,38 @@ class Results:
             return pd.DataFrame(columns=PER_DATE_COLUMNS)
         graded = graded.assign(n_items=graded["items"].str.partition(":")[0].astype(int), date=graded["date"].where(graded["factor"] == "date"))
         cells = graded.groupby(["entry", "dataset", "condition_key"], sort=False, dropna=False).agg(
-            date=("date", "first"), right=("sum_correct", "sum"), n_scored=("n_graded", "sum"), n_items=("n_items", "max"))
+            date=("date", "first"), right=("sum_correct", "sum"), n_scored=("n_graded", "sum"), n_items=("n_items", "sum"))  # a condition resumed or grown spans files of disjoint items
         low, high = bands.clopper_pearson(np.rint(cells["right"].to_numpy()), cells["n_scored"].to_numpy())
         table = cells.reset_index().assign(metric="accuracy", value=cells["right"].to_numpy() / cells["n_scored"].to_numpy(), low=low, high=high, estimated=False)
         table["date"] = pd.to_datetime(table["date"], format="mixed").dt.strftime("%Y-%m-%d").astype(object).where(table["date"].notna(), None)
+        table = pd.concat([table, *self._estimated(period)], ignore_index=True) if len(self.drawn) else table
         order = table.assign(_baseline=table["date"].notna()).sort_values(["entry", "dataset", "_baseline", "date"], kind="stable", na_position="first")
         return order[PER_DATE_COLUMNS].reset_index(drop=True)
+
+    def sparse_entries(self) -> list[tuple[str, str]]:
+        """(entry, dataset) of every entry swept sparsely (``--budget``), sorted."""
+        return sorted(set(zip(self.drawn["entry"], self.drawn["dataset"])))
+
+    def estimates(self, entry: str, dataset: str) -> pd.DataFrame:
+        """``estimated.entry_estimates`` of one sparse entry's accuracy: every date condition, exact or estimated."""
+        chosen = (self.sums["entry"].eq(entry) & self.sums["dataset"].eq(dataset)).to_numpy()
+        picked = pd.concat([self.sums[chosen], self.drawn[self.drawn["entry"].eq(entry) & self.drawn["dataset"].eq(dataset)]])
+        keys = picked[[*schema.ENTRY_KEY, "entry"]].drop_duplicates(ignore_index=True)
+        paths = [self.store.root / source for source in dict.fromkeys(picked["source"])]
+        rows = sql.rows(paths, keys, True, ["item_id", "condition_key", "date", "factor", "design", "probs", "correct"])
+        return estimated.entry_estimates(rows)
+
+    def _estimated(self, period: Period | None) -> list[pd.DataFrame]:
+        """The per-date rows of sparse entries' drawn dates (``PER_DATE_COLUMNS``), estimated."""
+        tables = []
+        for entry, dataset in self.sparse_entries():
+            found = self.estimates(entry, dataset)
+            found = found[found["estimated"]]
+            found = found.assign(date=pd.to_datetime(found["date"], format="mixed").dt.strftime("%Y-%m-%d"))
+            if period is not None:
+                found = found[period.holds(found["date"])]
+            tables.append(found.assign(entry=entry, dataset=dataset, metric="accuracy"))
+        return tables
 
     def summary(self, period: Period | None = None) -> pd.DataFrame:
         """Tables 1, 8 and 9 per entry and dataset with the date effect's null band and Cochran's Q, over the dates

@@ -55,14 +55,14 @@ from dateeval.schema import CORPUS_COLUMNS, DESCRIPTION, ENTRY, GROUP
 from dateeval.store import Store, StoreProblems, escape_text, has_surrogates
 
 FOLDER = ".aggregates"
-FORMAT = 6  # bump when the sidecars' columns change: older ones are then rebuilt from their units
+FORMAT = 7  # bump when the sidecars' columns change: older ones are then rebuilt from their units
 # Per-item columns the sums are made of (plus the row key, so that a unit's own duplicates are dropped as a read does).
 SOURCE_COLUMNS = [*dict.fromkeys([*ENTRY, "condition", "condition_key", "factor", "date_mode", "date", "date_text", "item_id", "task", "label_variant",
                                   "prompt_hash", "correct", "confidence", "pred", "answer"])]  # fmt: skip
 # The columns every unit dateeval ever wrote has (a file lacking one is not summed: it has nothing to sum).
 REQUIRED_COLUMNS = [*ENTRY, "condition_key", "item_id", "correct"]
 # Read where a unit has them: generated answers' parsed form, translations' sentence score.
-OPTIONAL_COLUMNS = [*CORPUS_COLUMNS, "parsed", "score", "confidence_note"]
+OPTIONAL_COLUMNS = [*CORPUS_COLUMNS, "parsed", "score", "confidence_note", "design"]
 
 
 def sidecar(root: Path, unit: Path, stat: os.stat_result) -> Path:
@@ -89,6 +89,7 @@ def of_rows(frame: pd.DataFrame) -> pd.DataFrame:
             out[name] = values
     out["date_text"] = _first_text(frame, "date_text", codes, groups)
     out["confidence_note"] = _first_text(frame, "confidence_note", codes, groups)  # why a server left confidences out
+    out["design"] = _first_text(frame, "design", codes, groups)  # a sparse sweep's draw (``dateeval.sparse``): its rows are a sample
     out["items"] = _item_digests(frame["item_id"], codes, groups)
     out["group"] = np.arange(groups, dtype=np.int32)
     return out

@@ -1,0 +1,156 @@
+"""Sparse sweeps against dense ones (issue 46): coverage, half-width and cost of the per-date estimates, on real stores.
+
+Each dense entry (every question on every date) is the known truth. Many times over, the sparse design
+(``dateeval.sparse``: the no-date baseline and the pilot dates dense, the other cells drawn with probabilities that follow
+each question's propensity) is drawn from it with a new seed, exactly as ``dateeval run --budget`` draws, and the
+estimator ``dateeval.results.estimated.difference_estimates`` gives each drawn date's value and interval. Reported per
+entry and budget: the share of (date, draw) pairs whose interval covers the dense value, the median and largest
+half-width, and the share of the grid scored. Beside it, at the same budget:
+
+* ``uniform cells + estimator``: the same estimator with the drawn cells' probabilities all equal (no propensity);
+* ``uniform questions``: each drawn date scores the budget's share of questions at random, its plain mean with the
+  Wilson interval corrected for the finite population (what sampling questions blindly gives).
+
+    .venv/bin/python bench/sparse_coverage.py STORE [--budgets 0.1,0.2] [--draws 200] [--dataset mmlu]
+    .venv/bin/python bench/sparse_coverage.py STORE --curve      # half-width against budget (the cost curve)
+    .venv/bin/python bench/sparse_coverage.py --paper            # paper scale, simulated from the store's flip structure
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from dateeval import sparse  # noqa: E402
+from dateeval.rows import with_factor  # noqa: E402
+from dateeval.results.estimated import Z, difference_estimates  # noqa: E402
+from dateeval.store import Store  # noqa: E402
+
+
+def dense_entries(root: str, dataset: str | None) -> dict[tuple[str, str], dict]:
+    """Every entry of the store with its date grid: keys (sorted by date), items, correct and margin matrices."""
+    store, parts = Store(root), []
+    for path in store.files():  # file by file: each entry's rows whole, whatever the others hold
+        part, problems = store.read(columns=["model", "dtype", "dataset", "condition_key", "date_mode", "date", "item_id", "correct", "probs"], paths=[path], optional=["factor"])
+        if problems.corrupted:
+            raise SystemExit(f"damaged units: {problems.corrupted[:2]}")
+        parts.append(part)
+    frame = with_factor(pd.concat(parts, ignore_index=True))  # units written before the factor column have it derived
+    frame = frame[frame["factor"].eq("date")]
+    entries = {}
+    for (model, dtype, name), rows in frame.groupby(["model", "dtype", "dataset"]):
+        if dataset and name != dataset:
+            continue
+        dates = rows.groupby("condition_key")["date"].first().sort_values()
+        items = sorted(rows["item_id"].unique())
+        grid = rows.drop_duplicates(["condition_key", "item_id"]).set_index(["condition_key", "item_id"]).reindex(pd.MultiIndex.from_product([dates.index, items]))
+        if grid["correct"].isna().any():
+            print(f"skipped {model} {dtype} {name}: not dense", file=sys.stderr)
+            continue
+        shape = (len(dates), len(items))
+        correct = grid["correct"].astype(float).to_numpy().reshape(shape)
+        margin = np.array([sparse.margins(np.asarray(p, dtype=float)) for p in grid["probs"]]).reshape(shape) if grid["probs"].notna().all() else None
+        entries[(f"{model} {dtype}", name)] = {"keys": list(dates.index), "items": items, "correct": correct, "margin": margin}
+    return entries
+
+
+def simulate(n_items: int, n_dates: int, *, rate: float = 0.4, movers: float = 0.2, hidden: float = 0.05, date_effect: float = 0.0,
+             seed: int = 0) -> dict:  # fmt: skip
+    """A dense entry with known truth and a planted flip structure like the measured ones (docs/coverage.md): each
+    question has a grade at ``rate``; a share ``movers`` of them change it on each date with a probability of their own
+    (uniform in 0.05-0.5) and show a near tie (top-two margin exponential, mean 0.03); a share ``hidden`` of the rest
+    move rarely (probability 0.02) behind a wide margin (mean 0.3, as every steady question), which the pilot misses;
+    ``date_effect`` makes every mover right on a random half of the dates with that extra probability."""
+    rng = np.random.default_rng(seed)
+    base = rng.random(n_items) < rate
+    kind = rng.random(n_items)
+    flip = np.where(kind < movers, rng.uniform(0.05, 0.5, n_items), np.where(kind < movers + hidden, 0.02, 0.0))
+    flips = rng.random((n_dates, n_items)) < flip
+    correct = np.where(flips, ~base, base)
+    if date_effect:
+        lifted = rng.random(n_dates) < 0.5
+        correct = correct | (lifted[:, None] & (kind < movers)[None, :] & (rng.random((n_dates, n_items)) < date_effect))
+    margin = np.where(kind < movers, rng.exponential(0.03, (n_dates, n_items)), rng.exponential(0.3, (n_dates, n_items)))
+    return {"keys": [f"day{i:04d}" for i in range(n_dates)], "items": [f"q{i}" for i in range(n_items)], "correct": correct.astype(float), "margin": margin}
+
+
+def draw(entry: dict, budget: float, seed: int, uniform: bool = False) -> dict:
+    """One sparse draw of an entry as ``dateeval run --budget`` makes it (the no-date baseline counted as one more dense
+    condition): per drawn date the estimate, interval, truth; and the cells scored."""
+    correct, margin, keys = entry["correct"], entry["margin"], entry["keys"]
+    n_dates, n = correct.shape
+    pilot = sparse.pilot_indices(n_dates)
+    rest = [i for i in range(n_dates) if i not in pilot]
+    n_dense = len(pilot) + 1  # + the no-date baseline
+    grid = n * (n_dense + len(rest))
+    w = np.ones(n) if uniform else sparse.propensity(correct[pilot], None if margin is None else margin[pilot])
+    design = sparse.solve(w, len(rest), budget * grid - n * n_dense, seed=seed, budget=budget, pilot=tuple(keys[i] for i in pilot))
+    pi = design.inclusion(w)
+    chosen = sparse.uniforms(seed, entry["items"], [keys[i] for i in rest]) < pi
+    values = np.where(chosen, correct[rest], np.nan)
+    found = difference_estimates(values, pi, correct[pilot].mean(0))
+    return {"value": found.value, "low": found.low, "high": found.high, "truth": correct[rest].mean(1), "cells": n * n_dense + chosen.sum(), "grid": grid}
+
+
+def uniform_questions(entry: dict, budget: float, seed: int) -> dict:
+    """Each drawn date scores the same number of cells at random questions: plain mean, finite-population Wilson."""
+    correct = entry["correct"]
+    n_dates, n = correct.shape
+    pilot = sparse.pilot_indices(n_dates)
+    rest = [i for i in range(n_dates) if i not in pilot]
+    k = max(1, round((budget * n * (len(pilot) + 1 + len(rest)) - n * (len(pilot) + 1)) / len(rest)))
+    rng = np.random.default_rng(seed)
+    values, lows, highs = [], [], []
+    for i in rest:
+        picked = correct[i, rng.choice(n, size=min(k, n), replace=False)]
+        p, fpc = picked.mean(), np.sqrt(max(0.0, (n - len(picked)) / max(n - 1, 1)))
+        centre = (p + Z**2 / (2 * len(picked))) / (1 + Z**2 / len(picked))
+        half = Z * np.sqrt(p * (1 - p) / len(picked) + Z**2 / (4 * len(picked) ** 2)) / (1 + Z**2 / len(picked)) * fpc
+        values.append(p), lows.append(centre - half), highs.append(centre + half)
+    return {"value": np.array(values), "low": np.array(lows), "high": np.array(highs), "truth": correct[rest].mean(1), "cells": 0, "grid": 1}
+
+
+def study(entry: dict, budget: float, draws: int, method: str) -> dict:
+    covered, halves, shares = [], [], []
+    for seed in range(draws):
+        found = uniform_questions(entry, budget, seed) if method == "uniform questions" else draw(entry, budget, seed, method == "uniform cells + estimator")
+        covered.append((found["low"] <= found["truth"] + 1e-12) & (found["truth"] <= found["high"] + 1e-12))
+        halves.append((found["high"] - found["low"]) / 2)
+        shares.append(found["cells"] / found["grid"])
+    covered, halves = np.concatenate(covered), np.concatenate(halves)
+    return {"coverage": covered.mean(), "se": np.sqrt(covered.mean() * (1 - covered.mean()) / len(covered)), "median_half": 100 * np.median(halves),
+            "max_half": 100 * halves.max(), "share": float(np.mean(shares)) if method != "uniform questions" else budget}  # fmt: skip
+
+
+def describe(entry: dict) -> str:
+    correct = entry["correct"]
+    moved = (correct != correct[0]).any(0)
+    return f"{correct.shape[1]} questions x {correct.shape[0]} dates; {moved.sum()} questions ever change; {(correct != correct[0]).mean():.1%} of cells differ from the first date"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("store")
+    parser.add_argument("--dataset")
+    parser.add_argument("--budgets", default="0.1,0.2")
+    parser.add_argument("--draws", type=int, default=200)
+    args = parser.parse_args()
+    entries = dense_entries(args.store, args.dataset)
+    print("| entry | dataset | grid | budget | method | share scored | coverage (± MC SE) | median half-width (pp) | max half-width (pp) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for (name, dataset), entry in entries.items():
+        for budget in (float(value) for value in args.budgets.split(",")):
+            for method in ("sparse", "uniform cells + estimator", "uniform questions"):
+                found = study(entry, budget, args.draws, method)
+                print(f"| {name} | {dataset} | {describe(entry)} | {budget:g} | {method} | {found['share']:.3f} | {found['coverage']:.3f} ± {found['se']:.3f} "
+                      f"| {found['median_half']:.2f} | {found['max_half']:.2f} |", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

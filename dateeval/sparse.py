@@ -1,0 +1,158 @@
+"""Sparse date sweeps: which (question, date) cells a budgeted sweep scores, each with a known inclusion probability.
+
+Why: most questions never move with the date (docs/coverage.md, "Sparse sweeps"), so scoring every question on every
+date buys little. The design, which the sweep (``dateeval.sweep``) draws and the results layer reads back to estimate:
+
+* **dense conditions** score every question: every condition that is not a date (the no-date baseline, other
+  factors) and :data:`PILOT` pilot dates spread over the sweep's dates (:func:`pilot_indices`);
+* every other (question, date) cell is drawn by Poisson sampling with probability
+  ``pi = clip(scale * w, floor, 1)``, where ``w`` is the question's propensity to move seen on the pilot dates
+  (:func:`propensity`: its grade's spread there and, for choice tasks, how near its top two options came), and the
+  floor lets every cell be drawn, so the estimate is design-unbiased;
+* a cell is drawn when its uniform ``u`` (:func:`uniforms`: a hash of the seed, the question and the date, the same for
+  every model, so entries are sampled on common cells) is below ``pi``. A rerun draws the same cells, a killed sweep
+  resumes, and a larger budget raises ``scale`` and ``floor`` (so every ``pi``): it adds cells and discards none.
+
+Every drawn row records its design (:class:`Design`, as JSON), its propensity and its inclusion probability. This
+module is pure arithmetic: no store, no model, so the driver that draws and the readers that estimate share it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from dateeval.errors import DateEvalError
+
+PILOT = 3  # pilot dates scored densely: enough to see most movers, a small share of a long sweep's budget
+FLOOR_SHARE = 0.25  # the floor probability as a share of the sparse cells' mean probability
+MARGIN_SCALE = 0.05  # a top-two probability margin this small makes a choice question about 1/e as likely to move as a coin
+MARGIN_WEIGHT = 0.5  # the propensity a zero margin implies (a question that moves on half its dates has spread 0.5)
+DESIGN_COLUMNS = ("design", "propensity", "inclusion")  # what a drawn row carries beyond a dense one
+VERSION = 1
+_MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@dataclass(frozen=True)
+class Design:
+    """One budget's draw: its seed and budget, the pilot dates' condition keys, and the inclusion probability's
+    ``scale`` and ``floor`` (:meth:`inclusion`). Stored as JSON in every drawn row."""
+
+    seed: int
+    budget: float
+    pilot: tuple[str, ...]
+    scale: float
+    floor: float
+
+    def inclusion(self, propensity: np.ndarray) -> np.ndarray:
+        """Each cell's probability of being drawn, from its question's propensity."""
+        return np.clip(self.scale * np.asarray(propensity, dtype=float), self.floor, 1.0)
+
+    def to_json(self) -> str:
+        return json.dumps({"version": VERSION, **asdict(self), "pilot": list(self.pilot)}, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Design:
+        """A stored design, checked: a row's text is data, and a design that does not parse is named, not guessed."""
+        try:
+            found = json.loads(text)
+            design = cls(int(found["seed"]), float(found["budget"]), tuple(str(key) for key in found["pilot"]), float(found["scale"]), float(found["floor"]))
+        except (TypeError, ValueError, KeyError, json.JSONDecodeError):
+            raise DateEvalError(f"a stored sparse design is not readable: {str(text)[:80]!r}") from None
+        if not (0 < design.budget <= 1 and 0 < design.floor <= 1 and design.scale > 0 and math.isfinite(design.scale)):
+            raise DateEvalError(f"a stored sparse design is out of range: {str(text)[:80]!r}")
+        return design
+
+
+def check_budget(budget: float) -> float:
+    """A budget as ``--budget`` takes it: a share of the dense grid's cells in (0, 1]."""
+    if not (isinstance(budget, (int, float)) and math.isfinite(budget) and 0 < budget <= 1):
+        raise DateEvalError(f"--budget is a share of the dense grid's item-dates in (0, 1], e.g. 0.2; got {budget}")
+    return float(budget)
+
+
+def pilot_indices(n_dates: int, pilot: int = PILOT) -> list[int]:
+    """The positions of the pilot dates among ``n_dates`` sorted dates: spread evenly, both ends included."""
+    if n_dates <= pilot:
+        return list(range(n_dates))
+    return sorted({round(k * (n_dates - 1) / (pilot - 1)) for k in range(pilot)}) if pilot > 1 else [0]
+
+
+def _hash64(texts: list[str]) -> np.ndarray:
+    return np.array([int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") for text in texts], dtype=np.uint64)
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: a 64-bit value's bits spread over every output bit."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9) & _MASK
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB) & _MASK
+        return x ^ (x >> np.uint64(31))
+
+
+def uniforms(seed: int, item_ids: list[str], conditions: list[str]) -> np.ndarray:
+    """A conditions x items array of uniforms in [0, 1), fixed by the seed, each question's id and each condition's key.
+
+    The same for every model and precision, so two entries swept at one seed are drawn on common cells where their
+    probabilities agree (paired comparisons lose less)."""
+    with np.errstate(over="ignore"):
+        items = _hash64([f"{seed}\0item\0{item}" for item in item_ids])
+        days = _hash64([f"{seed}\0condition\0{key}" for key in conditions])
+        mixed = _mix(_mix(days[:, None] ^ _mix(items[None, :])))
+    return (mixed >> np.uint64(11)).astype(np.float64) / float(1 << 53)
+
+
+def propensity(correct: np.ndarray, margin: np.ndarray | None = None) -> np.ndarray:
+    """Each question's propensity to move, from its pilot: ``correct`` is pilot dates x questions (0/1), ``margin``
+    the same shape's top-two probability margins (None for generated answers).
+
+    The grade's standard deviation over the pilot dates (0 where it never moved there), raised for choice questions
+    whose top two options came close on some pilot date (``MARGIN_WEIGHT * exp(-margin / MARGIN_SCALE)``): a question
+    that changed on a pilot date is likely to change again; one with a near tie may change on a date the pilot missed.
+    The sampling is unbiased whatever these weights are; good ones only narrow the intervals."""
+    grades = np.asarray(correct, dtype=float)
+    seen = np.isfinite(grades).sum(0)
+    rate = np.divide(np.nansum(grades, 0), seen, out=np.zeros(grades.shape[1]), where=seen > 0)
+    spread = np.sqrt(rate * (1 - rate))  # 0 for ungraded answers (a translation's): the floor samples them
+    if margin is None:
+        return spread
+    near = MARGIN_WEIGHT * np.exp(-np.asarray(margin, dtype=float).min(0) / MARGIN_SCALE)
+    return np.maximum(spread, near)
+
+
+def margins(probs: np.ndarray) -> np.ndarray:
+    """The top option's probability less the runner-up's, per row of an items x options array."""
+    ordered = np.sort(np.asarray(probs, dtype=float), axis=-1)
+    return ordered[..., -1] - ordered[..., -2]
+
+
+def solve(propensities: np.ndarray, sparse_dates: int, cells: float, *, seed: int, budget: float, pilot: tuple[str, ...]) -> Design:
+    """The design that draws ``cells`` cells in expectation over ``sparse_dates`` dates of these questions.
+
+    The floor is :data:`FLOOR_SHARE` of the mean probability; ``scale`` is found by bisection (the expected draw grows
+    with it). Both grow with ``cells``, so a larger budget's probabilities are never smaller than a smaller one's."""
+    w = np.asarray(propensities, dtype=float)
+    n = len(w)
+    if n == 0 or sparse_dates == 0:
+        return Design(seed, budget, pilot, 1.0, 1.0)
+    mean = min(1.0, cells / (n * sparse_dates))
+    floor = max(FLOOR_SHARE * mean, 1e-6)
+    if mean >= 1.0:
+        return Design(seed, budget, pilot, 1.0, 1.0)
+    if not (w > 0).any():
+        return Design(seed, budget, pilot, 1.0, mean)  # nothing moved in the pilot: every cell alike
+    target = mean * n
+    moving = int((w > 0).sum())
+    if target >= moving + floor * (n - moving):  # every question that moved is certain; the steady share the rest
+        return Design(seed, budget, pilot, 1.0 / float(w[w > 0].min()), min(1.0, (target - moving) / max(n - moving, 1)))
+    low, high = 0.0, 1.0
+    while np.clip(high * w, floor, 1).sum() < target:
+        high *= 2
+    for _ in range(100):
+        middle = (low + high) / 2
+        low, high = (middle, high) if np.clip(middle * w, floor, 1).sum() < target else (low, middle)
+    return Design(seed, budget, pilot, high, floor)

@@ -1,0 +1,132 @@
+"""The sparse design (``dateeval.sparse``) and its estimator (``dateeval.results.estimated``, ``dateeval.stats.sparse_estimates``):
+the draw is fixed by its seed and nests across budgets; the estimate is design-unbiased, checked against every
+possible sample (ties, 0/1 values, one question, two dates); bad arrays get one message naming the argument."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from scipy import stats as scipy_stats
+
+from dateeval import sparse, stats
+from dateeval.errors import DateEvalError
+from dateeval.results.estimated import difference_estimates, own_variance
+
+
+def test_the_draw_is_fixed_by_its_seed_and_uniform():
+    items, keys = [f"q{i}" for i in range(400)], [f"k{j}" for j in range(25)]
+    first = sparse.uniforms(0, items, keys)
+    assert first.shape == (25, 400) and ((first >= 0) & (first < 1)).all()
+    assert np.array_equal(first, sparse.uniforms(0, items, keys))  # a rerun draws the same cells
+    assert np.array_equal(first[:, 10:20], sparse.uniforms(0, items[10:20], keys))  # a cell's draw is its own, not its position's
+    assert not np.array_equal(first, sparse.uniforms(1, items, keys))
+    assert scipy_stats.kstest(first.ravel(), "uniform").pvalue > 1e-3
+    assert abs(np.corrcoef(first[0], first[1])[0, 1]) < 0.2  # dates drawn independently
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_larger_budget_raises_every_probability_and_spends_what_it_says(seed):
+    rng = np.random.default_rng(seed)
+    w = np.where(rng.random(500) < 0.7, 0.0, rng.random(500))  # most questions never moved in the pilot
+    previous = np.zeros(500)
+    for share in (0.01, 0.05, 0.1, 0.3, 0.6, 0.95):
+        design = sparse.solve(w, 40, share * 500 * 40, seed=0, budget=share, pilot=("a",))
+        pi = design.inclusion(w)
+        assert (pi > 0).all() and (pi <= 1).all()  # every cell can be drawn
+        assert (pi >= previous - 1e-12).all()  # nested: a larger budget discards no cell
+        assert pi.sum() * 40 == pytest.approx(share * 500 * 40, rel=1e-6)
+        previous = pi
+    assert sparse.solve(np.zeros(10), 5, 10, seed=0, budget=0.5, pilot=()).inclusion(np.zeros(10)) == pytest.approx(np.full(10, 0.2))
+
+
+def test_a_design_reads_back_and_damage_is_named():
+    design = sparse.solve(np.array([0.0, 0.5, 0.2]), 4, 5, seed=3, budget=0.4, pilot=("a", "b"))
+    assert sparse.Design.from_json(design.to_json()) == design
+    for text in ("", "{}", '{"seed": 0}', design.to_json().replace('"budget": 0.4', '"budget": 7')):
+        with pytest.raises(DateEvalError, match="sparse design"):
+            sparse.Design.from_json(text)
+
+
+def test_propensity_follows_the_pilots_changes_and_near_ties():
+    correct = np.array([[1, 0, 1, 0], [1, 1, 1, 0], [1, 0, 1, 0]], dtype=float)
+    margin = np.array([[0.5, 0.5, 0.001, 0.9], [0.5, 0.4, 0.3, 0.9], [0.6, 0.5, 0.3, 0.9]])
+    w = sparse.propensity(correct, margin)
+    assert w[1] == pytest.approx(np.sqrt(2 / 9))  # changed on a pilot date: its grade's spread there
+    assert w[2] > w[0] and w[2] == pytest.approx(sparse.MARGIN_WEIGHT * np.exp(-0.001 / sparse.MARGIN_SCALE))  # a near tie
+    assert w[3] < 1e-6 and sparse.propensity(correct)[0] == 0  # steady, wide margin / no probabilities
+    assert sparse.propensity(np.full((3, 2), np.nan)).tolist() == [0, 0]  # ungraded answers: the floor samples them
+
+
+CASES = {
+    "ties and mixed": ([1, 0, 1, 1, 0, 1], [0.3, 0.9, 0.5, 0.5, 0.2, 1.0], [0.5, 0.5, 1.0, 0.0, 0.0, 1.0]),
+    "all right": ([1, 1, 1, 1, 1], [0.2, 0.4, 0.6, 0.8, 0.3], [1, 1, 0.5, 1, 0]),
+    "all wrong": ([0, 0, 0, 0], [0.25, 0.5, 0.75, 0.1], [0, 0, 0, 0.5]),
+    "one question": ([1], [0.4], [0.0]),
+    "confidences": ([0.31, 0.77, 0.5, 0.5, 0.92], [0.5, 0.1, 0.6, 0.6, 0.3], [0.3, 0.7, 0.5, 0.4, 1.0]),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_estimate_and_its_own_variance_are_unbiased_over_every_sample(case):
+    """The oracle: every one of the 2^n Poisson samples, weighted by its probability."""
+    values, pi, m = (np.array(part, dtype=float) for part in CASES[case])
+    n = len(values)
+    mean, second, variance = 0.0, 0.0, 0.0
+    for drawn in itertools.product([False, True], repeat=n):
+        drawn = np.array(drawn)
+        if (~drawn & (pi == 1)).any():
+            continue  # a certain cell is always drawn
+        chance = np.prod(np.where(drawn, pi, 1 - pi))
+        found = difference_estimates(np.where(drawn, values, np.nan)[None, :], pi, m)
+        mean += chance * found.value[0]
+        second += chance * found.value[0] ** 2
+        variance += chance * own_variance(drawn[None, :], np.where(drawn, values - m, 0.0)[None, :], pi[None, :])[0] / n**2
+    assert mean == pytest.approx(values.mean(), abs=1e-12)
+    assert variance == pytest.approx(second - mean**2, abs=1e-12)
+
+
+def test_two_dates_are_estimated_apart_and_a_fully_drawn_date_is_exact():
+    values = np.array([[1, 0, 1, 1], [0, 0, 1, 0]], dtype=float)
+    found = difference_estimates(values, np.ones(4), np.array([1, 0, 1, 0.5]))
+    assert found.value.tolist() == [0.75, 0.25] and found.low.tolist() == [0.75, 0.25] and found.n_scored.tolist() == [4, 4]
+    partial = difference_estimates(np.array([[np.nan, 0, 1, 1], [0, np.nan, np.nan, 0]]), np.full(4, 0.5), np.array([1, 0, 1, 0.5]))
+    assert partial.value.tolist() == pytest.approx([(2.5 + 0 + 0 + 1) / 4, (2.5 - 2 - 1) / 4])
+    assert (partial.low < partial.high).all()  # never zero wide while cells are unseen
+
+
+def test_an_unmoved_sample_still_gets_an_interval():
+    """Nothing moved in the drawn cells: the pooled variance's pseudo-cell keeps the interval open."""
+    values = np.where(np.random.default_rng(0).random((10, 200)) < 0.1, 1.0, np.nan)
+    found = difference_estimates(values, np.full(200, 0.1), np.ones(200))
+    assert (found.value == 1).all() and (found.low < 1).all() and (found.high == 1).all()
+
+
+def test_the_public_estimator_equals_the_one_the_pages_read():
+    rng = np.random.default_rng(1)
+    values = np.where(rng.random((3, 50)) < 0.4, (rng.random((3, 50)) < 0.6).astype(float), np.nan)
+    pi, m = np.full(50, 0.4), np.full(50, 0.6)
+    found = stats.sparse_estimates(values, pi, m)
+    direct = difference_estimates(values, pi, m)
+    assert [estimate.value for estimate in found] == direct.value.tolist() and [estimate.low for estimate in found] == direct.low.tolist()
+
+
+@pytest.mark.parametrize(
+    "values,inclusion,predictor,match",
+    [
+        (np.ma.masked_array([[1.0, 0.0]], mask=[[0, 1]]), [0.5, 0.5], [0.5, 0.5], "masked"),
+        ([[1.0, 0.0]], [0.0, 0.5], [0.5, 0.5], r"\(0, 1\]"),
+        ([[1.0, 0.0]], [0.5, 1.5], [0.5, 0.5], r"\(0, 1\]"),
+        ([[1.0, np.nan]], [0.5, 1.0], [0.5, 0.5], "probability 1"),
+        ([[1.0, 0.0]], [0.5, 0.5, 0.5], [0.5, 0.5], "shape"),
+        ([[2.0, 0.0]], [0.5, 0.5], [0.5, 0.5], r"\[0, 1\]"),
+        ([[1.0, 0.0]], [0.5, 0.5], [0.5], "predictor"),
+        ([[1.0], [0.0, 1.0]], [0.5], [0.5], "rectangular"),
+        ([1.0, 0.0], [0.5, 0.5], [0.5, 0.5], "dates x questions"),
+        ([[1.0, 0.0]], [0.5, None], [0.5, 0.5], "inclusion"),
+    ],
+)
+def test_bad_arrays_get_one_message_naming_the_problem(values, inclusion, predictor, match):
+    with pytest.raises(stats.UsageError, match=match):
+        stats.sparse_estimates(values, inclusion, predictor)

@@ -1,0 +1,105 @@
+"""``dateeval run --budget``: a sparse sweep with the real model on real data, for next-token MCQA, chain of thought
+and a generation task; it resumes with the same cells, a larger budget adds cells only, and every reader of the store
+answers (``summary --per-date`` with estimates; the rest on the dates scored in full)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import run_cli
+from dateeval import sparse
+from dateeval.results import Results
+from dateeval.results.estimated import design_of
+from dateeval.store import Store
+
+DATES = "2024-01-01..2024-01-10"  # 10 dates: 3 pilot dates, 7 drawn
+SWEEP = ("--dataset", "mmlu", "--dataset", "mmlu_cot", "--dataset", "gsm8k", "--limit", "6", "--max-new-tokens", "8", "--dates", DATES, "--no-date",
+         "--dtype", "float32")  # fmt: skip
+
+
+def _run(data_dir, store, budget: str) -> str:
+    result = run_cli("run", *SWEEP, "--data-dir", str(data_dir), "--budget", budget, "--store", str(store))
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _rows(store) -> pd.DataFrame:
+    frame, problems = Store(store).read(columns=["dataset", "condition_key", "factor", "item_id", "correct", "probs", "design", "propensity", "inclusion"])
+    assert not problems.corrupted
+    return frame
+
+
+def _expected(rows: pd.DataFrame, dataset: str) -> set:
+    """The cells the largest stored design draws, recomputed from the pilot as a reader would."""
+    mine = rows[rows["dataset"] == dataset]
+    design = design_of(mine["design"])
+    pilot = mine[mine["condition_key"].isin(design.pilot)]
+    items = sorted(pilot["item_id"].unique())
+    grid = pilot.set_index(["condition_key", "item_id"]).reindex(pd.MultiIndex.from_product([list(design.pilot), items]))
+    correct = grid["correct"].astype(float).to_numpy().reshape(len(design.pilot), len(items))
+    margin = None if grid["probs"].isna().any() else np.array([sparse.margins(np.asarray(p)) for p in grid["probs"]]).reshape(correct.shape)
+    pi = design.inclusion(sparse.propensity(correct, margin))
+    drawn = sorted(set(mine.loc[mine["factor"].eq("date") & ~mine["condition_key"].isin(design.pilot), "condition_key"]))
+    chosen = sparse.uniforms(design.seed, items, drawn) < pi
+    return {(key, items[i]) for row, key in enumerate(drawn) for i in np.flatnonzero(chosen[row])}
+
+
+def _drawn(rows: pd.DataFrame, dataset: str) -> set:
+    mine = rows[(rows["dataset"] == dataset) & rows["design"].notna()]
+    return set(zip(mine["condition_key"], mine["item_id"]))
+
+
+def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, tmp_path):
+    store = tmp_path / "store"
+    said = _run(data_dir, store, "0.6")
+    assert "sparse sweep at budget 0.6" in said
+    rows = _rows(store)
+    for dataset in ("mmlu", "mmlu_cot", "gsm8k"):
+        drawn = _drawn(rows, dataset)
+        assert drawn == _expected(rows, dataset) and 0 < len(drawn) < 6 * 7, dataset  # every drawn cell, and only those
+        mine = rows[(rows["dataset"] == dataset) & rows["design"].notna()]
+        assert ((mine["inclusion"] > 0) & (mine["inclusion"] <= 1)).all() and mine["propensity"].notna().all()
+        assert len(rows[rows["dataset"] == dataset]) <= 0.6 * 6 * 11 + 6  # the budget, give or take the draw's luck
+    assert "0 item-dates scored" in _run(data_dir, store, "0.6")  # a rerun draws the same cells: all stored
+
+    # A sweep killed between two commits leaves whole units: lose one drawn unit, and the rerun scores exactly its cells.
+    lost = next(path for path in Store(store).files() if "mmlu_cot" not in str(path) and "mmlu" in str(path) and "design" in pd.read_parquet(path).columns)
+    lost_cells = set(zip(*(pd.read_parquet(lost)[column] for column in ("condition_key", "item_id"))))
+    lost.unlink()
+    assert f"{len(lost_cells)} item-dates scored" in _run(data_dir, store, "0.6")
+    assert _drawn(_rows(store), "mmlu") == _drawn(rows, "mmlu")
+
+    before = {path: path.read_bytes() for path in Store(store).files()}
+    _run(data_dir, store, "0.9")
+    grown = _rows(store)
+    for dataset in ("mmlu", "mmlu_cot", "gsm8k"):
+        assert _drawn(grown, dataset) >= _drawn(rows, dataset) and _drawn(grown, dataset) == _expected(grown, dataset)
+        assert design_of(grown.loc[grown["dataset"] == dataset, "design"]).budget == 0.9
+    assert all(path.read_bytes() == content for path, content in before.items())  # cells added, none replaced
+
+    per_date = json.loads(run_cli("summary", "--store", str(store), "--json", "--per-date").stdout)
+    estimated = [record for record in per_date if record["estimated"]]
+    assert {record["dataset"] for record in estimated} >= {"mmlu", "mmlu_cot", "gsm8k"}
+    for record in per_date:
+        assert 0 <= record["low"] <= record["value"] <= record["high"] <= 1 and record["n_items"] == 6, record
+        assert record["estimated"] == (record["n_scored"] < 6), record
+    results, _ = Results.open(Store(store))
+    exact = results.per_date()
+    assert len(exact[~exact["estimated"]]) >= 3 * 4  # per dataset: the no-date baseline, the 3 pilot dates, any date drawn whole
+    for command in (["summary", "--json"], ["robust", "--dataset", "mmlu"], ["report", "--out", str(tmp_path / "report")], ["export", "--out", str(tmp_path / "all.csv")]):
+        result = run_cli(*command, "--store", str(store))
+        assert result.returncode == 0 and "Traceback" not in result.stderr, (command, result.stderr)
+
+
+def test_a_budget_the_dense_conditions_spend_is_refused_before_any_work(data_dir, tmp_path):
+    result = run_cli("run", "--dataset", "mmlu", "--data-dir", str(data_dir), "--limit", "2", "--dates", DATES, "--no-date", "--budget", "0.3",
+                     "--store", str(tmp_path / "store"))  # fmt: skip
+    assert result.returncode != 0 and result.stderr.count("\n") == 1 and "pilot dates" in result.stderr and "0.36" in result.stderr, result.stderr
+    assert not (tmp_path / "store").exists() or not Store(tmp_path / "store").files()
+    for bad in ("0", "1.5", "nan", "x"):
+        result = run_cli("run", "--dataset", "mmlu", "--budget", bad, "--store", str(tmp_path / "store"))
+        assert result.returncode == 2 and "--budget" in result.stderr and "Traceback" not in result.stderr, result.stderr
