@@ -35,6 +35,7 @@ def _layout(figure: go.Figure, title: str, y_title: str, x_title: str = "Date", 
     figure.update_layout(
         title=title, xaxis_title=x_title, yaxis_title=y_title, hovermode="x unified", template="plotly_white",
         legend={"orientation": "v", "x": 1.02, "y": 1} if side else {"orientation": "h", "y": -0.25, "yanchor": "top"}, margin={"t": 60, "b": 40},
+        height=620 if side else 520,  # tall enough to read above (or beside) a legend of a dozen lines
         hoverlabel={"namelength": -1},  # full entry names: "smollm2-135m (bfloat16, cpu)" and "(float32, cpu)" differ at the end
     )  # fmt: skip
     if x_title == "Date":
@@ -46,7 +47,8 @@ def _layout(figure: go.Figure, title: str, y_title: str, x_title: str = "Date", 
 
 
 def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: int = 1, default_dates: dict[str, pd.Timestamp] | None = None,
-           dataset: str = "", band: pd.DataFrame | None = None, chance: pd.DataFrame | None = None) -> go.Figure:  # fmt: skip
+           dataset: str = "", band: pd.DataFrame | None = None, chance: pd.DataFrame | None = None,
+           estimated: pd.DataFrame | None = None) -> go.Figure:  # fmt: skip
     """Metric against date, one line per entry (paper Figures 2, 11-13).
 
     Worst and best dates are marked (none on a flat line); each entry's
@@ -56,7 +58,8 @@ def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: i
     is the value itself); ``band`` (entry, date, low, high) shades a 95%
     interval per date; ``chance`` (entry, low, high) draws each entry's chance
     band as two dotted lines over its dates: where the date has no effect,
-    the whole line stays between them in 95% of shuffles.
+    the whole line stays between them in 95% of shuffles; ``estimated`` (entry, date, value, low, high, share) draws a
+    sparse sweep's estimated dates as open markers with their 95% interval, named with the share of the grid scored.
     """
     figure = go.Figure()
     spec = METRICS[metric]
@@ -74,6 +77,8 @@ def curves(dated: pd.DataFrame, metric: str, baselines: pd.DataFrame, rolling: i
             figure.add_trace(go.Scatter(x=group["date"], y=mean.to_numpy(), mode="lines", name=f"{entry} ({rolling}-day mean)",
                                         line={"width": 3, "color": colour}))  # fmt: skip
         _extremes(figure, group, values, spec.higher_is_better, entry, colour)
+        if estimated is not None and len(estimated[estimated["entry"] == entry]):
+            _estimated(figure, estimated[estimated["entry"] == entry], spec.scale, entry, colour)
         if chance is not None and len(chance[chance["entry"] == entry]) and len(group):
             _chance(figure, chance[chance["entry"] == entry].iloc[0], group["date"], spec.scale, entry, colour)
         baseline = baselines[(baselines["entry"] == entry) & (baselines["date_mode"] == "none")]
@@ -110,6 +115,16 @@ def _chance(figure: go.Figure, row: pd.Series, dates: pd.Series, scale: float, e
         figure.add_trace(go.Scatter(x=[dates.min(), dates.max()], y=[level, level], mode="lines", line={"dash": "dot", "color": colour, "width": 1},
                                     name=f"{entry}: chance band (no date effect)", legendgroup=f"{entry} chance", showlegend=shown,
                                     hovertemplate=f"chance band {edge}: {level:.2f}<extra></extra>"))  # fmt: skip
+
+
+def _estimated(figure: go.Figure, points: pd.DataFrame, scale: float, entry: str, colour: str) -> None:
+    """A sparse sweep's estimated dates: open circles with their interval as error bars, apart from the measured line."""
+    points = points.sort_values("date")
+    y = scale * points["value"].astype(float)
+    figure.add_trace(go.Scatter(x=points["date"], y=y, mode="markers", marker={"symbol": "circle-open", "size": 8, "color": colour},
+                                error_y={"type": "data", "symmetric": False, "array": scale * points["high"].astype(float) - y,
+                                         "arrayminus": y - scale * points["low"].astype(float), "color": _transparent(colour, 0.6)},
+                                name=f"{entry}: estimated ({points['share'].iloc[0]:.0%} of the grid scored)", customdata=[entry] * len(points)))  # fmt: skip
 
 
 def _transparent(colour: str, alpha: float = 0.18) -> str:

@@ -53,7 +53,12 @@ if overlay != "(none)":
     dated, chosen = pd.concat([tag(dated, selection.dataset), tag(dated_extra, overlay)]), pd.concat([tag(chosen, selection.dataset), tag(extra, overlay)])
     band = tag(band, selection.dataset) if band is not None else None
     chance = tag(chance, selection.dataset) if chance is not None else None
-figure = plots.curves(dated, metric, chosen, rolling=rolling, default_dates=defaults, dataset=selection.dataset, band=band, chance=chance)
+estimated = explorer.estimates(store, selection) if metric == "accuracy" and overlay == "(none)" else None
+if estimated is not None and len(estimated):
+    st.info("Sparse sweep: open circles are **estimated** dates (" + "; ".join(f"{entry}: estimated from {share:.0%} of the grid" for entry, share in
+            estimated.groupby("entry")["share"].first().items()) + "), each with its 95% interval for the value a full sweep would give on "
+            "these questions (docs/sparse.md); the line joins the dates scored in full.")  # fmt: skip
+figure = plots.curves(dated, metric, chosen, rolling=rolling, default_dates=defaults, dataset=selection.dataset, band=band, chance=chance, estimated=estimated)
 clicked = st.plotly_chart(figure, width="stretch", config=plots.CHART_CONFIG, on_select="rerun", selection_mode="points", key="curve_click")
 picked = [point for point in (clicked.selection.points if clicked else []) if point.get("customdata")]
 if picked:  # a point on an entry's line: that date's questions on Flips, and the prompt on that date

@@ -318,3 +318,30 @@ def test_a_deep_link_as_a_fresh_servers_first_request_opens_the_app(browser, tmp
         assert "What to report" in navigation and "robust" not in navigation, navigation
         assert page.locator("h1").first.inner_text() == "Questions that flip with the date" and not errors, errors
         page.close()
+
+
+@pytest.fixture(scope="module")
+def sparse_server(tmp_path_factory, data_dir):
+    """The explorer on a store swept sparsely (``--budget``) beside a dense entry of the same questions."""
+    from conftest import run_cli
+
+    store = tmp_path_factory.mktemp("sparse") / "store"
+    common = ("run", "--dataset", "mmlu", "--data-dir", str(data_dir), "--limit", "8", "--dates", "2024-01-01..2024-01-10", "--no-date", "--store", str(store))
+    for extra in (("--dtype", "float32", "--budget", "0.5"), ("--dtype", "bfloat16")):
+        result = run_cli(*common, *extra)
+        assert result.returncode == 0, result.stderr
+    yield from streamlit_server(store, data_dir)
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_a_sparse_store_opens_on_every_page(browser, sparse_server, name):
+    """Every page reads a sparse entry beside a dense one; Curves draws the estimated dates, marked as estimated."""
+    page, errors = _open(browser, f"{sparse_server}/{PAGES[name]}?store=mine&dataset=mmlu", LAPTOP)
+    page.screenshot(path=str(ARTIFACTS / f"sparse-{name}.png"), full_page=True)
+    assert page.locator("[data-testid='stException']").count() == 0, page.locator("[data-testid='stException']").first.inner_text()
+    assert not errors, errors
+    if name == "curves":
+        page.get_by_text("estimated from").first.wait_for(timeout=60_000)
+        plot = page.locator("[data-testid=stPlotlyChart]").first.bounding_box()
+        assert plot and plot["height"] >= 450, plot  # tall enough to read above its legend
+    page.close()

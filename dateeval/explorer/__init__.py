@@ -8,14 +8,14 @@ Pages stay thin: they call :func:`load` or :func:`page_data`, ask the cache for 
 
 from __future__ import annotations
 
-from dateeval.explorer.cache import (bands, chance_bands, compare, fewshot_formats, flips, headline, item_descriptions, item_history, item_rows,
+from dateeval.explorer.cache import (bands, chance_bands, compare, estimates, fewshot_formats, flips, headline, item_descriptions, item_history, item_rows,
                                      item_table, paper_beside, reorder_chance, robust, statistics, store_metrics, summary, task_for,
                                      template_default_dates)  # fmt: skip
 from dateeval.explorer.state import DEMO_STORE, Selection, app_settings, check_offered, current_store, data_dir, results_store, templates_dir
 from dateeval.explorer.widgets import (about_demo, dataset_picker, date_picker, describe_item, downloads, filters, intro, load, page_data, picker,
                                        show_table)  # fmt: skip
 
-__all__ = ["DEMO_STORE", "Selection", "about_demo", "app_settings", "bands", "chance_bands", "check_offered", "compare", "current_store",
+__all__ = ["DEMO_STORE", "Selection", "about_demo", "app_settings", "bands", "chance_bands", "check_offered", "compare", "current_store", "estimates",
            "data_dir", "dataset_picker", "date_picker", "describe_item", "downloads", "fewshot_formats", "filters", "flips", "headline", "intro",
            "item_descriptions", "item_history", "item_rows", "item_table", "load", "page_data", "paper_beside", "picker", "reorder_chance",
            "results_store", "robust", "show_table", "statistics", "store_metrics", "summary", "task_for", "template_default_dates",

@@ -17,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from dateeval import results
+from dateeval.results.view import PER_DATE_COLUMNS
 from dateeval.explorer.state import Selection, current_store, results_store
 from dateeval.results import bands as result_bands
 from dateeval.results import descriptive, sql
@@ -159,6 +160,17 @@ def bands(view: results.Results, selection: Selection, metric: str) -> pd.DataFr
     parts = [part for part in parts if len(part)]
     band = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=result_bands.BAND_COLUMNS)
     return band[band["date"].between(selection.start, selection.end)]
+
+
+@cached(spinner="Estimating the sparse sweeps' dates...")
+def estimates(view: results.Results, selection: Selection) -> pd.DataFrame:
+    """The selection's sparse entries' estimated dates (``Results.per_date``: entry, date, value, low, high), each row
+    with ``share``: the share of its entry's grid that was scored (exact and drawn conditions together)."""
+    table = view.per_date(selection.period) if view.sparse_entries() else pd.DataFrame(columns=PER_DATE_COLUMNS)
+    table = table[(table["dataset"] == selection.dataset) & table["entry"].isin(selection.entries)]
+    share = table.groupby("entry")["n_scored"].sum() / table.groupby("entry")["n_items"].sum()
+    found = table[table["estimated"].astype(bool)]
+    return found.assign(date=pd.to_datetime(found["date"]), share=found["entry"].map(share))
 
 
 @cached(spinner="Bootstrapping over questions and dates...")
