@@ -181,20 +181,37 @@ def ece_band_coverage(n_items: int, accuracy: float, model: str, reps: int, n_da
     rng = np.random.default_rng(seed)
     power = ECE_MODELS[model]
     truth = ece_truth(accuracy, power)
-    hits = 0
+    hits = printed = 0
     width = debiased = plug_in = 0.0
     for _ in range(reps):
         confidence, right = _ece_draw(rng, (n_dates, n_items), accuracy, power)
         correct = (rng.random(confidence.shape) < right).astype(float)
         low, high = bands.ece_interval(confidence, correct, seed=int(rng.integers(1 << 31)), min_items=1)
+        shown = np.isfinite(low)  # NaN: fewer than 3 right or 3 wrong answers, no interval printed
+        printed += int(shown.sum())
         hits += int(((low <= truth) & (truth <= high)).sum())
-        width += float((high - low).sum())
+        width += float((high - low)[shown].sum())
         debiased += float((ece_rows(confidence, correct) - truth).sum())
         plug_in += float((ece_rows(confidence, correct, debiased=False) - truth).sum())
-    total = reps * n_dates
-    return {"model": model, "accuracy": accuracy, "items": n_items, "truth_ece": round(truth, 4), "coverage": hits / total,
-            "se": se(hits / total, total), "width": width / total, "debiased_error": debiased / total, "plug_in_error": plug_in / total,
-            "printed": n_items >= bands.ECE_BAND_MIN_ITEMS}  # fmt: skip
+    total, shown = reps * n_dates, max(printed, 1)
+    return {"model": model, "accuracy": accuracy, "items": n_items, "truth_ece": round(truth, 4), "coverage": hits / shown,
+            "se": se(hits / shown, shown), "width": width / shown, "no_interval": 1 - printed / total, "debiased_error": debiased / total,
+            "plug_in_error": plug_in / total, "printed": n_items >= bands.ECE_BAND_MIN_ITEMS}  # fmt: skip
+
+
+def ece_constant_coverage(n_items: int, accuracy: float, confidence: float, reps: int, seed: int = 0) -> dict:
+    """Issue 47 section 3: one confidence for every question (a model that says 0.99 to everything) at an accuracy
+    near 0 or 1, the population ECE |accuracy - confidence|: coverage among the printed intervals, and how often none
+    is printed (fewer than ``bands.ECE_BAND_MIN_EACH`` right or wrong answers)."""
+    rng = np.random.default_rng(seed)
+    truth = abs(accuracy - confidence)
+    correct = (rng.random((reps, n_items)) < accuracy).astype(float)
+    low, high = bands.ece_interval(np.full((reps, n_items), confidence), correct, seed=seed, min_items=1)
+    shown = np.isfinite(low)
+    hits = int(((low - 1e-12 <= truth) & (truth <= high + 1e-12)).sum())
+    coverage = hits / max(int(shown.sum()), 1)
+    return {"accuracy": accuracy, "confidence": confidence, "items": n_items, "truth_ece": round(truth, 4), "coverage": coverage,
+            "se": se(coverage, max(int(shown.sum()), 1)), "no_interval": 1 - shown.mean(), "width": float((high - low)[shown].mean()) if shown.any() else float("nan")}  # fmt: skip
 
 
 ECE_PAIRS = (("calibrated", "calibrated"), ("slightly over", "slightly over"), ("overconfident", "slightly over"), ("overconfident", "calibrated"))
@@ -393,6 +410,59 @@ def ece_section(reps: int) -> str:
     )
 
 
+EXTREMES_HEADING = "## Rates near 0 and 1: the ECE interval and model against model (issue 47 sections 2 and 3)"
+EXTREME_CELLS = ((0.97, 0.99), (0.98, 1.0), (0.95, 0.99), (0.99, 0.99), (0.9, 0.95), (0.03, 0.01), (0.01, 0.05))
+
+
+def paired_extreme_coverage(rate_a: float, rate_b: float, items: int, dates: int, reps: int, seed: int = 0) -> dict:
+    """``robust.paired_difference`` (``dateeval compare``, ``stats.paired_difference``) where the rates sit near 0 or 1:
+    each question's own chance for A and for B near the rate (sd 0.02), answers drawn per date; the truth is the mean of
+    the questions' differences. Coverage among the intervals printed, and how often none is (no spread: NaN bounds)."""
+    from dateeval.results.robust import paired_difference
+
+    rng = np.random.default_rng(seed)
+    hits = printed = 0
+    for _ in range(reps):
+        skill_a = np.clip(rng.normal(rate_a, 0.02, items), 0.001, 0.999)
+        skill_b = np.clip(rng.normal(rate_b, 0.02, items), 0.001, 0.999)
+        a = (rng.random((dates, items)) < skill_a).astype(float)
+        b = (rng.random((dates, items)) < skill_b).astype(float)
+        _, low, high = paired_difference(a, b)
+        if np.isfinite(low):
+            printed += 1
+            hits += low <= float(np.mean(skill_a - skill_b)) <= high
+    coverage = hits / max(printed, 1)
+    return {"rate_a": rate_a, "rate_b": rate_b, "items": items, "dates": dates, "coverage": coverage, "se": se(coverage, max(printed, 1)),
+            "no_interval": 1 - printed / reps}  # fmt: skip
+
+
+def extremes_section(reps: int) -> str:
+    """Where the sample shows almost no spread: the ECE interval at accuracy near 0 or 1 with one confidence for every
+    question, and the paired difference of two entries near opposite ends. Both print NaN bounds where no interval held."""
+    started = time.perf_counter()
+    eces = [ece_constant_coverage(n, a, c, reps) for a, c in EXTREME_CELLS for n in (50, 100, 200, 1000)]
+    pairs = [paired_extreme_coverage(a, b, n, d, reps) for a, b in ((0.98, 0.02), (0.95, 0.05), (0.98, 0.5), (0.5, 0.02), (0.02, 0.05))
+             for n in (10, 20, 50) for d in (2, 12)]  # fmt: skip
+    low_ece, low_pair = min(eces, key=lambda row: row["coverage"]), min(pairs, key=lambda row: row["coverage"])
+    return (
+        f"\n{EXTREMES_HEADING}\n\n"
+        f"{reps} simulated stores per cell; {time.perf_counter() - started:.0f} s. Coverage is among the intervals printed; "
+        "`no_interval` the share where none is (NaN bounds, said in words where shown).\n\n"
+        f"**ECE** (`bands.ece_interval`, `stats.ece`): one stated confidence for every question, accuracy near 0 or 1, the "
+        "population ECE |accuracy - confidence|. An interval read from a sample with almost no misses covered 0.58-0.80 at "
+        f"50-100 questions; none is printed with fewer than {bands.ECE_BAND_MIN_EACH} right or {bands.ECE_BAND_MIN_EACH} "
+        f"wrong answers. Lowest printed cell: {low_ece['coverage']:.3f} ± {low_ece['se']:.3f} (accuracy {low_ece['accuracy']}, "
+        f"confidence {low_ece['confidence']}, {low_ece['items']} questions).\n\n"
+        + _table(eces)
+        + "\n**Model against model** (`robust.paired_difference`, `compare`, `stats.paired_difference`): A and B near opposite "
+        "ends. Where every question differs by the same amount on every date the interval would be zero wide (13.5% of the "
+        "intervals at 0.95 against 0.05, 20 questions x 2 dates, which pulled coverage to 0.86-0.90); NaN bounds there, and "
+        f"everywhere else it covers. Lowest printed cell: {low_pair['coverage']:.3f} ± {low_pair['se']:.3f} (A {low_pair['rate_a']}, "
+        f"B {low_pair['rate_b']}, {low_pair['items']} questions x {low_pair['dates']} dates).\n\n"
+        + _table(pairs)
+    )
+
+
 CV_YEAR_HEADING = "## CV interval over a year of dates (Table 5, Factors, 366 levels): `inference.noise_free_cv`"
 
 
@@ -523,14 +593,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a reduced grid, printed, docs/coverage.md left alone")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "coverage.md"))
-    parser.add_argument("--only", choices=("families", "robust", "bleu", "compare", "ece", "cv366", "rates"), help="recompute only that section and splice it into --out")
+    parser.add_argument("--only", choices=("families", "robust", "bleu", "compare", "ece", "cv366", "rates", "extremes"), help="recompute only that section and splice it into --out")
     args = parser.parse_args()
     if args.only:
         out = Path(args.out)
         heading, section, reps = {"families": (FAMILY_HEADING, family_section, 200), "robust": (ROBUST_HEADING, robust_section, 150),
                                   "bleu": (BLEU_HEADING, bleu_section, 200), "compare": (COMPARE_HEADING, compare_section, 200),
                                   "ece": (ECE_HEADING, ece_section, 200), "cv366": (CV_YEAR_HEADING, cv_year_section, 400),
-                                  "rates": (RATES_HEADING, rates_section, 400)}[args.only]  # fmt: skip
+                                  "rates": (RATES_HEADING, rates_section, 400), "extremes": (EXTREMES_HEADING, extremes_section, 200)}[args.only]  # fmt: skip
         text = out.read_text()
         out.write_text(replace_section(text, heading, section(reps)) if heading in text else text.replace("\n## Not intervals", section(reps) + "\n## Not intervals"))
         return
@@ -547,7 +617,7 @@ def main() -> None:
         f"{time.perf_counter() - started:.0f} s on this machine). Every figure calls the function the pages call; its Monte-Carlo "
         "standard error is in the `se` column (for a coverage of 0.95, or a size of 0.05). Nominal: 0.95 coverage, 0.05 size. "
         "A section that states its own number of stores and seconds was recomputed alone (`bench/coverage.py --only "
-        "families|robust|bleu|compare|ece|cv366|rates`, under `nice -n 19`).\n\n"
+        "families|robust|bleu|compare|ece|cv366|rates|extremes`, under `nice -n 19`).\n\n"
         "## Per-date band of a rate (Curves): exact Clopper-Pearson, `bands.date_band`\n\n"
         "Every date's true rate is `rate`; 12 dates per store. `percentile_bootstrap` is the band the page drew before "
         "(200 resamples over questions), kept here as the baseline: it collapses to [0, 0] when a date has no right answer.\n\n"
@@ -579,6 +649,7 @@ def main() -> None:
         + family_section(small)
         + compare_section(small)
         + rates_section(reps)
+        + extremes_section(small)
         + "\n## Not intervals\n\nThe robust leaderboard's *central 95% of ranks* and *ranks over dates* describe the ranks the "
         "swept dates gave (quantiles of the observed ranks), not an estimate of anything beyond them: they have no coverage to "
         "measure. The planning table's predicted half-widths are the `anova_normal` interval at other numbers of dates; its "

@@ -219,3 +219,20 @@ def chance_family(entries: list) -> float:
     from dateeval.results.chance import date_effect_family
 
     return date_effect_family([entries])
+
+
+def test_no_interval_claims_a_certainty_the_questions_do_not_give():
+    """Issue 47 sections 2 and 3: NaN bounds where no interval holds, never a zero-wide one."""
+    import math
+
+    from dateeval import stats
+
+    same = stats.paired_difference([[1, 1], [1, 1]], [[0, 0], [0, 0]])
+    assert same.value == 1 and math.isnan(same.low) and math.isnan(same.high)
+    spread = stats.paired_difference([[1, 1, 0], [1, 1, 1]], [[0, 0, 0], [0, 1, 0]])
+    assert spread.low < spread.value < spread.high
+    for confidence, correct in (([1.0] * 60, [1] * 60), ([0.99] * 60, [1] * 58 + [0] * 2), ([0.01] * 60, [0] * 59 + [1])):
+        found = stats.ece(confidence, correct)
+        assert math.isnan(found.low) and math.isnan(found.high), found
+    found = stats.ece([0.99] * 60, [1] * 57 + [0] * 3)
+    assert found.low < found.high

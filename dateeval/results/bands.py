@@ -25,6 +25,11 @@ BAND_COLUMNS = ["entry", "date", "low", "high"]
 # The fewest questions from which the ECE interval (:func:`ece_interval`) covered the population ECE in the study
 # (docs/coverage.md, "Per-date ECE"): below it no interval is printed.
 ECE_BAND_MIN_ITEMS = 50
+# The fewest right and the fewest wrong answers from which it is printed: with accuracy near 0 or 1 a sample of few
+# misses (or hits) shows almost no spread, and the bound above, which reads the spread from the sample, covered only
+# 0.58-0.80 at 50-100 questions (confidence 0.99-1.0 at accuracy 0.97-0.98); from 3 of each, 0.93 or more in every cell
+# (issue 47 section 3; bench/coverage.py --only extremes, docs/coverage.md).
+ECE_BAND_MIN_EACH = 3
 
 
 def _bin_gap_error(sums: tuple[np.ndarray, ...], resampled: np.ndarray, seed: int) -> np.ndarray:
@@ -48,7 +53,8 @@ def _bin_gap_error(sums: tuple[np.ndarray, ...], resampled: np.ndarray, seed: in
 def ece_interval(confidence: np.ndarray, correct: np.ndarray, n_boot: int = 200, seed: int = 0,
                  min_items: int = ECE_BAND_MIN_ITEMS, tail: float = 0.025) -> tuple[np.ndarray, np.ndarray]:
     """The 95% interval of each row's population ECE (levels x items; each end misses at most ``tail``); NaN where a
-    row has fewer than ``min_items`` questions (the study measures below :data:`ECE_BAND_MIN_ITEMS`) or a missing
+    row has fewer than ``min_items`` questions (the study measures below :data:`ECE_BAND_MIN_ITEMS`), fewer than
+    :data:`ECE_BAND_MIN_EACH` right or wrong answers (accuracy near 1 or 0: no bound holds there), or a missing
     confidence (``docs/coverage.md``).
 
     Why not a bootstrap of the ECE: the population ECE is sum_b |mu_b|, mu_b the mean of 1{bin b} (correct -
@@ -72,7 +78,9 @@ def ece_interval(confidence: np.ndarray, correct: np.ndarray, n_boot: int = 200,
     low = np.minimum(np.maximum(plug_in - np.quantile(error, 1 - tail, axis=1), 0.0), ece_from_sums(*sums))
     brier = np.mean((correct - confidence) ** 2, axis=1)
     high = np.minimum(plug_in + scipy_stats.t.ppf(1 - tail, n_items - 1) * np.sqrt(brier / n_items), 1.0)
-    return low, high
+    right = correct.sum(1)
+    extreme = np.minimum(right, n_items - right) < ECE_BAND_MIN_EACH
+    return np.where(extreme, np.nan, low), np.where(extreme, np.nan, high)
 
 
 def ece_difference_interval(confidence: np.ndarray, correct: np.ndarray, seed: int = 0) -> tuple[float, float]:

@@ -207,7 +207,12 @@ def paired_difference(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float
     clustered by question: each question's difference is one draw from the question population, so the variance of
     the mean difference is MS_item / (dates x items) of the difference matrix, plus the dates' share where the
     difference itself moves with the date ((MS_date - MS_res) / (dates x items), where positive). A t interval with
-    Satterthwaite's degrees of freedom (the questions' own, items - 1, without a date part), clipped to [-1, 1]."""
+    Satterthwaite's degrees of freedom (the questions' own, items - 1, without a date part), clipped to [-1, 1].
+
+    NaN bounds where every question's difference is the same on every date (A always right and B always wrong, say):
+    the spread the interval is read from is then 0, and a zero-wide interval would claim a certainty the questions do
+    not give. Wherever the spread is not 0 the interval covered 0.93 or more of simulated pairs, rates near 0 and 1
+    included (bench/coverage.py --only extremes, docs/coverage.md)."""
     from scipy import stats as scipy_stats
 
     difference = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
@@ -219,6 +224,8 @@ def paired_difference(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float
     if date_part > 0:
         df = (ms_item + date_part) ** 2 / (ms_item**2 / (n_items - 1) + ms_date**2 / (n_dates - 1) + ms_residual**2 / ((n_items - 1) * (n_dates - 1)))
     value = float(difference.mean())
+    if variance == 0:
+        return value, math.nan, math.nan
     half = float(scipy_stats.t.ppf(0.975, max(1.0, df)) * math.sqrt(variance))
     return value, max(-1.0, value - half), min(1.0, value + half)
 
@@ -271,11 +278,15 @@ def _pp(value: float, decimals: int = 1) -> str:
     return f"{100 * value:+.{decimals}f}"
 
 
+NO_SPREAD = "every question differs by the same amount on every date, so there is no spread to read an interval from"
+
+
 def compare_cells(found: dict) -> dict[str, str]:
     """:func:`compare`'s numbers as text, the digits :func:`compare_lines` and :func:`compare_table` both print:
     differences to 0.1 pp (the scores' own digits), date SDs to 0.01 pp."""
     (value, low, high), sense = found["difference"], found["sensitivity"]
-    return {"a": interval_text(*found["a"], 1), "b": interval_text(*found["b"], 1), "difference": _pp(value), "difference_interval": f"[{_pp(low)}, {_pp(high)}]",
+    bounds = f"[{_pp(low)}, {_pp(high)}]" if math.isfinite(low) else f"[no interval: {NO_SPREAD}]"
+    return {"a": interval_text(*found["a"], 1), "b": interval_text(*found["b"], 1), "difference": _pp(value), "difference_interval": bounds,
             "better": "a" if low > 0 else "b" if high < 0 else "", "a_sd": f"{100 * sense['a_date_sd']:.2f}", "b_sd": f"{100 * sense['b_date_sd']:.2f}",
             "sd_difference": _pp(sense["value"], 2), "sd_interval": f"[{_pp(sense['low'], 2)}, {_pp(sense['high'], 2)}]", "p": f"{sense['p_value']:.3f}",
             "moves_more": ("a" if sense["value"] > 0 else "b") if sense["p_value"] < 0.05 else "", "size": f"{found['n_items']} questions x {found['n_dates']} dates"}  # fmt: skip
@@ -285,6 +296,7 @@ def compare_lines(name_a: str, name_b: str, found: dict) -> list[str]:
     """:func:`compare` in words, one finding a line (percentage points)."""
     cells, names = compare_cells(found), {"a": name_a, "b": name_b}
     verdict = f"{names[cells['better']]} scores higher whatever the date" if cells["better"] else "no difference shown: the interval holds 0"
+    verdict = verdict if math.isfinite(found["difference"][1]) else "not decided by an interval"
     moved = f"{names[cells['moves_more']]} moves more with the date" if cells["moves_more"] else "no difference in date sensitivity shown"
     return [
         f"A = {name_a}: date-robust score {cells['a']}; B = {name_b}: {cells['b']} ({cells['size']} both have)",
