@@ -11,9 +11,13 @@ half-width, and the share of the grid scored. Beside it, at the same budget:
 * ``uniform questions``: each drawn date scores the budget's share of questions at random, its plain mean with the
   Wilson interval corrected for the finite population (what sampling questions blindly gives).
 
-    .venv/bin/python bench/sparse_coverage.py STORE [--budgets 0.1,0.2] [--draws 200] [--dataset mmlu]
-    .venv/bin/python bench/sparse_coverage.py STORE --curve      # half-width against budget (the cost curve)
-    .venv/bin/python bench/sparse_coverage.py --paper            # paper scale, simulated from the store's flip structure
+    .venv/bin/python bench/sparse_coverage.py STORE [--budgets 0.12,0.15,0.2,0.3] [--draws 200] [--dataset mmlu]
+    .venv/bin/python bench/sparse_coverage.py STORE --paper      # paper scale (14,042 x 366), resampled from each entry's questions
+
+``--paper`` builds a paper-scale entry from each dense one's measured flip structure: 14,042 questions drawn with
+replacement from its questions, each keeping its own grade, its own share of dates on which the grade differs (drawn
+anew, independently per date) and its own top-two margins (a real date's, at random), and prints the smallest budget
+at which every drawn date's half-width is at most 1 point, with the coverage there.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ def dense_entries(root: str, dataset: str | None) -> dict[tuple[str, str], dict]
         dates = rows.groupby("condition_key")["date"].first().sort_values()
         items = sorted(rows["item_id"].unique())
         grid = rows.drop_duplicates(["condition_key", "item_id"]).set_index(["condition_key", "item_id"]).reindex(pd.MultiIndex.from_product([dates.index, items]))
-        if grid["correct"].isna().any():
+        if grid["correct"].isna().any() or len(dates) <= 2 * sparse.PILOT:
             print(f"skipped {model} {dtype} {name}: not dense", file=sys.stderr)
             continue
         shape = (len(dates), len(items))
@@ -128,6 +132,29 @@ def study(entry: dict, budget: float, draws: int, method: str) -> dict:
             "max_half": 100 * halves.max(), "share": float(np.mean(shares)) if method != "uniform questions" else budget}  # fmt: skip
 
 
+def paper_scale(entry: dict, n_items: int = 14_042, n_dates: int = 366, seed: int = 0) -> dict:
+    """A paper-scale entry resampled from a dense one's questions (see the module's docstring)."""
+    rng = np.random.default_rng(seed)
+    correct, margin = entry["correct"], entry["margin"]
+    modal = (correct.mean(0) >= 0.5).astype(float)
+    moves = (correct != modal).mean(0)
+    picked = rng.integers(0, correct.shape[1], n_items)
+    flips = rng.random((n_dates, n_items)) < moves[picked]
+    grades = np.where(flips, 1 - modal[picked], modal[picked])
+    days = rng.integers(0, correct.shape[0], (n_dates, n_items))
+    margins = None if margin is None else margin[days, picked[None, :]]
+    return {"keys": [f"day{i:04d}" for i in range(n_dates)], "items": [f"q{i}" for i in range(n_items)], "correct": grades, "margin": margins}
+
+
+def paper_budget(entry: dict, draws: int, budgets: tuple[float, ...] = (0.02, 0.03, 0.04, 0.05, 0.07, 0.1, 0.15, 0.2)) -> dict | None:
+    """The smallest budget at which every drawn date's half-width is at most 1 point in every draw."""
+    for budget in budgets:
+        found = study(entry, budget, draws, "sparse")
+        if found["max_half"] <= 1.0:
+            return {"budget": budget, **found}
+    return None
+
+
 def describe(entry: dict) -> str:
     correct = entry["correct"]
     moved = (correct != correct[0]).any(0)
@@ -140,8 +167,19 @@ def main() -> None:
     parser.add_argument("--dataset")
     parser.add_argument("--budgets", default="0.1,0.2")
     parser.add_argument("--draws", type=int, default=200)
+    parser.add_argument("--paper", action="store_true", help="paper scale, resampled from each entry's flip structure")
     args = parser.parse_args()
     entries = dense_entries(args.store, args.dataset)
+    if args.paper:
+        print("| resampled from | grid | budget for every half-width <= 1 pp | share scored | coverage | median half-width (pp) | largest (pp) |")
+        print("|---|---|---:|---:|---:|---:|---:|")
+        for (name, dataset), entry in entries.items():
+            big = paper_scale(entry)
+            found = paper_budget(big, args.draws)
+            cells = "none of the budgets tried |  |  |  | " if found is None else (
+                f"{found['budget']:g} | {found['share']:.3f} | {found['coverage']:.3f} ± {found['se']:.3f} | {found['median_half']:.2f} | {found['max_half']:.2f} |")
+            print(f"| {name} {dataset} | {describe(big)} | {cells}", flush=True)
+        return
     print("| entry | dataset | grid | budget | method | share scored | coverage (± MC SE) | median half-width (pp) | max half-width (pp) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for (name, dataset), entry in entries.items():

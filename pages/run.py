@@ -72,6 +72,10 @@ with st.form("sweep"):
     step = right.number_input("Every N days", min_value=1, value=1)
     no_date = left.checkbox("Also run without any date (baseline)", value=True)
     template_default = right.checkbox("Also run the template as shipped", value=False)
+    budget = left.number_input("Budget: share of the question-dates to score (1: all)", min_value=0.01, max_value=1.0, value=1.0, step=0.05,
+                               help="Below 1 the sweep is sparse (as `dateeval run --budget`): the baseline and 3 pilot dates score every "
+                                    "question, the other cells are drawn where questions move, and each other date's accuracy is estimated "
+                                    "with its 95% interval (docs/sparse.md). Worth it from about 20 dates.")  # fmt: skip
     own = st.file_uploader(
         "Or your own dataset: a data file, or a spec with the files it names (docs/own-benchmark.md)",
         type=[suffix.lstrip(".") for suffix in uploads.SUFFIXES], accept_multiple_files=True,
@@ -122,6 +126,7 @@ if submitted:
                 batch_size=int(batch_size),
                 generation=GenerationOptions(max_new_tokens=int(max_new_tokens) or None, sample=sampling),
                 options=BackendOptions(api_key_env=key_env.strip() or None, mode=api_mode),
+                budget=float(budget) if budget < 1 else None,
             )
             name = spec.datasets[0]
             executor = RayExecutor(address=cluster.strip(), workers=int(workers) or None) if cluster.strip() else LocalExecutor()

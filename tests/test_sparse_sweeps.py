@@ -93,6 +93,8 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
     for command in (["summary", "--json"], ["robust", "--dataset", "mmlu"], ["report", "--out", str(tmp_path / "report")], ["export", "--out", str(tmp_path / "all.csv")]):
         result = run_cli(*command, "--store", str(store))
         assert result.returncode == 0 and "Traceback" not in result.stderr, (command, result.stderr)
+    exported = pd.read_csv(tmp_path / "all.csv")
+    assert len(exported) == len(_rows(store)) and exported["inclusion"].notna().sum() == grown["inclusion"].notna().sum()  # with the weights
 
 
 def test_a_budget_the_dense_conditions_spend_is_refused_before_any_work(data_dir, tmp_path):

@@ -46,8 +46,10 @@ def check_target(out: Path) -> None:
 
 
 def rows(results: Results, period: Period | None = None) -> pd.DataFrame:
-    """Every row the store holds (dates in ``period`` and every baseline), with ``entry``, in a stable order."""
-    frame, problems = results.store.read(paths=[results.store.root / source for source in dict.fromkeys(results.sums["source"])])
+    """Every row the store holds (dates in ``period`` and every baseline), with ``entry``, in a stable order; a sparse
+    sweep's drawn rows with their design, propensity and inclusion probability (the weights its estimates use)."""
+    sources = [*results.sums["source"], *results.drawn["source"]]
+    frame, problems = results.store.read(paths=[results.store.root / source for source in dict.fromkeys(sources)])
     if problems.corrupted:
         raise DateEvalError("; ".join(problems.messages()))
     if frame.empty:
