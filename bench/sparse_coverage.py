@@ -31,10 +31,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dateeval import sparse  # noqa: E402
-from dateeval.rows import with_factor  # noqa: E402
-from dateeval.results.estimated import Z, difference_estimates  # noqa: E402
-from dateeval.store import Store  # noqa: E402
+from dateeval import sparse
+from dateeval.rows import with_factor
+from dateeval.results.estimated import Z, difference_estimates
+from dateeval.store import Store
 
 
 def dense_entries(root: str, dataset: str | None) -> dict[tuple[str, str], dict]:

@@ -8,7 +8,6 @@ import json
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from conftest import run_cli
 from dateeval import sparse
