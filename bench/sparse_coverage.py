@@ -13,6 +13,7 @@ half-width, and the share of the grid scored. Beside it, at the same budget:
 
     .venv/bin/python bench/sparse_coverage.py STORE [--budgets 0.12,0.15,0.2,0.3] [--draws 200] [--dataset mmlu]
     .venv/bin/python bench/sparse_coverage.py STORE --paper      # paper scale (14,042 x 366), resampled from each entry's questions
+    .venv/bin/python bench/sparse_coverage.py --simulate         # planted flip structures (``simulate``), no store needed
 
 ``--paper`` builds a paper-scale entry from each dense one's measured flip structure: 14,042 questions drawn with
 replacement from its questions, each keeping its own grade, its own share of dates on which the grade differs (drawn
@@ -155,6 +156,27 @@ def paper_budget(entry: dict, draws: int, budgets: tuple[float, ...] = (0.02, 0.
     return None
 
 
+SIMULATED = (  # (questions, dates, budget, planted structure): few questions, rates near 0 and 1, many movers, a date effect
+    (10, 12, 0.5, {}), (50, 40, 0.2, {}), (300, 40, 0.2, {}), (300, 40, 0.2, {"rate": 0.03}), (300, 40, 0.2, {"rate": 0.97}),
+    (300, 40, 0.2, {"movers": 0.5}), (300, 40, 0.2, {"movers": 0.02, "hidden": 0.2}), (300, 40, 0.2, {"date_effect": 0.3}),
+    (1000, 40, 0.15, {"movers": 0.05}), (1000, 120, 0.1, {"movers": 0.05}),
+)
+
+
+def simulated(draws: int) -> None:
+    """Coverage and half-width in every :data:`SIMULATED` cell (a new store per 10 draws), sparse against uniform."""
+    print("| questions | dates | budget | planted | method | share scored | coverage (± MC SE) | median half-width (pp) | max half-width (pp) |")
+    print("|---:|---:|---:|---|---|---:|---|---:|---:|")
+    for n_items, n_dates, budget, planted in SIMULATED:
+        for method in ("sparse", "uniform cells + estimator", "uniform questions"):
+            parts = [study(simulate(n_items, n_dates, seed=seed, **planted), budget, max(1, draws // 10), method) for seed in range(10)]
+            covered = float(np.mean([part["coverage"] for part in parts]))
+            total = 10 * max(1, draws // 10) * (n_dates - sparse.PILOT)
+            print(f"| {n_items} | {n_dates} | {budget:g} | {planted or 'default'} | {method} | {np.mean([part['share'] for part in parts]):.3f} "
+                  f"| {covered:.3f} ± {np.sqrt(covered * (1 - covered) / total):.3f} | {np.median([part['median_half'] for part in parts]):.2f} "
+                  f"| {max(part['max_half'] for part in parts):.2f} |", flush=True)  # fmt: skip
+
+
 def describe(entry: dict) -> str:
     correct = entry["correct"]
     moved = (correct != correct[0]).any(0)
@@ -163,12 +185,16 @@ def describe(entry: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("store")
+    parser.add_argument("store", nargs="?")
     parser.add_argument("--dataset")
     parser.add_argument("--budgets", default="0.1,0.2")
     parser.add_argument("--draws", type=int, default=200)
     parser.add_argument("--paper", action="store_true", help="paper scale, resampled from each entry's flip structure")
+    parser.add_argument("--simulate", action="store_true", help="planted flip structures instead of a store")
     args = parser.parse_args()
+    if args.simulate:
+        simulated(args.draws)
+        return
     entries = dense_entries(args.store, args.dataset)
     if args.paper:
         print("| resampled from | grid | budget for every half-width <= 1 pp | share scored | coverage | median half-width (pp) | largest (pp) |")
