@@ -147,7 +147,7 @@ def paper_scale(entry: dict, n_items: int = 14_042, n_dates: int = 366, seed: in
     return {"keys": [f"day{i:04d}" for i in range(n_dates)], "items": [f"q{i}" for i in range(n_items)], "correct": grades, "margin": margins}
 
 
-def paper_budget(entry: dict, draws: int, budgets: tuple[float, ...] = (0.02, 0.03, 0.04, 0.05, 0.07, 0.1, 0.15, 0.2)) -> dict | None:
+def paper_budget(entry: dict, draws: int, budgets: tuple[float, ...] = (0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.1, 0.15, 0.2)) -> dict | None:
     """The smallest budget at which every drawn date's half-width is at most 1 point in every draw."""
     for budget in budgets:
         found = study(entry, budget, draws, "sparse")
