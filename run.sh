@@ -82,6 +82,7 @@ print("\n".join(r for r in dev if r.split("==")[0] in ("ruff", "mkdocs", "mkdocs
     grep -qxF "$tool" <<<"$installed" || { .venv/bin/python -m pip install --quiet "${tools[@]}"; break; }
   done
   .venv/bin/ruff check .
+  .venv/bin/ruff format --check --quiet . || { echo "run .venv/bin/ruff format . (the layout is the formatter's)"; return 1; }
   .venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache  # the import layers (.importlinter); the report only when broken
   local site
   site="$(mktemp -d)"

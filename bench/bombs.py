@@ -26,7 +26,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 ROWS = '{"question": "2 + 2 = ?", "choices": ["3", "4"], "answer": 1}\n'
-LAUGHS = "[&l0 lol, " + ", ".join(f"&l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "]" for n in range(1, 10)) + "]"  # 9**9 lols
+LAUGHS = (
+    "[&l0 lol, " + ", ".join(f"&l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "]" for n in range(1, 10)) + "]"
+)  # 9**9 lols
 
 # What each child runs: it prints how it ended, then its own peak RSS (KiB, VmHWM) as the last line.
 LOAD = "build_task(resolve({path!r}))"
@@ -69,10 +71,16 @@ def make_bombs(folder: Path) -> dict[str, str]:
 
     (folder / "rows.jsonl").write_text(ROWS)
     (folder / "laughs.yaml").write_text(f"data: rows.jsonl\nsystem_prompt: {LAUGHS}\n")
-    (folder / "nan.toml").write_text('kind = "generation"\ndata = "open.jsonl"\n[grading]\nmethod = "numeric"\ntolerance = nan\n')
+    (folder / "nan.toml").write_text(
+        'kind = "generation"\ndata = "open.jsonl"\n[grading]\nmethod = "numeric"\ntolerance = nan\n'
+    )
     (folder / "open.jsonl").write_text('{"question": "2 + 2?", "answer": "4"}\n')
-    question = pa.DictionaryArray.from_arrays(pa.array([0] * 3000, pa.int32()), pa.array(["x" * 2**20]))  # 3 GB decoded, KB on disk
-    pq.write_table(pa.table({"question": question, "choices": [["a", "b"]] * 3000, "answer": [0] * 3000}), folder / "rle.parquet")
+    question = pa.DictionaryArray.from_arrays(
+        pa.array([0] * 3000, pa.int32()), pa.array(["x" * 2**20])
+    )  # 3 GB decoded, KB on disk
+    pq.write_table(
+        pa.table({"question": question, "choices": [["a", "b"]] * 3000, "answer": [0] * 3000}), folder / "rle.parquet"
+    )
     with gzip.open(folder / "blank.jsonl.gz", "wb", compresslevel=9) as handle:
         for _ in range(16):
             handle.write(b"\n" * 2**26)
@@ -87,12 +95,25 @@ def make_bombs(folder: Path) -> dict[str, str]:
         (folder / f"{name}.toml").write_text(f'data = "hf:{data}"\n')
     (folder / "many" / "test.jsonl").write_text("".join(ROWS.replace("2 + 2", f"{n} + 2") for n in range(300_000)))
     (folder / "rle" / "test.parquet").write_bytes((folder / "rle.parquet").read_bytes())
-    files = ["laughs.yaml", "rle.parquet", "blank.jsonl.gz", "sparse.jsonl", "empty_rows.jsonl", "task_laughs.yaml", "task_jinja.yaml", "hub_rows.toml",
-             "hub_rle.toml"]  # fmt: skip
-    load = {name: LOAD.format(path=("lmeval:" if name.startswith("task_") else "") + str(folder / name)) for name in files}
+    files = [
+        "laughs.yaml",
+        "rle.parquet",
+        "blank.jsonl.gz",
+        "sparse.jsonl",
+        "empty_rows.jsonl",
+        "task_laughs.yaml",
+        "task_jinja.yaml",
+        "hub_rows.toml",
+        "hub_rle.toml",
+    ]
+    load = {
+        name: LOAD.format(path=("lmeval:" if name.startswith("task_") else "") + str(folder / name)) for name in files
+    }
     return {
         **load,
-        "nan.toml (load, then grade)": LOAD.format(path=str(folder / "nan.toml")).replace("build_task(", "task = build_task(")
+        "nan.toml (load, then grade)": LOAD.format(path=str(folder / "nan.toml")).replace(
+            "build_task(", "task = build_task("
+        )
         + "\nprint(task.grade(task.items, ['4'], [None]))",
         "grading regex (a+)+$, 27 chars": "extract_answer('a' * 26 + '!', Grading('exact', extract='(a+)+$'))",
         "grading regex (a|aa)+$, 37 chars": "extract_answer('a' * 36 + '!', Grading('exact', extract='(a|aa)+$'))",
@@ -104,8 +125,14 @@ def measure(name: str, body: str, root: Path, limit: int, timeout: float, env: d
     """One bomb in its own process under ``prlimit --as``: seconds, how it ended, peak RSS."""
     code = CHILD.format(root=str(root), body=textwrap.indent(body, "    "))
     try:
-        done = subprocess.run(["prlimit", f"--as={limit}", sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=timeout,
-                              env=env)  # fmt: skip
+        done = subprocess.run(
+            ["prlimit", f"--as={limit}", sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            cwd=root,
+            timeout=timeout,
+            env=env,
+        )
     except subprocess.TimeoutExpired:
         return f"{name:38} | still running after {timeout:g} s (a hang; stopped)"
     lines = done.stdout.strip().splitlines()
@@ -122,7 +149,12 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         # The Hub unreachable, datasets' cache in the folder, no progress bars on stderr (its first line is the imports' peak).
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_CACHE": str(Path(folder) / "cache"), "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}
+        env = {
+            **os.environ,
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_CACHE": str(Path(folder) / "cache"),
+            "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+        }
         for name, body in make_bombs(Path(folder)).items():
             print(measure(name, body, args.root.resolve(), int(args.limit_gb * 1e9), args.timeout, env), flush=True)
 

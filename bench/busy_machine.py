@@ -27,8 +27,28 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 CORES = len(os.sched_getaffinity(0))
 SWEEPS = {
-    "scoring": ["--dataset", "arc_challenge", "--limit", "40", "--dates", "2024-01-01..2024-01-03", "--batch-size", "8"],
-    "generation": ["--dataset", "gsm8k", "--limit", "4", "--dates", "2024-03-14", "--batch-size", "4", "--max-new-tokens", "64"],
+    "scoring": [
+        "--dataset",
+        "arc_challenge",
+        "--limit",
+        "40",
+        "--dates",
+        "2024-01-01..2024-01-03",
+        "--batch-size",
+        "8",
+    ],
+    "generation": [
+        "--dataset",
+        "gsm8k",
+        "--limit",
+        "4",
+        "--dates",
+        "2024-03-14",
+        "--batch-size",
+        "4",
+        "--max-new-tokens",
+        "64",
+    ],
 }
 SETTINGS = {
     "fixed": {"MKL_CBWR": "AUTO", "DATEEVAL_THREADS": str(CORES)},
@@ -39,12 +59,21 @@ SETTINGS = {
 
 def run_once(sweep: list[str], extra_env: dict[str, str], data_dir: str) -> float:
     store = Path(tempfile.mkdtemp(prefix="busy-bench-"))
-    env = {k: v for k, v in os.environ.items() if k not in ("MKL_CBWR", "DATEEVAL_THREADS", "OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MKL_CBWR", "DATEEVAL_THREADS", "OMP_WAIT_POLICY", "OMP_NUM_THREADS")
+    }
     env.update({"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **extra_env})
     try:
         start = time.perf_counter()
-        done = subprocess.run([sys.executable, "-m", "dateeval", "run", *sweep, "--data-dir", data_dir, "--store", str(store)],
-                              env=env, cwd=ROOT, capture_output=True, text=True)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "dateeval", "run", *sweep, "--data-dir", data_dir, "--store", str(store)],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
         elapsed = time.perf_counter() - start
         if done.returncode:
             raise SystemExit(f"the sweep failed: {done.stderr.strip().splitlines()[-1:]}")
@@ -66,7 +95,10 @@ def main() -> None:
         print(f"{CORES} cores, load before: {f.read().split()[:3]}; best of {args.runs} runs each", flush=True)
     times: dict[tuple[str, str, str], float] = {}
     for load in ("quiet", "busy"):
-        burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(CORES // 2 if load == "busy" else 0)]
+        burners = [
+            subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            for _ in range(CORES // 2 if load == "busy" else 0)
+        ]
         try:
             for _ in range(args.runs):
                 for sweep in sweeps:
@@ -78,7 +110,9 @@ def main() -> None:
         finally:
             for burner in burners:
                 burner.kill()
-    print(f"\n| sweep | setting | quiet s | busy s ({CORES // 2} of {CORES} cores taken) | busy/quiet | quiet speed vs fixed |")
+    print(
+        f"\n| sweep | setting | quiet s | busy s ({CORES // 2} of {CORES} cores taken) | busy/quiet | quiet speed vs fixed |"
+    )
     print("|---|---|---:|---:|---:|---:|")
     for sweep in sweeps:
         for setting in settings:

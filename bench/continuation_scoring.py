@@ -35,9 +35,15 @@ def read_positions_only(backend, contexts: list[str], continuations: list[str], 
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             ids, mask = backend._pad([pairs[i][0] for i in chunk], left=False)
-            reads = [(row, p, pairs[i][0][p + 1]) for row, i in enumerate(chunk) for p in range(pairs[i][1] - 1, len(pairs[i][0]) - 1)]
+            reads = [
+                (row, p, pairs[i][0][p + 1])
+                for row, i in enumerate(chunk)
+                for p in range(pairs[i][1] - 1, len(pairs[i][0]) - 1)
+            ]
             keep = torch.unique(torch.tensor([p for _, p, _ in reads]))
-            logprobs = torch.log_softmax(backend.model(input_ids=ids, attention_mask=mask, logits_to_keep=keep).logits.float(), dim=-1)
+            logprobs = torch.log_softmax(
+                backend.model(input_ids=ids, attention_mask=mask, logits_to_keep=keep).logits.float(), dim=-1
+            )
             for row, position, token in reads:
                 totals[chunk[row]] += float(logprobs[row, int(torch.searchsorted(keep, position)), token])
     return totals
@@ -55,12 +61,20 @@ def main() -> None:
     from dateeval.models import resolve
 
     backend = TransformersBackend(resolve("smollm2-135m"), dtype="float32", device="cpu")
-    rows = [json.loads(line) for line in (Path(args.data_dir) / "gsm8k" / "test.jsonl").read_text().splitlines()[: args.items]]
+    rows = [
+        json.loads(line)
+        for line in (Path(args.data_dir) / "gsm8k" / "test.jsonl").read_text().splitlines()[: args.items]
+    ]
     system = {"role": "system", "content": "You are a helpful assistant."}
-    contexts = [backend.template.render([system, {"role": "user", "content": row["question"]}], mode="none").text for row in rows]
+    contexts = [
+        backend.template.render([system, {"role": "user", "content": row["question"]}], mode="none").text
+        for row in rows
+    ]
     continuations = [row["answer"] for row in rows]
-    ways = {"before (read positions only)": lambda: read_positions_only(backend, contexts, continuations, args.batch_size),
-            "now (every position)": lambda: backend.continuation_texts(contexts, continuations, args.batch_size)}  # fmt: skip
+    ways = {
+        "before (read positions only)": lambda: read_positions_only(backend, contexts, continuations, args.batch_size),
+        "now (every position)": lambda: backend.continuation_texts(contexts, continuations, args.batch_size),
+    }
     times: dict[str, list[float]] = {name: [] for name in ways}
     sums: dict[str, list[float]] = {}
     for _ in range(args.rounds):
@@ -70,7 +84,9 @@ def main() -> None:
             times[name].append(time.perf_counter() - started)
     before, now = (min(values) for values in times.values())
     difference = max(abs(a - b) for a, b in zip(*sums.values()))
-    print(f"{args.items} GSM8K answers scored after their questions, batch {args.batch_size}, best of {args.rounds} rounds, one process:")
+    print(
+        f"{args.items} GSM8K answers scored after their questions, batch {args.batch_size}, best of {args.rounds} rounds, one process:"
+    )
     for name, values in times.items():
         print(f"  {name:30s} {min(values):7.2f} s")
     print(f"  now / before: {now / before:.2f}x the time; largest difference between the sums: {difference:.2e}")

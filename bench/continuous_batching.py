@@ -49,7 +49,9 @@ from dateeval.worker import prompt_input
 DATES = [dt.date(2024, 1, 1) + dt.timedelta(days=37 * k) for k in range(12)]
 
 
-def tasks(backend: TransformersBackend, data_dir: str, prompts: int, dates: int, max_new_tokens: int | None) -> list[tuple[list[list[str]], object]]:
+def tasks(
+    backend: TransformersBackend, data_dir: str, prompts: int, dates: int, max_new_tokens: int | None
+) -> list[tuple[list[list[str]], object]]:
     """Per task: (each date's rendered prompts, generation settings), as the worker asks the backend."""
     from dataclasses import replace
 
@@ -58,7 +60,15 @@ def tasks(backend: TransformersBackend, data_dir: str, prompts: int, dates: int,
         task = build_task(name, data_dir, Subset(limit=prompts))
         settings = replace(task.settings, max_new_tokens=max_new_tokens or task.settings.max_new_tokens)
         conditions = [Condition(date=day) for day in DATES[:dates]]
-        work.append(([[prompt_input(backend, task.prompt(item, c).messages, c)[0] for item in task.items] for c in conditions], settings))
+        work.append(
+            (
+                [
+                    [prompt_input(backend, task.prompt(item, c).messages, c)[0] for item in task.items]
+                    for c in conditions
+                ],
+                settings,
+            )
+        )
     return work
 
 
@@ -71,11 +81,14 @@ def run_both(backend: TransformersBackend, batch_size: int, work) -> tuple[dict,
     reads every weight once whatever its rows, so on memory-bound hardware
     (a GPU, or this CPU at small batches) time follows the steps.
     """
+
     def before(units, settings):  # noqa: ANN001, ANN202 - today's: one static-batched call per unit
         return [backend.generate_texts(prompts, settings, FixedBatch(batch_size)) for prompts in units]
 
     def now(units, settings):  # noqa: ANN001, ANN202 - the sweep's: a task's units pooled into one continuous batch
-        return backend.generate_units([[GenerationRequest(prompt, settings) for prompt in prompts] for prompts in units], batch_size)
+        return backend.generate_units(
+            [[GenerationRequest(prompt, settings) for prompt in prompts] for prompts in units], batch_size
+        )
 
     paths = {path: {"seconds": 0.0, "replies": [], "forwards": 0, "steps": 0, "positions": 0} for path in (before, now)}
     forward, current = backend.model.forward, [None]
@@ -95,8 +108,11 @@ def run_both(backend: TransformersBackend, batch_size: int, work) -> tuple[dict,
                 current[0], started = path, time.perf_counter()
                 paths[path]["replies"] += path(units, settings)
                 paths[path]["seconds"] += time.perf_counter() - started
-            print(f"  task {k + 1}/{len(work)}: before {paths[before]['seconds']:.1f} s, now {paths[now]['seconds']:.1f} s so far "
-                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
+            print(
+                f"  task {k + 1}/{len(work)}: before {paths[before]['seconds']:.1f} s, now {paths[now]['seconds']:.1f} s so far "
+                f"(load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
     finally:
         backend.model.forward = forward
     return paths[before], paths[now]
@@ -133,7 +149,9 @@ def probability_shifts(backend: TransformersBackend, data_dir: str, condition: C
     from dateeval.tasks import mcqa
 
     task = build_task("mmlu", data_dir, Subset(limit=items))
-    encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
+    encoded = backend.encode(
+        [prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items]
+    )
     labels = [list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)] * len(encoded)
     runs = {f"fixed {rows}": backend.next_token_logprobs(encoded, labels, FixedBatch(rows)) for rows in (8, 16, 32)}
     runs.update({f"packed {rows}": backend.next_token_logprobs(encoded, labels, rows) for rows in (32, 1)})
@@ -144,12 +162,19 @@ def probability_shifts(backend: TransformersBackend, data_dir: str, condition: C
             backend.next_token_logprobs(encoded, labels, 32)
             seconds[name].append(time.perf_counter() - started)
     backend.packs = True
-    print("scoring the same prompts at batch 32, 3 rounds: " + ", ".join(f"{name} " + " / ".join(f"{t:.2f}" for t in times) + " s" for name, times in seconds.items()))
-    probs = {name: np.vstack([mcqa.grade(np.asarray(lp, dtype=np.float64), 0).probs for lp in run]) for name, run in runs.items()}
+    print(
+        "scoring the same prompts at batch 32, 3 rounds: "
+        + ", ".join(f"{name} " + " / ".join(f"{t:.2f}" for t in times) + " s" for name, times in seconds.items())
+    )
+    probs = {
+        name: np.vstack([mcqa.grade(np.asarray(lp, dtype=np.float64), 0).probs for lp in run])
+        for name, run in runs.items()
+    }
     pairs = [("packed 32", "packed 1"), ("fixed 8", "fixed 32"), ("fixed 16", "fixed 32"), ("fixed 8", "fixed 16")]
     pairs += [(f"fixed {rows}", "packed 32") for rows in (8, 16, 32)]
     return f"option probabilities, {len(encoded)} MMLU prompts, largest |change|: " + ", ".join(
-        f"{a} vs {b} {np.abs(probs[a] - probs[b]).max():.1e}" for a, b in pairs)
+        f"{a} vs {b} {np.abs(probs[a] - probs[b]).max():.1e}" for a, b in pairs
+    )
 
 
 def main() -> None:
@@ -161,18 +186,26 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: each task's own")
     parser.add_argument("--skip-generation", action="store_true")
     parser.add_argument("--skip-scoring", action="store_true")
-    parser.add_argument("--scoring-dtype", default="float32", choices=("float32", "bfloat16"), help="the probability comparison's dtype")
+    parser.add_argument(
+        "--scoring-dtype", default="float32", choices=("float32", "bfloat16"), help="the probability comparison's dtype"
+    )
     args = parser.parse_args()
     _quiet_libraries()
     backend = TransformersBackend(resolve("smollm2-135m"), dtype="float32", device="cpu")
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)", flush=True)
 
     condition = Condition(date=DATES[0])
-    print("scoring padding (sorted by length; share of computed positions that are padding; share of prompts in batches of the full batch size):")
-    scored = () if args.skip_scoring else (("arc_challenge", 100), ("mmlu", 32), ("mmlu", 200), ("mmlu", None))  # ARC x 100: vs_lmeval's
+    print(
+        "scoring padding (sorted by length; share of computed positions that are padding; share of prompts in batches of the full batch size):"
+    )
+    scored = (
+        () if args.skip_scoring else (("arc_challenge", 100), ("mmlu", 32), ("mmlu", 200), ("mmlu", None))
+    )  # ARC x 100: vs_lmeval's
     for dataset, limit in scored:
         task = build_task(dataset, args.data_dir, Subset(limit=limit))
-        encoded = backend.encode([prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items])
+        encoded = backend.encode(
+            [prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items]
+        )
         prefix = common_prefix_length(encoded)
         lengths = [len(tokens) - prefix for tokens in encoded]
         order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
@@ -182,10 +215,16 @@ def main() -> None:
             after = padding(lengths, scoring_batches(lengths, rows, budget, shared=prefix), rows)
             packed = packed_batches(lengths, rows, budget - prefix)
             filler = 1 - sum(lengths) / sum(max(packing.MIN_ROWS, sum(lengths[i] for i in batch)) for batch in packed)
-            print(f"  {dataset:13s} {len(lengths):6d} prompts, batch {rows:3d}: before {before[0]:6.1%} padding ({before[1]:6.1%} in full batches), "
-                  f"by length {after[0]:6.1%} ({after[1]:6.1%}), packed {filler:6.1%} ({padding(lengths, packed, rows)[1]:6.1%})")  # fmt: skip
+            print(
+                f"  {dataset:13s} {len(lengths):6d} prompts, batch {rows:3d}: before {before[0]:6.1%} padding ({before[1]:6.1%} in full batches), "
+                f"by length {after[0]:6.1%} ({after[1]:6.1%}), packed {filler:6.1%} ({padding(lengths, packed, rows)[1]:6.1%})"
+            )
     if not args.skip_scoring:
-        scorer = backend if args.scoring_dtype == "float32" else TransformersBackend(resolve("smollm2-135m"), dtype=args.scoring_dtype, device="cpu")
+        scorer = (
+            backend
+            if args.scoring_dtype == "float32"
+            else TransformersBackend(resolve("smollm2-135m"), dtype=args.scoring_dtype, device="cpu")
+        )
         print(f"{args.scoring_dtype} " + probability_shifts(scorer, args.data_dir, condition))
     if args.skip_generation:
         return
@@ -196,15 +235,21 @@ def main() -> None:
     units = [(prompts, settings) for unit_prompts, settings in work for prompts in unit_prompts]
     tokens = sum(reply.n_tokens for unit in now["replies"] for reply in unit)
     texts = [(a.text, b.text) for x, y in zip(before["replies"], now["replies"]) for a, b in zip(x, y)]
-    print(f"generation (float32, GSM8K + mmlu_cot, {args.prompts} prompts x {args.dates} dates, batch {args.batch_size}, "
-          f"max_new_tokens {args.max_new_tokens or 'task default'}; {tokens} tokens generated):")  # fmt: skip
+    print(
+        f"generation (float32, GSM8K + mmlu_cot, {args.prompts} prompts x {args.dates} dates, batch {args.batch_size}, "
+        f"max_new_tokens {args.max_new_tokens or 'task default'}; {tokens} tokens generated):"
+    )
     ended = {"before": discarded(backend, units, now["replies"], args.batch_size), "now": 0}
     for name, path in (("before", before), ("now", now)):
         label = "static batches per unit" if name == "before" else "units pooled, continuous"
-        print(f"  {label:25s} {path['seconds']:8.1f} s {tokens / path['seconds']:7.1f} tokens/s; {path['forwards']} forward passes, "
-              f"{path['steps']} decode steps of {path['positions']} row-positions, {ended[name]} of them for ended rows")
-    print(f"  speed-up {before['seconds'] / now['seconds']:.2f}x in time, {before['steps'] / now['steps']:.2f}x in decode steps; "
-          f"replies whose text differs: {sum(a != b for a, b in texts)} of {len(texts)}")
+        print(
+            f"  {label:25s} {path['seconds']:8.1f} s {tokens / path['seconds']:7.1f} tokens/s; {path['forwards']} forward passes, "
+            f"{path['steps']} decode steps of {path['positions']} row-positions, {ended[name]} of them for ended rows"
+        )
+    print(
+        f"  speed-up {before['seconds'] / now['seconds']:.2f}x in time, {before['steps'] / now['steps']:.2f}x in decode steps; "
+        f"replies whose text differs: {sum(a != b for a, b in texts)} of {len(texts)}"
+    )
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 

@@ -41,8 +41,12 @@ RATES = (0.02, 0.1, 0.3, 0.5)
 ITEMS = (10, 20, 50, 200, 1000)
 DATES = (2, 12, 366)
 # Standard deviations (item, date, item x date) on the probit scale.
-SCENARIOS = {"item-dominated": (1.0, 0.05, 0.1), "date-dominated": (0.3, 0.3, 0.1), "interaction-heavy": (0.5, 0.1, 0.6),
-             "no date effect": (0.5, 0.0, 0.6)}  # the tests' null: items differ, answers vary at random, no date part
+SCENARIOS = {
+    "item-dominated": (1.0, 0.05, 0.1),
+    "date-dominated": (0.3, 0.3, 0.1),
+    "interaction-heavy": (0.5, 0.1, 0.6),
+    "no date effect": (0.5, 0.0, 0.6),
+}  # the tests' null: items differ, answers vary at random, no date part
 ROBUST_SCENARIOS = ("item-dominated", "date-dominated", "interaction-heavy")
 
 
@@ -72,10 +76,18 @@ def band_coverage(n_items: int, rate: float, reps: int, n_dates: int = 12, seed:
         low, high = percentile_band(correct, seed=int(rng.integers(1 << 31)))
         old += int(((low <= rate) & (rate <= high)).sum())
     total = reps * n_dates
-    return {"items": n_items, "rate": rate, "coverage": hits / total, "se": se(hits / total, total), "percentile_bootstrap": old / total}
+    return {
+        "items": n_items,
+        "rate": rate,
+        "coverage": hits / total,
+        "se": se(hits / total, total),
+        "percentile_bootstrap": old / total,
+    }
 
 
-def simulate(rng: np.random.Generator, n_dates: int, n_items: int, rate: float, scenario: str, shift: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+def simulate(
+    rng: np.random.Generator, n_dates: int, n_items: int, rate: float, scenario: str, shift: np.ndarray | None = None
+) -> tuple[np.ndarray, float]:
     """One store (dates x items right/wrong) from the scenario's probit model with population-mean score ``rate``, and
     that truth. ``shift`` (per date, in probability) plants a date effect on top."""
     sd_item, sd_date, sd_cell = SCENARIOS[scenario]
@@ -102,8 +114,18 @@ def robust_coverage(n_items: int, n_dates: int, rate: float, scenario: str, reps
         alone += kg_low <= truth <= kg_high
         width, alone_width = width + (high - low) / reps, alone_width + (kg_high - kg_low) / reps
         anova += abs(score - truth) <= inference.variance_components(correct).half_width()
-    return {"scenario": scenario, "items": n_items, "dates": n_dates, "rate": rate, "printed": printed / reps, "width": width,
-            "korn_graubard_alone": alone / reps, "kg_width": alone_width, "anova_normal": anova / reps, "se": se(0.95, reps)}  # fmt: skip
+    return {
+        "scenario": scenario,
+        "items": n_items,
+        "dates": n_dates,
+        "rate": rate,
+        "printed": printed / reps,
+        "width": width,
+        "korn_graubard_alone": alone / reps,
+        "kg_width": alone_width,
+        "anova_normal": anova / reps,
+        "se": se(0.95, reps),
+    }
 
 
 def _segments(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -148,7 +170,14 @@ def bleu_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0,
         hits += int(((band["low"] <= truth) & (truth <= band["high"])).sum())
         printed += int(band["low"].notna().sum())
     total = reps * n_dates
-    return {"metric": metric, "items": n_items, "truth": round(truth, 2), "coverage": hits / total, "se": se(hits / total, total), "printed": printed / total}
+    return {
+        "metric": metric,
+        "items": n_items,
+        "truth": round(truth, 2),
+        "coverage": hits / total,
+        "se": se(hits / total, total),
+        "printed": printed / total,
+    }
 
 
 # Confidence models: each question's chance p of a right answer ~ Beta(kappa m, kappa (1 - m)) (accuracy m); the stated
@@ -159,7 +188,9 @@ ECE_ACCURACIES = (0.1, 0.5, 0.9)
 ECE_ITEMS = (20, 50, 100, 200, 1000)
 
 
-def _ece_draw(rng: np.random.Generator, shape: tuple[int, ...], accuracy: float, power: float) -> tuple[np.ndarray, np.ndarray]:
+def _ece_draw(
+    rng: np.random.Generator, shape: tuple[int, ...], accuracy: float, power: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Confidences and each one's chance of being right, under one confidence model."""
     right = rng.beta(6 * accuracy, 6 * (1 - accuracy), shape)
     return right**power, right
@@ -171,7 +202,9 @@ def ece_truth(accuracy: float, power: float) -> float:
     from dateeval.metrics import ece_bin_sums, ece_from_sums
 
     confidence, right = _ece_draw(np.random.default_rng(12345), (2_000_000,), accuracy, power)
-    return float(ece_from_sums(*ece_bin_sums(np.zeros(right.size, dtype=np.int64), confidence, right, 1), debiased=False)[0])
+    return float(
+        ece_from_sums(*ece_bin_sums(np.zeros(right.size, dtype=np.int64), confidence, right, 1), debiased=False)[0]
+    )
 
 
 def ece_band_coverage(n_items: int, accuracy: float, model: str, reps: int, n_dates: int = 3, seed: int = 0) -> dict:
@@ -194,9 +227,19 @@ def ece_band_coverage(n_items: int, accuracy: float, model: str, reps: int, n_da
         debiased += float((ece_rows(confidence, correct) - truth).sum())
         plug_in += float((ece_rows(confidence, correct, debiased=False) - truth).sum())
     total, shown = reps * n_dates, max(printed, 1)
-    return {"model": model, "accuracy": accuracy, "items": n_items, "truth_ece": round(truth, 4), "coverage": hits / shown,
-            "se": se(hits / shown, shown), "width": width / shown, "no_interval": 1 - printed / total, "debiased_error": debiased / total,
-            "plug_in_error": plug_in / total, "printed": n_items >= bands.ECE_BAND_MIN_ITEMS}  # fmt: skip
+    return {
+        "model": model,
+        "accuracy": accuracy,
+        "items": n_items,
+        "truth_ece": round(truth, 4),
+        "coverage": hits / shown,
+        "se": se(hits / shown, shown),
+        "width": width / shown,
+        "no_interval": 1 - printed / total,
+        "debiased_error": debiased / total,
+        "plug_in_error": plug_in / total,
+        "printed": n_items >= bands.ECE_BAND_MIN_ITEMS,
+    }
 
 
 def ece_constant_coverage(n_items: int, accuracy: float, confidence: float, reps: int, seed: int = 0) -> dict:
@@ -210,11 +253,24 @@ def ece_constant_coverage(n_items: int, accuracy: float, confidence: float, reps
     shown = np.isfinite(low)
     hits = int(((low - 1e-12 <= truth) & (truth <= high + 1e-12)).sum())
     coverage = hits / max(int(shown.sum()), 1)
-    return {"accuracy": accuracy, "confidence": confidence, "items": n_items, "truth_ece": round(truth, 4), "coverage": coverage,
-            "se": se(coverage, max(int(shown.sum()), 1)), "no_interval": 1 - shown.mean(), "width": float((high - low)[shown].mean()) if shown.any() else float("nan")}  # fmt: skip
+    return {
+        "accuracy": accuracy,
+        "confidence": confidence,
+        "items": n_items,
+        "truth_ece": round(truth, 4),
+        "coverage": coverage,
+        "se": se(coverage, max(int(shown.sum()), 1)),
+        "no_interval": 1 - shown.mean(),
+        "width": float((high - low)[shown].mean()) if shown.any() else float("nan"),
+    }
 
 
-ECE_PAIRS = (("calibrated", "calibrated"), ("slightly over", "slightly over"), ("overconfident", "slightly over"), ("overconfident", "calibrated"))
+ECE_PAIRS = (
+    ("calibrated", "calibrated"),
+    ("slightly over", "slightly over"),
+    ("overconfident", "slightly over"),
+    ("overconfident", "calibrated"),
+)
 
 
 def ece_delta_coverage(n_items: int, accuracy: float, models: tuple[str, str], reps: int, seed: int = 0) -> dict:
@@ -233,8 +289,15 @@ def ece_delta_coverage(n_items: int, accuracy: float, models: tuple[str, str], r
         low, high = bands.ece_difference_interval(confidence, correct, seed=int(rng.integers(1 << 31)))
         hits += low <= truth <= high
         width += (high - low) / reps
-    return {"dates": " - ".join(models), "accuracy": accuracy, "items": n_items, "truth_delta": round(truth, 4), "coverage": hits / reps,
-            "se": se(hits / reps, reps), "width": width}  # fmt: skip
+    return {
+        "dates": " - ".join(models),
+        "accuracy": accuracy,
+        "items": n_items,
+        "truth_delta": round(truth, 4),
+        "coverage": hits / reps,
+        "se": se(hits / reps, reps),
+        "width": width,
+    }
 
 
 def cv_coverage(n_items: int, n_dates: int, effect: float, reps: int, rate: float = 0.3, seed: int = 0) -> dict:
@@ -249,17 +312,27 @@ def cv_coverage(n_items: int, n_dates: int, effect: float, reps: int, rate: floa
         rates = rate + rng.permutation(np.linspace(-effect / 2, effect / 2, n_dates))
         truth = float(inference.cv(rates))  # the dates' population rates: Phi(mu_d / scale) = rates
         latent = stats.norm.ppf(rates)[:, None] * scale + sd_item * rng.standard_normal(n_items)[None, :]
-        correct = (rng.random((n_dates, n_items)) < stats.norm.cdf(latent + sd_cell * rng.standard_normal((n_dates, n_items)))).astype(float)
+        correct = (
+            rng.random((n_dates, n_items)) < stats.norm.cdf(latent + sd_cell * rng.standard_normal((n_dates, n_items)))
+        ).astype(float)
         found = inference.bootstrap_cv(correct, np.full(correct.shape, np.nan))
         hits += found["accuracy_cv_low"] <= truth <= found["accuracy_cv_high"]
         weights = bands.resample_weights(n_items, 200, int(rng.integers(1 << 31)))
         low, high = np.percentile(inference.cv(correct @ weights.T / n_items, axis=0), [2.5, 97.5])
         old += low <= truth <= high
-    return {"items": n_items, "dates": n_dates, "effect_pp": 100 * effect, "coverage": hits / reps, "se": se(hits / reps, reps),
-            "measured_cv_bootstrap": old / reps}  # fmt: skip
+    return {
+        "items": n_items,
+        "dates": n_dates,
+        "effect_pp": 100 * effect,
+        "coverage": hits / reps,
+        "se": se(hits / reps, reps),
+        "measured_cv_bootstrap": old / reps,
+    }
 
 
-def test_rejections(n_items: int, n_dates: int, rate: float, effect: float, reps: int, scenario: str = "no date effect", seed: int = 0) -> dict:
+def test_rejections(
+    n_items: int, n_dates: int, rate: float, effect: float, reps: int, scenario: str = "no date effect", seed: int = 0
+) -> dict:
     """How often the verdict's two tests reject at 5%: size when ``effect`` is 0, power against a planted date effect
     whose true worst-to-best range is ``effect`` (the dates' rates spread evenly over it, in shuffled order)."""
     rng = np.random.default_rng(seed)
@@ -272,16 +345,36 @@ def test_rejections(n_items: int, n_dates: int, rate: float, effect: float, reps
         cochran += found["cochran_p"] < 0.05
         permuted += found["cochran_permutation_p"] < 0.05
         left += np.abs(correct.mean(1) - found["mean_accuracy"]).max() > found["chance_half_width"] + 1e-12
-    return {"items": n_items, "dates": n_dates, "rate": rate, "effect_pp": 100 * effect, "delta_permutation": delta / reps,
-            "cochran_q_chi2": cochran / reps, "cochran_q_permutation": permuted / reps, "leaves_chance_band": left / reps,
-            "se_at_5pct": se(0.05, reps)}  # fmt: skip
+    return {
+        "items": n_items,
+        "dates": n_dates,
+        "rate": rate,
+        "effect_pp": 100 * effect,
+        "delta_permutation": delta / reps,
+        "cochran_q_chi2": cochran / reps,
+        "cochran_q_permutation": permuted / reps,
+        "leaves_chance_band": left / reps,
+        "se_at_5pct": se(0.05, reps),
+    }
 
 
-FAMILY_PERM = 200  # joint shuffles per simulated store (the pages take chance.VERDICT_PERM; the size holds for any number)
+FAMILY_PERM = (
+    200  # joint shuffles per simulated store (the pages take chance.VERDICT_PERM; the size holds for any number)
+)
 
 
-def family_rejections(n_items: int, n_dates: int, k: int, effect: float, reps: int, planted: str = "one", shared: float = 0.8,
-                      n_perm: int = FAMILY_PERM, with_delta: bool = True, seed: int = 0) -> dict:  # fmt: skip
+def family_rejections(
+    n_items: int,
+    n_dates: int,
+    k: int,
+    effect: float,
+    reps: int,
+    planted: str = "one",
+    shared: float = 0.8,
+    n_perm: int = FAMILY_PERM,
+    with_delta: bool = True,
+    seed: int = 0,
+) -> dict:
     """The headline's family-wise tests over ``k`` entries on the same questions and dates, as one model at several
     precisions: the questions' difficulty is shared, and a ``shared`` part of each answer's noise (probit scale).
     A date effect of ``effect`` (worst to best) is planted in one entry (``planted`` "one") or, one effect, in all
@@ -307,24 +400,45 @@ def family_rejections(n_items: int, n_dates: int, k: int, effect: float, reps: i
         bonferroni += min(chance.cochran_q(m)["p_value"] for m in matrices) * k < 0.05
         if with_delta:
             rows = [chance.significance("e", "d", m, N_PERM) for m in matrices]
-            largest += chance.largest_of([row["delta"] for row in rows], [row["null_draws"] for row in rows])["p_value"] < 0.05
-    return {"items": n_items, "dates": n_dates, "entries": k, "planted": planted if effect else "-", "effect_pp": 100 * effect,
-            "verdict": verdict / reps, "bonferroni_q_chi2": bonferroni / reps, "largest_delta_of_k": largest / reps if with_delta else float("nan"),
-            "se_at_5pct": se(0.05, reps)}  # fmt: skip
+            largest += (
+                chance.largest_of([row["delta"] for row in rows], [row["null_draws"] for row in rows])["p_value"] < 0.05
+            )
+    return {
+        "items": n_items,
+        "dates": n_dates,
+        "entries": k,
+        "planted": planted if effect else "-",
+        "effect_pp": 100 * effect,
+        "verdict": verdict / reps,
+        "bonferroni_q_chi2": bonferroni / reps,
+        "largest_delta_of_k": largest / reps if with_delta else float("nan"),
+        "se_at_5pct": se(0.05, reps),
+    }
 
 
 def _short(rows: list[dict], columns: tuple[str, ...], keys: tuple[str, ...], reps: int) -> str:
     """The cells where a coverage falls below nominal by more than 2 Monte-Carlo standard errors, in words."""
     limit = 0.95 - 2 * se(0.95, reps)
-    found = [f"{column} {row[column]:.3f} at " + ", ".join(f"{key} {row[key]}" for key in keys) for row in rows for column in columns if row[column] < limit]
-    return ("**Short of 0.95 (below 0.95 − 2 SE = " + f"{limit:.3f}):** " + "; ".join(found) + ".\n\n") if found else f"No cell below 0.95 − 2 SE ({limit:.3f}).\n\n"
+    found = [
+        f"{column} {row[column]:.3f} at " + ", ".join(f"{key} {row[key]}" for key in keys)
+        for row in rows
+        for column in columns
+        if row[column] < limit
+    ]
+    return (
+        ("**Short of 0.95 (below 0.95 − 2 SE = " + f"{limit:.3f}):** " + "; ".join(found) + ".\n\n")
+        if found
+        else f"No cell below 0.95 − 2 SE ({limit:.3f}).\n\n"
+    )
 
 
 def _table(rows: list[dict], fmt: dict[str, str] | None = None) -> str:
     frame = pd.DataFrame(rows)
     fmt = fmt or {}
     head = "| " + " | ".join(frame.columns) + " |\n|" + "|".join("---:" for _ in frame.columns) + "|\n"
-    cell = lambda column, value: fmt[column].format(value) if column in fmt else f"{value:.3f}" if isinstance(value, float) else str(value)  # noqa: E731
+    cell = lambda column, value: (  # noqa: E731
+        fmt[column].format(value) if column in fmt else f"{value:.3f}" if isinstance(value, float) else str(value)
+    )
     body = "".join("| " + " | ".join(cell(c, v) for c, v in row.items()) + " |\n" for row in frame.to_dict("records"))
     return head + body
 
@@ -343,14 +457,22 @@ def compare_cells(n_items: int, n_dates: int, reps: int, seed: int = 0) -> dict:
     covered = rejected = 0
     for _ in range(reps):
         shared = sd_item * rng.standard_normal(n_items)[None, :] + sd_date * rng.standard_normal(n_dates)[:, None]
-        draw = lambda rate: (rng.random((n_dates, n_items)) < stats.norm.cdf(stats.norm.ppf(rate) * scale + shared  # noqa: E731
-                                                                             + sd_cell * rng.standard_normal((n_dates, n_items)))).astype(float)
+        draw = lambda rate: (  # noqa: E731
+            rng.random((n_dates, n_items))
+            < stats.norm.cdf(stats.norm.ppf(rate) * scale + shared + sd_cell * rng.standard_normal((n_dates, n_items)))
+        ).astype(float)
         a, b, c = draw(0.4), draw(0.3), draw(0.3)
         _, low, high = robust.paired_difference(a, b)
         covered += low <= 0.1 <= high
         rejected += robust.sensitivity_difference(b, c, seed=int(rng.integers(1 << 31)))["p_value"] < 0.05
-    return {"items": n_items, "dates": n_dates, "difference_coverage": covered / reps, "sensitivity_size": rejected / reps,
-            "se_at_95pct": se(0.95, reps), "se_at_5pct": se(0.05, reps)}  # fmt: skip
+    return {
+        "items": n_items,
+        "dates": n_dates,
+        "difference_coverage": covered / reps,
+        "sensitivity_size": rejected / reps,
+        "se_at_95pct": se(0.95, reps),
+        "se_at_5pct": se(0.05, reps),
+    }
 
 
 def compare_section(reps: int) -> str:
@@ -367,8 +489,10 @@ def compare_section(reps: int) -> str:
     )
 
 
-ECE_HEADING = ("## Per-date ECE and Table 8's ECE delta (Curves, `dateeval.stats.ece`): `bands.ece_interval`, "
-               "`bands.ece_difference_interval`")
+ECE_HEADING = (
+    "## Per-date ECE and Table 8's ECE delta (Curves, `dateeval.stats.ece`): `bands.ece_interval`, "
+    "`bands.ece_difference_interval`"
+)
 
 
 def ece_section(reps: int) -> str:
@@ -376,7 +500,9 @@ def ece_section(reps: int) -> str:
     and Table 8's delta interval."""
     started = time.perf_counter()
     rows = [ece_band_coverage(n, a, model, reps) for model in ECE_MODELS for a in ECE_ACCURACIES for n in ECE_ITEMS]
-    deltas = [ece_delta_coverage(n, a, pair, reps) for pair in ECE_PAIRS for a in ECE_ACCURACIES for n in (50, 200, 1000)]
+    deltas = [
+        ece_delta_coverage(n, a, pair, reps) for pair in ECE_PAIRS for a in ECE_ACCURACIES for n in (50, 200, 1000)
+    ]
     printed = [row for row in rows if row["printed"]]
     worst = min(printed, key=lambda row: row["coverage"])
     return (
@@ -432,8 +558,15 @@ def paired_extreme_coverage(rate_a: float, rate_b: float, items: int, dates: int
             printed += 1
             hits += low <= float(np.mean(skill_a - skill_b)) <= high
     coverage = hits / max(printed, 1)
-    return {"rate_a": rate_a, "rate_b": rate_b, "items": items, "dates": dates, "coverage": coverage, "se": se(coverage, max(printed, 1)),
-            "no_interval": 1 - printed / reps}  # fmt: skip
+    return {
+        "rate_a": rate_a,
+        "rate_b": rate_b,
+        "items": items,
+        "dates": dates,
+        "coverage": coverage,
+        "se": se(coverage, max(printed, 1)),
+        "no_interval": 1 - printed / reps,
+    }
 
 
 def extremes_section(reps: int) -> str:
@@ -441,8 +574,12 @@ def extremes_section(reps: int) -> str:
     question, and the paired difference of two entries near opposite ends. Both print NaN bounds where no interval held."""
     started = time.perf_counter()
     eces = [ece_constant_coverage(n, a, c, reps) for a, c in EXTREME_CELLS for n in (50, 100, 200, 1000)]
-    pairs = [paired_extreme_coverage(a, b, n, d, reps) for a, b in ((0.98, 0.02), (0.95, 0.05), (0.98, 0.5), (0.5, 0.02), (0.02, 0.05))
-             for n in (10, 20, 50) for d in (2, 12)]  # fmt: skip
+    pairs = [
+        paired_extreme_coverage(a, b, n, d, reps)
+        for a, b in ((0.98, 0.02), (0.95, 0.05), (0.98, 0.5), (0.5, 0.02), (0.02, 0.05))
+        for n in (10, 20, 50)
+        for d in (2, 12)
+    ]
     low_ece, low_pair = min(eces, key=lambda row: row["coverage"]), min(pairs, key=lambda row: row["coverage"])
     return (
         f"\n{EXTREMES_HEADING}\n\n"
@@ -458,8 +595,7 @@ def extremes_section(reps: int) -> str:
         "ends. Where every question differs by the same amount on every date the interval would be zero wide (13.5% of the "
         "intervals at 0.95 against 0.05, 20 questions x 2 dates, which pulled coverage to 0.86-0.90); NaN bounds there, and "
         f"everywhere else it covers. Lowest printed cell: {low_pair['coverage']:.3f} ± {low_pair['se']:.3f} (A {low_pair['rate_a']}, "
-        f"B {low_pair['rate_b']}, {low_pair['items']} questions x {low_pair['dates']} dates).\n\n"
-        + _table(pairs)
+        f"B {low_pair['rate_b']}, {low_pair['items']} questions x {low_pair['dates']} dates).\n\n" + _table(pairs)
     )
 
 
@@ -498,7 +634,9 @@ def bleu_section(reps: int) -> str:
     )
 
 
-ROBUST_HEADING = "## The date-robust interval (What to report, `robust`, `dateeval.stats.robust_score`): `robust.date_robust`"
+ROBUST_HEADING = (
+    "## The date-robust interval (What to report, `robust`, `dateeval.stats.robust_score`): `robust.date_robust`"
+)
 ROBUST_RATES = (0.02, 0.05, 0.1, 0.3, 0.5, 0.9, 0.95, 0.98)
 FLOOR = 0.93  # the coverage every printed interval must keep (issue 35)
 RECHECK_REPS = 2000
@@ -507,15 +645,25 @@ RECHECK_REPS = 2000
 def robust_section(reps: int) -> str:
     """The docs' section on the date-robust interval over the extended grid: 8 rates, 10-200 questions, 2-366 dates."""
     started = time.perf_counter()
-    rows = [robust_coverage(n, d, p, s, reps) for s in ROBUST_SCENARIOS for n in (10, 20, 50, 200) for d in DATES for p in ROBUST_RATES]
+    rows = [
+        robust_coverage(n, d, p, s, reps)
+        for s in ROBUST_SCENARIOS
+        for n in (10, 20, 50, 200)
+        for d in DATES
+        for p in ROBUST_RATES
+    ]
     # A cell under the 0.93 floor at `reps` stores (SE ~0.018: of 288 cells a few fall there by chance) is measured
     # again on RECHECK_REPS fresh stores, and the table holds that figure with its SE; the first figure is named.
     rechecked = []
     for index, row in enumerate(rows):
         if row["printed"] < FLOOR:
-            rows[index] = robust_coverage(row["items"], row["dates"], row["rate"], row["scenario"], RECHECK_REPS, seed=1)
-            rechecked.append(f"{row['scenario']}, {row['items']} questions, {row['dates']} dates, rate {row['rate']}: {row['printed']:.3f} at {reps} "
-                             f"stores, {rows[index]['printed']:.3f} (SE {rows[index]['se']:.3f}) at {RECHECK_REPS}")  # fmt: skip
+            rows[index] = robust_coverage(
+                row["items"], row["dates"], row["rate"], row["scenario"], RECHECK_REPS, seed=1
+            )
+            rechecked.append(
+                f"{row['scenario']}, {row['items']} questions, {row['dates']} dates, rate {row['rate']}: {row['printed']:.3f} at {reps} "
+                f"stores, {rows[index]['printed']:.3f} (SE {rows[index]['se']:.3f}) at {RECHECK_REPS}"
+            )
     worst = min(rows, key=lambda row: row["printed"])
     return (
         f"\n{ROBUST_HEADING}\n\n"
@@ -526,8 +674,13 @@ def robust_section(reps: int) -> str:
         "at 10-20 questions, many dates, rates near 0 or 1, where the questions sampled miss the rare easy or hard one). "
         "`anova_normal`: score ± the variance components' normal half-width, the planning table's method.\n\n"
         + _short(rows, ("printed",), ("scenario", "items", "dates", "rate"), reps)
-        + (f"Measured again on {RECHECK_REPS} fresh stores (under {FLOOR} at {reps}; the row below is the second figure): " + "; ".join(rechecked) + ".\n\n"
-           if rechecked else "")
+        + (
+            f"Measured again on {RECHECK_REPS} fresh stores (under {FLOOR} at {reps}; the row below is the second figure): "
+            + "; ".join(rechecked)
+            + ".\n\n"
+            if rechecked
+            else ""
+        )
         + f"Lowest `printed` cell: {worst['printed']:.3f} ({worst['scenario']}, {worst['items']} questions, {worst['dates']} dates, rate "
         f"{worst['rate']}); every printed cell >= {FLOOR}: {all(row['printed'] >= FLOOR for row in rows)}.\n\n"
         + _table(rows)
@@ -543,27 +696,42 @@ def rates_section(reps: int) -> str:
     started = time.perf_counter()
     rows = [test_rejections(n, d, p, 0.0, reps) for n in (10, 50) for d in (2, 12) for p in EXTREME_RATES]
     rows += [test_rejections(20, 366, p, 0.0, reps // 4) for p in (0.02, 0.98)]
-    over = [f"{column} {row[column]:.3f} at {row['items']} questions, {row['dates']} dates, rate {row['rate']}" for row in rows
-            for column in ("delta_permutation", "cochran_q_chi2", "cochran_q_permutation", "leaves_chance_band") if row[column] > 0.05 + 2 * row["se_at_5pct"]]  # fmt: skip
+    over = [
+        f"{column} {row[column]:.3f} at {row['items']} questions, {row['dates']} dates, rate {row['rate']}"
+        for row in rows
+        for column in ("delta_permutation", "cochran_q_chi2", "cochran_q_permutation", "leaves_chance_band")
+        if row[column] > 0.05 + 2 * row["se_at_5pct"]
+    ]
     return (
         f"\n{RATES_HEADING}\n\n"
         f"The size (no date effect: `effect_pp` 0) of the tests above on stores whose population rate is near 0 or 1, "
         f"{reps} stores per cell ({reps // 4} at 366 dates); {time.perf_counter() - started:.0f} s. Where few answers are right "
         "(or wrong), many questions are constant over the dates and the permutation tests can seldom reject: their size "
         "falls below 0.05 (conservative), never above. "
-        + (("**Above 0.05 + 2 SE:** " + "; ".join(over) + ".") if over else "No test's size above 0.05 + 2 SE in any cell.")
-        + "\n\n" + _table(rows)
+        + (
+            ("**Above 0.05 + 2 SE:** " + "; ".join(over) + ".")
+            if over
+            else "No test's size above 0.05 + 2 SE in any cell."
+        )
+        + "\n\n"
+        + _table(rows)
     )
 
 
 FAMILY_HEADING = "## The headline's family-wise tests over K entries (Overview, `summary`): `chance.date_effect_family`, `chance.largest_of`"
-FAMILY_CELLS = [(k, effect, planted) for k in (2, 6, 20, 50) for effect, planted in ((0.0, "one"), (0.05, "one"), (0.1, "one"), (0.05, "all"))]
+FAMILY_CELLS = [
+    (k, effect, planted)
+    for k in (2, 6, 20, 50)
+    for effect, planted in ((0.0, "one"), (0.05, "one"), (0.1, "one"), (0.05, "all"))
+]
 
 
 def family_section(reps: int) -> str:
     """The docs' section on the verdict over K entries: size at 2-50 entries, power beside Bonferroni's Cochran's Q."""
     started = time.perf_counter()
-    rows = [family_rejections(50, 12, k, effect, reps, planted, with_delta=k <= 6) for k, effect, planted in FAMILY_CELLS]
+    rows = [
+        family_rejections(50, 12, k, effect, reps, planted, with_delta=k <= 6) for k, effect, planted in FAMILY_CELLS
+    ]
     limit = 0.05 + 2 * se(0.05, reps)
     over = [f"{row['entries']} entries" for row in rows if row["effect_pp"] == 0 and row["verdict"] > limit]
     return (
@@ -577,7 +745,11 @@ def family_section(reps: int) -> str:
         "among the shuffled ones). `bonferroni_q_chi2`: Cochran's Q per entry by chi-square, Bonferroni over K. "
         "`largest_delta_of_k` (K <= 6): the largest delta against the largest of K shuffled deltas. The min-p it replaced "
         "counted each shuffle's p among the shuffles only, and rejected 0.107-0.120 of null stores at 20 entries (issue 35).\n\n"
-        + (f"**Above 0.05 + 2 SE ({limit:.3f}):** " + ", ".join(over) + ".\n\n" if over else f"No size above 0.05 + 2 SE ({limit:.3f}).\n\n")
+        + (
+            f"**Above 0.05 + 2 SE ({limit:.3f}):** " + ", ".join(over) + ".\n\n"
+            if over
+            else f"No size above 0.05 + 2 SE ({limit:.3f}).\n\n"
+        )
         + _table(rows, {"effect_pp": "{:.0f}"})
     )
 
@@ -593,24 +765,47 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a reduced grid, printed, docs/coverage.md left alone")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "docs" / "coverage.md"))
-    parser.add_argument("--only", choices=("families", "robust", "bleu", "compare", "ece", "cv366", "rates", "extremes"), help="recompute only that section and splice it into --out")
+    parser.add_argument(
+        "--only",
+        choices=("families", "robust", "bleu", "compare", "ece", "cv366", "rates", "extremes"),
+        help="recompute only that section and splice it into --out",
+    )
     args = parser.parse_args()
     if args.only:
         out = Path(args.out)
-        heading, section, reps = {"families": (FAMILY_HEADING, family_section, 200), "robust": (ROBUST_HEADING, robust_section, 150),
-                                  "bleu": (BLEU_HEADING, bleu_section, 200), "compare": (COMPARE_HEADING, compare_section, 200),
-                                  "ece": (ECE_HEADING, ece_section, 200), "cv366": (CV_YEAR_HEADING, cv_year_section, 400),
-                                  "rates": (RATES_HEADING, rates_section, 400), "extremes": (EXTREMES_HEADING, extremes_section, 200)}[args.only]  # fmt: skip
+        heading, section, reps = {
+            "families": (FAMILY_HEADING, family_section, 200),
+            "robust": (ROBUST_HEADING, robust_section, 150),
+            "bleu": (BLEU_HEADING, bleu_section, 200),
+            "compare": (COMPARE_HEADING, compare_section, 200),
+            "ece": (ECE_HEADING, ece_section, 200),
+            "cv366": (CV_YEAR_HEADING, cv_year_section, 400),
+            "rates": (RATES_HEADING, rates_section, 400),
+            "extremes": (EXTREMES_HEADING, extremes_section, 200),
+        }[args.only]
         text = out.read_text()
-        out.write_text(replace_section(text, heading, section(reps)) if heading in text else text.replace("\n## Not intervals", section(reps) + "\n## Not intervals"))
+        out.write_text(
+            replace_section(text, heading, section(reps))
+            if heading in text
+            else text.replace("\n## Not intervals", section(reps) + "\n## Not intervals")
+        )
         return
     started = time.perf_counter()
     items, dates = ((10, 20, 50), (2, 12)) if args.quick else (ITEMS, DATES)
     reps = 100 if args.quick else 400
     bands = [band_coverage(n, p, reps) for n in items for p in RATES]
     small = reps // 2  # the bootstrap cells are slower per store
-    cvs = [cv_coverage(n, d, e, small) for n in items if n <= 200 for d in sorted({*dates, 3}) if d <= 12 for e in (0.0, 0.02, 0.1)]
-    tests = [test_rejections(n, d, 0.3, e, reps) for n in items if n <= 200 for d in dates for e in (0, 0.02, 0.05, 0.1)]
+    cvs = [
+        cv_coverage(n, d, e, small)
+        for n in items
+        if n <= 200
+        for d in sorted({*dates, 3})
+        if d <= 12
+        for e in (0.0, 0.02, 0.1)
+    ]
+    tests = [
+        test_rejections(n, d, 0.3, e, reps) for n in items if n <= 200 for d in dates for e in (0, 0.02, 0.05, 0.1)
+    ]
     text = (
         "# Coverage and power: does each interval and test keep its promise?\n\n"
         f"Written by `bench/coverage.py` ({'--quick, ' if args.quick else ''}{reps} simulated stores per cell; "

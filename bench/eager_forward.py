@@ -53,8 +53,18 @@ model, cfg = backend.model, backend.model.config
 task = build_task("arc_challenge", args.data_dir, Subset(limit=args.items))
 labels = label_tokens(backend.tokenizer, max(len(item.options) for item in task.items)).labels
 days = [dt.date(2024, 1, 1) + dt.timedelta(days=97 * i) for i in range(args.dates)]
-by_date = [[LabelRequest(backend.template.render(task.prompt(item, c).messages, mode=c.date_mode, day=c.date, injection=c.injection).text,
-                         labels[: len(item.options)]) for item in task.items] for c in expand(days)]  # fmt: skip
+by_date = [
+    [
+        LabelRequest(
+            backend.template.render(
+                task.prompt(item, c).messages, mode=c.date_mode, day=c.date, injection=c.injection
+            ).text,
+            labels[: len(item.options)],
+        )
+        for item in task.items
+    ]
+    for c in expand(days)
+]
 
 nh, nkv = cfg.num_attention_heads, cfg.num_key_value_heads
 d = cfg.hidden_size // nh
@@ -63,12 +73,16 @@ eps = cfg.rms_norm_eps
 L = []  # per layer: fused, transposed weights
 for layer in model.model.layers:
     a, m = layer.self_attn, layer.mlp
-    L.append(SimpleNamespace(
-        wqkv=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight], 0).T.contiguous(),
-        wo=a.o_proj.weight.T.contiguous(),
-        wgu=torch.cat([m.gate_proj.weight, m.up_proj.weight], 0).T.contiguous(),
-        wd=m.down_proj.weight.T.contiguous(),
-        ln1=layer.input_layernorm.weight, ln2=layer.post_attention_layernorm.weight))
+    L.append(
+        SimpleNamespace(
+            wqkv=torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight], 0).T.contiguous(),
+            wo=a.o_proj.weight.T.contiguous(),
+            wgu=torch.cat([m.gate_proj.weight, m.up_proj.weight], 0).T.contiguous(),
+            wd=m.down_proj.weight.T.contiguous(),
+            ln1=layer.input_layernorm.weight,
+            ln2=layer.post_attention_layernorm.weight,
+        )
+    )
 emb = model.model.embed_tokens.weight
 head = model.lm_head.weight
 normw = model.model.norm.weight
@@ -102,11 +116,16 @@ def prefix_kv(ids: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         h = rms(x, l.ln1)
         qkv = h @ l.wqkv
         q = qkv[:, :H].view(P, nh, d).transpose(0, 1)
-        k = qkv[:, H:H + nkv * d].view(P, nkv, d).transpose(0, 1)
-        v = qkv[:, H + nkv * d:].view(P, nkv, d).transpose(0, 1)
+        k = qkv[:, H : H + nkv * d].view(P, nkv, d).transpose(0, 1)
+        v = qkv[:, H + nkv * d :].view(P, nkv, d).transpose(0, 1)
         q, k = rot(q, cos, sin), rot(k, cos, sin)
         kvs.append((k, v))
-        o = F.scaled_dot_product_attention(q.unsqueeze(0), k.repeat_interleave(g, 0).unsqueeze(0), v.repeat_interleave(g, 0).unsqueeze(0), is_causal=True)[0]
+        o = F.scaled_dot_product_attention(
+            q.unsqueeze(0),
+            k.repeat_interleave(g, 0).unsqueeze(0),
+            v.repeat_interleave(g, 0).unsqueeze(0),
+            is_causal=True,
+        )[0]
         x = x + o.transpose(0, 1).reshape(P, H) @ l.wo
         h = rms(x, l.ln2)
         gu = h @ l.wgu
@@ -124,7 +143,7 @@ def score(suffixes: list[list[int]], kvs: list, P: int) -> torch.Tensor:
     for i, s in enumerate(suffixes):
         ids[i, : len(s)] = torch.tensor(s)
     x = emb[ids]  # [B, Lm, H]
-    cos, sin = COS[P:P + Lm], SIN[P:P + Lm]
+    cos, sin = COS[P : P + Lm], SIN[P : P + Lm]
     valid = torch.arange(Lm)[None, :] < lens[:, None]  # [B, Lm]
     causal = torch.ones(Lm, Lm, dtype=torch.bool).tril()
     mask_self = causal[None] & valid[:, None, :]  # [B, Lq, Lk]
@@ -134,8 +153,8 @@ def score(suffixes: list[list[int]], kvs: list, P: int) -> torch.Tensor:
         final = li == len(L) - 1
         h = rms(x, l.ln1)
         qkv = h @ l.wqkv  # [B, Lm, H+2kv]
-        k = qkv[..., H:H + nkv * d].view(B, Lm, nkv, d).transpose(1, 2)
-        v = qkv[..., H + nkv * d:].view(B, Lm, nkv, d).transpose(1, 2)
+        k = qkv[..., H : H + nkv * d].view(B, Lm, nkv, d).transpose(1, 2)
+        v = qkv[..., H + nkv * d :].view(B, Lm, nkv, d).transpose(1, 2)
         k = rot(k, cos, sin)
         pk, pv = kvs[li]  # [nkv, P, d]
         if final:
@@ -175,7 +194,7 @@ def fused_all(batch_size: int) -> list[np.ndarray]:
         order = sorted(range(len(enc)), key=lambda i: (len(enc[i]), i))
         res = [None] * len(enc)
         for s in range(0, len(order), batch_size):
-            chunk = order[s:s + batch_size]
+            chunk = order[s : s + batch_size]
             lp = score([enc[i][P:] for i in chunk], kvs, P)
             for r, i in enumerate(chunk):
                 res[i] = lp[r, [lab.token_id for lab in reqs[i].labels]].double().numpy()
@@ -200,5 +219,8 @@ with torch.inference_mode():
         hand = time.perf_counter() - start
         diff = max(np.abs(np.exp(x) - np.exp(y)).max() for x, y in zip(reference, fused))
         agree = np.mean([np.argmax(x) == np.argmax(y) for x, y in zip(reference, fused)])
-        print(f"{len(reference)} prompts, float32, {torch.get_num_threads()} threads, batch {args.batch_size}: transformers backend {eager:.1f} s, "
-              f"hand-written forward {hand:.1f} s = {eager / hand:.2f}x; max |dp| {diff:.1e}, agreement {agree:.1%}", flush=True)
+        print(
+            f"{len(reference)} prompts, float32, {torch.get_num_threads()} threads, batch {args.batch_size}: transformers backend {eager:.1f} s, "
+            f"hand-written forward {hand:.1f} s = {eager / hand:.2f}x; max |dp| {diff:.1e}, agreement {agree:.1%}",
+            flush=True,
+        )

@@ -25,10 +25,26 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]  # fmt: skip
-PAGES = {"overview": "", "curves": "curves", "leaderboard": "leaderboard", "robust": "robust", "flips": "flips", "factors": "factors",
-         "prompt": "prompt", "run": "run"}  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+PAGES = {
+    "overview": "",
+    "curves": "curves",
+    "leaderboard": "leaderboard",
+    "robust": "robust",
+    "flips": "flips",
+    "factors": "factors",
+    "prompt": "prompt",
+    "run": "run",
+}
 FINISHED = "() => document.querySelector('h1') && !document.querySelector('[data-testid=stSpinner]') && !document.querySelector('[data-testid=stStatusWidget]')"
 
 
@@ -41,11 +57,30 @@ def _port() -> int:
 def serve(store: Path) -> tuple[subprocess.Popen, str]:
     """The explorer on ``store`` as `./run.sh app` starts it (statistics kept first), with its URL once healthy."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    subprocess.run([sys.executable, "-c", f"from dateeval.keeping import keep; from dateeval.store import Store; keep(Store({str(store)!r}))"],
-                   cwd=ROOT, env=env, check=True)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"from dateeval.keeping import keep; from dateeval.store import Store; keep(Store({str(store)!r}))",
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+    )
     port = _port()
-    command = [sys.executable, "-m", "dateeval.launch", "--server.port", str(port), "--server.address", "127.0.0.1", "--server.headless",
-               "true", "--browser.gatherUsageStats", "false"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "dateeval.launch",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(240):
@@ -84,7 +119,9 @@ def main() -> None:
         times: dict[str, list[float]] = {name: [] for name in args.pages.split(",")}
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-            opening = first_visit(browser, url)  # the server's first script run (its imports), which the first user meets once
+            opening = first_visit(
+                browser, url
+            )  # the server's first script run (its imports), which the first user meets once
             for repeat in range(args.repeats):
                 for name in times:
                     times[name].append(first_visit(browser, f"{url}/{PAGES[name]}"))
@@ -93,8 +130,10 @@ def main() -> None:
     finally:
         process.terminate()
         process.wait(timeout=30)
-    print(f"\nload average {os.getloadavg()[0]:.1f}; the server's first page (imports, first read) {opening:.2f} s; "
-          f"median first visit over {args.repeats} sessions:")
+    print(
+        f"\nload average {os.getloadavg()[0]:.1f}; the server's first page (imports, first read) {opening:.2f} s; "
+        f"median first visit over {args.repeats} sessions:"
+    )
     for name, found in times.items():
         print(f"  {name:12s} {statistics.median(found):.2f} s  (max {max(found):.2f} s)")
 

@@ -69,18 +69,38 @@ def build(root: Path, n_items: int, n_models: int, n_dates: int = 366) -> None:
         probs = np.exp(noisy) / np.exp(noisy).sum(1, keepdims=True)
         pred = probs.argmax(1)
         answer = np.tile(answers, n_dates)
-        table = pa.table({
-            "model": pa.array([f"synthetic-{m}"] * n), "model_key": pa.array([f"key{m}"] * n), "dtype": pa.array(["bfloat16"] * n),
-            "device": pa.array(["cpu"] * n), "dataset": pa.array(["mmlu"] * n), "task_key": pa.array(["task"] * n),
-            "condition": pa.array(np.repeat(days, n_items)), "condition_key": pa.array(np.repeat(days, n_items)),
-            "date_mode": pa.array(["date"] * n), "date": pa.array(np.repeat(days, n_items)), "system_prompt": pa.array(["s"] * n),
-            "item_id": pa.array(np.tile(items, n_dates)), "correct": pa.array(pred == answer), "confidence": pa.array(probs.max(1)),
-            "pred": pa.array(pred), "answer": pa.array(answer), "prompt_hash": pa.array(np.tile(items, n_dates)),
-            "created_at": pa.array(["2026-11-29T00:00:00+00:00"] * n), "n_options": pa.array(np.full(n, 4)),
-            "subject": pa.array(["synthetic"] * n), "date_text": pa.array(np.repeat(days, n_items)),
-            "probs": pa.FixedSizeListArray.from_arrays(pa.array(probs.reshape(-1)), 4).cast(pa.list_(pa.float64())),
-        })  # fmt: skip
-        sidecars.write_unit(store, root / f"synthetic-{m}" / "mmlu" / "compacted-synthetic.parquet", table.sort_by("item_id"), COMPACTED_ROW_GROUP)
+        table = pa.table(
+            {
+                "model": pa.array([f"synthetic-{m}"] * n),
+                "model_key": pa.array([f"key{m}"] * n),
+                "dtype": pa.array(["bfloat16"] * n),
+                "device": pa.array(["cpu"] * n),
+                "dataset": pa.array(["mmlu"] * n),
+                "task_key": pa.array(["task"] * n),
+                "condition": pa.array(np.repeat(days, n_items)),
+                "condition_key": pa.array(np.repeat(days, n_items)),
+                "date_mode": pa.array(["date"] * n),
+                "date": pa.array(np.repeat(days, n_items)),
+                "system_prompt": pa.array(["s"] * n),
+                "item_id": pa.array(np.tile(items, n_dates)),
+                "correct": pa.array(pred == answer),
+                "confidence": pa.array(probs.max(1)),
+                "pred": pa.array(pred),
+                "answer": pa.array(answer),
+                "prompt_hash": pa.array(np.tile(items, n_dates)),
+                "created_at": pa.array(["2026-11-29T00:00:00+00:00"] * n),
+                "n_options": pa.array(np.full(n, 4)),
+                "subject": pa.array(["synthetic"] * n),
+                "date_text": pa.array(np.repeat(days, n_items)),
+                "probs": pa.FixedSizeListArray.from_arrays(pa.array(probs.reshape(-1)), 4).cast(pa.list_(pa.float64())),
+            }
+        )
+        sidecars.write_unit(
+            store,
+            root / f"synthetic-{m}" / "mmlu" / "compacted-synthetic.parquet",
+            table.sort_by("item_id"),
+            COMPACTED_ROW_GROUP,
+        )
 
 
 def open_page(page: str):  # noqa: ANN201 - AppTest
@@ -123,19 +143,25 @@ def peak_gb() -> float:
 
 def keep_statistics(root: Path) -> None:
     """Time ``keeping.keep`` (what a sweep's or compaction's end runs) in a process of its own, with its peak memory."""
-    code = ("import resource, sys, time; start = time.perf_counter(); from dateeval.keeping import keep; from dateeval.store import Store; "
-            "messages = keep(Store(sys.argv[1])); "
-            "print(f'kept statistics (end of sweep / compact): {time.perf_counter() - start:.2f}s, '"
-            "f'peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB', *messages)")  # fmt: skip
+    code = (
+        "import resource, sys, time; start = time.perf_counter(); from dateeval.keeping import keep; from dateeval.store import Store; "
+        "messages = keep(Store(sys.argv[1])); "
+        "print(f'kept statistics (end of sweep / compact): {time.perf_counter() - start:.2f}s, '"
+        "f'peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB', *messages)"
+    )
     subprocess.run([sys.executable, "-c", code, str(root)], cwd=ROOT, check=True)
 
 
 # A selection change per page on the demo: (widget kind, key, value).
 DEMO_SELECTIONS = {
-    "overview": None, "curves": ("selectbox", "metric", "ece"), "leaderboard": ("select_slider", "top_k", 1),
-    "flips": ("selectbox", "show", "all"), "factors": ("selectbox", "factor_metric", "ece"), "prompt": ("date_input", "first", dt.date(2024, 3, 14)),
+    "overview": None,
+    "curves": ("selectbox", "metric", "ece"),
+    "leaderboard": ("select_slider", "top_k", 1),
+    "flips": ("selectbox", "show", "all"),
+    "factors": ("selectbox", "factor_metric", "ece"),
+    "prompt": ("date_input", "first", dt.date(2024, 3, 14)),
     "robust": None,
-}  # fmt: skip
+}
 
 
 def demo_visits() -> None:
@@ -178,10 +204,22 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--pages", default=",".join(PAGES), help="comma-separated, from " + ",".join(PAGES))
     parser.add_argument("--no-sidecars", action="store_true", help="remove the store's aggregates first (an old store)")
-    parser.add_argument("--fresh-statistics", action="store_true", help="compute the statistics kept with the store again first, as a sweep's end does")
-    parser.add_argument("--demo", action="store_true", help="time the built-in demo store instead (a copy): first render, each page's first "
-                        "visit in one session, and a selection change per page (issue 17 part 5 targets: 2 s, 2 s, 1 s)")
-    parser.add_argument("--computed-on-render", action="store_true", help="remove the statistics kept with the store first (cold renders compute them)")
+    parser.add_argument(
+        "--fresh-statistics",
+        action="store_true",
+        help="compute the statistics kept with the store again first, as a sweep's end does",
+    )
+    parser.add_argument(
+        "--demo",
+        action="store_true",
+        help="time the built-in demo store instead (a copy): first render, each page's first "
+        "visit in one session, and a selection change per page (issue 17 part 5 targets: 2 s, 2 s, 1 s)",
+    )
+    parser.add_argument(
+        "--computed-on-render",
+        action="store_true",
+        help="remove the statistics kept with the store first (cold renders compute them)",
+    )
     args = parser.parse_args()
     if args.demo:
         demo_visits()
@@ -203,11 +241,17 @@ def main() -> None:
     for page in args.pages.split(","):
         times = render_times(page, args.repeats + 1)
         cold, warm = times[0], np.array(times[1:])
-        print(f"{page:12s} cold {cold:6.2f}s   warm p50 {np.percentile(warm, 50):5.2f}s  p95 {np.percentile(warm, 95):5.2f}s"
-              f"   peak RSS so far {peak_gb():.2f} GB", flush=True)  # fmt: skip
+        print(
+            f"{page:12s} cold {cold:6.2f}s   warm p50 {np.percentile(warm, 50):5.2f}s  p95 {np.percentile(warm, 95):5.2f}s"
+            f"   peak RSS so far {peak_gb():.2f} GB",
+            flush=True,
+        )
         if page == "flips":
             new = np.array(new_flips_selections())
-            print(f"{'flips':12s} new selection: mean {new.mean():5.2f}s  max {new.max():5.2f}s  ({len(new)} models)", flush=True)
+            print(
+                f"{'flips':12s} new selection: mean {new.mean():5.2f}s  max {new.max():5.2f}s  ({len(new)} models)",
+                flush=True,
+            )
     print(f"peak RSS {peak_gb():.2f} GB")
 
 

@@ -37,7 +37,9 @@ from dateeval.sandbox import Check, run_many
 from dateeval.tasks import build_task, humaneval
 
 
-def generated_tokens_per_second(backend: TransformersBackend, prompts: list[str], settings: GenerationSettings, batch_size: int) -> tuple[float, int]:
+def generated_tokens_per_second(
+    backend: TransformersBackend, prompts: list[str], settings: GenerationSettings, batch_size: int
+) -> tuple[float, int]:
     started = time.perf_counter()
     replies = backend.generate_texts(prompts, settings, batch_size)
     tokens = sum(reply.n_tokens for reply in replies)
@@ -76,13 +78,17 @@ def main() -> None:
     backend = TransformersBackend(resolve("smollm2-135m"), dtype=args.dtype, device="cpu")
     task = build_task("gsm8k", args.data_dir, Subset(limit=args.prompts))
     condition = Condition(date=dt.date(2024, 3, 1))
-    prompts = [backend.template.render(task.prompt(item, condition).messages, day=condition.date).text for item in task.items]
+    prompts = [
+        backend.template.render(task.prompt(item, condition).messages, day=condition.date).text for item in task.items
+    ]
     # Tokens are counted up to each reply's end-of-sequence, so both runs are credited with the same useful work.
     settings = GenerationSettings(max_new_tokens=args.tokens)
     backend.generate_texts(prompts[:2], GenerationSettings(max_new_tokens=4), 2)  # warm-up
     single, single_tokens = generated_tokens_per_second(backend, prompts, settings, 1)
     batched, batched_tokens = generated_tokens_per_second(backend, prompts, settings, args.batch_size)
-    print(f"generation ({args.dtype}, {len(prompts)} GSM8K prompts, <= {args.tokens} new tokens, {os.cpu_count()} cores):")
+    print(
+        f"generation ({args.dtype}, {len(prompts)} GSM8K prompts, <= {args.tokens} new tokens, {os.cpu_count()} cores):"
+    )
     print(f"  unbatched            {single:8.1f} generated tokens/s ({single_tokens} tokens)")
     print(f"  batched (batch {args.batch_size:3d}) {batched:8.1f} generated tokens/s ({batched_tokens} tokens)")
     print(f"  speed-up             {batched / single:8.2f}x")
@@ -94,8 +100,10 @@ def main() -> None:
     for workers in (1, cores):
         bare, passed_bare = bare_per_second(problems, workers)
         sandboxed, passed = checks_per_second(checks, workers)
-        print(f"  {workers} worker(s): bare {bare:7.1f} programs/s ({passed_bare} passed), "
-              f"sandbox {sandboxed:7.1f} checks/s ({passed} passed), sandbox/bare {sandboxed / bare:5.2f}")  # fmt: skip
+        print(
+            f"  {workers} worker(s): bare {bare:7.1f} programs/s ({passed_bare} passed), "
+            f"sandbox {sandboxed:7.1f} checks/s ({passed} passed), sandbox/bare {sandboxed / bare:5.2f}"
+        )
 
 
 if __name__ == "__main__":

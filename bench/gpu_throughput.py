@@ -57,12 +57,33 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_ma
 PAPER_SWEEP = 366 * 14_042  # item-dates of the paper's full MMLU sweep
 # meta-llama/Llama-3.1-8B-Instruct's config.json (architecture only).
 LLAMA_3_1_8B = {
-    "hidden_size": 4096, "intermediate_size": 14336, "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-    "vocab_size": 128256, "max_position_embeddings": 131072, "rope_theta": 500000.0, "rms_norm_eps": 1e-5, "tie_word_embeddings": False,
-    "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192, "rope_type": "llama3"},
-}  # fmt: skip
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "vocab_size": 128256,
+    "max_position_embeddings": 131072,
+    "rope_theta": 500000.0,
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": False,
+    "rope_scaling": {
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+}
 # The same shape, small enough for a smoke run on a CPU.
-TINY = {**LLAMA_3_1_8B, "hidden_size": 256, "intermediate_size": 896, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+TINY = {
+    **LLAMA_3_1_8B,
+    "hidden_size": 256,
+    "intermediate_size": 896,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+}
 
 
 def export(data_dir: str) -> None:
@@ -81,7 +102,9 @@ def export(data_dir: str) -> None:
     (BUNDLE / "mmlu_user_lengths.json").write_text(json.dumps(lengths))
     kept = sorted(path.name for path in BUNDLE.iterdir())
     size = sum(path.stat().st_size for path in BUNDLE.iterdir())
-    print(f"wrote {BUNDLE} ({size / 2**20:.1f} MiB: {', '.join(kept)}); {len(lengths)} MMLU questions, mean {np.mean(lengths):.0f} tokens")
+    print(
+        f"wrote {BUNDLE} ({size / 2**20:.1f} MiB: {', '.join(kept)}); {len(lengths)} MMLU questions, mean {np.mean(lengths):.0f} tokens"
+    )
 
 
 def random_model(folder: Path, size: str, dtype: str, device: str) -> None:
@@ -104,7 +127,9 @@ def prompts(backend: TransformersBackend, lengths: list[int], day: dt.date, seed
     number of tokens with its leading space, so no merge crosses them."""
     rng = np.random.default_rng(seed)
     words = sorted(w for w in backend.tokenizer.get_vocab() if w.isascii() and w.isalpha() and 3 <= len(w) <= 9)[:5000]
-    sizes = [len(tokens) for tokens in backend.tokenizer([" " + w for w in words], add_special_tokens=False)["input_ids"]]
+    sizes = [
+        len(tokens) for tokens in backend.tokenizer([" " + w for w in words], add_special_tokens=False)["input_ids"]
+    ]
     out = []
     for length in lengths:
         user, used = [], 0
@@ -126,7 +151,9 @@ def flops_per_token(config: dict) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--export", action="store_true", help="write the tokenizer and MMLU's prompt lengths to cache/gpu-bench (here)")
+    parser.add_argument(
+        "--export", action="store_true", help="write the tokenizer and MMLU's prompt lengths to cache/gpu-bench (here)"
+    )
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--size", default="8b", choices=("8b", "tiny"))
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -140,7 +167,11 @@ def main() -> None:
         return
     if not (BUNDLE / "mmlu_user_lengths.json").exists():
         sys.exit(f"gpu_throughput: {BUNDLE} is missing: run it with --export first (here), then carry cache/gpu-bench")
-    lengths = np.random.default_rng(0).choice(json.loads((BUNDLE / "mmlu_user_lengths.json").read_text()), size=args.items).tolist()
+    lengths = (
+        np.random.default_rng(0)
+        .choice(json.loads((BUNDLE / "mmlu_user_lengths.json").read_text()), size=args.items)
+        .tolist()
+    )
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
         random_model(Path(folder), args.size, args.dtype, args.device)
@@ -148,7 +179,10 @@ def main() -> None:
         load_seconds = time.perf_counter() - start
     labels = mcqa.label_tokens(backend.tokenizer, 4).labels
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=7 * i) for i in range(args.dates + 1)]
-    batches = {day: [LabelRequest(text, labels) for text in prompts(backend, lengths, day, seed=i)] for i, day in enumerate(days)}
+    batches = {
+        day: [LabelRequest(text, labels) for text in prompts(backend, lengths, day, seed=i)]
+        for i, day in enumerate(days)
+    }
     backend.label_logprobs(batches[days[0]], args.batch_size)  # warm-up: kernels, allocator
     sync(args.device)
     start = time.perf_counter()
@@ -159,17 +193,29 @@ def main() -> None:
     config = LLAMA_3_1_8B if args.size == "8b" else TINY
     encoded = [backend.encode([request.prompt for request in batches[day]]) for day in days[1:]]
     total = sum(len(tokens) for date in encoded for tokens in date)
-    computed = sum(sum(len(tokens) for tokens in date) - (len(date) - 1) * common_prefix_length(date) for date in encoded)
+    computed = sum(
+        sum(len(tokens) for tokens in date) - (len(date) - 1) * common_prefix_length(date) for date in encoded
+    )
     achieved = computed * flops_per_token(config) / seconds
     peak = matmul_rate(getattr(torch, args.dtype), args.device, size=8192 if args.device == "cuda" else 2048)
     rate = args.items * args.dates / seconds
     device = torch.cuda.get_device_name() if args.device == "cuda" else f"cpu ({os.cpu_count()} cores)"
-    print(f"Llama-3.1-8B architecture ({args.size}), random weights, {args.dtype} on {device}; transformers {__import__('transformers').__version__}")
-    print(f"  {args.items} MMLU-length prompts x {args.dates} dates, batch {args.batch_size}; model saved and loaded in {load_seconds:.0f} s")
+    print(
+        f"Llama-3.1-8B architecture ({args.size}), random weights, {args.dtype} on {device}; transformers {__import__('transformers').__version__}"
+    )
+    print(
+        f"  {args.items} MMLU-length prompts x {args.dates} dates, batch {args.batch_size}; model saved and loaded in {load_seconds:.0f} s"
+    )
     print(f"  item-dates/s           : {rate:9.1f}")
-    print(f"  prompt tokens/s        : {total / seconds:9.0f}  (computed {computed / seconds:.0f}/s: each date's shared prefix once)")
-    print(f"  model FLOP rate        : {achieved / 1e12:9.1f} TFLOP/s = {achieved / peak:.2f} of the measured {args.dtype} matmul rate ({peak / 1e12:.0f} TFLOP/s)")
-    print(f"  paper's MMLU sweep     : {PAPER_SWEEP:,} item-dates -> {PAPER_SWEEP / rate / 3600:.1f} h on one such device")
+    print(
+        f"  prompt tokens/s        : {total / seconds:9.0f}  (computed {computed / seconds:.0f}/s: each date's shared prefix once)"
+    )
+    print(
+        f"  model FLOP rate        : {achieved / 1e12:9.1f} TFLOP/s = {achieved / peak:.2f} of the measured {args.dtype} matmul rate ({peak / 1e12:.0f} TFLOP/s)"
+    )
+    print(
+        f"  paper's MMLU sweep     : {PAPER_SWEEP:,} item-dates -> {PAPER_SWEEP / rate / 3600:.1f} h on one such device"
+    )
 
 
 if __name__ == "__main__":

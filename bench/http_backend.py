@@ -57,9 +57,27 @@ def server_command(kind: str, port: int) -> list[str]:
     if kind == "dateeval":
         return [sys.executable, "-m", "dateeval", "serve", "--model", MODEL, "--port", str(port)]
     folder = converted_gguf_dir(resolve(MODEL))  # vLLM reads the converted safetensors folder, as the vllm backend does
-    return [str(ROOT / ".venv-vllm" / "bin" / "python"), "-m", "vllm.entrypoints.openai.api_server", "--model", str(folder),
-            "--served-model-name", MODEL, "--dtype", "float32", "--host", "127.0.0.1", "--port", str(port), "--enforce-eager",
-            "--enable-prefix-caching", "--max-logprobs", "20", "--kv-cache-memory-bytes", str(2 << 30)]  # fmt: skip
+    return [
+        str(ROOT / ".venv-vllm" / "bin" / "python"),
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(folder),
+        "--served-model-name",
+        MODEL,
+        "--dtype",
+        "float32",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--enforce-eager",
+        "--enable-prefix-caching",
+        "--max-logprobs",
+        "20",
+        "--kv-cache-memory-bytes",
+        str(2 << 30),
+    ]
 
 
 def _ready(url: str) -> bool:
@@ -75,7 +93,13 @@ def serving(kind: str, port: int) -> Iterator[str]:
     """Start a server, wait until it answers ``/models``, yield ``URL#MODEL``, stop it (its log is printed if it dies)."""
     url = f"http://127.0.0.1:{port}/v1"
     with tempfile.TemporaryFile("w+") as log:
-        process = subprocess.Popen(server_command(kind, port), cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        process = subprocess.Popen(
+            server_command(kind, port),
+            cwd=ROOT,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
             while not _ready(url):
@@ -95,10 +119,15 @@ def prompts(reference: TransformersBackend, data_dir: str, items: int, dates: in
     task.prepare(model_view(reference))
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=61 * i) for i in range(dates)]
     return [
-        LabelRequest(reference.template.render(task.prompt(item, c).messages, mode=c.date_mode, day=c.date, injection=c.injection).text,
-                     task.labels.labels[: len(item.options)])
-        for c in expand(days) for item in task.items
-    ]  # fmt: skip
+        LabelRequest(
+            reference.template.render(
+                task.prompt(item, c).messages, mode=c.date_mode, day=c.date, injection=c.injection
+            ).text,
+            task.labels.labels[: len(item.options)],
+        )
+        for c in expand(days)
+        for item in task.items
+    ]
 
 
 def timed(score, requests: list[LabelRequest]) -> tuple[float, list[np.ndarray]]:  # noqa: ANN001 - a backend's label_logprobs
@@ -110,7 +139,11 @@ def timed(score, requests: list[LabelRequest]) -> tuple[float, list[np.ndarray]]
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--server", default="vllm", help="vllm, dateeval, or URL#MODEL of a server already running; several, comma-separated")
+    parser.add_argument(
+        "--server",
+        default="vllm",
+        help="vllm, dateeval, or URL#MODEL of a server already running; several, comma-separated",
+    )
     parser.add_argument("--port", type=int, default=8011)
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
     parser.add_argument("--items", type=int, default=32, help="ARC-Challenge items per date")
@@ -125,12 +158,17 @@ def main() -> None:
     reference.label_logprobs(requests[:2], 2)  # warm-up
     in_process = lambda: timed(lambda r: reference.label_logprobs(r, args.batch_size), requests)  # noqa: E731
     before, local = in_process()
-    print(f"{len(requests)} ARC-Challenge prompts ({args.items} items x {args.dates} dates), float32, {os.cpu_count()} cores")
+    print(
+        f"{len(requests)} ARC-Challenge prompts ({args.items} items x {args.dates} dates), float32, {os.cpu_count()} cores"
+    )
 
     servers = args.server.split(",")
     with ExitStack() as stack:
         # Every server up at once, measured in turn at each concurrency: on a shared machine the load moves.
-        specs = [stack.enter_context(serving(s, args.port + i) if s in ("vllm", "dateeval") else nullcontext(s)) for i, s in enumerate(servers)]
+        specs = [
+            stack.enter_context(serving(s, args.port + i) if s in ("vllm", "dateeval") else nullcontext(s))
+            for i, s in enumerate(servers)
+        ]
         rates: dict[str, dict[int, tuple[float, float]]] = {server: {} for server in servers}
         for concurrency in (int(c) for c in args.concurrency.split(",")):
             for server, spec in zip(servers, specs):
@@ -138,14 +176,20 @@ def main() -> None:
     # Measured before and after the HTTP runs: on a shared machine the load moves, and the mean is the fairer reference.
     after = in_process()[0]
     local_rate = (before + after) / 2
-    print(f"  in-process (transformers, batch {args.batch_size}): {local_rate:7.2f} item-dates/s (before {before:.2f}, after {after:.2f})")
+    print(
+        f"  in-process (transformers, batch {args.batch_size}): {local_rate:7.2f} item-dates/s (before {before:.2f}, after {after:.2f})"
+    )
     for server, at in rates.items():
         print(f"  HTTP, completions mode, {server} server:")
         for concurrency, (rate, delta) in at.items():
-            print(f"    concurrency {concurrency:3d}: {rate:7.2f} requests/s = {rate / local_rate:5.2f}x in-process   (max |d logprob| {delta:.1e})")
+            print(
+                f"    concurrency {concurrency:3d}: {rate:7.2f} requests/s = {rate / local_rate:5.2f}x in-process   (max |d logprob| {delta:.1e})"
+            )
 
 
-def over_http(spec: str, concurrency: int, requests: list[LabelRequest], local: list[np.ndarray]) -> tuple[float, float]:
+def over_http(
+    spec: str, concurrency: int, requests: list[LabelRequest], local: list[np.ndarray]
+) -> tuple[float, float]:
     """(requests per second at this concurrency, the largest log-probability difference from in-process scoring)."""
     http = OpenAIBackend(parse_endpoint(spec), BackendOptions(concurrency=concurrency, timeout_s=600))
     try:
@@ -157,7 +201,9 @@ def over_http(spec: str, concurrency: int, requests: list[LabelRequest], local: 
         http.close()
     if after is not None:  # dateeval's server says how it batched them
         counts = {size: after.get(size, 0) - before.get(size, 0) for size in sorted(after, key=int)}
-        print(f"    ({spec.split('#')[0]}, {concurrency} in flight: batches of size x count {', '.join(f'{k}x{v}' for k, v in counts.items() if v)})")
+        print(
+            f"    ({spec.split('#')[0]}, {concurrency} in flight: batches of size x count {', '.join(f'{k}x{v}' for k, v in counts.items() if v)})"
+        )
     return rate, max(float(np.abs(a - b).max()) for a, b in zip(remote, local))
 
 

@@ -29,14 +29,40 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ("mmlu", "mmlu_cot", "gsm8k", "humaneval", "wmt16_en_de")
-VARYING = ("run_id", "created_at", "run_seconds")  # which run wrote a row, when, and how long the sandbox ran its program
+VARYING = (
+    "run_id",
+    "created_at",
+    "run_seconds",
+)  # which run wrote a row, when, and how long the sandbox ran its program
 
 
 def sweep(tree: Path, store: Path, args: argparse.Namespace) -> None:
     """One ``dateeval run`` of the mixed sweep with the code in ``tree``."""
-    command = [str(ROOT / ".venv" / "bin" / "python"), "-m", "dateeval", "run", "--model", "smollm2-135m", "--dtype", "float32",
-               "--device", "cpu", "--data-dir", args.data_dir, "--limit", str(args.limit), "--dates", args.dates, "--no-date",
-               "--batch-sizes", args.batch_sizes, "--max-new-tokens", str(args.max_new_tokens), "--store", str(store)]  # fmt: skip
+    command = [
+        str(ROOT / ".venv" / "bin" / "python"),
+        "-m",
+        "dateeval",
+        "run",
+        "--model",
+        "smollm2-135m",
+        "--dtype",
+        "float32",
+        "--device",
+        "cpu",
+        "--data-dir",
+        args.data_dir,
+        "--limit",
+        str(args.limit),
+        "--dates",
+        args.dates,
+        "--no-date",
+        "--batch-sizes",
+        args.batch_sizes,
+        "--max-new-tokens",
+        str(args.max_new_tokens),
+        "--store",
+        str(store),
+    ]
     for dataset in DATASETS:
         command += ["--dataset", dataset]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(tree)}
@@ -91,17 +117,26 @@ def main() -> None:
     parser.add_argument("--batch-sizes", default="1,3")
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data"))
-    parser.add_argument("--baseline-store", type=Path, help="keep the baseline's store here, and reuse it where it exists")
+    parser.add_argument(
+        "--baseline-store", type=Path, help="keep the baseline's store here, and reuse it where it exists"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="identical-rows-") as scratch:
         baseline_store = args.baseline_store or Path(scratch) / "store-baseline"
         if not baseline_store.exists():
             base = Path(scratch) / "baseline"
-            subprocess.run(["git", "worktree", "add", "--detach", str(base), args.baseline], cwd=ROOT, check=True, capture_output=True)
+            subprocess.run(
+                ["git", "worktree", "add", "--detach", str(base), args.baseline],
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+            )
             try:
                 sweep(base, baseline_store, args)
             finally:
-                subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, check=False, capture_output=True)
+                subprocess.run(
+                    ["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, check=False, capture_output=True
+                )
         sweep(ROOT, Path(scratch) / "store-now", args)
         before, after = rows(baseline_store), rows(Path(scratch) / "store-now")
     counts: dict[str, int] = {}

@@ -56,8 +56,16 @@ def main() -> None:
     from dateeval.ray_executor import RayExecutor
 
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in range(args.dates)]
-    spec = SweepSpec(models=("smollm2-135m",), datasets=("arc_challenge",), conditions=tuple(expand(days)), data_dir=args.data_dir,
-                     subset=Subset(limit=args.items), dtypes=(args.dtype,), batch_size=8, options=BackendOptions(device="cpu"))  # fmt: skip
+    spec = SweepSpec(
+        models=("smollm2-135m",),
+        datasets=("arc_challenge",),
+        conditions=tuple(expand(days)),
+        data_dir=args.data_dir,
+        subset=Subset(limit=args.items),
+        dtypes=(args.dtype,),
+        batch_size=8,
+        options=BackendOptions(device="cpu"),
+    )
     # One thread per worker, so that two workers on two cores are compared fairly with one.
     os.environ["OMP_NUM_THREADS"] = "1"
     import torch
@@ -66,11 +74,15 @@ def main() -> None:
     local = steady_rate(spec, LocalExecutor())
     one = steady_rate(spec, RayExecutor(workers=1))
     two = steady_rate(spec, RayExecutor(workers=2))
-    print(f"{args.items} ARC-Challenge items x {args.dates} dates ({args.dates} units), {args.dtype}, one thread per worker, {os.cpu_count()} cores")
+    print(
+        f"{args.items} ARC-Challenge items x {args.dates} dates ({args.dates} units), {args.dtype}, one thread per worker, {os.cpu_count()} cores"
+    )
     for name, (units, items, wall) in (("local executor", local), ("ray, 1 worker", one), ("ray, 2 workers", two)):
         print(f"  {name:16s} {units:6.2f} units/s  {items:7.1f} item-dates/s  (wall {wall:5.1f} s incl. loads)")
     print(f"  ray 2 workers / 1 worker      {two[0] / one[0]:6.2f}x")
-    print(f"  ray overhead per unit vs local {1 / one[0] - 1 / local[0]:+7.3f} s ({local[0] / one[0]:.2f}x the local time per unit)")
+    print(
+        f"  ray overhead per unit vs local {1 / one[0] - 1 / local[0]:+7.3f} s ({local[0] / one[0]:.2f}x the local time per unit)"
+    )
 
 
 if __name__ == "__main__":

@@ -28,14 +28,22 @@ from dateeval.prompting import ChatTemplate, _rendering
 TEMPLATES = Path(os.environ.get("DATEEVAL_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "templates"
 MESSAGES = [
     {"role": "system", "content": "Today Date: 14 Mar 2024\n\nYou are a helpful assistant."},
-    {"role": "user", "content": "The following is a multiple-choice question. Reply with the letter of the correct answer.\n\n"
-                                "Which gas do plants take in?\nA. Oxygen\nB. Carbon dioxide\nC. Nitrogen\nD. Helium\nAnswer:"},
-]  # fmt: skip
+    {
+        "role": "user",
+        "content": "The following is a multiple-choice question. Reply with the letter of the correct answer.\n\n"
+        "Which gas do plants take in?\nA. Oxygen\nB. Carbon dioxide\nC. Nitrogen\nD. Helium\nAnswer:",
+    },
+]
 
 
 def _bare(template: ChatTemplate) -> str:
-    return chat_template_utils.render_jinja_template([MESSAGES], chat_template=template.source, add_generation_prompt=True,
-                                                     bos_token=template.bos_token, eos_token=template.eos_token)[0][0]  # fmt: skip
+    return chat_template_utils.render_jinja_template(
+        [MESSAGES],
+        chat_template=template.source,
+        add_generation_prompt=True,
+        bos_token=template.bos_token,
+        eos_token=template.eos_token,
+    )[0][0]
 
 
 def _guarded(template: ChatTemplate) -> str:

@@ -36,7 +36,9 @@ def load_revision(revision: str) -> ModuleType:
     """The sandbox module as it was at ``revision``, with that revision's seccomp filter."""
     modules = {}
     for name in ("seccomp", "sandbox"):
-        source = subprocess.run(["git", "show", f"{revision}:dateeval/{name}.py"], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+        source = subprocess.run(
+            ["git", "show", f"{revision}:dateeval/{name}.py"], cwd=ROOT, check=True, capture_output=True, text=True
+        ).stdout
         spec = importlib.util.spec_from_loader(f"{name}_at_{revision}", loader=None)
         module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look it up
         exec(compile(source, f"{revision}:dateeval/{name}.py", "exec"), module.__dict__)  # noqa: S102 (our own code, from git)
@@ -73,17 +75,24 @@ def main() -> None:
     before = load_revision(args.before)
     checks = [humaneval.check(p, p.canonical_solution) for p in problems]
     old_checks = [before.Check(c.solution, c.checker, c.entry_point) for c in checks]
-    print(f"{len(checks)} canonical HumanEval solutions, {args.workers} worker(s), cgroups here: {bool(cgroups.hierarchies())}")
+    print(
+        f"{len(checks)} canonical HumanEval solutions, {args.workers} worker(s), cgroups here: {bool(cgroups.hierarchies())}"
+    )
     totals = {"before": [], "after": [], "after, single process": []}
     for round_ in range(args.rounds):
-        for name, run, batch in (("before", before.run_many, old_checks), ("after", sandbox.run_many, checks),
-                                 ("after, single process", single_process, checks)):  # fmt: skip
+        for name, run, batch in (
+            ("before", before.run_many, old_checks),
+            ("after", sandbox.run_many, checks),
+            ("after, single process", single_process, checks),
+        ):
             per_second, passed = rate(run, batch, args.workers)
             totals[name].append(per_second)
             print(f"  round {round_ + 1}: {name:22} {per_second:6.2f} checks/s ({passed} passed)")
     mean = {name: sum(values) / len(values) for name, values in totals.items()}
-    print(f"mean: before {mean['before']:.2f}, after {mean['after']:.2f} checks/s (after/before {mean['after'] / mean['before']:.2f}); "
-          f"single process {mean['after, single process']:.2f} ({mean['after, single process'] / mean['before']:.2f})")  # fmt: skip
+    print(
+        f"mean: before {mean['before']:.2f}, after {mean['after']:.2f} checks/s (after/before {mean['after'] / mean['before']:.2f}); "
+        f"single process {mean['after, single process']:.2f} ({mean['after, single process'] / mean['before']:.2f})"
+    )
 
 
 if __name__ == "__main__":

@@ -61,7 +61,10 @@ def ask(port: int, body: bytes | dict, timeout: float, path: str = "/v1/completi
 def together(port: int, bodies: list[bytes | dict], timeout: float) -> list[tuple[str, float, str]]:
     """All ``bodies`` in flight at once, one connection each."""
     answers: list[tuple[str, float, str]] = [("", 0.0, "")] * len(bodies)
-    threads = [threading.Thread(target=lambda i=i: answers.__setitem__(i, ask(port, bodies[i], timeout))) for i in range(len(bodies))]
+    threads = [
+        threading.Thread(target=lambda i=i: answers.__setitem__(i, ask(port, bodies[i], timeout)))
+        for i in range(len(bodies))
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -84,7 +87,10 @@ def report(name: str, answer: tuple[str, float, str], pid: int, start: list[floa
     """One case's answer; ``start`` holds the RSS its case began with (and is set for the next case)."""
     status, seconds, message = answer
     peak = rss_gb(pid)
-    print(f"  {name:52s} {status:10s} {seconds:7.2f} s  peak RSS {peak:5.2f} GB (+{peak - start[0]:4.2f})  {message}", flush=True)
+    print(
+        f"  {name:52s} {status:10s} {seconds:7.2f} s  peak RSS {peak:5.2f} GB (+{peak - start[0]:4.2f})  {message}",
+        flush=True,
+    )
     start[0] = reset_peak(pid)
 
 
@@ -120,7 +126,11 @@ def passes_at_the_bounds() -> None:
     shapes = {  # rows x tokens, and the positions whose logits the server's pass computes
         f"a prompt filling the context (1 x {backend.context_length:,}), last logits": (1, backend.context_length, 1),
         f"an echo at the limit (1 x {MAX_ECHO_POSITIONS:,}), every position's logits": (1, MAX_ECHO_POSITIONS, 0),
-        f"a full scoring batch ({MAX_BATCH} x {BATCH_TOKENS // MAX_BATCH}), last logits": (MAX_BATCH, BATCH_TOKENS // MAX_BATCH, 1),
+        f"a full scoring batch ({MAX_BATCH} x {BATCH_TOKENS // MAX_BATCH}), last logits": (
+            MAX_BATCH,
+            BATCH_TOKENS // MAX_BATCH,
+            1,
+        ),
     }
     for name, (rows, width, keep) in shapes.items():
         marks.clear()
@@ -129,7 +139,10 @@ def passes_at_the_bounds() -> None:
             backend.model(input_ids=torch.tensor([ids[:width]] * rows), logits_to_keep=keep)
             ended = time.monotonic()
         stretches = [b - a for a, b in zip([started, *marks], [*marks, ended])]
-        print(f"  {name:60s} pass {ended - started:6.2f} s, longest stretch between checkpoints {max(stretches):5.2f} s", flush=True)
+        print(
+            f"  {name:60s} pass {ended - started:6.2f} s, longest stretch between checkpoints {max(stretches):5.2f} s",
+            flush=True,
+        )
 
 
 def idle_connections(port: int, count: int, pid: int) -> None:
@@ -140,8 +153,11 @@ def idle_connections(port: int, count: int, pid: int) -> None:
     held = rss_gb(pid, "VmRSS")
     for connection in sockets:
         connection.close()
-    print(f"  {count} idle connections: RSS {before:.2f} -> {held:.2f} GB ({(held - before) * (1 << 20) / count:.0f} KB each), "
-          f"peak {rss_gb(pid):.2f} GB", flush=True)  # fmt: skip
+    print(
+        f"  {count} idle connections: RSS {before:.2f} -> {held:.2f} GB ({(held - before) * (1 << 20) / count:.0f} KB each), "
+        f"peak {rss_gb(pid):.2f} GB",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -150,14 +166,18 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8012)
     parser.add_argument("--concurrent", type=int, default=1000, help="small requests sent at once")
     parser.add_argument("--timeout", type=float, default=120.0, help="each client's timeout, seconds")
-    parser.add_argument("--passes", action="store_true", help="first time one forward pass at each bound, in this process")
+    parser.add_argument(
+        "--passes", action="store_true", help="first time one forward pass at each bound, in this process"
+    )
     args = parser.parse_args()
     port, timeout = args.port, args.timeout
     if args.passes:
         passes_at_the_bounds()
     with tempfile.TemporaryFile("w+") as log:
         command = server_command("dateeval", port)
-        process = subprocess.Popen(command, cwd=args.root, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": args.root})
+        process = subprocess.Popen(
+            command, cwd=args.root, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONPATH": args.root}
+        )
         try:
             deadline = time.monotonic() + START_TIMEOUT_S
             while not _ready(f"http://127.0.0.1:{port}/v1"):
@@ -170,7 +190,9 @@ def main() -> None:
             process.wait(timeout=60)
         log.seek(0)
         text = log.read()
-    print(f"server log: {len(text.splitlines())} lines, {text.count('Traceback')} tracebacks, {text.count('left before its answer')} 'left' lines")
+    print(
+        f"server log: {len(text.splitlines())} lines, {text.count('Traceback')} tracebacks, {text.count('left before its answer')} 'left' lines"
+    )
 
 
 def hostile(port: int, timeout: float, concurrent: int, pid: int) -> None:
@@ -184,13 +206,30 @@ def hostile(port: int, timeout: float, concurrent: int, pid: int) -> None:
     print(f"server PID {pid}, peak RSS after start {rss_gb(pid):.2f} GB")
     idle_connections(port, 1000, pid)
     start = [reset_peak(pid)]
-    report("10,000 stop strings", ask(port, {**small, "logprobs": None, "max_tokens": 4, "stop": ["x"] * 10_000}, timeout), pid, start)
-    report("echo of 8,000 tokens, top-20 logprobs", ask(port, {"model": MODEL, "prompt": ids[:8000], "echo": True, "max_tokens": 0, "logprobs": 20}, timeout), pid, start)
-    report("lone surrogate in the prompt", ask(port, b'{"model": "%s", "prompt": "Hi \\ud800", "max_tokens": 1}' % MODEL.encode(), timeout), pid, start)
+    report(
+        "10,000 stop strings",
+        ask(port, {**small, "logprobs": None, "max_tokens": 4, "stop": ["x"] * 10_000}, timeout),
+        pid,
+        start,
+    )
+    report(
+        "echo of 8,000 tokens, top-20 logprobs",
+        ask(port, {"model": MODEL, "prompt": ids[:8000], "echo": True, "max_tokens": 0, "logprobs": 20}, timeout),
+        pid,
+        start,
+    )
+    report(
+        "lone surrogate in the prompt",
+        ask(port, b'{"model": "%s", "prompt": "Hi \\ud800", "max_tokens": 1}' % MODEL.encode(), timeout),
+        pid,
+        start,
+    )
     report("temperature 5 with logprobs", ask(port, {**small, "temperature": 5}, timeout), pid, start)
     report("a small request (for comparison)", ask(port, small, timeout), pid, start)
     leaves = ask(port, {**small, "logprobs": None, "max_tokens": 2000}, 1.0)
-    print(f"  client leaves mid-generation: seconds until the server is free (its CPU idle) {seconds_until_idle(pid, time.monotonic()):.3f} s")
+    print(
+        f"  client leaves mid-generation: seconds until the server is free (its CPU idle) {seconds_until_idle(pid, time.monotonic()):.3f} s"
+    )
     report("generation of 2,000 tokens, client leaves at 1 s", leaves, pid, start)
     report("  then a small request", ask(port, small, timeout), pid, start)
     echo = {"model": MODEL, "echo": True, "max_tokens": 0, "logprobs": 20}
@@ -199,15 +238,25 @@ def hostile(port: int, timeout: float, concurrent: int, pid: int) -> None:
     filling = tokenizer.decode(ids[: 8190 - 1])  # decoded and tokenised again: the same 8,189 tokens
     answers = together(port, [{**small, "prompt": text, "logprobs": 20} for text in (filling, filling[1:])], timeout)
     report("2 prompts of 8,189 tokens + 1 (the context), top-20", max(answers, key=lambda a: a[1]), pid, start)
-    worst = b'{"model": "%s", "prompt": "Hi", "max_tokens": 1, "x": [%s[]]}' % (MODEL.encode(), b"[]," * ((16 << 20) // 3 - 40))
+    worst = b'{"model": "%s", "prompt": "Hi", "max_tokens": 1, "x": [%s[]]}' % (
+        MODEL.encode(),
+        b"[]," * ((16 << 20) // 3 - 40),
+    )
     answers = together(port, [worst] * 8, timeout)
-    report(f"8 bodies of 16 MB of empty lists at once: {dict(Counter(a[0] for a in answers))}", max(answers, key=lambda a: a[1]), pid, start)
+    report(
+        f"8 bodies of 16 MB of empty lists at once: {dict(Counter(a[0] for a in answers))}",
+        max(answers, key=lambda a: a[1]),
+        pid,
+        start,
+    )
     started = time.monotonic()
     answers = together(port, [small] * concurrent, timeout)
     counts = Counter(status for status, _, _ in answers)
     slowest = max(seconds for _, seconds, _ in answers)
-    print(f"  {concurrent} small requests at once: {dict(counts)} in {time.monotonic() - started:.1f} s (slowest {slowest:.1f} s), "
-          f"peak RSS {rss_gb(pid):.2f} GB")  # fmt: skip
+    print(
+        f"  {concurrent} small requests at once: {dict(counts)} in {time.monotonic() - started:.1f} s (slowest {slowest:.1f} s), "
+        f"peak RSS {rss_gb(pid):.2f} GB"
+    )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,11 @@ def dense_entries(root: str, dataset: str | None) -> dict[tuple[str, str], dict]
     """Every entry of the store with its date grid: keys (sorted by date), items, correct and margin matrices."""
     store, parts = Store(root), []
     for path in store.files():  # file by file: each entry's rows whole, whatever the others hold
-        part, problems = store.read(columns=["model", "dtype", "dataset", "condition_key", "date_mode", "date", "item_id", "correct", "probs"], paths=[path], optional=["factor"])
+        part, problems = store.read(
+            columns=["model", "dtype", "dataset", "condition_key", "date_mode", "date", "item_id", "correct", "probs"],
+            paths=[path],
+            optional=["factor"],
+        )
         if problems.corrupted:
             raise SystemExit(f"damaged units: {problems.corrupted[:2]}")
         parts.append(part)
@@ -54,19 +58,40 @@ def dense_entries(root: str, dataset: str | None) -> dict[tuple[str, str], dict]
             continue
         dates = rows.groupby("condition_key")["date"].first().sort_values()
         items = sorted(rows["item_id"].unique())
-        grid = rows.drop_duplicates(["condition_key", "item_id"]).set_index(["condition_key", "item_id"]).reindex(pd.MultiIndex.from_product([dates.index, items]))
+        grid = (
+            rows.drop_duplicates(["condition_key", "item_id"])
+            .set_index(["condition_key", "item_id"])
+            .reindex(pd.MultiIndex.from_product([dates.index, items]))
+        )
         if grid["correct"].isna().any() or len(dates) <= 2 * sparse.PILOT:
             print(f"skipped {model} {dtype} {name}: not dense", file=sys.stderr)
             continue
         shape = (len(dates), len(items))
         correct = grid["correct"].astype(float).to_numpy().reshape(shape)
-        margin = np.array([sparse.margins(np.asarray(p, dtype=float)) for p in grid["probs"]]).reshape(shape) if grid["probs"].notna().all() else None
-        entries[(f"{model} {dtype}", name)] = {"keys": list(dates.index), "items": items, "correct": correct, "margin": margin}
+        margin = (
+            np.array([sparse.margins(np.asarray(p, dtype=float)) for p in grid["probs"]]).reshape(shape)
+            if grid["probs"].notna().all()
+            else None
+        )
+        entries[(f"{model} {dtype}", name)] = {
+            "keys": list(dates.index),
+            "items": items,
+            "correct": correct,
+            "margin": margin,
+        }
     return entries
 
 
-def simulate(n_items: int, n_dates: int, *, rate: float = 0.4, movers: float = 0.2, hidden: float = 0.05, date_effect: float = 0.0,
-             seed: int = 0) -> dict:  # fmt: skip
+def simulate(
+    n_items: int,
+    n_dates: int,
+    *,
+    rate: float = 0.4,
+    movers: float = 0.2,
+    hidden: float = 0.05,
+    date_effect: float = 0.0,
+    seed: int = 0,
+) -> dict:
     """A dense entry with known truth and a planted flip structure like the measured ones (docs/coverage.md): each
     question has a grade at ``rate``; a share ``movers`` of them change it on each date with a probability of their own
     (uniform in 0.05-0.5) and show a near tie (top-two margin exponential, mean 0.03); a share ``hidden`` of the rest
@@ -80,9 +105,18 @@ def simulate(n_items: int, n_dates: int, *, rate: float = 0.4, movers: float = 0
     correct = np.where(flips, ~base, base)
     if date_effect:
         lifted = rng.random(n_dates) < 0.5
-        correct = correct | (lifted[:, None] & (kind < movers)[None, :] & (rng.random((n_dates, n_items)) < date_effect))
-    margin = np.where(kind < movers, rng.exponential(0.03, (n_dates, n_items)), rng.exponential(0.3, (n_dates, n_items)))
-    return {"keys": [f"day{i:04d}" for i in range(n_dates)], "items": [f"q{i}" for i in range(n_items)], "correct": correct.astype(float), "margin": margin}
+        correct = correct | (
+            lifted[:, None] & (kind < movers)[None, :] & (rng.random((n_dates, n_items)) < date_effect)
+        )
+    margin = np.where(
+        kind < movers, rng.exponential(0.03, (n_dates, n_items)), rng.exponential(0.3, (n_dates, n_items))
+    )
+    return {
+        "keys": [f"day{i:04d}" for i in range(n_dates)],
+        "items": [f"q{i}" for i in range(n_items)],
+        "correct": correct.astype(float),
+        "margin": margin,
+    }
 
 
 def draw(entry: dict, budget: float, seed: int, uniform: bool = False) -> dict:
@@ -95,12 +129,21 @@ def draw(entry: dict, budget: float, seed: int, uniform: bool = False) -> dict:
     n_dense = len(pilot) + 1  # + the no-date baseline
     grid = n * (n_dense + len(rest))
     w = np.ones(n) if uniform else sparse.propensity(correct[pilot], None if margin is None else margin[pilot])
-    design = sparse.solve(w, len(rest), budget * grid - n * n_dense, seed=seed, budget=budget, pilot=tuple(keys[i] for i in pilot))
+    design = sparse.solve(
+        w, len(rest), budget * grid - n * n_dense, seed=seed, budget=budget, pilot=tuple(keys[i] for i in pilot)
+    )
     pi = design.inclusion(w)
     chosen = sparse.uniforms(seed, entry["items"], [keys[i] for i in rest]) < pi
     values = np.where(chosen, correct[rest], np.nan)
     found = difference_estimates(values, pi, correct[pilot].mean(0))
-    return {"value": found.value, "low": found.low, "high": found.high, "truth": correct[rest].mean(1), "cells": n * n_dense + chosen.sum(), "grid": grid}
+    return {
+        "value": found.value,
+        "low": found.low,
+        "high": found.high,
+        "truth": correct[rest].mean(1),
+        "cells": n * n_dense + chosen.sum(),
+        "grid": grid,
+    }
 
 
 def uniform_questions(entry: dict, budget: float, seed: int) -> dict:
@@ -118,19 +161,35 @@ def uniform_questions(entry: dict, budget: float, seed: int) -> dict:
         centre = (p + Z**2 / (2 * len(picked))) / (1 + Z**2 / len(picked))
         half = Z * np.sqrt(p * (1 - p) / len(picked) + Z**2 / (4 * len(picked) ** 2)) / (1 + Z**2 / len(picked)) * fpc
         values.append(p), lows.append(centre - half), highs.append(centre + half)
-    return {"value": np.array(values), "low": np.array(lows), "high": np.array(highs), "truth": correct[rest].mean(1), "cells": 0, "grid": 1}
+    return {
+        "value": np.array(values),
+        "low": np.array(lows),
+        "high": np.array(highs),
+        "truth": correct[rest].mean(1),
+        "cells": 0,
+        "grid": 1,
+    }
 
 
 def study(entry: dict, budget: float, draws: int, method: str) -> dict:
     covered, halves, shares = [], [], []
     for seed in range(draws):
-        found = uniform_questions(entry, budget, seed) if method == "uniform questions" else draw(entry, budget, seed, method == "uniform cells + estimator")
+        found = (
+            uniform_questions(entry, budget, seed)
+            if method == "uniform questions"
+            else draw(entry, budget, seed, method == "uniform cells + estimator")
+        )
         covered.append((found["low"] <= found["truth"] + 1e-12) & (found["truth"] <= found["high"] + 1e-12))
         halves.append((found["high"] - found["low"]) / 2)
         shares.append(found["cells"] / found["grid"])
     covered, halves = np.concatenate(covered), np.concatenate(halves)
-    return {"coverage": covered.mean(), "se": np.sqrt(covered.mean() * (1 - covered.mean()) / len(covered)), "median_half": 100 * np.median(halves),
-            "max_half": 100 * halves.max(), "share": float(np.mean(shares)) if method != "uniform questions" else budget}  # fmt: skip
+    return {
+        "coverage": covered.mean(),
+        "se": np.sqrt(covered.mean() * (1 - covered.mean()) / len(covered)),
+        "median_half": 100 * np.median(halves),
+        "max_half": 100 * halves.max(),
+        "share": float(np.mean(shares)) if method != "uniform questions" else budget,
+    }
 
 
 def paper_scale(entry: dict, n_items: int = 14_042, n_dates: int = 366, seed: int = 0) -> dict:
@@ -144,10 +203,17 @@ def paper_scale(entry: dict, n_items: int = 14_042, n_dates: int = 366, seed: in
     grades = np.where(flips, 1 - modal[picked], modal[picked])
     days = rng.integers(0, correct.shape[0], (n_dates, n_items))
     margins = None if margin is None else margin[days, picked[None, :]]
-    return {"keys": [f"day{i:04d}" for i in range(n_dates)], "items": [f"q{i}" for i in range(n_items)], "correct": grades, "margin": margins}
+    return {
+        "keys": [f"day{i:04d}" for i in range(n_dates)],
+        "items": [f"q{i}" for i in range(n_items)],
+        "correct": grades,
+        "margin": margins,
+    }
 
 
-def paper_budget(entry: dict, draws: int, budgets: tuple[float, ...] = (0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.1, 0.15, 0.2)) -> dict | None:
+def paper_budget(
+    entry: dict, draws: int, budgets: tuple[float, ...] = (0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.1, 0.15, 0.2)
+) -> dict | None:
     """The smallest budget at which every drawn date's half-width is at most 1 point in every draw."""
     for budget in budgets:
         found = study(entry, budget, draws, "sparse")
@@ -157,24 +223,39 @@ def paper_budget(entry: dict, draws: int, budgets: tuple[float, ...] = (0.02, 0.
 
 
 SIMULATED = (  # (questions, dates, budget, planted structure): few questions, rates near 0 and 1, many movers, a date effect
-    (10, 12, 0.5, {}), (50, 40, 0.2, {}), (300, 40, 0.2, {}), (300, 40, 0.2, {"rate": 0.03}), (300, 40, 0.2, {"rate": 0.97}),
-    (300, 40, 0.2, {"movers": 0.5}), (300, 40, 0.2, {"movers": 0.02, "hidden": 0.2}), (300, 40, 0.2, {"date_effect": 0.3}),
-    (1000, 40, 0.15, {"movers": 0.05}), (1000, 120, 0.1, {"movers": 0.05}),
+    (10, 12, 0.5, {}),
+    (50, 40, 0.2, {}),
+    (300, 40, 0.2, {}),
+    (300, 40, 0.2, {"rate": 0.03}),
+    (300, 40, 0.2, {"rate": 0.97}),
+    (300, 40, 0.2, {"movers": 0.5}),
+    (300, 40, 0.2, {"movers": 0.02, "hidden": 0.2}),
+    (300, 40, 0.2, {"date_effect": 0.3}),
+    (1000, 40, 0.15, {"movers": 0.05}),
+    (1000, 120, 0.1, {"movers": 0.05}),
 )
 
 
 def simulated(draws: int) -> None:
     """Coverage and half-width in every :data:`SIMULATED` cell (a new store per 10 draws), sparse against uniform."""
-    print("| questions | dates | budget | planted | method | share scored | coverage (± MC SE) | median half-width (pp) | max half-width (pp) |")
+    print(
+        "| questions | dates | budget | planted | method | share scored | coverage (± MC SE) | median half-width (pp) | max half-width (pp) |"
+    )
     print("|---:|---:|---:|---|---|---:|---|---:|---:|")
     for n_items, n_dates, budget, planted in SIMULATED:
         for method in ("sparse", "uniform cells + estimator", "uniform questions"):
-            parts = [study(simulate(n_items, n_dates, seed=seed, **planted), budget, max(1, draws // 10), method) for seed in range(10)]
+            parts = [
+                study(simulate(n_items, n_dates, seed=seed, **planted), budget, max(1, draws // 10), method)
+                for seed in range(10)
+            ]
             covered = float(np.mean([part["coverage"] for part in parts]))
             total = 10 * max(1, draws // 10) * (n_dates - sparse.PILOT)
-            print(f"| {n_items} | {n_dates} | {budget:g} | {planted or 'default'} | {method} | {np.mean([part['share'] for part in parts]):.3f} "
-                  f"| {covered:.3f} ± {np.sqrt(covered * (1 - covered) / total):.3f} | {np.median([part['median_half'] for part in parts]):.2f} "
-                  f"| {max(part['max_half'] for part in parts):.2f} |", flush=True)  # fmt: skip
+            print(
+                f"| {n_items} | {n_dates} | {budget:g} | {planted or 'default'} | {method} | {np.mean([part['share'] for part in parts]):.3f} "
+                f"| {covered:.3f} ± {np.sqrt(covered * (1 - covered) / total):.3f} | {np.median([part['median_half'] for part in parts]):.2f} "
+                f"| {max(part['max_half'] for part in parts):.2f} |",
+                flush=True,
+            )
 
 
 def describe(entry: dict) -> str:
@@ -197,23 +278,35 @@ def main() -> None:
         return
     entries = dense_entries(args.store, args.dataset)
     if args.paper:
-        print("| resampled from | grid | budget for every half-width <= 1 pp | share scored | coverage | median half-width (pp) | largest (pp) |")
+        print(
+            "| resampled from | grid | budget for every half-width <= 1 pp | share scored | coverage | median half-width (pp) | largest (pp) |"
+        )
         print("|---|---|---:|---:|---:|---:|---:|")
         for (name, dataset), entry in entries.items():
             big = paper_scale(entry)
             found = paper_budget(big, args.draws)
-            cells = "none of the budgets tried |  |  |  | " if found is None else (
-                f"{found['budget']:g} | {found['share']:.3f} | {found['coverage']:.3f} ± {found['se']:.3f} | {found['median_half']:.2f} | {found['max_half']:.2f} |")
+            cells = (
+                "none of the budgets tried |  |  |  | "
+                if found is None
+                else (
+                    f"{found['budget']:g} | {found['share']:.3f} | {found['coverage']:.3f} ± {found['se']:.3f} | {found['median_half']:.2f} | {found['max_half']:.2f} |"
+                )
+            )
             print(f"| {name} {dataset} | {describe(big)} | {cells}", flush=True)
         return
-    print("| entry | dataset | grid | budget | method | share scored | coverage (± MC SE) | median half-width (pp) | max half-width (pp) |")
+    print(
+        "| entry | dataset | grid | budget | method | share scored | coverage (± MC SE) | median half-width (pp) | max half-width (pp) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for (name, dataset), entry in entries.items():
         for budget in (float(value) for value in args.budgets.split(",")):
             for method in ("sparse", "uniform cells + estimator", "uniform questions"):
                 found = study(entry, budget, args.draws, method)
-                print(f"| {name} | {dataset} | {describe(entry)} | {budget:g} | {method} | {found['share']:.3f} | {found['coverage']:.3f} ± {found['se']:.3f} "
-                      f"| {found['median_half']:.2f} | {found['max_half']:.2f} |", flush=True)  # fmt: skip
+                print(
+                    f"| {name} | {dataset} | {describe(entry)} | {budget:g} | {method} | {found['share']:.3f} | {found['coverage']:.3f} ± {found['se']:.3f} "
+                    f"| {found['median_half']:.2f} | {found['max_half']:.2f} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -33,15 +33,32 @@ def unit_rows(unit: int, n_rows: int, rng: np.random.Generator) -> list[dict]:
     """One unit's rows with the real schema's bulk: strings, option probabilities, a system prompt."""
     probs = rng.dirichlet(np.ones(4), n_rows)
     return [
-        {"model": "synthetic", "model_key": "k" * 16, "dtype": "float32", "device": "cpu", "hardware": "cpu", "dataset": "mmlu",
-         "task_key": "t" * 16, "condition": f"date {unit}", "condition_key": f"c{unit:05d}", "date_mode": "date",
-         "date": f"2024-01-{unit % 28 + 1:02d}", "system_prompt": "You are a helpful assistant. Today is {date}.",
-         "item_id": f"mmlu/{i:06d}", "correct": bool(probs[i].argmax() == 0), "confidence": float(probs[i].max()),
-         "pred": "ABCD"[int(probs[i].argmax())], "answer": "A", "prompt_hash": f"{unit:08d}{i:012d}",
-         "created_at": "2024-01-01T00:00:00+00:00", "date_text": f"January {unit % 28 + 1}, 2024", "factor": "date",
-         "probs": probs[i].tolist()}
+        {
+            "model": "synthetic",
+            "model_key": "k" * 16,
+            "dtype": "float32",
+            "device": "cpu",
+            "hardware": "cpu",
+            "dataset": "mmlu",
+            "task_key": "t" * 16,
+            "condition": f"date {unit}",
+            "condition_key": f"c{unit:05d}",
+            "date_mode": "date",
+            "date": f"2024-01-{unit % 28 + 1:02d}",
+            "system_prompt": "You are a helpful assistant. Today is {date}.",
+            "item_id": f"mmlu/{i:06d}",
+            "correct": bool(probs[i].argmax() == 0),
+            "confidence": float(probs[i].max()),
+            "pred": "ABCD"[int(probs[i].argmax())],
+            "answer": "A",
+            "prompt_hash": f"{unit:08d}{i:012d}",
+            "created_at": "2024-01-01T00:00:00+00:00",
+            "date_text": f"January {unit % 28 + 1}, 2024",
+            "factor": "date",
+            "probs": probs[i].tolist(),
+        }
         for i in range(n_rows)
-    ]  # fmt: skip
+    ]
 
 
 def unverified(paths: list[Path], columns: list[str] | None) -> pd.DataFrame:
@@ -49,7 +66,11 @@ def unverified(paths: list[Path], columns: list[str] | None) -> pd.DataFrame:
     frames = []
     for path in paths:
         with pq.ParquetFile(path) as file:
-            frames.append(file.read(columns=None if columns is None else [c for c in columns if c in file.schema_arrow.names]).to_pandas())
+            frames.append(
+                file.read(
+                    columns=None if columns is None else [c for c in columns if c in file.schema_arrow.names]
+                ).to_pandas()
+            )
     return _merged(frames)
 
 
@@ -85,7 +106,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         store = Store(folder)
         for unit in range(args.files):
-            store.write(store.unit_path("synthetic", "mmlu", f"date-{unit}", f"{unit:016x}"), unit_rows(unit, args.rows, rng))
+            store.write(
+                store.unit_path("synthetic", "mmlu", f"date-{unit}", f"{unit:016x}"), unit_rows(unit, args.rows, rng)
+            )
         compacted = Store(Path(folder) / "compacted")
         frame, _ = store.read()
         compacted.write(compacted.unit_path("synthetic", "mmlu", "compacted", "all"), frame)
@@ -100,8 +123,10 @@ def main() -> None:
             verified = median_seconds(lambda: where.read(**read), args.repeats)
             plain = median_seconds(lambda: unverified(where.files(), columns), args.repeats)
             old = median_seconds(lambda: before_checksums(where.files(), columns), args.repeats)
-            print(f"{name:36s} verified {verified:6.3f}s  unverified {plain:6.3f}s (ratio {verified / plain:4.2f})  "
-                  f"before checksums {old:6.3f}s (ratio {verified / old:4.2f})")
+            print(
+                f"{name:36s} verified {verified:6.3f}s  unverified {plain:6.3f}s (ratio {verified / plain:4.2f})  "
+                f"before checksums {old:6.3f}s (ratio {verified / old:4.2f})"
+            )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,16 @@ def main() -> None:
     _quiet_libraries()
 
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=30 * i) for i in range(args.dates)]
-    spec = SweepSpec(models=("smollm2-135m",), datasets=("arc_challenge",), conditions=tuple(expand(days)), data_dir=args.data_dir,
-                     subset=Subset(limit=args.items), dtypes=(args.dtype,), options=BackendOptions(device="cpu"), batch_size=args.batch_size)  # fmt: skip
+    spec = SweepSpec(
+        models=("smollm2-135m",),
+        datasets=("arc_challenge",),
+        conditions=tuple(expand(days)),
+        data_dir=args.data_dir,
+        subset=Subset(limit=args.items),
+        dtypes=(args.dtype,),
+        options=BackendOptions(device="cpu"),
+        batch_size=args.batch_size,
+    )
     backend = TransformersBackend(resolve("smollm2-135m"), dtype=args.dtype, device="cpu")
     params = sum(p.numel() for name, p in backend.model.named_parameters() if "embed" not in name)
     peak = matmul_rate(getattr(torch, args.dtype))
@@ -69,7 +77,9 @@ def main() -> None:
         progress = Sweep(spec, Store(folder), keep=keep).run()  # as `dateeval run` does
         sweep_seconds = time.perf_counter() - start
     task = build_task("arc_challenge", args.data_dir, Subset(limit=args.items))
-    prompts = [backend.template.render(task.prompt(item, spec.conditions[0]).messages, day=days[0]).text for item in task.items]
+    prompts = [
+        backend.template.render(task.prompt(item, spec.conditions[0]).messages, day=days[0]).text for item in task.items
+    ]
     naive = naive_seconds(backend, prompts) * args.dates
 
     encoded = backend.encode(prompts)
@@ -77,12 +87,20 @@ def main() -> None:
     computed = progress.tokens_scored - (len(prompts) - 1) * shared * args.dates  # the shared prefix runs once per date
     tokens_per_second = progress.tokens_scored / progress.seconds
     achieved = 2 * params * computed / progress.seconds
-    print(f"dtype {args.dtype}, {args.items} ARC-Challenge items x {args.dates} dates, batch {args.batch_size}, {torch.get_num_threads()} threads")
+    print(
+        f"dtype {args.dtype}, {args.items} ARC-Challenge items x {args.dates} dates, batch {args.batch_size}, {torch.get_num_threads()} threads"
+    )
     print(f"item-dates scored per second : {progress.items_scored / progress.seconds:8.1f}")
-    print(f"prompt tokens per second     : {tokens_per_second:8.0f}  (of which computed: {computed / progress.seconds:.0f}; {shared} shared prefix tokens per date)")
+    print(
+        f"prompt tokens per second     : {tokens_per_second:8.0f}  (of which computed: {computed / progress.seconds:.0f}; {shared} shared prefix tokens per date)"
+    )
     print(f"matmul throughput (measured) : {peak / 1e9:8.1f} GFLOP/s")
-    print(f"model FLOP rate / matmul     : {achieved / peak:8.2f}  (2 x {params / 1e6:.0f}M non-embedding params per token)")
-    print(f"speed-up over naive loop     : {naive / progress.seconds:8.2f}x  (naive {naive:.1f}s vs sweep {progress.seconds:.1f}s scoring)")
+    print(
+        f"model FLOP rate / matmul     : {achieved / peak:8.2f}  (2 x {params / 1e6:.0f}M non-embedding params per token)"
+    )
+    print(
+        f"speed-up over naive loop     : {naive / progress.seconds:8.2f}x  (naive {naive:.1f}s vs sweep {progress.seconds:.1f}s scoring)"
+    )
     print(f"wall time incl. model load   : {sweep_seconds:8.1f}s")
 
 

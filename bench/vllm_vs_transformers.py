@@ -36,7 +36,12 @@ from dateeval.tasks.mcqa import grade
 
 
 def render(backend, task, item, condition) -> str:  # noqa: ANN001
-    return backend.template.render(task.prompt(item, condition).messages, mode=condition.date_mode, day=condition.date, injection=condition.injection).text
+    return backend.template.render(
+        task.prompt(item, condition).messages,
+        mode=condition.date_mode,
+        day=condition.date,
+        injection=condition.injection,
+    ).text
 
 
 def main() -> None:
@@ -62,7 +67,13 @@ def main() -> None:
         arc = build_task("arc_challenge", args.data_dir, Subset(limit=args.items))
         arc.prepare(model_view(reference))
         days = [dt.date(2024, 1, 1) + dt.timedelta(days=61 * i) for i in range(args.dates)]
-        dated = [[LabelRequest(render(reference, arc, item, c), arc.labels.labels[: len(item.options)]) for item in arc.items] for c in expand(days)]
+        dated = [
+            [
+                LabelRequest(render(reference, arc, item, c), arc.labels.labels[: len(item.options)])
+                for item in arc.items
+            ]
+            for c in expand(days)
+        ]
         gsm = build_task("gsm8k", args.data_dir, Subset(limit=args.prompts))
         condition = expand([dt.date(2024, 3, 1)])[0]
         settings = GenerationSettings(max_new_tokens=args.tokens)
@@ -88,12 +99,18 @@ def main() -> None:
     theirs = [grade(s, a) for s, a in zip(scores["transformers"], answers)]
     delta = max(float(np.abs(v.probs - t.probs).max()) for v, t in zip(ours, theirs))
     agreement = np.mean([v.pred == t.pred for v, t in zip(ours, theirs)])
-    print(f"vLLM vs transformers ({args.dtype}, {os.cpu_count()} cores, batch {args.batch_size}): "
-          f"{args.items} ARC-Challenge items x {args.dates} dates, {args.prompts} GSM8K prompts x <= {args.tokens} new tokens")  # fmt: skip
+    print(
+        f"vLLM vs transformers ({args.dtype}, {os.cpu_count()} cores, batch {args.batch_size}): "
+        f"{args.items} ARC-Challenge items x {args.dates} dates, {args.prompts} GSM8K prompts x <= {args.tokens} new tokens"
+    )
     for name, (items, tokens, count) in rates.items():
-        print(f"  {name:12s} load {loads[name]:6.1f} s   {items:7.2f} item-dates/s   {tokens:7.1f} generated tokens/s ({count} tokens)")
-    print(f"  ratio vLLM/transformers: {rates['vllm'][0] / rates['transformers'][0]:.2f}x item-dates/s, "
-          f"{rates['vllm'][1] / rates['transformers'][1]:.2f}x generated tokens/s")  # fmt: skip
+        print(
+            f"  {name:12s} load {loads[name]:6.1f} s   {items:7.2f} item-dates/s   {tokens:7.1f} generated tokens/s ({count} tokens)"
+        )
+    print(
+        f"  ratio vLLM/transformers: {rates['vllm'][0] / rates['transformers'][0]:.2f}x item-dates/s, "
+        f"{rates['vllm'][1] / rates['transformers'][1]:.2f}x generated tokens/s"
+    )
     print(f"  parity: max |dp| {delta:.2e}, prediction agreement {agreement:.1%} over {len(ours)} item-dates")
 
 

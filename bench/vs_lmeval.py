@@ -57,9 +57,17 @@ def prepare(args: argparse.Namespace, out: Path) -> dict:
     for condition in expand(days):
         for item in task.items:
             messages = task.prompt(item, condition).messages
-            text = template.render(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection).text
+            text = template.render(
+                messages, mode=condition.date_mode, day=condition.date, injection=condition.injection
+            ).text
             chosen = labels[: len(item.options)]
-            prompts.append({"date": condition.date.isoformat(), "prompt": text, "labels": [[label.text, label.token_id] for label in chosen]})
+            prompts.append(
+                {
+                    "date": condition.date.isoformat(),
+                    "prompt": text,
+                    "labels": [[label.text, label.token_id] for label in chosen],
+                }
+            )
     spec = {"folder": str(folder), "dtype": args.dtype, "prompts": prompts}
     out.write_text(json.dumps(spec))
     return spec
@@ -72,14 +80,18 @@ def run_dateeval(spec: dict, batch_size: int, marks: dict[str, float]) -> list[l
     from dateeval.backends.transformers import TransformersBackend
     from dateeval.models import ModelSource
 
-    backend = TransformersBackend(ModelSource(name="smollm2-135m", kind="dir", location=spec["folder"]), dtype=spec["dtype"], device="cpu")
+    backend = TransformersBackend(
+        ModelSource(name="smollm2-135m", kind="dir", location=spec["folder"]), dtype=spec["dtype"], device="cpu"
+    )
     marks["loaded"] = time.perf_counter()
     scores: list[list[float]] = []
     by_date: dict[str, list[dict]] = {}
     for entry in spec["prompts"]:
         by_date.setdefault(entry["date"], []).append(entry)
     for entries in by_date.values():
-        requests = [LabelRequest(e["prompt"], tuple(Label(text, token) for text, token in e["labels"])) for e in entries]
+        requests = [
+            LabelRequest(e["prompt"], tuple(Label(text, token) for text, token in e["labels"])) for e in entries
+        ]
         scores += [list(map(float, s)) for s in backend.label_logprobs(requests, batch_size)]
     return scores
 
@@ -121,7 +133,12 @@ def child(engine: str, spec_path: Path, out_path: Path, batch_size: int, threads
 def timed(command: list[str], out: Path) -> dict:
     """Run one engine as a whole process: its wall seconds, peak resident memory (GB) and its own phase times."""
     started = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"})
+    process = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
+    )
     _, status, usage = os.wait4(process.pid, 0)
     seconds = time.perf_counter() - started
     if status != 0:
@@ -179,8 +196,14 @@ def ensure_lmeval() -> Path:
     python = LMEVAL_VENV / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", str(LMEVAL_VENV)], check=True)
-        pins = subprocess.run([sys.executable, "-m", "pip", "freeze"], capture_output=True, text=True, check=True).stdout.split()
-        same = [p for p in pins if p.split("==")[0].lower() in {"torch", "transformers", "accelerate", "datasets", "numpy", "tokenizers"}]
+        pins = subprocess.run(
+            [sys.executable, "-m", "pip", "freeze"], capture_output=True, text=True, check=True
+        ).stdout.split()
+        same = [
+            p
+            for p in pins
+            if p.split("==")[0].lower() in {"torch", "transformers", "accelerate", "datasets", "numpy", "tokenizers"}
+        ]
         subprocess.run([str(python), "-m", "pip", "install", "-q", f"lm-eval[hf]=={LMEVAL_VERSION}", *same], check=True)
     return python
 
@@ -226,7 +249,22 @@ def main() -> None:
 
         def engine(python: str, name: str, spec_file: str, batch: int) -> dict:
             out = work / f"{name}-{spec_file}"
-            return timed([python, me, "--child", name, "--spec", str(work / spec_file), "--out", str(out), "--batch-size", str(batch), *threads], out)
+            return timed(
+                [
+                    python,
+                    me,
+                    "--child",
+                    name,
+                    "--spec",
+                    str(work / spec_file),
+                    "--out",
+                    str(out),
+                    "--batch-size",
+                    str(batch),
+                    *threads,
+                ],
+                out,
+            )
 
         peak = matmul_peak(args.dtype, args.threads)
         ours = engine(sys.executable, "dateeval", "all.json", args.batch_size)
@@ -244,18 +282,29 @@ def report(args: argparse.Namespace, spec: dict, ours: dict, theirs: dict, per_d
     agreement = np.mean([x.argmax() == y.argmax() for x, y in zip(a, b)])
     flops = dict(zip(("dateeval", "lm-eval"), model_flops(spec)))
     per_date_seconds = sum(run["seconds"] for run in per_date)
-    print(f"dateeval vs lm-eval {LMEVAL_VERSION} HF backend ({args.dtype}, {args.threads or 'default'} threads on {os.cpu_count()} cores): "
-          f"{args.items} ARC-Challenge items x {args.dates} dates = {len(a)} prompts, whole processes")  # fmt: skip
+    print(
+        f"dateeval vs lm-eval {LMEVAL_VERSION} HF backend ({args.dtype}, {args.threads or 'default'} threads on {os.cpu_count()} cores): "
+        f"{args.items} ARC-Challenge items x {args.dates} dates = {len(a)} prompts, whole processes"
+    )
     print(f"  matmul peak measured in this run: {peak / 1e9:.0f} GFLOP/s")
-    rows = [(f"dateeval (batch {args.batch_size})", ours, "dateeval"), (f"lm-eval, one process (batch {args.lmeval_batch})", theirs, "lm-eval")]
+    rows = [
+        (f"dateeval (batch {args.batch_size})", ours, "dateeval"),
+        (f"lm-eval, one process (batch {args.lmeval_batch})", theirs, "lm-eval"),
+    ]
     for label, run, name in rows:
         phases = run["phases"]
         rate = flops[name] / phases["score"]
-        print(f"  {label:36s} {run['seconds']:7.1f} s  (start+load {phases['start+load']:5.1f} s, scoring {phases['score']:6.1f} s)  "
-              f"peak {run['peak_gb']:.2f} GB   model {flops[name] / 1e12:5.2f} TFLOP, {rate / 1e9:4.0f} GFLOP/s = {rate / peak:.2f} of peak")  # fmt: skip
-    print(f"  {'lm-eval, one process per date':36s} {per_date_seconds:7.1f} s   peak {max(r['peak_gb'] for r in per_date):.2f} GB")
-    print(f"  speed-up: {theirs['seconds'] / ours['seconds']:.2f}x against one lm-eval process, {per_date_seconds / ours['seconds']:.2f}x against one per date; "
-          f"{theirs['peak_gb'] / ours['peak_gb']:.2f}x less peak memory; {flops['lm-eval'] / flops['dateeval']:.2f}x fewer FLOPs")  # fmt: skip
+        print(
+            f"  {label:36s} {run['seconds']:7.1f} s  (start+load {phases['start+load']:5.1f} s, scoring {phases['score']:6.1f} s)  "
+            f"peak {run['peak_gb']:.2f} GB   model {flops[name] / 1e12:5.2f} TFLOP, {rate / 1e9:4.0f} GFLOP/s = {rate / peak:.2f} of peak"
+        )
+    print(
+        f"  {'lm-eval, one process per date':36s} {per_date_seconds:7.1f} s   peak {max(r['peak_gb'] for r in per_date):.2f} GB"
+    )
+    print(
+        f"  speed-up: {theirs['seconds'] / ours['seconds']:.2f}x against one lm-eval process, {per_date_seconds / ours['seconds']:.2f}x against one per date; "
+        f"{theirs['peak_gb'] / ours['peak_gb']:.2f}x less peak memory; {flops['lm-eval'] / flops['dateeval']:.2f}x fewer FLOPs"
+    )
     bound = theirs["seconds"] / (ours["phases"]["start+load"] + flops["dateeval"] / peak)
     print(f"  ceiling: with scoring at the matmul peak and the same start-up, dateeval would be {bound:.2f}x lm-eval")
     print(f"  parity: max |dp| {delta:.2e}, prediction agreement {agreement:.1%}")

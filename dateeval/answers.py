@@ -15,7 +15,15 @@ from typing import Any
 
 from dateeval.backends.base import Backend
 from dateeval.errors import DateEvalError
-from dateeval.requests import ContinuationRequest, GenerationRequest, LabelRequest, LabelScores, ModelView, Request, Steps
+from dateeval.requests import (
+    ContinuationRequest,
+    GenerationRequest,
+    LabelRequest,
+    LabelScores,
+    ModelView,
+    Request,
+    Steps,
+)
 from dateeval.tasks.base import Task
 
 
@@ -28,7 +36,9 @@ def check_needs(task: Task, backend: Backend) -> None:
     """Refuse a backend that cannot answer what ``task`` cannot run without (its one line, naming the backend)."""
     needs = task.needs()
     if needs is not None and not needs.met_by(backend.capabilities):
-        raise DateEvalError(needs.refusal.replace("{backend}", backend.name))  # not format: a dataset named by a file may hold braces
+        raise DateEvalError(
+            needs.refusal.replace("{backend}", backend.name)
+        )  # not format: a dataset named by a file may hold braces
 
 
 def answer(backend: Backend, requests: list[Request], batch_size: int) -> list[Any]:

@@ -28,7 +28,11 @@ from pathlib import Path
 
 # Files written in a new group: name, value (formatted with the limits), and whether it must exist.
 _LIMIT_FILES = {
-    (2, "memory"): [("memory.max", "{memory}", True), ("memory.swap.max", "0", False), ("memory.oom.group", "1", False)],
+    (2, "memory"): [
+        ("memory.max", "{memory}", True),
+        ("memory.swap.max", "0", False),
+        ("memory.oom.group", "1", False),
+    ],
     (1, "memory"): [("memory.limit_in_bytes", "{memory}", True), ("memory.memsw.limit_in_bytes", "{memory}", False)],
     (2, "pids"): [("pids.max", "{pids}", True)],
     (1, "pids"): [("pids.max", "{pids}", True)],
@@ -93,7 +97,9 @@ def discover(mountinfo: str, proc_cgroup: str) -> list[Hierarchy]:
     found = []
     for controller in ("memory", "pids"):
         for mount, kind, root, options in mounts:
-            here = _inside(mount, root, own.get(controller, "/")) if kind == "cgroup" and controller in options else None
+            here = (
+                _inside(mount, root, own.get(controller, "/")) if kind == "cgroup" and controller in options else None
+            )
             if here is not None and _writable(here) and controller not in {c for h in found for c in h.controllers}:
                 found.append(Hierarchy(here, 1, frozenset({controller})))
     return found if any("memory" in h.controllers for h in found) else []

@@ -41,7 +41,12 @@ class Damaged(Exception):
 def with_checksums(table: pa.Table) -> pa.Table:
     """The table with the digests of its columns and schema metadata added to its schema metadata."""
     metadata = dict(table.schema.metadata or {})
-    record = {"version": _VERSION, "rows": table.num_rows, "metadata": _metadata_digest(metadata), "columns": column_digests(table)}
+    record = {
+        "version": _VERSION,
+        "rows": table.num_rows,
+        "metadata": _metadata_digest(metadata),
+        "columns": column_digests(table),
+    }
     return table.replace_schema_metadata({**metadata, METADATA_KEY: json.dumps(record, sort_keys=True).encode()})
 
 
@@ -51,7 +56,9 @@ def stored(metadata: dict[bytes, bytes] | None) -> dict | None:
         return None
     try:
         record = json.loads(metadata[METADATA_KEY])
-        intact = record["version"] == _VERSION and isinstance(record["columns"], dict) and isinstance(record["rows"], int)
+        intact = (
+            record["version"] == _VERSION and isinstance(record["columns"], dict) and isinstance(record["rows"], int)
+        )
         matches = record["metadata"] == _metadata_digest(metadata)
     except (ValueError, KeyError, TypeError):
         raise Damaged("its checksum record is unreadable") from None
@@ -122,9 +129,19 @@ def _feed(array: pa.Array, digest: xxhash.xxh3_128) -> None:
         _feed(array.dictionary_decode(), digest)
     elif pa.types.is_boolean(kind):
         digest.update(_exact(array.cast(pa.uint8())))
-    elif pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_temporal(kind) or pa.types.is_decimal(kind):
+    elif (
+        pa.types.is_integer(kind)
+        or pa.types.is_floating(kind)
+        or pa.types.is_temporal(kind)
+        or pa.types.is_decimal(kind)
+    ):
         digest.update(_exact(array))
-    elif pa.types.is_string(kind) or pa.types.is_binary(kind) or pa.types.is_large_string(kind) or pa.types.is_large_binary(kind):
+    elif (
+        pa.types.is_string(kind)
+        or pa.types.is_binary(kind)
+        or pa.types.is_large_string(kind)
+        or pa.types.is_large_binary(kind)
+    ):
         _feed_binary(array, digest)
     elif pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         digest.update(_exact(pc.list_value_length(array)))
@@ -151,7 +168,12 @@ def _feed_binary(array: pa.Array, digest: xxhash.xxh3_128) -> None:
         return
     digest.update(_exact(pc.binary_length(array)))
     offset_type = np.int64 if pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type) else np.int32
-    offsets = np.frombuffer(array.buffers()[1], dtype=offset_type, count=len(array) + 1, offset=array.offset * np.dtype(offset_type).itemsize)
+    offsets = np.frombuffer(
+        array.buffers()[1],
+        dtype=offset_type,
+        count=len(array) + 1,
+        offset=array.offset * np.dtype(offset_type).itemsize,
+    )
     data = array.buffers()[2]
     if data is not None:
         digest.update(memoryview(data)[int(offsets[0]) : int(offsets[-1])])

@@ -19,12 +19,20 @@ from dateeval.errors import DateEvalError
 
 
 def add_summary(commands: argparse._SubParsersAction) -> None:
-    summary = commands.add_parser("summary", help="accuracy and ECE over dates: min/mean/max, worst-to-best delta, baselines")
+    summary = commands.add_parser(
+        "summary", help="accuracy and ECE over dates: min/mean/max, worst-to-best delta, baselines"
+    )
     summary.add_argument("--store", default="cache/results")
     summary.add_argument("--json", action="store_true", help="machine-readable output")
-    summary.add_argument("--per-date", action="store_true", help="with --json: one object per entry x dataset x date (and no-date baseline), "
-                         "the share right with its 95%% interval")  # fmt: skip
-    summary.add_argument("--dates", type=_period, help="only the dates START..END (both included), as a page's date filter selects them")
+    summary.add_argument(
+        "--per-date",
+        action="store_true",
+        help="with --json: one object per entry x dataset x date (and no-date baseline), "
+        "the share right with its 95%% interval",
+    )
+    summary.add_argument(
+        "--dates", type=_period, help="only the dates START..END (both included), as a page's date filter selects them"
+    )
 
 
 def _period(text: str) -> "Period":  # noqa: F821 - the results layer is imported lazily
@@ -45,29 +53,52 @@ def _period(text: str) -> "Period":  # noqa: F821 - the results layer is importe
 
 
 def add_export(commands: argparse._SubParsersAction) -> None:
-    export = commands.add_parser("export", help="every stored per-item row with its entry and condition, as one Parquet, CSV or JSONL file")
+    export = commands.add_parser(
+        "export", help="every stored per-item row with its entry and condition, as one Parquet, CSV or JSONL file"
+    )
     export.add_argument("--store", default="cache/results")
-    export.add_argument("--out", required=True, help="a file ending in .parquet, .csv or .jsonl (the format follows the suffix)")
+    export.add_argument(
+        "--out", required=True, help="a file ending in .parquet, .csv or .jsonl (the format follows the suffix)"
+    )
     export.add_argument("--dates", type=_period, help="only the dates START..END (baselines are always included)")
 
 
 def add_robust(commands: argparse._SubParsersAction) -> None:
-    robust = commands.add_parser("robust", help="what to report: the date-marginal score with its interval over items and dates, the robust "
-                                 "leaderboard, and how many dates give an interval of a chosen width")  # fmt: skip
+    robust = commands.add_parser(
+        "robust",
+        help="what to report: the date-marginal score with its interval over items and dates, the robust "
+        "leaderboard, and how many dates give an interval of a chosen width",
+    )
     robust.add_argument("--store", default="cache/results")
-    robust.add_argument("--dataset", action="append", help="only these datasets (repeatable; default: every graded dataset with two or more dates)")
+    robust.add_argument(
+        "--dataset",
+        action="append",
+        help="only these datasets (repeatable; default: every graded dataset with two or more dates)",
+    )
     robust.add_argument("--dates", type=_period, help="only the dates START..END (both included)")
-    robust.add_argument("--half-width", type=_fraction, default=0.01, help="the 95%% interval's half-width to plan for, as a fraction (default 0.01 = 1 pp)")
+    robust.add_argument(
+        "--half-width",
+        type=_fraction,
+        default=0.01,
+        help="the 95%% interval's half-width to plan for, as a fraction (default 0.01 = 1 pp)",
+    )
     form = robust.add_mutually_exclusive_group()
-    form.add_argument("--json", action="store_true", help="machine-readable records: the numbers, the sentences and what produced them")
+    form.add_argument(
+        "--json",
+        action="store_true",
+        help="machine-readable records: the numbers, the sentences and what produced them",
+    )
     form.add_argument("--markdown", action="store_true", help="a Markdown table per dataset, with the sentences")
     form.add_argument("--latex", action="store_true", help="a LaTeX table per dataset, the sentence as its caption")
     robust.add_argument("--figure", type=Path, help="also write the figure (.svg, .pdf or .png; needs one dataset)")
 
 
 def add_compare(commands: argparse._SubParsersAction) -> None:
-    compare = commands.add_parser("compare", help="model A against model B on the same questions and dates: is A better whatever the date, "
-                                  "and does one move more with the date?")  # fmt: skip
+    compare = commands.add_parser(
+        "compare",
+        help="model A against model B on the same questions and dates: is A better whatever the date, "
+        "and does one move more with the date?",
+    )
     compare.add_argument("a", help="entry A, as `summary` names it, e.g. 'smollm2-135m (float32, cpu)'")
     compare.add_argument("b", help="entry B")
     compare.add_argument("--store", default="cache/results")
@@ -87,11 +118,11 @@ def _fraction(text: str) -> float:
 
 
 def add_report(commands: argparse._SubParsersAction) -> None:
-    report = commands.add_parser("report", help="write an HTML report with the paper's tables for whatever the store holds")
+    report = commands.add_parser(
+        "report", help="write an HTML report with the paper's tables for whatever the store holds"
+    )
     report.add_argument("--store", default="cache/results")
     report.add_argument("--out", required=True, help="output folder (index.html and one CSV per table)")
-
-
 
 
 def _json_safe(value: object) -> object:
@@ -111,12 +142,16 @@ def _open_results(path: str) -> "Results":  # noqa: F821 - the results layer is 
 
     store = Store(path)
     if not store.root.is_dir():
-        raise DateEvalError(f"store {store.root} does not exist: run `python -m dateeval run ... --store {store.root}` first")
+        raise DateEvalError(
+            f"store {store.root} does not exist: run `python -m dateeval run ... --store {store.root}` first"
+        )
     found, problems = results.open(store)
     for message in problems.messages() + unit_sums.label_notes(found.sums):
         print(f"dateeval: warning: {message}", file=sys.stderr)
     if found.sums.empty:  # every reader below needs one unit's sums; an empty or wholly damaged store has none
-        raise DateEvalError(f"store {store.root} holds no readable results: run `dateeval run ... --store {store.root}` first")
+        raise DateEvalError(
+            f"store {store.root} holds no readable results: run `dateeval run ... --store {store.root}` first"
+        )
     return found
 
 
@@ -134,12 +169,19 @@ def summary(args: argparse.Namespace) -> int:
         return 0
     table = found.summary(args.dates)
     # Table 5's CVs are over every stored level of each factor: shown for the whole store only, not for a --dates range.
-    factors = found.statistics()["factors"] if len(table) and args.dates is None else pd.DataFrame(columns=["entry", "dataset", "factor"])
+    factors = (
+        found.statistics()["factors"]
+        if len(table) and args.dates is None
+        else pd.DataFrame(columns=["entry", "dataset", "factor"])
+    )
     if args.json:
         records = table.to_dict(orient="records")
         # What to report (``dateeval robust``'s numbers for each entry, over the same dates); None under two dates.
-        robust = {(entry["entry"], dataset): entry for dataset in dict.fromkeys(table["dataset"])
-                  for entry in found.robust_record(dataset, args.dates)["entries"]}  # fmt: skip
+        robust = {
+            (entry["entry"], dataset): entry
+            for dataset in dict.fromkeys(table["dataset"])
+            for entry in found.robust_record(dataset, args.dates)["entries"]
+        }
         for record in records:
             mine = factors[(factors["entry"] == record["entry"]) & (factors["dataset"] == record["dataset"])]
             record["factors"] = mine.drop(columns=["entry", "dataset"]).to_dict(orient="records")
@@ -205,7 +247,9 @@ def robust(args: argparse.Namespace) -> int:
     from dateeval.results import robust_format
 
     if args.figure and (args.figure.suffix not in robust_format.FIGURE_FORMATS or not args.figure.parent.is_dir()):
-        raise DateEvalError(f"--figure {args.figure}: give a file ending in {', '.join(robust_format.FIGURE_FORMATS)} in a folder that exists")
+        raise DateEvalError(
+            f"--figure {args.figure}: give a file ending in {', '.join(robust_format.FIGURE_FORMATS)} in a folder that exists"
+        )
     found = _open_results(args.store)
     datasets = sorted(found.metrics["dataset"].unique()) if len(found.metrics) else []
     unknown = sorted(set(args.dataset or ()) - set(datasets))
@@ -214,9 +258,13 @@ def robust(args: argparse.Namespace) -> int:
     records = [found.robust_record(name, args.dates, half_width=args.half_width) for name in args.dataset or datasets]
     records = [record for record in records if record["entries"]]
     if not records:
-        raise DateEvalError(f"nothing to report in {args.store}: a date-robust number needs a graded entry with two or more dates and items")
+        raise DateEvalError(
+            f"nothing to report in {args.store}: a date-robust number needs a graded entry with two or more dates and items"
+        )
     if args.figure and len(records) > 1:
-        raise DateEvalError(f"--figure draws one dataset: add --dataset (one of {', '.join(record['dataset'] for record in records)})")
+        raise DateEvalError(
+            f"--figure draws one dataset: add --dataset (one of {', '.join(record['dataset'] for record in records)})"
+        )
     if args.json:
         print(json.dumps(_json_safe(records), indent=2))
     for record in records if not args.json else ():
@@ -225,15 +273,33 @@ def robust(args: argparse.Namespace) -> int:
         sentences = [f"{entry['entry']}: {entry['sentence']}. {entry['advice']}" for entry in record["entries"]]
         unresolved = [f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]]
         if args.latex:
-            print(robust_format.latex(shown, robust_format.caption(record["dataset"], board) + " " + record["entries"][0]["sentence"] + "."))
+            print(
+                robust_format.latex(
+                    shown,
+                    robust_format.caption(record["dataset"], board) + " " + record["entries"][0]["sentence"] + ".",
+                )
+            )
         elif args.markdown:
-            print(f"### {record['dataset']}\n\n{robust_format.markdown(shown)}\n" + "".join(f"- {line}\n" for line in sentences))
+            print(
+                f"### {record['dataset']}\n\n{robust_format.markdown(shown)}\n"
+                + "".join(f"- {line}\n" for line in sentences)
+            )
         else:
-            print(f"{record['dataset']}:\n{shown.to_string(index=False)}\n" + "".join(f"  {line}\n" for line in sentences))
+            print(
+                f"{record['dataset']}:\n{shown.to_string(index=False)}\n" + "".join(f"  {line}\n" for line in sentences)
+            )
         if unresolved and not args.latex:
-            print(("- " if args.markdown else "  ") + "the date reorders these pairs and their intervals overlap: " + "; ".join(unresolved) + "\n")
+            print(
+                ("- " if args.markdown else "  ")
+                + "the date reorders these pairs and their intervals overlap: "
+                + "; ".join(unresolved)
+                + "\n"
+            )
     if args.figure:
-        print(f"figure written to {write_figure(records[0], args.figure, found.store.root)}", file=sys.stderr if args.json else sys.stdout)
+        print(
+            f"figure written to {write_figure(records[0], args.figure, found.store.root)}",
+            file=sys.stderr if args.json else sys.stdout,
+        )
     return 0
 
 
@@ -245,19 +311,31 @@ def compare(args: argparse.Namespace) -> int:
     entries = sorted({entry for entry, _ in dated})
     for name in (args.a, args.b):
         if name not in entries:
-            raise DateEvalError(f"no entry {name!r} with two or more dates in {args.store} (it holds: {'; '.join(entries) or 'none'})")
+            raise DateEvalError(
+                f"no entry {name!r} with two or more dates in {args.store} (it holds: {'; '.join(entries) or 'none'})"
+            )
     if args.a == args.b:
         raise DateEvalError("compare needs two different entries")
-    shared = sorted({dataset for entry, dataset in dated if entry == args.a} & {dataset for entry, dataset in dated if entry == args.b})
+    shared = sorted(
+        {dataset for entry, dataset in dated if entry == args.a}
+        & {dataset for entry, dataset in dated if entry == args.b}
+    )
     if args.dataset is None and len(shared) != 1:
-        raise DateEvalError(f"{args.a!r} and {args.b!r} share {len(shared)} datasets with two or more dates: pick one with --dataset"
-                            + (f" ({', '.join(shared)})" if shared else ""))  # fmt: skip
+        raise DateEvalError(
+            f"{args.a!r} and {args.b!r} share {len(shared)} datasets with two or more dates: pick one with --dataset"
+            + (f" ({', '.join(shared)})" if shared else "")
+        )
     dataset = args.dataset or shared[0]
     if dataset not in shared:
-        raise DateEvalError(f"{args.a!r} and {args.b!r} do not both have dataset {dataset!r} on two or more dates (shared: {', '.join(shared) or 'none'})")
+        raise DateEvalError(
+            f"{args.a!r} and {args.b!r} do not both have dataset {dataset!r} on two or more dates (shared: {', '.join(shared) or 'none'})"
+        )
     _, group = found.aligned(dataset, [args.a, args.b], args.dates)
     if group is None:
         raise DateEvalError(f"{args.a!r} and {args.b!r} do not share two dates and the same questions on {dataset}")
     print(f"{dataset}:")
-    print("".join(f"  {line}\n" for line in robust.compare_lines(args.a, args.b, robust.compare(group[0], group[1]))), end="")
+    print(
+        "".join(f"  {line}\n" for line in robust.compare_lines(args.a, args.b, robust.compare(group[0], group[1]))),
+        end="",
+    )
     return 0

@@ -78,7 +78,9 @@ class Condition:
 
     def varied(self) -> dict[str, object]:
         """The factors (other than the date) that differ from their defaults (a server-clock run's system prompt is empty)."""
-        defaults = {**FACTOR_DEFAULTS, "system_prompt": SERVER_CLOCK_SYSTEM_PROMPT} if self.server_clock else FACTOR_DEFAULTS
+        defaults = (
+            {**FACTOR_DEFAULTS, "system_prompt": SERVER_CLOCK_SYSTEM_PROMPT} if self.server_clock else FACTOR_DEFAULTS
+        )
         return {name: getattr(self, name) for name, default in defaults.items() if getattr(self, name) != default}
 
     @property
@@ -154,7 +156,9 @@ def expand(
     return _with_factors(base, conditions, factors)
 
 
-def server_clock(day: dt.date, *, system_prompt: str = SERVER_CLOCK_SYSTEM_PROMPT, factors: dict[str, list] | None = None) -> list[Condition]:
+def server_clock(
+    day: dt.date, *, system_prompt: str = SERVER_CLOCK_SYSTEM_PROMPT, factors: dict[str, list] | None = None
+) -> list[Condition]:
     """A server-clock run asked on ``day``: no date of ours, the provider's own (paper §5.2: empty system prompt).
 
     Each day is its own condition, so a daily run adds a date to the series

@@ -33,7 +33,10 @@ def signatures() -> dict[str, str]:
 
 def segment_stats(hypotheses: list[str], references: list[str]) -> dict[str, list[list[float]]]:
     """Per-segment sufficient statistics of BLEU and chrF, one list per segment."""
-    return {name: [list(map(float, row)) for row in _metric(name)._extract_corpus_statistics(hypotheses, [references])] for name in METRICS}
+    return {
+        name: [list(map(float, row)) for row in _metric(name)._extract_corpus_statistics(hypotheses, [references])]
+        for name in METRICS
+    }
 
 
 def score_from_stats(name: str, stats: Sequence[Sequence[float]]) -> float:

@@ -96,8 +96,12 @@ def parse_dates(spec: str | None) -> list[dt.date]:
     parts = [part.strip() for part in text.split(",") if part.strip()]
     if not parts:
         raise DateEvalError("empty date specification: give e.g. 2024-01-01..2024-12-31 or 2024-03-14,2024-07-26")
-    ranges = [_parse_range(part) if ".." in part else _Range(parse_date(part), parse_date(part), 1, "d") for part in parts]
+    ranges = [
+        _parse_range(part) if ".." in part else _Range(parse_date(part), parse_date(part), 1, "d") for part in parts
+    ]
     total = sum(len(span) for span in ranges)
     if total > MAX_DATES:
-        raise DateEvalError(f"--dates asks for {total:,} dates; at most {MAX_DATES:,} per sweep: use a step (e.g. /7d) or split the sweep")
+        raise DateEvalError(
+            f"--dates asks for {total:,} dates; at most {MAX_DATES:,} per sweep: use a step (e.g. /7d) or split the sweep"
+        )
     return sorted({day for span in ranges for day in span.dates()})

@@ -29,7 +29,9 @@ def keep(store: Store) -> list[str]:
             view, more = Results.open(store)
             if not view.metrics.empty:
                 view.compute_kept()
-        computed = [(path, rows) for path, rows in fresh if path.is_relative_to(store.root)]  # not another store's (a page's thread)
+        computed = [
+            (path, rows) for path, rows in fresh if path.is_relative_to(store.root)
+        ]  # not another store's (a page's thread)
         for path, rows in dict(stored.held(store) + computed).items():
             _write(store, path, rows)
     except (DateEvalError, OSError) as error:

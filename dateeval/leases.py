@@ -114,7 +114,9 @@ def holder(unit: Path) -> Holder | None:
     try:
         data = json.loads(_read_small(path))
         owner, ttl_s = _owner(data), _ttl(data["ttl_s"])
-        if age < -MAX_CLOCK_SKEW_S:  # a heartbeat from the future (a clock, or a hand-set mtime): believed, it would hold that long
+        if (
+            age < -MAX_CLOCK_SKEW_S
+        ):  # a heartbeat from the future (a clock, or a hand-set mtime): believed, it would hold that long
             raise ValueError(f"its heartbeat is {-age:.0f} s in the future")
         return Holder(owner, ttl_s, age)
     except FileNotFoundError:
@@ -147,7 +149,11 @@ def _owner(data: dict) -> Owner:
 
 def _ttl(value: object) -> float:
     """A lease's time to live, refused unless a finite number of seconds in (0, MAX_TTL_S]: NaN and Infinity never expire."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and 0 < value <= MAX_TTL_S):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not (math.isfinite(value) and 0 < value <= MAX_TTL_S)
+    ):
         raise ValueError(f"ttl_s {value!r} is not a number of seconds in (0, {MAX_TTL_S:g}]")
     return float(value)
 
@@ -181,7 +187,15 @@ class Leases:
             descriptor = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             try:
                 with os.fdopen(descriptor, "w") as handle:
-                    json.dump({"host": self.owner.host, "pid": self.owner.pid, "token": self.owner.token, "ttl_s": self.ttl_s}, handle)
+                    json.dump(
+                        {
+                            "host": self.owner.host,
+                            "pid": self.owner.pid,
+                            "token": self.owner.token,
+                            "ttl_s": self.ttl_s,
+                        },
+                        handle,
+                    )
             except OSError:
                 path.unlink(missing_ok=True)
                 raise
@@ -209,7 +223,11 @@ class Leases:
                 current = holder(unit)
                 if current is not None and current.expired:
                     path.unlink(missing_ok=True)
-                    removed.append(f"{current.problem}; removed" if current.problem else f"removed {path}, an expired lease of {current.owner.describe()}")
+                    removed.append(
+                        f"{current.problem}; removed"
+                        if current.problem
+                        else f"removed {path}, an expired lease of {current.owner.describe()}"
+                    )
         return removed
 
     def held(self) -> set[Path]:
@@ -233,7 +251,6 @@ class Leases:
                     os.utime(lease_path(unit))
                 except OSError:
                     pass  # taken over or removed: the write of that unit will find out
-
 
 
 @contextlib.contextmanager
@@ -282,6 +299,8 @@ def _lock(descriptor: int, path: Path, patience_s: float | None) -> None:
             return
         except BlockingIOError:
             if time.monotonic() >= deadline:
-                raise DateEvalError(f"another process has held the lease guard {path} for over {patience_s:g} s (--no-wait does not wait "
-                                    "for it): run again later, or without --no-wait to wait") from None  # fmt: skip
+                raise DateEvalError(
+                    f"another process has held the lease guard {path} for over {patience_s:g} s (--no-wait does not wait "
+                    "for it): run again later, or without --no-wait to wait"
+                ) from None
             time.sleep(0.01)

@@ -29,9 +29,13 @@ YAML_MAX_DEPTH = 32  # nesting of a spec's YAML (a spec is three levels deep; lm
 YAML_MAX_CHARS = MAX_SPEC_BYTES
 TASK_YAML_MAX_FILES = 64  # an lm-eval task YAML and the files it includes: more is an include bomb, not a task
 REGEX_SECONDS = 1.0  # CPU seconds of one grading regex of a spec on one reply; a sane pattern takes microseconds
-RENDER_MAX_STEPS = 200_000  # loop iterations, calls and operations of one render: the shared chat templates take 8 to 23 per prompt
+RENDER_MAX_STEPS = (
+    200_000  # loop iterations, calls and operations of one render: the shared chat templates take 8 to 23 per prompt
+)
 RENDER_MAX_SECONDS = 5.0  # wall seconds of one render
-RENDER_MAX_CHARS = 2**23  # characters (or elements) of any value a render makes: 8.4M, a prompt beyond every model's context
+RENDER_MAX_CHARS = (
+    2**23
+)  # characters (or elements) of any value a render makes: 8.4M, a prompt beyond every model's context
 # A render's allocation budget: this much, plus 16 times the size of what the template is given.
 RENDER_BASE_ALLOCATION = 2**25
 RENDER_ALLOCATION_PER_INPUT_CHAR = 16

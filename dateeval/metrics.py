@@ -112,14 +112,23 @@ def _ece_sums(rows: Grouped) -> dict[str, object]:
     confident = np.isfinite(confidence)
     keep = confident & np.isfinite(correct)
     bins = ece_bin_sums(rows.codes[keep], confidence[keep], correct[keep], rows.groups)
-    return {"n_confidence": rows.count(confident), "sum_confidence": rows.total(confident, confidence),
-            "bin_correct": list(bins[0]), "bin_confidence": list(bins[1]), "bin_count": list(bins[2])}  # fmt: skip
+    return {
+        "n_confidence": rows.count(confident),
+        "sum_confidence": rows.total(confident, confidence),
+        "bin_correct": list(bins[0]),
+        "bin_confidence": list(bins[1]),
+        "bin_count": list(bins[2]),
+    }
 
 
 def _ece(sums: pd.DataFrame) -> dict[str, object]:
     with np.errstate(invalid="ignore", divide="ignore"):
-        return {"ece": ece_from_sums(*(np.vstack(sums[part].to_numpy()) for part in ("bin_correct", "bin_confidence", "bin_count"))),
-                "mean_confidence": sums["sum_confidence"].to_numpy() / sums["n_confidence"].to_numpy()}  # fmt: skip
+        return {
+            "ece": ece_from_sums(
+                *(np.vstack(sums[part].to_numpy()) for part in ("bin_correct", "bin_confidence", "bin_count"))
+            ),
+            "mean_confidence": sums["sum_confidence"].to_numpy() / sums["n_confidence"].to_numpy(),
+        }
 
 
 def _corpus_sums(name: str) -> Callable[[Grouped], dict[str, object]]:
@@ -146,7 +155,11 @@ def _corpus(name: str) -> Callable[[pd.DataFrame], dict[str, object]]:
         from dateeval.corpus import score_from_stats
 
         column = sums[f"{name}_stats"] if f"{name}_stats" in sums else pd.Series([None] * len(sums))
-        return {name: np.array([np.nan if stats is None else score_from_stats(name, [stats]) for stats in column], dtype=float)}
+        return {
+            name: np.array(
+                [np.nan if stats is None else score_from_stats(name, [stats]) for stats in column], dtype=float
+            )
+        }
 
     return finish
 
@@ -166,8 +179,14 @@ CALIBRATED = ("accuracy", "ece")  # answers with a confidence: ECE's
 # The metrics a task's rows support, by the task kind every row records (its ``task`` column; as Inspect's
 # @scorer(metrics=...)): each task module declares its benchmarks' metrics from here, and every reader asks
 # :func:`dataset_metrics`, so the statistics know a dataset's metrics from its rows, without the task that wrote them.
-KIND_METRICS: dict[str, tuple[str, ...]] = {"mcqa": CALIBRATED, "cot": CALIBRATED, "generation": ACCURACY, "gsm8k": CALIBRATED,
-                                            "humaneval": ACCURACY, "translation": ("bleu", "chrf")}  # fmt: skip
+KIND_METRICS: dict[str, tuple[str, ...]] = {
+    "mcqa": CALIBRATED,
+    "cot": CALIBRATED,
+    "generation": ACCURACY,
+    "gsm8k": CALIBRATED,
+    "humaneval": ACCURACY,
+    "translation": ("bleu", "chrf"),
+}
 
 
 def metric(key: str) -> Metric:
@@ -205,29 +224,29 @@ def cv_text(value: object, low: object, high: object, meaningful: object = True,
 # What a reader needs to know of each statistic, in one place: the pages' tooltips read these.
 EXPLAIN = {
     "ece": "ECE (expected calibration error): answers grouped into 10 bins by confidence; the gap between each bin's mean "
-           "confidence and its accuracy, weighted by its size. 0 = confidence means what it says. Debiased (Kumar, Liang & Ma "
-           "2019): each bin's gap less the part its counting noise adds, which on few questions makes even a calibrated "
-           "model look miscalibrated (the paper's plug-in ECE, on 50 questions, is 0.07-0.14 above a true 0). Its 95% "
-           "interval (Curves) and the worst-to-best ECE delta's (Table 8) are given from 50 questions, where they covered "
-           "the truth in at least 0.93 of simulated dates (docs/coverage.md); none below.",
+    "confidence and its accuracy, weighted by its size. 0 = confidence means what it says. Debiased (Kumar, Liang & Ma "
+    "2019): each bin's gap less the part its counting noise adds, which on few questions makes even a calibrated "
+    "model look miscalibrated (the paper's plug-in ECE, on 50 questions, is 0.07-0.14 above a true 0). Its 95% "
+    "interval (Curves) and the worst-to-best ECE delta's (Table 8) are given from 50 questions, where they covered "
+    "the truth in at least 0.93 of simulated dates (docs/coverage.md); none below.",
     "cv": "CV (coefficient of variation): standard deviation / mean of the score across a factor's levels (e.g. the dates); "
-          "a unit-free size of the variation, comparable across factors. Not meaningful where the mean is near 0 (fewer than "
-          "5 right answers per level): there it measures counting noise. Counting noise inflates every measured CV on few "
-          "questions, so accuracy also gets its CV without counting noise (the levels' variance from a two-way ANOVA of "
-          "levels x questions) with a 95% interval for the CV of the levels' true rates (noncentral F; its coverage, 10-200 "
-          "questions and 2-12 levels, is in docs/coverage.md). ECE's interval resamples the questions: how much its measured "
-          "CV would move on other questions. No interval is shown where there is none.",
+    "a unit-free size of the variation, comparable across factors. Not meaningful where the mean is near 0 (fewer than "
+    "5 right answers per level): there it measures counting noise. Counting noise inflates every measured CV on few "
+    "questions, so accuracy also gets its CV without counting noise (the levels' variance from a two-way ANOVA of "
+    "levels x questions) with a 95% interval for the CV of the levels' true rates (noncentral F; its coverage, 10-200 "
+    "questions and 2-12 levels, is in docs/coverage.md). ECE's interval resamples the questions: how much its measured "
+    "CV would move on other questions. No interval is shown where there is none.",
     "null": "Chance alone: shuffle each question's right/wrong answers across the dates (as if the date did nothing) and "
-            "recompute the statistic, 200 times; 95% of shuffles stay below the band's edge. Worst-to-best over N dates grows "
-            "with N even with no effect, so the delta is compared with the same statistic over the same dates.",
+    "recompute the statistic, 200 times; 95% of shuffles stay below the band's edge. Worst-to-best over N dates grows "
+    "with N even with no effect, so the delta is compared with the same statistic over the same dates.",
     "cochran": "Cochran's Q: a test that accuracy is the same on every date, on the same questions (paired); a small p says "
-               "some dates differ.",
+    "some dates differ.",
     "tau": "Kendall tau-b compares two rankings: 1 = the same order (ties included), -1 = reversed; ties count fairly. "
-           "Two dates rank the models differently when any pair of models is ordered differently, a tie broken included. "
-           "A date on which every model ties has no defined tau: its pairs are counted apart, not as the same order.",
+    "Two dates rank the models differently when any pair of models is ordered differently, a tie broken included. "
+    "A date on which every model ties has no defined tau: its pairs are counted apart, not as the same order.",
     "top_k": "A date's top k is every model ranked k or better, ties sharing a rank (three models tied first are all in the "
-             "top 1); consecutive dates differ when those models or their ranks differ. No name breaks a tie.",
-}  # fmt: skip
+    "top 1); consecutive dates differ when those models or their ranks differ. No name breaks a tie.",
+}
 
 
 def point_decimals(n_items: int) -> int:
@@ -259,7 +278,9 @@ def _bin_index(confidence: np.ndarray, bins: int) -> np.ndarray:
     return np.clip(np.ceil(confidence * bins).astype(np.int64) - 1, 0, bins - 1)
 
 
-def ece_bin_sums(codes: np.ndarray, confidence: np.ndarray, correct: np.ndarray, groups: int, bins: int = ECE_BINS) -> tuple[np.ndarray, ...]:
+def ece_bin_sums(
+    codes: np.ndarray, confidence: np.ndarray, correct: np.ndarray, groups: int, bins: int = ECE_BINS
+) -> tuple[np.ndarray, ...]:
     """Per group and bin: sum of correct, sum of confidence, count (each groups x bins).
 
     These sums are all ECE needs, so they can be stored and added up instead of the rows.
@@ -273,7 +294,9 @@ def ece_bin_sums(codes: np.ndarray, confidence: np.ndarray, correct: np.ndarray,
     )
 
 
-def ece_from_sums(sum_correct: np.ndarray, sum_confidence: np.ndarray, count: np.ndarray, debiased: bool = True) -> np.ndarray:
+def ece_from_sums(
+    sum_correct: np.ndarray, sum_confidence: np.ndarray, count: np.ndarray, debiased: bool = True
+) -> np.ndarray:
     """ECE from bin sums (last axis = bins); NaN without rows.
 
     ``debiased`` (what every page prints): Kumar, Liang & Ma (2019)'s debiased estimator in closed form. Each bin's
@@ -292,13 +315,23 @@ def ece_from_sums(sum_correct: np.ndarray, sum_confidence: np.ndarray, count: np
         accuracy, gap = sum_correct / size, gap_sum / size
         spread = np.sqrt(np.clip(accuracy * (1 - accuracy), 0, None) / size)
         ratio = np.where(spread > 0, gap / np.where(spread > 0, spread, 1), 0.0)
-        expected = np.where(spread > 0, spread * math.sqrt(2 / math.pi) * np.exp(-ratio**2 / 2) + gap * special.erf(ratio / math.sqrt(2)), np.abs(gap))
+        expected = np.where(
+            spread > 0,
+            spread * math.sqrt(2 / math.pi) * np.exp(-(ratio**2) / 2) + gap * special.erf(ratio / math.sqrt(2)),
+            np.abs(gap),
+        )
         terms = np.where(filled, count * (2 * np.abs(gap) - expected), 0.0)
         return np.maximum(terms.sum(-1), 0.0) / total
 
 
-def ece_by_code(codes: np.ndarray, confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS, groups: int | None = None,
-                debiased: bool = True) -> np.ndarray:
+def ece_by_code(
+    codes: np.ndarray,
+    confidence: np.ndarray,
+    correct: np.ndarray,
+    bins: int = ECE_BINS,
+    groups: int | None = None,
+    debiased: bool = True,
+) -> np.ndarray:
     """ECE of every group (``codes`` = dense group numbers) in one vectorised pass.
 
     Rows without a confidence or a grade (generated answers, translations)
@@ -315,7 +348,11 @@ def ece(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS, debia
     confidence, correct = np.asarray(confidence, dtype=float), np.asarray(correct, dtype=float)
     if confidence.size == 0:
         return float("nan")
-    return float(ece_by_code(np.zeros(confidence.size, dtype=np.int64), confidence, correct, bins, groups=1, debiased=debiased)[0])
+    return float(
+        ece_by_code(np.zeros(confidence.size, dtype=np.int64), confidence, correct, bins, groups=1, debiased=debiased)[
+            0
+        ]
+    )
 
 
 def ece_rows(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS, debiased: bool = True) -> np.ndarray:
@@ -323,11 +360,20 @@ def ece_rows(confidence: np.ndarray, correct: np.ndarray, bins: int = ECE_BINS, 
     shape = confidence.shape[:-1]
     rows = int(np.prod(shape))
     codes = np.repeat(np.arange(rows, dtype=np.int64), confidence.shape[-1])
-    flat = ece_by_code(codes, confidence.reshape(-1).astype(float), correct.reshape(-1).astype(float), bins, groups=rows, debiased=debiased)
+    flat = ece_by_code(
+        codes,
+        confidence.reshape(-1).astype(float),
+        correct.reshape(-1).astype(float),
+        bins,
+        groups=rows,
+        debiased=debiased,
+    )
     return flat.reshape(shape)
 
 
-def resampled_bin_sums(confidence: np.ndarray, correct: np.ndarray, weights: np.ndarray, bins: int = ECE_BINS) -> np.ndarray:
+def resampled_bin_sums(
+    confidence: np.ndarray, correct: np.ndarray, weights: np.ndarray, bins: int = ECE_BINS
+) -> np.ndarray:
     """ECE's bin sums (sum of correct, of confidence, count) of every row of (levels x items) matrices under every
     bootstrap resample at once: 3 x levels x resamples x bins.
 
@@ -345,38 +391,89 @@ def resampled_bin_sums(confidence: np.ndarray, correct: np.ndarray, weights: np.
     return sums
 
 
-def ece_resampled(confidence: np.ndarray, correct: np.ndarray, weights: np.ndarray, bins: int = ECE_BINS, debiased: bool = True) -> np.ndarray:
+def ece_resampled(
+    confidence: np.ndarray, correct: np.ndarray, weights: np.ndarray, bins: int = ECE_BINS, debiased: bool = True
+) -> np.ndarray:
     """ECE of every row of (levels x items) matrices under every bootstrap resample (:func:`resampled_bin_sums`): levels x resamples."""
     return ece_from_sums(*resampled_bin_sums(confidence, correct, weights, bins), debiased=debiased)
 
 
 # --- Table columns: names and units -------------------------------------------------------------------------------
 
-PART = {"min": "min", "mean": "mean", "max": "max", "delta": "delta (worst to best)", "worst_date": "worst date", "best_date": "best date"}
+PART = {
+    "min": "min",
+    "mean": "mean",
+    "max": "max",
+    "delta": "delta (worst to best)",
+    "worst_date": "worst date",
+    "best_date": "best date",
+}
 # Columns that are not metrics: their label, and whether they hold a share/rate (shown as %) or a p-value.
 PLAIN = {
-    "entry": "Model", "dataset": "Dataset", "n_items": "Items", "n_dates": "Dates", "task_key": "Task settings",
-    "n_correct": "Dates right", "n_wrong": "Dates wrong", "changes": "Answer changes", "n_predictions": "Distinct answers",
-    "consistent": "Same answer every date", "answer": "Correct answer", "item_id": "Question", "mean_score": "Mean sentence chrF",
-    "levels": "Levels", "factor": "Factor", "format": "Few-shot format", "spearman": "Spearman ρ", "pearson": "Pearson r", "cochran_q": "Cochran's Q",
-    "runs": "Runs", "prediction_changes": "Answer changes", "exceeds_chance": "Date effect beyond chance (Q, permutation)", "accuracy_cv_meaningful": "CV meaningful (mean not near 0)", "n_inconsistent": "Inconsistent items",
-    "comparison": "Comparison", "a": "A", "b": "B", "statistic": "Statistic", "yours": "Yours", "the_paper": "The paper's",
-    "where": "Where in the paper", "the_paper_says": "The paper says", "dates": "Dates sampled", "delta_ratio": "Delta ratio", "cv_ratio": "CV ratio",
-}  # fmt: skip
+    "entry": "Model",
+    "dataset": "Dataset",
+    "n_items": "Items",
+    "n_dates": "Dates",
+    "task_key": "Task settings",
+    "n_correct": "Dates right",
+    "n_wrong": "Dates wrong",
+    "changes": "Answer changes",
+    "n_predictions": "Distinct answers",
+    "consistent": "Same answer every date",
+    "answer": "Correct answer",
+    "item_id": "Question",
+    "mean_score": "Mean sentence chrF",
+    "levels": "Levels",
+    "factor": "Factor",
+    "format": "Few-shot format",
+    "spearman": "Spearman ρ",
+    "pearson": "Pearson r",
+    "cochran_q": "Cochran's Q",
+    "runs": "Runs",
+    "prediction_changes": "Answer changes",
+    "exceeds_chance": "Date effect beyond chance (Q, permutation)",
+    "accuracy_cv_meaningful": "CV meaningful (mean not near 0)",
+    "n_inconsistent": "Inconsistent items",
+    "comparison": "Comparison",
+    "a": "A",
+    "b": "B",
+    "statistic": "Statistic",
+    "yours": "Yours",
+    "the_paper": "The paper's",
+    "where": "Where in the paper",
+    "the_paper_says": "The paper says",
+    "dates": "Dates sampled",
+    "delta_ratio": "Delta ratio",
+    "cv_ratio": "CV ratio",
+}
 PERCENT = {
-    "delta": "Accuracy delta (pp)", "null_median": "Chance delta, median (pp)", "null_upper": "Chance delta, 95% (pp)",
-    "delta_null_median": "Chance delta, median (pp)", "delta_null_upper": "Chance delta, 95% (pp)",
-    "mean_confidence": "Mean confidence (%)", "min_confidence": "Lowest confidence (%)",
-    "consistent_confidence": "Confidence, consistent (%)", "inconsistent_confidence": "Confidence, inconsistent (%)",
-    "max_confidence_difference": "Largest confidence difference (%)", "same_direction": "Same direction (%)",
-    "delta_within": "Delta within tolerance (%)", "cv_within": "CV within tolerance (%)",
-    "accuracy_cv": "CV of accuracy (%)", "accuracy_cv_noise_free": "CV without counting noise (%)",
-    "accuracy_cv_low": "CV without counting noise, 95% low (%)", "accuracy_cv_high": "CV without counting noise, 95% high (%)",
+    "delta": "Accuracy delta (pp)",
+    "null_median": "Chance delta, median (pp)",
+    "null_upper": "Chance delta, 95% (pp)",
+    "delta_null_median": "Chance delta, median (pp)",
+    "delta_null_upper": "Chance delta, 95% (pp)",
+    "mean_confidence": "Mean confidence (%)",
+    "min_confidence": "Lowest confidence (%)",
+    "consistent_confidence": "Confidence, consistent (%)",
+    "inconsistent_confidence": "Confidence, inconsistent (%)",
+    "max_confidence_difference": "Largest confidence difference (%)",
+    "same_direction": "Same direction (%)",
+    "delta_within": "Delta within tolerance (%)",
+    "cv_within": "CV within tolerance (%)",
+    "accuracy_cv": "CV of accuracy (%)",
+    "accuracy_cv_noise_free": "CV without counting noise (%)",
+    "accuracy_cv_low": "CV without counting noise, 95% low (%)",
+    "accuracy_cv_high": "CV without counting noise, 95% high (%)",
     "ece_cv": "CV of plug-in ECE (%)",
-    "ece_delta_low": "ECE delta, 95% low (pp)", "ece_delta_high": "ECE delta, 95% high (pp)",
-}  # fmt: skip
-P_VALUES = {"p_value": "p-value", "delta_p_value": "p-value (delta vs chance)", "cochran_p": "Cochran's Q p-value (chi-square)",
-            "cochran_permutation_p": "Cochran's Q p-value (permutation)"}
+    "ece_delta_low": "ECE delta, 95% low (pp)",
+    "ece_delta_high": "ECE delta, 95% high (pp)",
+}
+P_VALUES = {
+    "p_value": "p-value",
+    "delta_p_value": "p-value (delta vs chance)",
+    "cochran_p": "Cochran's Q p-value (chi-square)",
+    "cochran_permutation_p": "Cochran's Q p-value (permutation)",
+}
 
 
 @dataclass(frozen=True)
@@ -394,7 +491,9 @@ class Column:
             return f"{float(value):.3f}"
         if self.kind in ("percent", "points", "number"):
             text = f"{self.scale * float(value):.2f}"
-            return text.removeprefix("-") if float(text) == 0 else text  # a value that rounds to 0 is "0.00", never "-0.00"
+            return (
+                text.removeprefix("-") if float(text) == 0 else text
+            )  # a value that rounds to 0 is "0.00", never "-0.00"
         return str(value)
 
 
@@ -403,8 +502,11 @@ def column(name: str, dataset: str = "") -> Column:
     for prefix, label in (("no_date_", "no date"), ("template_default_", "template's own date")):
         if name.startswith(prefix) and name[len(prefix) :] in METRICS:
             spec = METRICS[name[len(prefix) :]]
-            return Column(f"{spec.title(dataset)}, {label}" + (" (%)" if spec.percent else ""),
-                          "percent" if spec.percent else "points", spec.scale)  # fmt: skip
+            return Column(
+                f"{spec.title(dataset)}, {label}" + (" (%)" if spec.percent else ""),
+                "percent" if spec.percent else "points",
+                spec.scale,
+            )
     if name in METRICS:
         spec = METRICS[name]
         return Column(spec.axis_label(dataset), "percent" if spec.percent else "points", spec.scale)
@@ -414,7 +516,9 @@ def column(name: str, dataset: str = "") -> Column:
             heading = f"{spec.title(dataset)} {PART[part]}"
             if part.endswith("date"):
                 return Column(heading, "text")
-            unit = (" (pp)" if part == "delta" else " (%)") if spec.percent else ""  # a difference of rates is in percentage points
+            unit = (
+                (" (pp)" if part == "delta" else " (%)") if spec.percent else ""
+            )  # a difference of rates is in percentage points
             return Column(heading + unit, "percent" if spec.percent else "points", spec.scale)
     if name in PERCENT:
         return Column(PERCENT[name], "percent", 100.0)
@@ -455,5 +559,9 @@ def formatted(table: pd.DataFrame, dataset: str = "") -> pd.DataFrame:
     out = pd.DataFrame(index=table.index)
     for name in table.columns:
         spec = column(name, dataset)
-        out[spec.label] = table[name].map(spec.format) if spec.kind != "text" else table[name].map(lambda v: "-" if missing(v) else str(v))
+        out[spec.label] = (
+            table[name].map(spec.format)
+            if spec.kind != "text"
+            else table[name].map(lambda v: "-" if missing(v) else str(v))
+        )
     return out

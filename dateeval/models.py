@@ -135,7 +135,9 @@ def check_weights(folder: Path) -> None:
             raise DateEvalError(f"model directory {folder}: unreadable {index.name} ({error})") from None
         missing = sorted(shard for shard in shards if not (folder / shard).is_file())
         if missing:
-            raise DateEvalError(f"model directory {folder} lacks the weight shard(s) {', '.join(missing)} named in {index.name}")
+            raise DateEvalError(
+                f"model directory {folder} lacks the weight shard(s) {', '.join(missing)} named in {index.name}"
+            )
     for weights in sorted(folder.glob("*.safetensors")):
         size = weights.stat().st_size
         try:
@@ -146,7 +148,9 @@ def check_weights(folder: Path) -> None:
         except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError):
             raise DateEvalError(f"weights file {weights} is damaged: its safetensors header cannot be read") from None
         if size < 8 + length + end:
-            raise DateEvalError(f"weights file {weights} is truncated: {size:,} bytes, its tensors need {8 + length + end:,}")
+            raise DateEvalError(
+                f"weights file {weights} is truncated: {size:,} bytes, its tensors need {8 + length + end:,}"
+            )
 
 
 def _dir_fingerprint(path: Path) -> str:
@@ -181,7 +185,9 @@ def converted_gguf_dir(source: ModelSource) -> Path:
             return target
         _convert(source, target)
     except OSError as error:  # a read-only or full cache folder
-        raise DateEvalError(f"cannot convert {source.name} into {target.parent} (DATEEVAL_CACHE): {error.strerror or error}") from None
+        raise DateEvalError(
+            f"cannot convert {source.name} into {target.parent} (DATEEVAL_CACHE): {error.strerror or error}"
+        ) from None
     return target
 
 
@@ -242,7 +248,14 @@ def _tokenizer_folder(source: ModelSource) -> Path | None:
     folders = [Path(source.location)] if source.kind == "dir" else []
     if source.kind == "gguf":
         folders = [cache_dir() / sub / f"{source.name}-{source.revision[:12]}" for sub in ("models", "tokenizers")]
-    return next((folder for folder in folders if (folder / "tokenizer.json").is_file() and (folder / "tokenizer_config.json").is_file()), None)
+    return next(
+        (
+            folder
+            for folder in folders
+            if (folder / "tokenizer.json").is_file() and (folder / "tokenizer_config.json").is_file()
+        ),
+        None,
+    )
 
 
 def load_tokenizer(source: ModelSource) -> "PreTrainedTokenizerBase":  # noqa: F821 - transformers is imported lazily
@@ -255,7 +268,9 @@ def load_tokenizer(source: ModelSource) -> "PreTrainedTokenizerBase":  # noqa: F
     from transformers import AutoTokenizer
 
     if source.kind != "gguf":
-        return AutoTokenizer.from_pretrained(source.location, revision=source.revision if source.kind == "hub" else None)
+        return AutoTokenizer.from_pretrained(
+            source.location, revision=source.revision if source.kind == "hub" else None
+        )
     converted = cache_dir() / "models" / f"{source.name}-{source.revision[:12]}"
     saved = cache_dir() / "tokenizers" / f"{source.name}-{source.revision[:12]}"
     for folder in (converted, saved):
@@ -266,7 +281,9 @@ def load_tokenizer(source: ModelSource) -> "PreTrainedTokenizerBase":  # noqa: F
     try:
         tokenizer.save_pretrained(staging)
         staging.rename(saved)
-    except OSError:  # another process saved it first, or the cache is read-only or full: the next load reads the GGUF again
+    except (
+        OSError
+    ):  # another process saved it first, or the cache is read-only or full: the next load reads the GGUF again
         shutil.rmtree(staging, ignore_errors=True)
     return tokenizer
 

@@ -32,7 +32,12 @@ class Parts:
 
     def __str__(self) -> str:
         suffix = next((word for word, named in TURNS.items() if named == self.turns), None) if self.turns else None
-        return self.base + ("_cot" if self.cot else "") + (f"_{self.shots}shot" if self.shots else "") + (f"_{suffix}" if suffix else "")
+        return (
+            self.base
+            + ("_cot" if self.cot else "")
+            + (f"_{self.shots}shot" if self.shots else "")
+            + (f"_{suffix}" if suffix else "")
+        )
 
 
 def split(name: str) -> Parts | None:
@@ -40,7 +45,9 @@ def split(name: str) -> Parts | None:
     match = NAME.fullmatch(name)
     if not match:
         return None
-    return Parts(match["base"], bool(match["cot"]), int(match["shots"] or 0), TURNS[match["turns"]] if match["turns"] else None)
+    return Parts(
+        match["base"], bool(match["cot"]), int(match["shots"] or 0), TURNS[match["turns"]] if match["turns"] else None
+    )
 
 
 def ends_like_variant(stem: str) -> bool:

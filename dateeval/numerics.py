@@ -40,8 +40,22 @@ IDLE_AFTER_S = 2.0  # a window in which the model idled this long tells the load
 FRESH_WINDOW_S = 0.05  # the window read instead: 10 clock ticks on 2 cores
 
 # mkl_cbwr.h: the branch values MKL reports, and the STRICT flag (bitwise results whatever the thread count)
-_CBWR_BRANCHES = {0: "OFF", 1: "UNSET", 2: "AUTO", 3: "COMPATIBLE", 4: "SSE2", 6: "SSSE3", 7: "SSE4_1", 8: "SSE4_2", 9: "AVX",
-                  10: "AVX2", 11: "AVX512_MIC", 12: "AVX512", 13: "AVX512_MIC_E1", 14: "AVX512_E1"}  # fmt: skip
+_CBWR_BRANCHES = {
+    0: "OFF",
+    1: "UNSET",
+    2: "AUTO",
+    3: "COMPATIBLE",
+    4: "SSE2",
+    6: "SSSE3",
+    7: "SSE4_1",
+    8: "SSE4_2",
+    9: "AVX",
+    10: "AVX2",
+    11: "AVX512_MIC",
+    12: "AVX512",
+    13: "AVX512_MIC_E1",
+    14: "AVX512_E1",
+}
 _CBWR_STRICT = 0x10000
 _CBWR_ALL = -1
 
@@ -88,7 +102,9 @@ def check_environment() -> None:
     if cbwr is not None:
         words = [word.strip().upper() for word in cbwr.split(",")]
         if words[0] not in _CBWR_WORDS or words[1:] not in ([], ["STRICT"]):
-            raise DateEvalError(f"MKL_CBWR={cbwr!r}: give a branch ({', '.join(sorted(_CBWR_WORDS))}), optionally with ',STRICT' (default {DEFAULT_CBWR})")
+            raise DateEvalError(
+                f"MKL_CBWR={cbwr!r}: give a branch ({', '.join(sorted(_CBWR_WORDS))}), optionally with ',STRICT' (default {DEFAULT_CBWR})"
+            )
     omp = os.environ.get("OMP_NUM_THREADS")
     if omp is not None and omp.strip() and _count(omp) is None:
         raise DateEvalError(f"OMP_NUM_THREADS={omp!r}: give a number of threads from 1 to {MAX_THREADS}")

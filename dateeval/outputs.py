@@ -24,7 +24,9 @@ from dateeval.store import arrow_table
 def check_outside(out: Path, store: Path) -> None:
     """Refuse an output inside the store it is read from: the next read would take it for a unit (or damage one)."""
     if out.resolve().is_relative_to(store.resolve()):
-        raise DateEvalError(f"{out} is inside the store {store}: write outputs elsewhere (a store holds only what `dateeval run` writes)")
+        raise DateEvalError(
+            f"{out} is inside the store {store}: write outputs elsewhere (a store holds only what `dateeval run` writes)"
+        )
 
 
 def _atomically(out: Path, write: Callable[[Path], object]) -> None:
@@ -69,7 +71,12 @@ def write_export(results: Results, out: Path, period: Period | None = None) -> i
     elif out.suffix == ".csv":
         write_csv(table, out)
     else:
-        _atomically(out, lambda staging: export.as_text(table).to_json(staging, orient="records", lines=True, date_format="iso", force_ascii=False))
+        _atomically(
+            out,
+            lambda staging: export.as_text(table).to_json(
+                staging, orient="records", lines=True, date_format="iso", force_ascii=False
+            ),
+        )
     return len(table)
 
 

@@ -20,7 +20,16 @@ from dateeval.conditions import Condition, expand
 from dateeval.data import Subset
 from dateeval.dates import parse_date, parse_dates
 from dateeval.errors import DateEvalError
-from dateeval.tasks import GenerationOptions, TaskSource, resolve, resolve_all, takes_subjects, with_cot, with_fewshot_format, with_shots
+from dateeval.tasks import (
+    GenerationOptions,
+    TaskSource,
+    resolve,
+    resolve_all,
+    takes_subjects,
+    with_cot,
+    with_fewshot_format,
+    with_shots,
+)
 
 
 @dataclass(frozen=True)
@@ -38,7 +47,9 @@ class SweepSpec:
     generation: GenerationOptions = GenerationOptions()
     backend: str | None = None  # None: as each model names it (``vllm:PATH``), else transformers
     options: BackendOptions = BackendOptions()  # device, remote code, endpoint settings (dtype comes from ``dtypes``)
-    budget: float | None = None  # a sparse sweep's share of the dense grid's item-dates (``dateeval.sparse``); None: dense
+    budget: float | None = (
+        None  # a sparse sweep's share of the dense grid's item-dates (``dateeval.sparse``); None: dense
+    )
     budget_seed: int = 0  # the sparse draw's seed: the same seed draws the same cells
     # ``datasets`` resolved once by the driver (:func:`build_spec`, else ``Sweep.run``): what workers build tasks from
     tasks: tuple[TaskSource, ...] = ()
@@ -49,11 +60,20 @@ class SweepSpec:
         return self if self.tasks else replace(self, tasks=resolve_all(self.datasets, self.data_dir))
 
 
-def sweep_datasets(references: tuple[str, ...], data_dir: str | None = None, *, cot: bool = False, shots: int = 0,
-                   fewshot_formats: tuple[str | None, ...] = (None,), trust_task_code: bool = False) -> tuple[str, ...]:  # fmt: skip
+def sweep_datasets(
+    references: tuple[str, ...],
+    data_dir: str | None = None,
+    *,
+    cot: bool = False,
+    shots: int = 0,
+    fewshot_formats: tuple[str | None, ...] = (None,),
+    trust_task_code: bool = False,
+) -> tuple[str, ...]:
     """The stored names a sweep runs: each reference (a name, a file or spec, an lm-eval task) resolved, with chain of
     thought, ``shots`` exemplars and each few-shot format (None: the benchmark's own) where the name does not say its own."""
-    named = [with_shots(with_cot(resolve(reference, data_dir, trust_task_code), cot), shots) for reference in references]
+    named = [
+        with_shots(with_cot(resolve(reference, data_dir, trust_task_code), cot), shots) for reference in references
+    ]
     return tuple(dict.fromkeys(with_fewshot_format(name, fewshot) for name in named for fewshot in fewshot_formats))
 
 
@@ -63,19 +83,43 @@ def dated_conditions(dates: str | None, *, factor_date: str | None = None, **cho
     return tuple(expand(parse_dates(dates), factor_date=parse_date(factor_date) if factor_date else None, **choices))
 
 
-def build_spec(models: tuple[str, ...], references: tuple[str, ...], conditions: tuple[Condition, ...], *, data_dir: str | None = None,
-               cot: bool = False, shots: int = 0, fewshot_formats: tuple[str | None, ...] = (None,), trust_task_code: bool = False,
-               subjects: str = "", sample: int | None = None, seed: int = 0, limit: int | None = None, **settings: object) -> SweepSpec:  # fmt: skip
+def build_spec(
+    models: tuple[str, ...],
+    references: tuple[str, ...],
+    conditions: tuple[Condition, ...],
+    *,
+    data_dir: str | None = None,
+    cot: bool = False,
+    shots: int = 0,
+    fewshot_formats: tuple[str | None, ...] = (None,),
+    trust_task_code: bool = False,
+    subjects: str = "",
+    sample: int | None = None,
+    seed: int = 0,
+    limit: int | None = None,
+    **settings: object,
+) -> SweepSpec:
     """A sweep's spec from what a person chose (the CLI's flags, the Run page's form): its datasets named and resolved
     once, MMLU subjects read from comma-separated text; ``settings`` are :class:`SweepSpec`'s other fields."""
-    datasets = sweep_datasets(references, data_dir, cot=cot, shots=shots, fewshot_formats=fewshot_formats, trust_task_code=trust_task_code)
+    datasets = sweep_datasets(
+        references, data_dir, cot=cot, shots=shots, fewshot_formats=fewshot_formats, trust_task_code=trust_task_code
+    )
     chosen = tuple(subject.strip() for subject in subjects.split(",") if subject.strip())
     # In a sweep with MMLU, subjects select within MMLU and the other datasets take the rest of the subset;
     # without MMLU they would select nothing, so that is refused rather than ignored.
     if chosen and not any(takes_subjects(name) for name in datasets):
-        raise DateEvalError(f"--subjects selects MMLU subjects, and this sweep has no mmlu dataset ({', '.join(datasets)})")
-    return SweepSpec(models=models, datasets=datasets, conditions=conditions, data_dir=data_dir, subset=Subset(subjects=chosen, sample=sample, seed=seed, limit=limit),
-                     tasks=resolve_all(datasets, data_dir, trust_task_code), **settings)  # fmt: skip
+        raise DateEvalError(
+            f"--subjects selects MMLU subjects, and this sweep has no mmlu dataset ({', '.join(datasets)})"
+        )
+    return SweepSpec(
+        models=models,
+        datasets=datasets,
+        conditions=conditions,
+        data_dir=data_dir,
+        subset=Subset(subjects=chosen, sample=sample, seed=seed, limit=limit),
+        tasks=resolve_all(datasets, data_dir, trust_task_code),
+        **settings,
+    )
 
 
 @dataclass(frozen=True)

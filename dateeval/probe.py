@@ -45,7 +45,19 @@ _PATTERNS = (
     (re.compile(r"\b(\d{1,2})[/.](\d{1,2})[/.](\d{4})\b"), ("d", "m", "y")),  # and month first, when that is a date too
 )
 # Formats a found date is described by, when one writes the found text exactly.
-_FORMATS = ("%Y-%m-%d", "%Y/%m/%d", "%d %b %Y", "%d %B %Y", "%B %d, %Y", "%b %d, %Y", "%B %d %Y", "%A, %B %d, %Y", "%d/%m/%Y", "%m/%d/%Y", "%d.%m.%Y")
+_FORMATS = (
+    "%Y-%m-%d",
+    "%Y/%m/%d",
+    "%d %b %Y",
+    "%d %B %Y",
+    "%B %d, %Y",
+    "%b %d, %Y",
+    "%B %d %Y",
+    "%A, %B %d, %Y",
+    "%d/%m/%Y",
+    "%m/%d/%Y",
+    "%d.%m.%Y",
+)
 
 
 @dataclass(frozen=True)
@@ -80,15 +92,24 @@ class ProbeReport:
     control: Reply
 
     def describe(self) -> str:
-        lines = [f"probe of {self.model}, asked {self.asked_utc} (UTC); server Date header: {self.server_date or 'none'}", ""]
+        lines = [
+            f"probe of {self.model}, asked {self.asked_utc} (UTC); server Date header: {self.server_date or 'none'}",
+            "",
+        ]
         for reply in [*self.replies, self.control]:
             label = f"control (system: {reply.system!r})" if reply.system else "empty system prompt"
             dates = ", ".join(f"{found.text!r} = {found.day}" for found in reply.dates) or "no date"
             lines += [f"Q [{label}]: {reply.question}", f"A: {_one_line(reply.reply)}", f"   dates found: {dates}", ""]
-        verdict = {"yes": "the provider INJECTS the date", "no": "the provider does NOT inject the date", "inconclusive": "INCONCLUSIVE"}
+        verdict = {
+            "yes": "the provider INJECTS the date",
+            "no": "the provider does NOT inject the date",
+            "inconclusive": "INCONCLUSIVE",
+        }
         lines.append(f"verdict: {verdict[self.injects]}: {self.reason}")
         if self.injects == "yes":
-            lines.append(f"format as the model reports it: {self.format or 'unknown'}; matches today: {'yes' if self.matches_today else 'no'}")
+            lines.append(
+                f"format as the model reports it: {self.format or 'unknown'}; matches today: {'yes' if self.matches_today else 'no'}"
+            )
         return "\n".join(lines)
 
 
@@ -98,7 +119,9 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def _month(name: str) -> int:
-    return ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec").index(name[:3].lower()) + 1
+    return ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec").index(
+        name[:3].lower()
+    ) + 1
 
 
 def _describe_format(text: str, day: dt.date) -> str:
@@ -122,7 +145,10 @@ def find_dates(text: str) -> list[Found]:
                     day = dt.date(year, month_, day_)
                 except ValueError:
                     continue
-                found.setdefault((match.group(0), day.isoformat()), Found(match.group(0), day.isoformat(), _describe_format(match.group(0), day)))
+                found.setdefault(
+                    (match.group(0), day.isoformat()),
+                    Found(match.group(0), day.isoformat(), _describe_format(match.group(0), day)),
+                )
     return list(found.values())
 
 
@@ -135,14 +161,29 @@ def verdict(replies: list[Reply], control: Reply, today: set[dt.date]) -> tuple[
         best = (exact or hits)[0]
         asked = sum(1 for reply in replies if any(found in hits for found in reply.dates))
         reason = f"{asked} of {len(replies)} replies name {best.day} ({best.text!r}) with no date of ours in the prompt"
-        return "yes", best.format, bool(exact), reason + ("" if exact else "; one day off today: the provider's time zone")
+        return (
+            "yes",
+            best.format,
+            bool(exact),
+            reason + ("" if exact else "; one day off today: the provider's time zone"),
+        )
     named = sorted({found.day for reply in replies for found in reply.dates})
     others = f"; the dates it does name ({', '.join(named)}) are not today's" if named else ""
     if any(found.day == CONTROL_DATE.isoformat() for found in control.dates):
-        return "no", None, None, f"the model reads back a date given in the system prompt ({CONTROL_DATE}) but names no current date without one{others}"
-    return "inconclusive", None, None, (
-        f"no reply names today, and the model does not read back even a date given in the system prompt ({CONTROL_DATE}), "
-        f"so its silence says nothing about injection{others}; read the replies above"
+        return (
+            "no",
+            None,
+            None,
+            f"the model reads back a date given in the system prompt ({CONTROL_DATE}) but names no current date without one{others}",
+        )
+    return (
+        "inconclusive",
+        None,
+        None,
+        (
+            f"no reply names today, and the model does not read back even a date given in the system prompt ({CONTROL_DATE}), "
+            f"so its silence says nothing about injection{others}; read the replies above"
+        ),
     )
 
 
@@ -154,18 +195,37 @@ def probe(model: str, options: BackendOptions) -> ProbeReport:
     backend = OpenAIBackend(parse_endpoint(spec), replace(options, mode="chat"))
     try:
         settings = GenerationSettings(max_new_tokens=REPLY_TOKENS)
-        conversations = [((), question) for question in QUESTIONS] + [(({"role": "system", "content": CONTROL_LINE},), QUESTIONS[0])]
-        requests = [GenerationRequest((*system, {"role": "user", "content": question}), settings) for system, question in conversations]
+        conversations = [((), question) for question in QUESTIONS] + [
+            (({"role": "system", "content": CONTROL_LINE},), QUESTIONS[0])
+        ]
+        requests = [
+            GenerationRequest((*system, {"role": "user", "content": question}), settings)
+            for system, question in conversations
+        ]
         answers = backend.generate(requests, batch_size=len(requests))
     finally:
         backend.close()
-    replies = [Reply(question, system[0]["content"] if system else None, answer.text, find_dates(answer.text))
-               for (system, question), answer in zip(conversations, answers)]  # fmt: skip
+    replies = [
+        Reply(question, system[0]["content"] if system else None, answer.text, find_dates(answer.text))
+        for (system, question), answer in zip(conversations, answers)
+    ]
     first = answers[0].usage
     asked = dt.datetime.fromisoformat(first["request_utc"])
-    today = {asked.date()} | ({dt.datetime.fromisoformat(first["server_date"]).date()} if first.get("server_date") else set())
+    today = {asked.date()} | (
+        {dt.datetime.fromisoformat(first["server_date"]).date()} if first.get("server_date") else set()
+    )
     injects, fmt, matches, reason = verdict(replies[:-1], replies[-1], today)
-    return ProbeReport(backend.identity.source, first["request_utc"], first.get("server_date"), injects, fmt, matches, reason, replies[:-1], replies[-1])
+    return ProbeReport(
+        backend.identity.source,
+        first["request_utc"],
+        first.get("server_date"),
+        injects,
+        fmt,
+        matches,
+        reason,
+        replies[:-1],
+        replies[-1],
+    )
 
 
 @dataclass(frozen=True)
@@ -189,14 +249,22 @@ def server_day(models: list[str], options: BackendOptions, local: dt.datetime | 
     days = {now.date() for now in clocks.values() if now is not None}
     if len(days) > 1:
         said = ", ".join(f"{model}: {now:%Y-%m-%d %H:%M} UTC" for model, now in clocks.items() if now is not None)
-        raise DateEvalError(f"the servers' clocks name different days ({said}): run server-clock mode for one provider at a time")
+        raise DateEvalError(
+            f"the servers' clocks name different days ({said}): run server-clock mode for one provider at a time"
+        )
     if not days:
-        return ServerDay(local.date(), f"the server sends no Date header: server-clock rows are dated by this machine's clock, {local.date()} (UTC)")
+        return ServerDay(
+            local.date(),
+            f"the server sends no Date header: server-clock rows are dated by this machine's clock, {local.date()} (UTC)",
+        )
     now = next(now for now in clocks.values() if now is not None)
     if abs((now - local).total_seconds()) <= CLOCK_SKEW_S:
         return ServerDay(now.date(), None)
-    return ServerDay(now.date(), f"the server's clock reads {now:%Y-%m-%d %H:%M} UTC and this machine's {local:%Y-%m-%d %H:%M} UTC: "
-                                 f"server-clock rows are dated by the server's day, {now.date()}")  # fmt: skip
+    return ServerDay(
+        now.date(),
+        f"the server's clock reads {now:%Y-%m-%d %H:%M} UTC and this machine's {local:%Y-%m-%d %H:%M} UTC: "
+        f"server-clock rows are dated by the server's day, {now.date()}",
+    )
 
 
 def _server_now(model: str, options: BackendOptions) -> dt.datetime | None:

@@ -128,8 +128,12 @@ def _rendering(pinned: dt.date | str | None, source: str, compiled: jinja2.Templ
             moment = dt.datetime(pinned.year, pinned.month, pinned.day, 12)
             chat_template_utils.datetime = type("PinnedClock", (), {"now": staticmethod(lambda tz=None: moment)})
         elif isinstance(pinned, str):
-            chat_template_utils.datetime = type("SentinelClock", (), {"now": staticmethod(lambda tz=None: _SentinelTime())})
-        chat_template_utils._compile_jinja_template = lambda template: compiled if template == source else original_compile(template)
+            chat_template_utils.datetime = type(
+                "SentinelClock", (), {"now": staticmethod(lambda tz=None: _SentinelTime())}
+            )
+        chat_template_utils._compile_jinja_template = lambda template: (
+            compiled if template == source else original_compile(template)
+        )
         try:
             with render_limits.limits(given):
                 yield
@@ -162,13 +166,20 @@ def _analyse(source: str, name: str) -> DateSupport:
         if isinstance(call.node, nodes.Name) and call.node.name == "strftime_now":
             fmt = call.args[0].value if call.args and isinstance(call.args[0], nodes.Const) else "%Y-%m-%d"
             if not isinstance(fmt, str):
-                raise DateEvalError(f"chat template {name} calls strftime_now({fmt!r}): the format must be a string such as '%d %b %Y'")
+                raise DateEvalError(
+                    f"chat template {name} calls strftime_now({fmt!r}): the format must be a string such as '%d %b %Y'"
+                )
             return DateSupport("clock", format=fmt)
     free = jinja2.meta.find_undeclared_variables(tree)
     # A variable the caller may set, whose fallback is a literal date ("26 Jul 2024").
     for assign in tree.find_all(nodes.Assign):
         target, value = assign.target, assign.node
-        if isinstance(target, nodes.Name) and target.name in free and isinstance(value, nodes.Const) and isinstance(value.value, str):
+        if (
+            isinstance(target, nodes.Name)
+            and target.name in free
+            and isinstance(value, nodes.Const)
+            and isinstance(value.value, str)
+        ):
             fmt = _infer_format(value.value)
             if fmt:
                 return DateSupport("variable", variable=target.name, format=fmt, default=value.value)
@@ -209,7 +220,9 @@ def _inject(messages: list[dict], date_line: str, position: str) -> list[dict]:
 def _check_template_name(filename: str) -> None:
     """Refuse, by its name alone, a file that cannot be a chat template (the app shows what it reads)."""
     if Path(filename).suffix != ".jinja" and Path(filename).name != "tokenizer_config.json":
-        raise DateEvalError(f"{filename} is not a chat template: give a .jinja file, a tokenizer_config.json or a model folder")
+        raise DateEvalError(
+            f"{filename} is not a chat template: give a .jinja file, a tokenizer_config.json or a model folder"
+        )
 
 
 def template_file(path: Path) -> Path:
@@ -237,7 +250,10 @@ def _tokenizer_config(text: str, filename: str) -> tuple[str, str, str]:
         raise DateEvalError(f"{filename} is not JSON") from None
     source = config.get("chat_template") if isinstance(config, dict) else None
     if isinstance(source, list):
-        source = next((entry.get("template") for entry in source if isinstance(entry, dict) and entry.get("name") == "default"), None)
+        source = next(
+            (entry.get("template") for entry in source if isinstance(entry, dict) and entry.get("name") == "default"),
+            None,
+        )
     if not isinstance(source, str) or not source:
         raise DateEvalError(f"{filename} has no chat_template")
 
@@ -268,7 +284,9 @@ class ChatTemplate:
         return cls.from_bytes(data, str(path), name=name, bos_token=bos_token, eos_token=eos_token)
 
     @classmethod
-    def from_bytes(cls, data: bytes, filename: str, *, name: str = "", bos_token: str = "", eos_token: str = "") -> ChatTemplate:
+    def from_bytes(
+        cls, data: bytes, filename: str, *, name: str = "", bos_token: str = "", eos_token: str = ""
+    ) -> ChatTemplate:
         """A template from a file's content (read or uploaded): a ``.jinja`` as is, or a ``tokenizer_config.json``'s ``chat_template``.
 
         A tokenizer config brings its own BOS/EOS tokens; the arguments are the
@@ -288,7 +306,9 @@ class ChatTemplate:
     def from_tokenizer(cls, tokenizer, name: str = "") -> ChatTemplate:  # noqa: ANN001 - any HF tokenizer
         source = tokenizer.chat_template
         if not isinstance(source, str) or not source:
-            raise DateEvalError(f"model {name or tokenizer.name_or_path} has no chat template; dateeval needs one to render prompts")
+            raise DateEvalError(
+                f"model {name or tokenizer.name_or_path} has no chat template; dateeval needs one to render prompts"
+            )
         return cls(source, bos_token=tokenizer.bos_token or "", eos_token=tokenizer.eos_token or "", name=name)
 
     @cached_property
@@ -297,7 +317,9 @@ class ChatTemplate:
         support = _analyse(self.source, self.name)
         if support.kind != "none":
             probe = [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}]
-            text = self._render(probe, variables={support.variable: _SENTINEL} if support.variable else {}, clock=_SENTINEL)
+            text = self._render(
+                probe, variables={support.variable: _SENTINEL} if support.variable else {}, clock=_SENTINEL
+            )
             if _SENTINEL not in text:
                 return DateSupport("none")
         return support
@@ -318,7 +340,9 @@ class ChatTemplate:
                     **variables,
                 )[0][0]
         except render_limits.RenderLimitError as error:
-            raise DateEvalError(f"chat template {self.name} stopped rendering: {error} ({render_limits.LIMITS})") from None
+            raise DateEvalError(
+                f"chat template {self.name} stopped rendering: {error} ({render_limits.LIMITS})"
+            ) from None
         except Exception as error:  # noqa: BLE001 - the template is the user's code: any error in it is theirs
             detail = error if isinstance(error, jinja2.TemplateError) else f"{type(error).__name__}: {error}"
             raise DateEvalError(f"chat template {self.name} failed to render: {detail}") from None
@@ -376,7 +400,9 @@ class _SentinelTime:
         return _SENTINEL
 
 
-def dated_messages(messages: list[dict], *, mode: str, day: dt.date | None, injection: DateInjection) -> tuple[list[dict], str | None]:
+def dated_messages(
+    messages: list[dict], *, mode: str, day: dt.date | None, injection: DateInjection
+) -> tuple[list[dict], str | None]:
     """The messages a server that applies its own chat template gets under one date condition.
 
     Only the system line is ours there: ``date`` adds the injection's date

@@ -63,7 +63,9 @@ class _Slot:
 class RayExecutor(Executor):
     """Units on Ray actors; the cluster is joined (or started) once per sweep."""
 
-    def __init__(self, address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0, inflight: int = 2) -> None:
+    def __init__(
+        self, address: str | None = None, workers: int | None = None, gpus_per_worker: float = 0.0, inflight: int = 2
+    ) -> None:
         self.address, self.workers, self.gpus, self.inflight = address, workers, gpus_per_worker, inflight
         self.slots: list[_Slot] = []
         self._pools: Callable[[Unit], bool] = lambda unit: False
@@ -84,13 +86,17 @@ class RayExecutor(Executor):
             try:
                 ray.init(runtime_env=env, log_to_driver=False, **kwargs)
             except (ConnectionError, RuntimeError, ValueError) as error:
-                raise DateEvalError(f"cannot reach the Ray cluster {self.address or '(local)'}: {str(error).splitlines()[0]}") from None
+                raise DateEvalError(
+                    f"cannot reach the Ray cluster {self.address or '(local)'}: {str(error).splitlines()[0]}"
+                ) from None
             self._started_ray = True
         return ray
 
     def start(self, spec: SweepSpec, model: str, dtype: str, run_id: str) -> Description:
         ray = self._connect()
-        count = self.workers or max(1, int(ray.cluster_resources().get("GPU" if self.gpus else "CPU", 1) // max(self.gpus, 1)))
+        count = self.workers or max(
+            1, int(ray.cluster_resources().get("GPU" if self.gpus else "CPU", 1) // max(self.gpus, 1))
+        )
         remote = ray.remote(num_cpus=1, num_gpus=self.gpus, max_restarts=0, max_task_retries=0)(_Actor)
         actors = [remote.remote(spec, model, dtype, run_id) for _ in range(count)]
         # Planning renders every prompt once: the actors share it, each describing a slice of the conditions
@@ -108,8 +114,10 @@ class RayExecutor(Executor):
         for name, description in zip(names, descriptions):
             same = (description.identity_key, description.hardware) == (first.identity_key, first.hardware)
             if not same or [c for c in description.candidates if c.condition_index == 0] != reference:
-                raise DateEvalError(f"Ray worker {name} loads {model} differently ({description.hardware}) from {names[0]} "
-                                    f"({first.hardware}): results would not be comparable; use one kind of node")  # fmt: skip
+                raise DateEvalError(
+                    f"Ray worker {name} loads {model} differently ({description.hardware}) from {names[0]} "
+                    f"({first.hardware}): results would not be comparable; use one kind of node"
+                )
         self.slots = [_Slot(actor, name) for actor, name in zip(actors, names)]
         self._pools, self._batch_size = partial(pools, spec, ray.get(actors[0].generating.remote())), spec.batch_size
         merged = {(c.dataset, c.condition_index): c for d in descriptions for c in d.candidates}
@@ -141,7 +149,9 @@ class RayExecutor(Executor):
             progress.workers = {slot.name: pool_label(units) for slot, units in pending.values()}
             if not pending:
                 if retry:
-                    raise DateEvalError(f"every Ray worker died; {sum(map(len, retry))} unit(s) not computed (their leases are released)")
+                    raise DateEvalError(
+                        f"every Ray worker died; {sum(map(len, retry))} unit(s) not computed (their leases are released)"
+                    )
                 return
             ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
             for reference in ready:
@@ -154,7 +164,9 @@ class RayExecutor(Executor):
                         self.slots.remove(slot)  # its process or node is gone: its units go to another actor
                     retry.append(units)
                     labels = ", ".join(unit.label for unit in units)
-                    progress.messages.append(f"ray: worker {slot.name} died while computing {labels}; the unit runs again elsewhere")
+                    progress.messages.append(
+                        f"ray: worker {slot.name} died while computing {labels}; the unit runs again elsewhere"
+                    )
                     continue
                 except ray.exceptions.RayTaskError as error:
                     raise _cause(error) from None

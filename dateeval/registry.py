@@ -20,8 +20,12 @@ class Registry(MutableMapping[str, T], Generic[T]):
     """Entries by name, in registration order. ``same`` says whether a second entry under a name is the first one again
     (allowed) or another (refused with ``taken``'s message); a mapping, so tests may snapshot and restore it."""
 
-    def __init__(self, what: str, same: Callable[[T, T], bool] = lambda known, new: known == new,
-                 taken: Callable[[str, T, T], str] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        what: str,
+        same: Callable[[T, T], bool] = lambda known, new: known == new,
+        taken: Callable[[str, T, T], str] | None = None,
+    ) -> None:
         self.what, self._same, self._taken = what, same, taken
         self._entries: dict[str, T] = {}
 
@@ -29,7 +33,9 @@ class Registry(MutableMapping[str, T], Generic[T]):
         """Add ``entry`` under ``name``; one clear error for a different entry under a taken name."""
         known = self._entries.get(name)
         if known is not None and not self._same(known, entry):
-            raise DateEvalError(self._taken(name, known, entry) if self._taken else f"{self.what} {name!r} is already registered")
+            raise DateEvalError(
+                self._taken(name, known, entry) if self._taken else f"{self.what} {name!r} is already registered"
+            )
         self._entries[name] = entry
         return entry
 

@@ -15,8 +15,21 @@ from dateeval.store import Store
 from dateeval.tasks import build_task, custom
 from dateeval.tasks.base import GenerationTask, Prompt
 
-COLUMNS = ["model_key", "hardware", "task_key", "condition_key", "prompt_hash", "dataset", "item_id", "date", "output", "parsed",
-           "correct", "score", "shown_order"]  # fmt: skip
+COLUMNS = [
+    "model_key",
+    "hardware",
+    "task_key",
+    "condition_key",
+    "prompt_hash",
+    "dataset",
+    "item_id",
+    "date",
+    "output",
+    "parsed",
+    "correct",
+    "score",
+    "shown_order",
+]
 
 
 def regrade(store: Store, data_dir: str | None, datasets: tuple[str, ...] = ()) -> pd.DataFrame:
@@ -28,8 +41,12 @@ def regrade(store: Store, data_dir: str | None, datasets: tuple[str, ...] = ()) 
     if datasets:
         frame = frame[frame["dataset"].isin(datasets)]
     if frame.empty:
-        raise DateEvalError(f"no stored outputs to regrade in {store.root}" + (f" for {', '.join(datasets)}" if datasets else ""))
-    return pd.concat([_dataset(name, rows, data_dir, store) for name, rows in frame.groupby("dataset", sort=True)], ignore_index=True)
+        raise DateEvalError(
+            f"no stored outputs to regrade in {store.root}" + (f" for {', '.join(datasets)}" if datasets else "")
+        )
+    return pd.concat(
+        [_dataset(name, rows, data_dir, store) for name, rows in frame.groupby("dataset", sort=True)], ignore_index=True
+    )
 
 
 def _dataset(name: str, rows: pd.DataFrame, data_dir: str | None, store: Store) -> pd.DataFrame:
@@ -40,14 +57,26 @@ def _dataset(name: str, rows: pd.DataFrame, data_dir: str | None, store: Store) 
     items = {item.id: item for item in task.items}
     unknown = sorted(set(rows["item_id"]) - set(items))
     if unknown:
-        raise DateEvalError(f"{name}: {len(unknown)} stored item ids are not in the data ({unknown[0]}, ...): wrong --data-dir?")
+        raise DateEvalError(
+            f"{name}: {len(unknown)} stored item ids are not in the data ({unknown[0]}, ...): wrong --data-dir?"
+        )
     prompts = [Prompt([], None if order is None else list(order)) for order in rows["shown_order"]]
     # Python objects: a reply's text may hold a lone surrogate, which pandas' Arrow-backed strings cannot
-    graded = pd.DataFrame(task.grade([items[i] for i in rows["item_id"]], rows["output"].tolist(), prompts), index=rows.index, dtype=object)
-    out = rows.drop(columns=["output", "shown_order"]).rename(columns={"parsed": "stored_parsed", "correct": "stored_correct", "score": "stored_score"})
+    graded = pd.DataFrame(
+        task.grade([items[i] for i in rows["item_id"]], rows["output"].tolist(), prompts),
+        index=rows.index,
+        dtype=object,
+    )
+    out = rows.drop(columns=["output", "shown_order"]).rename(
+        columns={"parsed": "stored_parsed", "correct": "stored_correct", "score": "stored_score"}
+    )
     for column in ("parsed", "correct", "score"):
         out[column] = graded[column] if column in graded else None
-    same = (out["stored_parsed"].fillna("") == out["parsed"].fillna("")) & _equal(out["stored_correct"], out["correct"]) & _equal(out["stored_score"], out["score"])
+    same = (
+        (out["stored_parsed"].fillna("") == out["parsed"].fillna(""))
+        & _equal(out["stored_correct"], out["correct"])
+        & _equal(out["stored_score"], out["score"])
+    )
     return out.assign(changed=~same)
 
 

@@ -80,7 +80,9 @@ class _Budget:
     def refuse(self) -> None:
         """Raise the error for the limit that was passed."""
         if self.steps < 0:
-            raise RenderLimitError(f"it took more than {RENDER_MAX_STEPS:,} steps (loop iterations, calls and operations)")
+            raise RenderLimitError(
+                f"it took more than {RENDER_MAX_STEPS:,} steps (loop iterations, calls and operations)"
+            )
         if self.allocation < 0:
             raise RenderLimitError("the values it made add up to more than its allocation budget")
         raise RenderLimitError(f"it took more than {RENDER_MAX_SECONDS:g} s")
@@ -181,8 +183,10 @@ def _size(value: Any) -> int:
 def _refuse_beyond(estimate: int, what: str) -> None:
     """Raise when ``what`` would make a value beyond ``RENDER_MAX_CHARS``."""
     if estimate > RENDER_MAX_CHARS:
-        raise RenderLimitError(f"{what} would make a value of {'more than ' if estimate > RENDER_MAX_CHARS + 1 else ''}"
-                               f"{min(estimate, RENDER_MAX_CHARS + 1):,} characters (at most {RENDER_MAX_CHARS:,})")  # fmt: skip
+        raise RenderLimitError(
+            f"{what} would make a value of {'more than ' if estimate > RENDER_MAX_CHARS + 1 else ''}"
+            f"{min(estimate, RENDER_MAX_CHARS + 1):,} characters (at most {RENDER_MAX_CHARS:,})"
+        )
 
 
 def _format_estimate(template: str, arguments: list, dynamic: bool) -> int:
@@ -214,8 +218,12 @@ def _check_binop(operator: str, left: Any, right: Any) -> None:
     elif isinstance(left, int) and isinstance(right, int):
         bits = {"*": left.bit_length() + right.bit_length(), "**": left.bit_length() * max(right, 0)}.get(operator, 0)
         if bits > RENDER_MAX_INT_BITS:
-            raise RenderLimitError(f"'{operator}' would make an integer of about {bits:,} bits (at most {RENDER_MAX_INT_BITS:,})")
-    elif operator == "*":  # what is new is the sequence's own size (a list repeats references: writing it out is sized then)
+            raise RenderLimitError(
+                f"'{operator}' would make an integer of about {bits:,} bits (at most {RENDER_MAX_INT_BITS:,})"
+            )
+    elif (
+        operator == "*"
+    ):  # what is new is the sequence's own size (a list repeats references: writing it out is sized then)
         count, sequence = (left, right) if isinstance(left, int) else (right, left)
         if isinstance(count, int):
             _refuse_beyond(_size(sequence) * max(count, 0), "'*'")
@@ -294,7 +302,9 @@ class _Instrument(NodeTransformer):
 
     def visit_Concat(self, node: nodes.Concat) -> nodes.Node:
         self.generic_visit(node)
-        return nodes.Filter(nodes.List(node.nodes, lineno=node.lineno), _CONCAT_FILTER, [], [], None, None, lineno=node.lineno)
+        return nodes.Filter(
+            nodes.List(node.nodes, lineno=node.lineno), _CONCAT_FILTER, [], [], None, None, lineno=node.lineno
+        )
 
 
 class GuardedSandbox(SandboxedEnvironment):
@@ -321,7 +331,9 @@ class GuardedSandbox(SandboxedEnvironment):
 
     def call(self, context: jinja2.runtime.Context, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
         _spend(1)  # before the call: a macro calling itself counts on the way down
-        if isinstance(obj, LoopContext) and args:  # a recursive loop's next level: its items count as the first level's do
+        if (
+            isinstance(obj, LoopContext) and args
+        ):  # a recursive loop's next level: its items count as the first level's do
             args = (_counted_loop(args[0], 0), *args[1:])
         # A method's object is what it works on (the sandbox hands out str.format wrapped, the method in __wrapped__).
         subject = getattr(getattr(obj, "__wrapped__", obj), "__self__", None)
@@ -351,9 +363,13 @@ def rebuild(base: jinja2.Environment, kind: type[GuardedSandbox]) -> GuardedSand
     a template renders the same text. The sandbox's own ``range`` (at most 100,000 items) stays; ``lipsum`` (random
     text of any length) is not offered."""
     environment = kind(
-        trim_blocks=base.trim_blocks, lstrip_blocks=base.lstrip_blocks, keep_trailing_newline=base.keep_trailing_newline,
-        undefined=base.undefined, extensions=[type(extension) for extension in base.extensions.values()], finalize=_finalize,
-    )  # fmt: skip
+        trim_blocks=base.trim_blocks,
+        lstrip_blocks=base.lstrip_blocks,
+        keep_trailing_newline=base.keep_trailing_newline,
+        undefined=base.undefined,
+        extensions=[type(extension) for extension in base.extensions.values()],
+        finalize=_finalize,
+    )
     environment.globals.update({name: value for name, value in base.globals.items() if name not in ("range", "lipsum")})
     environment.globals.pop("lipsum", None)
     environment.filters = {name: _guard_filter(name, function) for name, function in base.filters.items()}

@@ -92,7 +92,9 @@ class LabelScores:
 
 
 Request = LabelRequest | GenerationRequest | ContinuationRequest
-Steps = Generator[list[Request], list[Any], list[dict]]  # yields a batch of one kind, is sent its answers, returns the rows
+Steps = Generator[
+    list[Request], list[Any], list[dict]
+]  # yields a batch of one kind, is sent its answers, returns the rows
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,12 @@ class Capabilities:
     renders_locally: bool = True  # dateeval renders the template and sends text (else: the server applies its own)
     deterministic: bool = True
     date_control: str = "full"  # full | system-line (chat endpoints) | server-clock (the provider sets the date)
-    exact_labels: bool = True  # any label's log-probability can be read, not only those among a server's top-k alternatives
-    scoring_note: str | None = None  # why this backend's server scores less than its kind could: stored with rows that lack a confidence
+    exact_labels: bool = (
+        True  # any label's log-probability can be read, not only those among a server's top-k alternatives
+    )
+    scoring_note: str | None = (
+        None  # why this backend's server scores less than its kind could: stored with rows that lack a confidence
+    )
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,16 @@ class BackgroundSweep:
 
     def _run(self) -> None:
         try:
-            self._update(Sweep(self.spec, self.store, on_progress=self._update, cancel=self.cancel, executor=self.executor, keep=self.keep).run())
+            self._update(
+                Sweep(
+                    self.spec,
+                    self.store,
+                    on_progress=self._update,
+                    cancel=self.cancel,
+                    executor=self.executor,
+                    keep=self.keep,
+                ).run()
+            )
         except DateEvalError as error:
             self.error = str(error)
         except MemoryError:

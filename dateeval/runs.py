@@ -145,12 +145,32 @@ class Recorder:
     that arrives after the last unit changes nothing), ``failed`` on an error, ``interrupted`` on Ctrl-C.
     """
 
-    def __init__(self, store_root: str | Path, run_id: str, spec: SweepSpec, progress: Progress, cancel: threading.Event,
-                 heartbeat_s: float = HEARTBEAT_S) -> None:  # fmt: skip
-        self.registry, self.progress, self.cancel, self.heartbeat_s = Registry(store_root), progress, cancel, heartbeat_s
+    def __init__(
+        self,
+        store_root: str | Path,
+        run_id: str,
+        spec: SweepSpec,
+        progress: Progress,
+        cancel: threading.Event,
+        heartbeat_s: float = HEARTBEAT_S,
+    ) -> None:
+        self.registry, self.progress, self.cancel, self.heartbeat_s = (
+            Registry(store_root),
+            progress,
+            cancel,
+            heartbeat_s,
+        )
         now = time.time()
-        self.record = RunRecord(id=run_id, spec=describe(spec), spec_key=spec_key(spec), host=socket.gethostname(), pid=os.getpid(),
-                                started=now, heartbeat=now, units_total=progress.units_total)  # fmt: skip
+        self.record = RunRecord(
+            id=run_id,
+            spec=describe(spec),
+            spec_key=spec_key(spec),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            started=now,
+            heartbeat=now,
+            units_total=progress.units_total,
+        )
         self.requested = False  # whether the cancel came from a request file (another tab or process)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True, name=f"dateeval-run-{run_id}")
@@ -160,11 +180,15 @@ class Recorder:
         try:
             self._write()
         except OSError as error:
-            raise DateEvalError(f"cannot record the sweep in {self.registry.folder}: {error.strerror or error}") from None
+            raise DateEvalError(
+                f"cannot record the sweep in {self.registry.folder}: {error.strerror or error}"
+            ) from None
         self._thread.start()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self._stop.set()
         self._thread.join()
         self._poll()
@@ -237,10 +261,15 @@ def partial_note(store_root: str | Path) -> str | None:
     incomplete = [record for record in latest.values() if record.incomplete]
     if not incomplete:
         return None
-    listed = "; ".join(f"{record.spec} ({_state(record)}, {record.units_done} of {record.units_total} units)" for record in incomplete[:3])
+    listed = "; ".join(
+        f"{record.spec} ({_state(record)}, {record.units_done} of {record.units_total} units)"
+        for record in incomplete[:3]
+    )
     more = f" and {len(incomplete) - 3} more" if len(incomplete) > 3 else ""
-    return (f"Partial results: {len(incomplete)} sweep(s) on this store are incomplete: {listed}{more}. The figures leave out their "
-            "missing units; running a stopped sweep again (Run page) completes it.")  # fmt: skip
+    return (
+        f"Partial results: {len(incomplete)} sweep(s) on this store are incomplete: {listed}{more}. The figures leave out their "
+        "missing units; running a stopped sweep again (Run page) completes it."
+    )
 
 
 def _state(record: RunRecord) -> str:

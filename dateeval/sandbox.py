@@ -66,6 +66,7 @@ from dateeval.errors import DateEvalError
 OUTCOMES = ("passed", "failed", "timeout", "error")
 MAX_SOURCE_BYTES = 100_000  # code travels as an argument (see _argument); Linux caps one argument at 128 KiB
 
+
 @dataclass(frozen=True)
 class Limits:
     """Resource limits for one check (each of its two sandboxes)."""
@@ -127,8 +128,13 @@ def _interpreter() -> Path:
 def _hidden_package_dirs(bound: Sequence[Path]) -> list[Path]:
     """Installed-package folders inside the binds (where a benchmark's solutions could be read): each is masked."""
     candidates = {Path(p) for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
-    candidates |= {Path(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})[key]) for key in ("purelib", "platlib")}
-    candidates |= set(Path("/usr/lib").glob("python3*/dist-packages")) | set(Path("/usr/local/lib").glob("python3*/*-packages"))
+    candidates |= {
+        Path(sysconfig.get_paths(vars={"base": sys.base_prefix, "platbase": sys.base_prefix})[key])
+        for key in ("purelib", "platlib")
+    }
+    candidates |= set(Path("/usr/lib").glob("python3*/dist-packages")) | set(
+        Path("/usr/local/lib").glob("python3*/*-packages")
+    )
     return sorted(p for p in candidates if p.is_dir() and any(p.is_relative_to(root) for root in bound))
 
 
@@ -138,8 +144,17 @@ AS_ROOT = os.geteuid() == 0
 # host-wide, so two grader processes or two containers cannot collide): never to a root-mapped id, which the
 # kernel exempts from the per-user process limit. Run as a user, bwrap's own user namespace gives each its own.
 USER_UID = 65534
-_ISOLATION_AS_ROOT = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-                      "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]  # fmt: skip
+_ISOLATION_AS_ROOT = [
+    "--unshare-ipc",
+    "--unshare-pid",
+    "--unshare-net",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--cap-add",
+    "CAP_SETUID",
+    "--cap-add",
+    "CAP_SETGID",
+]
 _ISOLATION_AS_USER = ["--unshare-all", "--unshare-user", "--disable-userns"]
 
 
@@ -156,9 +171,29 @@ def _base_command() -> tuple[str, ...]:
     if not prefix.is_relative_to("/usr"):
         roots.append(prefix)
     roots += [Path(link) for link in ("/lib", "/lib64", "/bin") if Path(link).is_dir() and not Path(link).is_symlink()]
-    args = [bwrap_path(), *(_ISOLATION_AS_ROOT if AS_ROOT else _ISOLATION_AS_USER), "--die-with-parent", "--new-session",
-            "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "HOME", "/tmp", "--setenv", "LANG", "C.UTF-8",
-            "--setenv", "PYTHONHASHSEED", "0", "--setenv", "PYTHONDONTWRITEBYTECODE", "1", *_ARENAS]  # fmt: skip
+    args = [
+        bwrap_path(),
+        *(_ISOLATION_AS_ROOT if AS_ROOT else _ISOLATION_AS_USER),
+        "--die-with-parent",
+        "--new-session",
+        "--clearenv",
+        "--setenv",
+        "PATH",
+        "/usr/bin:/bin",
+        "--setenv",
+        "HOME",
+        "/tmp",
+        "--setenv",
+        "LANG",
+        "C.UTF-8",
+        "--setenv",
+        "PYTHONHASHSEED",
+        "0",
+        "--setenv",
+        "PYTHONDONTWRITEBYTECODE",
+        "1",
+        *_ARENAS,
+    ]
     for root in roots:
         for folder in reversed(root.parents[:-1]):  # made world-traversable: bwrap would create /root as 0700
             args += ["--perms", "0755", "--dir", str(folder)]
@@ -175,8 +210,30 @@ def _command(limits: Limits, seccomp_fd: int) -> list[str]:
     """One sandbox's command line up to the interpreter: fresh size-capped tmpfs, its own user id, its syscall filter."""
     tmp = str(limits.tmp_mb << 20)
     identity = [] if AS_ROOT else ["--uid", str(USER_UID), "--gid", str(USER_UID)]
-    return [*_base_command(), "--perms", "1777", "--size", tmp, "--tmpfs", "/tmp", "--perms", "1777", "--size", tmp, "--tmpfs", "/dev/shm", "--chdir", "/tmp",
-            *identity, "--seccomp", str(seccomp_fd), str(_interpreter()), "-I", "-S", "-c"]  # fmt: skip
+    return [
+        *_base_command(),
+        "--perms",
+        "1777",
+        "--size",
+        tmp,
+        "--tmpfs",
+        "/tmp",
+        "--perms",
+        "1777",
+        "--size",
+        tmp,
+        "--tmpfs",
+        "/dev/shm",
+        "--chdir",
+        "/tmp",
+        *identity,
+        "--seccomp",
+        str(seccomp_fd),
+        str(_interpreter()),
+        "-I",
+        "-S",
+        "-c",
+    ]
 
 
 def _process_memory_mb(limits: Limits, counted: bool) -> int:
@@ -198,13 +255,17 @@ def ensure_available() -> None:
     os.close(filter_write)
     command = [*_command(Limits(), filter_read), "pass"]
     try:
-        with subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={}, pass_fds=(filter_read,)) as probe:
+        with subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={}, pass_fds=(filter_read,)
+        ) as probe:
             _, stderr = probe.communicate(timeout=30)
     finally:
         os.close(filter_read)
     if probe.returncode != 0:
         reason = stderr.decode("utf-8", "replace").strip().splitlines()
-        raise SandboxUnavailable(f"bubblewrap cannot start a sandbox here: {reason[-1] if reason else f'exit status {probe.returncode}'}")
+        raise SandboxUnavailable(
+            f"bubblewrap cannot start a sandbox here: {reason[-1] if reason else f'exit status {probe.returncode}'}"
+        )
 
 
 class _Stream:
@@ -228,20 +289,38 @@ class _Stream:
 class _Container:
     """One running sandbox: the ``bwrap`` process, the host PID of its namespace's init, and its cgroups if any."""
 
-    def __init__(self, code: str, argv: list[str | bytes], pass_fds: tuple[int, ...], limits: Limits, found: tuple[cgroups.Hierarchy, ...]) -> None:
+    def __init__(
+        self,
+        code: str,
+        argv: list[str | bytes],
+        pass_fds: tuple[int, ...],
+        limits: Limits,
+        found: tuple[cgroups.Hierarchy, ...],
+    ) -> None:
         status_read, status_write = os.pipe()
         filter_read, filter_write = os.pipe()
-        self.group = cgroups.ProgramGroup(found, limits.memory_mb << 20, limits.processes + 2) if found else None  # + bwrap, init
+        self.group = (
+            cgroups.ProgramGroup(found, limits.memory_mb << 20, limits.processes + 2) if found else None
+        )  # + bwrap, init
         self.out_of_memory = False
         try:
             os.write(filter_write, seccomp.program(single_process=not found))  # a few hundred bytes: fits the pipe
             os.close(filter_write)
-            rlimits = ",".join(map(str, (limits.cpu_s, _process_memory_mb(limits, bool(found)), limits.file_mb, limits.processes)))
+            rlimits = ",".join(
+                map(str, (limits.cpu_s, _process_memory_mb(limits, bool(found)), limits.file_mb, limits.processes))
+            )
             command = [*_command(limits, filter_read), code, *argv[:-1], rlimits, argv[-1]]
             command[1:1] = ["--json-status-fd", str(status_write)]
             launcher = self.group.launcher() if self.group else []
-            self.process = subprocess.Popen([*launcher, *command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                            env={}, pass_fds=(*pass_fds, status_write, filter_read), start_new_session=True)  # fmt: skip
+            self.process = subprocess.Popen(
+                [*launcher, *command],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env={},
+                pass_fds=(*pass_fds, status_write, filter_read),
+                start_new_session=True,
+            )
         except BaseException:
             self.remove_group()
             raise
@@ -249,7 +328,9 @@ class _Container:
             os.close(status_write)
             os.close(filter_read)
         with os.fdopen(status_read, "rb") as status:
-            line = status.readline(4096)  # written by bwrap right after it creates the namespaces, before any program code
+            line = status.readline(
+                4096
+            )  # written by bwrap right after it creates the namespaces, before any program code
         self.init = _pidfd(line)
 
     def remove_group(self) -> None:
@@ -309,10 +390,24 @@ def run_check(check: Check, limits: Limits = Limits()) -> Outcome:
     found = cgroups.hierarchies()  # each program's memory counted in total; without them, each runs as one process
     containers: list[_Container] = []
     try:
-        containers.append(_Container(SOLUTION, [str(to_solution), str(to_checker), check.entry_point, solution],
-                                     (to_solution, to_checker), limits, found))  # fmt: skip
-        containers.append(_Container(CHECKER, [str(from_checker), str(from_solution), str(verdict_write), checker],
-                                     (from_checker, from_solution, verdict_write), limits, found))  # fmt: skip
+        containers.append(
+            _Container(
+                SOLUTION,
+                [str(to_solution), str(to_checker), check.entry_point, solution],
+                (to_solution, to_checker),
+                limits,
+                found,
+            )
+        )
+        containers.append(
+            _Container(
+                CHECKER,
+                [str(from_checker), str(from_solution), str(verdict_write), checker],
+                (from_checker, from_solution, verdict_write),
+                limits,
+                found,
+            )
+        )
     finally:
         for fd in (to_solution, to_checker, from_checker, from_solution, verdict_write):
             os.close(fd)
@@ -325,7 +420,9 @@ def run_check(check: Check, limits: Limits = Limits()) -> Outcome:
             container.wait()
         os.close(verdict_read)
     if not outcome.passed and any(c.out_of_memory for c in containers):
-        return Outcome("error", f"out of memory: the program's processes held more than {limits.memory_mb} MB", outcome.seconds)
+        return Outcome(
+            "error", f"out of memory: the program's processes held more than {limits.memory_mb} MB", outcome.seconds
+        )
     return outcome
 
 
@@ -333,9 +430,11 @@ def _collect(processes: list[subprocess.Popen], verdict_fd: int, limits: Limits,
     """Drain every pipe until the checker's verdict is complete, the output cap is passed or time runs out."""
     solution, checker = processes
     streams = {
-        solution.stdout.fileno(): _Stream(limits.message_kb << 10), solution.stderr.fileno(): _Stream(limits.message_kb << 10),
-        checker.stdout.fileno(): _Stream(limits.message_kb << 10), checker.stderr.fileno(): _Stream(limits.message_kb << 10),
-    }  # fmt: skip
+        solution.stdout.fileno(): _Stream(limits.message_kb << 10),
+        solution.stderr.fileno(): _Stream(limits.message_kb << 10),
+        checker.stdout.fileno(): _Stream(limits.message_kb << 10),
+        checker.stderr.fileno(): _Stream(limits.message_kb << 10),
+    }
     verdict = bytearray()
     deadline = started + limits.timeout_s
     with selectors.DefaultSelector() as selector:
@@ -348,7 +447,9 @@ def _collect(processes: list[subprocess.Popen], verdict_fd: int, limits: Limits,
             for key, _ in selector.select(remaining):
                 data = os.read(key.fd, 1 << 16)
                 if not data and key.fd == verdict_fd:
-                    return _verdict(bytes(verdict), checker, streams[checker.stderr.fileno()], time.perf_counter() - started)
+                    return _verdict(
+                        bytes(verdict), checker, streams[checker.stderr.fileno()], time.perf_counter() - started
+                    )
                 if not data:
                     selector.unregister(key.fd)
                 elif key.fd == verdict_fd:

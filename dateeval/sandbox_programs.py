@@ -161,7 +161,9 @@ def receive(handle, limit_bytes, trusted):
 """
 
 # The solution side: load the model's code, then answer calls until the checker closes the channel.
-SOLUTION = COMMON + r"""
+SOLUTION = (
+    COMMON
+    + r"""
 def main():
     requests, replies, name, limits = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], [int(v) for v in sys.argv[4].split(",")]
     code = source(sys.argv[5])
@@ -190,9 +192,12 @@ def main():
 
 main()
 """
+)
 
 # The checker side: the benchmark's tests against a proxy; the verdict goes out on a pipe only it holds.
-CHECKER = COMMON + r"""
+CHECKER = (
+    COMMON
+    + r"""
 import json, traceback
 
 class SolutionError(Exception):
@@ -248,3 +253,4 @@ def rebuilt(name, builtin, message):
 
 main()
 """
+)

@@ -41,17 +41,61 @@ _ISOLATED_FAMILIES = (1, 2, 10, 16)
 # (checked for the family), the syscalls denied outright, and those that only create processes (denied in
 # single-process mode; aarch64 has only clone).
 _TABLES = {
-    "x86_64": (0xC000003E, 56, 272, (41, 53), {
-        "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "ptrace": 101, "add_key": 248, "request_key": 249,
-        "keyctl": 250, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323, "open_tree": 428, "move_mount": 429,
-        "fsopen": 430, "fsmount": 432, "memfd_create": 319, "shmget": 29, "io_setup": 206,
-    }, {"fork": 57, "vfork": 58}),
-    "aarch64": (0xC00000B7, 220, 97, (198, 199), {
-        "setns": 268, "mount": 40, "umount2": 39, "pivot_root": 41, "ptrace": 117, "add_key": 217, "request_key": 218,
-        "keyctl": 219, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282, "open_tree": 428, "move_mount": 429,
-        "fsopen": 430, "fsmount": 432, "memfd_create": 279, "shmget": 194, "io_setup": 0,
-    }, {}),
-}  # fmt: skip
+    "x86_64": (
+        0xC000003E,
+        56,
+        272,
+        (41, 53),
+        {
+            "setns": 308,
+            "mount": 165,
+            "umount2": 166,
+            "pivot_root": 155,
+            "ptrace": 101,
+            "add_key": 248,
+            "request_key": 249,
+            "keyctl": 250,
+            "bpf": 321,
+            "perf_event_open": 298,
+            "userfaultfd": 323,
+            "open_tree": 428,
+            "move_mount": 429,
+            "fsopen": 430,
+            "fsmount": 432,
+            "memfd_create": 319,
+            "shmget": 29,
+            "io_setup": 206,
+        },
+        {"fork": 57, "vfork": 58},
+    ),
+    "aarch64": (
+        0xC00000B7,
+        220,
+        97,
+        (198, 199),
+        {
+            "setns": 268,
+            "mount": 40,
+            "umount2": 39,
+            "pivot_root": 41,
+            "ptrace": 117,
+            "add_key": 217,
+            "request_key": 218,
+            "keyctl": 219,
+            "bpf": 280,
+            "perf_event_open": 241,
+            "userfaultfd": 282,
+            "open_tree": 428,
+            "move_mount": 429,
+            "fsopen": 430,
+            "fsmount": 432,
+            "memfd_create": 279,
+            "shmget": 194,
+            "io_setup": 0,
+        },
+        {},
+    ),
+}
 _SHARED = {"io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427, "memfd_secret": 447}  # same on both
 _CLONE3 = 435
 
@@ -84,8 +128,12 @@ def program(single_process: bool = False) -> bytes:
     code.append((_RETURN, _ALLOW, None))
     if single_process:  # a thread, and no new namespace
         labels["clone"] = len(code)
-        code += [(_LOAD_WORD, _FIRST_ARGUMENT, None), (_JUMP_ANY_BIT, _NEW_NAMESPACES, "deny"), (_JUMP_ANY_BIT, _CLONE_THREAD, "allow"),
-                 (_RETURN, _ERRNO | errno.EPERM, None)]  # fmt: skip
+        code += [
+            (_LOAD_WORD, _FIRST_ARGUMENT, None),
+            (_JUMP_ANY_BIT, _NEW_NAMESPACES, "deny"),
+            (_JUMP_ANY_BIT, _CLONE_THREAD, "allow"),
+            (_RETURN, _ERRNO | errno.EPERM, None),
+        ]
     labels["family"] = len(code)
     code.append((_LOAD_WORD, _FIRST_ARGUMENT, None))
     code += [(_JUMP_EQUAL, family, "allow") for family in _ISOLATED_FAMILIES]

@@ -26,10 +26,19 @@ class Sent:
     """One request: what dateeval sends (text or messages as JSON) and the server's rendering of it, where known."""
 
     sent: str
-    server: str | None  # the text the model reads after the server's template; None: the server's template is not known here
+    server: (
+        str | None
+    )  # the text the model reads after the server's template; None: the server's template is not known here
 
 
-def request(mode: str, template: ChatTemplate, messages: list[dict], day: dt.date, injection: DateInjection, server: ChatTemplate | None) -> Sent:
+def request(
+    mode: str,
+    template: ChatTemplate,
+    messages: list[dict],
+    day: dt.date,
+    injection: DateInjection,
+    server: ChatTemplate | None,
+) -> Sent:
     """The request a sweep sends under ``mode`` on ``day`` (no date of ours in server-clock mode), and ``server``'s rendering of it.
 
     The messages are dated as the sweep's own condition dates them (the one
@@ -42,7 +51,10 @@ def request(mode: str, template: ChatTemplate, messages: list[dict], day: dt.dat
         raise DateEvalError(f"unknown API mode {mode!r}: choose one of {', '.join(API_MODES)}")
     condition = sweep_condition(mode, day, injection)
     if mode == "completions":
-        return Sent(template.render(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection).text, None)
+        return Sent(
+            template.render(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection).text,
+            None,
+        )
     if condition.server_clock:  # the sweep's system message, whatever the page's: empty unless a sweep sets one
         messages = [{**m, "content": condition.system_message()} if m["role"] == "system" else m for m in messages]
     dated, _ = dated_messages(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection)
@@ -52,19 +64,28 @@ def request(mode: str, template: ChatTemplate, messages: list[dict], day: dt.dat
 
 def sweep_condition(mode: str, day: dt.date, injection: DateInjection) -> Condition:
     """The condition a sweep in ``mode`` runs on ``day``: our date (completions, chat), or the provider's (server-clock)."""
-    return server_clock(day)[0] if mode == "server-clock" else Condition(date_mode="date", date=day, injection=injection)
+    return (
+        server_clock(day)[0] if mode == "server-clock" else Condition(date_mode="date", date=day, injection=injection)
+    )
 
 
 def explain(mode: str, server: ChatTemplate | None) -> str:
     """Who renders which template under ``mode``, and whose date the model reads."""
     if mode == "completions":
         return "dateeval renders the chat template itself and sends the text: every date in it is ours."
-    ours = ("Only the system line is ours: dateeval adds its date line to the messages. " if mode == "chat"
-            else "Nothing dated is ours: the system message is empty, as in the paper's §5.2. ")  # fmt: skip
+    ours = (
+        "Only the system line is ours: dateeval adds its date line to the messages. "
+        if mode == "chat"
+        else "Nothing dated is ours: the system message is empty, as in the paper's §5.2. "
+    )
     if server is None:
-        provider = "the provider may inject a date of its own" if mode == "server-clock" else "it may add a date of its own"
-        return (f"{ours}The server applies a chat template we cannot see: what surrounds these messages is unknown, and {provider} "
-                "(python -m dateeval probe tells whether it does).")  # fmt: skip
+        provider = (
+            "the provider may inject a date of its own" if mode == "server-clock" else "it may add a date of its own"
+        )
+        return (
+            f"{ours}The server applies a chat template we cannot see: what surrounds these messages is unknown, and {provider} "
+            "(python -m dateeval probe tells whether it does)."
+        )
     return f"{ours}The server wraps the messages in its template, rendered here as the server would today: this template {_server_dates(mode, server)}."
 
 

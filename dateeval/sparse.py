@@ -30,7 +30,9 @@ from dateeval.errors import DateEvalError
 
 PILOT = 3  # pilot dates scored densely: enough to see most movers, a small share of a long sweep's budget
 FLOOR_SHARE = 0.25  # the floor probability as a share of the sparse cells' mean probability
-MARGIN_SCALE = 0.05  # a top-two probability margin this small makes a choice question about 1/e as likely to move as a coin
+MARGIN_SCALE = (
+    0.05  # a top-two probability margin this small makes a choice question about 1/e as likely to move as a coin
+)
 MARGIN_WEIGHT = 0.5  # the propensity a zero margin implies (a question that moves on half its dates has spread 0.5)
 DESIGN_COLUMNS = ("design", "propensity", "inclusion")  # what a drawn row carries beyond a dense one
 VERSION = 1
@@ -60,7 +62,13 @@ class Design:
         """A stored design, checked: a row's text is data, and a design that does not parse is named, not guessed."""
         try:
             found = json.loads(text)
-            design = cls(int(found["seed"]), float(found["budget"]), tuple(str(key) for key in found["pilot"]), float(found["scale"]), float(found["floor"]))
+            design = cls(
+                int(found["seed"]),
+                float(found["budget"]),
+                tuple(str(key) for key in found["pilot"]),
+                float(found["scale"]),
+                float(found["floor"]),
+            )
         except (TypeError, ValueError, KeyError, json.JSONDecodeError):
             raise DateEvalError(f"a stored sparse design is not readable: {str(text)[:80]!r}") from None
         if not (0 < design.budget <= 1 and 0 < design.floor <= 1 and design.scale > 0 and math.isfinite(design.scale)):
@@ -83,7 +91,9 @@ def pilot_indices(n_dates: int, pilot: int = PILOT) -> list[int]:
 
 
 def _hash64(texts: list[str]) -> np.ndarray:
-    return np.array([int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") for text in texts], dtype=np.uint64)
+    return np.array(
+        [int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little") for text in texts], dtype=np.uint64
+    )
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
@@ -130,7 +140,9 @@ def margins(probs: np.ndarray) -> np.ndarray:
     return ordered[..., -1] - ordered[..., -2]
 
 
-def solve(propensities: np.ndarray, sparse_dates: int, cells: float, *, seed: int, budget: float, pilot: tuple[str, ...]) -> Design:
+def solve(
+    propensities: np.ndarray, sparse_dates: int, cells: float, *, seed: int, budget: float, pilot: tuple[str, ...]
+) -> Design:
     """The design that draws ``cells`` cells in expectation over ``sparse_dates`` dates of these questions.
 
     The floor is :data:`FLOOR_SHARE` of the mean probability; ``scale`` is found by bisection (the expected draw grows
@@ -148,7 +160,9 @@ def solve(propensities: np.ndarray, sparse_dates: int, cells: float, *, seed: in
     target = mean * n
     moving = int((w > 0).sum())
     if target >= moving + floor * (n - moving):  # every question that moved is certain; the steady share the rest
-        return Design(seed, budget, pilot, 1.0 / float(w[w > 0].min()), min(1.0, (target - moving) / max(n - moving, 1)))
+        return Design(
+            seed, budget, pilot, 1.0 / float(w[w > 0].min()), min(1.0, (target - moving) / max(n - moving, 1))
+        )
     low, high = 0.0, 1.0
     while np.clip(high * w, floor, 1).sum() < target:
         high *= 2

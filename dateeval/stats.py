@@ -20,7 +20,17 @@ from dateeval.errors import DateEvalError
 class UsageError(DateEvalError, ValueError):
     """Arrays these functions cannot read as asked (wrong shape, grades other than 0/1): one line that says why."""
 
-__all__ = ["Estimate", "UsageError", "date_effect_test", "ece", "paired_difference", "rate_interval", "robust_score", "sparse_estimates"]
+
+__all__ = [
+    "Estimate",
+    "UsageError",
+    "date_effect_test",
+    "ece",
+    "paired_difference",
+    "rate_interval",
+    "robust_score",
+    "sparse_estimates",
+]
 
 
 class Estimate(NamedTuple):
@@ -35,11 +45,15 @@ def _floats(values: object, name: str) -> np.ndarray:
     """``values`` as a float array, or one error naming the argument: a masked array (its masked cells would count at
     their fill value), ragged lists and missing values (pandas NA, None) are refused, not read as numpy reads them."""
     if isinstance(values, np.ma.MaskedArray):
-        raise UsageError(f"{name} is a masked array: pass only the cells you have (a masked cell would count at its fill value)")
+        raise UsageError(
+            f"{name} is a masked array: pass only the cells you have (a masked cell would count at its fill value)"
+        )
     try:
         found = np.asarray(values, dtype=float)
     except (TypeError, ValueError):
-        raise UsageError(f"{name} must be a rectangular array of numbers (no ragged rows, no missing values such as None or pandas NA)") from None
+        raise UsageError(
+            f"{name} must be a rectangular array of numbers (no ragged rows, no missing values such as None or pandas NA)"
+        ) from None
     if np.isnan(found).any():
         raise UsageError(f"{name} holds missing values (NaN): pass only the cells you have")
     return found
@@ -81,7 +95,9 @@ def robust_score(correct: object) -> Estimate:
     return Estimate(score, low, high)
 
 
-def date_effect_test(entries: Sequence[object], seed: int = 0, shuffles: int = 1000, progress: Callable[[int, int], object] | None = None) -> float:
+def date_effect_test(
+    entries: Sequence[object], seed: int = 0, shuffles: int = 1000, progress: Callable[[int, int], object] | None = None
+) -> float:
     """The family-wise p-value of "the date moves at least one entry": the headline verdict's test.
 
     ``entries`` holds one dates x questions 0/1 array per entry (model), all on the same dates (rows in one order) and
@@ -99,7 +115,9 @@ def date_effect_test(entries: Sequence[object], seed: int = 0, shuffles: int = 1
     if not arrays:
         raise UsageError("date_effect_test needs at least one entry")
     if len({array.shape for array in arrays}) > 1:
-        raise UsageError(f"every entry must be on the same dates and questions; got shapes {sorted({array.shape for array in arrays})}")
+        raise UsageError(
+            f"every entry must be on the same dates and questions; got shapes {sorted({array.shape for array in arrays})}"
+        )
     from dateeval.results.chance import date_effect_family
 
     return date_effect_family([arrays], n_perm=int(shuffles), seed=seed, progress=progress)
@@ -118,7 +136,9 @@ def ece(confidence: object, correct: object) -> Estimate:
 
     confidence, correct = _floats(confidence, "confidence"), _floats(correct, "correct")
     if confidence.ndim != 1 or confidence.shape != correct.shape or confidence.size == 0:
-        raise UsageError(f"confidence and correct must be two equal-length 1-d arrays; got shapes {confidence.shape} and {correct.shape}")
+        raise UsageError(
+            f"confidence and correct must be two equal-length 1-d arrays; got shapes {confidence.shape} and {correct.shape}"
+        )
     if not np.isin(correct, (0.0, 1.0)).all() or not ((confidence >= 0) & (confidence <= 1)).all():
         raise UsageError("correct must hold 0/1 grades (1 right) and confidence values in [0, 1]")
     low, high = ece_interval(confidence[None, :], correct[None, :])
@@ -155,7 +175,9 @@ def sparse_estimates(values: object, inclusion: object, predictor: object) -> li
     try:
         found = np.asarray(values, dtype=float)
     except (TypeError, ValueError):
-        raise UsageError("values must be a rectangular dates x questions array of numbers, NaN where not sampled") from None
+        raise UsageError(
+            "values must be a rectangular dates x questions array of numbers, NaN where not sampled"
+        ) from None
     if found.ndim != 2 or found.shape[1] < 1 or found.shape[0] < 1:
         raise UsageError(f"values must be a dates x questions array; got shape {found.shape}")
     sampled = found[np.isfinite(found)]
@@ -164,12 +186,21 @@ def sparse_estimates(values: object, inclusion: object, predictor: object) -> li
     pi = _floats(inclusion, "inclusion")
     m = _floats(predictor, "predictor")
     if pi.shape not in (found.shape, found.shape[1:]):
-        raise UsageError(f"inclusion must have the shape of values {found.shape} or one entry per question; got {pi.shape}")
+        raise UsageError(
+            f"inclusion must have the shape of values {found.shape} or one entry per question; got {pi.shape}"
+        )
     if not ((pi > 0) & (pi <= 1)).all():
-        raise UsageError("inclusion probabilities must lie in (0, 1]: a cell that could not be drawn cannot be estimated")
+        raise UsageError(
+            "inclusion probabilities must lie in (0, 1]: a cell that could not be drawn cannot be estimated"
+        )
     if m.shape != found.shape[1:] or ((m < 0) | (m > 1)).any():
-        raise UsageError(f"predictor must hold one value in [0, 1] per question ({found.shape[1]}); got shape {m.shape}")
+        raise UsageError(
+            f"predictor must hold one value in [0, 1] per question ({found.shape[1]}); got shape {m.shape}"
+        )
     if (np.isnan(found) & (np.broadcast_to(pi, found.shape) == 1)).any():
         raise UsageError("a cell with inclusion probability 1 was always sampled, so values cannot be NaN there")
     estimates = difference_estimates(found, pi, m)
-    return [Estimate(float(value), float(low), float(high)) for value, low, high in zip(estimates.value, estimates.low, estimates.high)]
+    return [
+        Estimate(float(value), float(low), float(high))
+        for value, low, high in zip(estimates.value, estimates.low, estimates.high)
+    ]

@@ -96,7 +96,9 @@ class LocalExecutor(Executor):
             self.worker = None
 
 
-def pool(first: Unit, next_unit: NextUnit, pools: Callable[[Unit], bool], batch_size: int) -> tuple[list[Unit], Unit | None]:
+def pool(
+    first: Unit, next_unit: NextUnit, pools: Callable[[Unit], bool], batch_size: int
+) -> tuple[list[Unit], Unit | None]:
     """``first`` and the units after it of the same dataset that generate with it, up to ``POOL_BATCHES`` x ``batch_size``
     prompts; and the unit taken that does not join (leased already: computed next).
 
@@ -131,10 +133,19 @@ class Sweep:
     statistics for the store it leaves."""
 
     def __init__(
-        self, spec: SweepSpec, store: Store, *, on_progress: ProgressCallback | None = None, cancel: threading.Event | None = None,
-        executor: Executor | None = None, wait: bool = True, lease_ttl_s: float = DEFAULT_TTL_S, poll_s: float = 2.0, writers: int = 4,
+        self,
+        spec: SweepSpec,
+        store: Store,
+        *,
+        on_progress: ProgressCallback | None = None,
+        cancel: threading.Event | None = None,
+        executor: Executor | None = None,
+        wait: bool = True,
+        lease_ttl_s: float = DEFAULT_TTL_S,
+        poll_s: float = 2.0,
+        writers: int = 4,
         keep: Keep | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.spec, self.store, self.keep = spec, store, keep
         self.on_progress = on_progress or (lambda progress: None)
         self._callers_cancel = cancel is not None
@@ -147,7 +158,9 @@ class Sweep:
         # Units are written by a few threads (each file is independent): one driver's writes keep up with more workers.
         self._writers = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="dateeval-write")
         self._writes: list[Future] = []
-        self._sampled: dict[tuple, tuple[str, float, float]] = {}  # (identity, item) -> a drawn cell's design, propensity, inclusion
+        self._sampled: dict[
+            tuple, tuple[str, float, float]
+        ] = {}  # (identity, item) -> a drawn cell's design, propensity, inclusion
 
     def run(self) -> Progress:
         """Execute every missing unit; returns the final progress (what ran, what was already there).
@@ -162,21 +175,29 @@ class Sweep:
         if self.spec.budget is not None:
             _check_affordable(self.spec)
         self.store.ensure_writable()
-        self.spec = self.spec.resolved()  # each dataset resolved here, once, for every worker (a spec from ``build_spec`` is already)
+        self.spec = (
+            self.spec.resolved()
+        )  # each dataset resolved here, once, for every worker (a spec from ``build_spec`` is already)
         for model in self.spec.models:
             locate(model, self.spec.backend)  # an unknown model or backend fails here, before anything loads
-        progress = Progress(units_total=len(self.spec.models) * len(self.spec.dtypes) * len(self.spec.tasks) * len(self.spec.conditions))
+        progress = Progress(
+            units_total=len(self.spec.models) * len(self.spec.dtypes) * len(self.spec.tasks) * len(self.spec.conditions)
+        )
         with runs.Recorder(self.store.root, self.run_id, self.spec, progress, self.cancel) as recorder:
             self._execute(progress)
         if recorder.requested and not self._callers_cancel and progress.units_done < progress.units_total:
-            raise SweepCancelled(f"cancelled on request (the Run page) after {progress.units_done} of {progress.units_total} units; "
-                                 "finished units are saved: run the same command again to resume")  # fmt: skip
+            raise SweepCancelled(
+                f"cancelled on request (the Run page) after {progress.units_done} of {progress.units_total} units; "
+                "finished units are saved: run the same command again to resume"
+            )
         return progress
 
     def _execute(self, progress: Progress) -> None:
         """Every model at every precision, then the explorer's statistics (skipped when cancelled)."""
         progress.messages += StoreProblems(removed=self.store.remove_leftovers()).messages()
-        progress.messages += [f"lease: {note}" for note in self.leases.remove_expired(self.store.root)]  # left by killed drivers
+        progress.messages += [
+            f"lease: {note}" for note in self.leases.remove_expired(self.store.root)
+        ]  # left by killed drivers
         self._started = time.perf_counter()
         try:
             for model in self.spec.models:
@@ -195,7 +216,9 @@ class Sweep:
             self._writers.shutdown(wait=True)
             self.leases.close()
             self.executor.close()
-            progress.messages += [f"lease: {note}" for note in dict.fromkeys(self.leases.notes)]  # malformed leases taken over
+            progress.messages += [
+                f"lease: {note}" for note in dict.fromkeys(self.leases.notes)
+            ]  # malformed leases taken over
         if self.keep is not None and progress.units_done > progress.units_skipped and not self.cancel.is_set():
             self._keep_statistics(progress, self.keep)
 
@@ -221,11 +244,18 @@ class Sweep:
                 self._report(progress)
                 return
             if stalled:
-                raise DateEvalError(f"{len(units)} unit(s) were computed but their rows are still missing from the store: {units[0].label}")
+                raise DateEvalError(
+                    f"{len(units)} unit(s) were computed but their rows are still missing from the store: {units[0].label}"
+                )
             queue = sorted(units, key=lambda unit: -unit.cost)
             held: list[Unit] = []
             try:
-                self.executor.run(lambda: self._next(queue, held), lambda unit, result: self._done(unit, result, progress), self.cancel, progress)
+                self.executor.run(
+                    lambda: self._next(queue, held),
+                    lambda unit, result: self._done(unit, result, progress),
+                    self.cancel,
+                    progress,
+                )
             finally:
                 self._flush()
             if self.cancel.is_set() or not held:
@@ -233,8 +263,10 @@ class Sweep:
                 continue
             progress.held_elsewhere = [f"{unit.label} ({_owner(self.store, unit)})" for unit in held]
             if not self.wait:
-                raise DateEvalError(f"{len(held)} unit(s) are being computed by other workers: {'; '.join(progress.held_elsewhere[:5])} "
-                                    "(run again later, or without --no-wait to wait for them)")  # fmt: skip
+                raise DateEvalError(
+                    f"{len(held)} unit(s) are being computed by other workers: {'; '.join(progress.held_elsewhere[:5])} "
+                    "(run again later, or without --no-wait to wait for them)"
+                )
             progress.current = f"waiting for {len(held)} unit(s) held by other workers"
             self._report(progress)
             time.sleep(self.poll_s)
@@ -251,7 +283,9 @@ class Sweep:
         for dataset in dict.fromkeys(candidate.dataset for candidate in drawn):
             of_dataset = [candidate for candidate in drawn if candidate.dataset == dataset]
             pilot = [candidate for candidate in dense if candidate.dataset == dataset and candidate in pilots]
-            candidates += self._draw(description, pilot, of_dataset, sum(candidate.dataset == dataset for candidate in dense), progress)
+            candidates += self._draw(
+                description, pilot, of_dataset, sum(candidate.dataset == dataset for candidate in dense), progress
+            )
         self._run_model(replace(description, candidates=tuple(candidates)), progress)
 
     def _draw(self, description: Description, pilot: list, drawn: list, n_dense: int, progress: Progress) -> list:
@@ -262,8 +296,14 @@ class Sweep:
         w = sparse.propensity(correct, margin)
         grid = len(items) * (n_dense + len(drawn))
         left = self.spec.budget * grid - len(items) * n_dense
-        design = sparse.solve(w, len(drawn), left, seed=self.spec.budget_seed, budget=self.spec.budget,
-                              pilot=tuple(candidate.identity[3] for candidate in pilot))  # fmt: skip
+        design = sparse.solve(
+            w,
+            len(drawn),
+            left,
+            seed=self.spec.budget_seed,
+            budget=self.spec.budget,
+            pilot=tuple(candidate.identity[3] for candidate in pilot),
+        )
         pi = design.inclusion(w)
         u = sparse.uniforms(design.seed, items, [candidate.identity[3] for candidate in drawn])
         text = design.to_json()
@@ -272,30 +312,57 @@ class Sweep:
             keep = np.flatnonzero(row < pi)
             for index in keep:
                 self._sampled[(candidate.identity, items[index])] = (text, float(w[index]), float(pi[index]))
-            out.append(replace(candidate, item_ids=tuple(items[i] for i in keep), prompt_hashes=tuple(candidate.prompt_hashes[i] for i in keep)))
+            out.append(
+                replace(
+                    candidate,
+                    item_ids=tuple(items[i] for i in keep),
+                    prompt_hashes=tuple(candidate.prompt_hashes[i] for i in keep),
+                )
+            )
         expected = float(np.sum(pi)) * len(drawn) + len(items) * n_dense
-        progress.notes.append(f"{drawn[0].dataset}: sparse sweep at budget {self.spec.budget:g}: {expected / grid:.1%} of {grid} item-dates expected "
-                                 f"({n_dense} dense condition(s), {len(drawn)} drawn date(s))")  # fmt: skip
+        progress.notes.append(
+            f"{drawn[0].dataset}: sparse sweep at budget {self.spec.budget:g}: {expected / grid:.1%} of {grid} item-dates expected "
+            f"({n_dense} dense condition(s), {len(drawn)} drawn date(s))"
+        )
         return out
 
-    def _pilot_matrix(self, description: Description, pilot: list, items: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+    def _pilot_matrix(
+        self, description: Description, pilot: list, items: list[str]
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """The pilot dates' grades (dates x items) and top-two margins (None without option probabilities), as stored."""
         paths = self.store.unit_files(description.model_dir, pilot[0].dataset)
-        frame, problems = self.store.read(columns=[*ROW_KEY, "correct"], paths=paths, optional=["probs"], full_check=True)
+        frame, problems = self.store.read(
+            columns=[*ROW_KEY, "correct"], paths=paths, optional=["probs"], full_check=True
+        )
         damaged = self.store.set_aside_damaged(problems)
         if damaged:
-            raise DateEvalError(f"the pilot dates' rows are damaged ({damaged[0]}); run the same command again to score them anew")
+            raise DateEvalError(
+                f"the pilot dates' rows are damaged ({damaged[0]}); run the same command again to score them anew"
+            )
         model_key, hardware, task_key, _ = pilot[0].identity
-        frame = frame[(frame["model_key"] == model_key) & (frame["hardware"] == hardware) & (frame["task_key"] == task_key)]
+        frame = frame[
+            (frame["model_key"] == model_key) & (frame["hardware"] == hardware) & (frame["task_key"] == task_key)
+        ]
         keys = [candidate.identity[3] for candidate in pilot]
-        frame = frame[frame["condition_key"].isin(keys)].drop_duplicates(["condition_key", "item_id"]).set_index(["condition_key", "item_id"])
+        frame = (
+            frame[frame["condition_key"].isin(keys)]
+            .drop_duplicates(["condition_key", "item_id"])
+            .set_index(["condition_key", "item_id"])
+        )
         index = pd.MultiIndex.from_product([keys, items])
         if not index.isin(frame.index).all():
-            raise DateEvalError(f"{pilot[0].dataset}: the pilot dates are not all in the store; run the same command again")
+            raise DateEvalError(
+                f"{pilot[0].dataset}: the pilot dates are not all in the store; run the same command again"
+            )
         correct = frame["correct"].reindex(index).astype(float).to_numpy().reshape(len(keys), len(items))
         if "probs" not in frame or frame["probs"].isna().any():
             return correct, None
-        margin = np.array([sparse.margins(np.asarray(probs, dtype=float)) if len(probs) > 1 else 1.0 for probs in frame["probs"].reindex(index)])
+        margin = np.array(
+            [
+                sparse.margins(np.asarray(probs, dtype=float)) if len(probs) > 1 else 1.0
+                for probs in frame["probs"].reindex(index)
+            ]
+        )
         return correct, margin.reshape(len(keys), len(items))
 
     def _plan(self, description: Description, progress: Progress) -> list[Unit]:
@@ -311,8 +378,11 @@ class Sweep:
                 done |= set(map(tuple, existing[ROW_KEY].itertuples(index=False)))
         units = []
         for candidate in description.candidates:
-            todo = [i for i, (item_id, prompt_hash) in enumerate(zip(candidate.item_ids, candidate.prompt_hashes))
-                    if (*candidate.identity, item_id, prompt_hash) not in done]  # fmt: skip
+            todo = [
+                i
+                for i, (item_id, prompt_hash) in enumerate(zip(candidate.item_ids, candidate.prompt_hashes))
+                if (*candidate.identity, item_id, prompt_hash) not in done
+            ]
             if not todo:
                 continue
             condition = self.spec.conditions[candidate.condition_index]
@@ -321,9 +391,20 @@ class Sweep:
             path = self.store.unit_path(description.model_dir, candidate.dataset, condition.label, unit_key)
             if path.exists() and not self.store.readable(path):
                 # The same unit's earlier file is damaged and could not be moved aside: recompute beside it, never over it.
-                path = self.store.unit_path(description.model_dir, candidate.dataset, condition.label, f"{unit_key}-{self.run_id}")
-            units.append(Unit(candidate.dataset, candidate.condition_index, condition.label, tuple(candidate.item_ids[i] for i in todo),
-                              hashes, str(path.relative_to(self.store.root)), candidate.cost * len(todo) / len(candidate.item_ids)))  # fmt: skip
+                path = self.store.unit_path(
+                    description.model_dir, candidate.dataset, condition.label, f"{unit_key}-{self.run_id}"
+                )
+            units.append(
+                Unit(
+                    candidate.dataset,
+                    candidate.condition_index,
+                    condition.label,
+                    tuple(candidate.item_ids[i] for i in todo),
+                    hashes,
+                    str(path.relative_to(self.store.root)),
+                    candidate.cost * len(todo) / len(candidate.item_ids),
+                )
+            )
         return units
 
     def _next(self, queue: list[Unit], held: list[Unit]) -> Unit | None:
@@ -379,7 +460,9 @@ class Sweep:
         a dense unit's rows as they came."""
         if not self._sampled or not rows.num_rows:
             return rows
-        identity = list(zip(*(rows.column(name).to_pylist() for name in ("model_key", "hardware", "task_key", "condition_key"))))
+        identity = list(
+            zip(*(rows.column(name).to_pylist() for name in ("model_key", "hardware", "task_key", "condition_key")))
+        )
         found = [self._sampled.get((key, item)) for key, item in zip(identity, rows.column("item_id").to_pylist())]
         if found[0] is None:
             return rows
@@ -399,8 +482,10 @@ def _check_affordable(spec: SweepSpec) -> None:
     dense = len(spec.conditions) - dated + len(sparse.pilot_indices(dated))
     if dense >= spec.budget * len(spec.conditions):
         share = dense / len(spec.conditions)
-        raise DateEvalError(f"--budget {spec.budget:g} is spent by the {dense} condition(s) scored in full (baselines, factors and "
-                            f"{len(sparse.pilot_indices(dated))} pilot dates: {share:.0%} of the grid): ask for more than {share:.2f}, or sweep more dates")  # fmt: skip
+        raise DateEvalError(
+            f"--budget {spec.budget:g} is spent by the {dense} condition(s) scored in full (baselines, factors and "
+            f"{len(sparse.pilot_indices(dated))} pilot dates: {share:.0%} of the grid): ask for more than {share:.2f}, or sweep more dates"
+        )
 
 
 def _is_drawn(spec: SweepSpec, candidate) -> bool:  # noqa: ANN001
@@ -413,7 +498,10 @@ def _pilots(description: Description, spec: SweepSpec) -> set:
     """The pilot candidates: per dataset, :data:`dateeval.sparse.PILOT` dates spread over its sorted date conditions."""
     chosen = set()
     for dataset in {candidate.dataset for candidate in description.candidates}:
-        dated = sorted((c for c in description.candidates if c.dataset == dataset and _is_drawn(spec, c)), key=lambda c: spec.conditions[c.condition_index].date)
+        dated = sorted(
+            (c for c in description.candidates if c.dataset == dataset and _is_drawn(spec, c)),
+            key=lambda c: spec.conditions[c.condition_index].date,
+        )
         chosen |= {dated[i] for i in sparse.pilot_indices(len(dated))}
     return chosen
 

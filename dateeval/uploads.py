@@ -25,7 +25,9 @@ from dateeval.tasks.custom import SPEC_SUFFIXES, UPLOADS_DIR, register_file, spe
 
 SUFFIXES = (".jsonl", ".csv", ".parquet", ".toml", ".yaml", ".yml")
 MAX_BYTES = 50 * 2**20  # a benchmark is megabytes; a cap keeps one upload from filling the disk the store is on
-MAX_TOTAL_BYTES = 2 * MAX_BYTES  # all of one upload's files (a spec, its rows and its exemplars): the staging folder's bound too
+MAX_TOTAL_BYTES = (
+    2 * MAX_BYTES
+)  # all of one upload's files (a spec, its rows and its exemplars): the staging folder's bound too
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -40,9 +42,13 @@ class Upload:
 def _check(upload: Upload) -> None:
     """A plain file name with a known suffix (never a path), under the size cap."""
     if not _NAME.fullmatch(upload.name) or not upload.name.endswith(SUFFIXES):
-        raise DateEvalError(f"upload {upload.name!r}: give a file named like bench.jsonl (letters, digits, . _ -) ending in {', '.join(SUFFIXES)}")
+        raise DateEvalError(
+            f"upload {upload.name!r}: give a file named like bench.jsonl (letters, digits, . _ -) ending in {', '.join(SUFFIXES)}"
+        )
     if len(upload.data) > MAX_BYTES:
-        raise DateEvalError(f"upload {upload.name} is {len(upload.data) / 2**20:.1f} MiB, over the {MAX_BYTES / 2**20:g} MiB limit")
+        raise DateEvalError(
+            f"upload {upload.name} is {len(upload.data) / 2**20:.1f} MiB, over the {MAX_BYTES / 2**20:g} MiB limit"
+        )
 
 
 def _main(uploads: Sequence[Upload]) -> Upload:
@@ -61,8 +67,10 @@ def _check_total(uploads: Sequence[Upload]) -> None:
     """All files of one upload under :data:`MAX_TOTAL_BYTES`, before any is written (each is under MAX_BYTES already)."""
     total = sum(len(upload.data) for upload in uploads)
     if total > MAX_TOTAL_BYTES:
-        raise DateEvalError(f"the uploaded files are {total / 2**20:.1f} MiB together, over the {MAX_TOTAL_BYTES / 2**20:g} MiB limit: "
-                            "upload the spec and the files it names only")  # fmt: skip
+        raise DateEvalError(
+            f"the uploaded files are {total / 2**20:.1f} MiB together, over the {MAX_TOTAL_BYTES / 2**20:g} MiB limit: "
+            "upload the spec and the files it names only"
+        )
 
 
 def _load(path: Path) -> set[str]:
@@ -72,14 +80,18 @@ def _load(path: Path) -> set[str]:
     spec.load(spec.table, spec.name)
     if spec.exemplars is not None:
         spec.load(spec.exemplars, f"{spec.name}/fewshot")
-    return {path.name} | {Path(table.location).name for table in (spec.table, spec.exemplars) if table is not None and not table.hub}
+    return {path.name} | {
+        Path(table.location).name for table in (spec.table, spec.exemplars) if table is not None and not table.hub
+    }
 
 
 def _check_named(uploads: Sequence[Upload], named: set[str], main: Upload) -> None:
     """Refuse a file the dataset does not use: the store keeps only what its results were made from, not whatever came along."""
     unused = [upload.name for upload in uploads if upload.name not in named]
     if unused:
-        raise DateEvalError(f"{main.name} does not name {', '.join(unused)}: upload the spec and the files it names only")
+        raise DateEvalError(
+            f"{main.name} does not name {', '.join(unused)}: upload the spec and the files it names only"
+        )
 
 
 def _fresh(uploads: Sequence[Upload], folder: Path) -> list[Upload]:
@@ -88,8 +100,10 @@ def _fresh(uploads: Sequence[Upload], folder: Path) -> list[Upload]:
     for upload in uploads:
         kept = folder / upload.name
         if kept.is_file() and kept.read_bytes() != upload.data:
-            raise DateEvalError(f"upload {upload.name}: a different {upload.name} is already kept in this store, and results made "
-                                "from it must keep pointing at it: rename your file")  # fmt: skip
+            raise DateEvalError(
+                f"upload {upload.name}: a different {upload.name} is already kept in this store, and results made "
+                "from it must keep pointing at it: rename your file"
+            )
     return [upload for upload in uploads if not (folder / upload.name).is_file()]
 
 

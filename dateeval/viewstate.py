@@ -82,7 +82,9 @@ def seed_value(key: str, default: object, parse: Callable[[str], object]) -> Non
                 return
         except ValueError:  # a hand-edited link with a value that is not one: the default
             pass
-        except DateEvalError as error:  # a value the widget cannot show (e.g. a date out of its range): say so, then the default
+        except (
+            DateEvalError
+        ) as error:  # a value the widget cannot show (e.g. a date out of its range): say so, then the default
             st.error(str(error))
     if key not in state:
         state[key] = state.get(kept(key), default)

@@ -45,9 +45,13 @@ def prompt_input(backend: Backend, messages: list[dict], condition: Condition) -
     dated by the system line only, for the server's template.
     """
     if backend.capabilities.renders_locally:
-        rendered = backend.template.render(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection)
+        rendered = backend.template.render(
+            messages, mode=condition.date_mode, day=condition.date, injection=condition.injection
+        )
         return rendered.text, rendered.date_text
-    dated, date_text = dated_messages(messages, mode=condition.date_mode, day=condition.date, injection=condition.injection)
+    dated, date_text = dated_messages(
+        messages, mode=condition.date_mode, day=condition.date, injection=condition.injection
+    )
     return tuple(dated), date_text
 
 
@@ -169,7 +173,13 @@ class Worker:
         identity = self.backend.identity
         indices = range(len(self.spec.conditions)) if condition_indices is None else condition_indices
         candidates = tuple(self._candidate(task, index) for task in self.tasks.values() for index in indices)
-        return Description(Store.model_dir(identity.model, identity.dtype, identity.key), identity.model, identity.key, identity.hardware, candidates)
+        return Description(
+            Store.model_dir(identity.model, identity.dtype, identity.key),
+            identity.model,
+            identity.key,
+            identity.hardware,
+            candidates,
+        )
 
     def _candidate(self, task: Task, index: int) -> Candidate:
         condition = self.spec.conditions[index]
@@ -187,7 +197,11 @@ class Worker:
 
     def generating(self) -> set[str]:
         """The datasets whose units generate their replies (a Ray driver asks its actors once)."""
-        return {name for name, task in self.tasks.items() if isinstance(task, GenerationTask) and self.backend.supports(GENERATE)}
+        return {
+            name
+            for name, task in self.tasks.items()
+            if isinstance(task, GenerationTask) and self.backend.supports(GENERATE)
+        }
 
     def execute_units(self, units: list[Unit]) -> list[UnitResult]:
         """Units of one generation dataset (:meth:`pools`): every reply generated in one call, then each unit as :meth:`execute`
@@ -207,7 +221,10 @@ class Worker:
         asked = [self._ask(unit, found) for unit, found in zip(units, rendered)]
         answers.answer_together(self.backend, asked, self.spec.batch_size)
         shared = (time.perf_counter() - started) / sum(len(unit.item_ids) for unit in units)
-        return [self._execute(unit, found, steps, shared * len(unit.item_ids)) for unit, found, steps in zip(units, rendered, asked)]
+        return [
+            self._execute(unit, found, steps, shared * len(unit.item_ids))
+            for unit, found, steps in zip(units, rendered, asked)
+        ]
 
     def execute(self, unit: Unit) -> UnitResult:
         """Compute one unit's rows; refuses if a prompt does not hash to what the plan expected."""
@@ -228,8 +245,10 @@ class Worker:
         inputs = [prompt_input(self.backend, prompt.messages, condition) for prompt in prompts]
         for item, (prompt, _), expected in zip(items, inputs, unit.prompt_hashes):
             if _prompt_hash(prompt) != expected:
-                raise DateEvalError(f"{unit.label}: item {item.id} renders a different prompt here than when the sweep was planned "
-                                    "(workers must share the model, template and data)")  # fmt: skip
+                raise DateEvalError(
+                    f"{unit.label}: item {item.id} renders a different prompt here than when the sweep was planned "
+                    "(workers must share the model, template and data)"
+                )
         return items, prompts, inputs
 
     def _execute(self, unit: Unit, rendered: tuple, asked: Asked, seconds: float = 0.0) -> UnitResult:
@@ -244,13 +263,25 @@ class Worker:
         check_asked_on(condition, results)
         shared = self._shared(task, condition, batch_size)
         rows = [
-            {**shared, "item_id": item.id, **task.item_record(item), "shown_order": prompt.shown_from,
-             "date_text": date_text, "prompt_hash": prompt_hash, **result}
-            for item, prompt, (_, date_text), prompt_hash, result in zip(items, prompts, inputs, unit.prompt_hashes, results)
-        ]  # fmt: skip
+            {
+                **shared,
+                "item_id": item.id,
+                **task.item_record(item),
+                "shown_order": prompt.shown_from,
+                "date_text": date_text,
+                "prompt_hash": prompt_hash,
+                **result,
+            }
+            for item, prompt, (_, date_text), prompt_hash, result in zip(
+                items, prompts, inputs, unit.prompt_hashes, results
+            )
+        ]
         return UnitResult(
-            arrow_table(rows), len(items), sum(r.get("prompt_tokens") or 0 for r in results),
-            sum(r.get("output_tokens") or 0 for r in results), time.perf_counter() - started,
+            arrow_table(rows),
+            len(items),
+            sum(r.get("prompt_tokens") or 0 for r in results),
+            sum(r.get("output_tokens") or 0 for r in results),
+            time.perf_counter() - started,
         )
 
     def _shared(self, task: Task, condition: Condition, batch_size: int) -> dict:

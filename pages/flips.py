@@ -32,8 +32,14 @@ if table7["consistent_confidence"].notna().any() or table7["inconsistent_confide
     st.subheader("Confidence of consistent vs inconsistent predictions (Table 7)")
     explorer.show_table(table7.drop(columns=["dataset"]), selection.dataset)
 SHOW = {"changes": "Answer changes across dates", "right-wrong": "Right ↔ wrong changes only", "all": "All questions"}
-show = explorer.picker("Show", list(SHOW), "show", default="right-wrong" if generated else "changes", format_func=SHOW.get)
-shown = {"changes": flips[~flips["consistent"]], "right-wrong": flips[(flips["n_correct"] > 0) & (flips["n_wrong"] > 0)], "all": flips}[show]
+show = explorer.picker(
+    "Show", list(SHOW), "show", default="right-wrong" if generated else "changes", format_func=SHOW.get
+)
+shown = {
+    "changes": flips[~flips["consistent"]],
+    "right-wrong": flips[(flips["n_correct"] > 0) & (flips["n_wrong"] > 0)],
+    "all": flips,
+}[show]
 # What tells a fragile answer first (changes, right/wrong, confidence, the answer), so a laptop screen shows it.
 FIRST = ["item_id", "changes", "n_correct", "n_wrong", "mean_confidence", "min_confidence", "mean_score", "answer"]
 shown = shown.drop(columns=["entry", "dataset"]).dropna(axis=1, how="all")
@@ -41,7 +47,11 @@ shown = shown[[c for c in FIRST if c in shown] + [c for c in shown if c not in F
 if not generated and "answer" in shown:  # a choice task's correct option by its letter, as the question shows it
     shown = shown.assign(answer=shown["answer"].map(lambda answer: "-" if pd.isna(answer) else LABELS[int(answer)]))
 viewstate.seed_value("find", "", str)
-found = st.text_input("Find a question by its text", key="find", help="Case-insensitive; searches the benchmark's text in the sidebar's data folder.")
+found = st.text_input(
+    "Find a question by its text",
+    key="find",
+    help="Case-insensitive; searches the benchmark's text in the sidebar's data folder.",
+)
 viewstate.publish("find", found)
 if found.strip():
     try:
@@ -58,8 +68,17 @@ if shown.empty:
 item_id = explorer.picker("Question", shown["item_id"].tolist(), "question")
 st.subheader(f"Question {item_id}")
 explorer.describe_item(selection.dataset, item_id)
-st.page_link("pages/prompt.py", label="The prompt of this question (Prompt)", icon=":material/search:",
-             query_params={"store": st.query_params.get("store", "demo"), "real_item": "True", "dataset": selection.dataset, "question": item_id})
+st.page_link(
+    "pages/prompt.py",
+    label="The prompt of this question (Prompt)",
+    icon=":material/search:",
+    query_params={
+        "store": st.query_params.get("store", "demo"),
+        "real_item": "True",
+        "dataset": selection.dataset,
+        "question": item_id,
+    },
+)
 everything = explorer.store_metrics()
 others = sorted(set(everything.loc[everything["dataset"] == selection.dataset, "entry"]) - set(selection.entries))
 compare = explorer.picker("Side by side with", ["(none)", *others], "compare")
@@ -82,7 +101,9 @@ def predicted(rows: pd.DataFrame) -> str:
     """What the model answered on the selected dates, next to the correct option ("B on 300 dates, C on 66")."""
     counts = ", ".join(f"{LABELS[int(p)]} on {n} dates" for p, n in rows["pred"].dropna().value_counts().items())
     unparsed = int(rows["pred"].isna().sum())
-    return f"Correct option: {LABELS[int(rows['answer'].iloc[0])]}. Predicted: {counts or 'none'}" + (f"; no answer on {unparsed} dates." if unparsed else ".")
+    return f"Correct option: {LABELS[int(rows['answer'].iloc[0])]}. Predicted: {counts or 'none'}" + (
+        f"; no answer on {unparsed} dates." if unparsed else "."
+    )
 
 
 def option_probabilities(where, entry: str, rows: pd.DataFrame) -> None:  # noqa: ANN001 - a Streamlit column
@@ -93,12 +114,23 @@ def option_probabilities(where, entry: str, rows: pd.DataFrame) -> None:  # noqa
     probs = probs[probs["probs"].notna()]  # CoT: none where the answer was unparseable
     answer = int(rows["answer"].iloc[0])
     if len(probs) >= 2:
-        where.plotly_chart(plots.option_lines(probs, list(LABELS[:n_options]), answer, title=entry), width="stretch", config=plots.CHART_CONFIG)
+        where.plotly_chart(
+            plots.option_lines(probs, list(LABELS[:n_options]), answer, title=entry),
+            width="stretch",
+            config=plots.CHART_CONFIG,
+        )
     else:
-        answers = pd.DataFrame({"Date": rows["date"].astype(str), "Answer": rows["pred"].map(lambda p: "-" if pd.isna(p) else LABELS[int(p)]),
-                                "Confidence (%)": rows["confidence"].map(lambda c: "-" if pd.isna(c) else f"{100 * c:.2f}"),
-                                "Right": rows["correct"].map(lambda right: "-" if pd.isna(right) else "yes" if right else "no")})  # fmt: skip
-        where.caption(f"{entry}: the answer and its confidence on each date (its options' probabilities exist only where an answer was parsed)")
+        answers = pd.DataFrame(
+            {
+                "Date": rows["date"].astype(str),
+                "Answer": rows["pred"].map(lambda p: "-" if pd.isna(p) else LABELS[int(p)]),
+                "Confidence (%)": rows["confidence"].map(lambda c: "-" if pd.isna(c) else f"{100 * c:.2f}"),
+                "Right": rows["correct"].map(lambda right: "-" if pd.isna(right) else "yes" if right else "no"),
+            }
+        )
+        where.caption(
+            f"{entry}: the answer and its confidence on each date (its options' probabilities exist only where an answer was parsed)"
+        )
         where.dataframe(answers, hide_index=True)
     where.caption(predicted(rows))
 
@@ -124,7 +156,9 @@ def outputs_side_by_side(rows: pd.DataFrame) -> None:
     if where is None:
         st.success("The two dates produced identical outputs.")
     else:
-        st.caption(f"Identical for the first {where} characters ({len(one['output'][:where].split())} words), then they diverge: the highlighted text differs.")
+        st.caption(
+            f"Identical for the first {where} characters ({len(one['output'][:where].split())} words), then they diverge: the highlighted text differs."
+        )
     html_a, html_b = plots.highlighted_diff(one["output"], two["output"])
     for column, row, html in ((left, one, html_a), (right_column, two, html_b)):
         parsed = "unparseable" if pd.isna(row["parsed"]) else str(row["parsed"])
@@ -140,7 +174,9 @@ def outputs_side_by_side(rows: pd.DataFrame) -> None:
 chosen_rows = {entry: item_rows(entry) for entry in entries}
 chosen_rows = {entry: rows for entry, rows in chosen_rows.items() if len(rows)}
 first_rows = next(iter(chosen_rows.values()))
-if first_rows["n_options"].notna().any() and first_rows["confidence"].notna().any():  # a choice task with option probabilities
+if (
+    first_rows["n_options"].notna().any() and first_rows["confidence"].notna().any()
+):  # a choice task with option probabilities
     st.subheader("The options' probabilities across dates")
     for column, (entry, rows) in zip(st.columns(len(chosen_rows)), chosen_rows.items()):
         option_probabilities(column, entry, rows)
@@ -149,4 +185,8 @@ if generated:
     outputs_side_by_side(first_rows)
     if len(chosen_rows) > 1:
         st.subheader(f"{compare} on the same question")
-        st.plotly_chart(plots.item_over_dates(history(chosen_rows[compare], "parsed", "correct", "score"), selection.dataset), width="stretch", config=plots.CHART_CONFIG)
+        st.plotly_chart(
+            plots.item_over_dates(history(chosen_rows[compare], "parsed", "correct", "score"), selection.dataset),
+            width="stretch",
+            config=plots.CHART_CONFIG,
+        )

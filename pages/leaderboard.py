@@ -16,12 +16,20 @@ explorer.intro(
 )
 frame, chosen, selection = explorer.page_data()
 scores = [m for m in dataset_metrics(chosen) if METRICS[m].higher_is_better]
-metric = explorer.picker("Ranked by", scores, "rank_metric", format_func=lambda m: plots.axis_label(m, selection.dataset)) if scores else "accuracy"
+metric = (
+    explorer.picker("Ranked by", scores, "rank_metric", format_func=lambda m: plots.axis_label(m, selection.dataset))
+    if scores
+    else "accuracy"
+)
 in_range = descriptive.dated(chosen)
-in_range = in_range[in_range["date"].between(selection.start, selection.end)]  # every statistic below reads the selected dates only
+in_range = in_range[
+    in_range["date"].between(selection.start, selection.end)
+]  # every statistic below reads the selected dates only
 ranked = descriptive.ranks(in_range, metric)
 if ranked["entry"].nunique() < 2:
-    st.info("A leaderboard needs at least two models with results on this dataset: select more in the sidebar or run another model.")
+    st.info(
+        "A leaderboard needs at least two models with results on this dataset: select more in the sidebar or run another model."
+    )
     st.stop()
 st.plotly_chart(plots.bump(ranked), width="stretch", config=plots.CHART_CONFIG)
 dates = sorted(ranked["date"].dt.date.unique())
@@ -34,7 +42,9 @@ def board(day) -> pd.DataFrame:  # noqa: ANN001 - a date
     """The ranking on one date, scores in the metric's display unit."""
     rows = ranked[ranked["date"].dt.date == day].sort_values("rank")
     label = plots.axis_label(metric, selection.dataset)
-    board = rows[["rank", "entry", metric]].assign(**{label: METRICS[metric].shown(rows[metric])})[["rank", "entry", label]]
+    board = rows[["rank", "entry", metric]].assign(**{label: METRICS[metric].shown(rows[metric])})[
+        ["rank", "entry", label]
+    ]
     return board.rename(columns={"rank": "Rank", "entry": "Model"}).set_index("Model")
 
 
@@ -48,11 +58,19 @@ right.dataframe(style(b), width="stretch")
 st.caption(f"{len(moved)} of {counted(len(a), 'model')} change position between {first} and {second} (highlighted).")
 sizes = list(range(1, ranked["entry"].nunique() + 1))
 viewstate.seed("top_k", sizes, min(3, sizes[-1]))
-k = st.select_slider("Top k", sizes, key="top_k", help="How many of the best entries must keep their order for two dates to count as the same top k.")
+k = st.select_slider(
+    "Top k",
+    sizes,
+    key="top_k",
+    help="How many of the best entries must keep their order for two dates to count as the same top k.",
+)
 viewstate.publish("top_k", k)
 share = descriptive.top_k_reorders(in_range, selection.dataset, k, metric)
-st.metric(f"Consecutive date pairs whose top {k} differs ({selection.start:%Y-%m-%d} to {selection.end:%Y-%m-%d})", percent(share),
-          help=EXPLAIN["top_k"])
+st.metric(
+    f"Consecutive date pairs whose top {k} differs ({selection.start:%Y-%m-%d} to {selection.end:%Y-%m-%d})",
+    percent(share),
+    help=EXPLAIN["top_k"],
+)
 taus = descriptive.kendall_taus(in_range, selection.dataset, metric)
 if len(taus):
     found = descriptive.reordering(taus)
@@ -64,9 +82,14 @@ if len(taus):
         store = explorer.current_store()
         null = explorer.reorder_chance(store, selection, found["share"])
         if null["chance"] == null["chance"]:
-            chance = (f" Chance alone (answers shuffled across the dates within each question): {percent(null['chance'])} "
-                      f"(95% of shuffles <= {percent(null['chance_upper'])}), p = {null['p_value']:.3f} that the date reorders them more.")  # fmt: skip
-    st.caption(f"{mean}{percent(found['share'])} of date pairs rank the models differently: {descriptive.reordering_words(found)}{chance}", help=EXPLAIN["tau"])
+            chance = (
+                f" Chance alone (answers shuffled across the dates within each question): {percent(null['chance'])} "
+                f"(95% of shuffles <= {percent(null['chance_upper'])}), p = {null['p_value']:.3f} that the date reorders them more."
+            )
+    st.caption(
+        f"{mean}{percent(found['share'])} of date pairs rank the models differently: {descriptive.reordering_words(found)}{chance}",
+        help=EXPLAIN["tau"],
+    )
 if metric == "accuracy" and len(selection.entries) >= 2:
     st.subheader("Model against model, across dates")
     names = sorted(selection.entries)
@@ -80,8 +103,15 @@ if metric == "accuracy" and len(selection.entries) >= 2:
     elif not lines:
         st.info(f"{a} and {b} do not share two dates and the same questions in this range.")
     else:
-        st.markdown("\n".join(f"- {line}" for line in lines), help="The same as `dateeval compare`: A - B is the difference of the date-robust "
-                    "scores, its 95% interval clustered by question; date sensitivity is each model's date SD without counting noise, "
-                    "the questions resampled (paired) for the interval and p.")  # fmt: skip
-leaderboard = ranked.pivot_table(index="entry", columns="date", values="rank").rename(columns=lambda day: f"{day:%Y-%m-%d}").reset_index()
+        st.markdown(
+            "\n".join(f"- {line}" for line in lines),
+            help="The same as `dateeval compare`: A - B is the difference of the date-robust "
+            "scores, its 95% interval clustered by question; date sensitivity is each model's date SD without counting noise, "
+            "the questions resampled (paired) for the interval and p.",
+        )
+leaderboard = (
+    ranked.pivot_table(index="entry", columns="date", values="rank")
+    .rename(columns=lambda day: f"{day:%Y-%m-%d}")
+    .reset_index()
+)
 explorer.downloads(leaderboard, "leaderboard-ranks")

@@ -30,12 +30,26 @@ BOS = "<|begin_of_text|>"
 def chosen_template() -> ChatTemplate | None:
     """A shared template, one at a path, or an uploaded one; only chat templates are read (see ``template_file``)."""
     if not files:
-        st.warning(f"No .jinja templates in {templates_dir}: set the chat templates folder in the sidebar, or give a path or an upload.")
-    choice = st.selectbox("File", [str(f) for f in files] + [OTHER, UPLOAD], format_func=lambda p: Path(p).name, key="template_file")
+        st.warning(
+            f"No .jinja templates in {templates_dir}: set the chat templates folder in the sidebar, or give a path or an upload."
+        )
+    choice = st.selectbox(
+        "File", [str(f) for f in files] + [OTHER, UPLOAD], format_func=lambda p: Path(p).name, key="template_file"
+    )
     if choice == UPLOAD:
-        upload = st.file_uploader("A .jinja file or a tokenizer_config.json", type=["jinja", "json"], key="template_upload")
-        return ChatTemplate.from_bytes(upload.getvalue(), upload.name, name=Path(upload.name).stem, bos_token=BOS) if upload else None
-    path = st.text_input("Path to a .jinja file, a tokenizer_config.json or a model folder", key="template_path") if choice == OTHER else choice
+        upload = st.file_uploader(
+            "A .jinja file or a tokenizer_config.json", type=["jinja", "json"], key="template_upload"
+        )
+        return (
+            ChatTemplate.from_bytes(upload.getvalue(), upload.name, name=Path(upload.name).stem, bos_token=BOS)
+            if upload
+            else None
+        )
+    path = (
+        st.text_input("Path to a .jinja file, a tokenizer_config.json or a model folder", key="template_path")
+        if choice == OTHER
+        else choice
+    )
     return ChatTemplate.from_file(path, bos_token=BOS) if path else None
 
 
@@ -46,7 +60,9 @@ def linked_day(text: str) -> dt.date:
     """A date from a link, refused with one line when the pickers cannot show it (Streamlit would raise instead)."""
     day = dt.date.fromisoformat(text)
     if not LOWEST <= day <= HIGHEST:
-        raise DateEvalError(f"The link's date {day} is outside the dates this page shows ({LOWEST} to {HIGHEST}): showing the default instead.")
+        raise DateEvalError(
+            f"The link's date {day} is outside the dates this page shows ({LOWEST} to {HIGHEST}): showing the default instead."
+        )
     return day
 
 
@@ -56,11 +72,14 @@ source = st.radio("Template", SOURCES, horizontal=True, key="source")
 viewstate.publish("source", source)
 try:
     if source.startswith("Default"):
+
         @st.cache_resource(show_spinner="Loading the default model's tokenizer...")
         def default_template() -> tuple[ChatTemplate, object]:
             from dateeval.models import load_light_tokenizer, resolve
 
-            tokenizer = load_light_tokenizer(resolve("smollm2-135m"))  # the tokenizer alone: the weights are not converted
+            tokenizer = load_light_tokenizer(
+                resolve("smollm2-135m")
+            )  # the tokenizer alone: the weights are not converted
             return ChatTemplate.from_file(tokenizer.folder), tokenizer
 
         template, tokenizer = default_template()
@@ -77,16 +96,24 @@ try:
     viewstate.seed_value("system", "You are a helpful assistant.", str)
     system = st.text_input("System message", key="system")
     viewstate.seed_value("real_item", "dataset" in st.query_params, lambda text: text == "True")
-    real_item = st.toggle("Use a real benchmark item (the exact user message a sweep sends, few-shot exemplars included)", key="real_item")
+    real_item = st.toggle(
+        "Use a real benchmark item (the exact user message a sweep sends, few-shot exemplars included)", key="real_item"
+    )
     for key, value in (("first", first), ("second", second), ("system", system), ("real_item", real_item)):
         viewstate.publish(key, value)
     if real_item:
         viewstate.seed_value("dataset", "gsm8k", str)
-        name = st.text_input("Dataset", key="dataset", help="e.g. mmlu, mmlu_5shot, arc_challenge_cot, gsm8k_5shot, humaneval, wmt16_en_de")
+        name = st.text_input(
+            "Dataset",
+            key="dataset",
+            help="e.g. mmlu, mmlu_5shot, arc_challenge_cot, gsm8k_5shot, humaneval, wmt16_en_de",
+        )
         explorer.check_offered(name.strip())
         task = explorer.task_for(name.strip(), explorer.data_dir())
         ids = [item.id for item in task.items]
-        if viewstate.linked("question") and st.query_params["question"] in ids:  # a question opened from Flips, by its id
+        if (
+            viewstate.linked("question") and st.query_params["question"] in ids
+        ):  # a question opened from Flips, by its id
             st.session_state["item"] = ids.index(st.query_params["question"])
         viewstate.seed_value("item", 0, int)
         number = st.number_input("Item number", min_value=0, key="item")
@@ -94,10 +121,15 @@ try:
         viewstate.publish("item", int(number))
         item = task.items[min(int(number), len(task.items) - 1)]
         viewstate.publish("question", item.id)
-        messages = task.prompt(item, Condition(date_mode="none", system_prompt=system)).messages  # every turn (multi-turn few-shot too)
+        messages = task.prompt(
+            item, Condition(date_mode="none", system_prompt=system)
+        ).messages  # every turn (multi-turn few-shot too)
         st.caption(f"{item.id} ({counted(len(task.items), 'item')})")
     else:
-        user = st.text_area("User message", "The following is a multiple-choice question. Reply with the letter of the correct answer.\n\nWhat is 2+2?\nA. 3\nB. 4\nAnswer:")
+        user = st.text_area(
+            "User message",
+            "The following is a multiple-choice question. Reply with the letter of the correct answer.\n\nWhat is 2+2?\nA. 3\nB. 4\nAnswer:",
+        )
         messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     with st.expander("Injection settings (templates without a date of their own)"):
         line = st.text_input("Date line", "Today Date: {date}")
@@ -105,7 +137,12 @@ try:
         position = st.selectbox("Position", POSITIONS)
     injection = DateInjection(line=line, format=fmt, position=position)
     mode = st.radio("Sent to", list(sent.API_MODES), format_func=sent.API_MODES.get, key="api_mode")
-    server = template if mode != "completions" and st.radio("The server's chat template", [KNOWN, UNKNOWN], key="server_template") == KNOWN else None
+    server = (
+        template
+        if mode != "completions"
+        and st.radio("The server's chat template", [KNOWN, UNKNOWN], key="server_template") == KNOWN
+        else None
+    )
     requests = [sent.request(mode, template, messages, day, injection, server) for day in (first, second)]
     bare = template.render(messages, mode="none").text
 except DateEvalError as error:
@@ -127,15 +164,27 @@ def side_by_side(texts: list[str], what: str, tokens: bool) -> None:
 
 st.info(sent.explain(mode, server))
 if mode == "completions":
-    side_by_side([r.sent for r in requests], "Exactly the text the model reads: whitespace kept, line ends marked ↵, special tokens boxed, "
-                 "the characters that differ highlighted.", tokens=True)  # fmt: skip
+    side_by_side(
+        [r.sent for r in requests],
+        "Exactly the text the model reads: whitespace kept, line ends marked ↵, special tokens boxed, "
+        "the characters that differ highlighted.",
+        tokens=True,
+    )
 else:
     st.subheader("What dateeval sends")
-    side_by_side([r.sent for r in requests], "The messages of the request (JSON), the characters that differ highlighted.", tokens=False)
+    side_by_side(
+        [r.sent for r in requests],
+        "The messages of the request (JSON), the characters that differ highlighted.",
+        tokens=False,
+    )
     st.subheader("What the server adds")
     if server is None:
         st.warning("Unknown: the server applies its own chat template around these messages, which we cannot see.")
     else:
-        side_by_side([r.server for r in requests], "The text the model reads after the server applies its template today.", tokens=True)
+        side_by_side(
+            [r.server for r in requests],
+            "The text the model reads after the server applies its template today.",
+            tokens=True,
+        )
 with st.expander("The same template with no date (the no-date baseline)"):
     st.code(bare, language=None)

@@ -20,14 +20,20 @@ explorer.intro(
 _, chosen, selection = explorer.page_data()
 widths = [0.5, 1.0, 2.0, 5.0, 10.0, 25.0]
 viewstate.seed("half_width", widths, 1.0)
-half_width = st.select_slider("Interval half-width to plan for (pp)", widths, key="half_width",
-                              help="The 95% interval you want: ± this many percentage points.")  # fmt: skip
+half_width = st.select_slider(
+    "Interval half-width to plan for (pp)",
+    widths,
+    key="half_width",
+    help="The 95% interval you want: ± this many percentage points.",
+)
 viewstate.publish("half_width", half_width)
 store = explorer.current_store()
 record = explorer.robust(store, selection, half_width / 100)
 if not record["entries"]:
-    st.info(f"A date-robust number needs graded results (not BLEU or chrF) on two or more dates and questions: {selection.dataset} "
-            "has none in this selection.")  # fmt: skip
+    st.info(
+        f"A date-robust number needs graded results (not BLEU or chrF) on two or more dates and questions: {selection.dataset} "
+        "has none in this selection."
+    )
     st.stop()
 board = pd.DataFrame(record["entries"])
 st.subheader("The sentence to paste")
@@ -37,19 +43,36 @@ for entry in record["entries"]:
     st.caption(entry["advice"])
 st.subheader("Robust leaderboard")
 shown = robust_format.display(board, selection.dataset, half_width / 100)
-st.dataframe(shown, hide_index=True, width="stretch", column_config={"95% CI": st.column_config.TextColumn(help=robust_format.CI_HELP)})
+st.dataframe(
+    shown,
+    hide_index=True,
+    width="stretch",
+    column_config={"95% CI": st.column_config.TextColumn(help=robust_format.CI_HELP)},
+)
 st.caption(robust_format.caption(selection.dataset, board))
 unresolved = [f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]]
 if unresolved:
-    st.warning("The date reorders these pairs and their intervals overlap, so no ranking of them is date-robust: " + "; ".join(unresolved) + ".")
+    st.warning(
+        "The date reorders these pairs and their intervals overlap, so no ranking of them is date-robust: "
+        + "; ".join(unresolved)
+        + "."
+    )
 figure = robust_format.svg(record)
 if figure is not None:
     st.image(figure, width="stretch")
 left, middle, right, last = st.columns(4)
-left.download_button("Table (Markdown)", robust_format.markdown(shown), f"robust-{selection.dataset}.md", "text/markdown")
+left.download_button(
+    "Table (Markdown)", robust_format.markdown(shown), f"robust-{selection.dataset}.md", "text/markdown"
+)
 caption = robust_format.caption(selection.dataset, board) + " " + record["entries"][0]["sentence"] + "."
-middle.download_button("Table (LaTeX)", robust_format.latex(shown, caption), f"robust-{selection.dataset}.tex", "text/x-tex")
-right.download_button("Record (JSON)", json.dumps(record, indent=2), f"robust-{selection.dataset}.json", "application/json")
+middle.download_button(
+    "Table (LaTeX)", robust_format.latex(shown, caption), f"robust-{selection.dataset}.tex", "text/x-tex"
+)
+right.download_button(
+    "Record (JSON)", json.dumps(record, indent=2), f"robust-{selection.dataset}.json", "application/json"
+)
 if figure is not None:
     last.download_button("Figure (SVG)", figure, f"robust-{selection.dataset}.svg", "image/svg+xml")
-    last.download_button("Figure (PNG)", lambda: robust_format.png(record), f"robust-{selection.dataset}.png", "image/png")
+    last.download_button(
+        "Figure (PNG)", lambda: robust_format.png(record), f"robust-{selection.dataset}.png", "image/png"
+    )

@@ -21,7 +21,11 @@ from dateeval.sweep import LocalExecutor
 from dateeval.tasks import BENCHMARKS, GenerationOptions
 from dateeval.names import FEWSHOT_FORMATS
 
-BACKEND_CHOICES = {"transformers": "transformers (in process)", "vllm": "vLLM (offline engine)", "openai": "OpenAI-compatible endpoint"}
+BACKEND_CHOICES = {
+    "transformers": "transformers (in process)",
+    "vllm": "vLLM (offline engine)",
+    "openai": "OpenAI-compatible endpoint",
+}
 DATE_CONTROL = {
     "transformers": "Under our control: the whole prompt, rendered by the model's own chat template with the date we set.",
     "vllm": "Under our control: the whole prompt (dateeval renders it; vLLM receives text), every template kind dated by us.",
@@ -46,7 +50,9 @@ def dataset_reference(source: str, own: list, builtin: str) -> str:
     if source == "benchmark":
         return builtin
     if not own:
-        raise DateEvalError("no file uploaded yet: wait until the upload below has finished (its name appears under the box), then press Start")
+        raise DateEvalError(
+            "no file uploaded yet: wait until the upload below has finished (its name appears under the box), then press Start"
+        )
     return uploads.keep([uploads.Upload(file.name, file.getvalue()) for file in own], explorer.results_store())
 
 
@@ -59,10 +65,14 @@ explorer.intro(
 panel = st.container()  # this tab's sweep, above the long form: Start shows its progress where the eye is
 with st.form("sweep"):
     left, right = st.columns(2)
-    model = left.text_input("Model", DEFAULT_MODEL, help="smollm2-135m, a Hub id (org/name), a model folder or a .gguf file")
+    model = left.text_input(
+        "Model", DEFAULT_MODEL, help="smollm2-135m, a Hub id (org/name), a model folder or a .gguf file"
+    )
     dataset = right.selectbox("Dataset", BENCHMARKS, index=BENCHMARKS.index("arc_challenge"))
     source = st.radio("Run", list(SOURCES), format_func=SOURCES.get, horizontal=True, key="source")
-    data_dir = left.text_input("Data folder (empty: the Hugging Face Hub)", explorer.data_dir(), help="Starts from the sidebar's data folder.")
+    data_dir = left.text_input(
+        "Data folder (empty: the Hugging Face Hub)", explorer.data_dir(), help="Starts from the sidebar's data folder."
+    )
     subjects = right.text_input("MMLU subjects (comma-separated, empty: all)")
     limit = left.number_input("First N items", min_value=1, value=10)
     sample = right.number_input("Random sample of N items first (0: off)", min_value=0, value=0)
@@ -72,31 +82,52 @@ with st.form("sweep"):
     step = right.number_input("Every N days", min_value=1, value=1)
     no_date = left.checkbox("Also run without any date (baseline)", value=True)
     template_default = right.checkbox("Also run the template as shipped", value=False)
-    budget = left.number_input("Budget: share of the question-dates to score (1: all)", min_value=0.01, max_value=1.0, value=1.0, step=0.05,
-                               help="Below 1 the sweep is sparse (as `dateeval run --budget`): the baseline and 3 pilot dates score every "
-                                    "question, the other cells are drawn where questions move, and each other date's accuracy is estimated "
-                                    "with its 95% interval (docs/sparse.md). Worth it from about 20 dates.")  # fmt: skip
+    budget = left.number_input(
+        "Budget: share of the question-dates to score (1: all)",
+        min_value=0.01,
+        max_value=1.0,
+        value=1.0,
+        step=0.05,
+        help="Below 1 the sweep is sparse (as `dateeval run --budget`): the baseline and 3 pilot dates score every "
+        "question, the other cells are drawn where questions move, and each other date's accuracy is estimated "
+        "with its 95% interval (docs/sparse.md). Worth it from about 20 dates.",
+    )
     own = st.file_uploader(
         "Or your own dataset: a data file, or a spec with the files it names (docs/own-benchmark.md)",
-        type=[suffix.lstrip(".") for suffix in uploads.SUFFIXES], accept_multiple_files=True,
+        type=[suffix.lstrip(".") for suffix in uploads.SUFFIXES],
+        accept_multiple_files=True,
         help=f"Up to {uploads.MAX_BYTES // 2**20} MiB a file, kept in the store's .datasets folder. A spec names only files uploaded with it "
         "(or hf:org/name). Choose 'My upload' above to run it.",
-    )  # fmt: skip
+    )
     with st.expander("Prompting: chain of thought, few-shot, generation length"):
         cot = st.checkbox("Chain of thought (multiple-choice datasets: the model reasons, then 'The answer is X.')")
-        shots = st.number_input("Few-shot exemplars (MMLU, ARC, GSM8K; the paper's Table 4 uses 5)", min_value=0, max_value=8, value=0)
-        fewshot_format = st.selectbox("Few-shot format", [None, *FEWSHOT_FORMATS], key="fewshot_format",
-                                      format_func=lambda chosen: "the dataset's own (single-turn; lm-eval tasks: multi-turn)" if chosen is None else chosen,
-                                      help="single-turn: every exemplar in the one user message; multi-turn: each exemplar a user and an "
-                                           "assistant turn, as lm-eval builds it with a chat template (--fewshot_as_multiturn)")  # fmt: skip
+        shots = st.number_input(
+            "Few-shot exemplars (MMLU, ARC, GSM8K; the paper's Table 4 uses 5)", min_value=0, max_value=8, value=0
+        )
+        fewshot_format = st.selectbox(
+            "Few-shot format",
+            [None, *FEWSHOT_FORMATS],
+            key="fewshot_format",
+            format_func=lambda chosen: (
+                "the dataset's own (single-turn; lm-eval tasks: multi-turn)" if chosen is None else chosen
+            ),
+            help="single-turn: every exemplar in the one user message; multi-turn: each exemplar a user and an "
+            "assistant turn, as lm-eval builds it with a chat template (--fewshot_as_multiturn)",
+        )
         max_new_tokens = st.number_input("Longest reply in tokens (0: the task's default)", min_value=0, value=0)
         sampling = st.checkbox("Sample with the model's temperature/top-p and a fixed seed (default: greedy)")
-    with st.expander("Where it runs: backend (transformers, vLLM, an OpenAI-compatible endpoint) and executor (here, or a Ray cluster)"):
+    with st.expander(
+        "Where it runs: backend (transformers, vLLM, an OpenAI-compatible endpoint) and executor (here, or a Ray cluster)"
+    ):
         backend = st.radio("Backend", list(BACKEND_CHOICES), horizontal=True, format_func=BACKEND_CHOICES.get)
         endpoint = st.text_input("Endpoint URL (OpenAI-compatible)", "http://127.0.0.1:8000/v1")
         api_mode = st.selectbox("Endpoint mode", list(openai_api.MODES), format_func=openai_api.MODES.get)
-        key_env = st.text_input("Environment variable holding the API key (its name; the key itself is never stored)", "")
-        cluster = st.text_input("Ray cluster address (empty: run here, in the background)", "", help="auto, HOST:PORT or ray://HOST:10001")
+        key_env = st.text_input(
+            "Environment variable holding the API key (its name; the key itself is never stored)", ""
+        )
+        cluster = st.text_input(
+            "Ray cluster address (empty: run here, in the background)", "", help="auto, HOST:PORT or ray://HOST:10001"
+        )
         workers = st.number_input("Ray workers (0: one per CPU or GPU)", min_value=0, value=0)
         st.caption(DATE_CONTROL[backend if backend != "openai" else api_mode])
     with st.expander("Date injection (templates without a date of their own) and compute"):
@@ -117,11 +148,21 @@ if submitted:
             spec = build_spec(
                 (model_spec(backend, model.strip(), endpoint.strip()),),
                 (dataset_reference(source, own, dataset),),
-                dated_conditions(f"{start}..{end}/{step}", no_date=no_date, template_default=template_default, system_prompt=system,
-                                 injection=DateInjection(line=line, format=fmt, position=position)),
+                dated_conditions(
+                    f"{start}..{end}/{step}",
+                    no_date=no_date,
+                    template_default=template_default,
+                    system_prompt=system,
+                    injection=DateInjection(line=line, format=fmt, position=position),
+                ),
                 data_dir=data_dir.strip() or None,
-                cot=cot, shots=int(shots), fewshot_formats=(fewshot_format,),
-                subjects=subjects, sample=int(sample) or None, seed=int(seed), limit=int(limit),
+                cot=cot,
+                shots=int(shots),
+                fewshot_formats=(fewshot_format,),
+                subjects=subjects,
+                sample=int(sample) or None,
+                seed=int(seed),
+                limit=int(limit),
                 dtypes=(dtype,),
                 batch_size=int(batch_size),
                 generation=GenerationOptions(max_new_tokens=int(max_new_tokens) or None, sample=sampling),
@@ -129,8 +170,14 @@ if submitted:
                 budget=float(budget) if budget < 1 else None,
             )
             name = spec.datasets[0]
-            executor = RayExecutor(address=cluster.strip(), workers=int(workers) or None) if cluster.strip() else LocalExecutor()
-            state["background_sweep"] = BackgroundSweep(spec, Store(explorer.results_store()), executor=executor, keep=keep).start()
+            executor = (
+                RayExecutor(address=cluster.strip(), workers=int(workers) or None)
+                if cluster.strip()
+                else LocalExecutor()
+            )
+            state["background_sweep"] = BackgroundSweep(
+                spec, Store(explorer.results_store()), executor=executor, keep=keep
+            ).start()
             st.toast(f"Sweep started: {name}. Its progress is at the top of this page.", icon=":material/play_arrow:")
         except DateEvalError as error:
             panel.error(str(error))
@@ -145,11 +192,17 @@ def progress_panel() -> None:
         return
     progress = sweep.progress
     if progress is not None and progress.units_total:
-        st.progress(progress.units_done / progress.units_total, text=f"{progress.units_done} / {progress.units_total} units")
+        st.progress(
+            progress.units_done / progress.units_total, text=f"{progress.units_done} / {progress.units_total} units"
+        )
         eta = f"ETA {progress.eta_seconds:.0f} s · " if progress.eta_seconds is not None else ""
         st.caption(
             f"{progress.items_per_second:.1f} item-dates/s · "
-            + (f"{progress.tokens_generated / progress.seconds:.0f} generated tokens/s · " if progress.tokens_generated and progress.seconds else "")
+            + (
+                f"{progress.tokens_generated / progress.seconds:.0f} generated tokens/s · "
+                if progress.tokens_generated and progress.seconds
+                else ""
+            )
             + f"{progress.units_skipped} already stored · {eta}{progress.current}"
         )
         if len(progress.workers) > 1:
@@ -163,9 +216,15 @@ def progress_panel() -> None:
     if sweep.error:
         st.error(sweep.error)
     elif sweep.finished and sweep.cancel.is_set() and (progress is None or progress.units_done < progress.units_total):
-        st.warning("Cancelled: the units it finished are saved, and running the same sweep again resumes it.", icon=":material/cancel:")
+        st.warning(
+            "Cancelled: the units it finished are saved, and running the same sweep again resumes it.",
+            icon=":material/cancel:",
+        )
     elif sweep.finished:
-        st.success("Finished. Pick 'My results' as the store in the sidebar to explore the results.", icon=":material/check_circle:")
+        st.success(
+            "Finished. Pick 'My results' as the store in the sidebar to explore the results.",
+            icon=":material/check_circle:",
+        )
 
 
 STATUS_ICONS = {"running": "⏳", "succeeded": "✅", "cancelled": "⛔", "failed": "❌", "interrupted": "⚠️"}
@@ -210,8 +269,13 @@ def runs_panel() -> None:
     for record in records:
         if record.status == "running" and not record.cancel_requested:
             # A callback runs before the rerun it triggers, so the list drawn by that rerun already says "cancelling".
-            st.button(f"Cancel: {record.spec}", key=f"cancel_{record.id}", on_click=registry.request_cancel, args=(record.id,),
-                      help="It stops after the unit it is computing, wherever it runs; finished units stay saved.")  # fmt: skip
+            st.button(
+                f"Cancel: {record.spec}",
+                key=f"cancel_{record.id}",
+                on_click=registry.request_cancel,
+                args=(record.id,),
+                help="It stops after the unit it is computing, wherever it runs; finished units stay saved.",
+            )
 
 
 with panel:

@@ -20,8 +20,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Test groups, by what a test exercises (pytest.ini registers the markers). Before a commit, the fast group:
 #   ./run.sh test -m "not model and not browser"
 # `model`: runs the real model (the `backend` fixture, sweeps, the CLI, servers); `browser`: drives Chromium.
-MODEL_MODULES = {"test_engine", "test_ray", "test_sweep_leases", "test_own_benchmark_e2e", "test_generation_tasks", "test_fewshot_format",
-                 "test_openai_backend", "test_serve", "test_serve_vllm", "test_vllm", "test_lmeval", "test_numerics", "test_sparse_sweeps"}  # fmt: skip
+MODEL_MODULES = {
+    "test_engine",
+    "test_ray",
+    "test_sweep_leases",
+    "test_own_benchmark_e2e",
+    "test_generation_tasks",
+    "test_fewshot_format",
+    "test_openai_backend",
+    "test_serve",
+    "test_serve_vllm",
+    "test_vllm",
+    "test_lmeval",
+    "test_numerics",
+    "test_sparse_sweeps",
+}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -95,7 +108,9 @@ def layer(store: Path):
 def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
     """Run ``python -m dateeval`` as a user would, offline."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "dateeval", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "dateeval", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout
+    )
 
 
 def sweep_finishes(at, seconds: float = 120) -> None:

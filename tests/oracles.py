@@ -14,7 +14,14 @@ from dateeval.metrics import ece_by_code
 from dateeval.results.descriptive import _codes, common_items, entry_label, predictions, with_factor
 from dateeval.schema import ENTRY, ENTRY_KEY
 from dateeval.results.bands import BAND_COLUMNS, date_band
-from dateeval.results.chance import SIGNIFICANCE_COLUMNS, against, date_effect_family, null_draws, significance, verdict_groups
+from dateeval.results.chance import (
+    SIGNIFICANCE_COLUMNS,
+    against,
+    date_effect_family,
+    null_draws,
+    significance,
+    verdict_groups,
+)
 from dateeval.results.inference import FACTOR_COLUMNS, across_factors, entry_factors, graded, outcome_matrices
 
 
@@ -26,14 +33,31 @@ def item_flips(frame: pd.DataFrame) -> pd.DataFrame:
     ``consistent`` means one answer on every date. ``mean_score`` is the
     mean sentence chrF of translations.
     """
-    columns = ["entry", "dataset", "item_id", "n_dates", "n_correct", "n_wrong", "changes", "n_predictions", "consistent",
-               "mean_confidence", "min_confidence", "mean_score", "answer"]  # fmt: skip
+    columns = [
+        "entry",
+        "dataset",
+        "item_id",
+        "n_dates",
+        "n_correct",
+        "n_wrong",
+        "changes",
+        "n_predictions",
+        "consistent",
+        "mean_confidence",
+        "min_confidence",
+        "mean_score",
+        "answer",
+    ]
     rows = with_factor(frame)
     rows = rows[rows["factor"] == "date"]
     if rows.empty:
         return pd.DataFrame(columns=columns)
-    rows = rows.assign(entry=entry_label(rows), prediction=predictions(rows), correct=rows["correct"].astype(float),
-                       score=rows["score"].astype(float) if "score" in rows else np.nan)  # fmt: skip
+    rows = rows.assign(
+        entry=entry_label(rows),
+        prediction=predictions(rows),
+        correct=rows["correct"].astype(float),
+        score=rows["score"].astype(float) if "score" in rows else np.nan,
+    )
     rows = rows.sort_values(["entry", "dataset", "item_id", "date"])
     group = rows.groupby(["entry", "dataset", "item_id"], sort=False)
     previous = group["prediction"].shift()
@@ -63,12 +87,20 @@ def confidence_by_consistency(frame: pd.DataFrame) -> pd.DataFrame:
     rows = rows[rows["factor"] == "date"]
     if rows.empty:
         return pd.DataFrame(columns=columns)
-    rows = rows.assign(entry=entry_label(rows), prediction=predictions(rows), confidence=rows["confidence"].astype(float))
-    stable = rows.groupby(["entry", "dataset", "item_id"])["prediction"].nunique().eq(1).rename("consistent").reset_index()
+    rows = rows.assign(
+        entry=entry_label(rows), prediction=predictions(rows), confidence=rows["confidence"].astype(float)
+    )
+    stable = (
+        rows.groupby(["entry", "dataset", "item_id"])["prediction"].nunique().eq(1).rename("consistent").reset_index()
+    )
     rows = rows.merge(stable, on=["entry", "dataset", "item_id"])
-    table = rows.pivot_table(index=["entry", "dataset"], columns="consistent", values="confidence", aggfunc="mean", dropna=False)
+    table = rows.pivot_table(
+        index=["entry", "dataset"], columns="consistent", values="confidence", aggfunc="mean", dropna=False
+    )
     table = table.rename(columns={True: "consistent_confidence", False: "inconsistent_confidence"})
-    counts = stable.groupby(["entry", "dataset"]).agg(n_items=("consistent", "size"), n_inconsistent=("consistent", lambda c: int((~c).sum())))
+    counts = stable.groupby(["entry", "dataset"]).agg(
+        n_items=("consistent", "size"), n_inconsistent=("consistent", lambda c: int((~c).sum()))
+    )
     table = counts.join(table).reset_index()
     for column in ("consistent_confidence", "inconsistent_confidence"):
         if column not in table:
@@ -89,8 +121,12 @@ def factor_table(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.assign(entry=entry_label(frame))
     rows = []
     for (entry, dataset), group in frame.groupby(["entry", "dataset"], sort=True):
-        rows += entry_factors(entry, dataset, group[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True),
-                              lambda keys, group=group: outcome_matrices(group[group["condition_key"].isin(keys)], "condition_key"))  # fmt: skip
+        rows += entry_factors(
+            entry,
+            dataset,
+            group[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True),
+            lambda keys, group=group: outcome_matrices(group[group["condition_key"].isin(keys)], "condition_key"),
+        )
     return pd.DataFrame(rows + across_factors(frame), columns=FACTOR_COLUMNS)
 
 
@@ -169,7 +205,10 @@ def exact_family_p(groups: list[list[np.ndarray]]) -> float:
             yield [np.stack([m[list(order), i] for i, order in enumerate(orders)], 1) for m in group]
 
     observed = min(logp(m) for group in groups for m in group)
-    null = [min(logp(m) for arrangement in arrangements for m in arrangement) for arrangements in product(*(list(tables(g)) for g in groups))]
+    null = [
+        min(logp(m) for arrangement in arrangements for m in arrangement)
+        for arrangements in product(*(list(tables(g)) for g in groups))
+    ]
     return float(np.mean(np.array(null) <= observed + 1e-9 * max(1, abs(observed))))
 
 
@@ -179,9 +218,12 @@ def largest_of(deltas: list[float], draws: list[np.ndarray], level: float = 0.95
     shuffled = [rng.permutation(np.asarray(d, dtype=float)) for d in draws]
     maxima = np.array([max(entry[j] for entry in shuffled) for j in range(min(len(d) for d in draws))])
     observed = max(deltas)
-    return {"delta": observed, "null_median": float(np.median(maxima)), "null_upper": float(np.quantile(maxima, level)),
-            "p_value": (1 + sum(1 for value in maxima if value >= observed - 1e-12)) / (len(maxima) + 1)}
-
+    return {
+        "delta": observed,
+        "null_median": float(np.median(maxima)),
+        "null_upper": float(np.quantile(maxima, level)),
+        "p_value": (1 + sum(1 for value in maxima if value >= observed - 1e-12)) / (len(maxima) + 1),
+    }
 
 
 def two_way_anova(matrix: list[list[float]]) -> dict[str, float]:
@@ -196,9 +238,19 @@ def two_way_anova(matrix: list[list[float]]) -> dict[str, float]:
     ss_date = items * sum((mean - grand) ** 2 for mean in date_means)
     ss_item = dates * sum((mean - grand) ** 2 for mean in item_means)
     ss_residual = ss_total - ss_date - ss_item
-    ms_item, ms_date, ms_residual = ss_item / (items - 1), ss_date / (dates - 1), ss_residual / ((items - 1) * (dates - 1))
-    return {"ms_item": ms_item, "ms_date": ms_date, "ms_residual": ms_residual, "item": max(0.0, (ms_item - ms_residual) / dates),
-            "date": max(0.0, (ms_date - ms_residual) / items), "residual": ms_residual}  # fmt: skip
+    ms_item, ms_date, ms_residual = (
+        ss_item / (items - 1),
+        ss_date / (dates - 1),
+        ss_residual / ((items - 1) * (dates - 1)),
+    )
+    return {
+        "ms_item": ms_item,
+        "ms_date": ms_date,
+        "ms_residual": ms_residual,
+        "item": max(0.0, (ms_item - ms_residual) / dates),
+        "date": max(0.0, (ms_date - ms_residual) / items),
+        "residual": ms_residual,
+    }
 
 
 def rank_intervals(scores: pd.DataFrame) -> pd.DataFrame:
@@ -208,10 +260,22 @@ def rank_intervals(scores: pd.DataFrame) -> pd.DataFrame:
 
     rows = []
     for entry in scores.columns:
-        ranks = sorted(1 + sum(1 for other in scores.columns if scores.at[day, other] > scores.at[day, entry]) for day in scores.index)
+        ranks = sorted(
+            1 + sum(1 for other in scores.columns if scores.at[day, other] > scores.at[day, entry])
+            for day in scores.index
+        )
         n = len(ranks)
-        rows.append({"entry": entry, "rank_best": ranks[0], "rank_worst": ranks[-1], "rank_low": ranks[max(0, math.ceil(0.025 * n) - 1)],
-                     "rank_high": ranks[max(0, math.ceil(0.975 * n) - 1)], "first_share": sum(rank == 1 for rank in ranks) / n, "n_ranked_dates": n})  # fmt: skip
+        rows.append(
+            {
+                "entry": entry,
+                "rank_best": ranks[0],
+                "rank_worst": ranks[-1],
+                "rank_low": ranks[max(0, math.ceil(0.025 * n) - 1)],
+                "rank_high": ranks[max(0, math.ceil(0.975 * n) - 1)],
+                "first_share": sum(rank == 1 for rank in ranks) / n,
+                "n_ranked_dates": n,
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -228,7 +292,9 @@ def _mean_by_code(codes: np.ndarray, values: np.ndarray, groups: int) -> np.ndar
     """Mean of the finite values per group; NaN for a group without any."""
     keep = np.isfinite(values)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.bincount(codes[keep], weights=values[keep], minlength=groups) / np.bincount(codes[keep], minlength=groups)
+        return np.bincount(codes[keep], weights=values[keep], minlength=groups) / np.bincount(
+            codes[keep], minlength=groups
+        )
 
 
 def _corpus_scores(frame: pd.DataFrame, codes: np.ndarray, groups: int) -> dict[str, np.ndarray]:
@@ -254,7 +320,18 @@ def _corpus_scores(frame: pd.DataFrame, codes: np.ndarray, groups: int) -> dict[
 
 def condition_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     """The row-by-row reference for ``unit_sums.metrics``: Accuracy, ECE, mean confidence, BLEU and chrF per entry x condition, on the items common to all conditions."""
-    columns = ENTRY + ["entry", "condition", "factor", "date_mode", "date", "task", "label_variant", "n_items", *METRICS, "mean_confidence"]
+    columns = ENTRY + [
+        "entry",
+        "condition",
+        "factor",
+        "date_mode",
+        "date",
+        "task",
+        "label_variant",
+        "n_items",
+        *METRICS,
+        "mean_confidence",
+    ]
     if frame.empty:
         return pd.DataFrame(columns=columns)
     frame = common_items(with_factor(frame))
@@ -262,9 +339,16 @@ def condition_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     groups = int(codes.max()) + 1
     correct, confidence = frame["correct"].astype(float).to_numpy(), frame["confidence"].astype(float).to_numpy()
     first = np.unique(codes, return_index=True)[1]
-    firsts = frame.assign(**{column: frame[column] if column in frame else None for column in ("task", "label_variant")}).iloc[first]
-    metrics = firsts[ENTRY + ["condition", "factor", "date_mode", "date", "task", "label_variant"]].reset_index(drop=True)
-    for column in ("task", "label_variant"):  # a column some files lack reads as NaN there: missing, as the sums keep it
+    firsts = frame.assign(
+        **{column: frame[column] if column in frame else None for column in ("task", "label_variant")}
+    ).iloc[first]
+    metrics = firsts[ENTRY + ["condition", "factor", "date_mode", "date", "task", "label_variant"]].reset_index(
+        drop=True
+    )
+    for column in (
+        "task",
+        "label_variant",
+    ):  # a column some files lack reads as NaN there: missing, as the sums keep it
         metrics[column] = metrics[column].astype(object).where(metrics[column].notna(), None)
     metrics["n_items"] = np.bincount(codes)
     metrics["accuracy"] = _mean_by_code(codes, correct, groups)
@@ -296,6 +380,8 @@ def debiased_ece_by_loops(confidence: list[float], correct: list[float], bins: i
         else:
             density = scipy_stats.norm(gap, spread).pdf
             ends = sorted({gap - 12 * spread, gap + 12 * spread, min(max(0.0, gap - 12 * spread), gap + 12 * spread)})
-            expected = sum(integrate.quad(lambda x: abs(x) * density(x), a, b, limit=200)[0] for a, b in zip(ends, ends[1:]))
+            expected = sum(
+                integrate.quad(lambda x: abs(x) * density(x), a, b, limit=200)[0] for a, b in zip(ends, ends[1:])
+            )
         total += len(inside) / len(confidence) * (2 * abs(gap) - expected)
     return max(total, 0.0)

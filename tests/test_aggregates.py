@@ -54,7 +54,9 @@ def test_readers_sum_missing_sidecars_in_memory_and_keep_writes_them_once(demo):
     _same(unit_sums.condition_metrics(demo, sums)[0], _from_rows(demo))
     assert keep(demo) == []
     kept = sorted((demo.root / sidecars.FOLDER).rglob("*.parquet"))
-    assert len([path for path in kept if stored.FOLDER not in path.parts]) == 2 * len(demo.files())  # the sums and the per-item sidecar of every unit
+    assert len([path for path in kept if stored.FOLDER not in path.parts]) == 2 * len(
+        demo.files()
+    )  # the sums and the per-item sidecar of every unit
     unit_sums._READ.clear()
     again, problems = unit_sums.load(demo)  # from the sidecars, verified on read
     assert not problems.corrupted and sorted((demo.root / sidecars.FOLDER).rglob("*.parquet")) == kept
@@ -63,10 +65,16 @@ def test_readers_sum_missing_sidecars_in_memory_and_keep_writes_them_once(demo):
     items.unlink()  # a per-item sidecar lost (or, below, one of an older format): summed again in memory when needed
     sums = again.assign(entry=descriptive.entry_label(again))
     source = str(items.relative_to(demo.root / sidecars.FOLDER)).split(".parquet.")[0] + ".parquet"
-    assert item_matrices.load(demo, sums[sums["source"] == source].loc[lambda s: s["entry"] == s["entry"].iloc[0]]) is not None and not items.exists()
+    assert (
+        item_matrices.load(demo, sums[sums["source"] == source].loc[lambda s: s["entry"] == s["entry"].iloc[0]])
+        is not None
+        and not items.exists()
+    )
     assert not sidecars.keep_missing(demo).messages() and items.exists()  # what keep writes first
     shutil.rmtree(demo.root / sidecars.FOLDER / stored.FOLDER)  # below, only the sidecars
-    for path in list((demo.root / sidecars.FOLDER).rglob("*.parquet")):  # as the format before per-item sidecars left them
+    for path in list(
+        (demo.root / sidecars.FOLDER).rglob("*.parquet")
+    ):  # as the format before per-item sidecars left them
         if path.name.endswith(".items.parquet"):
             path.unlink()
         else:
@@ -74,7 +82,9 @@ def test_readers_sum_missing_sidecars_in_memory_and_keep_writes_them_once(demo):
     old = list((demo.root / sidecars.FOLDER).rglob("*.parquet"))
     unit_sums._READ.clear()
     sidecars.keep_missing(demo)
-    assert not any(path.exists() for path in old) and len(list((demo.root / sidecars.FOLDER).rglob("*.parquet"))) == 2 * len(demo.files())
+    assert not any(path.exists() for path in old) and len(
+        list((demo.root / sidecars.FOLDER).rglob("*.parquet"))
+    ) == 2 * len(demo.files())
 
 
 def test_a_replaced_unit_is_summed_again(demo):
@@ -84,28 +94,61 @@ def test_a_replaced_unit_is_summed_again(demo):
     sidecars.write_unit(demo, unit, frame.assign(correct=~frame["correct"].astype(bool)))
     sums, _ = unit_sums.load(demo)
     _same(unit_sums.condition_metrics(demo, sums)[0], _from_rows(demo))
-    assert len(list((demo.root / sidecars.FOLDER).rglob(f"{unit.name}.*"))) == 2  # the stale sidecars are gone: sums and items
+    assert (
+        len(list((demo.root / sidecars.FOLDER).rglob(f"{unit.name}.*"))) == 2
+    )  # the stale sidecars are gone: sums and items
 
 
 def _unit(condition: str, items: range, correct: list[bool]) -> list[dict]:
-    return [{"model": "m", "model_key": "k", "dtype": "float32", "device": "cpu", "hardware": "cpu", "dataset": "d", "task_key": "t",
-             "condition": condition, "condition_key": condition, "factor": "date", "date_mode": "date", "date": condition,
-             "item_id": f"i{i}", "prompt_hash": f"h{i}", "correct": ok, "confidence": 0.3 + 0.1 * i, "pred": int(ok), "answer": 1}
-            for i, ok in zip(items, correct)]  # fmt: skip
+    return [
+        {
+            "model": "m",
+            "model_key": "k",
+            "dtype": "float32",
+            "device": "cpu",
+            "hardware": "cpu",
+            "dataset": "d",
+            "task_key": "t",
+            "condition": condition,
+            "condition_key": condition,
+            "factor": "date",
+            "date_mode": "date",
+            "date": condition,
+            "item_id": f"i{i}",
+            "prompt_hash": f"h{i}",
+            "correct": ok,
+            "confidence": 0.3 + 0.1 * i,
+            "pred": int(ok),
+            "answer": 1,
+        }
+        for i, ok in zip(items, correct)
+    ]
 
 
 def test_entries_the_sums_cannot_give_exactly_come_from_their_rows(tmp_path):
     """A second file for a condition (duplicates, more items) and conditions with different items: same numbers as the rows."""
     store = Store(tmp_path)
-    sidecars.write_unit(store, store.unit_path("m", "d", "2024-01-01", "a"), _unit("2024-01-01", range(4), [True, False, True, True]))
-    sidecars.write_unit(store, store.unit_path("m", "d", "2024-01-01", "b"), _unit("2024-01-01", range(2, 6), [False, False, True, False]))
-    sidecars.write_unit(store, store.unit_path("m", "d", "2024-01-02", "c"), _unit("2024-01-02", range(5), [True, True, False, True, False]))
+    sidecars.write_unit(
+        store, store.unit_path("m", "d", "2024-01-01", "a"), _unit("2024-01-01", range(4), [True, False, True, True])
+    )
+    sidecars.write_unit(
+        store,
+        store.unit_path("m", "d", "2024-01-01", "b"),
+        _unit("2024-01-01", range(2, 6), [False, False, True, False]),
+    )
+    sidecars.write_unit(
+        store,
+        store.unit_path("m", "d", "2024-01-02", "c"),
+        _unit("2024-01-02", range(5), [True, True, False, True, False]),
+    )
     sums, _ = unit_sums.load(store)
     assert len(unit_sums.inexact_entries(sums)) == 1
     _same(unit_sums.condition_metrics(store, sums)[0], _from_rows(store))
     frame, _ = store.read(columns=SUMMARY_COLUMNS)
     view, _ = results.open(store)
-    flips, _ = view.flips(view.sums["entry"].iloc[0], "d", dt.date(2024, 1, 1), dt.date(2024, 1, 2))  # the first file's row of a duplicate
+    flips, _ = view.flips(
+        view.sums["entry"].iloc[0], "d", dt.date(2024, 1, 1), dt.date(2024, 1, 2)
+    )  # the first file's row of a duplicate
     pd.testing.assert_frame_equal(flips, oracles.item_flips(frame), check_dtype=False, check_exact=False)
 
 
@@ -115,7 +158,9 @@ def test_a_damaged_unit_is_reported_and_left_out(demo):
     data[len(data) // 3] ^= 0xFF
     unit.write_bytes(bytes(data))
     sums, problems = unit_sums.load(demo)
-    assert [path for path, _ in problems.corrupted] == [unit] and str(unit.relative_to(demo.root)) not in set(sums["source"])
+    assert [path for path, _ in problems.corrupted] == [unit] and str(unit.relative_to(demo.root)) not in set(
+        sums["source"]
+    )
 
 
 def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
@@ -132,19 +177,37 @@ def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
         for start, end in ((dt.date(2024, 1, 1), dt.date(2024, 12, 31)), (dt.date(2024, 3, 5), dt.date(2024, 6, 30))):
             flips, table7 = item_matrices.flips(found, start, end)
             rows = frame[(frame["entry"] == entry) & (frame["dataset"] == dataset)]
-            rows = rows[rows["date"].isna() | pd.to_datetime(rows["date"], errors="coerce").between(pd.Timestamp(start), pd.Timestamp(end))]
+            rows = rows[
+                rows["date"].isna()
+                | pd.to_datetime(rows["date"], errors="coerce").between(pd.Timestamp(start), pd.Timestamp(end))
+            ]
             pd.testing.assert_frame_equal(flips, oracles.item_flips(rows), check_dtype=False, check_exact=False)
-            pd.testing.assert_frame_equal(table7, oracles.confidence_by_consistency(rows), check_dtype=False, check_exact=False)
+            pd.testing.assert_frame_equal(
+                table7, oracles.confidence_by_consistency(rows), check_dtype=False, check_exact=False
+            )
     tables = explorer.statistics(demo)
     pd.testing.assert_frame_equal(tables["factors"], oracles.factor_table(frame), check_exact=False, rtol=1e-12)
-    pd.testing.assert_frame_equal(tables["significance"], oracles.date_significance(frame, n_perm=200), check_exact=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(
+        tables["significance"], oracles.date_significance(frame, n_perm=200), check_exact=False, rtol=1e-12
+    )
     pd.testing.assert_frame_equal(tables["run_to_run"], inference.run_to_run(frame), check_exact=False, rtol=1e-12)
-    assert set(tables["factors"]["factor"]) >= {"date", "precision"} and len(tables["significance"]) == 6  # every graded entry
+    assert (
+        set(tables["factors"]["factor"]) >= {"date", "precision"} and len(tables["significance"]) == 6
+    )  # every graded entry
     metrics, _ = unit_sums.condition_metrics(demo, sums)
     found = explorer.headline(demo)
     expected = headline.headline(oracles.significance_rows(frame), metrics, oracles.verdict(frame))
-    kept = {"power", "power_effect", "reorder_chance", "reorder_chance_upper", "reorder_p_value"}  # added by Results.headline
-    assert isinstance(found, headline.Headline) and found.with_(**{name: getattr(expected, name) for name in kept}) == expected
+    kept = {
+        "power",
+        "power_effect",
+        "reorder_chance",
+        "reorder_chance_upper",
+        "reorder_p_value",
+    }  # added by Results.headline
+    assert (
+        isinstance(found, headline.Headline)
+        and found.with_(**{name: getattr(expected, name) for name in kept}) == expected
+    )
     top = inference.graded(frame)
     top = top[(top["entry"] == expected.entry) & (top["dataset"] == expected.dataset) & (top["factor"] == "date")]
     assert found.power == chance.power(inference.outcome_matrices(top, "condition_key")[1], found.power_effect)
@@ -185,10 +248,22 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     assert not (demo.root / sidecars.FOLDER).exists()  # reading wrote nothing
     assert keep(demo) == []
     kept = sorted((demo.root / sidecars.FOLDER / stored.FOLDER).rglob("*.parquet"))
-    assert {path.parent.name for path in kept} == {"headline", "significance", "factors", "band", "flips", "table7", "robust"}
+    assert {path.parent.name for path in kept} == {
+        "headline",
+        "significance",
+        "factors",
+        "band",
+        "flips",
+        "table7",
+        "robust",
+    }
     _new_process()
     with monkeypatch.context() as patched:
-        for module, name in ((chance, "null_tests"), (inference, "entry_factors"), (bands, "date_band")):  # (Table 5's precision rows compare entries: computed)
+        for module, name in (
+            (chance, "null_tests"),
+            (inference, "entry_factors"),
+            (bands, "date_band"),
+        ):  # (Table 5's precision rows compare entries: computed)
             patched.setattr(module, name, lambda *args, name=name, **kwargs: pytest.fail(f"{name} computed again"))
         patched.setattr(item_matrices, "flips", lambda *args: pytest.fail("flips computed again"))
         for kept_table, first_table in zip(explorer.flips(demo, one), flips, strict=True):
@@ -213,7 +288,9 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
     assert explorer.headline(demo) == first
     assert list(damaged.parent.glob("*.parquet")) == [damaged]  # computed in memory: nothing written
     assert keep(demo) == []
-    assert [path.name for path in damaged.parent.glob("*.parquet")] != [damaged.name] and len(list(damaged.parent.glob("*.parquet"))) == 1  # replaced
+    assert [path.name for path in damaged.parent.glob("*.parquet")] != [damaged.name] and len(
+        list(damaged.parent.glob("*.parquet"))
+    ) == 1  # replaced
 
 
 def test_kept_rows_round_trip_even_empty_and_live_in_memory_where_the_store_is_read_only(demo, monkeypatch):
@@ -230,7 +307,9 @@ def test_kept_rows_round_trip_even_empty_and_live_in_memory_where_the_store_is_r
     monkeypatch.setattr(Store, "write", refuse)
     computed = []
     for _ in range(2):
-        assert stored.rows(demo, "numbers", "label", units, (1,), lambda: computed.append(1) or [{"x": 0.5}]) == [{"x": 0.5}]
+        assert stored.rows(demo, "numbers", "label", units, (1,), lambda: computed.append(1) or [{"x": 0.5}]) == [
+            {"x": 0.5}
+        ]
     assert computed == [1] and not (demo.root / sidecars.FOLDER / stored.FOLDER / "numbers").exists()
     assert ["not kept" in message for message in keep(demo)] == [True]  # a store that cannot take them: one warning
     assert not (demo.root / sidecars.FOLDER / stored.FOLDER / "numbers").exists()
@@ -258,10 +337,14 @@ def test_kept_rows_held_in_memory_are_bounded(demo, monkeypatch):
     monkeypatch.setattr(stored, "HELD", 3)
     units = demo.files()
     for index in range(5):
-        assert stored.rows(demo, "bounded", f"label {index}", units, (index,), lambda index=index: [{"index": index}]) == [{"index": index}]
+        assert stored.rows(
+            demo, "bounded", f"label {index}", units, (index,), lambda index=index: [{"index": index}]
+        ) == [{"index": index}]
     assert len(stored._KEPT) == 3
     assert stored.rows(demo, "bounded", "label 4", units, (4,), lambda: pytest.fail("held in memory")) == [{"index": 4}]
-    assert stored.rows(demo, "bounded", "label 0", units, (0,), lambda: [{"index": 0}]) == [{"index": 0}]  # computed again
+    assert stored.rows(demo, "bounded", "label 0", units, (0,), lambda: [{"index": 0}]) == [
+        {"index": 0}
+    ]  # computed again
 
 
 def test_a_metric_is_added_in_one_place(tmp_path, monkeypatch):
@@ -306,7 +389,9 @@ def test_a_users_generation_dataset_is_reported_by_its_task_kind(tmp_path):
     assert view.kind("arithmetic") == "generation"
     tables, _ = report.paper_tables(view)
     titles = [title for title, table in tables.items() if "arithmetic" in set(table.get("dataset", []))]
-    assert any(title.startswith("Table 2") for title in titles) and not any(title.startswith("Table 1") for title in titles), titles
+    assert any(title.startswith("Table 2") for title in titles) and not any(
+        title.startswith("Table 1") for title in titles
+    ), titles
 
 
 def test_entries_scored_from_different_option_labels_are_marked_not_comparable(tmp_path, monkeypatch):
@@ -319,12 +404,18 @@ def test_entries_scored_from_different_option_labels_are_marked_not_comparable(t
     store = Store(tmp_path / "store")
     for variant, key in (("space+label", "t1"), ("label", "t2")):
         for day in ("2024-01-01", "2024-01-02"):
-            rows = [dict(row, task_key=key, label_variant=variant, task="mcqa") for row in _unit(day, range(3), [True, False, day == "2024-01-01"])]
+            rows = [
+                dict(row, task_key=key, label_variant=variant, task="mcqa")
+                for row in _unit(day, range(3), [True, False, day == "2024-01-01"])
+            ]
             sidecars.write_unit(store, store.unit_path("m", "d", day, f"{key}{day}"), rows)
     notes = unit_sums.label_notes(results.open(store)[0].sums)
     assert len(notes) == 1 and "not comparable" in notes[0] and "'label'" in notes[0] and "'space+label'" in notes[0]
     summary = run_cli("summary", "--store", str(store.root))
-    assert summary.returncode == 0 and "entries scored reading different option labels are not comparable" in summary.stderr
+    assert (
+        summary.returncode == 0
+        and "entries scored reading different option labels are not comparable" in summary.stderr
+    )
     monkeypatch.setenv("DATEEVAL_STORE", str(store.root))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.query_params["store"] = "mine"

@@ -30,15 +30,31 @@ def _frame(results: dict[str, list[int]], mode="date") -> pd.DataFrame:
         date_mode = "none" if condition == "no-date" else "date"
         for i, c in enumerate(correct):
             rows.append(
-                dict(model="m", dtype="float32", device="cpu", hardware="x86", model_key="k", dataset="d", task_key="t", system_prompt="s",
-                     condition=condition, condition_key=condition, date_mode=date_mode, date=None if date_mode == "none" else condition,
-                     item_id=f"i{i}", correct=bool(c), confidence=0.8)
+                dict(
+                    model="m",
+                    dtype="float32",
+                    device="cpu",
+                    hardware="x86",
+                    model_key="k",
+                    dataset="d",
+                    task_key="t",
+                    system_prompt="s",
+                    condition=condition,
+                    condition_key=condition,
+                    date_mode=date_mode,
+                    date=None if date_mode == "none" else condition,
+                    item_id=f"i{i}",
+                    correct=bool(c),
+                    confidence=0.8,
+                )
             )
     return pd.DataFrame(rows)
 
 
 def test_summary_delta_worst_best_and_baseline():
-    frame = _frame({"2024-01-01": [1, 1, 0, 0], "2024-01-02": [1, 1, 1, 0], "2024-01-03": [0, 1, 0, 0], "no-date": [1, 0, 0, 0]})
+    frame = _frame(
+        {"2024-01-01": [1, 1, 0, 0], "2024-01-02": [1, 1, 1, 0], "2024-01-03": [0, 1, 0, 0], "no-date": [1, 0, 0, 0]}
+    )
     table = summarize(condition_metrics(frame))
     row = table.iloc[0]
     assert row["n_dates"] == 3 and row["n_items"] == 4
@@ -59,9 +75,27 @@ def _pred_frame(preds_by_date: dict[str, list[int]], answers: list[int], confide
     rows = []
     for date, preds in preds_by_date.items():
         for i, (pred, answer) in enumerate(zip(preds, answers)):
-            rows.append(dict(model="m", dtype="float32", device="cpu", hardware="x86", model_key="k", dataset="d", task_key="t", system_prompt="s",
-                             condition=date, condition_key=date, date_mode="date", date=date, item_id=f"i{i}", pred=pred, answer=answer,
-                             correct=pred == answer, confidence=confidence if i else 0.9))
+            rows.append(
+                dict(
+                    model="m",
+                    dtype="float32",
+                    device="cpu",
+                    hardware="x86",
+                    model_key="k",
+                    dataset="d",
+                    task_key="t",
+                    system_prompt="s",
+                    condition=date,
+                    condition_key=date,
+                    date_mode="date",
+                    date=date,
+                    item_id=f"i{i}",
+                    pred=pred,
+                    answer=answer,
+                    correct=pred == answer,
+                    confidence=confidence if i else 0.9,
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -84,7 +118,11 @@ def test_ranks_and_kendall_tau_against_scipy():
     from dateeval.results.descriptive import kendall_taus, ranks, top_k_reorders
 
     accuracy = {"a": [0.5, 0.6, 0.7], "b": [0.6, 0.5, 0.8], "c": [0.7, 0.7, 0.6]}
-    rows = [dict(entry=e, dataset="d", factor="date", date_mode="date", date=f"2024-01-0{j + 1}", accuracy=v) for e, vs in accuracy.items() for j, v in enumerate(vs)]
+    rows = [
+        dict(entry=e, dataset="d", factor="date", date_mode="date", date=f"2024-01-0{j + 1}", accuracy=v)
+        for e, vs in accuracy.items()
+        for j, v in enumerate(vs)
+    ]
     metrics = pd.DataFrame(rows)
     ranked = ranks(metrics)
     assert ranked[(ranked["entry"] == "c") & (ranked["date"] == "2024-01-01")]["rank"].item() == 1
@@ -94,8 +132,13 @@ def test_ranks_and_kendall_tau_against_scipy():
     for row in taus.itertuples():
         i, j = [list(sorted(set(ranked["date"]))).index(d) for d in (row.date_a, row.date_b)]
         assert row.tau == pytest.approx(kendalltau(values[i], values[j]).statistic)
-    ties = pd.DataFrame([dict(entry=e, dataset="d", factor="date", date_mode="date", date=f"2024-02-0{j + 1}", accuracy=v)
-                         for e, vs in {"a": [0.5, 0.5, 0.6], "b": [0.5, 0.6, 0.5], "c": [0.7, 0.6, 0.6]}.items() for j, v in enumerate(vs)])  # fmt: skip
+    ties = pd.DataFrame(
+        [
+            dict(entry=e, dataset="d", factor="date", date_mode="date", date=f"2024-02-0{j + 1}", accuracy=v)
+            for e, vs in {"a": [0.5, 0.5, 0.6], "b": [0.5, 0.6, 0.5], "c": [0.7, 0.6, 0.6]}.items()
+            for j, v in enumerate(vs)
+        ]
+    )
     tied = kendall_taus(ties, "d")
     tied_values = np.array([[0.5, 0.5, 0.7], [0.5, 0.6, 0.6], [0.6, 0.5, 0.6]])
     for row, (i, j) in zip(tied.itertuples(), [(0, 1), (0, 2), (1, 2)]):
@@ -107,7 +150,11 @@ def test_vectorised_ece_matches_the_reference():
     from dateeval.metrics import ece_by_code
 
     rng = np.random.default_rng(1)
-    codes, confidence, correct = rng.integers(0, 5, 2000), rng.uniform(0.25, 1, 2000), (rng.uniform(0, 1, 2000) < 0.6).astype(float)
+    codes, confidence, correct = (
+        rng.integers(0, 5, 2000),
+        rng.uniform(0.25, 1, 2000),
+        (rng.uniform(0, 1, 2000) < 0.6).astype(float),
+    )
     fast = ece_by_code(codes, confidence, correct)
     for group in range(5):
         assert fast[group] == pytest.approx(ece(confidence[codes == group], correct[codes == group]))
@@ -116,8 +163,15 @@ def test_vectorised_ece_matches_the_reference():
 def test_template_default_dates():
     from dateeval.results.descriptive import template_default_dates
 
-    frame = pd.DataFrame({"model": ["llama", "smol"], "dtype": ["bfloat16"] * 2, "device": ["cpu"] * 2, "date_mode": ["default"] * 2,
-                          "date_text": ["26 Jul 2024", None]})  # fmt: skip
+    frame = pd.DataFrame(
+        {
+            "model": ["llama", "smol"],
+            "dtype": ["bfloat16"] * 2,
+            "device": ["cpu"] * 2,
+            "date_mode": ["default"] * 2,
+            "date_text": ["26 Jul 2024", None],
+        }
+    )
     assert template_default_dates(frame) == {"llama (bfloat16, cpu)": pd.Timestamp("2024-07-26")}
 
 

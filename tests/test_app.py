@@ -11,7 +11,16 @@ from streamlit.testing.v1 import AppTest
 
 from conftest import ROOT
 
-PAGES = ["pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/robust.py", "pages/flips.py", "pages/factors.py", "pages/prompt.py", "pages/run.py"]
+PAGES = [
+    "pages/overview.py",
+    "pages/curves.py",
+    "pages/leaderboard.py",
+    "pages/robust.py",
+    "pages/flips.py",
+    "pages/factors.py",
+    "pages/prompt.py",
+    "pages/run.py",
+]
 
 
 @pytest.fixture
@@ -41,14 +50,23 @@ def test_page_renders_on_the_demo(app, page):
 def test_page_renders_on_an_empty_store(app, page):
     at = app(page, store="My results")
     assert not at.error
-    if page in ("pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/robust.py", "pages/flips.py", "pages/factors.py"):
+    if page in (
+        "pages/overview.py",
+        "pages/curves.py",
+        "pages/leaderboard.py",
+        "pages/robust.py",
+        "pages/flips.py",
+        "pages/factors.py",
+    ):
         assert any("No results yet" in info.value for info in at.info)
 
 
 def _table(at: AppTest, dataset: str):
     """The Overview's table of one dataset (one table per dataset, under its heading)."""
     headings = [h.value for h in at.subheader]
-    tables = [table.value for table in at.dataframe if "Model" in table.value]  # the paper's figures beside each have none
+    tables = [
+        table.value for table in at.dataframe if "Model" in table.value
+    ]  # the paper's figures beside each have none
     return tables[headings.index(dataset)]
 
 
@@ -66,7 +84,10 @@ def test_overview_headline_leads_with_the_verdict_against_the_largest_of_k(app):
     headline = next(m.value for m in at.markdown if m.value.startswith("####"))
     assert re.match(r"#### (Within|Beyond) chance \(p = \d\.\d{3}\)", headline), headline
     assert "largest of 6 model x dataset deltas" in headline and "95% interval" not in headline
-    assert re.search(r"by up to \*\*\d+ pp\*\*", headline) and "%" not in headline.split("chance alone")[0].split("by up to")[1]
+    assert (
+        re.search(r"by up to \*\*\d+ pp\*\*", headline)
+        and "%" not in headline.split("chance alone")[0].split("by up to")[1]
+    )
 
 
 def test_curves_metric_switch_changes_the_figure(app):
@@ -147,14 +168,19 @@ def test_factors_page_shows_precision_and_reacts_to_the_metric(app):
 def test_overview_shows_open_ended_metrics(app):
     at = app("pages/overview.py")
     assert {"gsm8k", "humaneval", "mmlu_cot", "wmt16_en_de"} <= {h.value for h in at.subheader}
-    assert (_table(at, "wmt16_en_de")["BLEU delta (worst to best)"] >= 0).all() and (_table(at, "humaneval")["pass@1 max (%)"] <= 100).all()
+    assert (_table(at, "wmt16_en_de")["BLEU delta (worst to best)"] >= 0).all() and (
+        _table(at, "humaneval")["pass@1 max (%)"] <= 100
+    ).all()
     assert "BLEU min" not in _table(at, "mmlu")  # no empty columns for metrics a dataset lacks
 
 
 def test_curves_offer_the_dataset_metrics(app):
     at = app("pages/curves.py")
     at.sidebar.selectbox(key="dataset").set_value("wmt16_en_de").run()
-    assert at.selectbox(key="metric").options == ["BLEU", "chrF"] and "BLEU by date" in at.get("plotly_chart")[0].proto.spec
+    assert (
+        at.selectbox(key="metric").options == ["BLEU", "chrF"]
+        and "BLEU by date" in at.get("plotly_chart")[0].proto.spec
+    )
     at.sidebar.selectbox(key="dataset").set_value("humaneval").run()
     assert at.selectbox(key="metric").options == ["pass@1 (%)"]
 
@@ -169,9 +195,14 @@ def test_flips_show_two_dates_outputs_side_by_side(app, dataset):
     assert len(flips) >= 16
     at.date_input(key="output_b").set_value(at.date_input(key="output_b").max).run()
     assert not at.exception and not at.error
-    assert "<pre" in _html(at) and ("Identical for the first" in " ".join(c.value for c in at.caption) or "identical outputs" in " ".join(s.value for s in at.success))
+    assert "<pre" in _html(at) and (
+        "Identical for the first" in " ".join(c.value for c in at.caption)
+        or "identical outputs" in " ".join(s.value for s in at.success)
+    )
     shown = " ".join(m.value for m in at.markdown)
-    assert any(word in shown for word in ("Reference", "```python", "correct", "Source (English)"))  # the item's own text
+    assert any(
+        word in shown for word in ("Reference", "```python", "correct", "Source (English)")
+    )  # the item's own text
 
 
 def test_prompt_page_renders_a_real_benchmark_item(app, data_dir, monkeypatch):
@@ -190,11 +221,19 @@ def test_prompt_page_shows_what_a_chat_endpoint_sends_and_what_the_server_adds(a
     at.radio(key="api_mode").set_value("chat").run()
     assert not at.error and {"What dateeval sends", "What the server adds"} <= {h.value for h in at.subheader}
     blocks = [html.unescape(re.sub(r"<[^>]+>", "", element.proto.body)) for element in at.get("html")]
-    assert len(blocks) == 4 and all('"role": "system"' in b and "<|im_start|>" not in b for b in blocks[:2])  # the messages, as JSON
-    assert "Today Date: 01 Jan 2024" in blocks[0] and "Today Date: 26 Jul 2024" in blocks[1]  # our date line, in the messages
-    assert all(b.startswith("<|im_start|>system") for b in blocks[2:]) and "Today Date: 26 Jul 2024" in blocks[3]  # SmolLM2's template around them
+    assert len(blocks) == 4 and all(
+        '"role": "system"' in b and "<|im_start|>" not in b for b in blocks[:2]
+    )  # the messages, as JSON
+    assert (
+        "Today Date: 01 Jan 2024" in blocks[0] and "Today Date: 26 Jul 2024" in blocks[1]
+    )  # our date line, in the messages
+    assert (
+        all(b.startswith("<|im_start|>system") for b in blocks[2:]) and "Today Date: 26 Jul 2024" in blocks[3]
+    )  # SmolLM2's template around them
     at.radio(key="server_template").set_value(at.radio(key="server_template").options[1]).run()
-    assert any("cannot see" in w.value for w in at.warning) and any("may add a date of its own" in i.value for i in at.info)
+    assert any("cannot see" in w.value for w in at.warning) and any(
+        "may add a date of its own" in i.value for i in at.info
+    )
     at.radio(key="api_mode").set_value("server-clock").run()
     assert "Today Date" not in _html(at) and any("provider may inject a date of its own" in i.value for i in at.info)
 
@@ -202,7 +241,9 @@ def test_prompt_page_shows_what_a_chat_endpoint_sends_and_what_the_server_adds(a
 def test_prompt_page_renders_a_clock_template_as_the_server_would_today(app):
     at = app("pages/prompt.py")
     at.radio[0].set_value("A template file").run()
-    at.selectbox(key="template_file").set_value(next(o for o in at.selectbox(key="template_file").options if "gpt-oss" in o)).run()
+    at.selectbox(key="template_file").set_value(
+        next(o for o in at.selectbox(key="template_file").options if "gpt-oss" in o)
+    ).run()
     at.radio(key="api_mode").set_value("server-clock").run()
     today = dt.datetime.now().date().isoformat()
     assert not at.error and today in _html(at) and any("strftime_now" in i.value for i in at.info)
@@ -216,7 +257,9 @@ def _html(at: AppTest) -> str:
 def _shown(at: AppTest) -> str:
     """Every text the page shows, in any element."""
     elements = [*at.markdown, *at.code, *at.info, *at.error, *at.caption, *at.text, *at.exception]
-    return " ".join(str(getattr(element, "value", None) or getattr(element, "message", "")) for element in elements) + _html(at)
+    return " ".join(
+        str(getattr(element, "value", None) or getattr(element, "message", "")) for element in elements
+    ) + _html(at)
 
 
 def _template_by(at: AppTest, choice: str) -> AppTest:
@@ -231,11 +274,17 @@ def test_prompt_page_reads_only_chat_templates(app, tmp_path):
     secret.write_text("root:x:0:0:root:/root:/bin/bash\n")
     for path in ("/etc/passwd", str(secret), str(tmp_path)):
         at.text_input(key="template_path").set_value(path).run()
-        assert at.error and ("is not a chat template" in at.error[0].value or "holds no chat template" in at.error[0].value)
+        assert at.error and (
+            "is not a chat template" in at.error[0].value or "holds no chat template" in at.error[0].value
+        )
         assert "root:x:0:0" not in _shown(at)
     model = tmp_path / "model"
     model.mkdir()
-    (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": "{{ bos_token }}{% for m in messages %}{{ m.content }}\n{% endfor %}", "bos_token": "<s>"}))
+    (model / "tokenizer_config.json").write_text(
+        json.dumps(
+            {"chat_template": "{{ bos_token }}{% for m in messages %}{{ m.content }}\n{% endfor %}", "bos_token": "<s>"}
+        )
+    )
     at.text_input(key="template_path").set_value(str(model)).run()
     assert not at.error and "<s>Today Date: 01 Jan 2024" in html.unescape(re.sub(r"<[^>]+>", "", _shown(at)))
 
@@ -253,19 +302,36 @@ def test_the_store_choice_sticks_across_pages(app):
     at = app("pages/overview.py", store="My results")
     for page in PAGES[1:] + PAGES[:1]:
         at.switch_page(page).run()
-        assert at.sidebar.selectbox(key="store").value == "mine" and at.query_params["store"] in ("mine", ["mine"]), page
+        assert at.sidebar.selectbox(key="store").value == "mine" and at.query_params["store"] in ("mine", ["mine"]), (
+            page
+        )
 
 
 def test_query_parameters_open_the_same_view(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    at.query_params.update({"store": "demo", "dataset": "gsm8k", "show": "all", "question": "gsm8k/163fb24c18ba", "from": "2024-02-01", "to": "2024-06-30"})
+    at.query_params.update(
+        {
+            "store": "demo",
+            "dataset": "gsm8k",
+            "show": "all",
+            "question": "gsm8k/163fb24c18ba",
+            "from": "2024-02-01",
+            "to": "2024-06-30",
+        }
+    )
     at.run()
     at.switch_page("pages/flips.py").run()
     assert not at.exception and at.sidebar.selectbox(key="dataset").value == "gsm8k"
-    assert at.selectbox(key="question").value == "gsm8k/163fb24c18ba" and at.sidebar.date_input(key="dates").value == (dt.date(2024, 2, 1), dt.date(2024, 6, 30))
+    assert at.selectbox(key="question").value == "gsm8k/163fb24c18ba" and at.sidebar.date_input(key="dates").value == (
+        dt.date(2024, 2, 1),
+        dt.date(2024, 6, 30),
+    )
     at.selectbox(key="show").set_value("changes").run()
-    assert at.query_params["show"] in ("changes", ["changes"]) and at.query_params["dataset"] in ("gsm8k", ["gsm8k"])  # the address follows the view
+    assert at.query_params["show"] in ("changes", ["changes"]) and at.query_params["dataset"] in (
+        "gsm8k",
+        ["gsm8k"],
+    )  # the address follows the view
 
 
 def test_cot_flips_show_answers_and_confidence_not_an_empty_chart(app):
@@ -275,7 +341,9 @@ def test_cot_flips_show_answers_and_confidence_not_an_empty_chart(app):
     at.sidebar.selectbox(key="dataset").set_value("mmlu_cot").run()
     at.selectbox(key="show").set_value("all").run()
     answers = next(table.value for table in at.dataframe if "Answer" in table.value and "Confidence (%)" in table.value)
-    assert len(answers) >= 2 and any(caption.value.startswith("Correct option:") and "Predicted:" in caption.value for caption in at.caption)
+    assert len(answers) >= 2 and any(
+        caption.value.startswith("Correct option:") and "Predicted:" in caption.value for caption in at.caption
+    )
 
 
 def test_flips_finds_a_question_by_its_text(app, data_dir, monkeypatch):
@@ -296,8 +364,14 @@ def test_prompt_page_choices_live_in_the_url(monkeypatch):
     at.query_params.update({"store": "demo", "first": "2024-03-14", "second": "2024-11-05", "system": "Be brief."})
     at.run()
     at.switch_page("pages/prompt.py").run()
-    assert not at.exception and at.date_input(key="first").value == dt.date(2024, 3, 14) and at.date_input(key="second").value == dt.date(2024, 11, 5)
-    assert at.text_input(key="system").value == "Be brief." and "Today Date: 14 Mar 2024" in re.sub(r"<[^>]+>", "", _shown(at))
+    assert (
+        not at.exception
+        and at.date_input(key="first").value == dt.date(2024, 3, 14)
+        and at.date_input(key="second").value == dt.date(2024, 11, 5)
+    )
+    assert at.text_input(key="system").value == "Be brief." and "Today Date: 14 Mar 2024" in re.sub(
+        r"<[^>]+>", "", _shown(at)
+    )
 
 
 def test_switching_dataset_keeps_each_datasets_own_range_and_entries(app):
@@ -305,7 +379,11 @@ def test_switching_dataset_keeps_each_datasets_own_range_and_entries(app):
     at = app("pages/curves.py")
     at.sidebar.selectbox(key="dataset").set_value("mmlu").run()
     entries = at.sidebar.multiselect(key="entries").value  # every entry, as the page opens
-    assert at.sidebar.multiselect(key="entries").options == ["bfloat16, cpu", "float16, cpu", "float32, cpu"]  # chips tell them apart
+    assert at.sidebar.multiselect(key="entries").options == [
+        "bfloat16, cpu",
+        "float16, cpu",
+        "float32, cpu",
+    ]  # chips tell them apart
     assert at.sidebar.multiselect(key="entries").label == "Models (smollm2-135m)"
     at.sidebar.multiselect(key="entries").set_value(entries[:1]).run()
     at.sidebar.date_input(key="dates").set_value((dt.date(2024, 1, 1), dt.date(2024, 1, 31))).run()

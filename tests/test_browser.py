@@ -20,10 +20,27 @@ from conftest import ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = ROOT / "test-artifacts"
-PAGES = {"overview": "", "curves": "curves", "leaderboard": "leaderboard", "robust": "robust", "flips": "flips", "factors": "factors", "prompt": "prompt", "run": "run"}
+PAGES = {
+    "overview": "",
+    "curves": "curves",
+    "leaderboard": "leaderboard",
+    "robust": "robust",
+    "flips": "flips",
+    "factors": "factors",
+    "prompt": "prompt",
+    "run": "run",
+}
 LAPTOP = {"width": 1280, "height": 800}  # the smallest screen the explorer is read on
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync"]  # fmt: skip
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _free_port() -> int:
@@ -37,9 +54,26 @@ def streamlit_server(store: Path, data_dir: Path):
     if not CHROMIUM.exists():
         pytest.skip("Debian's chromium is not installed (apt-get install -y chromium); .ci/run installs it")
     port = _free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "DATEEVAL_STORE": str(store), "DATEEVAL_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)}
-    command = [sys.executable, "-m", "dateeval.launch", "--server.port", str(port), "--server.address", "127.0.0.1",
-               "--server.headless", "true", "--browser.gatherUsageStats", "false"]  # fmt: skip
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "DATEEVAL_STORE": str(store),
+        "DATEEVAL_DATA_DIR": str(data_dir),
+        "PYTHONPATH": str(ROOT),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "dateeval.launch",
+        "--server.port",
+        str(port),
+        "--server.address",
+        "127.0.0.1",
+        "--server.headless",
+        "true",
+        "--browser.gatherUsageStats",
+        "false",
+    ]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(120):
@@ -82,9 +116,17 @@ def _open(browser, url: str, viewport: dict | None = None):
     """Open a page and collect console errors, page errors and failed requests (except the base-path probes)."""
     page = browser.new_page(viewport=viewport or {"width": 1400, "height": 1000})
     errors: list[str] = []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    page.on(
+        "console",
+        lambda m: (
+            errors.append(m.text) if m.type == "error" and not m.text.startswith("Failed to load resource") else None
+        ),
+    )
     page.on("pageerror", lambda error: errors.append(str(error)))
-    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 and not _is_base_path_probe(r.url) else None)
+    page.on(
+        "response",
+        lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 and not _is_base_path_probe(r.url) else None,
+    )
     page.goto(url)
     page.wait_for_selector("h1", timeout=60_000)
     _drawn(page)
@@ -129,7 +171,9 @@ def _wait_for_the_sweeps_end(page, timeout_ms: int = 480_000) -> None:
 
     ends = " || ".join(f"document.body.innerText.includes({end!r})" for end in SWEEP_ENDS)
     try:
-        page.wait_for_function(f"() => {ends} || !!document.querySelector('[data-testid=stException]')", timeout=timeout_ms)
+        page.wait_for_function(
+            f"() => {ends} || !!document.querySelector('[data-testid=stException]')", timeout=timeout_ms
+        )
     except PlaywrightTimeout:
         pass
     shown = page.locator("[data-testid=stMain]").inner_text()
@@ -154,7 +198,9 @@ def test_a_sweep_runs_from_the_run_page(browser, server):
     _drawn(page)
     page.get_by_role("combobox", name="Results store").click()
     page.get_by_role("option", name="My results").click()
-    page.get_by_role("heading", name="arc_challenge", exact=True).wait_for(timeout=60_000)  # one table per dataset, under its name
+    page.get_by_role("heading", name="arc_challenge", exact=True).wait_for(
+        timeout=60_000
+    )  # one table per dataset, under its name
     page.screenshot(path=str(ARTIFACTS / "overview-my-results.png"), full_page=True)
     page.close()
 
@@ -194,7 +240,9 @@ def test_store_choice_survives_every_page(browser, server):
 
 def test_a_link_opens_the_same_view(browser, server):
     """Query parameters name the store, dataset, metric and dates; opening the link draws exactly that view."""
-    page, errors = _open(browser, f"{server}/curves?store=demo&dataset=wmt16_en_de&metric=chrf&from=2024-02-01&to=2024-02-29")
+    page, errors = _open(
+        browser, f"{server}/curves?store=demo&dataset=wmt16_en_de&metric=chrf&from=2024-02-01&to=2024-02-29"
+    )
     assert page.get_by_role("combobox", name="Dataset", exact=True).input_value() == "wmt16_en_de"
     assert page.get_by_role("combobox", name="Metric", exact=True).input_value() == "chrF"
     page.get_by_text("chrF by date in the system prompt").first.wait_for(timeout=60_000)
@@ -210,12 +258,16 @@ def test_generated_code_keeps_its_lines(browser, server):
     Read once the page has drawn everything: on a loaded machine the first block drawn can be either date's output
     before the problem's text above them arrives (CI read the other date's two-line reply)."""
     page, errors = _open(browser, f"{server}/flips?dataset=humaneval&show=all")
-    fenced = "() => [...document.querySelectorAll('pre')].filter(block => block.innerText.startsWith('```')).length >= 2"
+    fenced = (
+        "() => [...document.querySelectorAll('pre')].filter(block => block.innerText.startsWith('```')).length >= 2"
+    )
     page.wait_for_function(fenced, timeout=120_000)  # both solutions, whatever else the page still draws
     _drawn(page)
     blocks = page.locator("pre").all_inner_texts()
     outputs = [text for text in blocks if text.startswith("```")]  # the two dates' solutions, each fence kept as text
-    assert len(outputs) == 2 and max(text.count("\n") for text in outputs) >= 3 and all("def " in text for text in outputs), blocks
+    assert (
+        len(outputs) == 2 and max(text.count("\n") for text in outputs) >= 3 and all("def " in text for text in outputs)
+    ), blocks
     page.screenshot(path=str(ARTIFACTS / "flips-humaneval.png"), full_page=True)
     assert page.locator("[data-testid='stException']").count() == 0 and not errors, errors
     page.close()
@@ -236,7 +288,9 @@ def _cell_box(page, grid, column: int) -> dict:
     for _ in range(column):
         page.keyboard.press("ArrowRight")
     expect(grid.locator("[aria-selected=true]").first).to_have_id(f"glide-cell-{column}-0")
-    assert grid.locator(".dvn-scroller").evaluate("scroller => scroller.scrollLeft") == 0, "the grid scrolled sideways to show the cell"
+    assert grid.locator(".dvn-scroller").evaluate("scroller => scroller.scrollLeft") == 0, (
+        "the grid scrolled sideways to show the cell"
+    )
     page.keyboard.press("Enter")
     editor = page.locator("[id^=gdg-overlay]")
     found = editor.bounding_box()
@@ -262,7 +316,9 @@ def test_every_delta_is_in_view_on_a_laptop_screen(browser, server):
         header = grid.locator(delta).first
         grid.scroll_into_view_if_needed()
         frame, cell = grid.bounding_box(), _cell_box(page, grid, int(header.get_attribute("aria-colindex")) - 1)
-        assert frame["x"] <= cell["x"] and cell["x"] + cell["width"] <= min(frame["x"] + frame["width"], LAPTOP["width"]), (header.inner_text(), cell)
+        assert frame["x"] <= cell["x"] and cell["x"] + cell["width"] <= min(
+            frame["x"] + frame["width"], LAPTOP["width"]
+        ), (header.inner_text(), cell)
     page.screenshot(path=str(ARTIFACTS / "overview-laptop.png"))
     assert page.locator("[data-testid='stException']").count() == 0 and not errors, errors
     # Issue 23 §3: the verdict's figures are read whole ("Within cha..." was cut), and its chance columns are in view.
@@ -270,7 +326,9 @@ def test_every_delta_is_in_view_on_a_laptop_screen(browser, server):
                                   .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)""")
     assert not cut, cut
     chance = page.locator("th[role=columnheader]", has_text="Chance delta, 95%")
-    assert page.locator("[data-testid=stDataFrame]").filter(has=chance).count() == 4, "a dataset's chance column is out of view"  # WMT has none
+    assert page.locator("[data-testid=stDataFrame]").filter(has=chance).count() == 4, (
+        "a dataset's chance column is out of view"
+    )  # WMT has none
     page.close()
 
 
@@ -279,16 +337,27 @@ def test_the_sidebar_chips_tell_the_models_apart_on_a_laptop_screen(browser, ser
     what tells its entry apart, whole, under a heading that names the model."""
     page, errors = _open(browser, f"{server}/curves?store=demo&dataset=mmlu", LAPTOP)
     chips = "[data-testid=stSidebar] [data-testid=stMultiSelectTagsContainer] [data-tag] > span[title]"
-    page.locator(chips).first.wait_for(state="visible", timeout=60_000)  # a loaded machine may draw the sidebar after the title
-    texts = page.evaluate(f"() => [...document.querySelectorAll('{chips}')].filter(e => e.offsetParent).map(e => e.textContent)")
+    page.locator(chips).first.wait_for(
+        state="visible", timeout=60_000
+    )  # a loaded machine may draw the sidebar after the title
+    texts = page.evaluate(
+        f"() => [...document.querySelectorAll('{chips}')].filter(e => e.offsetParent).map(e => e.textContent)"
+    )
     assert sorted(texts) == ["bfloat16, cpu", "float16, cpu", "float32, cpu"], texts
     assert page.get_by_text("Models (smollm2-135m)").count() >= 1
-    cut = page.evaluate(f"() => [...document.querySelectorAll('{chips}')].filter(e => e.offsetParent && e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)")
+    cut = page.evaluate(
+        f"() => [...document.querySelectorAll('{chips}')].filter(e => e.offsetParent && e.scrollWidth > e.clientWidth + 1).map(e => e.textContent)"
+    )
     assert not cut and not errors, (cut, errors)
     page.close()
     flips, errors = _open(browser, f"{server}/flips?store=demo&dataset=mmlu", LAPTOP)
     flips.locator("th[role=columnheader]", has_text="Answer changes").first.wait_for(state="attached", timeout=60_000)
-    for heading in ("Answer changes", "Dates right", "Dates wrong", "Mean confidence (%)"):  # a fragile answer's signs, in view
+    for heading in (
+        "Answer changes",
+        "Dates right",
+        "Dates wrong",
+        "Mean confidence (%)",
+    ):  # a fragile answer's signs, in view
         assert flips.locator("th[role=columnheader]", has_text=heading).count() >= 1, heading
     flips.close()
 
@@ -303,7 +372,9 @@ def test_what_to_report_plans_in_view_on_a_laptop_screen(browser, server):
     for heading in ("Dates for ±", "Variance %"):
         header = grid.locator("th[role=columnheader]", has_text=heading).first
         cell = _cell_box(page, grid, int(header.get_attribute("aria-colindex")) - 1)
-        assert frame["x"] <= cell["x"] and cell["x"] + cell["width"] <= min(frame["x"] + frame["width"], LAPTOP["width"]), (heading, cell)
+        assert frame["x"] <= cell["x"] and cell["x"] + cell["width"] <= min(
+            frame["x"] + frame["width"], LAPTOP["width"]
+        ), (heading, cell)
     assert page.locator("[data-testid='stException']").count() == 0 and not errors, errors
     page.close()
 
@@ -326,7 +397,20 @@ def sparse_server(tmp_path_factory, data_dir):
     from conftest import run_cli
 
     store = tmp_path_factory.mktemp("sparse") / "store"
-    common = ("run", "--dataset", "mmlu", "--data-dir", str(data_dir), "--limit", "8", "--dates", "2024-01-01..2024-01-10", "--no-date", "--store", str(store))
+    common = (
+        "run",
+        "--dataset",
+        "mmlu",
+        "--data-dir",
+        str(data_dir),
+        "--limit",
+        "8",
+        "--dates",
+        "2024-01-01..2024-01-10",
+        "--no-date",
+        "--store",
+        str(store),
+    )
     for extra in (("--dtype", "float32", "--budget", "0.5"), ("--dtype", "bfloat16")):
         result = run_cli(*common, *extra)
         assert result.returncode == 0, result.stderr
@@ -338,7 +422,9 @@ def test_a_sparse_store_opens_on_every_page(browser, sparse_server, name):
     """Every page reads a sparse entry beside a dense one; Curves draws the estimated dates, marked as estimated."""
     page, errors = _open(browser, f"{sparse_server}/{PAGES[name]}?store=mine&dataset=mmlu", LAPTOP)
     page.screenshot(path=str(ARTIFACTS / f"sparse-{name}.png"), full_page=True)
-    assert page.locator("[data-testid='stException']").count() == 0, page.locator("[data-testid='stException']").first.inner_text()
+    assert page.locator("[data-testid='stException']").count() == 0, page.locator(
+        "[data-testid='stException']"
+    ).first.inner_text()
     assert not errors, errors
     if name == "curves":
         page.get_by_text("estimated from").first.wait_for(timeout=60_000)

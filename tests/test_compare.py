@@ -51,7 +51,9 @@ def test_compare_prints_what_stats_gives():
     found = robust.compare(a, b)
     assert found["difference"] == tuple(stats.paired_difference(a, b)) and found["a"] == tuple(stats.robust_score(a))
     lines = robust.compare_lines("A", "B", found)
-    assert lines[1].startswith(f"A - B: {100 * found['difference'][0]:+.1f} pp") and ("A scores higher whatever the date" in lines[1]) == (found["difference"][1] > 0)
+    assert lines[1].startswith(f"A - B: {100 * found['difference'][0]:+.1f} pp") and (
+        "A scores higher whatever the date" in lines[1]
+    ) == (found["difference"][1] > 0)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -62,11 +64,18 @@ def test_dateeval_compare_on_the_demo(store):
     done = _cli("compare", "--store", str(store), "smollm2-135m (bfloat16, cpu)", "smollm2-135m (float32, cpu)")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0] == "mmlu:" and "(20 questions x 366 dates both have)" in lines[1] and lines[2].startswith("  A - B: ")
+    assert (
+        lines[0] == "mmlu:" and "(20 questions x 366 dates both have)" in lines[1] and lines[2].startswith("  A - B: ")
+    )
     assert "date sensitivity (date SD without counting noise)" in lines[3]
-    for args, says in ((("nobody", "smollm2-135m (float32, cpu)"), "no entry 'nobody'"),
-                       (("smollm2-135m (float32, cpu)", "smollm2-135m (float32, cpu)"), "two different entries"),
-                       (("smollm2-135m (bfloat16, cpu)", "smollm2-135m (float32, cpu)", "--dataset", "gsm8k"), "do not both have dataset")):  # fmt: skip
+    for args, says in (
+        (("nobody", "smollm2-135m (float32, cpu)"), "no entry 'nobody'"),
+        (("smollm2-135m (float32, cpu)", "smollm2-135m (float32, cpu)"), "two different entries"),
+        (
+            ("smollm2-135m (bfloat16, cpu)", "smollm2-135m (float32, cpu)", "--dataset", "gsm8k"),
+            "do not both have dataset",
+        ),
+    ):
         done = _cli("compare", "--store", str(store), *args)
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
 
@@ -87,12 +96,16 @@ def test_the_reports_model_against_model_table_is_dateeval_compare_on_every_pair
     assert len(section) == 1 and "Model against model: mmlu" in section[0]
     table = pd.read_csv(io.StringIO(files["compare-mmlu.csv"]))
     assert len(table) == 3 and table["questions x dates"].eq("20 questions x 366 dates").all()
-    for row in table.itertuples(index=False):  # to_csv writes a cell that starts with + or - behind a "'" (no spreadsheet formula)
+    for row in table.itertuples(
+        index=False
+    ):  # to_csv writes a cell that starts with + or - behind a "'" (no spreadsheet formula)
         row = [cell.removeprefix("'") if isinstance(cell, str) else cell for cell in row]
         printed = _cli("compare", "--store", str(store), row[0], row[1]).stdout
         assert f"A - B: {row[4].replace(' [', ' pp [', 1)} (95%" in printed, (row, printed)
         assert f"A - B {row[7].replace(' [', ' pp [', 1)}, p = {row[8]:.3f}" in printed, (row, printed)
-    assert report._compare_section(view, "gsm8k", files) == [] and list(files) == ["compare-mmlu.csv"]  # one entry: no pair to compare
+    assert report._compare_section(view, "gsm8k", files) == [] and list(files) == [
+        "compare-mmlu.csv"
+    ]  # one entry: no pair to compare
 
 
 def test_entries_on_different_questions_are_not_paired(tmp_path):
@@ -109,10 +122,15 @@ def test_entries_on_different_questions_are_not_paired(tmp_path):
     for unit in store.glob("smollm2-135m-float32-*/mmlu/*.parquet"):
         table = pq.read_table(unit).replace_schema_metadata(None)
         renamed = pc.binary_join_element_wise("other-", table["item_id"].cast("string"), "")
-        moved = table.set_column(table.schema.get_field_index("item_id"), "item_id", renamed.cast(table.schema.field("item_id").type))
+        moved = table.set_column(
+            table.schema.get_field_index("item_id"), "item_id", renamed.cast(table.schema.field("item_id").type)
+        )
         pq.write_table(checksums.with_checksums(moved), unit)
     done = _cli("compare", "--store", str(store), "smollm2-135m (bfloat16, cpu)", "smollm2-135m (float32, cpu)")
-    assert done.returncode == 2 and "do not share two dates and the same questions" in done.stderr, (done.stdout, done.stderr)
+    assert done.returncode == 2 and "do not share two dates and the same questions" in done.stderr, (
+        done.stdout,
+        done.stderr,
+    )
     view, _ = results.open(store)
     assert view.aligned("mmlu", ["smollm2-135m (bfloat16, cpu)", "smollm2-135m (float32, cpu)"])[1] is None
     assert view.aligned("mmlu", ["smollm2-135m (bfloat16, cpu)", "smollm2-135m (float16, cpu)"])[1] is not None

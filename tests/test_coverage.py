@@ -110,14 +110,18 @@ def test_table8s_ece_delta_interval_covers_a_delta_against_a_calibrated_date(stu
     assert found["coverage"] >= 0.95 - 3 * study.se(0.95, 100), found
 
 
-@pytest.mark.parametrize("accuracy,confidence,n_items", [(0.97, 0.99, 100), (0.98, 1.0, 200), (0.03, 0.01, 100), (0.95, 0.99, 50)])
+@pytest.mark.parametrize(
+    "accuracy,confidence,n_items", [(0.97, 0.99, 100), (0.98, 1.0, 200), (0.03, 0.01, 100), (0.95, 0.99, 50)]
+)
 def test_the_ece_band_near_accuracy_zero_and_one_covers_where_printed(study, accuracy, confidence, n_items):
     """Issue 47 section 3: one confidence for every question at accuracy near 0 or 1 (covered 0.58-0.80 before)."""
     found = study.ece_constant_coverage(n_items, accuracy, confidence, reps=300)
     assert found["coverage"] >= 0.93 - 2 * study.se(0.93, 300 * (1 - found["no_interval"])), found
 
 
-@pytest.mark.parametrize("rate_a,rate_b,items,dates", [(0.98, 0.02, 10, 2), (0.95, 0.05, 20, 2), (0.98, 0.5, 10, 12), (0.02, 0.05, 50, 2)])
+@pytest.mark.parametrize(
+    "rate_a,rate_b,items,dates", [(0.98, 0.02, 10, 2), (0.95, 0.05, 20, 2), (0.98, 0.5, 10, 12), (0.02, 0.05, 50, 2)]
+)
 def test_model_against_model_near_zero_and_one_covers_where_printed(study, rate_a, rate_b, items, dates):
     """Issue 47 section 2: zero-wide intervals pulled coverage to 0.86-0.90 at 0.95 against 0.05; they are NaN now."""
     found = study.paired_extreme_coverage(rate_a, rate_b, items, dates, reps=300)
@@ -135,8 +139,16 @@ def sparse_study():
     return module
 
 
-@pytest.mark.parametrize("n_items,n_dates,budget,planted", [(10, 12, 0.5, {}), (300, 40, 0.2, {"rate": 0.03}), (300, 40, 0.2, {"rate": 0.97}),
-                                                            (300, 40, 0.2, {"movers": 0.5}), (50, 40, 0.2, {"date_effect": 0.3})])  # fmt: skip
+@pytest.mark.parametrize(
+    "n_items,n_dates,budget,planted",
+    [
+        (10, 12, 0.5, {}),
+        (300, 40, 0.2, {"rate": 0.03}),
+        (300, 40, 0.2, {"rate": 0.97}),
+        (300, 40, 0.2, {"movers": 0.5}),
+        (50, 40, 0.2, {"date_effect": 0.3}),
+    ],
+)
 def test_a_sparse_sweeps_per_date_intervals_cover_the_dense_values(sparse_study, n_items, n_dates, budget, planted):
     """Issue 46: planted flip structures with known truth (the dense grid), drawn by the design as ``run --budget``
     draws; the per-date interval covers the dense value on at least 0.93 of (date, draw) pairs, and its drawn share is

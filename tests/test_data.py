@@ -14,7 +14,11 @@ def _arc(tmp_path, rows):
 
 
 def _arc_row(item_id, labels, key):
-    return {"id": item_id, "question": {"stem": f"Q {item_id}", "choices": [{"text": f"opt {l}", "label": l} for l in labels]}, "answerKey": key}
+    return {
+        "id": item_id,
+        "question": {"stem": f"Q {item_id}", "choices": [{"text": f"opt {l}", "label": l} for l in labels]},
+        "answerKey": key,
+    }
 
 
 def test_arc_numeric_keys_and_five_options(tmp_path):
@@ -37,21 +41,25 @@ def test_arc_malformed_line_names_file_and_line(tmp_path):
 def test_arc_lone_surrogate_escape_names_file_and_line(tmp_path):
     """Half a UTF-16 pair cannot be encoded: refused at loading, not when the prompt is hashed after the model loaded."""
     paired = _arc_row("a", "AB", "A")
-    paired["question"]["stem"] = "Q \U0001F600"  # json.dumps writes the escaped pair \ud83d\ude00: a real character
+    paired["question"]["stem"] = "Q \U0001f600"  # json.dumps writes the escaped pair \ud83d\ude00: a real character
     lone = _arc_row("b", "AB", "A")
     lone["question"]["choices"][1]["text"] = "opt \udc80"
     data = _arc(tmp_path, [paired])
-    assert load_items("arc_challenge", data)[0].question == "Q \U0001F600"
+    assert load_items("arc_challenge", data)[0].question == "Q \U0001f600"
     path = data / "arc" / "ARC-Challenge" / "ARC-Challenge-Test.jsonl"
     path.write_text(path.read_text() + "\n" + json.dumps(lone))
-    with pytest.raises(DateEvalError, match=r"ARC-Challenge-Test.jsonl, line 2: text with a lone surrogate escape \\udc80"):
+    with pytest.raises(
+        DateEvalError, match=r"ARC-Challenge-Test.jsonl, line 2: text with a lone surrogate escape \\udc80"
+    ):
         load_items("arc_challenge", data)
 
 
 def test_arc_repeated_option_labels_are_refused(tmp_path):
     """Labels A, A, B: the key "A" would silently pick the first of two options."""
     data = _arc(tmp_path, [_arc_row("a", "ABCD", "B"), _arc_row("b", "AAB", "A")])
-    with pytest.raises(DateEvalError, match=r"line 2: ARC item b: option labels A, A, B repeat A, so answer key 'A' is ambiguous"):
+    with pytest.raises(
+        DateEvalError, match=r"line 2: ARC item b: option labels A, A, B repeat A, so answer key 'A' is ambiguous"
+    ):
         load_items("arc_challenge", data)
 
 
@@ -61,7 +69,9 @@ def test_mmlu_both_csv_layouts_give_the_same_items(tmp_path):
     (original / "anatomy_test.csv").write_text('What is X?,one,two,"three, four",five,C\nWhy?,a,b,c,d,A\n')
     exported = tmp_path / "b" / "mmlu" / "export" / "test"
     exported.mkdir(parents=True)
-    (exported / "anatomy_test.csv").write_text('question,choice0,choice1,choice2,choice3,answer\nWhat is X?,one,two,"three, four",five,2\nWhy?,a,b,c,d,0\n')
+    (exported / "anatomy_test.csv").write_text(
+        'question,choice0,choice1,choice2,choice3,answer\nWhat is X?,one,two,"three, four",five,2\nWhy?,a,b,c,d,0\n'
+    )
     first, second = load_items("mmlu", tmp_path / "a"), load_items("mmlu", tmp_path / "b")
     assert first == second
     assert first[0].options[2] == "three, four" and first[0].answer == 2 and first[0].subject == "anatomy"
@@ -82,7 +92,9 @@ def test_mmlu_errors(tmp_path):
 
 def test_gpqa_local_csv_shuffles_stably(tmp_path):
     (tmp_path / "gpqa").mkdir()
-    header = "Record ID,Question,Correct Answer,Incorrect Answer 1,Incorrect Answer 2,Incorrect Answer 3,High-level domain\n"
+    header = (
+        "Record ID,Question,Correct Answer,Incorrect Answer 1,Incorrect Answer 2,Incorrect Answer 3,High-level domain\n"
+    )
     (tmp_path / "gpqa" / "gpqa_diamond.csv").write_text(header + "rec1,Made-up question?,right,w1,w2,w3,Physics\n")
     first = load_items("gpqa_diamond", tmp_path)[0]
     assert first.id == "gpqa_diamond/rec1" and first.options[first.answer] == "right"

@@ -30,8 +30,18 @@ def _stores(n_stores: int = 60, seed: int = 7):
 
 
 def _metrics(table: np.ndarray) -> pd.DataFrame:
-    rows = [dict(entry=ENTRIES[e], dataset="d", factor="date", date_mode="date", date=f"2024-01-{d + 1:02d}", accuracy=float(table[d, e]))
-            for d in range(table.shape[0]) for e in range(table.shape[1])]  # fmt: skip
+    rows = [
+        dict(
+            entry=ENTRIES[e],
+            dataset="d",
+            factor="date",
+            date_mode="date",
+            date=f"2024-01-{d + 1:02d}",
+            accuracy=float(table[d, e]),
+        )
+        for d in range(table.shape[0])
+        for e in range(table.shape[1])
+    ]
     return pd.DataFrame(rows)
 
 
@@ -51,7 +61,10 @@ def _tau_b(x: list[float], y: list[float]) -> float:
 
 def _same_order(x: list[float], y: list[float]) -> bool:
     """Every pair of entries compares the same way (<, =, >) on both dates."""
-    return all((x[i] > x[j]) == (y[i] > y[j]) and (x[i] == x[j]) == (y[i] == y[j]) for i, j in itertools.combinations(range(len(x)), 2))
+    return all(
+        (x[i] > x[j]) == (y[i] > y[j]) and (x[i] == x[j]) == (y[i] == y[j])
+        for i, j in itertools.combinations(range(len(x)), 2)
+    )
 
 
 def test_kendall_tau_and_the_reorder_share_equal_their_definitions_on_tied_stores():
@@ -77,7 +90,11 @@ def test_kendall_tau_and_the_reorder_share_equal_their_definitions_on_tied_store
                 assert math.isnan(row.tau) and not row.same_order
                 seen_undefined += 1
         found = descriptive.reordering(taus)
-        assert (found["n_defined"], found["n_reordered"], found["n_undefined"]) == (expected_defined, expected_reordered, len(taus) - expected_defined)
+        assert (found["n_defined"], found["n_reordered"], found["n_undefined"]) == (
+            expected_defined,
+            expected_reordered,
+            len(taus) - expected_defined,
+        )
         if expected_defined:
             assert found["share"] == expected_reordered / expected_defined
         else:
@@ -96,7 +113,9 @@ def test_top_k_keeps_ties_as_ties():
             expected = np.mean([a != b for a, b in zip(tops, tops[1:])])
             assert descriptive.top_k_reorders(metrics, "d", k) == pytest.approx(expected)
     tied_then_alone = _metrics(np.array([[0.5, 0.5, 0.5], [0.6, 0.5, 0.5]]))
-    assert descriptive.top_k_reorders(tied_then_alone, "d", 1) == 1.0  # three tied first, then "a" alone: a different top 1
+    assert (
+        descriptive.top_k_reorders(tied_then_alone, "d", 1) == 1.0
+    )  # three tied first, then "a" alone: a different top 1
 
 
 def test_identical_orderings_never_count_as_reordered():
@@ -151,8 +170,13 @@ def _exact_null_p(correct: np.ndarray, statistic=lambda m: np.ptp(m.mean(1))) ->
 
 def test_the_null_band_p_value_agrees_with_exact_enumeration():
     """Monte-Carlo p (with its +1 correction) within 4 standard errors of the exact permutation p, on tiny matrices."""
-    cases = [np.array([[1.0, 0, 1], [0, 0, 1]]), np.array([[1.0, 1, 1, 0], [0, 0, 1, 0], [1, 0, 0, 0]]), np.ones((2, 3)),
-             np.array([[1.0], [0.0]]), np.array([[1.0, 0], [0, 1], [0, 0]])]  # fmt: skip
+    cases = [
+        np.array([[1.0, 0, 1], [0, 0, 1]]),
+        np.array([[1.0, 1, 1, 0], [0, 0, 1, 0], [1, 0, 0, 0]]),
+        np.ones((2, 3)),
+        np.array([[1.0], [0.0]]),
+        np.array([[1.0, 0], [0, 1], [0, 0]]),
+    ]
     n_perm = 4000
     for correct in cases:
         exact = _exact_null_p(correct)
@@ -161,7 +185,11 @@ def test_the_null_band_p_value_agrees_with_exact_enumeration():
         exact_q = _exact_null_p(correct, lambda m: _cochran_by_loops(m))  # Cochran's Q as a permutation statistic
         _, draws, observed, _ = chance.null_tests(correct, n_perm, seed=1)
         found_q = chance.permutation_p(observed, draws)
-        assert abs(found_q - exact_q) <= 4 * math.sqrt(exact_q * (1 - exact_q) / n_perm) + 2 / n_perm, (correct, found_q, exact_q)
+        assert abs(found_q - exact_q) <= 4 * math.sqrt(exact_q * (1 - exact_q) / n_perm) + 2 / n_perm, (
+            correct,
+            found_q,
+            exact_q,
+        )
 
 
 def _clopper_pearson_by_search(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
@@ -188,7 +216,9 @@ def test_per_date_rate_bands_are_exact_and_never_zero_width(n):
         assert low[k] == pytest.approx(expected[0], abs=1e-9) and high[k] == pytest.approx(expected[1], abs=1e-9)
         assert low[k] <= k / n <= high[k] and high[k] - low[k] > 0
     correct = (np.arange(n)[None, :] < right[:, None]).astype(float)  # date d has d right
-    band = bands.date_band("e", list(pd.date_range("2024-01-01", periods=n + 1)), correct, np.full(correct.shape, 0.5), "accuracy")
+    band = bands.date_band(
+        "e", list(pd.date_range("2024-01-01", periods=n + 1)), correct, np.full(correct.shape, 0.5), "accuracy"
+    )
     assert np.allclose(band["low"], low) and np.allclose(band["high"], high)
 
 
@@ -202,7 +232,9 @@ def test_table_5s_ece_cv_is_the_cv_of_the_plug_in_ece_as_the_paper_computes_it()
 
     def plug_in(c: np.ndarray, y: np.ndarray) -> float:
         bins = np.clip(np.ceil(c * 10).astype(int) - 1, 0, 9)  # bin m holds ((m-1)/10, m/10] (App. C.1)
-        return sum(abs(y[bins == b].mean() - c[bins == b].mean()) * (bins == b).mean() for b in range(10) if (bins == b).any())
+        return sum(
+            abs(y[bins == b].mean() - c[bins == b].mean()) * (bins == b).mean() for b in range(10) if (bins == b).any()
+        )
 
     by_hand = [plug_in(c, y) for c, y in zip(confidence, correct)]
     found = inference.bootstrap_cv(correct, confidence)
@@ -220,9 +252,22 @@ def test_a_cv_near_zero_is_said_to_be_not_meaningful_and_its_interval_is_the_noi
     correct = np.zeros((4, 16))
     correct[0, 3] = 1
     found = inference.bootstrap_cv(correct, np.full(correct.shape, np.nan))
-    assert found["accuracy_cv"] == pytest.approx(inference.cv(correct.mean(1))) and found["accuracy_cv"] > 1 and not found["accuracy_cv_meaningful"]
-    assert 0 <= found["accuracy_cv_low"] <= found["accuracy_cv_noise_free"] <= found["accuracy_cv_high"] and found["accuracy_cv_low"] < found["accuracy_cv_high"]
-    shown = cv_text(found["accuracy_cv"], found["accuracy_cv_low"], found["accuracy_cv_high"], False, found["accuracy_cv_noise_free"])
+    assert (
+        found["accuracy_cv"] == pytest.approx(inference.cv(correct.mean(1)))
+        and found["accuracy_cv"] > 1
+        and not found["accuracy_cv_meaningful"]
+    )
+    assert (
+        0 <= found["accuracy_cv_low"] <= found["accuracy_cv_noise_free"] <= found["accuracy_cv_high"]
+        and found["accuracy_cv_low"] < found["accuracy_cv_high"]
+    )
+    shown = cv_text(
+        found["accuracy_cv"],
+        found["accuracy_cv_low"],
+        found["accuracy_cv_high"],
+        False,
+        found["accuracy_cv_noise_free"],
+    )
     assert shown.startswith("200.00% (without counting noise ") and shown.endswith(" (not meaningful: mean near 0)")
     rng = np.random.default_rng(0)
     typical = inference.bootstrap_cv((rng.random((6, 200)) < 0.5).astype(float), np.full((6, 200), np.nan))
@@ -249,7 +294,9 @@ def test_the_noise_free_cv_and_its_interval_equal_their_definitions():
                 continue
             anova = two_way_anova(correct.tolist())
             mean = sum(map(sum, correct.tolist())) / correct.size
-            assert estimate**2 == pytest.approx(max(0.0, (anova["ms_date"] - anova["ms_residual"]) / items) / mean**2, abs=1e-12)  # squared: sqrt magnifies rounding
+            assert estimate**2 == pytest.approx(
+                max(0.0, (anova["ms_date"] - anova["ms_residual"]) / items) / mean**2, abs=1e-12
+            )  # squared: sqrt magnifies rounding
             if anova["ms_residual"] <= 1e-12:
                 assert math.isnan(low) and math.isnan(high)
                 continue
@@ -261,7 +308,9 @@ def test_the_noise_free_cv_and_its_interval_equal_their_definitions():
                 assert scipy_stats.ncf.cdf(f, d1, d2, noncentrality(low)) == pytest.approx(0.975, abs=1e-6)
             else:
                 assert scipy_stats.f.cdf(f, d1, d2) <= 0.975
-            f_widened = (anova["ms_date"] + 0.5 * (1 - 1 / levels) / (items * d1)) / ms_res  # half of one answer's step in the SS
+            f_widened = (
+                anova["ms_date"] + 0.5 * (1 - 1 / levels) / (items * d1)
+            ) / ms_res  # half of one answer's step in the SS
             assert scipy_stats.ncf.cdf(f_widened, d1, d2, noncentrality(high)) == pytest.approx(0.025, abs=1e-6)
     assert seen >= 20
 
@@ -279,7 +328,12 @@ def test_the_date_budget_agrees_with_every_subset_of_dates():
     """The date budget's sampled shares against the exact share over every m-subset of the dates (within 4 SE), on
     tied and all-equal accuracies; all-equal and two dates give the exact answer (1.0)."""
     rng = np.random.default_rng(5)
-    cases = [np.round(rng.random(7) * 4) / 4, np.array([0.5, 0.5, 0.5, 0.25, 0.75, 0.5]), np.full(6, 0.3), np.array([0.2, 0.4])]
+    cases = [
+        np.round(rng.random(7) * 4) / 4,
+        np.array([0.5, 0.5, 0.5, 0.25, 0.75, 0.5]),
+        np.full(6, 0.3),
+        np.array([0.2, 0.4]),
+    ]
     for accuracy in cases:
         full_delta, full_cv = np.ptp(accuracy), float(inference.cv(accuracy))
         sizes = tuple(m for m in (2, 3, 4) if m <= len(accuracy))
@@ -289,4 +343,8 @@ def test_the_date_budget_agrees_with_every_subset_of_dates():
             within = np.mean([abs(np.ptp(s) - full_delta) <= 0.2 * full_delta for s in subsets]) if full_delta else 1.0
             cv_within = np.mean([abs(inference.cv(s) - full_cv) <= 0.2 * full_cv for s in subsets]) if full_cv else 1.0
             for expected, column in ((within, "delta_within"), (cv_within, "cv_within")):
-                assert abs(found.loc[m, column] - expected) <= 4 * math.sqrt(expected * (1 - expected) / 4000) + 1e-9, (accuracy, m, column)
+                assert abs(found.loc[m, column] - expected) <= 4 * math.sqrt(expected * (1 - expected) / 4000) + 1e-9, (
+                    accuracy,
+                    m,
+                    column,
+                )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -42,7 +43,9 @@ def test_a_link_followed_inside_the_app_opens_its_view(page):
     at.query_params.update({"from": "2024-03-01", "to": "2024-03-31"})  # what the page link writes
     at.run()
     assert at.sidebar.date_input(key="dates").value == (dt.date(2024, 3, 1), dt.date(2024, 3, 31))
-    at.sidebar.date_input(key="dates").set_value((dt.date(2024, 2, 1), dt.date(2024, 2, 29))).run()  # the user's own choice still holds
+    at.sidebar.date_input(key="dates").set_value(
+        (dt.date(2024, 2, 1), dt.date(2024, 2, 29))
+    ).run()  # the user's own choice still holds
     assert at.sidebar.date_input(key="dates").value == (dt.date(2024, 2, 1), dt.date(2024, 2, 29))
     source = (ROOT / "pages" / "curves.py").read_text()
     assert '"from": day, "to": day' not in source and "the questions that flip over" in source
@@ -54,7 +57,9 @@ def test_a_flips_question_opens_on_the_prompt_page_by_its_id(page):
     assert links  # the link exists on the page
     question = flips.selectbox(key="question").value
     prompt = page("pages/prompt.py", dataset="mmlu", real_item="True", question=question)
-    assert any(caption.value.startswith(f"{question} (") for caption in prompt.caption), [c.value for c in prompt.caption]
+    assert any(caption.value.startswith(f"{question} (") for caption in prompt.caption), [
+        c.value for c in prompt.caption
+    ]
 
 
 def test_flips_shows_letters_counts_and_readable_tables(page):
@@ -78,10 +83,18 @@ def test_the_uploader_says_the_limit_it_enforces():
 
 
 def test_tied_lines_on_the_ranking_chart_are_drawn_side_by_side():
-    ranked = pd.DataFrame({"entry": ["a", "b", "c"] * 2, "date": pd.to_datetime(["2024-01-01"] * 3 + ["2024-01-02"] * 3), "rank": [1, 1, 1, 1, 2, 3]})
+    ranked = pd.DataFrame(
+        {
+            "entry": ["a", "b", "c"] * 2,
+            "date": pd.to_datetime(["2024-01-01"] * 3 + ["2024-01-02"] * 3),
+            "rank": [1, 1, 1, 1, 2, 3],
+        }
+    )
     figure = plots.bump(ranked)
     first_day = [float(trace.y[0]) for trace in figure.data]
-    assert len(set(first_day)) == 3 and all(abs(y - 1) <= 0.2 for y in first_day)  # three models tied first, none hidden
+    assert len(set(first_day)) == 3 and all(
+        abs(y - 1) <= 0.2 for y in first_day
+    )  # three models tied first, none hidden
     assert [int(trace.customdata[0]) for trace in figure.data] == [1, 1, 1]
     assert figure.layout.legend.yanchor == "top" and figure.layout.legend.y <= -0.25  # below the Date title
 
@@ -99,7 +112,9 @@ def test_factors_leaves_out_what_does_not_apply_and_other_datasets(page):
     mmlu = page("pages/factors.py", dataset="mmlu")
     for table in mmlu.dataframe:
         if "Pearson r" in table.value.columns:
-            assert table.value.apply(lambda row: bool(re.search(r" / mmlu$", row["A"]) or re.search(r" / mmlu$", row["B"])), axis=1).all()
+            assert table.value.apply(
+                lambda row: bool(re.search(r" / mmlu$", row["A"]) or re.search(r" / mmlu$", row["B"])), axis=1
+            ).all()
 
 
 def test_figures_export_as_png_beside_svg(page):
@@ -116,4 +131,8 @@ def test_figures_export_as_png_beside_svg(page):
     assert found.startswith(b"\x89PNG\r\n\x1a\n") and len(found) > 10_000
     figure = plots.go.Figure(plots.go.Scatter(x=[1, 2], y=[0.5, 0.6]))
     offline = plots.standalone_html(figure)
-    assert '"format": "png"' in offline and not re.search(r"<script[^>]+src=", offline) and plots.CHART_CONFIG["toImageButtonOptions"]["format"] == "svg"
+    assert (
+        '"format": "png"' in offline
+        and not re.search(r"<script[^>]+src=", offline)
+        and plots.CHART_CONFIG["toImageButtonOptions"]["format"] == "svg"
+    )

@@ -29,28 +29,61 @@ def test_multi_turn_holds_the_single_turn_text_as_turns(name, data_dir):
     the turns hold the single-turn prompt's text, and the last user turn is the question."""
     single = build_task(name, data_dir, Subset(limit=1))
     multi = build_task(f"{name}_multiturn", data_dir, Subset(limit=1))
-    assert (single.dataset, multi.dataset, single.multiturn, multi.multiturn) == (name, f"{name}_multiturn", False, True)
+    assert (single.dataset, multi.dataset, single.multiturn, multi.multiturn) == (
+        name,
+        f"{name}_multiturn",
+        False,
+        True,
+    )
     one, turns = single.prompt(single.items[0], JAN).messages, multi.prompt(multi.items[0], JAN).messages
-    assert [m["role"] for m in one] == ["system", "user"] and [m["role"] for m in turns] == ["system"] + ["user", "assistant"] * 2 + ["user"]
-    assert turns[0] == one[0] and one[1]["content"].startswith(turns[1]["content"]) and one[1]["content"].endswith(turns[-1]["content"])
+    assert [m["role"] for m in one] == ["system", "user"] and [m["role"] for m in turns] == ["system"] + [
+        "user",
+        "assistant",
+    ] * 2 + ["user"]
+    assert (
+        turns[0] == one[0]
+        and one[1]["content"].startswith(turns[1]["content"])
+        and one[1]["content"].endswith(turns[-1]["content"])
+    )
     for asked, answer in zip(turns[1:-1:2], turns[2:-1:2]):
-        assert asked["content"] in one[1]["content"] and answer["content"] in one[1]["content"] and answer["content"] == answer["content"].strip()
+        assert (
+            asked["content"] in one[1]["content"]
+            and answer["content"] in one[1]["content"]
+            and answer["content"] == answer["content"].strip()
+        )
     for task in (single, multi):
-        task.labels = label_tokens(None, 4) if task.kind == "mcqa" else None  # what a loaded model sets (a chat endpoint's: no tokenizer)
+        task.labels = (
+            label_tokens(None, 4) if task.kind == "mcqa" else None
+        )  # what a loaded model sets (a chat endpoint's: no tokenizer)
     assert single.key() != multi.key()  # a stored row says which format made it
 
 
 def test_names_say_a_format_only_where_it_is_not_the_default(data_dir):
-    assert with_fewshot_format("mmlu_5shot", MULTI_TURN) == "mmlu_5shot_multiturn" and with_fewshot_format("mmlu_5shot", SINGLE_TURN) == "mmlu_5shot"
-    assert with_fewshot_format("mmlu", MULTI_TURN) == "mmlu" and with_fewshot_format("humaneval", MULTI_TURN) == "humaneval"  # no exemplars
+    assert (
+        with_fewshot_format("mmlu_5shot", MULTI_TURN) == "mmlu_5shot_multiturn"
+        and with_fewshot_format("mmlu_5shot", SINGLE_TURN) == "mmlu_5shot"
+    )
+    assert (
+        with_fewshot_format("mmlu", MULTI_TURN) == "mmlu"
+        and with_fewshot_format("humaneval", MULTI_TURN) == "humaneval"
+    )  # no exemplars
     assert with_fewshot_format("mmlu_5shot_multiturn", SINGLE_TURN) == "mmlu_5shot_multiturn"  # the name says its own
-    assert str(parse_name("mmlu_5shot_singleturn")) == "mmlu_5shot" and build_task("mmlu_5shot_singleturn", data_dir, Subset(limit=1)).dataset == "mmlu_5shot"
-    for bad, says in (("mmlu_multiturn", "a few-shot format needs exemplars: name them, e.g. mmlu_5shot_multiturn"), ("humaneval_2shot_multiturn", "few-shot")):
+    assert (
+        str(parse_name("mmlu_5shot_singleturn")) == "mmlu_5shot"
+        and build_task("mmlu_5shot_singleturn", data_dir, Subset(limit=1)).dataset == "mmlu_5shot"
+    )
+    for bad, says in (
+        ("mmlu_multiturn", "a few-shot format needs exemplars: name them, e.g. mmlu_5shot_multiturn"),
+        ("humaneval_2shot_multiturn", "few-shot"),
+    ):
         with pytest.raises(DateEvalError, match=says):
             parse_name(bad)
 
 
-QUIZ = [{"id": f"q{k}", "question": f"What is {k} + 1?", "choices": [str(k), str(k + 1), str(k + 2)], "answer": "B"} for k in range(4)]
+QUIZ = [
+    {"id": f"q{k}", "question": f"What is {k} + 1?", "choices": [str(k), str(k + 1), str(k + 2)], "answer": "B"}
+    for k in range(4)
+]
 
 
 def _quiz(folder) -> tuple:
@@ -65,28 +98,73 @@ def test_a_spec_and_its_flag_choose_the_format(tmp_path):
     spec = tmp_path / "quiz.toml"
     spec.write_text(f'data = "{data.name}"\n[fewshot]\ndata = "{dev.name}"\nshots = 2\nformat = "multi-turn"\n')
     task = build_task(str(spec))
-    assert task.dataset == "quiz_2shot_multiturn" and task.multiturn and len(task.prompt(task.items[0], JAN).messages) == 6
+    assert (
+        task.dataset == "quiz_2shot_multiturn" and task.multiturn and len(task.prompt(task.items[0], JAN).messages) == 6
+    )
     spec.write_text(f'data = "{data.name}"\n[fewshot]\ndata = "{dev.name}"\nshots = 2\nformat = "both"\n')
     done = run_cli("run", "--dataset", str(spec), "--store", str(tmp_path / "store"))
-    assert done.returncode == 2 and "fewshot.format" in done.stderr and "'both' is not one of single-turn, multi-turn" in done.stderr
-    flagged = run_cli("run", "--dataset", str(data), "--spec-fewshot-data", str(dev), "--spec-fewshot-shots", "1", "--spec-fewshot-format",
-                      "multi-turn", "--limit", "2", "--dates", "2024-01-01,2024-01-02", "--store", str(tmp_path / "flagged"))  # fmt: skip
+    assert (
+        done.returncode == 2
+        and "fewshot.format" in done.stderr
+        and "'both' is not one of single-turn, multi-turn" in done.stderr
+    )
+    flagged = run_cli(
+        "run",
+        "--dataset",
+        str(data),
+        "--spec-fewshot-data",
+        str(dev),
+        "--spec-fewshot-shots",
+        "1",
+        "--spec-fewshot-format",
+        "multi-turn",
+        "--limit",
+        "2",
+        "--dates",
+        "2024-01-01,2024-01-02",
+        "--store",
+        str(tmp_path / "flagged"),
+    )
     assert flagged.returncode == 0, flagged.stderr
     assert {path.parent.name for path in (tmp_path / "flagged").glob("*/*/*.parquet")} == {"quiz_1shot_multiturn"}
 
 
 def test_both_formats_in_one_sweep_are_compared_on_factors_and_in_the_report(tmp_path, data_dir, monkeypatch):
     store = tmp_path / "store"
-    done = run_cli("run", "--dataset", "arc_challenge", "--shots", "2", "--fewshot-format", "single-turn", "--fewshot-format", "multi-turn",
-                   "--data-dir", str(data_dir), "--limit", "6", "--dates", "2024-01-01..2024-01-03", "--store", str(store))  # fmt: skip
+    done = run_cli(
+        "run",
+        "--dataset",
+        "arc_challenge",
+        "--shots",
+        "2",
+        "--fewshot-format",
+        "single-turn",
+        "--fewshot-format",
+        "multi-turn",
+        "--data-dir",
+        str(data_dir),
+        "--limit",
+        "6",
+        "--dates",
+        "2024-01-01..2024-01-03",
+        "--store",
+        str(store),
+    )
     assert done.returncode == 0, done.stderr
     layer, _ = results.open(store)
     formats = layer.fewshot_formats()
-    assert set(formats["format"]) == {SINGLE_TURN, MULTI_TURN} and set(formats["dataset"]) == {"arc_challenge_2shot"} and len(formats) == 2
+    assert (
+        set(formats["format"]) == {SINGLE_TURN, MULTI_TURN}
+        and set(formats["dataset"]) == {"arc_challenge_2shot"}
+        and len(formats) == 2
+    )
     summary = layer.summary().set_index("dataset")
     for row in formats.itertuples():
         stored = summary.loc["arc_challenge_2shot" if row.format == SINGLE_TURN else "arc_challenge_2shot_multiturn"]
-        assert row.accuracy_delta == stored["accuracy_delta"] and row.cochran_permutation_p == stored["cochran_permutation_p"]
+        assert (
+            row.accuracy_delta == stored["accuracy_delta"]
+            and row.cochran_permutation_p == stored["cochran_permutation_p"]
+        )
     assert run_cli("report", "--store", str(store), "--out", str(tmp_path / "report")).returncode == 0
     assert "the date effect under each few-shot format" in (tmp_path / "report" / "index.html").read_text()
     monkeypatch.setenv("DATEEVAL_STORE", str(store))
@@ -115,4 +193,6 @@ def test_the_run_page_runs_the_chosen_format(tmp_path, data_dir, monkeypatch):
     at.button[0].click().run()
     assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
     sweep_finishes(at)
-    assert {path.parent.name for path in (tmp_path / "results").glob("*/*/*.parquet")} == {"arc_challenge_1shot_multiturn"}
+    assert {path.parent.name for path in (tmp_path / "results").glob("*/*/*.parquet")} == {
+        "arc_challenge_1shot_multiturn"
+    }

@@ -40,7 +40,10 @@ def test_wmt16_segments_and_scores(data_dir):
     assert "nrefs:1" in perfect["bleu_signature"] and "nrefs:1" in perfect["chrf_signature"]
     poor = corpus.corpus_scores([s.source for s in segments[:20]], references)
     assert poor["bleu"] < 20 and corpus.sentence_chrf(references[0], references[0]) == pytest.approx(100)
-    assert len(translation.load_segments("fi", data_dir)) == 3000 and len(translation.load_segments("cs", data_dir)) == 2999
+    assert (
+        len(translation.load_segments("fi", data_dir)) == 3000
+        and len(translation.load_segments("cs", data_dir)) == 2999
+    )
     with pytest.raises(DateEvalError, match="unknown target language"):
         translation.load_segments("fr", data_dir)
 
@@ -65,8 +68,17 @@ JAN, JUN = Condition(date=dt.date(2024, 1, 1)), Condition(date=dt.date(2024, 6, 
 def test_dataset_name_grammar():
     assert parse_name("mmlu_cot_5shot") == TaskName("mmlu", cot=True, shots=5)
     assert parse_name("wmt16_en_de") == TaskName("wmt16_en_de") and str(TaskName("gsm8k", shots=3)) == "gsm8k_3shot"
-    assert with_shots("mmlu", 5) == "mmlu_5shot" and with_shots("gsm8k_8shot", 5) == "gsm8k_8shot" and with_shots("humaneval", 0) == "humaneval"
-    for bad, reason in (("gsm8k_cot", "chain-of-thought"), ("humaneval_5shot", "few-shot"), ("gpqa_main_5shot", "few-shot"), ("mnist", "unknown dataset")):
+    assert (
+        with_shots("mmlu", 5) == "mmlu_5shot"
+        and with_shots("gsm8k_8shot", 5) == "gsm8k_8shot"
+        and with_shots("humaneval", 0) == "humaneval"
+    )
+    for bad, reason in (
+        ("gsm8k_cot", "chain-of-thought"),
+        ("humaneval_5shot", "few-shot"),
+        ("gpqa_main_5shot", "few-shot"),
+        ("mnist", "unknown dataset"),
+    ):
         with pytest.raises(DateEvalError, match=reason):
             parse_name(bad)
 
@@ -78,7 +90,11 @@ def test_fewshot_exemplars_are_fixed_per_item_and_never_the_item(data_dir):
     assert [e.subject for e in chosen] == ["anatomy"] * 5 and chosen == [e for e in dev if e.subject == "anatomy"][:5]
     train = load_exemplars("arc_challenge", data_dir)
     first = fewshot.choose(train[0].id, "", train, 5)
-    assert first == fewshot.choose(train[0].id, "", train, 5) and train[0] not in first and len(set(e.id for e in first)) == 5
+    assert (
+        first == fewshot.choose(train[0].id, "", train, 5)
+        and train[0] not in first
+        and len(set(e.id for e in first)) == 5
+    )
     assert fewshot.choose(train[1].id, "", train, 5) != first
     with pytest.raises(DateEvalError, match="needs 9 exemplars"):
         fewshot.choose("x", "", train[:8], 9)
@@ -87,7 +103,11 @@ def test_fewshot_exemplars_are_fixed_per_item_and_never_the_item(data_dir):
 def test_few_shot_prompts_change_only_with_the_date(data_dir):
     task = build_task("mmlu_5shot", data_dir, Subset(subjects=("anatomy",), limit=2))
     user = task.prompt(task.items[0], JAN).messages[1]["content"]
-    assert user.count("\nAnswer: ") == 5 and user.endswith("Answer:") and task.prompt(task.items[0], JUN).messages == task.prompt(task.items[0], JAN).messages
+    assert (
+        user.count("\nAnswer: ") == 5
+        and user.endswith("Answer:")
+        and task.prompt(task.items[0], JUN).messages == task.prompt(task.items[0], JAN).messages
+    )
     gsm = build_task("gsm8k_5shot", data_dir, Subset(limit=1))
     assert gsm.prompt(gsm.items[0], JAN).messages[1]["content"].count("\nAnswer: ") == 5
     with pytest.raises(DateEvalError, match="fixed exemplars"):
@@ -101,14 +121,24 @@ def test_chain_of_thought_maps_shown_letters_back_to_the_original_options(data_d
     prompt = task.prompt(item, shuffled)
     shown_letter = "ABCDE"[prompt.shown_from.index(item.answer)]
     assert f"{shown_letter}. {item.options[item.answer]}" in prompt.messages[1]["content"]
-    graded = task.grade([item] * 3, [f"Step by step... The answer is **{shown_letter}**.", "I am not sure.", "The answer is (Z)."], [prompt] * 3)
+    graded = task.grade(
+        [item] * 3,
+        [f"Step by step... The answer is **{shown_letter}**.", "I am not sure.", "The answer is (Z)."],
+        [prompt] * 3,
+    )
     assert graded[0] == {"pred": item.answer, "parsed": "ABCDE"[item.answer], "correct": True}
     assert graded[1]["parsed"] is None and graded[1]["correct"] is False and graded[2]["pred"] is None
 
 
 def test_gsm8k_task_grades_adversarial_outputs(data_dir):
     task = build_task("gsm8k", data_dir, Subset(limit=1))  # Janet's ducks: 18
-    outputs = ["16-3-4=9, 9*2=$18\nAnswer: $18.00", "Answer: 18 dollars", "answer: 17\nWait. Answer: 18", "Answer: 18.5", "no idea"]
+    outputs = [
+        "16-3-4=9, 9*2=$18\nAnswer: $18.00",
+        "Answer: 18 dollars",
+        "answer: 17\nWait. Answer: 18",
+        "Answer: 18.5",
+        "no idea",
+    ]
     graded = task.grade(task.items * len(outputs), outputs, [])
     assert [g["correct"] for g in graded] == [True, True, True, False, False]
     assert graded[0]["parsed"] == "18" and graded[-1]["parsed"] is None
@@ -129,7 +159,9 @@ def test_humaneval_task_runs_programs_in_the_sandbox(data_dir):
 def test_corpus_scores_from_stored_statistics_equal_sacrebleu(data_dir):
     segments = translation.load_segments("de", data_dir)[:60]
     references = [s.reference for s in segments]
-    hypotheses = [" ".join(r.split()[: max(1, len(r.split()) - i % 4)]) for i, r in enumerate(references)]  # truncated, some intact
+    hypotheses = [
+        " ".join(r.split()[: max(1, len(r.split()) - i % 4)]) for i, r in enumerate(references)
+    ]  # truncated, some intact
     stats = corpus.segment_stats(hypotheses, references)
     direct = corpus.corpus_scores(hypotheses, references)
     assert corpus.score_from_stats("bleu", stats["bleu"]) == pytest.approx(direct["bleu"], abs=1e-9)
@@ -138,7 +170,11 @@ def test_corpus_scores_from_stored_statistics_equal_sacrebleu(data_dir):
     assert corpus.score_from_stats("bleu", stats["bleu"][:30]) == pytest.approx(half["bleu"], abs=1e-9)
     task = build_task("wmt16_en_de", data_dir, Subset(limit=2))
     graded = task.grade(task.items, ["\n  " + task.items[0].reference + "\n(Note: literal)", "Hallo"], [])
-    assert graded[0]["parsed"] == task.items[0].reference and graded[0]["score"] == pytest.approx(100) and graded[1]["score"] < 20
+    assert (
+        graded[0]["parsed"] == task.items[0].reference
+        and graded[0]["score"] == pytest.approx(100)
+        and graded[1]["score"] < 20
+    )
     assert task.record()["bleu_signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
 
 
@@ -147,15 +183,43 @@ def _generated_rows(dataset, per_condition, kind="gsm8k"):
     rows = []
     for condition, results in per_condition.items():
         for i, (parsed, correct, stats) in enumerate(results):
-            rows.append(dict(model="m", dtype="float32", device="cpu", hardware="x86", model_key="k", dataset=dataset, task_key="t",
-                             condition=condition, condition_key=condition, date_mode="date", date=condition, factor="date", item_id=f"i{i}",
-                             correct=correct, confidence=np.nan, pred=None, answer=None, parsed=parsed, score=np.nan,
-                             bleu_stats=stats, chrf_stats=None, task=kind))  # fmt: skip
+            rows.append(
+                dict(
+                    model="m",
+                    dtype="float32",
+                    device="cpu",
+                    hardware="x86",
+                    model_key="k",
+                    dataset=dataset,
+                    task_key="t",
+                    condition=condition,
+                    condition_key=condition,
+                    date_mode="date",
+                    date=condition,
+                    factor="date",
+                    item_id=f"i{i}",
+                    correct=correct,
+                    confidence=np.nan,
+                    pred=None,
+                    answer=None,
+                    parsed=parsed,
+                    score=np.nan,
+                    bleu_stats=stats,
+                    chrf_stats=None,
+                    task=kind,
+                )
+            )
     return pd.DataFrame(rows)
 
 
 def test_metrics_of_generated_answers_have_accuracy_but_no_ece():
-    frame = _generated_rows("gsm8k", {"2024-01-01": [("18", True, None), ("3", False, None)], "2024-01-02": [("18", True, None), (None, False, None)]})
+    frame = _generated_rows(
+        "gsm8k",
+        {
+            "2024-01-01": [("18", True, None), ("3", False, None)],
+            "2024-01-02": [("18", True, None), (None, False, None)],
+        },
+    )
     metrics = oracles.condition_metrics(frame)
     assert metrics["accuracy"].tolist() == [0.5, 0.5] and metrics["ece"].isna().all() and metrics["bleu"].isna().all()
     flips = oracles.item_flips(frame).set_index("item_id")
@@ -166,12 +230,18 @@ def test_translation_metrics_are_corpus_scores_per_date(data_dir):
     segments = translation.load_segments("de", data_dir)[:4]
     references = [s.reference for s in segments]
     good, bad = references, [s.source for s in segments]
-    per_date = {day: list(zip(hyps, [None] * 4, corpus.segment_stats(hyps, references)["bleu"])) for day, hyps in (("2024-01-01", good), ("2024-01-02", bad))}
+    per_date = {
+        day: list(zip(hyps, [None] * 4, corpus.segment_stats(hyps, references)["bleu"]))
+        for day, hyps in (("2024-01-01", good), ("2024-01-02", bad))
+    }
     metrics = oracles.condition_metrics(_generated_rows("wmt16_en_de", per_date, "translation"))
     assert metrics["bleu"].tolist() == pytest.approx([100.0, corpus.corpus_scores(bad, references)["bleu"]])
     assert metrics["accuracy"].isna().all()
     summary = descriptive.summarize(metrics)
-    assert summary["bleu_delta"].iloc[0] == pytest.approx(100 - metrics["bleu"].iloc[1]) and summary["bleu_best_date"].iloc[0] == "2024-01-01"
+    assert (
+        summary["bleu_delta"].iloc[0] == pytest.approx(100 - metrics["bleu"].iloc[1])
+        and summary["bleu_best_date"].iloc[0] == "2024-01-01"
+    )
 
 
 def test_first_divergence():

@@ -39,16 +39,22 @@ def test_a_prompt_link_with_a_date_the_pickers_cannot_show_gets_an_error_box(lin
     """Issue 36 §9: a date before 1900 or after 2100 raised StreamlitValueBelowMinError; now one error box and the default."""
     at = linked_page("pages/prompt.py", **query)
     assert any("outside the dates this page shows" in box.value for box in at.error), [box.value for box in at.error]
-    assert at.date_input(key="first").value == dt.date(2024, 1, 1) and at.date_input(key="second").value == dt.date(2024, 7, 26)
+    assert at.date_input(key="first").value == dt.date(2024, 1, 1) and at.date_input(key="second").value == dt.date(
+        2024, 7, 26
+    )
 
 
-HOSTILE_CELLS = ["=HYPERLINK(\"http://x.invalid\",\"click\")", "-2+3+cmd|' /C calc'!A0", "@cmd", "+1+1", "\t=1+1", "\r=1+1"]
+HOSTILE_CELLS = ['=HYPERLINK("http://x.invalid","click")', "-2+3+cmd|' /C calc'!A0", "@cmd", "+1+1", "\t=1+1", "\r=1+1"]
 
 
 def _formula_cells(frame: pd.DataFrame) -> list[str]:
     """Text cells a spreadsheet would run: those that start like a formula (a quoted one starts with ``'``)."""
     cells = frame.astype(str).to_numpy().ravel().tolist() + [str(name) for name in frame.columns]
-    return [cell for cell in cells if cell[:1] in ("=", "+", "-", "@", "\t", "\r") and not re.fullmatch(r"[+-]?[\d.]+(e[+-]?\d+)?", cell)]
+    return [
+        cell
+        for cell in cells
+        if cell[:1] in ("=", "+", "-", "@", "\t", "\r") and not re.fullmatch(r"[+-]?[\d.]+(e[+-]?\d+)?", cell)
+    ]
 
 
 def test_the_csv_export_writes_no_cell_a_spreadsheet_runs(tmp_path):
@@ -56,7 +62,9 @@ def test_the_csv_export_writes_no_cell_a_spreadsheet_runs(tmp_path):
     they are quoted with ' (text to a spreadsheet), while numbers, negative ones included, stay numbers."""
     store = demo_copy(tmp_path)
     unit = min(store.glob("*/gsm8k/*.parquet"))
-    rows = pd.read_parquet(unit).drop(columns=[c for c in pd.read_parquet(unit).columns if c.startswith("_")], errors="ignore")
+    rows = pd.read_parquet(unit).drop(
+        columns=[c for c in pd.read_parquet(unit).columns if c.startswith("_")], errors="ignore"
+    )
     hostile = (HOSTILE_CELLS * (len(rows) // len(HOSTILE_CELLS) + 1))[: len(rows)]
     rows = rows.assign(reference=hostile, parsed=hostile, output=hostile)
     Store(store).write(unit, rows)
@@ -67,7 +75,9 @@ def test_the_csv_export_writes_no_cell_a_spreadsheet_runs(tmp_path):
     assert _formula_cells(written) == []
     assert {"'" + cell for cell in HOSTILE_CELLS} <= set(written["reference"])  # kept, readable, quoted
     numbers = pd.read_csv(out, low_memory=False)
-    assert pd.api.types.is_numeric_dtype(numbers["confidence"]) and pd.api.types.is_numeric_dtype(numbers["prompt_tokens"])
+    assert pd.api.types.is_numeric_dtype(numbers["confidence"]) and pd.api.types.is_numeric_dtype(
+        numbers["prompt_tokens"]
+    )
 
 
 def test_the_explorers_csv_downloads_write_no_cell_a_spreadsheet_runs(monkeypatch):
@@ -91,11 +101,18 @@ def test_a_prompt_link_cannot_make_the_app_read_a_file_it_does_not_offer(linked_
     secret = tmp_path / "secret.csv"
     secret.write_text("question,A,B,answer\nTOPSECRET-ROW?,a,b,A\n")
     task = tmp_path / "task.yaml"
-    task.write_text("task: leak\ndataset_path: csv\ndataset_kwargs: {data_files: {test: " + str(secret) + "}}\ntest_split: test\n"
-                    "doc_to_text: '{{question}}'\ndoc_to_target: 0\ndoc_to_choice: ['a', 'b']\n")
+    task.write_text(
+        "task: leak\ndataset_path: csv\ndataset_kwargs: {data_files: {test: " + str(secret) + "}}\ntest_split: test\n"
+        "doc_to_text: '{{question}}'\ndoc_to_target: 0\ndoc_to_choice: ['a', 'b']\n"
+    )
     at = linked_page("pages/prompt.py", real_item="True", dataset=reference.format(secret=secret, task=task))
     assert any("is not one this app offers" in box.value for box in at.error), [box.value for box in at.error]
-    shown = " ".join(str(element.value) for kind in ("caption", "code", "markdown") for element in at.get(kind) if hasattr(element, "value"))
+    shown = " ".join(
+        str(element.value)
+        for kind in ("caption", "code", "markdown")
+        for element in at.get(kind)
+        if hasattr(element, "value")
+    )
     assert "TOPSECRET" not in shown
 
 
@@ -113,9 +130,14 @@ def test_a_prompt_link_may_name_a_dataset_the_run_pages_store_keeps(linked_page,
 def test_an_upload_keeps_only_the_files_its_spec_names(tmp_path, fresh_registry):
     """Issue 36 §7: junk files uploaded beside a valid spec were all kept; now the upload is refused and nothing is kept."""
     rows = "".join(json.dumps({"question": q, "choices": ["a", "b"], "answer": 0}) + "\n" for q in ("One?", "Two?"))
-    files = [uploads.Upload("quiz.yaml", b"data: quiz.jsonl\n"), uploads.Upload("quiz.jsonl", rows.encode()),
-             uploads.Upload("junk.csv", b"question,A,B,answer\nQ,a,b,A\n")]  # fmt: skip
-    with pytest.raises(DateEvalError, match="quiz.yaml does not name junk.csv: upload the spec and the files it names only"):
+    files = [
+        uploads.Upload("quiz.yaml", b"data: quiz.jsonl\n"),
+        uploads.Upload("quiz.jsonl", rows.encode()),
+        uploads.Upload("junk.csv", b"question,A,B,answer\nQ,a,b,A\n"),
+    ]
+    with pytest.raises(
+        DateEvalError, match="quiz.yaml does not name junk.csv: upload the spec and the files it names only"
+    ):
         uploads.keep(files, tmp_path)
     assert not any(path.is_file() for path in (tmp_path / ".datasets").rglob("*"))
     assert uploads.keep(files[:2], tmp_path) == "quiz"

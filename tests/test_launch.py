@@ -18,8 +18,15 @@ def test_the_explorer_starts_with_no_streamlit_credentials_and_no_terminal(tmp_p
     port = _free_port()
     env = {**os.environ, "HOME": str(tmp_path), "BROWSER": "true", "HF_HUB_OFFLINE": "1"}
     env.pop("XDG_CONFIG_HOME", None)
-    process = subprocess.Popen(["./run.sh", "app", "--server.port", str(port)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        ["./run.sh", "app", "--server.port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and process.poll() is None:
@@ -31,7 +38,9 @@ def test_the_explorer_starts_with_no_streamlit_credentials_and_no_terminal(tmp_p
                 time.sleep(0.5)
         else:
             process.kill()
-            raise AssertionError(f"no health check answered (exit {process.poll()}):\n{process.communicate()[0][-3000:]}")
+            raise AssertionError(
+                f"no health check answered (exit {process.poll()}):\n{process.communicate()[0][-3000:]}"
+            )
     finally:
         process.terminate()
         output = process.communicate(timeout=30)[0]

@@ -16,8 +16,10 @@ import pytest
 
 from conftest import ROOT
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("importlinter") is None,
-                                reason="import-linter is not installed (.venv/bin/python -m pip install import-linter)")  # fmt: skip
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("importlinter") is None,
+    reason="import-linter is not installed (.venv/bin/python -m pip install import-linter)",
+)
 
 
 def _lint_imports(root: Path) -> subprocess.CompletedProcess:
@@ -54,4 +56,6 @@ def test_the_contract_fails_on_an_upward_import_or_a_circle(tmp_path, module, li
         handle.write(f"\n{line}  # noqa: E402, F401\n")
     checked = _lint_imports(tmp_path)
     verdicts = [line for line in checked.stdout.splitlines() if line.endswith(("KEPT", "BROKEN"))]
-    assert checked.returncode != 0 and next(line for line in verdicts if line.startswith(broken)).endswith("BROKEN"), checked.stdout
+    assert checked.returncode != 0 and next(line for line in verdicts if line.startswith(broken)).endswith("BROKEN"), (
+        checked.stdout
+    )

@@ -73,7 +73,9 @@ def test_the_heartbeat_keeps_a_lease_young(tmp_path):
 def test_only_one_of_many_takes_over_an_expired_lease(tmp_path):
     unit = tmp_path / "u.parquet"
     _plant(unit, "gone-host", 1, ttl_s=1, age_s=100)
-    contenders = [Leases(owner=Owner(f"host{i}", i + 1, str(i))) for i in range(8)]  # process ids start at 1 (0 is no process)
+    contenders = [
+        Leases(owner=Owner(f"host{i}", i + 1, str(i))) for i in range(8)
+    ]  # process ids start at 1 (0 is no process)
     won = []
     barrier = threading.Barrier(len(contenders))
 
@@ -91,7 +93,10 @@ def test_only_one_of_many_takes_over_an_expired_lease(tmp_path):
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ('{"host": "%s", "pid": 99999999999999999999, "token": "t", "ttl_s": 60}', "pid 99999999999999999999 is not a process id"),
+        (
+            '{"host": "%s", "pid": 99999999999999999999, "token": "t", "ttl_s": 60}',
+            "pid 99999999999999999999 is not a process id",
+        ),
         ('{"host": "%s", "pid": -7, "token": "t", "ttl_s": 60}', "pid -7 is not a process id"),
         ('{"host": "%s", "pid": "12", "token": "t", "ttl_s": 60}', "pid '12' is not a process id"),
         ('{"host": "%s", "pid": 1, "token": "t", "ttl_s": Infinity}', "ttl_s inf is not a number of seconds"),
@@ -116,7 +121,9 @@ def test_a_malformed_lease_is_taken_over_at_once_and_named(tmp_path, text, fragm
     started = time.monotonic()
     assert leases.acquire(unit) and holder(unit).owner == leases.owner
     assert time.monotonic() - started < 5
-    assert len(leases.notes) == 1 and f"malformed lease {path}" in leases.notes[0] and fragment in leases.notes[0], leases.notes
+    assert len(leases.notes) == 1 and f"malformed lease {path}" in leases.notes[0] and fragment in leases.notes[0], (
+        leases.notes
+    )
     leases.close()
 
 
@@ -167,14 +174,18 @@ def test_a_held_guard_fails_without_waiting_when_told_not_to_wait(tmp_path):
         fcntl.flock(held, fcntl.LOCK_EX)  # another open file: flock excludes it as it would another process
         started = time.monotonic()
         outcome = _finishes(lambda: Leases(wait=False).acquire(tmp_path / "u.parquet"))
-        assert isinstance(outcome, DateEvalError) and ".leases.guard" in str(outcome) and "--no-wait" in str(outcome), outcome
+        assert isinstance(outcome, DateEvalError) and ".leases.guard" in str(outcome) and "--no-wait" in str(outcome), (
+            outcome
+        )
         assert time.monotonic() - started < GUARD_PATIENCE_S + 1
     leases = Leases(wait=False)
     assert leases.acquire(tmp_path / "u.parquet")  # released: taken at once
     leases.close()
 
 
-@pytest.mark.parametrize(("ahead_s", "believed"), [(MAX_CLOCK_SKEW_S / 2, True), (MAX_CLOCK_SKEW_S * 2, False), (3000, False)])
+@pytest.mark.parametrize(
+    ("ahead_s", "believed"), [(MAX_CLOCK_SKEW_S / 2, True), (MAX_CLOCK_SKEW_S * 2, False), (3000, False)]
+)
 def test_a_heartbeat_ahead_of_the_clock_is_believed_only_within_the_skew_allowance(tmp_path, ahead_s, believed):
     """A live owner whose clock runs a little fast keeps its unit; a heartbeat minutes ahead would hold it that long."""
     unit = tmp_path / "u.parquet"
@@ -192,5 +203,9 @@ def test_expired_leases_are_removed_and_live_ones_kept(tmp_path):
     _plant(live, "other-host", 1, ttl_s=60, age_s=1)
     lease_path(tmp_path / "m" / "d" / "bad.parquet").write_text("{")
     removed = Leases().remove_expired(tmp_path)
-    assert len(removed) == 2 and f"removed {lease_path(dead)}, an expired lease of" in removed[1] and "malformed lease" in removed[0], removed
+    assert (
+        len(removed) == 2
+        and f"removed {lease_path(dead)}, an expired lease of" in removed[1]
+        and "malformed lease" in removed[0]
+    ), removed
     assert holder(dead) is None and holder(live) is not None

@@ -34,18 +34,36 @@ pytestmark = pytest.mark.usefixtures("fresh_registry")  # each test registers it
 
 def _choice_yaml(folder: Path, data_dir: Path) -> Path:
     """An ARC-Challenge multiple-choice task as lm-eval's own arc_challenge YAML words it, over a local JSONL."""
-    rows = [json.loads(line) for line in (data_dir / "arc" / "ARC-Challenge" / "ARC-Challenge-Test.jsonl").read_text().splitlines()[:ARC_ITEMS]]
+    rows = [
+        json.loads(line)
+        for line in (data_dir / "arc" / "ARC-Challenge" / "ARC-Challenge-Test.jsonl")
+        .read_text()
+        .splitlines()[:ARC_ITEMS]
+    ]
     with (folder / "arc.jsonl").open("w") as out:
         for row in rows:
             labels = [choice["label"] for choice in row["question"]["choices"]]
             choices = [choice["text"] for choice in row["question"]["choices"]]
-            out.write(json.dumps({"question": row["question"]["stem"], "choices": choices, "gold": labels.index(row["answerKey"])}) + "\n")
+            out.write(
+                json.dumps(
+                    {"question": row["question"]["stem"], "choices": choices, "gold": labels.index(row["answerKey"])}
+                )
+                + "\n"
+            )
     config = {
-        "task": "arc_local", "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(folder / "arc.jsonl")}}, "test_split": "test",
-        "output_type": "multiple_choice", "doc_to_text": "Question: {{question}}\nAnswer:", "doc_to_choice": "{{choices}}", "doc_to_target": "gold",
-        "metric_list": [{"metric": "acc", "aggregation": "mean", "higher_is_better": True},
-                        {"metric": "acc_norm", "aggregation": "mean", "higher_is_better": True}],
-    }  # fmt: skip
+        "task": "arc_local",
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(folder / "arc.jsonl")}},
+        "test_split": "test",
+        "output_type": "multiple_choice",
+        "doc_to_text": "Question: {{question}}\nAnswer:",
+        "doc_to_choice": "{{choices}}",
+        "doc_to_target": "gold",
+        "metric_list": [
+            {"metric": "acc", "aggregation": "mean", "higher_is_better": True},
+            {"metric": "acc_norm", "aggregation": "mean", "higher_is_better": True},
+        ],
+    }
     path = folder / "arc_local.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -56,17 +74,38 @@ def _generation_yaml(folder: Path, data_dir: Path) -> Path:
     lines = (data_dir / "gsm8k" / "test.jsonl").read_text().splitlines()[:GSM_ITEMS]
     (folder / "gsm.jsonl").write_text("\n".join(lines) + "\n")
     config = {
-        "task": "gsm_local", "dataset_path": "json", "dataset_kwargs": {"data_files": {"test": str(folder / "gsm.jsonl")}}, "test_split": "test",
-        "output_type": "generate_until", "doc_to_text": "Question: {{question}}\nAnswer:", "doc_to_target": "{{answer.split('####')[-1].strip()}}",
+        "task": "gsm_local",
+        "dataset_path": "json",
+        "dataset_kwargs": {"data_files": {"test": str(folder / "gsm.jsonl")}},
+        "test_split": "test",
+        "output_type": "generate_until",
+        "doc_to_text": "Question: {{question}}\nAnswer:",
+        "doc_to_target": "{{answer.split('####')[-1].strip()}}",
         "generation_kwargs": {"until": ["Question:", "\n\n"], "max_gen_toks": MAX_TOKENS, "do_sample": False},
         "filter_list": [
-            {"name": "strict-match", "filter": [{"function": "regex", "regex_pattern": r"#### (\-?[0-9\.\,]+)"}, {"function": "take_first"}]},
-            {"name": "flexible-extract", "filter": [{"function": "regex", "group_select": -1, "regex_pattern": r"(-?[$0-9.,]{2,})|(-?[0-9]+)"},
-                                                    {"function": "take_first"}]},
+            {
+                "name": "strict-match",
+                "filter": [{"function": "regex", "regex_pattern": r"#### (\-?[0-9\.\,]+)"}, {"function": "take_first"}],
+            },
+            {
+                "name": "flexible-extract",
+                "filter": [
+                    {"function": "regex", "group_select": -1, "regex_pattern": r"(-?[$0-9.,]{2,})|(-?[0-9]+)"},
+                    {"function": "take_first"},
+                ],
+            },
         ],
-        "metric_list": [{"metric": "exact_match", "aggregation": "mean", "higher_is_better": True, "ignore_case": True,
-                         "ignore_punctuation": False, "regexes_to_ignore": [",", r"\$", "(?s).*#### ", r"\.$"]}],
-    }  # fmt: skip
+        "metric_list": [
+            {
+                "metric": "exact_match",
+                "aggregation": "mean",
+                "higher_is_better": True,
+                "ignore_case": True,
+                "ignore_punctuation": False,
+                "regexes_to_ignore": [",", r"\$", "(?s).*#### ", r"\.$"],
+            }
+        ],
+    }
     path = folder / "gsm_local.yaml"
     path.write_text(yaml.safe_dump(config))
     return path
@@ -78,10 +117,15 @@ def _lm_eval_own_run(folder: Path, model_dir: Path) -> dict:
     from lm_eval.tasks import TaskManager
 
     return simple_evaluate(
-        model="hf", model_args={"pretrained": str(model_dir), "dtype": "float32", "device": "cpu"}, tasks=["arc_local", "gsm_local"],
-        task_manager=TaskManager(include_defaults=False, include_path=str(folder)), apply_chat_template=True,
-        system_instruction=DEFAULT_SYSTEM_PROMPT, log_samples=True, batch_size=1,
-    )  # fmt: skip
+        model="hf",
+        model_args={"pretrained": str(model_dir), "dtype": "float32", "device": "cpu"},
+        tasks=["arc_local", "gsm_local"],
+        task_manager=TaskManager(include_defaults=False, include_path=str(folder)),
+        apply_chat_template=True,
+        system_instruction=DEFAULT_SYSTEM_PROMPT,
+        log_samples=True,
+        batch_size=1,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -91,8 +135,22 @@ def swept(tmp_path_factory, data_dir) -> Path:
     arc, gsm = _choice_yaml(folder, data_dir), _generation_yaml(folder, data_dir)
     # Batch size 1: padding in a batch moves float32 sums by ~2e-5 (measured at 4 to 48), the batch-size
     # effect dateeval measures as a factor of its own.
-    ran = run_cli("run", "--dataset", f"lmeval:{arc}", "--dataset", str(gsm), "--dates", "2024-02-29", "--no-date", "--dtype", "float32",
-                  "--batch-size", "1", "--store", str(folder / "store"))  # fmt: skip
+    ran = run_cli(
+        "run",
+        "--dataset",
+        f"lmeval:{arc}",
+        "--dataset",
+        str(gsm),
+        "--dates",
+        "2024-02-29",
+        "--no-date",
+        "--dtype",
+        "float32",
+        "--batch-size",
+        "1",
+        "--store",
+        str(folder / "store"),
+    )
     assert ran.returncode == 0, ran.stderr
     return folder
 
@@ -116,33 +174,52 @@ def test_an_lm_eval_task_scores_as_lm_eval_does_and_moves_with_the_date(swept):
     for sample in theirs["samples"]["gsm_local"]:
         row = ours.loc[("lmeval_gsm_local", str(sample["doc_id"]))]
         assert row["output"] == sample["resps"][0][0], sample["doc_id"]
-        assert json.loads(row["lmeval_metrics"])["exact_match,strict-match"] == sample["exact_match"] or sample["filter"] != "strict-match"
+        assert (
+            json.loads(row["lmeval_metrics"])["exact_match,strict-match"] == sample["exact_match"]
+            or sample["filter"] != "strict-match"
+        )
     arc_rows = ours.loc["lmeval_arc_local"]
     assert arc_rows["correct"].mean() == pytest.approx(theirs["results"]["arc_local"]["acc,none"], abs=0)
     for name in ("strict-match", "flexible-extract"):
-        metric = ours.loc["lmeval_gsm_local"]["lmeval_metrics"].map(lambda text, name=name: json.loads(text)[f"exact_match,{name}"]).mean()
+        metric = (
+            ours.loc["lmeval_gsm_local"]["lmeval_metrics"]
+            .map(lambda text, name=name: json.loads(text)[f"exact_match,{name}"])
+            .mean()
+        )
         assert metric == pytest.approx(theirs["results"]["gsm_local"][f"exact_match,{name}"], abs=0)
 
     dated = frame[frame["date_mode"] == "date"].set_index(["dataset", "item_id"]).loc["lmeval_arc_local"]
-    assert (dated["choice_logprobs"].map(tuple) != arc_rows["choice_logprobs"].map(tuple)).any()  # the date reached the prompt
+    assert (
+        dated["choice_logprobs"].map(tuple) != arc_rows["choice_logprobs"].map(tuple)
+    ).any()  # the date reached the prompt
 
     summary = run_cli("summary", "--store", str(store), "--json")
     assert summary.returncode == 0, summary.stderr
     by_dataset = {row["dataset"]: row for row in json.loads(summary.stdout)}
     assert set(by_dataset) == {"lmeval_arc_local", "lmeval_gsm_local"}
-    task = build_task(resolve("lmeval_arc_local", swept), swept)  # the explorer's way back from a stored name to the items
+    task = build_task(
+        resolve("lmeval_arc_local", swept), swept
+    )  # the explorer's way back from a stored name to the items
     assert "Question:" in task.describe(task.items[0])
-    regraded = run_cli("regrade", "--store", str(store), "--data-dir", str(swept))  # lm-eval's filters and metrics on stored replies
-    assert regraded.returncode == 0 and "lmeval_gsm_local: 6 stored outputs regraded, 0 grades differ" in regraded.stdout, regraded.stderr
+    regraded = run_cli(
+        "regrade", "--store", str(store), "--data-dir", str(swept)
+    )  # lm-eval's filters and metrics on stored replies
+    assert (
+        regraded.returncode == 0 and "lmeval_gsm_local: 6 stored outputs regraded, 0 grades differ" in regraded.stdout
+    ), regraded.stderr
 
 
-@pytest.mark.parametrize("page", ["pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/flips.py", "pages/factors.py"])
+@pytest.mark.parametrize(
+    "page", ["pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/flips.py", "pages/factors.py"]
+)
 def test_the_explorer_reads_an_lm_eval_store(swept, page, monkeypatch):
     from conftest import ROOT
     from streamlit.testing.v1 import AppTest
 
     monkeypatch.setenv("DATEEVAL_STORE", str(swept / "store"))
-    monkeypatch.setenv("DATEEVAL_DATA_DIR", str(swept))  # where the task YAMLs are: item text comes from lm-eval's documents
+    monkeypatch.setenv(
+        "DATEEVAL_DATA_DIR", str(swept)
+    )  # where the task YAMLs are: item text comes from lm-eval's documents
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
     at.run()
     at.switch_page(page).run()
@@ -158,7 +235,10 @@ def test_few_shot_exemplars_are_lm_evals_and_the_same_under_every_date(tmp_path,
     arc = _choice_yaml(tmp_path, data_dir)
     name = resolve(f"lmeval:{arc}")
     first, second = expand([dt.date(2024, 1, 1), dt.date(2024, 6, 1)])[:2]
-    for suffix, multiturn in (("_2shot_singleturn", False), ("_2shot", True)):  # lm-eval's CLI: multi-turn with a chat template
+    for suffix, multiturn in (
+        ("_2shot_singleturn", False),
+        ("_2shot", True),
+    ):  # lm-eval's CLI: multi-turn with a chat template
         task = build_task(f"{name}{suffix}")
         assert task.dataset == f"{name}{suffix}" and task.multiturn == multiturn
         messages = task.prompt(task.items[0], first).messages
@@ -168,8 +248,14 @@ def test_few_shot_exemplars_are_lm_evals_and_the_same_under_every_date(tmp_path,
         assert sum(m["content"].count("Question:") for m in messages) == 3
         lm_task = task.lm_task
         lm_task.set_fewshot_seed(seed=1234)
-        theirs = lm_task.fewshot_context(lm_task.eval_docs[0], 2, system_instruction=DEFAULT_SYSTEM_PROMPT, apply_chat_template=True,
-                                         fewshot_as_multiturn=multiturn, chat_template=lambda history, add_generation_prompt=True: json.dumps(history))  # fmt: skip
+        theirs = lm_task.fewshot_context(
+            lm_task.eval_docs[0],
+            2,
+            system_instruction=DEFAULT_SYSTEM_PROMPT,
+            apply_chat_template=True,
+            fewshot_as_multiturn=multiturn,
+            chat_template=lambda history, add_generation_prompt=True: json.dumps(history),
+        )
         assert json.loads(theirs) == messages
 
 
@@ -183,17 +269,45 @@ def test_multi_turn_few_shot_scores_as_lm_evals_own_run(tmp_path, data_dir):
     from dateeval.models import resolve as resolve_model
 
     arc = _choice_yaml(tmp_path, data_dir)
-    ran = run_cli("run", "--dataset", f"lmeval:{arc}", "--shots", "2", "--no-date", "--dates", "2024-02-29", "--dtype", "float32", "--batch-size", "1",
-                  "--limit", "6", "--store", str(tmp_path / "store"))  # fmt: skip
+    ran = run_cli(
+        "run",
+        "--dataset",
+        f"lmeval:{arc}",
+        "--shots",
+        "2",
+        "--no-date",
+        "--dates",
+        "2024-02-29",
+        "--dtype",
+        "float32",
+        "--batch-size",
+        "1",
+        "--limit",
+        "6",
+        "--store",
+        str(tmp_path / "store"),
+    )
     assert ran.returncode == 0, ran.stderr
     frame, _ = Store(tmp_path / "store").read()
     assert set(frame["dataset"]) == {"lmeval_arc_local_2shot"}
     ours = frame[frame["date_mode"] == "none"].set_index("item_id")
     theirs = simple_evaluate(
-        model="hf", model_args={"pretrained": str(converted_gguf_dir(resolve_model("smollm2-135m"))), "dtype": "float32", "device": "cpu"},
-        tasks=["arc_local"], task_manager=TaskManager(include_defaults=False, include_path=str(tmp_path)), apply_chat_template=True,
-        fewshot_as_multiturn=True, num_fewshot=2, system_instruction=DEFAULT_SYSTEM_PROMPT, log_samples=True, batch_size=1, limit=6,
-    )  # fmt: skip
+        model="hf",
+        model_args={
+            "pretrained": str(converted_gguf_dir(resolve_model("smollm2-135m"))),
+            "dtype": "float32",
+            "device": "cpu",
+        },
+        tasks=["arc_local"],
+        task_manager=TaskManager(include_defaults=False, include_path=str(tmp_path)),
+        apply_chat_template=True,
+        fewshot_as_multiturn=True,
+        num_fewshot=2,
+        system_instruction=DEFAULT_SYSTEM_PROMPT,
+        log_samples=True,
+        batch_size=1,
+        limit=6,
+    )
     for sample in theirs["samples"]["arc_local"]:
         expected = [float(resp[0][0]) for resp in sample["resps"]]
         assert ours.loc[str(sample["doc_id"]), "choice_logprobs"] == pytest.approx(expected, abs=1e-5), sample["doc_id"]
@@ -213,8 +327,22 @@ def test_tasks_dateeval_cannot_run_are_refused_in_one_line(tmp_path, data_dir, c
     path.write_text(yaml.safe_dump({**yaml.safe_load(path.read_text()), **change}))
     if message is None:  # a task whose first metric is not right/wrong: refused when graded, before anything is stored
         store = tmp_path / "store"
-        ran = run_cli("run", "--dataset", str(path), "--dates", "2024-01-01", "--limit", "2", "--dtype", "float32", "--store", str(store))
-        assert ran.returncode != 0 and "Traceback" not in ran.stderr and "is not right/wrong per document" in ran.stderr, ran.stderr
+        ran = run_cli(
+            "run",
+            "--dataset",
+            str(path),
+            "--dates",
+            "2024-01-01",
+            "--limit",
+            "2",
+            "--dtype",
+            "float32",
+            "--store",
+            str(store),
+        )
+        assert (
+            ran.returncode != 0 and "Traceback" not in ran.stderr and "is not right/wrong per document" in ran.stderr
+        ), ran.stderr
         return
     with pytest.raises(DateEvalError, match=message):
         build_task(resolve(f"lmeval:{path}"))
@@ -226,7 +354,9 @@ def test_references_and_the_missing_extra(tmp_path, data_dir, monkeypatch):
     arc = _choice_yaml(tmp_path, data_dir)
     spec = tmp_path / "mine.yaml"
     spec.write_text("kind: mcqa\ndata: arc.jsonl\n")
-    assert lmeval.is_reference(str(arc)) and lmeval.is_reference("lmeval:arc_easy") and not lmeval.is_reference(str(spec))
+    assert (
+        lmeval.is_reference(str(arc)) and lmeval.is_reference("lmeval:arc_easy") and not lmeval.is_reference(str(spec))
+    )
     with pytest.raises(DateEvalError, match="needs a task name or a task YAML"):
         resolve("lmeval:")
     with pytest.raises(DateEvalError, match="does not exist"):
@@ -246,7 +376,9 @@ def _payload(folder: Path, marker: Path, name: str = "helpers") -> Path:
     """A helper module that writes ``marker`` the moment it is imported (what a hostile ``!function`` would run)."""
     folder.mkdir(parents=True, exist_ok=True)
     module = folder / f"{name}.py"
-    module.write_text(f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n\ndef docs(dataset):\n    return dataset\n")
+    module.write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).write_text('ran')\n\ndef docs(dataset):\n    return dataset\n"
+    )
     return module
 
 
@@ -254,11 +386,15 @@ def _tiny_yaml(folder: Path, task: str, extra: str = "") -> Path:
     """A two-document multiple-choice task over a local JSONL (no ../shared data needed), with ``extra`` YAML lines."""
     folder.mkdir(parents=True, exist_ok=True)
     data = folder / f"{task}.jsonl"
-    data.write_text("".join(json.dumps({"question": f"q{i}", "choices": ["a", "b"], "gold": i % 2}) + "\n" for i in range(2)))
+    data.write_text(
+        "".join(json.dumps({"question": f"q{i}", "choices": ["a", "b"], "gold": i % 2}) + "\n" for i in range(2))
+    )
     path = folder / f"{task}.yaml"
-    path.write_text(f"task: {task}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {data}\ntest_split: test\n"
-                    f"output_type: multiple_choice\ndoc_to_text: 'Question: {{{{question}}}}'\ndoc_to_choice: '{{{{choices}}}}'\n"
-                    f"doc_to_target: gold\n{extra}")  # fmt: skip
+    path.write_text(
+        f"task: {task}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {data}\ntest_split: test\n"
+        f"output_type: multiple_choice\ndoc_to_text: 'Question: {{{{question}}}}'\ndoc_to_choice: '{{{{choices}}}}'\n"
+        f"doc_to_target: gold\n{extra}"
+    )
     return path
 
 
@@ -270,10 +406,25 @@ def test_a_task_yamls_function_runs_only_with_trust_task_code(tmp_path):
         with pytest.raises(DateEvalError, match=r"!function helpers.docs.*--trust-task-code"):
             build_task(resolve(reference))
     refused = run_cli("run", "--dataset", str(path), "--dates", "2024-01-01", "--store", str(tmp_path / "store"))
-    assert refused.returncode != 0 and "Traceback" not in refused.stderr and "--trust-task-code" in refused.stderr, refused.stderr
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr and "--trust-task-code" in refused.stderr, (
+        refused.stderr
+    )
     assert len(refused.stderr.strip().splitlines()) == 1 and not marker.exists()
-    trusted = run_cli("run", "--dataset", str(path), "--trust-task-code", "--dates", "2024-01-01", "--dtype", "float32", "--store", str(tmp_path / "store"))
-    assert trusted.returncode == 0 and marker.exists(), trusted.stderr  # the user vouches for the file: its helper beside it runs
+    trusted = run_cli(
+        "run",
+        "--dataset",
+        str(path),
+        "--trust-task-code",
+        "--dates",
+        "2024-01-01",
+        "--dtype",
+        "float32",
+        "--store",
+        str(tmp_path / "store"),
+    )
+    assert trusted.returncode == 0 and marker.exists(), (
+        trusted.stderr
+    )  # the user vouches for the file: its helper beside it runs
     assert len(Store(tmp_path / "store").read()[0]) == 2
 
 
@@ -283,9 +434,13 @@ def test_finding_a_task_by_name_runs_no_other_yamls_code(tmp_path):
     _payload(folder, marker)
     _tiny_yaml(folder, "another", "process_docs: !function helpers.docs\n")
     _tiny_yaml(folder, "wanted")
-    task = build_task(resolve("lmeval_wanted", folder), folder)  # the explorer's and regrade's way back to a stored dataset
+    task = build_task(
+        resolve("lmeval_wanted", folder), folder
+    )  # the explorer's and regrade's way back to a stored dataset
     assert task.dataset == "lmeval_wanted" and not marker.exists()
-    with pytest.raises(DateEvalError, match="--trust-task-code"):  # the one that matches is refused, never run, from a look-up
+    with pytest.raises(
+        DateEvalError, match="--trust-task-code"
+    ):  # the one that matches is refused, never run, from a look-up
         resolve("lmeval_another", folder)
     with pytest.raises(DateEvalError, match="lm-eval registers no task nowhere"):
         build_task(resolve("lmeval_nowhere", folder), folder)
@@ -298,7 +453,9 @@ def test_a_helper_outside_the_yamls_folder_is_refused_even_when_trusted(tmp_path
     payload = _payload(tmp_path / "elsewhere", marker, "payload")
     (tmp_path / "tasks").mkdir()
     (tmp_path / "tasks" / "link.py").symlink_to(payload)  # beside the YAML by name, elsewhere in fact
-    reference = {"absolute": str(payload.with_suffix("")) + ".docs", "escaping": "link.docs", "installed": "os.system"}[where]
+    reference = {"absolute": str(payload.with_suffix("")) + ".docs", "escaping": "link.docs", "installed": "os.system"}[
+        where
+    ]
     path = _tiny_yaml(tmp_path / "tasks", "outside", f"process_docs: !function {reference}\n")
     with pytest.raises(DateEvalError, match="only helpers beside the task YAML"):
         build_task(resolve(str(path), trust_task_code=True))
@@ -341,21 +498,39 @@ def test_a_template_that_reaches_python_runs_nothing(tmp_path):
 
 # ---------------------------------------------------------------- bombs: a task file of a few KB that loading would blow up
 
-LAUGHS = "[&l0 lol, " + ", ".join(f"&l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "]" for n in range(1, 10)) + "]"  # 9**9 lols
+LAUGHS = (
+    "[&l0 lol, " + ", ".join(f"&l{n} [" + ", ".join([f"*l{n - 1}"] * 9) + "]" for n in range(1, 10)) + "]"
+)  # 9**9 lols
 LONG = "&t " + "x" * 200_000 + "\n  copies: [" + ", ".join(["*t"] * 10) + "]"  # 2 M characters from 200 KB
 # Each bomb's extra YAML lines (or its templates) and what its one line must say.
 TASK_BOMBS = {
-    "laughs": ({"metadata": f"\n  lols: {LAUGHS}"}, "laughs.yaml: its YAML expands to over 10,000 values, the most it may hold (line 12;"),
-    "long": ({"metadata": f"\n  text: {LONG}"}, "long.yaml: its YAML expands to over 1,048,576 characters of text, the most it may hold"),
+    "laughs": (
+        {"metadata": f"\n  lols: {LAUGHS}"},
+        "laughs.yaml: its YAML expands to over 10,000 values, the most it may hold (line 12;",
+    ),
+    "long": (
+        {"metadata": f"\n  text: {LONG}"},
+        "long.yaml: its YAML expands to over 1,048,576 characters of text, the most it may hold",
+    ),
     "repeated": ({"doc_to_text": "\"{{ 'a' * 10**10 }}\""}, "'*' would make a value of more than 8,388,609 characters"),
-    "padded": ({"doc_to_text": "'{{ question.ljust(10**10) }}'"}, "ljust would make a value of more than 8,388,609 characters"),
+    "padded": (
+        {"doc_to_text": "'{{ question.ljust(10**10) }}'"},
+        "ljust would make a value of more than 8,388,609 characters",
+    ),
     "power": ({"doc_to_text": "'{{ 9 ** 99999999 }}'"}, "'**' would make an integer of about"),
     "formatted": ({"doc_to_text": "\"{{ '%0999999999d' % 1 }}\""}, "'%' formatting would make a value of"),
     "choices": ({"doc_to_choice": "'{{ choices * 10**8 }}'"}, "'*' would make a value of more than"),
-    "literal": ({"doc_to_choice": "\"[{{ '0,' * 4000000 }}0]\""}, "characters for lm-eval to parse as a Python literal (a list of choices...), over the 65,536"),
-    "doubled": ({"doc_to_text": "'{% set s = namespace(t=question) %}{% for i in range(64) %}{% set s.t = s.t ~ s.t %}{% endfor %}{{ s.t }}'"},
-                "stopped rendering: "),
-}  # fmt: skip
+    "literal": (
+        {"doc_to_choice": "\"[{{ '0,' * 4000000 }}0]\""},
+        "characters for lm-eval to parse as a Python literal (a list of choices...), over the 65,536",
+    ),
+    "doubled": (
+        {
+            "doc_to_text": "'{% set s = namespace(t=question) %}{% for i in range(64) %}{% set s.t = s.t ~ s.t %}{% endfor %}{{ s.t }}'"
+        },
+        "stopped rendering: ",
+    ),
+}
 
 TASK_BOMB_CHILD = """
 import contextlib, io, json, sys, time
@@ -374,7 +549,12 @@ for path in sys.argv[2:]:
 def _bomb_yaml(folder: Path, name: str, keys: dict[str, str]) -> Path:
     """A tiny task whose ``keys`` (YAML text) replace or add to its own."""
     path = _tiny_yaml(folder, name)
-    lines = dict(line.split(": ", 1) for line in path.read_text().replace("dataset_kwargs:\n  data_files:\n    test: ", "dataset_kwargs: PATH").splitlines())
+    lines = dict(
+        line.split(": ", 1)
+        for line in path.read_text()
+        .replace("dataset_kwargs:\n  data_files:\n    test: ", "dataset_kwargs: PATH")
+        .splitlines()
+    )
     lines["dataset_kwargs"] = lines["dataset_kwargs"].replace("PATH", "\n  data_files:\n    test: ")
     path.write_text("".join(f"{key}: {value}\n" for key, value in {**lines, **keys}.items()))
     return path
@@ -397,15 +577,34 @@ def test_task_file_bombs_end_in_one_line_in_bounded_memory_and_seconds(tmp_path)
     def cap() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
 
-    quiet = {**os.environ, "HF_DATASETS_DISABLE_PROGRESS_BARS": "1"}  # datasets' bar on stderr as it reads the task's two documents
-    done = subprocess.run([sys.executable, "-c", TASK_BOMB_CHILD, str(tmp_path / "store"), *map(str, [*paths.values(), included])], cwd=ROOT,
-                          env=quiet, preexec_fn=cap, capture_output=True, text=True, timeout=120)  # fmt: skip
-    results = {Path(path).stem: (status, err, seconds, peak) for path, status, err, seconds, peak in map(json.loads, done.stdout.splitlines())}
+    quiet = {
+        **os.environ,
+        "HF_DATASETS_DISABLE_PROGRESS_BARS": "1",
+    }  # datasets' bar on stderr as it reads the task's two documents
+    done = subprocess.run(
+        [sys.executable, "-c", TASK_BOMB_CHILD, str(tmp_path / "store"), *map(str, [*paths.values(), included])],
+        cwd=ROOT,
+        env=quiet,
+        preexec_fn=cap,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    results = {
+        Path(path).stem: (status, err, seconds, peak)
+        for path, status, err, seconds, peak in map(json.loads, done.stdout.splitlines())
+    }
     assert list(results) == [*TASK_BOMBS, "included"], done.stderr[-2000:]
     expected = {**{name: fragment for name, (_, fragment) in TASK_BOMBS.items()}, "included": TASK_BOMBS["laughs"][1]}
     for name, fragment in expected.items():
         status, err, seconds, _ = results[name]
-        assert status == 2 and err.count("\n") == 1 and err.startswith("dateeval: error: ") and fragment in err and seconds < 5, (name, err, seconds)
+        assert (
+            status == 2
+            and err.count("\n") == 1
+            and err.startswith("dateeval: error: ")
+            and fragment in err
+            and seconds < 5
+        ), (name, err, seconds)
     assert max(peak for *_, peak in results.values()) < 600 * 2**10
     assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.parquet"))
 
@@ -415,7 +614,9 @@ def test_a_task_whose_documents_are_past_a_data_files_bounds_is_refused_before_t
     table is measured first, as a Hub dataset's is (the bound lowered here: the test stays small)."""
     monkeypatch.setattr("dateeval.data.files.MAX_CELLS", 7)  # 2 documents of a question, two choices and a gold: 8
     path = _tiny_yaml(tmp_path, "cells")
-    with pytest.raises(DateEvalError, match=r"lm-eval task .*cells.yaml: its evaluation split holds over the 7 cells .* point the task"):
+    with pytest.raises(
+        DateEvalError, match=r"lm-eval task .*cells.yaml: its evaluation split holds over the 7 cells .* point the task"
+    ):
         build_task(resolve(str(path)))
 
 
@@ -431,13 +632,24 @@ NAMED_CODE = {
     "metric path": ("metric_list:\n  - metric: {module}\n", "metric '{module}', which lm-eval does not register"),
     "metric folder": ("metric_list:\n  - metric: {folder}\n", "metric '{folder}', which lm-eval does not register"),
     "hf_evaluate": ("metric_list:\n  - metric: acc\n    hf_evaluate: true\n", "metric 'acc' with hf_evaluate: true"),
-    "aggregation": ("metric_list:\n  - metric: acc\n    aggregation: os.system\n", "aggregation 'os.system', which lm-eval does not register"),
-    "filter": ("filter_list:\n  - name: f\n    filter:\n      - function: {module}\n", "filter function '{module}', which lm-eval does not register"),
-    "sampler": ("fewshot_config:\n  sampler: {module}\n", "fewshot sampler '{module}', which lm-eval does not register"),
+    "aggregation": (
+        "metric_list:\n  - metric: acc\n    aggregation: os.system\n",
+        "aggregation 'os.system', which lm-eval does not register",
+    ),
+    "filter": (
+        "filter_list:\n  - name: f\n    filter:\n      - function: {module}\n",
+        "filter function '{module}', which lm-eval does not register",
+    ),
+    "sampler": (
+        "fewshot_config:\n  sampler: {module}\n",
+        "fewshot sampler '{module}', which lm-eval does not register",
+    ),
     "use_prompt": ("use_prompt: '{folder}/prompts.yaml:p'\n", "use_prompt '{folder}/prompts.yaml:p'"),
     "process_results": ("process_results: !function my_metric.docs\n", "!function my_metric.docs"),
-    "nested mapping": ("group_alias: g\nmetric_list:\n  - metric: acc\ntask_list: []\nextra:\n  - metric_list:\n      - metric: {module}\n",
-                   "metric '{module}', which lm-eval does not register"),
+    "nested mapping": (
+        "group_alias: g\nmetric_list:\n  - metric: acc\ntask_list: []\nextra:\n  - metric_list:\n      - metric: {module}\n",
+        "metric '{module}', which lm-eval does not register",
+    ),
 }
 
 
@@ -452,7 +664,10 @@ def test_a_task_yaml_naming_code_by_name_runs_nothing_without_trust(tmp_path, do
     folder.mkdir()
     (folder / "metric_folder.py").write_text(module.read_text())
     (tmp_path / "tasks" / "prompts.yaml").write_text("prompts:\n  p: '{{question}}'\n")
-    extra, says = (text.format(module=module, folder=folder if door != "use_prompt" else tmp_path / "tasks") for text in NAMED_CODE[door])
+    extra, says = (
+        text.format(module=module, folder=folder if door != "use_prompt" else tmp_path / "tasks")
+        for text in NAMED_CODE[door]
+    )
     path = _tiny_yaml(tmp_path / "tasks", "named", extra)
     with pytest.raises(DateEvalError) as refused:
         build_task(resolve(str(path)))
@@ -468,7 +683,9 @@ def test_a_metric_named_by_path_runs_only_with_trust_task_code(tmp_path):
     module = _metric_module(tmp_path / "tasks", marker)
     path = _tiny_yaml(tmp_path / "tasks", "pathmetric", f"metric_list:\n  - metric: {module}\n")
     refused = run_cli("run", "--dataset", str(path), "--dates", "2024-01-01", "--store", str(tmp_path / "store"))
-    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--trust-task-code" in refused.stderr, refused.stderr
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--trust-task-code" in refused.stderr, (
+        refused.stderr
+    )
     assert not marker.exists()
     from dateeval.tasks import lmeval
 
@@ -488,16 +705,27 @@ def test_choices_per_document_are_bounded_before_any_is_scored(tmp_path, monkeyp
     path = _tiny_yaml(tmp_path, "many")
     data = tmp_path / "many.jsonl"
     data.write_text(json.dumps({"question": "q", "choices": ["a", "b", "c", "d"], "gold": 0}) + "\n")
-    with pytest.raises(DateEvalError, match=r"lm-eval task .*many.yaml, document 0: 4 choices, over the 3 a document may have"):
+    with pytest.raises(
+        DateEvalError, match=r"lm-eval task .*many.yaml, document 0: 4 choices, over the 3 a document may have"
+    ):
         build_task(resolve(str(path)))
 
 
-@pytest.mark.parametrize(("until", "says"), [("['" + "x" * 65 + "']", "at most 16 stop strings of 1 to 64 characters"),
-                                             (str([f"s{n}" for n in range(17)]), "at most 16 stop strings"),
-                                             ("[1, 2]", "until must be a string or a list of strings")])
+@pytest.mark.parametrize(
+    ("until", "says"),
+    [
+        ("['" + "x" * 65 + "']", "at most 16 stop strings of 1 to 64 characters"),
+        (str([f"s{n}" for n in range(17)]), "at most 16 stop strings"),
+        ("[1, 2]", "until must be a string or a list of strings"),
+    ],
+)
 def test_a_tasks_stop_strings_are_bounded(tmp_path, until, says):
     """Issue 36 §5: one 8,000-character ``until`` made transformers allocate 1.47 GiB preparing it; now one line at build time."""
-    path = _tiny_yaml(tmp_path, "stops", f"generation_kwargs:\n  until: {until}\n").read_text().replace("output_type: multiple_choice", "output_type: generate_until")
+    path = (
+        _tiny_yaml(tmp_path, "stops", f"generation_kwargs:\n  until: {until}\n")
+        .read_text()
+        .replace("output_type: multiple_choice", "output_type: generate_until")
+    )
     (tmp_path / "stops.yaml").write_text(path.replace("doc_to_choice: '{{choices}}'\n", ""))
     with pytest.raises(DateEvalError, match=re.escape(says)):
         build_task(resolve(str(tmp_path / "stops.yaml")))
@@ -512,8 +740,10 @@ def _generation_task_yaml(folder: Path, task: str, question: str, extra: str) ->
     data = folder / f"{task}.jsonl"
     data.write_text(json.dumps({"question": question, "answer": "b"}) + "\n")
     path = folder / f"{task}.yaml"
-    path.write_text(f"task: {task}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {data}\ntest_split: test\n"
-                    f"output_type: generate_until\ndoc_to_target: answer\nmetric_list:\n  - metric: exact_match\n{extra}")  # fmt: skip
+    path.write_text(
+        f"task: {task}\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {data}\ntest_split: test\n"
+        f"output_type: generate_until\ndoc_to_target: answer\nmetric_list:\n  - metric: exact_match\n{extra}"
+    )
     return path
 
 
@@ -522,12 +752,18 @@ def test_a_filter_regex_that_backtracks_is_bounded_like_a_specs(tmp_path):
     issue's ``(\\s*\\S*\\s*\\S*)*X`` 300 s) stops at dateeval's regex bound and the reply takes the filter's fallback."""
     from dateeval.limits import REGEX_SECONDS
 
-    extra = ("doc_to_text: '{{question}}'\nfilter_list:\n  - name: strict\n    filter:\n      - function: regex\n"
-             "        regex_pattern: '(a|aa)+$'\n      - function: take_first\n")  # fmt: skip
+    extra = (
+        "doc_to_text: '{{question}}'\nfilter_list:\n  - name: strict\n    filter:\n      - function: regex\n"
+        "        regex_pattern: '(a|aa)+$'\n      - function: take_first\n"
+    )
     task = build_task(resolve(str(_generation_task_yaml(tmp_path, "backtracks", "q", extra))))
     start = time.process_time()
     graded = task.grade(task.items, ["a" * 36 + "!"], [None])
-    assert time.process_time() - start < 2.5 * REGEX_SECONDS and graded[0]["parsed"] == "[invalid]" and not graded[0]["correct"]
+    assert (
+        time.process_time() - start < 2.5 * REGEX_SECONDS
+        and graded[0]["parsed"] == "[invalid]"
+        and not graded[0]["correct"]
+    )
 
 
 def test_a_template_regex_replace_that_backtracks_ends_in_one_line(tmp_path):
@@ -538,4 +774,6 @@ def test_a_template_regex_replace_that_backtracks_ends_in_one_line(tmp_path):
     start = time.perf_counter()
     with pytest.raises(DateEvalError, match=r"regex_replace\('\(a\|aa\)\+\$'\) took more than 1 s"):
         build_task(resolve(str(path)))
-    assert time.perf_counter() - start < 15  # loading the task included (seconds on a busy machine); re alone took minutes
+    assert (
+        time.perf_counter() - start < 15
+    )  # loading the task included (seconds on a busy machine); re alone took minutes

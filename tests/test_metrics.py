@@ -5,7 +5,18 @@ import pandas as pd
 import pytest
 
 from dateeval.errors import DateEvalError
-from dateeval.metrics import METRICS, column, dataset_metrics, ece, ece_by_code, ece_resampled, ece_rows, for_display, formatted, percent
+from dateeval.metrics import (
+    METRICS,
+    column,
+    dataset_metrics,
+    ece,
+    ece_by_code,
+    ece_resampled,
+    ece_rows,
+    for_display,
+    formatted,
+    percent,
+)
 from dateeval.tasks.registry import MULTIPLE_CHOICE, Benchmark, register
 
 
@@ -32,10 +43,16 @@ def test_every_ece_entry_point_is_the_papers_formula():
     draws = rng.integers(0, 500, (3, 500))
     weights = np.stack([np.bincount(d, minlength=500) for d in draws]).astype(float)
     resampled = ece_resampled(confidence, correct, weights, debiased=False)
-    assert resampled == pytest.approx(np.array([[reference_ece(c[d], y[d]) for d in draws] for c, y in zip(confidence, correct)]))
+    assert resampled == pytest.approx(
+        np.array([[reference_ece(c[d], y[d]) for d in draws] for c, y in zip(confidence, correct)])
+    )
     debiased = [ece(c, y) for c, y in zip(confidence, correct)]
-    assert ece_rows(confidence, correct) == pytest.approx(debiased) and ece_by_code(codes, confidence.ravel(), correct.ravel()) == pytest.approx(debiased)
-    assert ece_resampled(confidence, correct, weights) == pytest.approx(np.array([[ece(c[d], y[d]) for d in draws] for c, y in zip(confidence, correct)]), abs=1e-5)
+    assert ece_rows(confidence, correct) == pytest.approx(debiased) and ece_by_code(
+        codes, confidence.ravel(), correct.ravel()
+    ) == pytest.approx(debiased)
+    assert ece_resampled(confidence, correct, weights) == pytest.approx(
+        np.array([[ece(c[d], y[d]) for d in draws] for c, y in zip(confidence, correct)]), abs=1e-5
+    )
     assert all(d < e for d, e in zip(debiased, expected))  # the bias removed is upward
 
 
@@ -49,10 +66,17 @@ def test_metrics_know_their_scale_direction_and_name():
 def test_columns_get_human_names_and_units():
     assert column("accuracy_worst_date").label == "Accuracy worst date"
     assert column("accuracy_delta", "humaneval").label == "pass@1 delta (worst to best) (pp)"
-    assert column("bleu_delta").kind == "points" and column("ece_cv").kind == "percent" and column("cochran_p").kind == "p"
-    table = pd.DataFrame({"entry": ["m"], "accuracy_delta": [0.0525], "bleu_delta": [1.5], "no_date_ece": [np.nan], "p_value": [0.01234]})
+    assert (
+        column("bleu_delta").kind == "points" and column("ece_cv").kind == "percent" and column("cochran_p").kind == "p"
+    )
+    table = pd.DataFrame(
+        {"entry": ["m"], "accuracy_delta": [0.0525], "bleu_delta": [1.5], "no_date_ece": [np.nan], "p_value": [0.01234]}
+    )
     shown = for_display(table)
-    assert shown["Accuracy delta (worst to best) (pp)"].iloc[0] == pytest.approx(5.25) and shown["BLEU delta (worst to best)"].iloc[0] == 1.5
+    assert (
+        shown["Accuracy delta (worst to best) (pp)"].iloc[0] == pytest.approx(5.25)
+        and shown["BLEU delta (worst to best)"].iloc[0] == 1.5
+    )
     text = formatted(table).iloc[0].tolist()
     assert text == ["m", "5.25", "1.50", "-", "0.012"]
 
@@ -63,14 +87,21 @@ def test_a_datasets_metrics_are_what_its_benchmark_declares():
     measured."""
 
     def rows(dataset: str, kind: str | None, **values: float) -> pd.DataFrame:
-        return pd.DataFrame({"dataset": [dataset], "task": [kind], **{key: [values.get(key, np.nan)] for key in METRICS}})
+        return pd.DataFrame(
+            {"dataset": [dataset], "task": [kind], **{key: [values.get(key, np.nan)] for key in METRICS}}
+        )
 
     every = {"accuracy": 0.5, "ece": 0.1, "bleu": 20.0, "chrf": 40.0}
     assert dataset_metrics(rows("mmlu_cot_5shot", "cot", **every)) == ["accuracy", "ece"]
     assert dataset_metrics(rows("wmt16_en_de", "translation", **every)) == ["bleu", "chrf"]
     assert dataset_metrics(rows("humaneval", "humaneval", **every)) == ["accuracy"]
     assert dataset_metrics(rows("my_quiz", "generation", **every)) == ["accuracy"]  # a user's file, not registered here
-    assert dataset_metrics(rows("my_quiz", None, accuracy=0.5, bleu=3.0)) == ["accuracy", "bleu"]  # nothing declares: the measured
-    assert dataset_metrics(rows("mmlu", "mcqa", accuracy=0.5)) == ["accuracy"]  # an API reply without a confidence has no ECE
+    assert dataset_metrics(rows("my_quiz", None, accuracy=0.5, bleu=3.0)) == [
+        "accuracy",
+        "bleu",
+    ]  # nothing declares: the measured
+    assert dataset_metrics(rows("mmlu", "mcqa", accuracy=0.5)) == [
+        "accuracy"
+    ]  # an API reply without a confidence has no ECE
     with pytest.raises(DateEvalError, match="unknown metrics"):
         register(Benchmark("typo", MULTIPLE_CHOICE, lambda request: pytest.fail("not built"), metrics=("acuracy",)))

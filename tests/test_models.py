@@ -18,7 +18,9 @@ from dateeval.models import converted_gguf_dir, resolve
 
 def test_named_model_is_the_packaged_gguf():
     source = resolve("smollm2-135m")
-    assert source.kind == "gguf" and source.gguf_file == "SmolLM2-135M-Instruct.Q4_1.gguf" and len(source.revision) == 64
+    assert (
+        source.kind == "gguf" and source.gguf_file == "SmolLM2-135M-Instruct.Q4_1.gguf" and len(source.revision) == 64
+    )
 
 
 def test_hub_ids_and_unknown_names():
@@ -37,7 +39,10 @@ def test_local_folder_and_gguf_path_score_like_the_named_model(backend, tmp_path
     assert local.identity.source.startswith("dir:") and local.identity.key != backend.identity.key
     gguf = resolve(str(resolve("smollm2-135m").location) + "/SmolLM2-135M-Instruct.Q4_1.gguf")
     assert gguf.kind == "gguf" and gguf.revision == resolve("smollm2-135m").revision
-    messages = [{"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Pick one.\nA. x\nB. y\nAnswer:"}]
+    messages = [
+        {"role": "system", "content": "You are a helpful assistant."},
+        {"role": "user", "content": "Pick one.\nA. x\nB. y\nAnswer:"},
+    ]
     prompt = backend.template.render(messages, day=dt.date(2024, 5, 5)).text
     assert local.template.render(messages, day=dt.date(2024, 5, 5)).text == prompt
     tokens = mcqa.label_tokens(backend.tokenizer, 2).token_ids
@@ -59,11 +64,22 @@ def test_hub_rows_are_converted_like_local_files(monkeypatch, data_dir, tmp_path
         for line in lines:
             row = json.loads(line)
             choices = row["question"]["choices"]
-            out.write(json.dumps({"id": row["id"], "question": row["question"]["stem"], "answerKey": row["answerKey"],
-                                  "choices": {"text": [c["text"] for c in choices], "label": [c["label"] for c in choices]}}) + "\n")  # fmt: skip
+            out.write(
+                json.dumps(
+                    {
+                        "id": row["id"],
+                        "question": row["question"]["stem"],
+                        "answerKey": row["answerKey"],
+                        "choices": {"text": [c["text"] for c in choices], "label": [c["label"] for c in choices]},
+                    }
+                )
+                + "\n"
+            )
     calls, builder = [], datasets.load_dataset_builder
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr("datasets.load_dataset_builder", lambda path, config: calls.append((path, config)) or builder(str(folder)))
+    monkeypatch.setattr(
+        "datasets.load_dataset_builder", lambda path, config: calls.append((path, config)) or builder(str(folder))
+    )
     assert load_items("arc_challenge") == load_items("arc_challenge")
     assert load_items("arc_challenge") == local
     assert calls[0] == ("allenai/ai2_arc", "ARC-Challenge")

@@ -99,15 +99,28 @@ def any_dtype_backend(request, backend):
     from dateeval.backends.transformers import TransformersBackend
     from dateeval.models import resolve
 
-    return backend if request.param == "float32" else TransformersBackend(resolve("smollm2-135m"), dtype=request.param, device="cpu")
+    return (
+        backend
+        if request.param == "float32"
+        else TransformersBackend(resolve("smollm2-135m"), dtype=request.param, device="cpu")
+    )
 
 
-PATHS = ("packed scoring", "padded scoring (FixedBatch)", "continuation", "padded continuation (FixedBatch)",
-         "continuous generation", "static generation (FixedBatch)", "server echo")  # fmt: skip
+PATHS = (
+    "packed scoring",
+    "padded scoring (FixedBatch)",
+    "continuation",
+    "padded continuation (FixedBatch)",
+    "continuous generation",
+    "static generation (FixedBatch)",
+    "server echo",
+)
 
 
 @pytest.mark.skipif(numerics.available_cores() < 2, reason="one thread is all this machine has")
-def test_every_path_gives_the_same_bits_when_the_load_moves_the_threads_mid_sweep(any_dtype_backend, data_dir, monkeypatch):
+def test_every_path_gives_the_same_bits_when_the_load_moves_the_threads_mid_sweep(
+    any_dtype_backend, data_dir, monkeypatch
+):
     """Every path that runs the model, with the machine's load read as moving on every forward (the governor told to
     alternate 1 and all cores, as a busy neighbour starting and stopping would), against the same calls on a quiet
     machine: every number and every reply is the same, in every precision. float32 really switches threads (MKL
@@ -125,20 +138,33 @@ def test_every_path_gives_the_same_bits_when_the_load_moves_the_threads_mid_swee
     model = any_dtype_backend
     condition = Condition(date=dt.date(2024, 3, 1))
     task = build_task("arc_challenge", str(data_dir), Subset(limit=8))
-    encoded = model.encode([prompt_input(model, task.prompt(item, condition).messages, condition)[0] for item in task.items])
+    encoded = model.encode(
+        [prompt_input(model, task.prompt(item, condition).messages, condition)[0] for item in task.items]
+    )
     labels = [list(mcqa.label_tokens(model.tokenizer, 4).token_ids)] * len(encoded)
     gsm8k = build_task("gsm8k", str(data_dir), Subset(limit=2))
     prompts = [prompt_input(model, gsm8k.prompt(item, condition).messages, condition)[0] for item in gsm8k.items]
-    context = model.template.render([{"role": "user", "content": "What is the capital of France?"}], mode="none").text + "The capital is"
+    context = (
+        model.template.render([{"role": "user", "content": "What is the capital of France?"}], mode="none").text
+        + "The capital is"
+    )
     endings = [" Paris.", " Lyon, a city in the south.", " Rome."]
     settings = GenerationSettings(max_new_tokens=6)
     paths = {
         "packed scoring": lambda: np.vstack(model.next_token_logprobs(encoded, labels, batch_size=5)).tolist(),
-        "padded scoring (FixedBatch)": lambda: np.vstack(model.next_token_logprobs(encoded, labels, batch_size=FixedBatch(4))).tolist(),
+        "padded scoring (FixedBatch)": lambda: np.vstack(
+            model.next_token_logprobs(encoded, labels, batch_size=FixedBatch(4))
+        ).tolist(),
         "continuation": lambda: model.continuation_texts([context] * 3, endings, batch_size=3),
-        "padded continuation (FixedBatch)": lambda: model.continuation_texts([context] * 3, endings, batch_size=FixedBatch(3)),
-        "continuous generation": lambda: [reply.text for reply in model.generate_texts(prompts, settings, batch_size=2)],
-        "static generation (FixedBatch)": lambda: [reply.text for reply in model.generate_texts(prompts, settings, batch_size=FixedBatch(2))],
+        "padded continuation (FixedBatch)": lambda: model.continuation_texts(
+            [context] * 3, endings, batch_size=FixedBatch(3)
+        ),
+        "continuous generation": lambda: [
+            reply.text for reply in model.generate_texts(prompts, settings, batch_size=2)
+        ],
+        "static generation (FixedBatch)": lambda: [
+            reply.text for reply in model.generate_texts(prompts, settings, batch_size=FixedBatch(2))
+        ],
         "server echo": lambda: model.echo_logprobs(encoded[:4]).max(dim=-1).values.tolist(),
     }
     assert tuple(paths) == PATHS
@@ -165,21 +191,35 @@ def test_every_path_gives_the_same_bits_when_the_load_moves_the_threads_mid_swee
 
 def test_a_bad_thread_setting_is_one_line(data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("DATEEVAL_THREADS", "lots")
-    result = run_cli("run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "1", "--dates", "2024-01-01",
-                     "--store", str(tmp_path))  # fmt: skip
+    result = run_cli(
+        "run",
+        "--dataset",
+        "arc_challenge",
+        "--data-dir",
+        str(data_dir),
+        "--limit",
+        "1",
+        "--dates",
+        "2024-01-01",
+        "--store",
+        str(tmp_path),
+    )
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "DATEEVAL_THREADS='lots': give 'auto' or a number of threads" in result.stderr.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize(("name", "value", "says"), [
-    ("DATEEVAL_THREADS", "²", "give 'auto' or a number of threads from 1 to 4096"),
-    ("DATEEVAL_THREADS", "99999999999999999999", "give 'auto' or a number of threads from 1 to 4096"),
-    ("DATEEVAL_THREADS", "1000000000", "give 'auto' or a number of threads from 1 to 4096"),
-    ("OMP_NUM_THREADS", "²", "OMP_NUM_THREADS='²': give a number of threads"),
-    ("MKL_CBWR", "garbage", "MKL_CBWR='garbage': give a branch"),
-    ("MKL_CBWR", "", "MKL_CBWR='': give a branch"),
-    ("MKL_CBWR", "AVX2,LOOSE", "MKL_CBWR='AVX2,LOOSE': give a branch"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("DATEEVAL_THREADS", "²", "give 'auto' or a number of threads from 1 to 4096"),
+        ("DATEEVAL_THREADS", "99999999999999999999", "give 'auto' or a number of threads from 1 to 4096"),
+        ("DATEEVAL_THREADS", "1000000000", "give 'auto' or a number of threads from 1 to 4096"),
+        ("OMP_NUM_THREADS", "²", "OMP_NUM_THREADS='²': give a number of threads"),
+        ("MKL_CBWR", "garbage", "MKL_CBWR='garbage': give a branch"),
+        ("MKL_CBWR", "", "MKL_CBWR='': give a branch"),
+        ("MKL_CBWR", "AVX2,LOOSE", "MKL_CBWR='AVX2,LOOSE': give a branch"),
+    ],
+)
 def test_a_thread_or_mkl_setting_nothing_would_honour_is_refused_before_a_model_loads(monkeypatch, name, value, says):
     """MKL runs its default for a word it does not know (so the mode recorded with the rows would not be what ran), and
     OpenMP reserves a stack per thread asked for: each is one line, not a traceback or 216 GB."""

@@ -57,7 +57,9 @@ def _assert_rows_equal(expected: pd.DataFrame, records: list[dict]) -> None:
     assert set(by_key) == set(zip(expected["entry"], expected["dataset"]))
     for row in expected.to_dict("records"):
         record = by_key[(row["entry"], row["dataset"])]
-        differing = {column: (value, record.get(column)) for column, value in row.items() if not _same(value, record.get(column))}
+        differing = {
+            column: (value, record.get(column)) for column, value in row.items() if not _same(value, record.get(column))
+        }
         assert not differing, (row["entry"], row["dataset"], differing)
 
 
@@ -70,7 +72,9 @@ def _assert_page_table(shown: pd.DataFrame, expected: pd.DataFrame, dataset: str
     shown = shown.set_index("Model")
     assert set(shown.index) == set(reference.index)
     for label in shown.columns:
-        pd.testing.assert_series_equal(shown[label], reference.loc[shown.index, label], check_exact=True, check_dtype=False, check_names=False)
+        pd.testing.assert_series_equal(
+            shown[label], reference.loc[shown.index, label], check_exact=True, check_dtype=False, check_names=False
+        )
 
 
 def _tables_under_headings(at: AppTest) -> dict[str, pd.DataFrame]:
@@ -114,7 +118,11 @@ def test_the_paper_comparison_reads_table7_and_shows_chance(page, layer):
     confidence = mmlu.loc["Confidence of answers that change with the date (accuracy)", "Yours"]
     assert confidence == metrics.percent(layer.table7("mmlu")["inconsistent_confidence"].max()) and confidence != "-"
     largest = mmlu.loc["Largest worst-to-best delta (accuracy)"]
-    assert largest["Yours"].endswith(" pp") and largest["Chance alone"].startswith("up to ") and "questions x" in largest["Yours on"]
+    assert (
+        largest["Yours"].endswith(" pp")
+        and largest["Chance alone"].startswith("up to ")
+        and "questions x" in largest["Yours on"]
+    )
 
 
 def test_curves_table_for_a_date_range_equals_summary_dates(page, layer, store):
@@ -123,7 +131,11 @@ def test_curves_table_for_a_date_range_equals_summary_dates(page, layer, store):
     expected = layer.summary(JANUARY)
     expected = expected[expected["dataset"] == "mmlu"]
     _assert_page_table(shown, expected, "mmlu")
-    by_entry = {record["entry"]: record for record in _summary_json(store, "--dates", str(JANUARY)) if record["dataset"] == "mmlu"}
+    by_entry = {
+        record["entry"]: record
+        for record in _summary_json(store, "--dates", str(JANUARY))
+        if record["dataset"] == "mmlu"
+    }
     assert all(by_entry[entry]["n_dates"] == 31 for entry in shown["Model"])
 
 
@@ -132,14 +144,18 @@ def test_flips_table7_equals_the_layer_for_the_selected_dates(page, layer):
     at = page("pages/flips.py", dataset="mmlu", entry=entry, **{"from": "2024-03-01", "to": "2024-05-31"})
     flips, table7 = layer.flips(entry, "mmlu", dt.date(2024, 3, 1), dt.date(2024, 5, 31))
     shown = next(table.value for table in at.dataframe if "Confidence, inconsistent (%)" in table.value)
-    pd.testing.assert_frame_equal(shown.reset_index(drop=True), metrics.on_screen(table7.drop(columns=["dataset"]), "mmlu"), check_dtype=False)
+    pd.testing.assert_frame_equal(
+        shown.reset_index(drop=True), metrics.on_screen(table7.drop(columns=["dataset"]), "mmlu"), check_dtype=False
+    )
 
 
 def test_leaderboard_statistics_follow_the_date_range_and_top_k(page):
     """January only gives other reordering figures than the whole year, top-k changes the share, and top-k is in the URL."""
     year = page("pages/leaderboard.py", dataset="mmlu")
     january = page("pages/leaderboard.py", dataset="mmlu", **{"from": "2024-01-01", "to": "2024-01-31"})
-    figures = lambda at: [metric.value for metric in at.metric] + [caption.value for caption in at.caption if "Kendall" in caption.value]  # noqa: E731
+    figures = lambda at: (  # noqa: E731
+        [metric.value for metric in at.metric] + [caption.value for caption in at.caption if "Kendall" in caption.value]
+    )
     assert figures(year) != figures(january)
     assert "2024-01-01 to 2024-01-31" in january.metric[0].label
     january.select_slider(key="top_k").set_value(1).run()
@@ -154,7 +170,11 @@ def test_the_leaderboard_and_overview_count_reorders_exactly_and_ties_apart(page
     with a date that ties every model apart (42.83% of the 18,721 defined pairs, was 28.03% of all)."""
     two = page("pages/leaderboard.py", dataset="mmlu", **{"from": "2024-01-11", "to": "2024-01-12"})
     said = " ".join(caption.value for caption in two.caption)
-    assert "0 of 3 models change position" in said and "0.00% of date pairs rank the models differently" in said and "0 of 1 date pairs" in said
+    assert (
+        "0 of 3 models change position" in said
+        and "0.00% of date pairs rank the models differently" in said
+        and "0 of 1 date pairs" in said
+    )
     ties = page("pages/leaderboard.py", dataset="mmlu", top_k="1", **{"from": "2024-01-18", "to": "2024-02-11"})
     assert [metric.value for metric in ties.metric if "top 1" in metric.label] == ["79.17%"]
     overview = page("pages/overview.py")
@@ -163,9 +183,16 @@ def test_the_leaderboard_and_overview_count_reorders_exactly_and_ties_apart(page
     assert layer.headline().reorder_count == 8019 and layer.headline().reorder_defined == 18721
     # Issue 35 §5: beside its chance value (answers shuffled across dates within each question), on every surface
     chance = layer.headline().reorder_chance
-    assert 0 < chance < 1 and reorder[0].delta == f"chance alone {100 * chance:.2f}%" and results.reorder_sentence(layer.headline()) in reorder[0].help
+    assert (
+        0 < chance < 1
+        and reorder[0].delta == f"chance alone {100 * chance:.2f}%"
+        and results.reorder_sentence(layer.headline()) in reorder[0].help
+    )
     wide = page("pages/leaderboard.py", dataset="mmlu")
-    assert any(f"Chance alone (answers shuffled across the dates within each question): {100 * chance:.2f}%" in caption.value for caption in wide.caption)
+    assert any(
+        f"Chance alone (answers shuffled across the dates within each question): {100 * chance:.2f}%" in caption.value
+        for caption in wide.caption
+    )
 
 
 def test_curves_draw_each_models_chance_band_from_its_significance(page, layer):
@@ -174,10 +201,17 @@ def test_curves_draw_each_models_chance_band_from_its_significance(page, layer):
     figure = json.loads(at.get("plotly_chart")[0].proto.spec)
     lines = [trace for trace in figure["data"] if "chance band" in str(trace.get("name"))]
     found = layer.significance("smollm2-135m (float32, cpu)", "mmlu")
-    edges = sorted(trace["y"][0] for trace in lines if trace["name"] == "smollm2-135m (float32, cpu): chance band (no date effect)")
-    expected = [100 * (found["mean_accuracy"] - found["chance_half_width"]), 100 * (found["mean_accuracy"] + found["chance_half_width"])]
+    edges = sorted(
+        trace["y"][0] for trace in lines if trace["name"] == "smollm2-135m (float32, cpu): chance band (no date effect)"
+    )
+    expected = [
+        100 * (found["mean_accuracy"] - found["chance_half_width"]),
+        100 * (found["mean_accuracy"] + found["chance_half_width"]),
+    ]
     assert edges == pytest.approx(expected) and found["chance_half_width"] > 0
-    assert len(lines) == 6 and "Whether the date matters is the permutation test" in " ".join(c.value for c in at.caption)
+    assert len(lines) == 6 and "Whether the date matters is the permutation test" in " ".join(
+        c.value for c in at.caption
+    )
 
 
 def test_factors_on_translation_says_what_does_not_apply(page):
@@ -196,9 +230,13 @@ def test_export_holds_every_row_and_gives_the_same_accuracies(store, layer, tmp_
     out = tmp_path / f"rows{suffix}"
     done = run_cli("export", "--store", str(store), "--out", str(out))
     assert done.returncode == 0, done.stderr
-    read = {".parquet": pd.read_parquet, ".csv": pd.read_csv, ".jsonl": lambda path: pd.read_json(path, lines=True)}[suffix]
+    read = {".parquet": pd.read_parquet, ".csv": pd.read_csv, ".jsonl": lambda path: pd.read_json(path, lines=True)}[
+        suffix
+    ]
     rows = read(out)
-    units = duckdb.sql(f"SELECT count(*) FROM read_parquet('{store}/*/*/*.parquet', union_by_name = true)").fetchall()[0][0]
+    units = duckdb.sql(f"SELECT count(*) FROM read_parquet('{store}/*/*/*.parquet', union_by_name = true)").fetchall()[
+        0
+    ][0]
     assert len(rows) == units == sum(len(pd.read_parquet(path)) for path in store.glob("*/*/*.parquet"))
     graded = rows[rows["dataset"] == "mmlu"].assign(correct=lambda frame: frame["correct"].astype(float))
     recomputed = graded.groupby(["entry", "condition"])["correct"].mean()
@@ -207,22 +245,34 @@ def test_export_holds_every_row_and_gives_the_same_accuracies(store, layer, tmp_
 
 
 def test_export_refuses_a_bad_target_in_one_line(store, tmp_path):
-    for out, says in ((tmp_path / "rows.txt", "give a file ending in"), (tmp_path, "is a folder"), (tmp_path / "no" / "rows.csv", "does not exist")):
+    for out, says in (
+        (tmp_path / "rows.txt", "give a file ending in"),
+        (tmp_path, "is a folder"),
+        (tmp_path / "no" / "rows.csv", "does not exist"),
+    ):
         done = run_cli("export", "--store", str(store), "--out", str(out))
         assert done.returncode == 2 and done.stderr.count("\n") == 1 and says in done.stderr, done.stderr
 
 
 def test_the_headline_is_one_sentence_on_the_page_in_summary_and_in_the_report(page, layer, store, tmp_path):
     sentence, power = results.headline_sentence(layer.headline()), results.verdict_power(layer.headline())
-    assert sentence.startswith("Within chance (p = 0.944)")  # Cochran's Q by joint permutation, min-p over the 6 entries
-    assert power.startswith("p from Cochran's Q by permutation over the 6 entries (min-p; each question's dates shuffled alike in every entry). "
-                            "With 20 questions x 366 dates this test finds a 5 pp")  # fmt: skip
+    assert sentence.startswith(
+        "Within chance (p = 0.944)"
+    )  # Cochran's Q by joint permutation, min-p over the 6 entries
+    assert power.startswith(
+        "p from Cochran's Q by permutation over the 6 entries (min-p; each question's dates shuffled alike in every entry). "
+        "With 20 questions x 366 dates this test finds a 5 pp"
+    )
     overview = page("pages/overview.py")
     shown = next(m.value for m in overview.markdown if m.value.startswith("####"))
-    assert shown.removeprefix("#### ").replace("**", "") == sentence and power in [caption.value for caption in overview.caption]
+    assert shown.removeprefix("#### ").replace("**", "") == sentence and power in [
+        caption.value for caption in overview.caption
+    ]
     printed = run_cli("summary", "--store", str(store))
     reorder = results.reorder_sentence(layer.headline())
-    assert reorder.startswith("Date pairs that reorder the 3 models on mmlu: 42.83% (8,019 of 18,721); with the answers shuffled")
+    assert reorder.startswith(
+        "Date pairs that reorder the 3 models on mmlu: 42.83% (8,019 of 18,721); with the answers shuffled"
+    )
     assert printed.returncode == 0 and printed.stdout.splitlines()[:3] == [sentence, power, reorder]
     assert run_cli("report", "--store", str(store), "--out", str(tmp_path / "report")).returncode == 0
     written = (tmp_path / "report" / "index.html").read_text()
@@ -235,7 +285,9 @@ def test_the_leaderboard_compares_two_models_as_dateeval_compare_does(page, stor
     shown = next(markdown.value for markdown in board.markdown if markdown.value.startswith("- A = "))
     a, b = board.selectbox(key="compare_a").value, board.selectbox(key="compare_b").value
     printed = run_cli("compare", "--store", str(store), a, b)
-    assert printed.returncode == 0 and shown == "\n".join("- " + line.strip() for line in printed.stdout.splitlines()[1:])
+    assert printed.returncode == 0 and shown == "\n".join(
+        "- " + line.strip() for line in printed.stdout.splitlines()[1:]
+    )
 
 
 def test_summary_per_date_is_the_curves_band_and_the_stored_rows(store, layer):
@@ -245,24 +297,45 @@ def test_summary_per_date_is_the_curves_band_and_the_stored_rows(store, layer):
     from dateeval.store import Store
 
     found = json.loads(run_cli("summary", "--store", str(store), "--json", "--per-date").stdout)
-    assert found and all(list(record) == ["entry", "dataset", "date", "metric", "value", "low", "high", "n_scored", "n_items", "estimated"]
-                         for record in found)  # fmt: skip
-    assert all(record["estimated"] is False and record["n_scored"] == record["n_items"] and 0 <= record["low"] <= record["value"] <= record["high"] <= 1
-               for record in found)  # fmt: skip
+    assert found and all(
+        list(record)
+        == ["entry", "dataset", "date", "metric", "value", "low", "high", "n_scored", "n_items", "estimated"]
+        for record in found
+    )
+    assert all(
+        record["estimated"] is False
+        and record["n_scored"] == record["n_items"]
+        and 0 <= record["low"] <= record["value"] <= record["high"] <= 1
+        for record in found
+    )
     rows, _ = Store(store).read(columns=["model", "dtype", "device", "dataset", "date_mode", "date", "correct"])
     rows = rows[rows["correct"].notna()]
-    by_cell = {(entry, dataset, None if mode == "none" else date): group
-               for (entry, dataset, mode, date), group in rows.assign(entry=rows["model"] + " (" + rows["dtype"] + ", " + rows["device"] + ")")
-               .groupby(["entry", "dataset", "date_mode", "date"], dropna=False)}  # fmt: skip
+    by_cell = {
+        (entry, dataset, None if mode == "none" else date): group
+        for (entry, dataset, mode, date), group in rows.assign(
+            entry=rows["model"] + " (" + rows["dtype"] + ", " + rows["device"] + ")"
+        ).groupby(["entry", "dataset", "date_mode", "date"], dropna=False)
+    }
     for record in found:
         cell = by_cell[(record["entry"], record["dataset"], record["date"])]
         assert record["n_scored"] == len(cell) and record["value"] == cell["correct"].astype(float).sum() / len(cell)
     for entry, dataset in {(record["entry"], record["dataset"]) for record in found}:
         band = layer.band(entry, dataset, "accuracy")
-        mine = {record["date"]: record for record in found if record["entry"] == entry and record["dataset"] == dataset and record["date"]}
+        mine = {
+            record["date"]: record
+            for record in found
+            if record["entry"] == entry and record["dataset"] == dataset and record["date"]
+        }
         assert len(band) == len(mine)
         for row in band.itertuples():
-            assert (mine[row.date.strftime("%Y-%m-%d")]["low"], mine[row.date.strftime("%Y-%m-%d")]["high"]) == (row.low, row.high)
-    january = json.loads(run_cli("summary", "--store", str(store), "--json", "--per-date", "--dates", "2024-01-01..2024-01-31").stdout)
-    assert {record["date"] for record in january} - {None} == {record["date"] for record in found if record["date"] and record["date"].startswith("2024-01")}
+            assert (mine[row.date.strftime("%Y-%m-%d")]["low"], mine[row.date.strftime("%Y-%m-%d")]["high"]) == (
+                row.low,
+                row.high,
+            )
+    january = json.loads(
+        run_cli("summary", "--store", str(store), "--json", "--per-date", "--dates", "2024-01-01..2024-01-31").stdout
+    )
+    assert {record["date"] for record in january} - {None} == {
+        record["date"] for record in found if record["date"] and record["date"].startswith("2024-01")
+    }
     assert sum(record["date"] is None for record in january) == sum(record["date"] is None for record in found)

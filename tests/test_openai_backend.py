@@ -51,23 +51,42 @@ def _rows(store: Path) -> pd.DataFrame:
 
 def _chat_answer(tokens: dict[str, float]) -> dict:
     entries = [{"token": token, "logprob": value} for token, value in tokens.items()]
-    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": next(iter(tokens))},
-                         "logprobs": {"content": [{**entries[0], "top_logprobs": entries}]}}],
-            "usage": {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8}}  # fmt: skip
+    return {
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": next(iter(tokens))},
+                "logprobs": {"content": [{**entries[0], "top_logprobs": entries}]},
+            }
+        ],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8},
+    }
 
 
 GOOD = _chat_answer({"A": -0.5, "B": -1.5, "C": -2.5, "D": -3.5})
 
 
 def _completion_answer(text: str, tokens: dict[str, float]) -> dict:
-    logprobs = {"tokens": [next(iter(tokens))], "token_logprobs": [next(iter(tokens.values()))], "top_logprobs": [tokens], "text_offset": [0]}
-    return {"choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8}}  # fmt: skip
+    logprobs = {
+        "tokens": [next(iter(tokens))],
+        "token_logprobs": [next(iter(tokens.values()))],
+        "top_logprobs": [tokens],
+        "text_offset": [0],
+    }
+    return {
+        "choices": [{"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 1, "total_tokens": 8},
+    }
 
 
 # Completions servers that score no prompt: one refuses echo, one echoes a token fewer than it was sent (as if it re-tokenised).
-NO_ECHO = {"no-echo": (400, {"error": {"message": "echo is not supported"}}),
-           "short-echo": (200, {"choices": [{"index": 0, "text": "x", "logprobs": {"tokens": ["x"], "token_logprobs": [None]}}]})}  # fmt: skip
+NO_ECHO = {
+    "no-echo": (400, {"error": {"message": "echo is not supported"}}),
+    "short-echo": (
+        200,
+        {"choices": [{"index": 0, "text": "x", "logprobs": {"tokens": ["x"], "token_logprobs": [None]}}]},
+    ),
+}
 
 
 class Faults(BaseHTTPRequestHandler):
@@ -102,13 +121,22 @@ class Faults(BaseHTTPRequestHandler):
             return self._json(200, _chat_answer({"The": -0.1, "A": -3.0}))
         if scenario in NO_ECHO and body.get("echo"):
             return self._json(*NO_ECHO[scenario])
-        if scenario in NO_ECHO:  # a reply with a number and an answer letter; next-token scores where "B" is not among the top
+        if (
+            scenario in NO_ECHO
+        ):  # a reply with a number and an answer letter; next-token scores where "B" is not among the top
             return self._json(200, _completion_answer("2 + 2 = 4 items. The answer is A.", {"The": -0.1, "A": -3.0}))
         if scenario == "replies":
             asked = json.dumps(body.get("messages"))
             text = next(reply for key, reply in Faults.replies.items() if json.dumps(key)[1:-1] in asked)
-            return self._json(200, {"choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-                                    "usage": {"prompt_tokens": 7, "completion_tokens": 9, "total_tokens": 16}})  # fmt: skip
+            return self._json(
+                200,
+                {
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    ],
+                    "usage": {"prompt_tokens": 7, "completion_tokens": 9, "total_tokens": 16},
+                },
+            )
         if scenario == "echo-key":
             return self._json(401, {"error": {"message": f"invalid key in header {self.headers.get('Authorization')}"}})
         return self._json(200, GOOD)
@@ -118,7 +146,11 @@ class Faults(BaseHTTPRequestHandler):
 
     def _raw(self, status: int, data: bytes, headers: dict | None = None) -> None:
         self.send_response(status)
-        for name, value in {"Content-Type": "application/json", "Content-Length": str(len(data)), **(headers or {})}.items():
+        for name, value in {
+            "Content-Type": "application/json",
+            "Content-Length": str(len(data)),
+            **(headers or {}),
+        }.items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
@@ -161,10 +193,15 @@ def test_transient_faults_are_retried(faults: str, scenario: str) -> None:
 
 @pytest.mark.parametrize(
     ("scenario", "message"),
-    [("always-500", "HTTP 500: internal error after 3 attempts"), ("always-hang", "timed out after 3 attempts"),
-     ("always-drop", "connection failed"), ("malformed", "the answer is not JSON"),
-     ("missing-logprobs", "malformed answer (no choices[0].logprobs)"), ("label-outside-top-k", "option label 'B' is not among")],
-)  # fmt: skip
+    [
+        ("always-500", "HTTP 500: internal error after 3 attempts"),
+        ("always-hang", "timed out after 3 attempts"),
+        ("always-drop", "connection failed"),
+        ("malformed", "the answer is not JSON"),
+        ("missing-logprobs", "malformed answer (no choices[0].logprobs)"),
+        ("label-outside-top-k", "option label 'B' is not among"),
+    ],
+)
 def test_persistent_faults_end_in_one_clear_error(faults: str, scenario: str, message: str) -> None:
     with pytest.raises(DateEvalError, match=re.escape(message)):
         _labels(_backend(f"{faults}/{scenario}/v1"))
@@ -179,7 +216,11 @@ def test_the_key_is_sent_but_never_shown(faults: str, monkeypatch: pytest.Monkey
 
 
 def test_bad_specs_and_options_are_one_line() -> None:
-    for spec, message in [("http://h/v1", "names no model"), ("ftp://h/v1#m", "not an http"), ("http://u:p@h/v1#m", "carries credentials")]:
+    for spec, message in [
+        ("http://h/v1", "names no model"),
+        ("ftp://h/v1#m", "not an http"),
+        ("http://u:p@h/v1#m", "carries credentials"),
+    ]:
         with pytest.raises(DateEvalError, match=message):
             parse_endpoint(spec)
     with pytest.raises(DateEvalError, match="NO_SUCH_KEY_VARIABLE .* is not set"):
@@ -190,10 +231,30 @@ def test_bad_specs_and_options_are_one_line() -> None:
         _backend("http://127.0.0.1:9/v1", mode="completions")
 
 
-def test_a_failed_unit_stores_nothing_and_never_the_key(faults: str, tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_unit_stores_nothing_and_never_the_key(
+    faults: str, tmp_path: Path, data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DATEEVAL_TEST_KEY", SECRET)
-    common = ("--api-mode", "chat", "--api-key-env", "DATEEVAL_TEST_KEY", "--retries", "1", "--request-timeout", "1", "--dataset", "arc_challenge",
-              "--limit", "3", "--data-dir", str(data_dir), "--dates", "2024-01-01", "--store", str(tmp_path / "store"))  # fmt: skip
+    common = (
+        "--api-mode",
+        "chat",
+        "--api-key-env",
+        "DATEEVAL_TEST_KEY",
+        "--retries",
+        "1",
+        "--request-timeout",
+        "1",
+        "--dataset",
+        "arc_challenge",
+        "--limit",
+        "3",
+        "--data-dir",
+        str(data_dir),
+        "--dates",
+        "2024-01-01",
+        "--store",
+        str(tmp_path / "store"),
+    )
     failed = run_cli("run", "--model", f"openai:{faults}/malformed/v1#m", *common)
     assert failed.returncode == 2 and "not JSON" in failed.stderr and "Traceback" not in failed.stderr
     assert not list((tmp_path / "store").rglob("*.parquet"))
@@ -203,7 +264,9 @@ def test_a_failed_unit_stores_nothing_and_never_the_key(faults: str, tmp_path: P
     assert len(rows) == 3 and (rows["date_control"] == "system-line").all() and (rows["api_prompt_tokens"] == 7).all()
     assert SECRET not in rows.astype(str).to_csv() and SECRET not in done.stdout + done.stderr
     # The label a chat endpoint reads differs from in-process --label-style auto: said when scoring starts, kept in every row.
-    assert (rows["label_variant"] == "label").all() and done.stderr.count("chat mode reads the option labels as the bare letters") == 1
+    assert (rows["label_variant"] == "label").all() and done.stderr.count(
+        "chat mode reads the option labels as the bare letters"
+    ) == 1
 
 
 def test_replies_with_nul_bytes_and_lone_surrogates_are_graded_and_stored_as_sent(
@@ -217,11 +280,30 @@ def test_replies_with_nul_bytes_and_lone_surrogates_are_graded_and_stored_as_sen
 
     problems = humaneval.load_problems(data_dir)[:4]
     whole = [f"```python\n{p.prompt}{p.canonical_solution}" for p in problems]
-    sent = [whole[0] + "```", whole[1] + "# \0\n```", whole[2] + "# \ud800\n```",
-            f"```python\ndef {problems[3].entry_point}(operations):\n    raise ValueError(chr(0xD800))\n```"]  # fmt: skip
+    sent = [
+        whole[0] + "```",
+        whole[1] + "# \0\n```",
+        whole[2] + "# \ud800\n```",
+        f"```python\ndef {problems[3].entry_point}(operations):\n    raise ValueError(chr(0xD800))\n```",
+    ]
     monkeypatch.setattr(Faults, "replies", {f"def {p.entry_point}(": reply for p, reply in zip(problems, sent)})
-    command = ("run", "--model", f"openai:{faults}/replies/v1#m", "--api-mode", "chat", "--dataset", "humaneval", "--limit", "4",
-               "--data-dir", str(data_dir), "--dates", "2024-01-01", "--store", str(tmp_path / "store"))  # fmt: skip
+    command = (
+        "run",
+        "--model",
+        f"openai:{faults}/replies/v1#m",
+        "--api-mode",
+        "chat",
+        "--dataset",
+        "humaneval",
+        "--limit",
+        "4",
+        "--data-dir",
+        str(data_dir),
+        "--dates",
+        "2024-01-01",
+        "--store",
+        str(tmp_path / "store"),
+    )
     for attempt in ("run", "resume"):
         done = run_cli(*command)
         assert done.returncode == 0 and "Traceback" not in done.stderr, (attempt, done.stderr[-2000:])
@@ -229,7 +311,11 @@ def test_replies_with_nul_bytes_and_lone_surrogates_are_graded_and_stored_as_sen
         assert rows["output"].tolist() == sent, attempt
         assert rows["outcome"].tolist() == ["passed", "error", "error", "error"], rows["outcome_message"].tolist()
         messages = rows["outcome_message"].tolist()
-        assert "null bytes" in messages[1] and "surrogates not allowed" in messages[2] and messages[3] == "ValueError: \ud800", messages
+        assert (
+            "null bytes" in messages[1]
+            and "surrogates not allowed" in messages[2]
+            and messages[3] == "ValueError: \ud800"
+        ), messages
     assert Faults.seen["replies"] == 4  # the resume asked nothing again
     assert len(Store(tmp_path / "store").files()) == 1
     # Read again by regrade and export (in this process: the commands' own functions): each reply exact where the
@@ -247,7 +333,9 @@ def test_replies_with_nul_bytes_and_lone_surrogates_are_graded_and_stored_as_sen
         assert write_export(results.open(store)[0], tmp_path / f"rows{suffix}") == 4
     lines = [json.loads(line) for line in (tmp_path / "rows.jsonl").read_text(encoding="utf-8").splitlines()]
     assert sorted(row["output"] for row in lines) == sorted([*sent[:2], sent[2].replace("\ud800", "\\ud800"), sent[3]])
-    assert "\\ud800" in (tmp_path / "rows.csv").read_text(encoding="utf-8") and "\\ud800" in (tmp_path / "regrade.csv").read_text(encoding="utf-8")
+    assert "\\ud800" in (tmp_path / "rows.csv").read_text(encoding="utf-8") and "\\ud800" in (
+        tmp_path / "regrade.csv"
+    ).read_text(encoding="utf-8")
 
 
 def test_chat_mode_says_once_that_it_reads_bare_labels(faults: str, capsys: pytest.CaptureFixture) -> None:
@@ -259,7 +347,10 @@ def test_chat_mode_says_once_that_it_reads_bare_labels(faults: str, capsys: pyte
     finally:
         backend.close()
     warned = capsys.readouterr().err
-    assert warned.count("dateeval: warning: chat mode reads the option labels as the bare letters ('A', 'B', 'C', 'D'") == 1
+    assert (
+        warned.count("dateeval: warning: chat mode reads the option labels as the bare letters ('A', 'B', 'C', 'D'")
+        == 1
+    )
     assert "label_variant 'label'" in warned
 
 
@@ -285,7 +376,10 @@ def test_server_clock_runs_are_dated_by_the_servers_day(other_clock: str) -> Non
     model, utc = f"openai:{other_clock}/v1#m", dt.timezone.utc
     mismatch = server_day([model], BackendOptions(), local=dt.datetime(2026, 12, 5, 9, 0, tzinfo=utc))
     assert mismatch.day == dt.date(2026, 11, 30)
-    assert "2026-11-30 12:00 UTC and this machine's 2026-12-05 09:00 UTC" in mismatch.warning and "dated by the server's day" in mismatch.warning
+    assert (
+        "2026-11-30 12:00 UTC and this machine's 2026-12-05 09:00 UTC" in mismatch.warning
+        and "dated by the server's day" in mismatch.warning
+    )
     agreed = server_day([model], BackendOptions(), local=dt.datetime(2026, 11, 30, 12, 1, tzinfo=utc))
     assert agreed == ServerDay(dt.date(2026, 11, 30), None)
 
@@ -307,7 +401,13 @@ def test_server_date_header() -> None:
 
 
 def test_dates_are_found_in_every_common_format() -> None:
-    for text in ["Today is 2025-12-03.", "It is December 3rd, 2025", "3 Dec 2025", "Wednesday, December 3, 2025", "12/03/2025"]:
+    for text in [
+        "Today is 2025-12-03.",
+        "It is December 3rd, 2025",
+        "3 Dec 2025",
+        "Wednesday, December 3, 2025",
+        "12/03/2025",
+    ]:
         assert "2025-12-03" in {found.day for found in find_dates(text)}, text
     assert find_dates("It is 2025-12-03.")[0].format == "%Y-%m-%d"
     assert find_dates("Nothing here, maybe 2023.") == []
@@ -318,7 +418,11 @@ def test_verdicts() -> None:
     said = lambda text, system=None: Reply("q", system, text, find_dates(text))  # noqa: E731
     control_read = said(f"It is {CONTROL_DATE:%d %b %Y}", "Today Date: ...")
     assert verdict([said("Today is 3 December 2025.")], control_read, {today})[:3] == ("yes", "%-d %B %Y", True)
-    assert verdict([said("It is 2025-12-02")], control_read, {today})[:3] == ("yes", "%Y-%m-%d", False)  # a time zone away
+    assert verdict([said("It is 2025-12-02")], control_read, {today})[:3] == (
+        "yes",
+        "%Y-%m-%d",
+        False,
+    )  # a time zone away
     assert verdict([said("It is 2023-01-01")], control_read, {today})[0] == "no"
     assert verdict([said("I cannot know that.")], said("I cannot know that."), {today})[0] == "inconclusive"
 
@@ -329,8 +433,14 @@ def test_verdicts() -> None:
 def _serve(*extra: str) -> Iterator[str]:
     """Start `dateeval serve` on a free port; yield its base URL; stop it."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    process = subprocess.Popen([sys.executable, "-m", "dateeval", "serve", "--model", MODEL, "--port", "0", *extra],
-                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    process = subprocess.Popen(
+        [sys.executable, "-m", "dateeval", "serve", "--model", MODEL, "--port", "0", *extra],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         ready, _, _ = select.select([process.stdout], [], [], 300)
         line = process.stdout.readline() if ready else ""
@@ -353,35 +463,72 @@ def injecting(templates_dir: Path) -> Iterator[str]:
     yield from _serve("--chat-template", str(templates_dir / "openai__gpt-oss-20b.jinja"))
 
 
-
-
-def test_completions_mode_matches_the_in_process_backend(own_template: str, backend, data_dir: Path, tmp_path: Path) -> None:  # noqa: ANN001
+def test_completions_mode_matches_the_in_process_backend(
+    own_template: str, backend, data_dir: Path, tmp_path: Path
+) -> None:  # noqa: ANN001
     """The same rendered prompts, scored by the server over HTTP and in this process: same predictions, probabilities to 1e-4.
 
     Bare letters: after this model's assistant header "A" is within the top 20 the server returns, so each item is one
     request; " A" is outside it and scored by echo (next test).
     """
-    dates = ("--dates", "2024-01-01,2024-06-01", "--dataset", "arc_challenge", "--limit", "4", "--data-dir", str(data_dir), "--label-style", "label")
+    dates = (
+        "--dates",
+        "2024-01-01,2024-06-01",
+        "--dataset",
+        "arc_challenge",
+        "--limit",
+        "4",
+        "--data-dir",
+        str(data_dir),
+        "--label-style",
+        "label",
+    )
     http = run_cli("run", "--model", f"openai:{own_template}#{MODEL}", *dates, "--store", str(tmp_path / "http"))
-    local = run_cli("run", "--model", MODEL, "--dtype", "float32", "--device", "cpu", *dates, "--store", str(tmp_path / "local"))
+    local = run_cli(
+        "run", "--model", MODEL, "--dtype", "float32", "--device", "cpu", *dates, "--store", str(tmp_path / "local")
+    )
     assert http.returncode == 0 and local.returncode == 0, http.stderr + local.stderr
     key = ["condition", "item_id"]
-    remote, here = _rows(tmp_path / "http").sort_values(key, ignore_index=True), _rows(tmp_path / "local").sort_values(key, ignore_index=True)
+    remote, here = (
+        _rows(tmp_path / "http").sort_values(key, ignore_index=True),
+        _rows(tmp_path / "local").sort_values(key, ignore_index=True),
+    )
     assert len(remote) == 8 and list(remote["prompt_hash"]) == list(here["prompt_hash"])  # the very same prompt texts
     assert list(remote["pred"]) == list(here["pred"])
     np.testing.assert_allclose(np.stack(remote["probs"]), np.stack(here["probs"]), atol=1e-4)
     np.testing.assert_allclose(remote["label_mass"], here["label_mass"], atol=1e-4)
-    assert set(remote["date_control"]) == {"full"} and set(remote["backend"]) == {"openai"} and remote["api_prompt_tokens"].notna().all()
+    assert (
+        set(remote["date_control"]) == {"full"}
+        and set(remote["backend"]) == {"openai"}
+        and remote["api_prompt_tokens"].notna().all()
+    )
 
 
-def test_labels_outside_the_top_k_are_scored_exactly_over_http(own_template: str, data_dir: Path, tmp_path: Path) -> None:
+def test_labels_outside_the_top_k_are_scored_exactly_over_http(
+    own_template: str, data_dir: Path, tmp_path: Path
+) -> None:
     """After this model's assistant header " A" is outside the top 20 the server returns: echo reads it, as in this process."""
-    args = ("--dates", "2024-01-01", "--dataset", "arc_challenge", "--limit", "2", "--data-dir", str(data_dir), "--label-style", "space+label")
+    args = (
+        "--dates",
+        "2024-01-01",
+        "--dataset",
+        "arc_challenge",
+        "--limit",
+        "2",
+        "--data-dir",
+        str(data_dir),
+        "--label-style",
+        "space+label",
+    )
     http = run_cli("run", "--model", f"openai:{own_template}#{MODEL}", *args, "--store", str(tmp_path / "http"))
-    local = run_cli("run", "--model", MODEL, "--dtype", "float32", "--device", "cpu", *args, "--store", str(tmp_path / "local"))
+    local = run_cli(
+        "run", "--model", MODEL, "--dtype", "float32", "--device", "cpu", *args, "--store", str(tmp_path / "local")
+    )
     assert http.returncode == 0 and local.returncode == 0, http.stderr + local.stderr
     remote, here = _rows(tmp_path / "http").sort_values("item_id"), _rows(tmp_path / "local").sort_values("item_id")
-    assert list(remote["pred"]) == list(here["pred"]) and (remote["label_mass"] < 0.5).all()  # the space-letters are unlikely here
+    assert (
+        list(remote["pred"]) == list(here["pred"]) and (remote["label_mass"] < 0.5).all()
+    )  # the space-letters are unlikely here
     np.testing.assert_allclose(np.stack(remote["probs"]), np.stack(here["probs"]), atol=1e-4)
     np.testing.assert_allclose(remote["label_mass"], here["label_mass"], atol=1e-4)
 
@@ -390,45 +537,93 @@ def test_echo_scores_labels_and_continuations_as_the_in_process_backend(own_temp
     """Chain-of-thought answer letters (read from the top 20, or all outside it) and GSM8K answers' numbers, over HTTP and here, to 1e-4."""
     from dateeval.tasks.mcqa import label_tokens
 
-    question = backend.template.render([{"role": "user", "content": "What is 2+2?\nA. 3\nB. 4\nC. 5\nD. 6"}], mode="none").text
+    question = backend.template.render(
+        [{"role": "user", "content": "What is 2+2?\nA. 3\nB. 4\nC. 5\nD. 6"}], mode="none"
+    ).text
     labels = label_tokens(backend.tokenizer, 4, "space+label").labels
-    letters = [LabelRequest(question + reasoning, labels) for reasoning in ("Two plus two is four. The answer is", "Let me think. Two plus two is four, and")]
-    numbers = [ContinuationRequest(question + "Two plus two is", " 4"), ContinuationRequest(question + "It is", " 4,096 apples")]
+    letters = [
+        LabelRequest(question + reasoning, labels)
+        for reasoning in ("Two plus two is four. The answer is", "Let me think. Two plus two is four, and")
+    ]
+    numbers = [
+        ContinuationRequest(question + "Two plus two is", " 4"),
+        ContinuationRequest(question + "It is", " 4,096 apples"),
+    ]
     full = backend.next_token_logprobs(backend.encode([letters[1].prompt]), [list(range(len(backend.tokenizer)))])[0]
     assert all((full > full[label.token_id]).sum() >= 20 for label in labels)  # the top 20 alone cannot read these
     http = OpenAIBackend(parse_endpoint(f"{own_template}#{MODEL}"), BackendOptions(timeout_s=600))
     try:
-        assert http.supports(CONTINUATION_LOGPROBS) and http.capabilities.exact_labels and http.capabilities.scoring_note is None
-        np.testing.assert_allclose(np.stack(http.label_logprobs(letters, 2)), np.stack(backend.label_logprobs(letters, 2)), atol=1e-4)
+        assert (
+            http.supports(CONTINUATION_LOGPROBS)
+            and http.capabilities.exact_labels
+            and http.capabilities.scoring_note is None
+        )
+        np.testing.assert_allclose(
+            np.stack(http.label_logprobs(letters, 2)), np.stack(backend.label_logprobs(letters, 2)), atol=1e-4
+        )
         # An echo scores the whole prompt, the in-process path all but its last token: a different forward shape, whose
         # float32 rounding reaches 4.6e-6 of a -32.47 total (1.5e-4) with transformers 5.24; hence the relative bound.
-        np.testing.assert_allclose(http.continuation_logprobs(numbers, 2), backend.continuation_logprobs(numbers, 2), atol=1e-4, rtol=1e-5)
+        np.testing.assert_allclose(
+            http.continuation_logprobs(numbers, 2), backend.continuation_logprobs(numbers, 2), atol=1e-4, rtol=1e-5
+        )
     finally:
         http.close()
 
 
-@pytest.mark.parametrize(("scenario", "reason"), [("no-echo", "HTTP 400: echo is not supported"), ("short-echo", "echo returned 1 prompt log-probabilities")])
-def test_a_server_that_scores_no_prompt_is_found_when_the_backend_opens(faults: str, scenario: str, reason: str) -> None:
+@pytest.mark.parametrize(
+    ("scenario", "reason"),
+    [("no-echo", "HTTP 400: echo is not supported"), ("short-echo", "echo returned 1 prompt log-probabilities")],
+)
+def test_a_server_that_scores_no_prompt_is_found_when_the_backend_opens(
+    faults: str, scenario: str, reason: str
+) -> None:
     http = _backend(f"{faults}/{scenario}/v1", mode="completions", tokenizer=MODEL)
     try:
-        assert not http.supports(CONTINUATION_LOGPROBS) and not http.capabilities.exact_labels and reason in http.capabilities.scoring_note
-        with pytest.raises(DateEvalError, match="option label 'B' is not among .* does not return prompt log-probabilities"):
+        assert (
+            not http.supports(CONTINUATION_LOGPROBS)
+            and not http.capabilities.exact_labels
+            and reason in http.capabilities.scoring_note
+        )
+        with pytest.raises(
+            DateEvalError, match="option label 'B' is not among .* does not return prompt log-probabilities"
+        ):
             http.label_logprobs([LabelRequest("Answer:", (Label("A", 1), Label("B", 2)))], 1)
     finally:
         http.close()
 
 
-def test_without_echo_generated_answers_are_stored_without_confidence_and_say_why(faults: str, data_dir: Path, tmp_path: Path) -> None:
+def test_without_echo_generated_answers_are_stored_without_confidence_and_say_why(
+    faults: str, data_dir: Path, tmp_path: Path
+) -> None:
     """Accuracy still counts; the confidence is NaN with the reason in every row; next-token MCQA ends in one clear error."""
-    common = ("--model", f"openai:{faults}/no-echo/v1#m", "--tokenizer", MODEL, "--limit", "2", "--data-dir", str(data_dir), "--dates", "2024-01-01")
+    common = (
+        "--model",
+        f"openai:{faults}/no-echo/v1#m",
+        "--tokenizer",
+        MODEL,
+        "--limit",
+        "2",
+        "--data-dir",
+        str(data_dir),
+        "--dates",
+        "2024-01-01",
+    )
     for dataset in ("gsm8k", "arc_challenge_cot"):
         run = run_cli("run", *common, "--dataset", dataset, "--store", str(tmp_path / dataset))
         assert run.returncode == 0, run.stderr
         rows = _rows(tmp_path / dataset)
         assert len(rows) == 2 and rows["confidence"].isna().all() and rows["parsed"].notna().all(), dataset
-        assert rows["confidence_note"].str.contains("does not return prompt log-probabilities (echo: HTTP 400: echo is not supported)", regex=False).all()
+        assert (
+            rows["confidence_note"]
+            .str.contains(
+                "does not return prompt log-probabilities (echo: HTTP 400: echo is not supported)", regex=False
+            )
+            .all()
+        )
         _assert_the_explorer_says_why(tmp_path / dataset, dataset)
-    mcqa = run_cli("run", *common, "--dataset", "arc_challenge", "--label-style", "label", "--store", str(tmp_path / "mcqa"))
+    mcqa = run_cli(
+        "run", *common, "--dataset", "arc_challenge", "--label-style", "label", "--store", str(tmp_path / "mcqa")
+    )
     assert mcqa.returncode == 2 and "option label 'B' is not among" in mcqa.stderr and "Traceback" not in mcqa.stderr
     assert not list((tmp_path / "mcqa").rglob("*.parquet"))
 
@@ -444,17 +639,37 @@ def _assert_the_explorer_says_why(store: Path, dataset: str) -> None:
         at.switch_page("pages/overview.py").run()
     assert not at.exception, [e.message for e in at.exception]
     notes = [box.value for box in at.info if "no confidence and no ECE" in box.value]
-    assert len(notes) == 1 and f"on {dataset}" in notes[0] and "echo is not supported" in notes[0], [box.value for box in at.info]
+    assert len(notes) == 1 and f"on {dataset}" in notes[0] and "echo is not supported" in notes[0], [
+        box.value for box in at.info
+    ]
 
 
-def test_server_clock_rows_carry_the_request_date_and_repeat_identically(own_template: str, data_dir: Path, tmp_path: Path) -> None:
-    args = ("--model", f"openai:{own_template}#{MODEL}", "--api-mode", "server-clock", "--dataset", "arc_challenge", "--limit", "2",
-            "--data-dir", str(data_dir), "--store", str(tmp_path / "store"))  # fmt: skip
+def test_server_clock_rows_carry_the_request_date_and_repeat_identically(
+    own_template: str, data_dir: Path, tmp_path: Path
+) -> None:
+    args = (
+        "--model",
+        f"openai:{own_template}#{MODEL}",
+        "--api-mode",
+        "server-clock",
+        "--dataset",
+        "arc_challenge",
+        "--limit",
+        "2",
+        "--data-dir",
+        str(data_dir),
+        "--store",
+        str(tmp_path / "store"),
+    )
     first = run_cli("run", *args, "--repeat", "1")
     assert first.returncode == 0, first.stderr
     rows = _rows(tmp_path / "store")
     today = dt.datetime.now(dt.timezone.utc).date().isoformat()
-    assert set(rows["date"]) == {today} and set(rows["date_mode"]) == {"default"} and set(rows["factor"]) == {"date", "repeat"}
+    assert (
+        set(rows["date"]) == {today}
+        and set(rows["date_mode"]) == {"default"}
+        and set(rows["factor"]) == {"date", "repeat"}
+    )
     assert rows["request_utc"].str.startswith(today).all() and rows["server_date"].str.startswith(today).all()
     assert set(rows["system_prompt"]) == {""} and rows["date_text"].isna().all()
     by_run = rows.pivot_table(index="item_id", columns="factor", values="confidence")
@@ -467,16 +682,37 @@ def test_server_clock_rows_carry_the_request_date_and_repeat_identically(own_tem
 
 def test_injecting_provider_server_clock_rows_and_probe(injecting: str, data_dir: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"
-    run = run_cli("run", "--model", f"openai:{injecting}#{MODEL}", "--api-mode", "server-clock", "--dataset", "arc_challenge_cot",
-                  "--max-new-tokens", "4", "--limit", "2", "--data-dir", str(data_dir), "--store", str(store))  # fmt: skip
+    run = run_cli(
+        "run",
+        "--model",
+        f"openai:{injecting}#{MODEL}",
+        "--api-mode",
+        "server-clock",
+        "--dataset",
+        "arc_challenge_cot",
+        "--max-new-tokens",
+        "4",
+        "--limit",
+        "2",
+        "--data-dir",
+        str(data_dir),
+        "--store",
+        str(store),
+    )
     assert run.returncode == 0, run.stderr
     rows = _rows(store)
     today = dt.datetime.now(dt.timezone.utc).date().isoformat()
-    assert set(rows["date"]) == {today} and rows["request_utc"].str.startswith(today).all() and rows["api_completion_tokens"].notna().all()
+    assert (
+        set(rows["date"]) == {today}
+        and rows["request_utc"].str.startswith(today).all()
+        and rows["api_completion_tokens"].notna().all()
+    )
     probe = run_cli("probe", "--model", f"openai:{injecting}#{MODEL}", "--json", "--request-timeout", "600")
     assert probe.returncode == 0, probe.stderr
     report = json.loads(probe.stdout)
-    assert report["injects"] == "yes" and report["matches_today"] is True and report["format"] == "%Y-%m-%d", probe.stdout
+    assert report["injects"] == "yes" and report["matches_today"] is True and report["format"] == "%Y-%m-%d", (
+        probe.stdout
+    )
 
 
 def test_probe_reports_a_template_without_a_date_as_not_injecting(own_template: str) -> None:
@@ -487,8 +723,21 @@ def test_probe_reports_a_template_without_a_date_as_not_injecting(own_template: 
 
 def test_a_server_clock_run_is_filed_under_the_servers_day(other_clock: str, data_dir: Path, tmp_path: Path) -> None:
     """This machine's clock says today; the server's says 2026-11-30: the rows carry the server's day, and the run says so."""
-    run = run_cli("run", "--model", f"openai:{other_clock}/v1#m", "--api-mode", "server-clock", "--dataset", "arc_challenge", "--limit", "2",
-                  "--data-dir", str(data_dir), "--store", str(tmp_path / "store"))  # fmt: skip
+    run = run_cli(
+        "run",
+        "--model",
+        f"openai:{other_clock}/v1#m",
+        "--api-mode",
+        "server-clock",
+        "--dataset",
+        "arc_challenge",
+        "--limit",
+        "2",
+        "--data-dir",
+        str(data_dir),
+        "--store",
+        str(tmp_path / "store"),
+    )
     assert run.returncode == 0, run.stderr
     assert "dateeval: warning: the server's clock reads 2026-11-30 12:00 UTC" in run.stderr
     rows = _rows(tmp_path / "store")

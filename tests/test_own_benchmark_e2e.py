@@ -23,7 +23,21 @@ DATES = "2024-01-01,2024-04-01,2024-07-01"
 def store(tmp_path_factory):
     store = tmp_path_factory.mktemp("own") / "store"
     args = [arg for path in DATASETS.values() for arg in ("--dataset", str(path))]
-    ran = run_cli("run", *args, "--limit", "2", "--dates", DATES, "--no-date", "--dtype", "float32", "--max-new-tokens", "8", "--store", str(store))
+    ran = run_cli(
+        "run",
+        *args,
+        "--limit",
+        "2",
+        "--dates",
+        DATES,
+        "--no-date",
+        "--dtype",
+        "float32",
+        "--max-new-tokens",
+        "8",
+        "--store",
+        str(store),
+    )
     assert ran.returncode == 0, ran.stderr
     return store
 
@@ -35,7 +49,10 @@ def test_the_robust_report_and_the_export_cover_both_datasets(store, tmp_path):
     assert set(records) == set(DATASETS)
     for record in records.values():  # a date-robust number, its sentence and what produced it, for each dataset
         (entry,) = record["entries"]
-        assert (entry["n_dates"], entry["n_items"]) == (3, 2) and "mean over 3 dates in 2024-01-01..2024-07-01" in entry["sentence"]
+        assert (entry["n_dates"], entry["n_items"]) == (
+            3,
+            2,
+        ) and "mean over 3 dates in 2024-01-01..2024-07-01" in entry["sentence"]
         assert entry["identity"]["model"] == "smollm2-135m" and entry["identity"]["task_key"]
     report = run_cli("report", "--store", str(store), "--out", str(tmp_path / "report"))
     assert report.returncode == 0, report.stderr
@@ -44,7 +61,10 @@ def test_the_robust_report_and_the_export_cover_both_datasets(store, tmp_path):
     export = run_cli("export", "--store", str(store), "--out", str(tmp_path / "rows.parquet"))
     assert export.returncode == 0, export.stderr
     rows = pd.read_parquet(tmp_path / "rows.parquet")
-    assert rows.groupby("dataset").size().to_dict() == {"geography": 8, "arithmetic": 8}  # 2 questions x (3 dates + no date)
+    assert rows.groupby("dataset").size().to_dict() == {
+        "geography": 8,
+        "arithmetic": 8,
+    }  # 2 questions x (3 dates + no date)
     assert rows.loc[rows["dataset"] == "arithmetic", "output"].str.len().gt(0).all()
 
 
@@ -62,7 +82,9 @@ def own_browser(own_server):
 def test_every_page_shows_the_researchers_datasets(own_browser, own_server, name):
     page, errors = _open(own_browser, f"{own_server}/{PAGES[name]}?store=mine")
     assert page.locator("[data-testid='stException']").count() == 0
-    assert page.locator("[data-testid='stAlertContentError']").count() == 0, page.locator("[data-testid='stAlertContentError']").all_inner_texts()
+    assert page.locator("[data-testid='stAlertContentError']").count() == 0, page.locator(
+        "[data-testid='stAlertContentError']"
+    ).all_inner_texts()
     assert not errors, errors
     shown = page.content()  # the page's text and its widgets' chosen values
     if name in ("overview", "curves", "robust", "flips", "factors"):

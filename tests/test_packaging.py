@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import os
 import re
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -92,17 +93,40 @@ def test_an_installed_package_runs_and_keeps_its_cache_outside_site_packages(tmp
     shutil.copytree(ROOT / "dateeval", source / "dateeval", ignore=shutil.ignore_patterns("__pycache__"))
     site = tmp_path / "site"
     isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
-    install = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", *isolation, "--target", str(site), str(source)],
-                             capture_output=True, text=True, timeout=300)  # fmt: skip
+    install = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            *isolation,
+            "--target",
+            str(site),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert install.returncode == 0, install.stderr
     env = {key: value for key, value in os.environ.items() if key not in ("DATEEVAL_CACHE", "XDG_CACHE_HOME")}
     env.update(PYTHONPATH=str(site), HOME=str(tmp_path / "home"))
-    where = subprocess.run([sys.executable, "-c", "import dateeval.models as m; print(m.__file__); print(m.cache_dir())"],
-                           capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)  # fmt: skip
+    where = subprocess.run(
+        [sys.executable, "-c", "import dateeval.models as m; print(m.__file__); print(m.cache_dir())"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
     assert where.returncode == 0, where.stderr
     module, cache = where.stdout.split()
     assert module.startswith(str(site)) and cache == str(tmp_path / "home" / ".cache" / "dateeval")
-    script = subprocess.run([str(site / "bin" / "dateeval"), "--help"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120)
+    script = subprocess.run(
+        [str(site / "bin" / "dateeval"), "--help"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
+    )
     assert script.returncode == 0 and "usage: dateeval" in script.stdout, script.stderr
     from dateeval.models import cache_dir
 

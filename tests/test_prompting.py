@@ -91,13 +91,17 @@ def test_injection_format_and_line(templates_dir):
     injection = DateInjection(line="Current date: {date}", format="%Y-%m-%d")
     prompt = phi.render(MESSAGES, mode="date", day=DAY, injection=injection)
     assert prompt.date_text == "2024-03-14"
-    assert "<|im_start|>system<|im_sep|>Current date: 2024-03-14\n\nYou are a helpful assistant.<|im_end|>" in prompt.text
+    assert (
+        "<|im_start|>system<|im_sep|>Current date: 2024-03-14\n\nYou are a helpful assistant.<|im_end|>" in prompt.text
+    )
 
 
 def test_gemma_puts_the_injected_date_in_the_first_user_turn(templates_dir):
     gemma = ChatTemplate.from_file(templates_dir / "google__gemma-3-4b-it.jinja", bos_token="<bos>")
     text = gemma.render(MESSAGES, mode="date", day=DAY).text
-    assert text.startswith("<bos><start_of_turn>user\nToday Date: 14 Mar 2024\n\nYou are a helpful assistant.\n\nWhat is 2+2?")
+    assert text.startswith(
+        "<bos><start_of_turn>user\nToday Date: 14 Mar 2024\n\nYou are a helpful assistant.\n\nWhat is 2+2?"
+    )
 
 
 def test_matches_apply_chat_template_of_the_real_tokenizer(backend):
@@ -108,7 +112,9 @@ def test_matches_apply_chat_template_of_the_real_tokenizer(backend):
 
 
 def test_custom_template_kinds():
-    variable = ChatTemplate("{% if not today is defined %}{% set today = '2024-07-26' %}{% endif %}Date {{ today }}|{{ messages[0]['content'] }}")
+    variable = ChatTemplate(
+        "{% if not today is defined %}{% set today = '2024-07-26' %}{% endif %}Date {{ today }}|{{ messages[0]['content'] }}"
+    )
     assert variable.support.kind == "variable" and variable.support.format == "%Y-%m-%d"
     assert variable.render([{"role": "user", "content": "q"}], mode="date", day=DAY).text == "Date 2024-03-14|q"
     clock = ChatTemplate("Now: {{ strftime_now('%B %d, %Y') }}. {{ messages[0]['content'] }}")
@@ -119,7 +125,11 @@ def test_custom_template_kinds():
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"position": "middle"}, "unknown date position"), ({"line": "no placeholder"}, "placeholder"), ({"format": "%Q"}, None)],
+    [
+        ({"position": "middle"}, "unknown date position"),
+        ({"line": "no placeholder"}, "placeholder"),
+        ({"format": "%Q"}, None),
+    ],
 )
 def test_bad_injection_settings(kwargs, message):
     if message is None:
@@ -178,12 +188,17 @@ def test_the_limits_leave_every_real_template_as_transformers_renders_it(templat
     """Guarded rendering is transformers' own environment, counted: the text is the same, for long prompts too."""
     from transformers.utils.chat_template_utils import render_jinja_template
 
-    long = [MESSAGES[0], {"role": "user", "content": "word " * 200_000}]  # a million characters: far past any context here
+    long = [
+        MESSAGES[0],
+        {"role": "user", "content": "word " * 200_000},
+    ]  # a million characters: far past any context here
     for template in _templates(templates_dir):
         if template.support.kind == "clock":
             continue  # the real clock: rendered under a pinned one in every other test
         for messages in (MESSAGES, long):
-            bare = render_jinja_template([messages], chat_template=template.source, add_generation_prompt=True, bos_token="<s>", eos_token="</s>")
+            bare = render_jinja_template(
+                [messages], chat_template=template.source, add_generation_prompt=True, bos_token="<s>", eos_token="</s>"
+            )
             assert template.render(messages, mode="default").text == bare[0][0], template.name
 
 

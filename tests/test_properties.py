@@ -61,10 +61,29 @@ def _store(folder: Path, seed: int) -> Generated:
         confidence = rng.integers(1, ECE_BINS + 1, correct.shape) / ECE_BINS  # on the bin edges
         made.correct[model], made.pred[model], made.confidence[model] = correct, pred, confidence
         for d, day in enumerate(dates):
-            rows = [{"model": model, "model_key": f"k{model}", "dtype": "float32", "device": "cpu", "hardware": "cpu", "dataset": "d", "task_key": "t",
-                     "condition": day, "condition_key": day, "factor": "date", "date_mode": "date", "date": day, "item_id": f"i{i}",
-                     "prompt_hash": f"h{i}", "correct": bool(correct[d, i]), "confidence": float(confidence[d, i]), "pred": int(pred[d, i]),
-                     "answer": answer} for i in range(n_items)]  # fmt: skip
+            rows = [
+                {
+                    "model": model,
+                    "model_key": f"k{model}",
+                    "dtype": "float32",
+                    "device": "cpu",
+                    "hardware": "cpu",
+                    "dataset": "d",
+                    "task_key": "t",
+                    "condition": day,
+                    "condition_key": day,
+                    "factor": "date",
+                    "date_mode": "date",
+                    "date": day,
+                    "item_id": f"i{i}",
+                    "prompt_hash": f"h{i}",
+                    "correct": bool(correct[d, i]),
+                    "confidence": float(confidence[d, i]),
+                    "pred": int(pred[d, i]),
+                    "answer": answer,
+                }
+                for i in range(n_items)
+            ]
             sidecars.write_unit(store, store.unit_path(model, "d", day, day), rows)
     return made
 
@@ -85,12 +104,17 @@ def test_accuracy_and_ece_per_date_equal_their_definitions(stores):
             shown = view.metrics[view.metrics["entry"] == _entry(view, model)].set_index("date")
             for d, day in enumerate(generated.dates):
                 assert shown.at[day, "accuracy"] == pytest.approx(correct[d].mean(), abs=1e-12)
-                assert shown.at[day, "ece"] == pytest.approx(debiased_ece_by_loops(generated.confidence[model][d].tolist(), correct[d].tolist()), abs=1e-9)
+                assert shown.at[day, "ece"] == pytest.approx(
+                    debiased_ece_by_loops(generated.confidence[model][d].tolist(), correct[d].tolist()), abs=1e-9
+                )
 
 
 def _accuracy_table(generated: Generated) -> list[list[float]]:
     """dates x models accuracies, models in entry order."""
-    return [[float(generated.correct[model][d].mean()) for model in sorted(generated.correct)] for d in range(len(generated.dates))]
+    return [
+        [float(generated.correct[model][d].mean()) for model in sorted(generated.correct)]
+        for d in range(len(generated.dates))
+    ]
 
 
 def test_kendall_tau_the_reorder_share_and_top_k_equal_their_definitions(stores):
@@ -103,7 +127,9 @@ def test_kendall_tau_the_reorder_share_and_top_k_equal_their_definitions(stores)
             a, b = generated.dates.index(str(row.date_a)[:10]), generated.dates.index(str(row.date_b)[:10])
             expected = _tau_b(table[a], table[b])
             assert row.defined == (not math.isnan(expected))
-            assert row.same_order == (row.defined and _same_order(table[a], table[b]))  # undefined: neither same nor reordered
+            assert row.same_order == (
+                row.defined and _same_order(table[a], table[b])
+            )  # undefined: neither same nor reordered
             if row.defined:
                 assert row.tau == pytest.approx(expected, abs=1e-12)
                 defined += 1
@@ -129,7 +155,9 @@ def test_flips_equal_a_recount_of_each_questions_answers(stores):
                 row = flips.loc[f"i{i}"]
                 answers = pred[:, i].tolist()
                 assert row["n_dates"] == len(answers)
-                assert row["n_correct"] == int(correct[:, i].sum()) and row["n_wrong"] == len(answers) - int(correct[:, i].sum())
+                assert row["n_correct"] == int(correct[:, i].sum()) and row["n_wrong"] == len(answers) - int(
+                    correct[:, i].sum()
+                )
                 assert row["changes"] == sum(answers[d] != answers[d + 1] for d in range(len(answers) - 1))
                 assert row["n_predictions"] == len(set(answers)) and row["consistent"] == (len(set(answers)) == 1)
                 assert row["mean_confidence"] == pytest.approx(statistics.fmean(confidence[:, i]), abs=1e-12)
@@ -155,7 +183,9 @@ def _components_by_loops(matrix: list[list[float]]) -> tuple[float, float, float
     item_means = [sum(matrix[d][i] for d in range(dates)) / dates for i in range(items)]
     ss_date = items * sum((m - grand) ** 2 for m in date_means)
     ss_item = dates * sum((m - grand) ** 2 for m in item_means)
-    ss_res = sum((matrix[d][i] - date_means[d] - item_means[i] + grand) ** 2 for d in range(dates) for i in range(items))
+    ss_res = sum(
+        (matrix[d][i] - date_means[d] - item_means[i] + grand) ** 2 for d in range(dates) for i in range(items)
+    )
     ms_date, ms_item, ms_res = ss_date / (dates - 1), ss_item / (items - 1), ss_res / ((dates - 1) * (items - 1))
     return max(0.0, (ms_item - ms_res) / dates), max(0.0, (ms_date - ms_res) / items), ms_res
 
@@ -170,7 +200,9 @@ def test_the_robust_number_and_its_decomposition_equal_their_definitions(stores)
                 continue
             seen += 1
             item, date, residual = _components_by_loops(correct.tolist())
-            assert (row["var_item"], row["var_date"], row["var_residual"]) == pytest.approx((item, date, residual), abs=1e-12)
+            assert (row["var_item"], row["var_date"], row["var_residual"]) == pytest.approx(
+                (item, date, residual), abs=1e-12
+            )
             assert row["score"] == pytest.approx(correct.mean(), abs=1e-12)
             assert 0 <= row["low"] <= row["score"] <= row["high"] <= 1
             assert row["high"] > row["low"]  # an interval, even when every cell is 0 or every cell is 1
@@ -193,7 +225,10 @@ def test_rank_intervals_equal_a_recount_of_each_dates_ranks(stores):
             row = board[board["entry"] == _entry(view, model)].iloc[0]
             n = len(ranks)
             assert (row["rank_best"], row["rank_worst"]) == (ranks[0], ranks[-1])
-            assert (row["rank_low"], row["rank_high"]) == (ranks[max(0, math.ceil(0.025 * n) - 1)], ranks[max(0, math.ceil(0.975 * n) - 1)])
+            assert (row["rank_low"], row["rank_high"]) == (
+                ranks[max(0, math.ceil(0.025 * n) - 1)],
+                ranks[max(0, math.ceil(0.975 * n) - 1)],
+            )
             assert row["first_share"] == pytest.approx(sum(rank == 1 for rank in ranks) / n, abs=1e-12)
             overall = [float(generated.correct[m].mean()) for m in models]
             assert row["rank"] == 1 + sum(other > overall[e] for other in overall)
@@ -208,14 +243,18 @@ def test_the_date_cv_equals_its_definition_and_is_never_a_zero_width_interval(st
             entry, accuracy = _entry(view, model), correct.mean(1).tolist()
             row = summary.loc[entry]
             assert row["accuracy_delta"] == pytest.approx(max(accuracy) - min(accuracy), abs=1e-12)
-            assert (row["accuracy_min"], row["accuracy_max"]) == pytest.approx((min(accuracy), max(accuracy)), abs=1e-12)
+            assert (row["accuracy_min"], row["accuracy_max"]) == pytest.approx(
+                (min(accuracy), max(accuracy)), abs=1e-12
+            )
             cv = table5.loc[entry]
             mean = statistics.fmean(accuracy)
             if mean == 0:
                 assert math.isnan(cv["accuracy_cv"])
             else:
                 assert cv["accuracy_cv"] == pytest.approx(statistics.stdev(accuracy) / mean, abs=1e-12)
-            assert cv["accuracy_cv_meaningful"] == (correct.sum() / len(accuracy) >= 5)  # 5 right answers on the mean level
+            assert cv["accuracy_cv_meaningful"] == (
+                correct.sum() / len(accuracy) >= 5
+            )  # 5 right answers on the mean level
             low, high = cv["accuracy_cv_low"], cv["accuracy_cv_high"]
             assert (math.isnan(low) and math.isnan(high)) or low < high
 
@@ -225,5 +264,7 @@ def test_a_pair_of_dates_with_every_model_tied_is_undefined_not_same_order(store
     undefined = 0
     for generated, _ in stores:
         table = _accuracy_table(generated)
-        undefined += sum(math.isnan(_tau_b(table[a], table[b])) for a, b in itertools.combinations(range(len(table)), 2))
+        undefined += sum(
+            math.isnan(_tau_b(table[a], table[b])) for a, b in itertools.combinations(range(len(table)), 2)
+        )
     assert undefined > 0

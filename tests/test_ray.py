@@ -25,7 +25,10 @@ from dateeval.sweep import LocalExecutor, Sweep
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "scripts" / "ray_sweep.py"
 pytestmark = [
-    pytest.mark.skipif(shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root and unshare for a loopback-only namespace"),
+    pytest.mark.skipif(
+        shutil.which("unshare") is None or os.geteuid() != 0,
+        reason="needs root and unshare for a loopback-only namespace",
+    ),
     pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="ray is not installed"),
 ]
 
@@ -33,8 +36,24 @@ pytestmark = [
 def _isolated(command: str, timeout: float = 900) -> subprocess.CompletedProcess:
     """Run a shell command in new network and PID namespaces with loopback up."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0"}
-    return subprocess.run(["unshare", "--net", "--pid", "--fork", "--kill-child", "--mount-proc", "sh", "-c", f"ip link set lo up; {command}"],
-                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout)  # fmt: skip
+    return subprocess.run(
+        [
+            "unshare",
+            "--net",
+            "--pid",
+            "--fork",
+            "--kill-child",
+            "--mount-proc",
+            "sh",
+            "-c",
+            f"ip link set lo up; {command}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=timeout,
+    )
 
 
 def _scenario(store: Path, data_dir: Path, name: str) -> dict:
@@ -57,7 +76,9 @@ def _assert_same_results(store: Path, reference: Path, datasets: set[str] | None
     ours, theirs = (frame.sort_values(ROW_KEY).reset_index(drop=True) for frame in (ours, theirs))
     assert ours[ROW_KEY].equals(theirs[ROW_KEY])
     # a store of scored datasets only has no output column
-    for column in [c for c in ("probs", "pred", "correct", "confidence", "label_mass", "output") if c in ours and c in theirs]:
+    for column in [
+        c for c in ("probs", "pred", "correct", "confidence", "label_mass", "output") if c in ours and c in theirs
+    ]:
         assert [_plain(v) for v in ours[column]] == [_plain(v) for v in theirs[column]], column
 
 
@@ -90,12 +111,16 @@ def test_two_nodes_give_the_local_store_even_when_a_worker_is_killed_mid_unit(tm
 
 def test_a_killed_driver_resumes(tmp_path, data_dir, local_store):
     """Kill -9 the driver once its first unit is stored; a rerun takes over its leases and finishes the rest."""
-    run = (f"{sys.executable} -m dateeval run --executor ray --workers 1 --model smollm2-135m --dataset arc_challenge "
-           f"--data-dir {data_dir} --limit 6 --dates 2024-01-01..2024-05-30/30d --no-date --dtype float32 --device cpu --batch-size 4 "
-           f"--store {tmp_path}")  # fmt: skip
-    script = (f"{run} & driver=$!; "
-              f"while [ -z \"$(find {tmp_path} -name '*.parquet' 2>/dev/null)\" ]; do sleep 0.5; done; "
-              f"kill -9 $driver; sleep 1; {run}")  # fmt: skip
+    run = (
+        f"{sys.executable} -m dateeval run --executor ray --workers 1 --model smollm2-135m --dataset arc_challenge "
+        f"--data-dir {data_dir} --limit 6 --dates 2024-01-01..2024-05-30/30d --no-date --dtype float32 --device cpu --batch-size 4 "
+        f"--store {tmp_path}"
+    )
+    script = (
+        f"{run} & driver=$!; "
+        f"while [ -z \"$(find {tmp_path} -name '*.parquet' 2>/dev/null)\" ]; do sleep 0.5; done; "
+        f"kill -9 $driver; sleep 1; {run}"
+    )
     result = _isolated(script)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "done: 7 units" in result.stdout

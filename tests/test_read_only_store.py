@@ -25,9 +25,22 @@ from dateeval.keeping import keep
 from dateeval.results import stored, unit_sums
 from dateeval.store import Store, sidecars
 
-PAGES = ["pages/overview.py", "pages/curves.py", "pages/leaderboard.py", "pages/robust.py", "pages/flips.py", "pages/factors.py", "pages/prompt.py", "pages/run.py"]
+PAGES = [
+    "pages/overview.py",
+    "pages/curves.py",
+    "pages/leaderboard.py",
+    "pages/robust.py",
+    "pages/flips.py",
+    "pages/factors.py",
+    "pages/prompt.py",
+    "pages/run.py",
+]
 # What each command prints, on both stores (export writes its file outside the store).
-COMMANDS = {"summary": ["summary", "--json"], "robust": ["robust", "--json"], "export": ["export", "--out", "{out}/rows.csv"]}
+COMMANDS = {
+    "summary": ["summary", "--json"],
+    "robust": ["robust", "--json"],
+    "export": ["export", "--out", "{out}/rows.csv"],
+}
 
 
 def _listing(root: Path) -> dict[str, tuple[int, int, int]]:
@@ -110,7 +123,9 @@ def test_a_store_on_a_read_only_mount_opens_in_every_command(stores, tmp_path):
     system: '.aggregates'``."""
     _, bare, expected = stores
     for name, args in COMMANDS.items():
-        done = _in_read_only_mount(bare, [sys.executable, "-m", "dateeval", *[arg.format(out=tmp_path) for arg in args], "--store", str(bare)])
+        done = _in_read_only_mount(
+            bare, [sys.executable, "-m", "dateeval", *[arg.format(out=tmp_path) for arg in args], "--store", str(bare)]
+        )
         assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
         assert ((tmp_path / "rows.csv").read_text() if name == "export" else done.stdout) == expected[name], name
 
@@ -147,20 +162,40 @@ def _in_read_only_mount(folder: Path, command: list[str]) -> subprocess.Complete
     machine cannot make one: no ``unshare``, or user namespaces refused)."""
     if shutil.which("unshare") is None:
         pytest.skip("no unshare here: the read-only bind mount cannot be made")
-    probe = subprocess.run(["unshare", "-rm", "sh", "-c", f"mount --bind -o ro {shlex.quote(str(folder))} {shlex.quote(str(folder))}"],
-                           capture_output=True, text=True)  # fmt: skip
+    probe = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", f"mount --bind -o ro {shlex.quote(str(folder))} {shlex.quote(str(folder))}"],
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode != 0:
-        pytest.skip(f"cannot make a read-only bind mount here (unshare -rm, mount --bind -o ro): {probe.stderr.strip()}")
+        pytest.skip(
+            f"cannot make a read-only bind mount here (unshare -rm, mount --bind -o ro): {probe.stderr.strip()}"
+        )
     mount = f"mount --bind -o ro {shlex.quote(str(folder))} {shlex.quote(str(folder))} && touch {shlex.quote(str(folder / '.probe'))} 2>/dev/null && exit 97; exec {shlex.join(command)}"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), "DATEEVAL_STORE": str(folder)}
-    done = subprocess.run(["unshare", "-rm", "sh", "-c", mount], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    done = subprocess.run(
+        ["unshare", "-rm", "sh", "-c", mount], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900
+    )
     assert done.returncode != 97, "the bind mount took a write: not read-only"
     return done
 
 
 # What writes a file: Path's and pandas' writers, pyarrow's, the store's own, os-level removal and renaming.
-WRITERS = {"write", "write_text", "write_bytes", "write_table", "to_parquet", "to_json", "mkdir", "makedirs", "unlink", "rmdir",
-           "rmtree", "touch", "symlink_to"}  # fmt: skip
+WRITERS = {
+    "write",
+    "write_text",
+    "write_bytes",
+    "write_table",
+    "to_parquet",
+    "to_json",
+    "mkdir",
+    "makedirs",
+    "unlink",
+    "rmdir",
+    "rmtree",
+    "touch",
+    "symlink_to",
+}
 
 
 def _writes(tree) -> list[str]:
@@ -174,7 +209,15 @@ def _writes(tree) -> list[str]:
             continue
         name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
         mode = next((arg.value for arg in node.args[1:2] if isinstance(arg, ast.Constant)), "r")
-        if name in WRITERS or (name == "to_csv" and isinstance(node.func, ast.Attribute) and (node.args or any(k.arg == "path_or_buf" for k in node.keywords))) or (name == "open" and set(str(mode)) & set("wax+")):
+        if (
+            name in WRITERS
+            or (
+                name == "to_csv"
+                and isinstance(node.func, ast.Attribute)
+                and (node.args or any(k.arg == "path_or_buf" for k in node.keywords))
+            )
+            or (name == "open" and set(str(mode)) & set("wax+"))
+        ):
             found.append(f"line {node.lineno}: {name}")
     return found
 
@@ -184,8 +227,16 @@ def test_the_results_package_has_no_write_path():
     kept statistics the sweep's commit and ``keep``'s); the check itself catches a writer put back in."""
     import ast
 
-    written = {path.name: _writes(ast.parse(path.read_text())) for path in sorted((ROOT / "dateeval" / "results").glob("*.py"))}
+    written = {
+        path.name: _writes(ast.parse(path.read_text())) for path in sorted((ROOT / "dateeval" / "results").glob("*.py"))
+    }
     assert not {name: calls for name, calls in written.items() if calls}
     assert _writes(ast.parse("out.write_text('x')\nframe.to_csv(path)\nopen(p, 'w')\nstore.write(p, table)")) == [
-        "line 1: write_text", "line 2: to_csv", "line 3: open", "line 4: write"]  # fmt: skip
-    assert not _writes(ast.parse("frame.to_csv(index=False)\nto_csv(table)\nopen(p)\nopen(p, 'rb')\ntext.replace('a', 'b')"))
+        "line 1: write_text",
+        "line 2: to_csv",
+        "line 3: open",
+        "line 4: write",
+    ]
+    assert not _writes(
+        ast.parse("frame.to_csv(index=False)\nto_csv(table)\nopen(p)\nopen(p, 'rb')\ntext.replace('a', 'b')")
+    )

@@ -32,14 +32,22 @@ def test_two_way_bootstrap_equals_a_plain_loop_on_the_same_draws():
     np.testing.assert_allclose(vectorised, oracles.pigeonhole_means(correct, date_draws, item_draws), rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("matrix", [_binary(6, 9, seed=2), np.random.default_rng(4).normal(size=(5, 8)), _binary(12, 4, seed=5)])
+@pytest.mark.parametrize(
+    "matrix", [_binary(6, 9, seed=2), np.random.default_rng(4).normal(size=(5, 8)), _binary(12, 4, seed=5)]
+)
 def test_variance_components_equal_a_hand_computed_two_way_anova(matrix):
     expected = oracles.two_way_anova(matrix.tolist())
     found = robust.variance_components(matrix)
-    assert robust.mean_squares(matrix) == pytest.approx((expected["ms_item"], expected["ms_date"], expected["ms_residual"]), rel=1e-12)
-    assert (found.item, found.date, found.residual) == pytest.approx((expected["item"], expected["date"], expected["residual"]), rel=1e-12, abs=1e-15)
+    assert robust.mean_squares(matrix) == pytest.approx(
+        (expected["ms_item"], expected["ms_date"], expected["ms_residual"]), rel=1e-12
+    )
+    assert (found.item, found.date, found.residual) == pytest.approx(
+        (expected["item"], expected["date"], expected["residual"]), rel=1e-12, abs=1e-15
+    )
     if found.item > 0 and found.date > 0:  # untruncated: Var(mean) = (MS_item + MS_date - MS_res) / (I D)
-        assert found.mean_variance() == pytest.approx((expected["ms_item"] + expected["ms_date"] - expected["ms_residual"]) / matrix.size, rel=1e-12)
+        assert found.mean_variance() == pytest.approx(
+            (expected["ms_item"] + expected["ms_date"] - expected["ms_residual"]) / matrix.size, rel=1e-12
+        )
 
 
 def test_variance_components_find_a_pure_date_effect():
@@ -63,22 +71,43 @@ def test_dates_needed_is_the_fewest_that_reach_the_width():
 
 def test_rank_intervals_equal_a_brute_force_recount():
     rng = np.random.default_rng(7)
-    scores = pd.DataFrame(rng.integers(0, 5, (41, 5)) / 10, columns=[f"model {k}" for k in range(5)], index=[f"2024-01-{d:02d}" for d in range(1, 42)])
+    scores = pd.DataFrame(
+        rng.integers(0, 5, (41, 5)) / 10,
+        columns=[f"model {k}" for k in range(5)],
+        index=[f"2024-01-{d:02d}" for d in range(1, 42)],
+    )
     pd.testing.assert_frame_equal(robust.rank_intervals(scores), oracles.rank_intervals(scores), check_dtype=False)
 
 
 def test_flipping_pairs_recount_who_is_ahead():
     scores = pd.DataFrame({"a": [0.5, 0.6, 0.4], "b": [0.45, 0.5, 0.5], "c": [0.1, 0.1, 0.1]}, index=["d1", "d2", "d3"])
-    intervals = pd.DataFrame({"entry": ["a", "b", "c"], "score": [0.5, 0.48, 0.1], "low": [0.4, 0.4, 0.0], "high": [0.6, 0.55, 0.2]})
+    intervals = pd.DataFrame(
+        {"entry": ["a", "b", "c"], "score": [0.5, 0.48, 0.1], "low": [0.4, 0.4, 0.0], "high": [0.6, 0.55, 0.2]}
+    )
     pairs = robust.flipping_pairs(scores, intervals).set_index(["entry_a", "entry_b"])
-    assert pairs.loc[("a", "b")].to_dict() == {"a_ahead": 2, "b_ahead": 1, "tied": 0, "flips": True, "intervals_overlap": True, "unresolved": True}
+    assert pairs.loc[("a", "b")].to_dict() == {
+        "a_ahead": 2,
+        "b_ahead": 1,
+        "tied": 0,
+        "flips": True,
+        "intervals_overlap": True,
+        "unresolved": True,
+    }
     assert not pairs.loc[("a", "c"), "flips"] and not pairs.loc[("b", "c"), "intervals_overlap"]
 
 
 def test_sentence_names_the_dates_and_the_interval():
-    row = {"score": 0.6123, "low": 0.6042, "high": 0.6204, "n_items": 1000, "dates": [f"2024-01-{d:02d}" for d in range(1, 32)]}
-    assert robust.sentence("accuracy", row) == ("accuracy 61.2 ± 0.8 pp, mean over all 31 days of 2024-01-01..2024-01-31, 95% CI over items and "
-                                                "dates (1000 items)")  # fmt: skip
+    row = {
+        "score": 0.6123,
+        "low": 0.6042,
+        "high": 0.6204,
+        "n_items": 1000,
+        "dates": [f"2024-01-{d:02d}" for d in range(1, 32)],
+    }
+    assert robust.sentence("accuracy", row) == (
+        "accuracy 61.2 ± 0.8 pp, mean over all 31 days of 2024-01-01..2024-01-31, 95% CI over items and "
+        "dates (1000 items)"
+    )
     monthly = {**row, "dates": [f"2024-{month:02d}-01" for month in range(1, 13)]}
     assert "mean over 12 dates in 2024-01-01..2024-12-01," in robust.sentence("accuracy", monthly)
 
@@ -121,15 +150,22 @@ def test_the_interval_is_korn_graubard_from_the_variance_components_with_two_que
         variance = (ms_date + ms_item - ms_residual) / correct.size
         p = correct.mean()
         t = stats.t.ppf(0.975, robust.satterthwaite_df(correct))
-        n = (min(p * (1 - p) / variance, correct.size) if 0 < p < 1 and variance > 0 else correct.shape[1]) * (robust.Z95 / t) ** 2
+        n = (min(p * (1 - p) / variance, correct.size) if 0 < p < 1 and variance > 0 else correct.shape[1]) * (
+            robust.Z95 / t
+        ) ** 2
         x = p * n
-        return (stats.beta.ppf(0.025, x, n - x + 1) if x > 0 else 0.0), (stats.beta.ppf(0.975, x + 1, n - x) if x < n else 1.0)
+        return (stats.beta.ppf(0.025, x, n - x + 1) if x > 0 else 0.0), (
+            stats.beta.ppf(0.975, x + 1, n - x) if x < n else 1.0
+        )
 
     rng = np.random.default_rng(4)
     for n_dates, n_items, rate in ((2, 20, 0.3), (12, 16, 0.02), (366, 20, 0.35), (12, 50, 0.9)):
         correct = (rng.random((n_dates, n_items)) < rate * rng.random(n_items) * 2).astype(float)
         row = robust.entry_statistics(correct, n_boot=50)
-        (low, high), (padded_low, padded_high) = korn_graubard(correct), korn_graubard(np.hstack([correct, np.ones((n_dates, 1)), np.zeros((n_dates, 1))]))
+        (low, high), (padded_low, padded_high) = (
+            korn_graubard(correct),
+            korn_graubard(np.hstack([correct, np.ones((n_dates, 1)), np.zeros((n_dates, 1))])),
+        )
         assert row["low"] <= correct.mean() <= row["high"] and row["high"] > row["low"]
         assert (row["low"], row["high"]) == pytest.approx((min(low, padded_low), max(high, padded_high)))
     zero = robust.entry_statistics(np.zeros((12, 16)), n_boot=50)
@@ -153,7 +189,9 @@ def test_adding_a_source_of_variation_never_narrows_a_planned_interval():
     rng = np.random.default_rng(2)
     for _ in range(200):
         n_dates, n_items = int(rng.integers(2, 12)), int(rng.integers(2, 30))
-        correct = (rng.random((n_dates, n_items)) < rng.random((1, n_items)) * rng.random((n_dates, 1)) * 2).astype(float)
+        correct = (rng.random((n_dates, n_items)) < rng.random((1, n_items)) * rng.random((n_dates, 1)) * 2).astype(
+            float
+        )
         row = robust.entry_statistics(correct, n_boot=50)
         assert row["anova_half_width"] >= row["item_only_half_width"]
         widths = robust.plan(robust.components_of(row))["half_width"].to_numpy()
@@ -180,8 +218,15 @@ def test_the_layer_gives_every_graded_dataset_and_its_record(layer):
     assert (board["low"] <= board["score"]).all() and (board["score"] <= board["high"]).all()
     record = layer.robust_record("mmlu", half_width=0.25)
     entry = record["entries"][0]
-    assert entry["identity"]["model_revision"] and len(entry["identity"]["prompts_digest"]) == 32 and record["dateeval_version"]
-    assert entry["sentence"].startswith(f"accuracy {100 * entry['score']:.1f} ") and "all 366 days of 2024-01-01..2024-12-31" in entry["sentence"]
+    assert (
+        entry["identity"]["model_revision"]
+        and len(entry["identity"]["prompts_digest"]) == 32
+        and record["dateeval_version"]
+    )
+    assert (
+        entry["sentence"].startswith(f"accuracy {100 * entry['score']:.1f} ")
+        and "all 366 days of 2024-01-01..2024-12-31" in entry["sentence"]
+    )
     assert layer.robust("wmt16_en_de").empty  # BLEU and chrF are corpus scores: no per-item grade to resample
     assert len(layer.robust_pairs("mmlu")) == 3
 
@@ -200,21 +245,35 @@ def test_summary_json_carries_each_entrys_robust_record(store, layer):
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)
     for row in rows:
-        expected = next((entry for entry in layer.robust_record(row["dataset"])["entries"] if entry["entry"] == row["entry"]), None)
+        expected = next(
+            (entry for entry in layer.robust_record(row["dataset"])["entries"] if entry["entry"] == row["entry"]), None
+        )
         assert _same(expected, row["robust"]), (row["entry"], row["dataset"])
-    assert {row["dataset"] for row in rows if row["robust"] is None} == {"wmt16_en_de"}  # corpus scores: no per-item grade
+    assert {row["dataset"] for row in rows if row["robust"] is None} == {
+        "wmt16_en_de"
+    }  # corpus scores: no per-item grade
 
 
 def test_cli_tables_and_figure(store, layer, tmp_path):
     shown = robust_format.display(layer.robust("mmlu"), "mmlu", 0.01)
-    markdown = run_cli("robust", "--store", str(store), "--dataset", "mmlu", "--markdown", "--figure", str(tmp_path / "robust.svg"))
+    markdown = run_cli(
+        "robust", "--store", str(store), "--dataset", "mmlu", "--markdown", "--figure", str(tmp_path / "robust.svg")
+    )
     assert markdown.returncode == 0, markdown.stderr
     assert robust_format.markdown(shown) in markdown.stdout
     assert all(entry["sentence"] in markdown.stdout for entry in layer.robust_record("mmlu")["entries"])
-    assert (tmp_path / "robust.svg").read_text().lstrip().startswith("<?xml") and "<svg" in (tmp_path / "robust.svg").read_text()
-    latex = run_cli("robust", "--store", str(store), "--dataset", "gsm8k", "--latex", "--figure", str(tmp_path / "robust.pdf"))
+    assert (tmp_path / "robust.svg").read_text().lstrip().startswith("<?xml") and "<svg" in (
+        tmp_path / "robust.svg"
+    ).read_text()
+    latex = run_cli(
+        "robust", "--store", str(store), "--dataset", "gsm8k", "--latex", "--figure", str(tmp_path / "robust.pdf")
+    )
     assert latex.returncode == 0, latex.stderr
-    assert r"\begin{tabular}" in latex.stdout and r"$\pm$" in latex.stdout and (tmp_path / "robust.pdf").read_bytes().startswith(b"%PDF")
+    assert (
+        r"\begin{tabular}" in latex.stdout
+        and r"$\pm$" in latex.stdout
+        and (tmp_path / "robust.pdf").read_bytes().startswith(b"%PDF")
+    )
 
 
 def test_report_section_equals_the_layer(store, layer, tmp_path):
@@ -245,14 +304,17 @@ def test_page_shows_the_layer_numbers(store, layer, monkeypatch):
     assert sentences == [entry["sentence"] + "." for entry in layer.robust_record("mmlu")["entries"]]
 
 
-@pytest.mark.parametrize("arguments, says", [
-    (["--half-width", "0"], "between 0 and 1"),
-    (["--half-width", "one"], "invalid number"),
-    (["--dataset", "nope"], "no dataset 'nope'"),
-    (["--figure", "robust.txt"], "give a file ending in"),
-    (["--figure", "robust.svg"], "--figure draws one dataset"),
-    (["--json", "--latex"], "not allowed with"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "arguments, says",
+    [
+        (["--half-width", "0"], "between 0 and 1"),
+        (["--half-width", "one"], "invalid number"),
+        (["--dataset", "nope"], "no dataset 'nope'"),
+        (["--figure", "robust.txt"], "give a file ending in"),
+        (["--figure", "robust.svg"], "--figure draws one dataset"),
+        (["--json", "--latex"], "not allowed with"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(store, tmp_path, arguments, says):
     arguments = [str(tmp_path / argument) if argument.startswith("robust.") else argument for argument in arguments]
     done = run_cli("robust", "--store", str(store), *arguments)

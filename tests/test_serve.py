@@ -28,9 +28,19 @@ from dateeval.backends.base import Generation, GenerationSettings
 from dateeval.backends.interrupt import abandoned_when
 from dateeval.backends.openai_api import MAX_API_STOPS
 from dateeval.serve import (
-    BODY_BUDGET, MAX_BODY, MAX_ECHO_POSITIONS, MAX_STOP_CHARS, SMALL_BODY, UNSTATED_CONTEXT, WAIT_S, BodyBudget, Served, Server, banner,
+    BODY_BUDGET,
+    MAX_BODY,
+    MAX_ECHO_POSITIONS,
+    MAX_STOP_CHARS,
+    SMALL_BODY,
+    UNSTATED_CONTEXT,
+    WAIT_S,
+    BodyBudget,
+    Served,
+    Server,
+    banner,
     make_server,
-)  # fmt: skip
+)
 
 MODEL = "smollm2-135m"
 COUNTING = "1, 2, 3, 4, 5,"  # greedy, the model counts on: no end of sequence for hundreds of tokens
@@ -111,10 +121,14 @@ def test_refused_bodies_are_read_so_the_next_request_on_the_connection_is_answer
     connection.request("POST", "/v1/nothing", body=json.dumps({"model": MODEL, "prompt": "GET / HTTP/1.1\r\n\r\n"}))
     assert _answer(connection)[0] == 404
     _models_on(connection)
-    connection.request("POST", "/v1/nothing", body=iter([b'{"model": "', b'x"}']), encode_chunked=True)  # a chunked body
+    connection.request(
+        "POST", "/v1/nothing", body=iter([b'{"model": "', b'x"}']), encode_chunked=True
+    )  # a chunked body
     assert _answer(connection)[0] == 404
     _models_on(connection)
-    connection.request("PUT", "/v1/models", body=b"PUT /v1/models HTTP/1.1\r\n\r\n")  # the standard library's own refusal: JSON too
+    connection.request(
+        "PUT", "/v1/models", body=b"PUT /v1/models HTTP/1.1\r\n\r\n"
+    )  # the standard library's own refusal: JSON too
     status, body = _answer(connection)
     assert status == 501 and "error" in body
     _models_on(connection)
@@ -159,9 +173,15 @@ def test_prompts_beyond_the_context_are_400_before_any_compute(real: Served, rea
     asks = {
         "text": lambda: client.completions.create(model=MODEL, prompt=long_text, max_tokens=1, logprobs=5),
         "echo": lambda: client.completions.create(model=MODEL, prompt=ids, echo=True, max_tokens=0, logprobs=1),
-        "chat": lambda: client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": long_text}], max_completion_tokens=1),
-        "reply": lambda: client.completions.create(model=MODEL, prompt="Hello", max_tokens=limit),  # the prompt fits, the reply does not
-        "10 MB": lambda: client.completions.create(model=MODEL, prompt="apple " * ((10 << 20) // 6), max_tokens=1),  # refused untokenised
+        "chat": lambda: client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": long_text}], max_completion_tokens=1
+        ),
+        "reply": lambda: client.completions.create(
+            model=MODEL, prompt="Hello", max_tokens=limit
+        ),  # the prompt fits, the reply does not
+        "10 MB": lambda: client.completions.create(
+            model=MODEL, prompt="apple " * ((10 << 20) // 6), max_tokens=1
+        ),  # refused untokenised
     }
     for name, ask in asks.items():
         started = time.monotonic()
@@ -176,12 +196,15 @@ def test_streaming_and_several_choices_are_refused(real_url: str) -> None:
     client = _client(real_url)
     chat = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 1}
     for ask, message in [
-        (lambda: client.completions.create(model=MODEL, prompt="Hi", max_tokens=1, stream=True), "stream is not supported"),
+        (
+            lambda: client.completions.create(model=MODEL, prompt="Hi", max_tokens=1, stream=True),
+            "stream is not supported",
+        ),
         (lambda: client.chat.completions.create(**chat, stream=True), "stream is not supported"),
         (lambda: client.completions.create(model=MODEL, prompt="Hi", max_tokens=1, n=2), "n must be 1"),
         (lambda: client.chat.completions.create(**chat, n=2), "n must be 1"),
         (lambda: client.completions.create(model=MODEL, prompt="Hi", max_tokens=1, best_of=3), "best_of must be 1"),
-    ]:  # fmt: skip
+    ]:
         with pytest.raises(openai.BadRequestError, match=message):
             ask()
     assert len(client.chat.completions.create(**chat, n=1).choices) == 1
@@ -257,7 +280,11 @@ def test_a_waiting_request_times_out_with_a_clear_error(slow: tuple[Served, str]
         started = time.monotonic()
         with pytest.raises(openai.APIStatusError) as busy:
             _client(url, timeout=30).completions.create(model="slow", prompt="Hi", max_tokens=1)
-        assert busy.value.status_code == 503 and "the server is busy" in busy.value.message and time.monotonic() - started < 20  # wait_s is 1 s
+        assert (
+            busy.value.status_code == 503
+            and "the server is busy" in busy.value.message
+            and time.monotonic() - started < 20
+        )  # wait_s is 1 s
 
 
 def test_a_waiting_request_whose_client_left_is_never_computed(slow: tuple[Served, str]) -> None:
@@ -281,12 +308,23 @@ def _raw(url: str, path: str, body: bytes) -> tuple[int, dict]:
 
 
 def test_what_one_request_may_ask_for_is_bounded_and_named(real: Served, real_url: str) -> None:
-    client, ids = _client(real_url), real.backend.encode([" apple" * (MAX_ECHO_POSITIONS + 10)])[0][: MAX_ECHO_POSITIONS + 1]
+    client, ids = (
+        _client(real_url),
+        real.backend.encode([" apple" * (MAX_ECHO_POSITIONS + 10)])[0][: MAX_ECHO_POSITIONS + 1],
+    )
     asks = {
-        f"at most {MAX_API_STOPS} stop strings": lambda: client.completions.create(model=MODEL, prompt="Hi", max_tokens=2, stop=["x"] * 10_000),
-        f"at most {MAX_STOP_CHARS} characters": lambda: client.completions.create(model=MODEL, prompt="Hi", max_tokens=2, stop=["x" * (MAX_STOP_CHARS + 1)]),
-        "non-empty": lambda: client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_completion_tokens=2, stop=[""]),
-        f"at most {MAX_ECHO_POSITIONS:,} tokens": lambda: client.completions.create(model=MODEL, prompt=ids, echo=True, max_tokens=0, logprobs=20),
+        f"at most {MAX_API_STOPS} stop strings": lambda: client.completions.create(
+            model=MODEL, prompt="Hi", max_tokens=2, stop=["x"] * 10_000
+        ),
+        f"at most {MAX_STOP_CHARS} characters": lambda: client.completions.create(
+            model=MODEL, prompt="Hi", max_tokens=2, stop=["x" * (MAX_STOP_CHARS + 1)]
+        ),
+        "non-empty": lambda: client.chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "Hi"}], max_completion_tokens=2, stop=[""]
+        ),
+        f"at most {MAX_ECHO_POSITIONS:,} tokens": lambda: client.completions.create(
+            model=MODEL, prompt=ids, echo=True, max_tokens=0, logprobs=20
+        ),
     }
     for limit, ask in asks.items():
         started = time.monotonic()
@@ -296,7 +334,10 @@ def test_what_one_request_may_ask_for_is_bounded_and_named(real: Served, real_ur
 
 
 def test_a_lone_surrogate_is_400(real_url: str) -> None:
-    for path, field in [("/v1/completions", '"prompt": "Hi \\ud800"'), ("/v1/chat/completions", '"messages": [{"role": "user", "content": "\\udfff"}]')]:
+    for path, field in [
+        ("/v1/completions", '"prompt": "Hi \\ud800"'),
+        ("/v1/chat/completions", '"messages": [{"role": "user", "content": "\\udfff"}]'),
+    ]:
         status, body = _raw(real_url, path, f'{{"model": "{MODEL}", {field}, "max_tokens": 1}}'.encode())
         assert status == 400 and "surrogate" in body["error"]["message"], body
 
@@ -304,9 +345,17 @@ def test_a_lone_surrogate_is_400(real_url: str) -> None:
 def test_invalid_settings_are_400_with_logprobs_too(real_url: str) -> None:
     for bad in [{"temperature": 5}, {"seed": -1}, {"stop": 7}, {"temperature": "hot"}]:
         for scored in [{"logprobs": 2, "max_tokens": 1}, {"logprobs": 1, "max_tokens": 0, "echo": True}]:
-            status, body = _raw(real_url, "/v1/completions", json.dumps({"model": MODEL, "prompt": "Hi", **scored, **bad}).encode())
+            status, body = _raw(
+                real_url, "/v1/completions", json.dumps({"model": MODEL, "prompt": "Hi", **scored, **bad}).encode()
+            )
             assert status == 400, (bad, scored, body)
-        chat = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_completion_tokens": 1, "logprobs": True, **bad}
+        chat = {
+            "model": MODEL,
+            "messages": [{"role": "user", "content": "Hi"}],
+            "max_completion_tokens": 1,
+            "logprobs": True,
+            **bad,
+        }
         assert _raw(real_url, "/v1/chat/completions", json.dumps(chat).encode())[0] == 400, bad
 
 
@@ -328,7 +377,9 @@ def test_a_client_that_leaves_is_one_log_line(slow: tuple[Served, str], capsys: 
 def test_a_stalled_body_is_one_log_line(slow_server: Server, capsys: pytest.CaptureFixture[str]) -> None:
     slow_server.RequestHandlerClass.timeout = 0.5  # IDLE_S, shortened
     with socket.create_connection(("127.0.0.1", slow_server.server_address[1]), timeout=30) as raw:
-        raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")  # 1 byte of 100, then nothing
+        raw.sendall(
+            b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"
+        )  # 1 byte of 100, then nothing
         assert raw.recv(1024) == b""  # closed, unanswered
     err = capsys.readouterr().err
     assert "Traceback" not in err and err.count("left before its answer (POST /v1/completions)") == 1, err
@@ -364,15 +415,42 @@ def _listen_drops() -> int:
 
 
 def test_requests_in_flight_share_forward_passes_and_get_what_one_at_a_time_gets(real: Served, real_url: str) -> None:
-    client, texts = _client(real_url, timeout=600), [f"Question {i}: what is {i} plus {2 * i}? Answer:" for i in range(3)]
+    client, texts = (
+        _client(real_url, timeout=600),
+        [f"Question {i}: what is {i} plus {2 * i}? Answer:" for i in range(3)],
+    )
     ids = real.backend.encode(texts)
-    asks = [lambda t=t: client.completions.create(model=MODEL, prompt=t, max_tokens=1, logprobs=5).choices[0].logprobs.top_logprobs[0] for t in texts]
-    asks += [lambda i=i: client.completions.create(model=MODEL, prompt=i, echo=True, max_tokens=1, logprobs=2).choices[0].logprobs.token_logprobs for i in ids]
-    asks += [lambda t=t: client.completions.create(model=MODEL, prompt=t, max_tokens=3, temperature=0).choices[0].text for t in texts]
-    asks += [lambda t=t: client.completions.create(model=MODEL, prompt=t, max_tokens=3, temperature=1, seed=7).choices[0].text for t in texts[:1]]  # drawn alone
+    asks = [
+        lambda t=t: (
+            client.completions.create(model=MODEL, prompt=t, max_tokens=1, logprobs=5)
+            .choices[0]
+            .logprobs.top_logprobs[0]
+        )
+        for t in texts
+    ]
+    asks += [
+        lambda i=i: (
+            client.completions.create(model=MODEL, prompt=i, echo=True, max_tokens=1, logprobs=2)
+            .choices[0]
+            .logprobs.token_logprobs
+        )
+        for i in ids
+    ]
+    asks += [
+        lambda t=t: client.completions.create(model=MODEL, prompt=t, max_tokens=3, temperature=0).choices[0].text
+        for t in texts
+    ]
+    asks += [
+        lambda t=t: (
+            client.completions.create(model=MODEL, prompt=t, max_tokens=3, temperature=1, seed=7).choices[0].text
+        )
+        for t in texts[:1]
+    ]  # drawn alone
     alone = [ask() for ask in asks]
     rows: list[int] = []
-    hook = real.backend.model.register_forward_pre_hook(lambda _, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+    hook = real.backend.model.register_forward_pre_hook(
+        lambda _, args, kwargs: rows.append(kwargs["input_ids"].shape[0]), with_kwargs=True
+    )
     real.wait_s = 600.0  # a loaded machine may take minutes over the queue
     try:
         with ThreadPoolExecutor(len(asks)) as pool:
@@ -390,12 +468,17 @@ def test_requests_in_flight_share_forward_passes_and_get_what_one_at_a_time_gets
         if isinstance(first, str):
             assert first == second
         elif isinstance(first, dict):
-            assert first.keys() == second.keys() and max(abs(first[t] - second[t]) for t in first) < 1e-4, (first, second)
+            assert first.keys() == second.keys() and max(abs(first[t] - second[t]) for t in first) < 1e-4, (
+                first,
+                second,
+            )
         else:
             assert max(abs(a - b) for a, b in zip(first[1:], second[1:])) < 1e-4 and first[0] is second[0] is None
 
 
-def test_clients_with_one_request_in_flight_stay_in_one_batch(real: Served, real_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_clients_with_one_request_in_flight_stay_in_one_batch(
+    real: Served, real_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Four clients, each sending its next request once answered, one of them 0.3 s later than the others (far past
     GATHER_S): every batch holds all four, where without waiting for the connections just answered the late one is
     left behind and the two groups alternate, a batch each. REJOIN_S is long here so that a loaded machine's slow
@@ -412,7 +495,9 @@ def test_clients_with_one_request_in_flight_stay_in_one_batch(real: Served, real
         for turn in range(rounds):
             if turn and index == clients - 1:
                 time.sleep(0.3)
-            body = json.dumps({"model": MODEL, "prompt": f"Client {index}, turn {turn}: 2 + 2 =", "max_tokens": 1, "logprobs": 3})
+            body = json.dumps(
+                {"model": MODEL, "prompt": f"Client {index}, turn {turn}: 2 + 2 =", "max_tokens": 1, "logprobs": 3}
+            )
             connection.request("POST", "/v1/completions", body, {"Content-Type": "application/json"})
             answer = connection.getresponse()
             assert answer.status == 200, answer.read()
@@ -427,11 +512,17 @@ def test_clients_with_one_request_in_flight_stay_in_one_batch(real: Served, real
             _until(lambda: len(real.requests.queue) == clients)
         for done in asked:
             done.result()
-    sizes = {size: count - before.get(size, 0) for size, count in real.requests.sizes["top"].items() if count > before.get(size, 0)}
+    sizes = {
+        size: count - before.get(size, 0)
+        for size, count in real.requests.sizes["top"].items()
+        if count > before.get(size, 0)
+    }
     assert sizes == {clients: rounds}
     connection = http.client.HTTPConnection("127.0.0.1", _port(real_url), timeout=60)
     connection.request("GET", "/v1/stats")
-    assert json.loads(connection.getresponse().read())["batches"]["top"] == {str(k): v for k, v in real.requests.sizes["top"].items()}
+    assert json.loads(connection.getresponse().read())["batches"]["top"] == {
+        str(k): v for k, v in real.requests.sizes["top"].items()
+    }
 
 
 # A client that leaves stops its work within a second, even mid-generation and mid-pass (issue 25 §4).
@@ -480,7 +571,9 @@ def test_a_client_that_leaves_mid_generation_frees_the_model_within_a_second(rea
 def test_a_batch_mate_who_stays_gets_the_reply_it_would_have_got(real: Served, real_url: str) -> None:
     """The leaver's row stops: the batch ends with the mate's reply (not after the leaver's 400 tokens), and that reply is unchanged."""
     mate = [{"role": "user", "content": "Say hi."}]
-    reference = real.backend.generate_texts([COUNTING, real.template.render(mate, mode="default").text], GenerationSettings(max_new_tokens=32), 2)[1]
+    reference = real.backend.generate_texts(
+        [COUNTING, real.template.render(mate, mode="default").text], GenerationSettings(max_new_tokens=32), 2
+    )[1]
     assert reference.n_tokens < 32  # it ends within 32 tokens, so a longer max_tokens changes nothing
     client, passes, stop_counting = _client(real_url, timeout=600), *_counting(real.backend.model)
     real.wait_s = 600.0
@@ -488,7 +581,11 @@ def test_a_batch_mate_who_stays_gets_the_reply_it_would_have_got(real: Served, r
         with ThreadPoolExecutor(1) as pool:
             with real.lock:  # both queue, then share one batch (same settings)
                 raw = _sent(real_url, {"model": MODEL, "prompt": COUNTING, "max_tokens": 400, "temperature": 0})
-                stays = pool.submit(lambda: client.chat.completions.create(model=MODEL, messages=mate, max_completion_tokens=400, temperature=0))
+                stays = pool.submit(
+                    lambda: client.chat.completions.create(
+                        model=MODEL, messages=mate, max_completion_tokens=400, temperature=0
+                    )
+                )
                 _until(lambda: len(real.requests.queue) == 2)
             _until(lambda: len(passes) >= 3)
             raw.close()
@@ -554,7 +651,9 @@ def test_a_body_that_finds_no_room_waits_then_is_503_with_the_budget_named(slow_
     assert budget.take(others, 0)
     status, body = _raw(url, "/v1/completions", BIG)
     assert status == 503 and f"at most {BODY_BUDGET:,} bytes of request bodies" in body["error"]["message"], body
-    assert _raw(url, "/v1/completions", json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": 1}).encode())[0] == 200  # small ones fit
+    assert (
+        _raw(url, "/v1/completions", json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": 1}).encode())[0] == 200
+    )  # small ones fit
     slow_server.body_wait_s = 120.0
     budget.asked.clear()
     with ThreadPoolExecutor(1) as pool:
@@ -568,7 +667,9 @@ def test_a_body_that_finds_no_room_waits_then_is_503_with_the_budget_named(slow_
 def test_connections_past_the_bound_wait_for_a_thread(slow_server: Server) -> None:
     url = _url(slow_server)
     slow_server.slots = threading.BoundedSemaphore(2)
-    idle = [socket.create_connection(("127.0.0.1", _port(url)), timeout=30) for _ in range(2)]  # accepted first: each holds a thread
+    idle = [
+        socket.create_connection(("127.0.0.1", _port(url)), timeout=30) for _ in range(2)
+    ]  # accepted first: each holds a thread
     try:
         with ThreadPoolExecutor(1) as pool:
             third = pool.submit(lambda: _client(url).models.list().data[0].id)
@@ -584,8 +685,12 @@ def test_connections_past_the_bound_wait_for_a_thread(slow_server: Server) -> No
 def test_a_model_that_states_no_context_length_is_served_within_a_stated_one(slow: tuple[Served, str]) -> None:
     served, url = slow
     served.backend.context_length = None
-    status, body = _raw(url, "/v1/completions", json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": UNSTATED_CONTEXT}).encode())
-    assert status == 400 and f"(whose config states none) is {UNSTATED_CONTEXT} tokens" in body["error"]["message"], body
+    status, body = _raw(
+        url, "/v1/completions", json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": UNSTATED_CONTEXT}).encode()
+    )
+    assert status == 400 and f"(whose config states none) is {UNSTATED_CONTEXT} tokens" in body["error"]["message"], (
+        body
+    )
     assert _client(url).completions.create(model="slow", prompt="Hi", max_tokens=2).choices[0].text == "aa"
 
 
@@ -628,14 +733,18 @@ def test_stalled_uploads_do_not_block_a_small_request(slow_server: Server) -> No
             raw.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n{" % MAX_BODY)
         time.sleep(0.5)
         start = time.monotonic()
-        status, body = _raw(url, "/v1/completions", json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": 1}).encode())
+        status, body = _raw(
+            url, "/v1/completions", json.dumps({"model": "slow", "prompt": "Hi", "max_tokens": 1}).encode()
+        )
         assert status == 200 and time.monotonic() - start < 5, body
         trickle, began = stalled[0], time.monotonic()
         with contextlib.suppress(OSError):  # a byte every half second: each read is quick, the body as a whole is not
             while time.monotonic() - began < 30:
                 trickle.sendall(b" ")
                 time.sleep(0.5)
-        assert time.monotonic() - began < 15  # closed once its BODY_READ_S passed (the server reset the trickling sender)
+        assert (
+            time.monotonic() - began < 15
+        )  # closed once its BODY_READ_S passed (the server reset the trickling sender)
     finally:
         for raw in stalled:
             raw.close()
@@ -651,7 +760,9 @@ def test_stalled_uploads_do_not_block_a_small_request(slow_server: Server) -> No
         (b"Content-Length: 2, 3\r\n", b"400", b"Content-Lengths that disagree"),
     ],
 )
-def test_ambiguous_framing_is_refused_and_the_connection_closed(slow_server: Server, headers: bytes, status: bytes, says: bytes) -> None:
+def test_ambiguous_framing_is_refused_and_the_connection_closed(
+    slow_server: Server, headers: bytes, status: bytes, says: bytes
+) -> None:
     """RFC 9112 §6: where a body ends must be certain, or a smuggled request could follow it; these got 200 on a
     connection that stayed open (or were read by the first of their lengths)."""
     request = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n2\r\n{}\r\n0\r\n\r\n"
@@ -667,7 +778,9 @@ def test_a_client_that_half_closes_after_its_request_is_answered(slow_server: Se
     assert line.startswith(b"HTTP/1.1 200"), line
 
 
-def test_served_requests_are_planned_by_the_models_scheduler(real: Served, real_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_served_requests_are_planned_by_the_models_scheduler(
+    real: Served, real_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """serve batches nothing itself: a scored request and a generated one reach the model through the backend's
     scheduler, the one a sweep's requests go through, and its answer is the in-process backend's."""
     scheduler, planned = real.backend.scheduler, []

@@ -24,7 +24,9 @@ from dateeval.models import converted_gguf_dir, resolve
 
 MODEL = "smollm2-135m"
 VLLM_PYTHON = ROOT / ".venv-vllm" / "bin" / "python"
-VLLM_READY = ROOT / ".venv-vllm" / ".dateeval-requirements"  # written by ./run.sh setup-vllm once the install is complete
+VLLM_READY = (
+    ROOT / ".venv-vllm" / ".dateeval-requirements"
+)  # written by ./run.sh setup-vllm once the install is complete
 START_S = 600
 
 
@@ -55,7 +57,9 @@ def test_the_readme_command_serves_the_model() -> None:
     with tempfile.TemporaryFile("w+") as log:
         server = subprocess.Popen(command, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         try:
-            client = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="not-needed", max_retries=0, timeout=60)
+            client = openai.OpenAI(
+                base_url=f"http://127.0.0.1:{port}/v1", api_key="not-needed", max_retries=0, timeout=60
+            )
             deadline = time.monotonic() + START_S
             while True:
                 try:
@@ -63,9 +67,13 @@ def test_the_readme_command_serves_the_model() -> None:
                     break
                 except openai.APIConnectionError:
                     log.seek(0)
-                    assert server.poll() is None and time.monotonic() < deadline, f"vLLM's server did not start:\n{log.read()[-3000:]}"
+                    assert server.poll() is None and time.monotonic() < deadline, (
+                        f"vLLM's server did not start:\n{log.read()[-3000:]}"
+                    )
                     time.sleep(2)
-            answer = client.completions.create(model=MODEL, prompt="The capital of France is", max_tokens=1, temperature=0, logprobs=5)
+            answer = client.completions.create(
+                model=MODEL, prompt="The capital of France is", max_tokens=1, temperature=0, logprobs=5
+            )
             assert answer.choices[0].text == " Paris" and len(answer.choices[0].logprobs.top_logprobs[0]) == 5
         finally:
             server.terminate()

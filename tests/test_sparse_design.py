@@ -20,7 +20,9 @@ def test_the_draw_is_fixed_by_its_seed_and_uniform():
     first = sparse.uniforms(0, items, keys)
     assert first.shape == (25, 400) and ((first >= 0) & (first < 1)).all()
     assert np.array_equal(first, sparse.uniforms(0, items, keys))  # a rerun draws the same cells
-    assert np.array_equal(first[:, 10:20], sparse.uniforms(0, items[10:20], keys))  # a cell's draw is its own, not its position's
+    assert np.array_equal(
+        first[:, 10:20], sparse.uniforms(0, items[10:20], keys)
+    )  # a cell's draw is its own, not its position's
     assert not np.array_equal(first, sparse.uniforms(1, items, keys))
     assert scipy_stats.kstest(first.ravel(), "uniform").pvalue > 1e-3
     assert abs(np.corrcoef(first[0], first[1])[0, 1]) < 0.2  # dates drawn independently
@@ -38,7 +40,9 @@ def test_a_larger_budget_raises_every_probability_and_spends_what_it_says(seed):
         assert (pi >= previous - 1e-12).all()  # nested: a larger budget discards no cell
         assert pi.sum() * 40 == pytest.approx(share * 500 * 40, rel=1e-6)
         previous = pi
-    assert sparse.solve(np.zeros(10), 5, 10, seed=0, budget=0.5, pilot=()).inclusion(np.zeros(10)) == pytest.approx(np.full(10, 0.2))
+    assert sparse.solve(np.zeros(10), 5, 10, seed=0, budget=0.5, pilot=()).inclusion(np.zeros(10)) == pytest.approx(
+        np.full(10, 0.2)
+    )
 
 
 def test_a_design_reads_back_and_damage_is_named():
@@ -54,7 +58,9 @@ def test_propensity_follows_the_pilots_changes_and_near_ties():
     margin = np.array([[0.5, 0.5, 0.001, 0.9], [0.5, 0.4, 0.3, 0.9], [0.6, 0.5, 0.3, 0.9]])
     w = sparse.propensity(correct, margin)
     assert w[1] == pytest.approx(np.sqrt(2 / 9))  # changed on a pilot date: its grade's spread there
-    assert w[2] > w[0] and w[2] == pytest.approx(sparse.MARGIN_WEIGHT * np.exp(-0.001 / sparse.MARGIN_SCALE))  # a near tie
+    assert w[2] > w[0] and w[2] == pytest.approx(
+        sparse.MARGIN_WEIGHT * np.exp(-0.001 / sparse.MARGIN_SCALE)
+    )  # a near tie
     assert w[3] < 1e-6 and sparse.propensity(correct)[0] == 0  # steady, wide margin / no probabilities
     assert sparse.propensity(np.full((3, 2), np.nan)).tolist() == [0, 0]  # ungraded answers: the floor samples them
 
@@ -82,7 +88,9 @@ def test_the_estimate_and_its_own_variance_are_unbiased_over_every_sample(case):
         found = difference_estimates(np.where(drawn, values, np.nan)[None, :], pi, m)
         mean += chance * found.value[0]
         second += chance * found.value[0] ** 2
-        variance += chance * own_variance(drawn[None, :], np.where(drawn, values - m, 0.0)[None, :], pi[None, :])[0] / n**2
+        variance += (
+            chance * own_variance(drawn[None, :], np.where(drawn, values - m, 0.0)[None, :], pi[None, :])[0] / n**2
+        )
     assert mean == pytest.approx(values.mean(), abs=1e-12)
     assert variance == pytest.approx(second - mean**2, abs=1e-12)
 
@@ -90,8 +98,14 @@ def test_the_estimate_and_its_own_variance_are_unbiased_over_every_sample(case):
 def test_two_dates_are_estimated_apart_and_a_fully_drawn_date_is_exact():
     values = np.array([[1, 0, 1, 1], [0, 0, 1, 0]], dtype=float)
     found = difference_estimates(values, np.ones(4), np.array([1, 0, 1, 0.5]))
-    assert found.value.tolist() == [0.75, 0.25] and found.low.tolist() == [0.75, 0.25] and found.n_scored.tolist() == [4, 4]
-    partial = difference_estimates(np.array([[np.nan, 0, 1, 1], [0, np.nan, np.nan, 0]]), np.full(4, 0.5), np.array([1, 0, 1, 0.5]))
+    assert (
+        found.value.tolist() == [0.75, 0.25]
+        and found.low.tolist() == [0.75, 0.25]
+        and found.n_scored.tolist() == [4, 4]
+    )
+    partial = difference_estimates(
+        np.array([[np.nan, 0, 1, 1], [0, np.nan, np.nan, 0]]), np.full(4, 0.5), np.array([1, 0, 1, 0.5])
+    )
     assert partial.value.tolist() == pytest.approx([(2.5 + 0 + 0 + 1) / 4, (2.5 - 2 - 1) / 4])
     assert (partial.low < partial.high).all()  # never zero wide while cells are unseen
 
@@ -109,7 +123,9 @@ def test_the_public_estimator_equals_the_one_the_pages_read():
     pi, m = np.full(50, 0.4), np.full(50, 0.6)
     found = stats.sparse_estimates(values, pi, m)
     direct = difference_estimates(values, pi, m)
-    assert [estimate.value for estimate in found] == direct.value.tolist() and [estimate.low for estimate in found] == direct.low.tolist()
+    assert [estimate.value for estimate in found] == direct.value.tolist() and [
+        estimate.low for estimate in found
+    ] == direct.low.tolist()
 
 
 @pytest.mark.parametrize(

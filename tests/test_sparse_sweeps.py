@@ -16,8 +16,23 @@ from dateeval.results.estimated import design_of
 from dateeval.store import Store
 
 DATES = "2024-01-01..2024-01-10"  # 10 dates: 3 pilot dates, 7 drawn
-SWEEP = ("--dataset", "mmlu", "--dataset", "mmlu_cot", "--dataset", "gsm8k", "--limit", "6", "--max-new-tokens", "8", "--dates", DATES, "--no-date",
-         "--dtype", "float32")  # fmt: skip
+SWEEP = (
+    "--dataset",
+    "mmlu",
+    "--dataset",
+    "mmlu_cot",
+    "--dataset",
+    "gsm8k",
+    "--limit",
+    "6",
+    "--max-new-tokens",
+    "8",
+    "--dates",
+    DATES,
+    "--no-date",
+    "--dtype",
+    "float32",
+)
 
 
 def _run(data_dir, store, budget: str) -> str:
@@ -27,7 +42,19 @@ def _run(data_dir, store, budget: str) -> str:
 
 
 def _rows(store) -> pd.DataFrame:
-    frame, problems = Store(store).read(columns=["dataset", "condition_key", "factor", "item_id", "correct", "probs", "design", "propensity", "inclusion"])
+    frame, problems = Store(store).read(
+        columns=[
+            "dataset",
+            "condition_key",
+            "factor",
+            "item_id",
+            "correct",
+            "probs",
+            "design",
+            "propensity",
+            "inclusion",
+        ]
+    )
     assert not problems.corrupted
     return frame
 
@@ -38,11 +65,19 @@ def _expected(rows: pd.DataFrame, dataset: str) -> set:
     design = design_of(mine["design"])
     pilot = mine[mine["condition_key"].isin(design.pilot)]
     items = sorted(pilot["item_id"].unique())
-    grid = pilot.set_index(["condition_key", "item_id"]).reindex(pd.MultiIndex.from_product([list(design.pilot), items]))
+    grid = pilot.set_index(["condition_key", "item_id"]).reindex(
+        pd.MultiIndex.from_product([list(design.pilot), items])
+    )
     correct = grid["correct"].astype(float).to_numpy().reshape(len(design.pilot), len(items))
-    margin = None if grid["probs"].isna().any() else np.array([sparse.margins(np.asarray(p)) for p in grid["probs"]]).reshape(correct.shape)
+    margin = (
+        None
+        if grid["probs"].isna().any()
+        else np.array([sparse.margins(np.asarray(p)) for p in grid["probs"]]).reshape(correct.shape)
+    )
     pi = design.inclusion(sparse.propensity(correct, margin))
-    drawn = sorted(set(mine.loc[mine["factor"].eq("date") & ~mine["condition_key"].isin(design.pilot), "condition_key"]))
+    drawn = sorted(
+        set(mine.loc[mine["factor"].eq("date") & ~mine["condition_key"].isin(design.pilot), "condition_key"])
+    )
     chosen = sparse.uniforms(design.seed, items, drawn) < pi
     return {(key, items[i]) for row, key in enumerate(drawn) for i in np.flatnonzero(chosen[row])}
 
@@ -66,7 +101,11 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
     assert "0 item-dates scored" in _run(data_dir, store, "0.6")  # a rerun draws the same cells: all stored
 
     # A sweep killed between two commits leaves whole units: lose one drawn unit, and the rerun scores exactly its cells.
-    lost = next(path for path in Store(store).files() if "mmlu_cot" not in str(path) and "mmlu" in str(path) and "design" in pd.read_parquet(path).columns)
+    lost = next(
+        path
+        for path in Store(store).files()
+        if "mmlu_cot" not in str(path) and "mmlu" in str(path) and "design" in pd.read_parquet(path).columns
+    )
     lost_cells = set(zip(*(pd.read_parquet(lost)[column] for column in ("condition_key", "item_id"))))
     lost.unlink()
     assert f"{len(lost_cells)} item-dates scored" in _run(data_dir, store, "0.6")
@@ -88,19 +127,49 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
         assert record["estimated"] == (record["n_scored"] < 6), record
     results, _ = Results.open(Store(store))
     exact = results.per_date()
-    assert len(exact[~exact["estimated"]]) >= 3 * 4  # per dataset: the no-date baseline, the 3 pilot dates, any date drawn whole
-    for command in (["summary", "--json"], ["robust", "--dataset", "mmlu"], ["report", "--out", str(tmp_path / "report")], ["export", "--out", str(tmp_path / "all.csv")]):
+    assert (
+        len(exact[~exact["estimated"]]) >= 3 * 4
+    )  # per dataset: the no-date baseline, the 3 pilot dates, any date drawn whole
+    for command in (
+        ["summary", "--json"],
+        ["robust", "--dataset", "mmlu"],
+        ["report", "--out", str(tmp_path / "report")],
+        ["export", "--out", str(tmp_path / "all.csv")],
+    ):
         result = run_cli(*command, "--store", str(store))
         assert result.returncode == 0 and "Traceback" not in result.stderr, (command, result.stderr)
     exported = pd.read_csv(tmp_path / "all.csv")
-    assert len(exported) == len(_rows(store)) and exported["inclusion"].notna().sum() == grown["inclusion"].notna().sum()  # with the weights
+    assert (
+        len(exported) == len(_rows(store)) and exported["inclusion"].notna().sum() == grown["inclusion"].notna().sum()
+    )  # with the weights
 
 
 def test_a_budget_the_dense_conditions_spend_is_refused_before_any_work(data_dir, tmp_path):
-    result = run_cli("run", "--dataset", "mmlu", "--data-dir", str(data_dir), "--limit", "2", "--dates", DATES, "--no-date", "--budget", "0.3",
-                     "--store", str(tmp_path / "store"))  # fmt: skip
-    assert result.returncode != 0 and result.stderr.count("\n") == 1 and "pilot dates" in result.stderr and "0.36" in result.stderr, result.stderr
+    result = run_cli(
+        "run",
+        "--dataset",
+        "mmlu",
+        "--data-dir",
+        str(data_dir),
+        "--limit",
+        "2",
+        "--dates",
+        DATES,
+        "--no-date",
+        "--budget",
+        "0.3",
+        "--store",
+        str(tmp_path / "store"),
+    )
+    assert (
+        result.returncode != 0
+        and result.stderr.count("\n") == 1
+        and "pilot dates" in result.stderr
+        and "0.36" in result.stderr
+    ), result.stderr
     assert not (tmp_path / "store").exists() or not Store(tmp_path / "store").files()
     for bad in ("0", "1.5", "nan", "x"):
         result = run_cli("run", "--dataset", "mmlu", "--budget", bad, "--store", str(tmp_path / "store"))
-        assert result.returncode == 2 and "--budget" in result.stderr and "Traceback" not in result.stderr, result.stderr
+        assert result.returncode == 2 and "--budget" in result.stderr and "Traceback" not in result.stderr, (
+            result.stderr
+        )

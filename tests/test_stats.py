@@ -31,13 +31,16 @@ def test_batched_ece_matches_the_reference():
     assert ece_rows(confidence, correct) == pytest.approx([ece(c, y) for c, y in zip(confidence, correct)])
 
 
-@pytest.mark.parametrize("confidence,correct", [
-    ([0.1, 0.2, 0.2, 0.3, 0.3, 0.3, 0.9, 1.0], [0, 0, 1, 1, 0, 1, 1, 1]),  # ties and bin edges (k / 10)
-    ([0.0, 0.05, 0.1, 0.95, 1.0, 1.0], [0, 0, 0, 1, 1, 1]),  # bins at rate 0 and 1: no counting noise to remove
-    ([0.55, 0.6, 0.55, 0.58], [1, 0, 0, 1]),  # one bin at rate 0.5, a gap smaller than its noise: floored at 0
-    ([0.7], [0]),  # one item: its gap, nothing to debias
-    ([0.7], [1]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "confidence,correct",
+    [
+        ([0.1, 0.2, 0.2, 0.3, 0.3, 0.3, 0.9, 1.0], [0, 0, 1, 1, 0, 1, 1, 1]),  # ties and bin edges (k / 10)
+        ([0.0, 0.05, 0.1, 0.95, 1.0, 1.0], [0, 0, 0, 1, 1, 1]),  # bins at rate 0 and 1: no counting noise to remove
+        ([0.55, 0.6, 0.55, 0.58], [1, 0, 0, 1]),  # one bin at rate 0.5, a gap smaller than its noise: floored at 0
+        ([0.7], [0]),  # one item: its gap, nothing to debias
+        ([0.7], [1]),
+    ],
+)
 def test_debiased_ece_equals_its_definition_by_loops(confidence, correct):
     """Every entry point of the printed ECE against the definition as loops with E|X| integrated numerically."""
     expected = oracles.debiased_ece_by_loops(confidence, correct)
@@ -59,7 +62,9 @@ def test_the_ece_interval_holds_the_estimate_and_none_is_given_below_fifty_quest
     confidence = rng.beta(5, 2, (3, 60))
     correct = (rng.random(confidence.shape) < confidence**1.5).astype(float)
     low, high = bands.ece_interval(confidence, correct)
-    assert ((low <= ece_rows(confidence, correct)) & (ece_rows(confidence, correct, debiased=False) <= high)).all() and (low >= 0).all()
+    assert (
+        (low <= ece_rows(confidence, correct)) & (ece_rows(confidence, correct, debiased=False) <= high)
+    ).all() and (low >= 0).all()
     assert np.isnan(bands.ece_interval(confidence[:, :49], correct[:, :49])).all()
     assert np.isnan(stats.ece(confidence[0, :49], correct[0, :49]).low)
 
@@ -85,7 +90,9 @@ def test_null_band_draws_are_those_of_fresh_arrays_per_date():
     """The permutation draws are pinned: reused buffers and float32 counts give what the plain loop gives, bit for bit."""
     correct = _synthetic(n_dates=30, n_items=200) > 0.5
     right = correct.sum(0)
-    remaining = np.broadcast_to(right[(right > 0) & (right < 30)].astype(np.int32), (40, int(((right > 0) & (right < 30)).sum()))).copy()
+    remaining = np.broadcast_to(
+        right[(right > 0) & (right < 30)].astype(np.int32), (40, int(((right > 0) & (right < 30)).sum()))
+    ).copy()
     expected, rng = np.empty((40, 30), dtype=np.int64), np.random.default_rng(7)
     for date in range(30):
         taken = rng.random(remaining.shape, dtype=np.float32) * (30 - date) < remaining
@@ -106,12 +113,17 @@ def test_same_direction_and_correlations_against_scipy():
     assert inference.same_direction(a, b) == pytest.approx(1.0)
     dates = pd.date_range("2024-01-01", periods=5).strftime("%Y-%m-%d")
     metrics = pd.DataFrame(
-        [{"entry": e, "dataset": d, "factor": "date", "date": day, "accuracy": v}
-         for e, d, values in (("m1", "x", a), ("m1", "y", b), ("m2", "x", b[::-1])) for day, v in zip(dates, values)]
-    )  # fmt: skip
+        [
+            {"entry": e, "dataset": d, "factor": "date", "date": day, "accuracy": v}
+            for e, d, values in (("m1", "x", a), ("m1", "y", b), ("m2", "x", b[::-1]))
+            for day, v in zip(dates, values)
+        ]
+    )
     table = inference.cross_correlations(metrics)
     pair = table[(table["a"] == "m1 / x") & (table["b"] == "m1 / y")].iloc[0]
-    assert pair["comparison"] == "same model, two datasets" and pair["pearson"] == pytest.approx(scipy_stats.pearsonr(a, b).statistic)
+    assert pair["comparison"] == "same model, two datasets" and pair["pearson"] == pytest.approx(
+        scipy_stats.pearsonr(a, b).statistic
+    )
     assert set(table["comparison"]) == {"same model, two datasets", "two models, same dataset"}
     trend = inference.date_trend(metrics)
     row = trend[(trend["entry"] == "m1") & (trend["dataset"] == "x")].iloc[0]
@@ -127,14 +139,33 @@ def test_date_budget_converges_to_the_full_year():
     assert small["delta_ratio"] < 1.0  # a few dates underestimate the spread of the year
 
 
-def _rows(correct: np.ndarray, factor: str, conditions: list[str], date: str = "2024-01-01", dtype="float32") -> list[dict]:
+def _rows(
+    correct: np.ndarray, factor: str, conditions: list[str], date: str = "2024-01-01", dtype="float32"
+) -> list[dict]:
     rows = []
     for name, outcomes in zip(conditions, correct):
         for i, c in enumerate(outcomes):
-            rows.append({"model": "m", "dtype": dtype, "device": "cpu", "hardware": "x86", "model_key": dtype, "dataset": "d", "task_key": "t",
-                         "condition": name, "condition_key": f"{dtype}-{name}", "factor": factor, "date_mode": "date",
-                         "date": name if factor == "date" else date, "item_id": f"i{i}", "correct": bool(c),
-                         "confidence": 0.7, "pred": int(c), "answer": 1})  # fmt: skip
+            rows.append(
+                {
+                    "model": "m",
+                    "dtype": dtype,
+                    "device": "cpu",
+                    "hardware": "x86",
+                    "model_key": dtype,
+                    "dataset": "d",
+                    "task_key": "t",
+                    "condition": name,
+                    "condition_key": f"{dtype}-{name}",
+                    "factor": factor,
+                    "date_mode": "date",
+                    "date": name if factor == "date" else date,
+                    "item_id": f"i{i}",
+                    "correct": bool(c),
+                    "confidence": 0.7,
+                    "pred": int(c),
+                    "answer": 1,
+                }
+            )
     return rows
 
 
@@ -142,8 +173,11 @@ def test_factor_table_uses_the_base_condition_and_same_items():
     dates = [f"2024-01-0{d}" for d in range(1, 6)]
     by_date = _synthetic(n_dates=5, n_items=40, seed=1)
     by_batch = _synthetic(n_dates=2, n_items=40, seed=2)
-    frame = pd.DataFrame(_rows(by_date, "date", dates) + _rows(by_batch, "batch_size", ["b1", "b8"])
-                         + _rows(by_date, "date", dates, dtype="bfloat16"))  # fmt: skip
+    frame = pd.DataFrame(
+        _rows(by_date, "date", dates)
+        + _rows(by_batch, "batch_size", ["b1", "b8"])
+        + _rows(by_date, "date", dates, dtype="bfloat16")
+    )
     table = oracles.factor_table(frame).set_index(["entry", "factor"])
     date_row = table.loc[("m (float32, cpu)", "date")]
     assert date_row["levels"] == 5 and date_row["accuracy_cv"] == pytest.approx(inference.cv(by_date.mean(1)))
@@ -158,7 +192,9 @@ def test_factor_table_uses_the_base_condition_and_same_items():
 
 def test_run_to_run_and_significance_tables():
     frame = pd.DataFrame(_rows(_synthetic(n_dates=6, n_items=30), "date", [f"2024-01-0{d}" for d in range(1, 7)]))
-    repeat = frame[frame["condition"] == "2024-01-01"].assign(factor="repeat", condition="2024-01-01,repeat=1", condition_key="r1")
+    repeat = frame[frame["condition"] == "2024-01-01"].assign(
+        factor="repeat", condition="2024-01-01,repeat=1", condition_key="r1"
+    )
     frame = pd.concat([frame, repeat], ignore_index=True)
     determinism = inference.run_to_run(frame).iloc[0]
     assert determinism["runs"] == 2 and determinism["accuracy_cv"] == 0 and determinism["prediction_changes"] == 0
@@ -197,7 +233,9 @@ def test_the_headline_test_holds_its_level_where_picking_the_largest_does_not():
         rows = [chance.significance("e", "d", _synthetic(12, 30, seed=100 * trial + entry), 100) for entry in range(7)]
         top = max(rows, key=lambda row: row["delta"])
         naive += top["p_value"] < 0.05
-        family += chance.largest_of([row["delta"] for row in rows], [row["null_draws"] for row in rows])["p_value"] < 0.05
+        family += (
+            chance.largest_of([row["delta"] for row in rows], [row["null_draws"] for row in rows])["p_value"] < 0.05
+        )
     assert family <= 6 and naive >= 10, (naive, family)  # measured: 12 vs 3 of 60
 
 
@@ -219,9 +257,13 @@ def test_the_verdict_equals_the_exact_permutation_p_by_brute_force(case):
     and two sets shuffled independently. The Monte-Carlo p is within 4 standard errors of the exact one."""
     a = np.array([[1, 1, 1], [0, 0, 1], [0, 1, 0]])  # 3 dates x 3 questions
     b = np.array([[1, 1, 0, 1], [0, 0, 0, 1]])  # 2 dates x 4 questions
-    groups = {"ties": [[a, a.copy(), 1 - a]], "zero_and_one_rates": [[a, np.ones_like(a), np.zeros_like(a)]],
-              "two_dates": [[b, np.array([[1, 0, 0, 0], [0, 1, 1, 0]])]], "one_item": [[np.array([[1], [0], [0]]), np.array([[0], [1], [1]])]],
-              "two_groups": [[b], [a]]}[case]  # fmt: skip
+    groups = {
+        "ties": [[a, a.copy(), 1 - a]],
+        "zero_and_one_rates": [[a, np.ones_like(a), np.zeros_like(a)]],
+        "two_dates": [[b, np.array([[1, 0, 0, 0], [0, 1, 1, 0]])]],
+        "one_item": [[np.array([[1], [0], [0]]), np.array([[0], [1], [1]])]],
+        "two_groups": [[b], [a]],
+    }[case]
     exact = oracles.exact_family_p(groups)
     found = chance.date_effect_family(groups, n_perm=4000, seed=1)
     assert abs(found - exact) <= 4 * np.sqrt(exact * (1 - exact) / 4000) + 1 / 4001, (found, exact)
@@ -238,13 +280,17 @@ def test_joint_shuffles_keep_the_entries_dependence():
     right = correct.sum(0)
     moving = (right > 0) & (right < 12)
     assert (counts[0].sum(1) == right[moving].sum()).all()
-    assert chance.date_effect_family([[correct, correct]], n_perm=200) == chance.date_effect_family([[correct]], n_perm=200)
+    assert chance.date_effect_family([[correct, correct]], n_perm=200) == chance.date_effect_family(
+        [[correct]], n_perm=200
+    )
 
 
 def test_the_verdict_can_reject_with_fifty_entries():
     """The old min-p could not go below (1 + K) / (B + 1) with K entries: with 50 entries and one strong date effect the
     verdict rejects, at its smallest value 1 / (B + 1)."""
-    matrices = [_synthetic(12, 30, seed=entry) for entry in range(49)] + [_synthetic(12, 60, effect=0.5, seed=99)[:, :30]]
+    matrices = [_synthetic(12, 30, seed=entry) for entry in range(49)] + [
+        _synthetic(12, 60, effect=0.5, seed=99)[:, :30]
+    ]
     assert chance.date_effect_family([[m] for m in matrices], n_perm=200) == pytest.approx(1 / 201)
 
 
@@ -253,9 +299,21 @@ def test_corpus_band_is_the_log_jackknife_t_of_the_segments_in_a_loop():
     their jackknife SE on the log scale, score x exp(-+ t_{n-1} SE); a date with a leave-one-out BLEU of 0 gets none."""
     from dateeval.corpus import score_from_stats, segment_stats
 
-    hypotheses = [["the cat sat on the mat", "a dog barks loudly at night", "it rains today in the city", "we go home now after work"],
-                  ["the cat is on the mat", "a dog barked at night", "it rained today in town", "we go home after work"]]  # fmt: skip
-    references = ["the cat sat on the mat", "the dog barks loudly at night", "it is raining today in the city", "we go home now after work"]
+    hypotheses = [
+        [
+            "the cat sat on the mat",
+            "a dog barks loudly at night",
+            "it rains today in the city",
+            "we go home now after work",
+        ],
+        ["the cat is on the mat", "a dog barked at night", "it rained today in town", "we go home after work"],
+    ]
+    references = [
+        "the cat sat on the mat",
+        "the dog barks loudly at night",
+        "it is raining today in the city",
+        "we go home now after work",
+    ]
     stats = np.array([segment_stats(day, references)["bleu"] for day in hypotheses])  # dates x segments x statistics
     band = bands.corpus_band("e", ["2024-01-01", "2024-01-02"], stats, "bleu")
     for day, row in enumerate(band.itertuples()):
@@ -278,8 +336,19 @@ def test_the_reorder_share_of_arrays_equals_the_kendall_tau_count():
 
     rng = np.random.default_rng(4)
     scores = rng.integers(0, 6, (9, 4)) / 5
-    metrics = pd.DataFrame([{"entry": f"m{e}", "dataset": "d", "factor": "date", "date": f"2024-01-{d + 1:02d}", "accuracy": scores[d, e]}
-                            for d in range(9) for e in range(4)])  # fmt: skip
+    metrics = pd.DataFrame(
+        [
+            {
+                "entry": f"m{e}",
+                "dataset": "d",
+                "factor": "date",
+                "date": f"2024-01-{d + 1:02d}",
+                "accuracy": scores[d, e],
+            }
+            for d in range(9)
+            for e in range(4)
+        ]
+    )
     assert descriptive.reorder_share(scores) == descriptive.reordering(descriptive.kendall_taus(metrics, "d"))["share"]
 
 
@@ -293,7 +362,9 @@ def test_reorder_chance_equals_every_joint_permutation_on_a_tiny_table():
     group = np.array([[[1, 0], [0, 1], [1, 1]], [[0, 1], [1, 1], [0, 0]]])  # entries x dates x questions
     shares = []
     for orders in product(list(permutations(range(3))), repeat=2):
-        counts = np.stack([np.stack([entry[list(order), q] for q, order in enumerate(orders)], 1).sum(1) for entry in group], 1)
+        counts = np.stack(
+            [np.stack([entry[list(order), q] for q, order in enumerate(orders)], 1).sum(1) for entry in group], 1
+        )
         shares.append(descriptive.reorder_share(counts))
     shares = np.array(shares)
     found = chance.reorder_chance(group, observed=1.0, n_perm=1500)

@@ -16,8 +16,16 @@ from dateeval.results import bands, chance, robust
 
 def _binomial_ends(right: int, n: int) -> tuple[float, float]:
     """Clopper-Pearson by its definition: the rates at which a count this extreme has probability 2.5% on each side."""
-    low = 0.0 if right == 0 else optimize.brentq(lambda p: scipy_stats.binom.sf(right - 1, n, p) - 0.025, 1e-12, 1 - 1e-12, xtol=1e-14)
-    high = 1.0 if right == n else optimize.brentq(lambda p: scipy_stats.binom.cdf(right, n, p) - 0.025, 1e-12, 1 - 1e-12, xtol=1e-14)
+    low = (
+        0.0
+        if right == 0
+        else optimize.brentq(lambda p: scipy_stats.binom.sf(right - 1, n, p) - 0.025, 1e-12, 1 - 1e-12, xtol=1e-14)
+    )
+    high = (
+        1.0
+        if right == n
+        else optimize.brentq(lambda p: scipy_stats.binom.cdf(right, n, p) - 0.025, 1e-12, 1 - 1e-12, xtol=1e-14)
+    )
     return low, high
 
 
@@ -34,7 +42,9 @@ def _loop_robust(matrix: np.ndarray) -> tuple[float, float, float]:
     """The date-robust score and its interval: the union of :func:`_loop_korn_graubard` of the matrix and of the matrix
     with a question right on every date and one wrong on every date added."""
     score, low, high = _loop_korn_graubard(matrix)
-    _, padded_low, padded_high = _loop_korn_graubard(np.hstack([matrix, np.ones((len(matrix), 1)), np.zeros((len(matrix), 1))]))
+    _, padded_low, padded_high = _loop_korn_graubard(
+        np.hstack([matrix, np.ones((len(matrix), 1)), np.zeros((len(matrix), 1))])
+    )
     return score, min(low, padded_low), max(high, padded_high)
 
 
@@ -46,7 +56,11 @@ def _loop_korn_graubard(matrix: np.ndarray) -> tuple[float, float, float]:
     score = float(sum(map(sum, matrix.tolist())) / (dates * items))
     variance = max(0.0, (anova["ms_date"] + anova["ms_item"] - anova["ms_residual"]) / (dates * items))
     numerator = anova["ms_date"] + anova["ms_item"] - anova["ms_residual"]
-    denominator = anova["ms_date"] ** 2 / (dates - 1) + anova["ms_item"] ** 2 / (items - 1) + anova["ms_residual"] ** 2 / ((items - 1) * (dates - 1))
+    denominator = (
+        anova["ms_date"] ** 2 / (dates - 1)
+        + anova["ms_item"] ** 2 / (items - 1)
+        + anova["ms_residual"] ** 2 / ((items - 1) * (dates - 1))
+    )
     df = max(1.0, numerator**2 / denominator) if numerator > 0 and denominator > 0 else items - 1
     effective = min(score * (1 - score) / variance, dates * items) if 0 < score < 1 and variance > 0 else items
     effective *= (scipy_stats.norm.ppf(0.975) / scipy_stats.t.ppf(0.975, df)) ** 2
@@ -56,7 +70,9 @@ def _loop_korn_graubard(matrix: np.ndarray) -> tuple[float, float, float]:
     return score, float(low), float(high)
 
 
-@pytest.mark.parametrize("seed,dates,items,rate", [(0, 12, 20, 0.3), (1, 2, 10, 0.5), (2, 366, 10, 0.05), (3, 5, 30, 0.9)])
+@pytest.mark.parametrize(
+    "seed,dates,items,rate", [(0, 12, 20, 0.3), (1, 2, 10, 0.5), (2, 366, 10, 0.05), (3, 5, 30, 0.9)]
+)
 def test_robust_score_equals_the_loop_anova_and_the_printed_interval(seed, dates, items, rate):
     rng = np.random.default_rng(seed)
     matrix = (rng.random((dates, items)) < rng.uniform(0, 2 * rate, items).clip(0, 1)).astype(float)
@@ -72,7 +88,10 @@ def test_robust_score_does_not_jump_between_no_right_answer_and_one():
     one[0, 0] = 1
     assert stats.robust_score(none).high > 0 and stats.robust_score(none).low == 0
     assert stats.robust_score(one).low <= 1 / 3660 <= stats.robust_score(one).high
-    assert stats.robust_score(one).high >= 0.5 * stats.robust_score(none).high, (stats.robust_score(none), stats.robust_score(one))
+    assert stats.robust_score(one).high >= 0.5 * stats.robust_score(none).high, (
+        stats.robust_score(none),
+        stats.robust_score(one),
+    )
 
 
 def test_date_effect_test_equals_every_permutation_and_the_headlines_test():
@@ -80,7 +99,9 @@ def test_date_effect_test_equals_every_permutation_and_the_headlines_test():
     entries = [a, a.copy(), np.array([[0, 1, 1], [1, 0, 1], [0, 0, 0]])]
     exact = oracles.exact_family_p([entries])
     found = stats.date_effect_test(entries)
-    assert abs(found - exact) <= 4 * math.sqrt(exact * (1 - exact) / chance.VERDICT_PERM) + 1 / (chance.VERDICT_PERM + 1)
+    assert abs(found - exact) <= 4 * math.sqrt(exact * (1 - exact) / chance.VERDICT_PERM) + 1 / (
+        chance.VERDICT_PERM + 1
+    )
     assert 0.05 < exact < 0.95 and found == chance.date_effect_family([entries], seed=0)  # the headline's function
     with pytest.raises(stats.UsageError, match="same dates and questions"):
         stats.date_effect_test([a, np.ones((3, 4))])
@@ -118,7 +139,9 @@ def test_paired_difference_is_the_question_clustered_t_interval_when_the_date_ad
     found = stats.paired_difference(a, b)
     per_question = [float(np.mean(a[:, i] - b[:, i])) for i in range(25)]
     half = scipy_stats.t.ppf(0.975, 24) * np.std(per_question, ddof=1) / math.sqrt(25)
-    assert tuple(found) == pytest.approx((np.mean(per_question), np.mean(per_question) - half, np.mean(per_question) + half))
+    assert tuple(found) == pytest.approx(
+        (np.mean(per_question), np.mean(per_question) - half, np.mean(per_question) + half)
+    )
 
 
 def test_paired_difference_covers_the_true_difference():
@@ -136,21 +159,32 @@ def test_paired_difference_covers_the_true_difference():
     assert hits / reps >= 0.95 - 3 * math.sqrt(0.95 * 0.05 / reps), hits / reps
 
 
-@pytest.mark.parametrize("call,says", [(lambda: stats.robust_score(np.ones(5)), "dates x questions"),
-                                       (lambda: stats.robust_score(np.full((3, 4), 0.5)), "0/1 grades"),
-                                       (lambda: stats.paired_difference(np.ones((3, 4)), np.ones((3, 5))), "same dates"),
-                                       (lambda: stats.rate_interval(11, 10), "0 <= right <= n"),
-                                       (lambda: stats.ece([0.5, 0.6], [1.0]), "equal-length"),
-                                       (lambda: stats.rate_interval(2.5, 10), "0 <= right <= n"),
-                                       (lambda: stats.rate_interval(True, 10), "0 <= right <= n"),
-                                       (lambda: stats.robust_score(np.ma.masked_array(np.ones((3, 4)), mask=np.eye(3, 4))), "correct is a masked array"),
-                                       (lambda: stats.robust_score([[1, 0, 1], [1, 0]]), "correct must be a rectangular array"),
-                                       (lambda: stats.robust_score(pd.DataFrame([[1, pd.NA], [0, 1]], dtype=object)), "correct must be a rectangular array"),
-                                       (lambda: stats.robust_score([[1.0, float("nan")], [0.0, 1.0]]), "correct holds missing values"),
-                                       (lambda: stats.paired_difference([[1, 0], [1, 1]], [[1, 0], [1]]), "b must be a rectangular array"),
-                                       (lambda: stats.ece([0.5, None], [1, 0]), "confidence holds missing values"),
-                                       (lambda: stats.date_effect_test([np.ones((3, 4))], seed=-1), "seed must be a whole number 0 or more"),
-                                       (lambda: stats.date_effect_test([[[1, 0], [1]]]), "entries\\[0\\] must be a rectangular array")])  # fmt: skip
+@pytest.mark.parametrize(
+    "call,says",
+    [
+        (lambda: stats.robust_score(np.ones(5)), "dates x questions"),
+        (lambda: stats.robust_score(np.full((3, 4), 0.5)), "0/1 grades"),
+        (lambda: stats.paired_difference(np.ones((3, 4)), np.ones((3, 5))), "same dates"),
+        (lambda: stats.rate_interval(11, 10), "0 <= right <= n"),
+        (lambda: stats.ece([0.5, 0.6], [1.0]), "equal-length"),
+        (lambda: stats.rate_interval(2.5, 10), "0 <= right <= n"),
+        (lambda: stats.rate_interval(True, 10), "0 <= right <= n"),
+        (
+            lambda: stats.robust_score(np.ma.masked_array(np.ones((3, 4)), mask=np.eye(3, 4))),
+            "correct is a masked array",
+        ),
+        (lambda: stats.robust_score([[1, 0, 1], [1, 0]]), "correct must be a rectangular array"),
+        (
+            lambda: stats.robust_score(pd.DataFrame([[1, pd.NA], [0, 1]], dtype=object)),
+            "correct must be a rectangular array",
+        ),
+        (lambda: stats.robust_score([[1.0, float("nan")], [0.0, 1.0]]), "correct holds missing values"),
+        (lambda: stats.paired_difference([[1, 0], [1, 1]], [[1, 0], [1]]), "b must be a rectangular array"),
+        (lambda: stats.ece([0.5, None], [1, 0]), "confidence holds missing values"),
+        (lambda: stats.date_effect_test([np.ones((3, 4))], seed=-1), "seed must be a whole number 0 or more"),
+        (lambda: stats.date_effect_test([[[1, 0], [1]]]), "entries\\[0\\] must be a rectangular array"),
+    ],
+)
 def test_bad_arrays_get_one_clear_error(call, says):
     with pytest.raises(stats.UsageError, match=says) as raised:
         call()
@@ -171,10 +205,29 @@ def test_table8s_ece_and_its_delta_interval_are_stats_ece_on_the_stores_question
     confidence = np.stack([right**power for power in (1.0, 0.5, 0.8)])
     correct = (rng.random(confidence.shape) < right).astype(float)
     for d, day in enumerate(dates):
-        rows = [{"model": "m", "model_key": "k", "dtype": "float32", "device": "cpu", "hardware": "cpu", "dataset": "d", "task_key": "t",
-                 "condition": day, "condition_key": day, "factor": "date", "date_mode": "date", "date": day, "item_id": f"i{i}",
-                 "prompt_hash": f"h{i}", "correct": bool(correct[d, i]), "confidence": float(confidence[d, i]), "pred": 1, "answer": 1}
-                for i in range(60)]  # fmt: skip
+        rows = [
+            {
+                "model": "m",
+                "model_key": "k",
+                "dtype": "float32",
+                "device": "cpu",
+                "hardware": "cpu",
+                "dataset": "d",
+                "task_key": "t",
+                "condition": day,
+                "condition_key": day,
+                "factor": "date",
+                "date_mode": "date",
+                "date": day,
+                "item_id": f"i{i}",
+                "prompt_hash": f"h{i}",
+                "correct": bool(correct[d, i]),
+                "confidence": float(confidence[d, i]),
+                "pred": 1,
+                "answer": 1,
+            }
+            for i in range(60)
+        ]
         sidecars.write_unit(store, store.unit_path("m", "d", day, day), rows)
     view = results.open(tmp_path)[0]
     row = view.summary().iloc[0]
@@ -231,7 +284,11 @@ def test_no_interval_claims_a_certainty_the_questions_do_not_give():
     assert same.value == 1 and math.isnan(same.low) and math.isnan(same.high)
     spread = stats.paired_difference([[1, 1, 0], [1, 1, 1]], [[0, 0, 0], [0, 1, 0]])
     assert spread.low < spread.value < spread.high
-    for confidence, correct in (([1.0] * 60, [1] * 60), ([0.99] * 60, [1] * 58 + [0] * 2), ([0.01] * 60, [0] * 59 + [1])):
+    for confidence, correct in (
+        ([1.0] * 60, [1] * 60),
+        ([0.99] * 60, [1] * 58 + [0] * 2),
+        ([0.01] * 60, [0] * 59 + [1]),
+    ):
         found = stats.ece(confidence, correct)
         assert math.isnan(found.low) and math.isnan(found.high), found
     found = stats.ece([0.99] * 60, [1] * 57 + [0] * 3)

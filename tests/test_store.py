@@ -14,7 +14,15 @@ from dateeval.store import Store
 
 def _rows(n, condition="c1", start=0):
     return [
-        {"model_key": "m", "hardware": "cpu", "task_key": "t", "condition_key": condition, "item_id": f"i{i}", "prompt_hash": f"h{i}", "correct": True}
+        {
+            "model_key": "m",
+            "hardware": "cpu",
+            "task_key": "t",
+            "condition_key": condition,
+            "item_id": f"i{i}",
+            "prompt_hash": f"h{i}",
+            "correct": True,
+        }
         for i in range(start, start + n)
     ]
 
@@ -68,17 +76,31 @@ def test_a_compacted_question_is_read_from_its_own_row_groups(tmp_path, monkeypa
     store.compact()
     (merged,) = store.files()
     groups = pq.ParquetFile(merged).metadata
-    ranges = [(groups.row_group(g).column(groups.schema.names.index("item_id")).statistics.min,
-               groups.row_group(g).column(groups.schema.names.index("item_id")).statistics.max) for g in range(groups.num_row_groups)]  # fmt: skip
+    ranges = [
+        (
+            groups.row_group(g).column(groups.schema.names.index("item_id")).statistics.min,
+            groups.row_group(g).column(groups.schema.names.index("item_id")).statistics.max,
+        )
+        for g in range(groups.num_row_groups)
+    ]
     assert groups.num_row_groups == 4 and all(low == high for low, high in ranges)  # 3 dates of a question per group
 
 
 def test_compaction_keeps_text_columns_with_missing_values(tmp_path):
     """Text columns with missing values (replies nobody could parse) come back as NaN in pandas; merged, they stay text."""
     store = Store(tmp_path)
-    store.write(store.unit_path("model", "data", "2024-01-01", "a"), [{**row, "parsed": None, "probs": None} for row in _rows(2)])
-    store.write(store.unit_path("model", "data", "2024-01-02", "b"), [{**row, "parsed": p, "probs": [0.5, 0.5]} for row, p in zip(_rows(2, "c2"), ["D", "D"])])
-    store.write(store.unit_path("model", "data", "2024-01-03", "c"), [{**row, "parsed": p, "probs": None} for row, p in zip(_rows(2, "c3"), [None, "B"])])
+    store.write(
+        store.unit_path("model", "data", "2024-01-01", "a"),
+        [{**row, "parsed": None, "probs": None} for row in _rows(2)],
+    )
+    store.write(
+        store.unit_path("model", "data", "2024-01-02", "b"),
+        [{**row, "parsed": p, "probs": [0.5, 0.5]} for row, p in zip(_rows(2, "c2"), ["D", "D"])],
+    )
+    store.write(
+        store.unit_path("model", "data", "2024-01-03", "c"),
+        [{**row, "parsed": p, "probs": None} for row, p in zip(_rows(2, "c3"), [None, "B"])],
+    )
     before, _ = store.read()
     folders, removed, problems = store.compact()
     after, _ = store.read()
@@ -89,16 +111,30 @@ def test_compaction_keeps_text_columns_with_missing_values(tmp_path):
 
 # Replies as a model may send them: a NUL byte, lone surrogates (which UTF-8, so Arrow, cannot hold), backslashes
 # beside them and text that looks like the store's own escapes.
-REPLIES = ["plain", "nul \0 byte", "lone \ud800 high", "\udcff low then \\ud800 as text", "\\", "\\\ud83d", "\ud83d\ude00 pair", None]
+REPLIES = [
+    "plain",
+    "nul \0 byte",
+    "lone \ud800 high",
+    "\udcff low then \\ud800 as text",
+    "\\",
+    "\\\ud83d",
+    "\ud83d\ude00 pair",
+    None,
+]
 
 
 def test_replies_with_lone_surrogates_are_stored_and_read_back_exactly(tmp_path):
     """Arrow cannot hold a lone surrogate: such a column is stored escaped and named in the file's metadata; every read
     through the store gives back exactly what was written, and a merge keeps it so."""
     store = Store(tmp_path)
-    rows = [{**row, "output": reply, "outcome_message": f"ValueError: {reply}"} for row, reply in zip(_rows(len(REPLIES)), REPLIES)]
+    rows = [
+        {**row, "output": reply, "outcome_message": f"ValueError: {reply}"}
+        for row, reply in zip(_rows(len(REPLIES)), REPLIES)
+    ]
     store.write(store.unit_path("model", "data", "2024-01-01", "a"), rows)
-    store.write(store.unit_path("model", "data", "2024-01-02", "b"), [{**row, "output": "\\ud800"} for row in _rows(2, "c2")])  # no surrogate
+    store.write(
+        store.unit_path("model", "data", "2024-01-02", "b"), [{**row, "output": "\\ud800"} for row in _rows(2, "c2")]
+    )  # no surrogate
     for _ in range(2):  # as written, then merged into one file
         frame, problems = store.read()
         assert not problems.messages() and len(frame) == len(REPLIES) + 2
@@ -112,7 +148,6 @@ def test_replies_with_lone_surrogates_are_stored_and_read_back_exactly(tmp_path)
     assert len(store.files()) == 1
 
 
-
 def test_lone_surrogates_inside_list_and_struct_columns_are_stored_and_read_back_exactly(tmp_path):
     """Text nested in a list column (stop sequences, several replies) or a struct column is text Arrow cannot hold
     too: such a column is escaped element by element, and every read gives back exactly the lists and structs written."""
@@ -120,9 +155,14 @@ def test_lone_surrogates_inside_list_and_struct_columns_are_stored_and_read_back
     lists = [["\n\n", "lone \ud800"], ["\\ud800 as text", "\\"], [], None]
     structs = [{"why": "\udcff", "n": 1}, {"why": "plain", "n": 2}, {"why": "\\", "n": 3}, None]
     nested = [None if stops is None else [[text] for text in stops] for stops in lists]  # a list of lists
-    rows = [{**row, "stops": stops, "nested": inner, "meta": meta} for row, stops, inner, meta in zip(_rows(len(lists)), lists, nested, structs)]
+    rows = [
+        {**row, "stops": stops, "nested": inner, "meta": meta}
+        for row, stops, inner, meta in zip(_rows(len(lists)), lists, nested, structs)
+    ]
     store.write(store.unit_path("model", "data", "2024-01-01", "a"), rows)
-    store.write(store.unit_path("model", "data", "2024-01-02", "b"), _rows(1, "c2"))  # no such columns: merged, they are missing
+    store.write(
+        store.unit_path("model", "data", "2024-01-02", "b"), _rows(1, "c2")
+    )  # no such columns: merged, they are missing
     for _ in range(2):  # as written, then merged into one file
         frame, problems = store.read()
         assert not problems.messages() and len(frame) == len(rows) + 1
@@ -140,16 +180,29 @@ def _unit_rows(n):
     rows = []
     for i, row in enumerate(_rows(n)):
         weights = [rng.random() for _ in range(4)]
-        rows.append({**row, "correct": rng.random() < 0.5, "confidence": rng.random(), "pred": "ABCD"[i % 4],
-                     "probs": [w / sum(weights) for w in weights], "parsed": None if i % 5 == 0 else str(rng.randint(0, 999)),
-                     "output_tokens": rng.randint(1, 300), "reply": "The answer is " + "x" * rng.randint(0, 40)})  # fmt: skip
+        rows.append(
+            {
+                **row,
+                "correct": rng.random() < 0.5,
+                "confidence": rng.random(),
+                "pred": "ABCD"[i % 4],
+                "probs": [w / sum(weights) for w in weights],
+                "parsed": None if i % 5 == 0 else str(rng.randint(0, 999)),
+                "output_tokens": rng.randint(1, 300),
+                "reply": "The answer is " + "x" * rng.randint(0, 40),
+            }
+        )
     return rows
 
 
 def _flip_inside_page(path, column):
     """Flip one bit near the end of a column's last page body (what a bad sector or RAM bit does)."""
     metadata = pq.ParquetFile(path).metadata.row_group(0)
-    chunk = next(metadata.column(i) for i in range(metadata.num_columns) if metadata.column(i).path_in_schema.split(".")[0] == column)
+    chunk = next(
+        metadata.column(i)
+        for i in range(metadata.num_columns)
+        if metadata.column(i).path_in_schema.split(".")[0] == column
+    )
     start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
     data = bytearray(path.read_bytes())
     data[start + chunk.total_compressed_size - 2] ^= 0x10
@@ -162,7 +215,11 @@ def test_no_flipped_bit_changes_values_silently(tmp_path):
     path = store.unit_path("model", "data", "2024-01-01", "k")
     store.write(path, _unit_rows(12))
     intact = path.read_bytes()
-    reads = [dict(), dict(columns=["item_id", "probs", "correct"]), dict(columns=["probs"], filters=[("item_id", "=", "i3")])]
+    reads = [
+        dict(),
+        dict(columns=["item_id", "probs", "correct"]),
+        dict(columns=["probs"], filters=[("item_id", "=", "i3")]),
+    ]
     expected = [store.read(**read)[0] for read in reads]
     tried = detected = 0
     for offset in range(0, len(intact), 7):
@@ -195,7 +252,9 @@ def test_a_damaged_column_fails_reads_of_it_and_full_checks(tmp_path):
     path = store.unit_path("model", "data", "2024-01-01", "k")
     store.write(path, _unit_rows(20))
     _flip_inside_page(path, "reply")
-    assert len(store.read(columns=["item_id", "correct"])[0]) == 20  # the damage is in a column this read does not return
+    assert (
+        len(store.read(columns=["item_id", "correct"])[0]) == 20
+    )  # the damage is in a column this read does not return
     assert store.read(columns=["item_id", "reply"])[1].corrupted
     assert store.read(columns=["item_id"], full_check=True)[1].corrupted and not store.readable(path)
 
@@ -223,7 +282,10 @@ def test_compact_keeps_the_originals_when_the_merged_file_reads_back_wrong(tmp_p
 
     store = FlakyDisk(tmp_path)
     for day in range(2):
-        store.write(store.unit_path("model", "data", f"2024-01-0{day + 1}", str(day)), [{**row, "condition_key": f"c{day}"} for row in _unit_rows(5)])
+        store.write(
+            store.unit_path("model", "data", f"2024-01-0{day + 1}", str(day)),
+            [{**row, "condition_key": f"c{day}"} for row in _unit_rows(5)],
+        )
     before = store.files()
     folders, removed, problems = store.compact()
     assert removed == 0 and store.files() == before and "did not read back as written" in problems.messages()[0]
@@ -247,7 +309,9 @@ def test_staging_files_of_killed_writes_are_removed_and_live_ones_kept(tmp_path)
     os.utime(old, (time.time() - 2 * 86400,) * 2)
     _, _, problems = store.compact()
     assert not dead.exists() and not old.exists() and live.exists() and elsewhere.exists()
-    assert sorted(problems.removed) == sorted([dead, old]) and any("left by a killed write" in m for m in problems.messages())
+    assert sorted(problems.removed) == sorted([dead, old]) and any(
+        "left by a killed write" in m for m in problems.messages()
+    )
 
 
 def test_parquet_files_dateeval_did_not_write_are_named_and_left_alone(tmp_path):
@@ -269,9 +333,13 @@ def test_parquet_files_dateeval_did_not_write_are_named_and_left_alone(tmp_path)
     compact = run_cli("compact", "--store", str(store))
     assert compact.returncode == 0 and "Traceback" not in compact.stderr and "not written by dateeval" in compact.stderr
     assert {path: path.read_bytes() for path in (beside, elsewhere)} == before
-    assert run_cli("summary", "--store", str(store), "--json").stdout == clean.stdout  # compacting merged only dateeval's units
+    assert (
+        run_cli("summary", "--store", str(store), "--json").stdout == clean.stdout
+    )  # compacting merged only dateeval's units
     frame, problems = Store(store).read()
-    assert sorted(path for path, _ in problems.foreign) == sorted([beside, elsewhere]) and frame["model_key"].notna().all()
+    assert (
+        sorted(path for path, _ in problems.foreign) == sorted([beside, elsewhere]) and frame["model_key"].notna().all()
+    )
 
 
 def test_every_unit_of_the_built_in_demo_carries_checksums():

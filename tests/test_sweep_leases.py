@@ -21,8 +21,23 @@ def _plant(unit, host: str, ttl_s: float) -> None:
 
 def test_units_held_elsewhere_are_waited_for_or_named(data_dir, tmp_path):
     store = tmp_path / "store"
-    args = ["run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "2", "--dates", "2024-01-01,2024-01-02",
-            "--dtype", "float32", "--device", "cpu", "--store", str(store)]  # fmt: skip
+    args = [
+        "run",
+        "--dataset",
+        "arc_challenge",
+        "--data-dir",
+        str(data_dir),
+        "--limit",
+        "2",
+        "--dates",
+        "2024-01-01,2024-01-02",
+        "--dtype",
+        "float32",
+        "--device",
+        "cpu",
+        "--store",
+        str(store),
+    ]
     assert run_cli(*args).returncode == 0
     unit = next(store.rglob("2024-01-02-*.parquet"))
     unit.unlink()  # as if another driver were computing it right now
@@ -39,15 +54,32 @@ def test_units_held_elsewhere_are_waited_for_or_named(data_dir, tmp_path):
     assert time.perf_counter() - started > 8  # it waited for the lease rather than skipping the unit
 
     unit.unlink()  # a lease left with a PID no process can have (was an OverflowError): taken over at once and named
-    lease_path(unit).write_text(json.dumps({"host": "other-host", "pid": 99999999999999999999, "token": "t", "ttl_s": 60}))
+    lease_path(unit).write_text(
+        json.dumps({"host": "other-host", "pid": 99999999999999999999, "token": "t", "ttl_s": 60})
+    )
     malformed = run_cli(*args, "--no-wait")
     assert malformed.returncode == 0 and unit.exists(), malformed.stderr
     assert "malformed lease" in malformed.stderr and "Traceback" not in malformed.stderr
 
 
 def _args(data_dir, store) -> list[str]:
-    return ["run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "2", "--dates", "2024-01-01", "--dtype", "float32",
-            "--device", "cpu", "--store", str(store)]  # fmt: skip
+    return [
+        "run",
+        "--dataset",
+        "arc_challenge",
+        "--data-dir",
+        str(data_dir),
+        "--limit",
+        "2",
+        "--dates",
+        "2024-01-01",
+        "--dtype",
+        "float32",
+        "--device",
+        "cpu",
+        "--store",
+        str(store),
+    ]
 
 
 def test_a_held_guard_ends_a_no_wait_run_in_one_line(data_dir, tmp_path):
@@ -81,8 +113,14 @@ def test_a_kill_at_an_fsync_leaves_nothing_after_a_successful_resume(data_dir, t
     """Killed while writing a finished unit's sidecar: its staging file and the unit's lease are gone once a resume succeeds."""
     store = tmp_path / "store"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
-    killed = subprocess.run([sys.executable, "-c", _KILLED_AT_SIDECAR_FSYNC, *_args(data_dir, store)], capture_output=True, text=True, cwd=ROOT,
-                            env=env, timeout=300)  # fmt: skip
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED_AT_SIDECAR_FSYNC, *_args(data_dir, store)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        timeout=300,
+    )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert list(store.rglob(".*.tmp")) and list(store.rglob(".*.lease"))  # what the kill left
     resumed = run_cli(*_args(data_dir, store))

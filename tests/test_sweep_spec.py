@@ -21,11 +21,15 @@ CONDITIONS = (Condition(date_mode="none"),)
 
 def _quiz(folder, name="quiz.jsonl"):
     path = folder / name
-    path.write_text("".join(json.dumps({"question": f"{i}?", "choices": ["a", "b"], "answer": i % 2}) + "\n" for i in range(3)))
+    path.write_text(
+        "".join(json.dumps({"question": f"{i}?", "choices": ["a", "b"], "answer": i % 2}) + "\n" for i in range(3))
+    )
     return path
 
 
-@pytest.mark.parametrize("name", ["mmlu", "mmlu_cot", "mmlu_5shot", "quiz_cot_2shot_multiturn", "lmeval_x_singleturn", "wmt16_en_de"])
+@pytest.mark.parametrize(
+    "name", ["mmlu", "mmlu_cot", "mmlu_5shot", "quiz_cot_2shot_multiturn", "lmeval_x_singleturn", "wmt16_en_de"]
+)
 def test_the_grammar_reads_back_what_it_writes(name):
     assert str(split(name)) == name
 
@@ -33,7 +37,9 @@ def test_the_grammar_reads_back_what_it_writes(name):
 def test_the_grammar_writes_a_format_only_where_asked_and_knows_every_suffix():
     assert str(Parts("quiz", cot=True, shots=5, turns=MULTI_TURN)) == "quiz_cot_5shot_multiturn"
     assert split("lmeval:arc_easy") is None
-    assert [ends_like_variant(stem) for stem in ("quiz", "quiz_cot", "quiz_3shot", "quiz_multiturn", "quiz_singleturn")] == [False] + [True] * 4
+    assert [
+        ends_like_variant(stem) for stem in ("quiz", "quiz_cot", "quiz_3shot", "quiz_multiturn", "quiz_singleturn")
+    ] == [False] + [True] * 4
 
 
 def test_a_registry_refuses_another_entry_under_a_taken_name_and_takes_the_same_one_again():
@@ -54,8 +60,19 @@ def test_the_built_in_benchmarks_are_registered_explicitly_in_their_modules_orde
 
 def test_the_builder_names_every_variant_and_resolves_each_dataset_once(tmp_path):
     quiz = _quiz(tmp_path)
-    spec = build_spec(("smollm2-135m",), ("arc_challenge", "arc_challenge_cot", "arc_challenge"), CONDITIONS, shots=2, fewshot_formats=(None, MULTI_TURN))
-    assert spec.datasets == ("arc_challenge_2shot", "arc_challenge_2shot_multiturn", "arc_challenge_cot_2shot", "arc_challenge_cot_2shot_multiturn")
+    spec = build_spec(
+        ("smollm2-135m",),
+        ("arc_challenge", "arc_challenge_cot", "arc_challenge"),
+        CONDITIONS,
+        shots=2,
+        fewshot_formats=(None, MULTI_TURN),
+    )
+    assert spec.datasets == (
+        "arc_challenge_2shot",
+        "arc_challenge_2shot_multiturn",
+        "arc_challenge_cot_2shot",
+        "arc_challenge_cot_2shot_multiturn",
+    )
     assert spec.tasks[0] == TaskSource("arc_challenge_2shot") and len(spec.tasks) == 4
     own = build_spec(("smollm2-135m",), (str(quiz),), CONDITIONS, cot=True)
     assert own.datasets == ("quiz_cot",) and own.tasks == (TaskSource("quiz_cot", str(quiz.resolve())),)
@@ -65,8 +82,22 @@ def test_the_builder_names_every_variant_and_resolves_each_dataset_once(tmp_path
 
 def test_the_cli_and_the_run_page_build_the_same_spec(tmp_path):
     """The CLI's flags go through the same builder as the page's form (pages/run.py calls build_spec with its choices)."""
-    args = cli._parser().parse_args(["run", "--dataset", "arc_challenge_cot", "--shots", "2", "--dates", "2024-01-01", "--no-date",
-                                     "--limit", "3", "--store", str(tmp_path / "store")])  # fmt: skip
+    args = cli._parser().parse_args(
+        [
+            "run",
+            "--dataset",
+            "arc_challenge_cot",
+            "--shots",
+            "2",
+            "--dates",
+            "2024-01-01",
+            "--no-date",
+            "--limit",
+            "3",
+            "--store",
+            str(tmp_path / "store"),
+        ]
+    )
     captured = {}
 
     class Stop(Exception):
@@ -82,9 +113,20 @@ def test_the_cli_and_the_run_page_build_the_same_spec(tmp_path):
             cli._cmd_run(args)
     from dateeval.plan import dated_conditions
 
-    page = build_spec(("smollm2-135m",), ("arc_challenge",), dated_conditions("2024-01-01..2024-01-01/1", no_date=True), cot=True, shots=2, limit=3)
+    page = build_spec(
+        ("smollm2-135m",),
+        ("arc_challenge",),
+        dated_conditions("2024-01-01..2024-01-01/1", no_date=True),
+        cot=True,
+        shots=2,
+        limit=3,
+    )
     assert captured["spec"].datasets == page.datasets == ("arc_challenge_cot_2shot",)
-    assert captured["spec"].tasks == page.tasks and captured["spec"].conditions == page.conditions and captured["spec"].subset == page.subset
+    assert (
+        captured["spec"].tasks == page.tasks
+        and captured["spec"].conditions == page.conditions
+        and captured["spec"].subset == page.subset
+    )
 
 
 def test_subjects_without_mmlu_are_refused_by_the_builder_for_every_caller():

@@ -16,7 +16,10 @@ from dateeval.store import Store
 
 def _same(a: object, b: object) -> bool:
     """Equal, NaN equal to NaN (a kept row reads NaN back as another float object)."""
-    return all(x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y)) for x, y in zip(astuple(a), astuple(b), strict=True))
+    return all(
+        x == y or (isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y))
+        for x, y in zip(astuple(a), astuple(b), strict=True)
+    )
 
 
 def test_the_headline_is_typed_and_round_trips_through_its_kept_row(layer):
@@ -24,14 +27,29 @@ def test_the_headline_is_typed_and_round_trips_through_its_kept_row(layer):
     and without a reorder share; without one, its sentence has no reorder line."""
     top = layer.headline()
     assert isinstance(top, Headline) and top.reorder_dataset == "mmlu" and top.k_entries == 6
-    bare = replace(top, reorder=float("nan"), reorder_dataset=None, reorder_entries=None, reorder_pairs=None, reorder_defined=None,
-                   reorder_undefined=None, reorder_count=None, reorder_chance=float("nan"), reorder_chance_upper=float("nan"),
-                   reorder_p_value=float("nan"))  # fmt: skip
+    bare = replace(
+        top,
+        reorder=float("nan"),
+        reorder_dataset=None,
+        reorder_entries=None,
+        reorder_pairs=None,
+        reorder_defined=None,
+        reorder_undefined=None,
+        reorder_count=None,
+        reorder_chance=float("nan"),
+        reorder_chance_upper=float("nan"),
+        reorder_p_value=float("nan"),
+    )
     for headline in (top, bare):
         kept = pa.Table.from_pylist([headline.record()]).to_pylist()[0]
         assert _same(Headline.from_record(kept), headline)
-    assert reorder_sentence(top).startswith("Date pairs that reorder the 3 models on mmlu") and reorder_sentence(bare) == ""
-    assert headline_sentence(bare) == headline_sentence(top) and f"by up to {top.delta_text()}" in headline_sentence(top)
+    assert (
+        reorder_sentence(top).startswith("Date pairs that reorder the 3 models on mmlu")
+        and reorder_sentence(bare) == ""
+    )
+    assert headline_sentence(bare) == headline_sentence(top) and f"by up to {top.delta_text()}" in headline_sentence(
+        top
+    )
 
 
 def test_summary_prints_the_typed_rows(store, layer):
@@ -47,7 +65,10 @@ def test_summary_prints_the_typed_rows(store, layer):
         at = out.stdout.index(block, at) + len(block)
     humaneval = next(row for row in rows if row.dataset == "humaneval")
     assert humaneval.lines()[1].startswith("  pass@1   min ") and humaneval.chance is not None
-    assert {spread.metric for spread in next(row for row in rows if row.dataset == "wmt16_en_de").spreads} >= {"bleu", "chrf"}
+    assert {spread.metric for spread in next(row for row in rows if row.dataset == "wmt16_en_de").spreads} >= {
+        "bleu",
+        "chrf",
+    }
 
 
 def test_every_cached_read_keys_on_its_own_function_and_the_stores_state(tmp_path):
@@ -58,7 +79,12 @@ def test_every_cached_read_keys_on_its_own_function_and_the_stores_state(tmp_pat
     store = Store(demo_copy(tmp_path))
     cache.clear()
     metrics, formats, statistics = cache.metrics(store), cache.fewshot_formats(store), cache.statistics(store)
-    assert isinstance(metrics, pd.DataFrame) and "accuracy" in metrics and "format" in formats and set(statistics) >= {"factors", "significance"}
+    assert (
+        isinstance(metrics, pd.DataFrame)
+        and "accuracy" in metrics
+        and "format" in formats
+        and set(statistics) >= {"factors", "significance"}
+    )
     assert isinstance(cache.headline(store), Headline)
     gone = next(path for path in store.files() if "gsm8k" in str(path))
     gone.unlink()

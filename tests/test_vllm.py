@@ -28,15 +28,26 @@ from dateeval.tasks import build_task
 from dateeval.tasks.mcqa import grade
 
 HAVE_VLLM = importlib.util.find_spec("vllm") is not None
-needs_vllm = pytest.mark.skipif(not HAVE_VLLM, reason="vLLM is not installed (optional extra: ./run.sh test-vllm, or pip install -r requirements-vllm.txt)")
+needs_vllm = pytest.mark.skipif(
+    not HAVE_VLLM,
+    reason="vLLM is not installed (optional extra: ./run.sh test-vllm, or pip install -r requirements-vllm.txt)",
+)
 PARITY_ITEMS = 50
 DATES = (dt.date(2024, 1, 1), dt.date(2025, 6, 15))
 os.environ.setdefault("DATEEVAL_VLLM_KV_CACHE_GIB", "1")
 
 
 def test_registered_without_importing_vllm():
-    code = "import sys, dateeval.backends as b; assert 'vllm' in b.BACKENDS; assert 'vllm' not in sys.modules; print('ok')"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    code = (
+        "import sys, dateeval.backends as b; assert 'vllm' in b.BACKENDS; assert 'vllm' not in sys.modules; print('ok')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
 
 
@@ -49,7 +60,9 @@ def test_missing_extra_is_one_clear_line(monkeypatch):
 @pytest.fixture(scope="module")
 def engine():
     if not HAVE_VLLM:
-        pytest.skip("vLLM is not installed (optional extra: ./run.sh test-vllm, or pip install -r requirements-vllm.txt)")
+        pytest.skip(
+            "vLLM is not installed (optional extra: ./run.sh test-vllm, or pip install -r requirements-vllm.txt)"
+        )
     backend = BACKENDS["vllm"].open(resolve("smollm2-135m"), BackendOptions(dtype="float32", device="auto"))
     yield backend
     backend.close()
@@ -65,7 +78,12 @@ def _label_requests(backend, task, day: dt.date) -> list[LabelRequest]:
     condition = expand([day])[0]
     requests = []
     for item in task.items:
-        rendered = backend.template.render(task.prompt(item, condition).messages, mode=condition.date_mode, day=condition.date, injection=condition.injection)
+        rendered = backend.template.render(
+            task.prompt(item, condition).messages,
+            mode=condition.date_mode,
+            day=condition.date,
+            injection=condition.injection,
+        )
         requests.append(LabelRequest(rendered.text, task.labels.labels[: len(item.options)]))
     return requests
 
@@ -74,7 +92,11 @@ def _label_requests(backend, task, day: dt.date) -> list[LabelRequest]:
 def test_identity_and_capabilities(engine):
     assert engine.identity.backend == "vllm" and engine.identity.dtype == "float32"
     assert set(engine.identity.versions) == {"vllm", "torch", "transformers"}
-    assert engine.capabilities.renders_locally and engine.capabilities.date_control == "full" and engine.capabilities.deterministic
+    assert (
+        engine.capabilities.renders_locally
+        and engine.capabilities.date_control == "full"
+        and engine.capabilities.deterministic
+    )
     assert engine.context_length == 8192
 
 
@@ -93,7 +115,9 @@ def test_option_probabilities_match_transformers(engine, backend, arc):
     delta = max(float(np.abs(v.probs - t.probs).max()) for v, t in zip(graded_v, graded_t))
     agreement = np.mean([v.pred == t.pred for v, t in zip(graded_v, graded_t)])
     mass = max(abs(v.label_mass - t.label_mass) for v, t in zip(graded_v, graded_t))
-    print(f"\nvLLM vs transformers, float32, {len(ours)} ARC-Challenge prompts: max |dp| {delta:.2e}, agreement {agreement:.1%}, max |d label mass| {mass:.2e}")
+    print(
+        f"\nvLLM vs transformers, float32, {len(ours)} ARC-Challenge prompts: max |dp| {delta:.2e}, agreement {agreement:.1%}, max |d label mass| {mass:.2e}"
+    )
     assert delta <= 1e-3 and agreement >= 0.99
     assert mass <= 1e-3 and all(0 < v.label_mass <= 1 for v in graded_v)
 
@@ -122,7 +146,10 @@ def test_same_date_repeats_exactly(engine, arc):
 def test_continuation_logprobs_match_transformers(engine, backend):
     from dateeval.backends.base import ContinuationRequest
 
-    requests = [ContinuationRequest("Question: What is 2 + 3?\nAnswer:", " The answer is 5."), ContinuationRequest("The capital of France is", " Paris.")]
+    requests = [
+        ContinuationRequest("Question: What is 2 + 3?\nAnswer:", " The answer is 5."),
+        ContinuationRequest("The capital of France is", " Paris."),
+    ]
     ours, theirs = engine.continuation_logprobs(requests, 2), backend.continuation_logprobs(requests, 2)
     assert np.allclose(ours, theirs, atol=1e-3), (ours, theirs)
 
@@ -132,8 +159,23 @@ def test_cli_sweep_into_a_store(data_dir, tmp_path):
     from dateeval.store import Store
 
     store = tmp_path / "store"
-    result = run_cli("run", "--model", "vllm:smollm2-135m", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "4",
-                     "--dates", "2024-01-01,2024-06-15", "--dtype", "float32", "--store", str(store))  # fmt: skip
+    result = run_cli(
+        "run",
+        "--model",
+        "vllm:smollm2-135m",
+        "--dataset",
+        "arc_challenge",
+        "--data-dir",
+        str(data_dir),
+        "--limit",
+        "4",
+        "--dates",
+        "2024-01-01,2024-06-15",
+        "--dtype",
+        "float32",
+        "--store",
+        str(store),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "8 item-dates scored" in result.stdout
     frame, problems = Store(store).read()

@@ -37,7 +37,9 @@ from dateeval.requests import (  # the requests and capabilities, re-exported he
 )
 
 
-def continuation_tokens(encode: Callable[[list[str]], list[list[int]]], request: ContinuationRequest) -> tuple[list[int], int]:
+def continuation_tokens(
+    encode: Callable[[list[str]], list[list[int]]], request: ContinuationRequest
+) -> tuple[list[int], int]:
     """The tokens of context + continuation and the index of the first that belongs to the continuation.
 
     The split is where tokenising the whole text departs from tokenising the
@@ -132,7 +134,9 @@ class Backend(ABC):
         """Per request, each label's log-probability under the full next-token distribution (NaN where unknown)."""
         raise self._unsupported(LABEL_LOGPROBS)
 
-    def label_logprobs_with_usage(self, requests: list[LabelRequest], batch_size: int) -> tuple[list[np.ndarray], list[dict]]:
+    def label_logprobs_with_usage(
+        self, requests: list[LabelRequest], batch_size: int
+    ) -> tuple[list[np.ndarray], list[dict]]:
         """:meth:`label_logprobs` plus, per request, what a server reported about it (request time, tokens), stored with its row."""
         return self.label_logprobs(requests, batch_size), [{} for _ in requests]
 

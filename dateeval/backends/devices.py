@@ -9,7 +9,9 @@ from dateeval.errors import DateEvalError
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
 DEVICES = ("auto", "cuda", "mps", "cpu")
-UNKNOWN_FREE_MEMORY = 1 << 32  # bytes assumed free where the platform does not say (no CUDA, no /proc/meminfo, no sysconf)
+UNKNOWN_FREE_MEMORY = (
+    1 << 32
+)  # bytes assumed free where the platform does not say (no CUDA, no /proc/meminfo, no sysconf)
 
 
 def pick_device(device: str) -> str:

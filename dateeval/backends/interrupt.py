@@ -26,7 +26,11 @@ def checkpoints(model: torch.nn.Module) -> list[torch.nn.Module]:
 
     layers = [layer for module in model.modules() if isinstance(module, torch.nn.ModuleList) for layer in module]
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    return [model, *(part for layer in layers for part in (layer, *layer.children())), *([head] if head is not None else [])]
+    return [
+        model,
+        *(part for layer in layers for part in (layer, *layer.children())),
+        *([head] if head is not None else []),
+    ]
 
 
 @contextlib.contextmanager

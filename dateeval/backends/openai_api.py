@@ -42,9 +42,21 @@ from typing import Any
 import numpy as np
 
 from dateeval.backends.base import (
-    CONTINUATION_LOGPROBS, GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, ContinuationRequest, Generation,
-    GenerationRequest, Label, LabelRequest, ModelIdentity, continuation_tokens, register_backend,
-)  # fmt: skip
+    CONTINUATION_LOGPROBS,
+    GENERATE,
+    LABEL_LOGPROBS,
+    Backend,
+    BackendOptions,
+    Capabilities,
+    ContinuationRequest,
+    Generation,
+    GenerationRequest,
+    Label,
+    LabelRequest,
+    ModelIdentity,
+    continuation_tokens,
+    register_backend,
+)
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
 
@@ -81,7 +93,9 @@ def parse_endpoint(spec: str) -> Endpoint:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise DateEvalError(f"openai:{url} is not an http(s) URL: write openai:URL#MODEL, e.g. {example}")
     if parts.username or parts.password:
-        raise DateEvalError("the endpoint URL carries credentials: give the URL without them and the key's variable name with --api-key-env")
+        raise DateEvalError(
+            "the endpoint URL carries credentials: give the URL without them and the key's variable name with --api-key-env"
+        )
     return Endpoint(url.rstrip("/"), model.strip())
 
 
@@ -91,7 +105,9 @@ def api_key(variable: str | None) -> str:
         return _NO_KEY
     value = os.environ.get(variable, "")
     if not value:
-        raise DateEvalError(f"environment variable {variable} (--api-key-env) is not set or empty: export the API key in it")
+        raise DateEvalError(
+            f"environment variable {variable} (--api-key-env) is not set or empty: export the API key in it"
+        )
     return value
 
 
@@ -117,7 +133,11 @@ def server_date(headers: Any) -> str | None:
     """The HTTP ``Date`` header as ISO 8601 UTC (the provider's own clock), or None when absent or malformed."""
     value = headers.get("date")
     try:
-        return email.utils.parsedate_to_datetime(value).astimezone(dt.timezone.utc).isoformat(timespec="seconds") if value else None
+        return (
+            email.utils.parsedate_to_datetime(value).astimezone(dt.timezone.utc).isoformat(timespec="seconds")
+            if value
+            else None
+        )
     except (TypeError, ValueError):
         return None
 
@@ -240,7 +260,9 @@ class OpenAIBackend(Backend):
         if options.mode not in MODES:
             raise DateEvalError(f"unknown API mode {options.mode!r}: choose one of {', '.join(MODES)}")
         if options.concurrency < 1 or options.retries < 0 or not options.timeout_s > 0:
-            raise DateEvalError("concurrency must be at least 1, retries at least 0 and the request timeout above 0 seconds")
+            raise DateEvalError(
+                "concurrency must be at least 1, retries at least 0 and the request timeout above 0 seconds"
+            )
         self.endpoint, self.mode, self.options = endpoint, options.mode, options
         self.chat = options.mode != "completions"
         self._warned_labels = False
@@ -249,7 +271,10 @@ class OpenAIBackend(Backend):
             self.tokenizer, self.template = self._completions_template(options.tokenizer or endpoint.model)
         self._key = api_key(options.api_key_env)
         self.capabilities = Capabilities(
-            frozenset({LABEL_LOGPROBS, GENERATE}), renders_locally=not self.chat, deterministic=False, date_control=_DATE_CONTROL[self.mode],
+            frozenset({LABEL_LOGPROBS, GENERATE}),
+            renders_locally=not self.chat,
+            deterministic=False,
+            date_control=_DATE_CONTROL[self.mode],
             exact_labels=False,
         )
         self.identity = ModelIdentity(
@@ -271,9 +296,13 @@ class OpenAIBackend(Backend):
         """Completions mode: exact labels and continuations where the server echoes prompt log-probabilities, else a stated reason."""
         refusal = self._echo_refusal()
         if refusal is None:
-            return replace(self.capabilities, requests=self.capabilities.requests | {CONTINUATION_LOGPROBS}, exact_labels=True)
-        note = (f"{self.endpoint.url} does not return prompt log-probabilities (echo: {refusal}), so a label outside its top {TOP_K} "
-                "next tokens and a continuation cannot be scored")  # fmt: skip
+            return replace(
+                self.capabilities, requests=self.capabilities.requests | {CONTINUATION_LOGPROBS}, exact_labels=True
+            )
+        note = (
+            f"{self.endpoint.url} does not return prompt log-probabilities (echo: {refusal}), so a label outside its top {TOP_K} "
+            "next tokens and a continuation cannot be scored"
+        )
         return replace(self.capabilities, scoring_note=note)
 
     def _echo_refusal(self) -> str | None:
@@ -301,7 +330,9 @@ class OpenAIBackend(Backend):
         import openai
 
         self._slots = asyncio.Semaphore(self.options.concurrency)
-        return openai.AsyncOpenAI(base_url=self.endpoint.url, api_key=self._key, timeout=self.options.timeout_s, max_retries=0)
+        return openai.AsyncOpenAI(
+            base_url=self.endpoint.url, api_key=self._key, timeout=self.options.timeout_s, max_retries=0
+        )
 
     def close(self) -> None:
         if not self._loop.is_closed():
@@ -313,12 +344,17 @@ class OpenAIBackend(Backend):
     def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[np.ndarray]:
         return self.label_logprobs_with_usage(requests, batch_size)[0]
 
-    def label_logprobs_with_usage(self, requests: list[LabelRequest], batch_size: int) -> tuple[list[np.ndarray], list[dict]]:
+    def label_logprobs_with_usage(
+        self, requests: list[LabelRequest], batch_size: int
+    ) -> tuple[list[np.ndarray], list[dict]]:
         """One max_tokens=1 request per prompt reads the labels among the top-k alternatives; an echo request scores each other one."""
         self._warn_bare_labels(requests)
         answers = self._all([lambda r=r: self._score(r.prompt) for r in requests])
         tops = [self._checked(lambda answer=answer: _alternatives(answer.body, self.chat)) for answer in answers]
-        scores = [np.array([best.get(label.text, np.nan) for label in r.labels], dtype=np.float64) for r, best in zip(requests, tops)]
+        scores = [
+            np.array([best.get(label.text, np.nan) for label in r.labels], dtype=np.float64)
+            for r, best in zip(requests, tops)
+        ]
         missing = [(i, j) for i, score in enumerate(scores) for j in np.flatnonzero(np.isnan(score))]
         if missing and not self.capabilities.exact_labels:
             i, j = missing[0]
@@ -351,7 +387,9 @@ class OpenAIBackend(Backend):
         date, so the run says so when it starts scoring; each row keeps the
         style in ``label_variant``.
         """
-        bare = sorted({label.text for request in requests for label in request.labels if label.text == label.text.lstrip()})
+        bare = sorted(
+            {label.text for request in requests for label in request.labels if label.text == label.text.lstrip()}
+        )
         if not self.chat or not bare or self._warned_labels:
             return
         self._warned_labels = True
@@ -360,8 +398,9 @@ class OpenAIBackend(Backend):
             "first token), where in-process and completions runs with --label-style auto read ' A' wherever that is one token; "
             "scores differ between the two for that reason alone, so compare this run only with runs of label_variant 'label' "
             "(--label-style label)",
-            file=sys.stderr, flush=True,
-        )  # fmt: skip
+            file=sys.stderr,
+            flush=True,
+        )
 
     def server_now(self) -> dt.datetime | None:
         """The server's clock, from the HTTP ``Date`` header of one ``GET /models`` (an error answer carries it too); None without one."""
@@ -381,7 +420,11 @@ class OpenAIBackend(Backend):
     def _unreadable(self, best: dict[str, float], label: Label) -> DateEvalError:
         """A label outside the top-k, on a server that cannot score it otherwise: one clear error rather than a guessed row."""
         seen = ", ".join(repr(token) for token in list(best)[:8])
-        bare = "--label-style label (the bare letters are among them), " if label.text != label.text.strip() and label.text.strip() in best else ""
+        bare = (
+            "--label-style label (the bare letters are among them), "
+            if label.text != label.text.strip() and label.text.strip() in best
+            else ""
+        )
         why = "a chat endpoint scores no given token" if self.chat else self.capabilities.scoring_note
         return DateEvalError(
             f"{self.endpoint.model}: option label {label.text!r} is not among the {len(best)} most likely next tokens the server "
@@ -409,19 +452,36 @@ class OpenAIBackend(Backend):
         model = self.endpoint.model
         if self.chat:
             return self._client.chat.completions.with_raw_response.create(
-                model=model, messages=list(prompt), max_completion_tokens=1, temperature=0, logprobs=True, top_logprobs=TOP_K
+                model=model,
+                messages=list(prompt),
+                max_completion_tokens=1,
+                temperature=0,
+                logprobs=True,
+                top_logprobs=TOP_K,
             )
-        return self._client.completions.with_raw_response.create(model=model, prompt=prompt, max_tokens=1, temperature=0, logprobs=TOP_K)
+        return self._client.completions.with_raw_response.create(
+            model=model, prompt=prompt, max_tokens=1, temperature=0, logprobs=TOP_K
+        )
 
     def _echo_all(self, prompts: list[list[int]]) -> list[list[float]]:
         """Per token-id prompt, the log-probability of each of its tokens after the ones before it (from the second on)."""
         answers = self._echo_answers(prompts)
-        return [self._checked(lambda answer=answer, prompt=prompt: _echoed(answer.body, prompt)) for answer, prompt in zip(answers, prompts)]
+        return [
+            self._checked(lambda answer=answer, prompt=prompt: _echoed(answer.body, prompt))
+            for answer, prompt in zip(answers, prompts)
+        ]
 
     def _echo_answers(self, prompts: list[list[int]]) -> list[Answer]:
         """Token ids in (the server must not re-tokenise), the prompt echoed with each token's log-probability, nothing generated."""
         create = self._client.completions.with_raw_response.create
-        return self._all([lambda p=p: create(model=self.endpoint.model, prompt=p, echo=True, max_tokens=0, logprobs=1, temperature=0) for p in prompts])
+        return self._all(
+            [
+                lambda p=p: create(
+                    model=self.endpoint.model, prompt=p, echo=True, max_tokens=0, logprobs=1, temperature=0
+                )
+                for p in prompts
+            ]
+        )
 
     def _generate(self, request: GenerationRequest) -> Awaitable[Any]:
         settings = request.settings
@@ -431,7 +491,9 @@ class OpenAIBackend(Backend):
         if self.chat:
             create = self._client.chat.completions.with_raw_response.create
             return create(messages=list(request.prompt), max_completion_tokens=settings.max_new_tokens, **common)
-        return self._client.completions.with_raw_response.create(prompt=request.prompt, max_tokens=settings.max_new_tokens, **common)
+        return self._client.completions.with_raw_response.create(
+            prompt=request.prompt, max_tokens=settings.max_new_tokens, **common
+        )
 
     def _all(self, sends: list[Callable[[], Awaitable[Any]]]) -> list[Answer]:
         """Every request, at most ``concurrency`` in flight, answers in order; the first failure ends them all."""
@@ -471,7 +533,11 @@ class OpenAIBackend(Backend):
             except ValueError:
                 raise self._failure("the answer is not JSON", attempt) from None
             else:
-                record = {"request_utc": asked.isoformat(timespec="seconds"), "server_date": server_date(raw.headers), **_usage(body)}
+                record = {
+                    "request_utc": asked.isoformat(timespec="seconds"),
+                    "server_date": server_date(raw.headers),
+                    **_usage(body),
+                }
                 return Answer(body, record)
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")

@@ -31,7 +31,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 IMPLEMENTATION = "dateeval_packed_sdpa"
-MIN_ROWS = 16  # positions (and logit rows) a packed forward always holds: MKL's row results are the same from 12 rows on
+MIN_ROWS = (
+    16  # positions (and logit rows) a packed forward always holds: MKL's row results are the same from 12 rows on
+)
 
 
 @dataclass
@@ -49,7 +51,9 @@ class _Layout:
         if not self.prefix:
             return None
         if length not in self.masks:
-            self.masks[length] = torch.ones((1, 1, length, self.prefix + length), dtype=torch.bool, device=device).tril(diagonal=self.prefix)
+            self.masks[length] = torch.ones((1, 1, length, self.prefix + length), dtype=torch.bool, device=device).tril(
+                diagonal=self.prefix
+            )
         return self.masks[length]
 
 
@@ -79,7 +83,9 @@ def _attention(module, query, key, value, attention_mask, **kwargs):  # noqa: AN
         keys = slice(prefix + start, prefix + start + length)
         own_key = torch.cat([key[:, :, :prefix], key[:, :, keys]], dim=2) if prefix else key[:, :, keys]
         own_value = torch.cat([value[:, :, :prefix], value[:, :, keys]], dim=2) if prefix else value[:, :, keys]
-        output, _ = sdpa_attention_forward(module, query[:, :, start : start + length], own_key, own_value, layout.mask(length, query.device), **kwargs)
+        output, _ = sdpa_attention_forward(
+            module, query[:, :, start : start + length], own_key, own_value, layout.mask(length, query.device), **kwargs
+        )
         outputs.append(output)
         start += length
     return torch.cat(outputs, dim=1), None
@@ -108,7 +114,11 @@ def install(model) -> bool:  # noqa: ANN001 - a transformers model
         return False
     config = model.config.get_text_config()
     full_attention = all(type(layer) is DynamicLayer for layer in DynamicCache(config=model.config).layers)
-    if model.config._attn_implementation != "sdpa" or not full_attention or getattr(config, "attn_logit_softcapping", None):
+    if (
+        model.config._attn_implementation != "sdpa"
+        or not full_attention
+        or getattr(config, "attn_logit_softcapping", None)
+    ):
         return False
     AttentionInterface.register(IMPLEMENTATION, _attention)
     AttentionMaskInterface.register(IMPLEMENTATION, _mask)

@@ -29,8 +29,12 @@ class RoomyLayer(DynamicLayer):
         self.device, self.is_initialized = keys.device, True
         self.keys, self.values = keys, values
 
-    keys = property(lambda self: self._keys[..., : self._keys_length, :], lambda self, tensor: self._store("_keys", tensor))
-    values = property(lambda self: self._values[..., : self._values_length, :], lambda self, tensor: self._store("_values", tensor))
+    keys = property(
+        lambda self: self._keys[..., : self._keys_length, :], lambda self, tensor: self._store("_keys", tensor)
+    )
+    values = property(
+        lambda self: self._values[..., : self._values_length, :], lambda self, tensor: self._store("_values", tensor)
+    )
 
     def _store(self, name: str, tensor: torch.Tensor) -> None:
         """A new buffer for ``tensor``'s columns and ``CACHE_ROOM`` more; each of keys and values keeps its own length,
@@ -40,7 +44,9 @@ class RoomyLayer(DynamicLayer):
         setattr(self, name, buffer)
         setattr(self, f"{name}_length", tensor.shape[-2])
 
-    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args: object, **kwargs: object
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Write the new columns after the last one (into a new buffer with room where this one is full); return every column."""
         start = self._keys_length
         end = start + key_states.shape[-2]
@@ -84,7 +90,9 @@ class RunningBatch:
 
     def step(self) -> None:
         """One more column for every row: the token a decoding step feeds."""
-        self.mask = torch.cat([self.mask, torch.ones((self.mask.shape[0], 1), dtype=self.mask.dtype, device=self.mask.device)], dim=1)
+        self.mask = torch.cat(
+            [self.mask, torch.ones((self.mask.shape[0], 1), dtype=self.mask.dtype, device=self.mask.device)], dim=1
+        )
 
     def keep(self, rows: list[int]) -> None:
         """Keep only ``rows``, and drop the leading cache columns no remaining row uses."""

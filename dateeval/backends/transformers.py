@@ -22,23 +22,52 @@ import numpy as np
 from dateeval import numerics
 from dateeval.backends import interrupt, packing
 from dateeval.backends.base import (
-    CONTINUATION_LOGPROBS, GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, ContinuationRequest, Generation,
-    GenerationRequest, GenerationSettings, LabelRequest, ModelIdentity, continuation_tokens, register_backend,
-)  # fmt: skip
+    CONTINUATION_LOGPROBS,
+    GENERATE,
+    LABEL_LOGPROBS,
+    Backend,
+    BackendOptions,
+    Capabilities,
+    ContinuationRequest,
+    Generation,
+    GenerationRequest,
+    GenerationSettings,
+    LabelRequest,
+    ModelIdentity,
+    continuation_tokens,
+    register_backend,
+)
 from dateeval.backends.devices import DEVICES, DTYPES, free_memory, hardware, pick_device, pick_dtype  # noqa: F401 (DEVICES, DTYPES: the CLI's choices)
 from dateeval.backends.scheduler import Scheduler
 from dateeval.errors import DateEvalError
 from dateeval.models import ModelSource, converted_gguf_dir, resolve
 from dateeval.prompting import ChatTemplate
 
-MEMORY_SHARE = 0.5  # of the memory free when a unit is scored, what one scoring forward may hold (batches are split to fit)
-PREFIX_CACHE_BYTES = 256 << 20  # KV caches of recent shared prefixes kept for reuse (SmolLM2-135M float32: 5,500 tokens)
-GENERATE_TOP_K = 50  # the top-k ``generate`` samples with where the model's generation config sets none (transformers' default)
+MEMORY_SHARE = (
+    0.5  # of the memory free when a unit is scored, what one scoring forward may hold (batches are split to fit)
+)
+PREFIX_CACHE_BYTES = (
+    256 << 20
+)  # KV caches of recent shared prefixes kept for reuse (SmolLM2-135M float32: 5,500 tokens)
+GENERATE_TOP_K = (
+    50  # the top-k ``generate`` samples with where the model's generation config sets none (transformers' default)
+)
 # Generation-config settings under which ``generate`` adds a logits processor (value: the setting that adds none);
 # the continuous-batching scheduler applies only temperature, top-k and top-p, so a model setting one keeps static batches.
-EXTRA_PROCESSORS = {"repetition_penalty": 1.0, "no_repeat_ngram_size": 0, "bad_words_ids": None, "min_length": 0, "min_new_tokens": 0,
-                    "suppress_tokens": None, "begin_suppress_tokens": None, "forced_bos_token_id": None, "forced_eos_token_id": None,
-                    "sequence_bias": None, "min_p": None, "typical_p": 1.0}  # fmt: skip
+EXTRA_PROCESSORS = {
+    "repetition_penalty": 1.0,
+    "no_repeat_ngram_size": 0,
+    "bad_words_ids": None,
+    "min_length": 0,
+    "min_new_tokens": 0,
+    "suppress_tokens": None,
+    "begin_suppress_tokens": None,
+    "forced_bos_token_id": None,
+    "forced_eos_token_id": None,
+    "sequence_bias": None,
+    "min_p": None,
+    "typical_p": 1.0,
+}
 
 
 def _cut_at_stop(text: str, stop: tuple[str, ...]) -> str:
@@ -60,7 +89,9 @@ class TransformersBackend(Backend):
     def open(cls, located: ModelSource, options: BackendOptions) -> TransformersBackend:
         return cls(located, dtype=options.dtype, device=options.device, trust_remote_code=options.trust_remote_code)
 
-    def __init__(self, source: ModelSource, *, dtype: str = "auto", device: str = "auto", trust_remote_code: bool = False) -> None:
+    def __init__(
+        self, source: ModelSource, *, dtype: str = "auto", device: str = "auto", trust_remote_code: bool = False
+    ) -> None:
         import torch
         import transformers
 
@@ -74,7 +105,9 @@ class TransformersBackend(Backend):
         elif source.kind == "hub" and source.revision:
             kwargs["revision"] = source.revision
         try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(location, trust_remote_code=trust_remote_code, **kwargs)
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(
+                location, trust_remote_code=trust_remote_code, **kwargs
+            )
             self.model = transformers.AutoModelForCausalLM.from_pretrained(
                 location, dtype=getattr(torch, self.dtype), trust_remote_code=trust_remote_code, **kwargs
             ).to(self.device)
@@ -82,7 +115,9 @@ class TransformersBackend(Backend):
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
             raise DateEvalError(f"cannot load model {source.name}: {first_line}") from None
         self.model.eval()
-        self.governor = numerics.govern(self.model, self.dtype) if self.device == "cpu" else None  # threads follow the load (float32) or stay fixed
+        self.governor = (
+            numerics.govern(self.model, self.dtype) if self.device == "cpu" else None
+        )  # threads follow the load (float32) or stay fixed
         if self.device == "cuda":
             torch.backends.cuda.matmul.allow_tf32 = False
             torch.backends.cudnn.allow_tf32 = False
@@ -97,22 +132,36 @@ class TransformersBackend(Backend):
             dtype=self.dtype,
             device=self.device,
             hardware=hardware(self.device),
-            versions={"torch": torch.__version__, "transformers": transformers.__version__, **(numerics.settings(self.dtype) if self.device == "cpu" else {})},
+            versions={
+                "torch": torch.__version__,
+                "transformers": transformers.__version__,
+                **(numerics.settings(self.dtype) if self.device == "cpu" else {}),
+            },
         )
         self.template = ChatTemplate.from_tokenizer(self.tokenizer, name=source.name)
         # transformers 5.x renamed the forward argument `past_key_values` to `cache`.
-        self._cache_argument = "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
-        self._pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else (self.tokenizer.eos_token_id or 0)
+        self._cache_argument = (
+            "cache" if "cache" in inspect.signature(self.model.forward).parameters else "past_key_values"
+        )
+        self._pad_id = (
+            self.tokenizer.pad_token_id
+            if self.tokenizer.pad_token_id is not None
+            else (self.tokenizer.eos_token_id or 0)
+        )
         self.batches_continuously = _continuous_batching_fits(self.model)
         # On CUDA the per-prompt attention would launch kernels per prompt and layer: batches by length there (``packing``).
         self.packs = self.device == "cpu" and packing.install(self.model)
-        self._prefixes: dict[tuple[int, ...], tuple[object, int]] = {}  # shared prefixes' KV caches and bytes, oldest first (``prefix_cache``)
+        self._prefixes: dict[
+            tuple[int, ...], tuple[object, int]
+        ] = {}  # shared prefixes' KV caches and bytes, oldest first (``prefix_cache``)
 
     @property
     def context_length(self) -> int | None:
         """The longest sequence (prompt plus reply) the model was trained on, where its config states it."""
         config = self.model.config
-        lengths = (getattr(config, name, None) for name in ("max_position_embeddings", "n_positions", "max_sequence_length"))
+        lengths = (
+            getattr(config, name, None) for name in ("max_position_embeddings", "n_positions", "max_sequence_length")
+        )
         return next((length for length in lengths if isinstance(length, int)), None)
 
     @functools.cached_property
@@ -121,7 +170,11 @@ class TransformersBackend(Backend):
         return Scheduler(self)
 
     def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[np.ndarray]:
-        return self.next_token_logprobs(self.encode([r.prompt for r in requests]), [[label.token_id for label in r.labels] for r in requests], batch_size)
+        return self.next_token_logprobs(
+            self.encode([r.prompt for r in requests]),
+            [[label.token_id for label in r.labels] for r in requests],
+            batch_size,
+        )
 
     def generate(self, requests: list[GenerationRequest], batch_size: int) -> list[Generation]:
         """Requests with the same settings are generated together (a task's requests all share theirs)."""
@@ -134,7 +187,9 @@ class TransformersBackend(Backend):
     def continuation_logprobs(self, requests: list[ContinuationRequest], batch_size: int) -> list[float]:
         return self.continuation_texts([r.context for r in requests], [r.continuation for r in requests], batch_size)
 
-    def next_token_logprobs(self, encoded: list[list[int]], token_ids: list[list[int]], batch_size: int = 32) -> list[np.ndarray]:
+    def next_token_logprobs(
+        self, encoded: list[list[int]], token_ids: list[list[int]], batch_size: int = 32
+    ) -> list[np.ndarray]:
         """Log-probabilities (over the full vocabulary) of chosen next tokens after each prompt, as the scheduler batches them.
 
         ``token_ids[i]`` are the candidate tokens for prompt ``i`` (its option
@@ -156,9 +211,13 @@ class TransformersBackend(Backend):
         return self.scheduler.continuation_logprobs(pairs, batch_size)
 
     def generate_texts(
-        self, prompts: list[str], settings: GenerationSettings = GenerationSettings(), batch_size: int = 8,
-        should_stop: Callable[[int], bool] | None = None, groups: list[list[int]] | None = None,
-    ) -> list[Generation]:  # fmt: skip
+        self,
+        prompts: list[str],
+        settings: GenerationSettings = GenerationSettings(),
+        batch_size: int = 8,
+        should_stop: Callable[[int], bool] | None = None,
+        groups: list[list[int]] | None = None,
+    ) -> list[Generation]:
         """Replies in input order, cut at the first stop sequence, as the scheduler batches them (``Scheduler.generate``).
 
         Greedy replies equal the static batches' to float32 rounding; sampled
@@ -183,7 +242,11 @@ class TransformersBackend(Backend):
         """Log-softmax at each suffix's last token, the suffixes run after the shared prefix, packed or right-padded."""
         import torch
 
-        logits = self._packed_logits(suffixes, prefix_cache, prefix_len) if packed else self._run_suffixes(suffixes, prefix_cache, prefix_len)[0]
+        logits = (
+            self._packed_logits(suffixes, prefix_cache, prefix_len)
+            if packed
+            else self._run_suffixes(suffixes, prefix_cache, prefix_len)[0]
+        )
         return torch.log_softmax(logits, dim=-1).cpu().numpy()
 
     def score_every_position(self, inputs: list[list[int]], *, packed: bool) -> list:
@@ -192,7 +255,12 @@ class TransformersBackend(Backend):
 
         if not packed:
             ids, mask = self._pad(inputs, left=False)
-            return list(torch.log_softmax(self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float(), dim=-1))
+            return list(
+                torch.log_softmax(
+                    self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float(),
+                    dim=-1,
+                )
+            )
         logprobs = torch.log_softmax(self._packed_logits(inputs, None, 0, every_position=True), dim=-1)
         starts = [sum(len(s) for s in inputs[:row]) for row in range(len(inputs))]
         return [logprobs[start : start + len(s)] for start, s in zip(starts, inputs)]
@@ -216,7 +284,9 @@ class TransformersBackend(Backend):
         """Raise ``error`` out of this model's forward passes once ``stop()`` (``interrupt.abandoned_when``)."""
         return interrupt.abandoned_when(self.model, stop, error)
 
-    def generate_static(self, encoded: list[list[int]], settings: GenerationSettings, should_stop: Callable[[int], bool] | None = None) -> list[Generation]:
+    def generate_static(
+        self, encoded: list[list[int]], settings: GenerationSettings, should_stop: Callable[[int], bool] | None = None
+    ) -> list[Generation]:
         """One static batch through ``model.generate``, left-padded, running until its longest reply ends.
 
         At a fixed batch composition the output is identical run to run
@@ -228,8 +298,12 @@ class TransformersBackend(Backend):
         ids, mask = self._pad(encoded, left=True)
         width = ids.shape[1]
         torch.manual_seed(settings.seed)
-        stopping = {} if should_stop is None else {"stopping_criteria": _rows_stopping(should_stop, list(range(len(encoded))))}
-        out = self.model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **self._decoding(settings), **stopping)
+        stopping = (
+            {} if should_stop is None else {"stopping_criteria": _rows_stopping(should_stop, list(range(len(encoded))))}
+        )
+        out = self.model.generate(
+            input_ids=ids.to(self.device), attention_mask=mask.to(self.device), **self._decoding(settings), **stopping
+        )
         return [self.reply(out[row, width:].tolist(), settings.stop, len(tokens)) for row, tokens in enumerate(encoded)]
 
     def prefill(self, batch, groups: list[tuple[list[list[int]], object, int]]):  # noqa: ANN001, ANN201 - (logits, RunningBatch)
@@ -257,7 +331,14 @@ class TransformersBackend(Backend):
         position_ids = torch.tensor([[position] for position in positions], device=self.device)
         batch.step()
         cache = {self._cache_argument: batch.cache}
-        out = self.model(input_ids=ids, attention_mask=batch.mask, position_ids=position_ids, use_cache=True, logits_to_keep=1, **cache)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=batch.mask,
+            position_ids=position_ids,
+            use_cache=True,
+            logits_to_keep=1,
+            **cache,
+        )
         batch.cache = _cache_of(out)
         return out.logits[:, -1].float()
 
@@ -305,7 +386,11 @@ class TransformersBackend(Backend):
     def _decoding(self, settings: GenerationSettings) -> dict:
         """``generate`` options: greedy, or the model's own temperature/top-p (App. C.2); stop strings."""
         config = self.model.generation_config
-        options = {"do_sample": settings.sample, "max_new_tokens": settings.max_new_tokens, "pad_token_id": self._pad_id}
+        options = {
+            "do_sample": settings.sample,
+            "max_new_tokens": settings.max_new_tokens,
+            "pad_token_id": self._pad_id,
+        }
         if settings.sample:
             options.update(temperature=config.temperature or 1.0, top_p=config.top_p or 1.0)
         else:
@@ -329,17 +414,27 @@ class TransformersBackend(Backend):
         heads, hidden = config.num_attention_heads, config.hidden_size
         element = torch.empty((), dtype=self.model.dtype).element_size()
         head_dim = getattr(config, "head_dim", None) or hidden // heads
-        cache = 2 * config.num_hidden_layers * (getattr(config, "num_key_value_heads", None) or heads) * head_dim * element
-        working = element * (4 * hidden + 2 * (getattr(config, "intermediate_size", None) or 4 * hidden)) + 4 * heads * widest
+        cache = (
+            2 * config.num_hidden_layers * (getattr(config, "num_key_value_heads", None) or heads) * head_dim * element
+        )
+        working = (
+            element * (4 * hidden + 2 * (getattr(config, "intermediate_size", None) or 4 * hidden)) + 4 * heads * widest
+        )
         vocabulary = self.model.get_output_embeddings().weight.shape[0]
-        return max(1, int(free_memory(self.device) * MEMORY_SHARE) // (cache + working + (8 * vocabulary if logits else 0)))
+        return max(
+            1, int(free_memory(self.device) * MEMORY_SHARE) // (cache + working + (8 * vocabulary if logits else 0))
+        )
 
     def _sampling_warpers(self):  # noqa: ANN202 - a transformers LogitsProcessorList
         """The model's own temperature, top-k and top-p, skipped where neutral and in ``generate``'s order (App. C.2)."""
         from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
         config = self.model.generation_config
-        temperature, top_k, top_p = config.temperature or 1.0, GENERATE_TOP_K if config.top_k is None else config.top_k, config.top_p or 1.0
+        temperature, top_k, top_p = (
+            config.temperature or 1.0,
+            GENERATE_TOP_K if config.top_k is None else config.top_k,
+            config.top_p or 1.0,
+        )
         warpers = [TemperatureLogitsWarper(temperature)] if temperature != 1.0 else []
         warpers += [TopKLogitsWarper(top_k)] if top_k else []
         return LogitsProcessorList(warpers + ([TopPLogitsWarper(top_p)] if top_p < 1.0 else []))
@@ -379,7 +474,9 @@ class TransformersBackend(Backend):
         kept = self._prefixes.pop(key, None)
         if kept is None:
             # only the cache is read: no logits over the whole prefix (an 8,191-token prefix held 1.6 GB of them)
-            cache = _cache_of(self.model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True, logits_to_keep=1))
+            cache = _cache_of(
+                self.model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True, logits_to_keep=1)
+            )
             kept = (cache, sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers))
         self._prefixes[key] = kept  # the latest last
         while sum(size for _, size in self._prefixes.values()) > PREFIX_CACHE_BYTES:
@@ -395,7 +492,9 @@ class TransformersBackend(Backend):
         import torch
 
         ids, suffix_mask = self._pad(suffixes, left=False)
-        mask = torch.cat([torch.ones((len(suffixes), prefix_len), dtype=torch.long), suffix_mask], dim=1).to(self.device)
+        mask = torch.cat([torch.ones((len(suffixes), prefix_len), dtype=torch.long), suffix_mask], dim=1).to(
+            self.device
+        )
         last = torch.tensor([len(s) - 1 for s in suffixes])
         keep = torch.unique(last)
         kwargs = {}
@@ -428,14 +527,21 @@ class TransformersBackend(Backend):
         filler = max(0, packing.MIN_ROWS - sum(lengths))
         segments = lengths + ([filler] if filler else [])
         ids = torch.tensor([[token for s in suffixes for token in s] + [self._pad_id] * filler], device=self.device)
-        positions = torch.cat([torch.arange(prefix_len, prefix_len + length) for length in segments])[None].to(self.device)
+        positions = torch.cat([torch.arange(prefix_len, prefix_len + length) for length in segments])[None].to(
+            self.device
+        )
         ends = (torch.tensor(lengths).cumsum(0) - 1).tolist()
-        keep = 0 if every_position else torch.tensor(ends + ends[-1:] * max(0, packing.MIN_ROWS - len(ends)), device=self.device)
+        keep = (
+            0
+            if every_position
+            else torch.tensor(ends + ends[-1:] * max(0, packing.MIN_ROWS - len(ends)), device=self.device)
+        )
         kwargs = {self._cache_argument: copy.deepcopy(prefix_cache)} if prefix_cache is not None else {}
         with packing.segments(prefix_len, segments):
-            out = self.model(input_ids=ids, position_ids=positions, use_cache=prefix_cache is not None, logits_to_keep=keep, **kwargs)
+            out = self.model(
+                input_ids=ids, position_ids=positions, use_cache=prefix_cache is not None, logits_to_keep=keep, **kwargs
+            )
         return out.logits[0].float() if every_position else out.logits[0, : len(suffixes)].float()
-
 
 
 def _continuous_batching_fits(model) -> bool:  # noqa: ANN001 - a transformers model

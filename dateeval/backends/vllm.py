@@ -42,9 +42,22 @@ from typing import Any
 import numpy as np
 
 from dateeval.backends.base import (
-    CONTINUATION_LOGPROBS, GENERATE, LABEL_LOGPROBS, Backend, BackendOptions, Capabilities, ContinuationRequest, FixedBatch,
-    Generation, GenerationRequest, GenerationSettings, LabelRequest, ModelIdentity, continuation_tokens, register_backend,
-)  # fmt: skip
+    CONTINUATION_LOGPROBS,
+    GENERATE,
+    LABEL_LOGPROBS,
+    Backend,
+    BackendOptions,
+    Capabilities,
+    ContinuationRequest,
+    FixedBatch,
+    Generation,
+    GenerationRequest,
+    GenerationSettings,
+    LabelRequest,
+    ModelIdentity,
+    continuation_tokens,
+    register_backend,
+)
 from dateeval.backends.scheduler.plans import static_batches
 from dateeval.errors import DateEvalError
 from dateeval.models import ModelSource, converted_gguf_dir, resolve
@@ -103,7 +116,12 @@ def _memory_settings(device: str) -> dict:
 class VLLMBackend(Backend):
     """An offline vLLM engine with prefix caching; dateeval renders every prompt and sends its token ids."""
 
-    capabilities = Capabilities(frozenset({LABEL_LOGPROBS, GENERATE, CONTINUATION_LOGPROBS}), renders_locally=True, deterministic=True, date_control="full")
+    capabilities = Capabilities(
+        frozenset({LABEL_LOGPROBS, GENERATE, CONTINUATION_LOGPROBS}),
+        renders_locally=True,
+        deterministic=True,
+        date_control="full",
+    )
 
     @classmethod
     def locate(cls, spec: str) -> ModelSource:
@@ -128,8 +146,12 @@ class VLLMBackend(Backend):
         elif source.kind == "hub":
             revision = source.revision
         try:
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(location, revision=revision, trust_remote_code=options.trust_remote_code)
-            config = transformers.AutoConfig.from_pretrained(location, revision=revision, trust_remote_code=options.trust_remote_code)
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(
+                location, revision=revision, trust_remote_code=options.trust_remote_code
+            )
+            config = transformers.AutoConfig.from_pretrained(
+                location, revision=revision, trust_remote_code=options.trust_remote_code
+            )
             try:
                 self._generation_config = transformers.GenerationConfig.from_pretrained(location, revision=revision)
             except OSError:
@@ -178,10 +200,16 @@ class VLLMBackend(Backend):
         batches them continuously (up to its ``max_num_seqs``), so a plain ``batch_size`` caps nothing here. A
         :class:`FixedBatch` (the batch-size factor) runs as the transformers backend's static batches do: the chunks
         :func:`~dateeval.backends.scheduler.plans.static_batches` plans, one engine call each."""
-        plan = static_batches([len(tokens) for tokens in prompts], batch_size) if isinstance(batch_size, FixedBatch) else [list(range(len(prompts)))]
+        plan = (
+            static_batches([len(tokens) for tokens in prompts], batch_size)
+            if isinstance(batch_size, FixedBatch)
+            else [list(range(len(prompts)))]
+        )
         outputs: list = [None] * len(prompts)
         for chunk in plan:
-            answered = self.llm.generate([{"prompt_token_ids": prompts[i]} for i in chunk], [params[i] for i in chunk], use_tqdm=False)
+            answered = self.llm.generate(
+                [{"prompt_token_ids": prompts[i]} for i in chunk], [params[i] for i in chunk], use_tqdm=False
+            )
             for index, output in zip(chunk, answered):
                 outputs[index] = output
         return outputs
@@ -191,12 +219,17 @@ class VLLMBackend(Backend):
         ids = [[label.token_id for label in request.labels] for request in requests]
         if any(token is None for labels in ids for token in labels):
             raise DateEvalError("backend vllm scores option labels by token id, and a label has none")
-        params = [self._sampling_params(max_tokens=1, temperature=0.0, logprob_token_ids=labels, detokenize=False) for labels in ids]
+        params = [
+            self._sampling_params(max_tokens=1, temperature=0.0, logprob_token_ids=labels, detokenize=False)
+            for labels in ids
+        ]
         outputs = self._run(self.encode([r.prompt for r in requests]), params, batch_size)
         results = []
         for output, labels in zip(outputs, ids):
             found = output.outputs[0].logprobs[0]
-            results.append(np.array([found[token].logprob if token in found else np.nan for token in labels], dtype=np.float64))
+            results.append(
+                np.array([found[token].logprob if token in found else np.nan for token in labels], dtype=np.float64)
+            )
         return results
 
     def generate(self, requests: list[GenerationRequest], batch_size: int) -> list[Generation]:
@@ -210,18 +243,28 @@ class VLLMBackend(Backend):
 
     def _decoding(self, settings: GenerationSettings):  # noqa: ANN202 - a vllm.SamplingParams
         """Greedy, or the model's own temperature/top-p/top-k (App. C.2) with the request's own seed; stop strings cut."""
-        common = {"max_tokens": settings.max_new_tokens, "stop": list(settings.stop) or None, "skip_special_tokens": True}
+        common = {
+            "max_tokens": settings.max_new_tokens,
+            "stop": list(settings.stop) or None,
+            "skip_special_tokens": True,
+        }
         if not settings.sample:
             return self._sampling_params(temperature=0.0, **common)
         config = self._generation_config
         return self._sampling_params(
-            temperature=config.temperature or 1.0, top_p=config.top_p or 1.0, top_k=config.top_k or 0, seed=settings.seed, **common
+            temperature=config.temperature or 1.0,
+            top_p=config.top_p or 1.0,
+            top_k=config.top_k or 0,
+            seed=settings.seed,
+            **common,
         )
 
     def continuation_logprobs(self, requests: list[ContinuationRequest], batch_size: int) -> list[float]:
         """Total log-probability of each continuation, split where tokenising context + continuation departs from the context."""
         splits = [continuation_tokens(self.encode, request) for request in requests]
-        params = [self._sampling_params(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False) for _ in requests]
+        params = [
+            self._sampling_params(max_tokens=1, temperature=0.0, prompt_logprobs=0, detokenize=False) for _ in requests
+        ]
         outputs = self._run([whole for whole, _ in splits], params, batch_size)
         totals = []
         for output, (whole, first) in zip(outputs, splits):

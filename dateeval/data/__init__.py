@@ -31,13 +31,18 @@ class Source:
 # The one table of multiple-choice benchmarks; exemplars as in paper §5.4: MMLU's dev split (5 per subject), ARC's train split.
 SOURCES: dict[str, Source] = {
     "mmlu": Source(load_mmlu, lambda data_dir: load_mmlu((), data_dir, split="dev"), subjects=True),
-    "arc_challenge": Source(lambda subjects, data_dir: load_arc("ARC-Challenge", data_dir),
-                            lambda data_dir: load_arc("ARC-Challenge", data_dir, split="train")),
-    "arc_easy": Source(lambda subjects, data_dir: load_arc("ARC-Easy", data_dir), lambda data_dir: load_arc("ARC-Easy", data_dir, split="train")),
+    "arc_challenge": Source(
+        lambda subjects, data_dir: load_arc("ARC-Challenge", data_dir),
+        lambda data_dir: load_arc("ARC-Challenge", data_dir, split="train"),
+    ),
+    "arc_easy": Source(
+        lambda subjects, data_dir: load_arc("ARC-Easy", data_dir),
+        lambda data_dir: load_arc("ARC-Easy", data_dir, split="train"),
+    ),
     "gpqa_main": Source(lambda subjects, data_dir: load_gpqa("main", data_dir)),
     "gpqa_diamond": Source(lambda subjects, data_dir: load_gpqa("diamond", data_dir)),
     "gpqa_extended": Source(lambda subjects, data_dir: load_gpqa("extended", data_dir)),
-}  # fmt: skip
+}
 
 __all__ = ["SOURCES", "MCItem", "Source", "Subset", "load_exemplars", "load_items"]
 
@@ -56,7 +61,9 @@ def load_items(name: str, data_dir: str | Path | None = None, subset: Subset = S
     if name not in SOURCES:
         raise DateEvalError(f"unknown dataset {name!r}: choose one of {', '.join(SOURCES)}")
     if subset.subjects and not SOURCES[name].subjects:
-        raise DateEvalError(f"--subjects applies to {', '.join(n for n, s in SOURCES.items() if s.subjects)} only, not {name}")
+        raise DateEvalError(
+            f"--subjects applies to {', '.join(n for n, s in SOURCES.items() if s.subjects)} only, not {name}"
+        )
     directory = _directory(data_dir)
     items = SOURCES[name].items(subset.subjects, directory)
     if not items:

@@ -15,7 +15,9 @@ def _item(item_id: str, stem: str, texts: list[str], labels: list[str], key: str
     repeated = sorted({label for label in labels if labels.count(label) > 1})
     if repeated:
         # The key is matched by label: with a label twice, which option is correct is a guess.
-        raise ValueError(f"ARC item {item_id}: option labels {', '.join(labels)} repeat {', '.join(repeated)}, so answer key {key!r} is ambiguous")
+        raise ValueError(
+            f"ARC item {item_id}: option labels {', '.join(labels)} repeat {', '.join(repeated)}, so answer key {key!r} is ambiguous"
+        )
     if key not in labels:
         raise ValueError(f"ARC item {item_id}: answer key {key!r} is not one of its labels {labels}")
     # Options are shown as A, B, C... by position; the key ("C" or "3") is matched by label.
@@ -24,7 +26,13 @@ def _item(item_id: str, stem: str, texts: list[str], labels: list[str], key: str
 
 def _row(row: dict) -> MCItem:
     choices = row["question"]["choices"]
-    return _item(row["id"], row["question"]["stem"], [c["text"] for c in choices], [c["label"] for c in choices], row["answerKey"])
+    return _item(
+        row["id"],
+        row["question"]["stem"],
+        [c["text"] for c in choices],
+        [c["label"] for c in choices],
+        row["answerKey"],
+    )
 
 
 def _local(data_dir: Path, config: str, split: str) -> list[MCItem]:
@@ -42,7 +50,10 @@ def load_arc(config: str, data_dir: Path | None, split: str = "test") -> list[MC
     rows = load_hub_rows("allenai/ai2_arc", config, split, hint)
     where = f"the Hub copy of allenai/ai2_arc ({config})"
     try:
-        items = [_item(r["id"], r["question"], list(r["choices"]["text"]), list(r["choices"]["label"]), r["answerKey"]) for r in rows]
+        items = [
+            _item(r["id"], r["question"], list(r["choices"]["text"]), list(r["choices"]["label"]), r["answerKey"])
+            for r in rows
+        ]
     except ValueError as error:
         raise DateEvalError(f"malformed {where}: {error}") from None
     return unique_ids(items, where)

@@ -75,7 +75,9 @@ class Table:
 
     def _hub(self) -> list[Row]:
         name = self.location.removeprefix(HUB_PREFIX)
-        rows = load_hub_rows(name, self.config, self.split, "save it as a JSONL, CSV or Parquet file and give that file instead")
+        rows = load_hub_rows(
+            name, self.config, self.split, "save it as a JSONL, CSV or Parquet file and give that file instead"
+        )
         return [(f"row {number}", row) for number, row in enumerate(rows, 1)]
 
 
@@ -88,7 +90,9 @@ def _read_file(path: Path) -> list[Row]:
         raise DateEvalError(f"dataset file {path} does not exist")
     if path.suffix == ".parquet":
         return _parquet(path)
-    text = read_text(path, "dataset").removeprefix("\ufeff")  # spreadsheets often start CSV/JSONL with a byte-order mark
+    text = read_text(path, "dataset").removeprefix(
+        "\ufeff"
+    )  # spreadsheets often start CSV/JSONL with a byte-order mark
     if path.suffix == ".csv":
         return _csv(text, path)
     return [(f"line {number}", row) for number, row in jsonl_rows(text.split("\n"), path, "dataset")]
@@ -103,11 +107,15 @@ def _csv(text: str, path: Path) -> list[Row]:
             where = f"line {reader.line_num}"
             cells.add(where, len(row))
             if None in row:
-                raise DateEvalError(f"malformed dataset {path}, {where}: {len(reader.fieldnames) + len(row[None])} values for "
-                                    f"{len(reader.fieldnames)} header columns")  # fmt: skip
+                raise DateEvalError(
+                    f"malformed dataset {path}, {where}: {len(reader.fieldnames) + len(row[None])} values for "
+                    f"{len(reader.fieldnames)} header columns"
+                )
             short = [name for name, value in row.items() if value is None]
             if short:
-                raise DateEvalError(f"dataset {path}, {where}, field {short[0]!r}: missing (the row has fewer values than the header has columns)")
+                raise DateEvalError(
+                    f"dataset {path}, {where}, field {short[0]!r}: missing (the row has fewer values than the header has columns)"
+                )
             rows.append((where, row))
     except csv.Error as error:
         raise DateEvalError(f"malformed dataset {path}, line {reader.line_num}: {error}") from None
@@ -139,7 +147,9 @@ class Fields:
         if choices is None:
             columns = tuple(label for label in LABELS if label in first)
             choices = columns if "choices" not in first and columns[:2] == ("A", "B") else "choices"
-        return replace(self, choices=choices, id=_optional(self.id, "id", first), subject=_optional(self.subject, "subject", first))
+        return replace(
+            self, choices=choices, id=_optional(self.id, "id", first), subject=_optional(self.subject, "subject", first)
+        )
 
 
 def _optional(field: str | None, default: str, first: dict) -> str:
@@ -224,11 +234,18 @@ def _answer(value: object, field: str, answer_format: str, options: tuple[str, .
     }
     found = {form: index for form, index in readings.items() if index is not None and answer_format in ("auto", form)}
     if not found:
-        wanted = {"index": "a 0-based index", "letter": "a letter", "text": "the text of one of its options"}.get(answer_format, "an index, a letter or an option's text")
+        wanted = {"index": "a 0-based index", "letter": "a letter", "text": "the text of one of its options"}.get(
+            answer_format, "an index, a letter or an option's text"
+        )
         raise FieldError(field, f"{value!r} is not {wanted}: {expected}")
     if len(set(found.values())) > 1:
-        readings_text = ", ".join(f"as {form} " + (f"option {LABELS[index]}" if index < n else "out of range") for form, index in found.items())
-        raise FieldError(field, f"{value!r} is ambiguous ({readings_text}): set answer_format (index, letter or text) in a spec")
+        readings_text = ", ".join(
+            f"as {form} " + (f"option {LABELS[index]}" if index < n else "out of range")
+            for form, index in found.items()
+        )
+        raise FieldError(
+            field, f"{value!r} is ambiguous ({readings_text}): set answer_format (index, letter or text) in a spec"
+        )
     index = next(iter(found.values()))
     if index >= n:
         raise FieldError(field, f"{value!r} is out of range: {expected}")
@@ -284,9 +301,14 @@ def load(table: Table, fields: Fields, make: Callable[[Fields], Callable[[dict],
         except FieldError as error:
             raise DateEvalError(f"dataset {table}, {where}, field {error.field!r}: {error}") from None
         if item.id in first:
-            raise DateEvalError(f"dataset {table}, {where}, " + (
-                f"field {settled.id!r}: duplicate id {item.id!r} (first on {first[item.id]}): every item needs its own id" if settled.id
-                else f"field {settled.question!r}: the same question as on {first[item.id]}: remove one, or give every row an id"))  # fmt: skip
+            raise DateEvalError(
+                f"dataset {table}, {where}, "
+                + (
+                    f"field {settled.id!r}: duplicate id {item.id!r} (first on {first[item.id]}): every item needs its own id"
+                    if settled.id
+                    else f"field {settled.question!r}: the same question as on {first[item.id]}: remove one, or give every row an id"
+                )
+            )
         first[item.id] = where
         items.append(item)
     return items

@@ -17,7 +17,17 @@ from pathlib import Path
 from typing import Protocol, TypeVar
 
 from dateeval.errors import DateEvalError
-from dateeval.limits import MAX_CELLS, MAX_FIELDS, MAX_ROW_CHARS, MAX_ROWS, MAX_TEXT_BYTES, YAML_MAX_CHARS, YAML_MAX_DEPTH, YAML_MAX_NODES, mib
+from dateeval.limits import (
+    MAX_CELLS,
+    MAX_FIELDS,
+    MAX_ROW_CHARS,
+    MAX_ROWS,
+    MAX_TEXT_BYTES,
+    YAML_MAX_CHARS,
+    YAML_MAX_DEPTH,
+    YAML_MAX_NODES,
+    mib,
+)
 
 T = TypeVar("T")
 
@@ -38,7 +48,9 @@ def read_text(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> str:
         return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # universal newlines, as text mode reads
     except UnicodeDecodeError as error:  # decoded whole, so the offset and line are the file's own
         line = error.object[: error.start].count(b"\n") + 1
-        raise DateEvalError(f"{what} file {path} is not UTF-8 text (byte {error.start}) on line {line}: convert it or restore the original") from None
+        raise DateEvalError(
+            f"{what} file {path} is not UTF-8 text (byte {error.start}) on line {line}: convert it or restore the original"
+        ) from None
     except (OSError, EOFError, zlib.error) as error:  # gzip: not gzip at all, or cut short
         raise DateEvalError(f"cannot read {what} file {path}: {getattr(error, 'strerror', None) or error}") from None
 
@@ -49,12 +61,20 @@ def read_bytes(path: Path, what: str, limit: int = MAX_TEXT_BYTES) -> bytes:
     compressed = path.suffix == ".gz"
     with open(path, "rb") as handle:
         if not compressed and os.fstat(handle.fileno()).st_size > limit:
-            raise DateEvalError(f"{what} file {path} is over the {mib(limit)} a file may hold: cut it into smaller files")
+            raise DateEvalError(
+                f"{what} file {path} is over the {mib(limit)} a file may hold: cut it into smaller files"
+            )
         data = (gzip.GzipFile(fileobj=handle) if compressed else handle).read(limit + 1)
     if len(data) > limit:
-        raise DateEvalError(f"{what} file {path} is over the {mib(limit)} a file may hold" + (" decompressed" if compressed else "") + ": cut it into smaller files")
+        raise DateEvalError(
+            f"{what} file {path} is over the {mib(limit)} a file may hold"
+            + (" decompressed" if compressed else "")
+            + ": cut it into smaller files"
+        )
     if data.count(b"\n") >= MAX_ROWS:  # counted in C before any line is split off: a file of blank lines is a bomb too
-        raise DateEvalError(f"{what} file {path} has over the {MAX_ROWS:,} lines a file may hold: cut it into smaller files")
+        raise DateEvalError(
+            f"{what} file {path} has over the {MAX_ROWS:,} lines a file may hold: cut it into smaller files"
+        )
     return data
 
 
@@ -74,11 +94,15 @@ class Cells:
     def add(self, where: str, fields: int, cells: int | None = None) -> None:
         """Count a row of ``fields`` fields, ``where`` in the file, as ``cells`` cells (by default one a field)."""
         if fields > MAX_FIELDS:
-            raise DateEvalError(f"{self.what} file {self.path}, {where}: {fields:,} fields, over the {MAX_FIELDS:,} a row may have")
+            raise DateEvalError(
+                f"{self.what} file {self.path}, {where}: {fields:,} fields, over the {MAX_FIELDS:,} a row may have"
+            )
         self.count += fields if cells is None else cells
         if self.count > MAX_CELLS:
-            raise DateEvalError(f"{self.what} file {self.path}, {where}: over the {MAX_CELLS:,} cells (rows × fields) a file may hold: "
-                                "cut it into smaller files")  # fmt: skip
+            raise DateEvalError(
+                f"{self.what} file {self.path}, {where}: over the {MAX_CELLS:,} cells (rows × fields) a file may hold: "
+                "cut it into smaller files"
+            )
 
 
 def check_table(table, what: str, remedy: str) -> None:  # noqa: ANN001 - a pyarrow.Table
@@ -88,10 +112,14 @@ def check_table(table, what: str, remedy: str) -> None:  # noqa: ANN001 - a pyar
     if table.num_rows > MAX_ROWS:
         raise DateEvalError(f"{what} has {table.num_rows:,} rows, over the {MAX_ROWS:,} a file may hold: {remedy}")
     if table.num_columns > MAX_FIELDS:
-        raise DateEvalError(f"{what} has {table.num_columns:,} fields, over the {MAX_FIELDS:,} a row may have: {remedy}")
+        raise DateEvalError(
+            f"{what} has {table.num_columns:,} fields, over the {MAX_FIELDS:,} a row may have: {remedy}"
+        )
     chunks = [chunk for column in table.columns for chunk in column.chunks]
     if sum(map(_values, chunks)) > MAX_CELLS:
-        raise DateEvalError(f"{what} holds over the {MAX_CELLS:,} cells (rows × fields, a list's elements each counted) a file may hold: {remedy}")
+        raise DateEvalError(
+            f"{what} holds over the {MAX_CELLS:,} cells (rows × fields, a list's elements each counted) a file may hold: {remedy}"
+        )
     if sum(map(_decoded_bytes, chunks)) > MAX_TEXT_BYTES:
         raise DateEvalError(f"{what} is over the {mib(MAX_TEXT_BYTES)} a file may hold decoded: {remedy}")
 
@@ -112,7 +140,9 @@ def read_parquet(source, what: str, remedy: str):  # noqa: ANN001, ANN201 - a pa
         with pq.ParquetFile(source, read_dictionary=texts) as file:
             table = file.read()
     except (OSError, pa.ArrowException) as error:
-        raise DateEvalError(f"cannot read {what}: not a readable Parquet file ({str(error).splitlines()[0][:200]})") from None
+        raise DateEvalError(
+            f"cannot read {what}: not a readable Parquet file ({str(error).splitlines()[0][:200]})"
+        ) from None
     check_table(table, what, remedy)
     return table
 
@@ -122,14 +152,26 @@ def _check_parquet_footer(metadata, schema, what: str, remedy: str) -> list[str]
     elements each counted) and decompressed bytes are within the bounds."""
     if metadata.num_rows > MAX_ROWS:
         raise DateEvalError(f"{what} has {metadata.num_rows:,} rows, over the {MAX_ROWS:,} a file may hold: {remedy}")
-    chunks = [metadata.row_group(group).column(column) for group in range(metadata.num_row_groups) for column in range(metadata.num_columns)]
+    chunks = [
+        metadata.row_group(group).column(column)
+        for group in range(metadata.num_row_groups)
+        for column in range(metadata.num_columns)
+    ]
     if metadata.num_columns > MAX_FIELDS:
-        raise DateEvalError(f"{what}, its footer: {metadata.num_columns:,} fields, over the {MAX_FIELDS:,} a row may have: {remedy}")
+        raise DateEvalError(
+            f"{what}, its footer: {metadata.num_columns:,} fields, over the {MAX_FIELDS:,} a row may have: {remedy}"
+        )
     if sum(chunk.num_values for chunk in chunks) > MAX_CELLS:
-        raise DateEvalError(f"{what}, its footer: over the {MAX_CELLS:,} cells (rows × fields) a file may hold: {remedy}")
+        raise DateEvalError(
+            f"{what}, its footer: over the {MAX_CELLS:,} cells (rows × fields) a file may hold: {remedy}"
+        )
     if sum(chunk.total_uncompressed_size for chunk in chunks) > MAX_TEXT_BYTES:
         raise DateEvalError(f"{what} is over the {mib(MAX_TEXT_BYTES)} a file may hold decompressed: {remedy}")
-    return [schema.column(index).path for index in range(metadata.num_columns) if schema.column(index).physical_type == "BYTE_ARRAY"]
+    return [
+        schema.column(index).path
+        for index in range(metadata.num_columns)
+        if schema.column(index).physical_type == "BYTE_ARRAY"
+    ]
 
 
 def _values(array) -> int:  # noqa: ANN001 - a pyarrow.Array
@@ -178,7 +220,9 @@ def _bounded_loader(base: type | None = None) -> type:
             self.depth += 1
             try:
                 if self.depth > YAML_MAX_DEPTH:
-                    raise _YAMLBound(f"is nested over {YAML_MAX_DEPTH} levels deep (line {self.peek_event().start_mark.line + 1}), the most it may be")
+                    raise _YAMLBound(
+                        f"is nested over {YAML_MAX_DEPTH} levels deep (line {self.peek_event().start_mark.line + 1}), the most it may be"
+                    )
                 return super().compose_node(parent, index)
             finally:
                 self.depth -= 1
@@ -213,7 +257,13 @@ def _expanded_size(root) -> tuple[int, int]:  # noqa: ANN001 - a yaml.Node
     stack = [(root, False)]
     while stack:
         node, children_sized = stack.pop()
-        children = [item for pair in node.value for item in pair] if node.id == "mapping" else node.value if node.id == "sequence" else []
+        children = (
+            [item for pair in node.value for item in pair]
+            if node.id == "mapping"
+            else node.value
+            if node.id == "sequence"
+            else []
+        )
         if children_sized:
             open_nodes.discard(id(node))
             values = 1 + sum(sizes[id(child)][0] for child in children)
@@ -223,9 +273,13 @@ def _expanded_size(root) -> tuple[int, int]:  # noqa: ANN001 - a yaml.Node
             if values > YAML_MAX_NODES:
                 raise _YAMLBound(f"expands to over {YAML_MAX_NODES:,} values, the most it may hold ({where})")
             if chars > YAML_MAX_CHARS:
-                raise _YAMLBound(f"expands to over {YAML_MAX_CHARS:,} characters of text, the most it may hold ({where})")
+                raise _YAMLBound(
+                    f"expands to over {YAML_MAX_CHARS:,} characters of text, the most it may hold ({where})"
+                )
         elif id(node) in open_nodes:
-            raise _YAMLBound(f"has an alias inside its own anchor (line {node.start_mark.line + 1}), which would hold itself")
+            raise _YAMLBound(
+                f"has an alias inside its own anchor (line {node.start_mark.line + 1}), which would hold itself"
+            )
         elif id(node) not in sizes:
             open_nodes.add(id(node))
             stack.append((node, True))
@@ -253,7 +307,9 @@ def jsonl_rows(lines: Iterable[str], path: Path, what: str) -> list[tuple[int, d
         if not line.strip():
             continue
         if len(line) > MAX_ROW_CHARS:
-            raise DateEvalError(f"{what} file {path}, line {number}: {len(line):,} characters, over the {MAX_ROW_CHARS:,} a line may have")
+            raise DateEvalError(
+                f"{what} file {path}, line {number}: {len(line):,} characters, over the {MAX_ROW_CHARS:,} a line may have"
+            )
         try:
             row = json.loads(line)
             if not isinstance(row, dict):
@@ -281,7 +337,9 @@ def _refuse_lone_surrogates(line: str, row: dict) -> None:
     try:
         json.dumps(row, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as error:
-        raise ValueError(f"text with a lone surrogate escape \\u{ord(error.object[error.start]):04x} (half a UTF-16 pair), which is not a character") from None
+        raise ValueError(
+            f"text with a lone surrogate escape \\u{ord(error.object[error.start]):04x} (half a UTF-16 pair), which is not a character"
+        ) from None
 
 
 def unique_ids(items: list[Item], where: str | Path) -> list[Item]:

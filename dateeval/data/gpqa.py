@@ -27,7 +27,13 @@ def _item(row: dict, config: str) -> MCItem:
     # The CSV always lists the correct answer first; shuffle with a per-item seed so the order is fixed forever.
     order = list(range(4))
     random.Random(f"gpqa/{record}").shuffle(order)
-    return MCItem(f"gpqa_{config}/{record}", row["Question"].strip(), tuple(options[i] for i in order), order.index(0), row.get("High-level domain", ""))
+    return MCItem(
+        f"gpqa_{config}/{record}",
+        row["Question"].strip(),
+        tuple(options[i] for i in order),
+        order.index(0),
+        row.get("High-level domain", ""),
+    )
 
 
 def load_gpqa(config: str, data_dir: Path | None) -> list[MCItem]:
@@ -37,7 +43,9 @@ def load_gpqa(config: str, data_dir: Path | None) -> list[MCItem]:
         if not path.is_file():
             raise DateEvalError(f"no GPQA file {path}. {_ACCESS.replace('{config}', config)}")
         try:
-            return unique_ids([_item(row, config) for row in csv.DictReader(io.StringIO(read_text(path, "GPQA"), newline=""))], path)
+            return unique_ids(
+                [_item(row, config) for row in csv.DictReader(io.StringIO(read_text(path, "GPQA"), newline=""))], path
+            )
         except KeyError as error:
             raise DateEvalError(f"malformed GPQA file {path}: missing column {error}") from None
         except (csv.Error, AttributeError) as error:  # AttributeError: a short row has None for its missing columns
@@ -46,5 +54,7 @@ def load_gpqa(config: str, data_dir: Path | None) -> list[MCItem]:
 
     if get_token() is None:
         raise DateEvalError(f"no Hugging Face token found. {_ACCESS.replace('{config}', config)}")
-    rows = load_hub_rows("Idavidrein/gpqa", f"gpqa_{config}", "train", f"pass --data-dir DIR with DIR/gpqa/gpqa_{config}.csv")
+    rows = load_hub_rows(
+        "Idavidrein/gpqa", f"gpqa_{config}", "train", f"pass --data-dir DIR with DIR/gpqa/gpqa_{config}.csv"
+    )
     return unique_ids([_item(row, config) for row in rows], f"the Hub copy of Idavidrein/gpqa (gpqa_{config})")

@@ -18,7 +18,9 @@ from dateeval.data.files import check_table, read_parquet
 from dateeval.errors import DateEvalError
 from dateeval.limits import MAX_ROWS, MAX_TEXT_BYTES, mib
 
-_REMEDY = "load a smaller split or config, or save a part of it as a JSONL, CSV or Parquet file and give that file instead"
+_REMEDY = (
+    "load a smaller split or config, or save a part of it as a JSONL, CSV or Parquet file and give that file instead"
+)
 
 
 def load_hub_rows(path: str, config: str | None, split: str, offline_hint: str) -> list[dict]:
@@ -35,9 +37,13 @@ def load_hub_rows(path: str, config: str | None, split: str, offline_hint: str) 
         raise
     except Exception as error:  # noqa: BLE001 - datasets raises many unrelated types for one cause
         reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
-        if isinstance(error, ConnectionError) and os.environ.get("HF_HUB_OFFLINE") == "1":  # not a split that fails to prepare
+        if (
+            isinstance(error, ConnectionError) and os.environ.get("HF_HUB_OFFLINE") == "1"
+        ):  # not a split that fails to prepare
             reason = "HF_HUB_OFFLINE=1 is set"
-        raise DateEvalError(f"cannot load {path} ({config}) from the Hugging Face Hub: {reason}. Offline: {offline_hint}") from None
+        raise DateEvalError(
+            f"cannot load {path} ({config}) from the Hugging Face Hub: {reason}. Offline: {offline_hint}"
+        ) from None
     check_table(rows.data.table, what, _REMEDY)
     return [dict(row) for row in rows]
 
@@ -48,8 +54,15 @@ def _checked_downloads(builder):  # noqa: ANN001, ANN202 - a datasets.DatasetBui
     run-length encoding lets a few KB stand for gigabytes. The same manager then prepares the split from its cache."""
     from datasets import DownloadConfig, DownloadManager
 
-    config = DownloadConfig(use_etag=False, token=builder.token, storage_options=builder.storage_options)  # as datasets makes it
-    manager = DownloadManager(dataset_name=builder.dataset_name, download_config=config, data_dir=builder.config.data_dir, base_path=builder.base_path)
+    config = DownloadConfig(
+        use_etag=False, token=builder.token, storage_options=builder.storage_options
+    )  # as datasets makes it
+    manager = DownloadManager(
+        dataset_name=builder.dataset_name,
+        download_config=config,
+        data_dir=builder.config.data_dir,
+        base_path=builder.base_path,
+    )
     if builder.name == "parquet":
         urls = [url for files in (builder.config.data_files or {}).values() for url in files]
         for url, local in zip(urls, manager.download(urls)):
@@ -63,6 +76,10 @@ def _check_declared(splits, split: str, what: str) -> None:  # noqa: ANN001 - da
     if declared is None:
         return
     if (declared.num_examples or 0) > MAX_ROWS:
-        raise DateEvalError(f"{what} declares {declared.num_examples:,} rows, over the {MAX_ROWS:,} a file may hold: {_REMEDY}")
+        raise DateEvalError(
+            f"{what} declares {declared.num_examples:,} rows, over the {MAX_ROWS:,} a file may hold: {_REMEDY}"
+        )
     if (declared.num_bytes or 0) > MAX_TEXT_BYTES:
-        raise DateEvalError(f"{what} declares {mib(declared.num_bytes)}, over the {mib(MAX_TEXT_BYTES)} a file may hold decoded: {_REMEDY}")
+        raise DateEvalError(
+            f"{what} declares {mib(declared.num_bytes)}, over the {mib(MAX_TEXT_BYTES)} a file may hold decoded: {_REMEDY}"
+        )

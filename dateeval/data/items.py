@@ -45,7 +45,11 @@ def dedupe_ids(items: list[MCItem]) -> list[MCItem]:
     for item in items:
         count = seen.get(item.id, 0)
         seen[item.id] = count + 1
-        out.append(item if count == 0 else MCItem(f"{item.id}~{count + 1}", item.question, item.options, item.answer, item.subject))
+        out.append(
+            item
+            if count == 0
+            else MCItem(f"{item.id}~{count + 1}", item.question, item.options, item.answer, item.subject)
+        )
     return out
 
 

@@ -57,11 +57,25 @@ def load_mmlu(subjects: tuple[str, ...], data_dir: Path | None, split: str = "te
             rows = load_hub_rows("cais/mmlu", config, split, f"pass --data-dir DIR with {_LAYOUT.format(split=split)}")
             for row in rows:
                 options = tuple(row["choices"])
-                items.append(MCItem(content_id(f"mmlu/{row['subject']}", row["question"], options), row["question"], options, int(row["answer"]), row["subject"]))
+                items.append(
+                    MCItem(
+                        content_id(f"mmlu/{row['subject']}", row["question"], options),
+                        row["question"],
+                        options,
+                        int(row["answer"]),
+                        row["subject"],
+                    )
+                )
         return dedupe_ids(items)
     folder = _split_dir(data_dir, split)
     available = sorted(path.name.removesuffix(f"_{split}.csv") for path in folder.glob(f"*_{split}.csv"))
     unknown = sorted(set(subjects) - set(available))
     if unknown:
         raise DateEvalError(f"unknown MMLU subject(s) {', '.join(unknown)}: available are {', '.join(available)}")
-    return dedupe_ids([item for subject in (subjects or tuple(available)) for item in _read_subject(folder / f"{subject}_{split}.csv", subject)])
+    return dedupe_ids(
+        [
+            item
+            for subject in (subjects or tuple(available))
+            for item in _read_subject(folder / f"{subject}_{split}.csv", subject)
+        ]
+    )

@@ -132,8 +132,13 @@ def chance_bands(view: results.Results, selection: Selection) -> pd.DataFrame:
     for entry in sorted(selection.entries):
         if (entry, selection.dataset) in view.dated_entries(selection.period):
             found = view.significance(entry, selection.dataset, selection.period)
-            rows.append({"entry": entry, "low": found["mean_accuracy"] - found["chance_half_width"],
-                         "high": found["mean_accuracy"] + found["chance_half_width"]})  # fmt: skip
+            rows.append(
+                {
+                    "entry": entry,
+                    "low": found["mean_accuracy"] - found["chance_half_width"],
+                    "high": found["mean_accuracy"] + found["chance_half_width"],
+                }
+            )
     return pd.DataFrame(rows, columns=["entry", "low", "high"])
 
 
@@ -180,10 +185,14 @@ def robust(view: results.Results, selection: Selection, half_width: float) -> di
 
 
 @cached(max_entries=64)
-def item_history(view: results.Results, model_key: str, dataset: str, item_id: str, columns: tuple[str, ...]) -> pd.DataFrame:
+def item_history(
+    view: results.Results, model_key: str, dataset: str, item_id: str, columns: tuple[str, ...]
+) -> pd.DataFrame:
     """Chosen columns of one item on every condition, read by DuckDB with the item pushed into the scan (option
     probabilities and outputs are the store's bulk, so they are never loaded with everything else)."""
-    return sql.item_rows(*view.sources((view.sums["model_key"] == model_key) & (view.sums["dataset"] == dataset)), item_id, columns)
+    return sql.item_rows(
+        *view.sources((view.sums["model_key"] == model_key) & (view.sums["dataset"] == dataset)), item_id, columns
+    )
 
 
 def _chosen(view: results.Results, selection: Selection) -> tuple[list[Path], pd.DataFrame, bool]:
@@ -209,13 +218,18 @@ def _item_rows(view: results.Results, selection: Selection, item_id: str) -> pd.
 def item_rows(selection: Selection, item_id: str) -> pd.DataFrame:
     """One question's rows on the selection's dates (``ITEM_COLUMNS``), by date: one scan with the item pushed down."""
     rows = _item_rows(current_store(), selection, item_id)
-    return rows[(rows["factor"] == "date") & pd.to_datetime(rows["date"], errors="coerce").between(selection.start, selection.end)]
+    return rows[
+        (rows["factor"] == "date")
+        & pd.to_datetime(rows["date"], errors="coerce").between(selection.start, selection.end)
+    ]
 
 
 def template_default_dates(selection: Selection) -> dict[str, pd.Timestamp]:
     """The date each chosen entry's template uses when left alone, from the sums (no per-item read)."""
     sums = opened(current_store())[0].sums
-    return descriptive.template_default_dates(sums[(sums["dataset"] == selection.dataset) & sums["entry"].isin(selection.entries)])
+    return descriptive.template_default_dates(
+        sums[(sums["dataset"] == selection.dataset) & sums["entry"].isin(selection.entries)]
+    )
 
 
 def item_table(selection: Selection) -> Callable[[], pd.DataFrame]:
@@ -226,9 +240,24 @@ def item_table(selection: Selection) -> Callable[[], pd.DataFrame]:
 
     def table() -> pd.DataFrame:
         rows = _selected(root, fingerprint, selection)
-        columns = ["entry", "dataset", "item_id", "factor", "date_mode", "date", "condition", "correct", "confidence", "pred", "answer",
-                   "parsed", "score"]  # fmt: skip
-        return rows[[c for c in columns if c in rows]].sort_values(["entry", "item_id", "date_mode", "date"], ignore_index=True)
+        columns = [
+            "entry",
+            "dataset",
+            "item_id",
+            "factor",
+            "date_mode",
+            "date",
+            "condition",
+            "correct",
+            "confidence",
+            "pred",
+            "answer",
+            "parsed",
+            "score",
+        ]
+        return rows[[c for c in columns if c in rows]].sort_values(
+            ["entry", "item_id", "date_mode", "date"], ignore_index=True
+        )
 
     return table
 

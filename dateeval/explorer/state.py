@@ -50,12 +50,20 @@ def app_settings() -> None:
     """
     names = list(store_choices())
     viewstate.seed("store", list(STORE_PARAMS), next(iter(STORE_PARAMS)))
-    st.sidebar.selectbox("Results store", list(STORE_PARAMS), key="store", format_func=STORE_PARAMS.get,
-                         help="Where results are read from; the Run page writes to 'My results'.")  # fmt: skip
+    st.sidebar.selectbox(
+        "Results store",
+        list(STORE_PARAMS),
+        key="store",
+        format_func=STORE_PARAMS.get,
+        help="Where results are read from; the Run page writes to 'My results'.",
+    )
     st.session_state["store_choice"] = names[list(STORE_PARAMS).index(st.session_state["store"])]
     viewstate.publish("store", st.session_state["store"])
     with st.sidebar.expander("Data and templates folders"):
-        for key, label, default in (("data_dir", "Benchmark data folder", default_data_dir()), ("templates_dir", "Chat templates folder", default_templates_dir())):
+        for key, label, default in (
+            ("data_dir", "Benchmark data folder", default_data_dir()),
+            ("templates_dir", "Chat templates folder", default_templates_dir()),
+        ):
             st.session_state.setdefault(f"_{key}", default)
             st.session_state[key] = st.session_state[f"_{key}"]
             st.text_input(label, key=key, on_change=_remember, args=(key,))
@@ -101,11 +109,17 @@ def check_offered(dataset: str) -> None:
     (uploads, ``run``'s specs)."""
     base = base_of(dataset)
     stored = {base_of(name) for root in store_choices().values() for name in Store(root).dataset_names()}
-    kept = any(custom.find(results_store() / folder, base) for folder in (custom.SPECS_DIR, custom.UPLOADS_DIR)) if base else False
+    kept = (
+        any(custom.find(results_store() / folder, base) for folder in (custom.SPECS_DIR, custom.UPLOADS_DIR))
+        if base
+        else False
+    )
     if base is not None and (base in BENCHMARKS or base in stored or kept):
         return
-    raise DateEvalError(f"dataset {dataset!r} is not one this app offers: give a built-in one ({', '.join(BENCHMARKS)}, e.g. mmlu_5shot), "
-                        "one a results store holds, or upload your own on the Run page")
+    raise DateEvalError(
+        f"dataset {dataset!r} is not one this app offers: give a built-in one ({', '.join(BENCHMARKS)}, e.g. mmlu_5shot), "
+        "one a results store holds, or upload your own on the Run page"
+    )
 
 
 @dataclass(frozen=True)
@@ -138,4 +152,8 @@ def switch_to(dataset: str) -> None:
 
 def remember_selection(dataset: str, entries: list[str], start: object, end: object) -> None:
     """Keep what was chosen on ``dataset``, for :func:`switch_to` to bring back."""
-    st.session_state[PER_DATASET][dataset] = {"entries": list(entries), "entry": entries[0] if entries else None, "dates": (start, end)}
+    st.session_state[PER_DATASET][dataset] = {
+        "entries": list(entries),
+        "entry": entries[0] if entries else None,
+        "dates": (start, end),
+    }

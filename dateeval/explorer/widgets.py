@@ -47,7 +47,9 @@ def page_data(multi_entry: bool = True) -> tuple[pd.DataFrame, pd.DataFrame, Sel
     """
     frame, per_condition = load()
     selection = filters(per_condition, multi_entry=multi_entry)
-    chosen = per_condition[(per_condition["dataset"] == selection.dataset) & per_condition["entry"].isin(selection.entries)]
+    chosen = per_condition[
+        (per_condition["dataset"] == selection.dataset) & per_condition["entry"].isin(selection.entries)
+    ]
     return frame, chosen, selection
 
 
@@ -60,7 +62,10 @@ def about_demo(per_condition: pd.DataFrame) -> None:
     if current_store().root.resolve() != DEMO_STORE.resolve():
         return
     dated = per_condition[per_condition["factor"] == "date"]
-    datasets = ", ".join(f"{name} ({int(part['n_items'].max())} questions x {part['date'].nunique()} dates)" for name, part in dated.groupby("dataset"))
+    datasets = ", ".join(
+        f"{name} ({int(part['n_items'].max())} questions x {part['date'].nunique()} dates)"
+        for name, part in dated.groupby("dataset")
+    )
     with st.expander("About this demo", expanded=True):
         st.markdown(
             f"A real sweep of **{', '.join(sorted(per_condition['model'].unique()))}** (SmolLM2-135M-Instruct) at "
@@ -96,7 +101,9 @@ def filters(per_condition: pd.DataFrame, multi_entry: bool = True) -> Selection:
     if multi_entry:
         viewstate.seed("entries", available, available, multi=True)
         shared, chip = chip_labels(available)
-        entries = st.sidebar.multiselect(f"Models ({shared})" if shared else "Models", available, key="entries", format_func=chip)
+        entries = st.sidebar.multiselect(
+            f"Models ({shared})" if shared else "Models", available, key="entries", format_func=chip
+        )
         viewstate.publish("entries", entries)
     else:
         entries = [picker("Model", available, "entry", where=st.sidebar)]
@@ -106,7 +113,7 @@ def filters(per_condition: pd.DataFrame, multi_entry: bool = True) -> Selection:
     first, last = stored
     viewstate.seed_dates("dates", first, last)
     picked = st.sidebar.date_input("Date range", min_value=first, max_value=last, key="dates")
-    start, end = (picked if isinstance(picked, tuple) and len(picked) == 2 else (first, last))
+    start, end = picked if isinstance(picked, tuple) and len(picked) == 2 else (first, last)
     viewstate.publish_dates("dates", start, end)
     remember_selection(dataset, entries, start, end)
     return Selection(tuple(entries), dataset, pd.Timestamp(start), pd.Timestamp(end))
@@ -146,10 +153,14 @@ def describe_item(dataset: str, item_id: str) -> None:
     try:
         text = cache.item_descriptions(dataset, folder).get(item_id)
     except DateEvalError as error:
-        st.error(f"Item text unavailable: {error}. Set the benchmark data folder in the sidebar (the store keeps ids and numbers only).")
+        st.error(
+            f"Item text unavailable: {error}. Set the benchmark data folder in the sidebar (the store keeps ids and numbers only)."
+        )
         return
     if text is None:
-        st.warning(f"Question {item_id} is not in {folder or 'the Hub copy'}: set the data folder the sweep used in the sidebar.")
+        st.warning(
+            f"Question {item_id} is not in {folder or 'the Hub copy'}: set the data folder the sweep used in the sidebar."
+        )
     else:
         st.markdown(currency_safe(text))
 
@@ -166,7 +177,12 @@ def downloads(table: pd.DataFrame | Callable[[], pd.DataFrame], name: str) -> No
     make = table if callable(table) else lambda: table
     left, right = st.columns(2)
     left.download_button(f"Download {name} (CSV)", lambda: to_csv(make()), f"{name}.csv", "text/csv")
-    right.download_button(f"Download {name} (Parquet)", lambda: make().to_parquet(index=False), f"{name}.parquet", "application/vnd.apache.parquet")
+    right.download_button(
+        f"Download {name} (Parquet)",
+        lambda: make().to_parquet(index=False),
+        f"{name}.parquet",
+        "application/vnd.apache.parquet",
+    )
 
 
 def show_table(table: pd.DataFrame, dataset: str = "", **kwargs) -> None:  # noqa: ANN003 - passed on to st.dataframe

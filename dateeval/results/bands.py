@@ -16,7 +16,9 @@ def resample_weights(n_items: int, n_boot: int, seed: int = 0) -> np.ndarray:
     """How often each item is drawn in each of ``n_boot`` bootstrap resamples (resamples x items)."""
     rng = np.random.default_rng(seed)
     draws = rng.integers(0, n_items, (n_boot, n_items))
-    return np.stack([np.bincount(draw, minlength=n_items) for draw in draws]).astype(np.float32)  # counts are exact in float32
+    return np.stack([np.bincount(draw, minlength=n_items) for draw in draws]).astype(
+        np.float32
+    )  # counts are exact in float32
 
 
 BAND_COLUMNS = ["entry", "date", "low", "high"]
@@ -50,8 +52,14 @@ def _bin_gap_error(sums: tuple[np.ndarray, ...], resampled: np.ndarray, seed: in
     return np.abs((drawn - resampled[1]) / n_items[:, None, :] - centre[:, None, :]).sum(-1)
 
 
-def ece_interval(confidence: np.ndarray, correct: np.ndarray, n_boot: int = 200, seed: int = 0,
-                 min_items: int = ECE_BAND_MIN_ITEMS, tail: float = 0.025) -> tuple[np.ndarray, np.ndarray]:
+def ece_interval(
+    confidence: np.ndarray,
+    correct: np.ndarray,
+    n_boot: int = 200,
+    seed: int = 0,
+    min_items: int = ECE_BAND_MIN_ITEMS,
+    tail: float = 0.025,
+) -> tuple[np.ndarray, np.ndarray]:
     """The 95% interval of each row's population ECE (levels x items; each end misses at most ``tail``); NaN where a
     row has fewer than ``min_items`` questions (the study measures below :data:`ECE_BAND_MIN_ITEMS`), fewer than
     :data:`ECE_BAND_MIN_EACH` right or wrong answers (accuracy near 1 or 0: no bound holds there), or a missing
@@ -68,7 +76,10 @@ def ece_interval(confidence: np.ndarray, correct: np.ndarray, n_boot: int = 200,
     """
     from scipy import stats as scipy_stats
 
-    confidence, correct = np.atleast_2d(np.asarray(confidence, dtype=float)), np.atleast_2d(np.asarray(correct, dtype=float))
+    confidence, correct = (
+        np.atleast_2d(np.asarray(confidence, dtype=float)),
+        np.atleast_2d(np.asarray(correct, dtype=float)),
+    )
     rows, n_items = confidence.shape
     if n_items < min_items or not np.isfinite(confidence).all():
         return np.full(rows, np.nan), np.full(rows, np.nan)
@@ -96,7 +107,9 @@ def ece_difference_interval(confidence: np.ndarray, correct: np.ndarray, seed: i
     return float(low[0] - high[1]), float(high[0] - low[1])
 
 
-def date_band(entry: str, dates: list, correct: np.ndarray, confidence: np.ndarray, metric: str, n_boot: int = 200, seed: int = 0) -> pd.DataFrame:
+def date_band(
+    entry: str, dates: list, correct: np.ndarray, confidence: np.ndarray, metric: str, n_boot: int = 200, seed: int = 0
+) -> pd.DataFrame:
     """One entry's rows of ``date_bands`` (a test oracle) from its dates x items matrices (empty where the metric has no
     band, e.g. the ECE with fewer than :data:`ECE_BAND_MIN_ITEMS` questions)."""
     if not METRICS[metric].per_item or correct.shape[1] == 0:
@@ -154,7 +167,9 @@ def corpus_band(entry: str, dates: list, stats: np.ndarray, metric: str) -> pd.D
         present = per_date[np.isfinite(per_date).all(1)]
         total, n = present.sum(0), len(present)
         full = score_from_stats(metric, [total]) if n else 0.0
-        left_out = np.array([score_from_stats(metric, [total - segment]) for segment in present]) if n >= 2 else np.zeros(0)
+        left_out = (
+            np.array([score_from_stats(metric, [total - segment]) for segment in present]) if n >= 2 else np.zeros(0)
+        )
         if n < 2 or full <= 0 or (left_out <= 0).any():
             lows.append(float("nan")), highs.append(float("nan"))
             continue
@@ -162,5 +177,3 @@ def corpus_band(entry: str, dates: list, stats: np.ndarray, metric: str) -> pd.D
         spread = float(scipy_stats.t.ppf(0.975, n - 1) * math.sqrt((n - 1) / n * np.sum((logs - logs.mean()) ** 2)))
         lows.append(full * math.exp(-spread)), highs.append(min(CORPUS_SCORE_MAX, full * math.exp(spread)))
     return pd.DataFrame({"entry": entry, "date": pd.to_datetime(dates), "low": lows, "high": highs})
-
-

@@ -27,7 +27,10 @@ def null_draws(correct: np.ndarray, n_perm: int, seed: int = 0) -> np.ndarray:
     independently gives draws of max - min per-date accuracy with the same
     per-item flip counts.
     """
-    return np.ptp(_shuffled_counts(np.asarray(correct) > 0.5, n_perm, np.random.default_rng(seed)), axis=1) / correct.shape[1]
+    return (
+        np.ptp(_shuffled_counts(np.asarray(correct) > 0.5, n_perm, np.random.default_rng(seed)), axis=1)
+        / correct.shape[1]
+    )
 
 
 def spread(counts: np.ndarray) -> np.ndarray:
@@ -46,8 +49,15 @@ def null_tests(correct: np.ndarray, n_perm: int, seed: int = 0) -> tuple[np.ndar
     correct = np.asarray(correct) > 0.5
     counts = _shuffled_counts(correct, n_perm, np.random.default_rng(seed))
     right = correct.sum(0)
-    observed = correct[:, (right > 0) & (right < correct.shape[0])].sum(1)  # the items shuffling moves, as the draws count them
-    return np.ptp(counts, axis=1) / correct.shape[1], spread(counts), int(spread(observed)), envelope(counts, correct.shape[1])
+    observed = correct[:, (right > 0) & (right < correct.shape[0])].sum(
+        1
+    )  # the items shuffling moves, as the draws count them
+    return (
+        np.ptp(counts, axis=1) / correct.shape[1],
+        spread(counts),
+        int(spread(observed)),
+        envelope(counts, correct.shape[1]),
+    )
 
 
 def envelope(counts: np.ndarray, n_items: int, level: float = 0.95) -> float:
@@ -88,7 +98,9 @@ SHUFFLE_CELLS = 4_000_000  # gathered cells per chunk of joint shuffles: bounds 
 Progress = Callable[[int, int], object]  # called with (shuffles done, shuffles in all) as a long test goes on
 
 
-def joint_shuffled_counts(group: np.ndarray, n_perm: int, rng: np.random.Generator, progress: Progress | None = None) -> np.ndarray:
+def joint_shuffled_counts(
+    group: np.ndarray, n_perm: int, rng: np.random.Generator, progress: Progress | None = None
+) -> np.ndarray:
     """Per-date right answers (entries x permutations x dates) of entries that share questions and dates (``group``:
     entries x dates x questions), each question's dates shuffled by ONE permutation applied to every entry: under "the
     date moves no entry" that keeps whatever ties the entries (one model at two precisions answers alike), so the
@@ -105,7 +117,7 @@ def joint_shuffled_counts(group: np.ndarray, n_perm: int, rng: np.random.Generat
         size = min(chunk, n_perm - start)
         order = rng.permuted(np.broadcast_to(np.arange(n_dates), (size, by_question.shape[1], n_dates)), axis=2)
         shuffled = np.take_along_axis(by_question[:, None], order[None], axis=3)  # entries x size x questions x dates
-        counts[:, start:start + size] = shuffled.sum(2)
+        counts[:, start : start + size] = shuffled.sum(2)
         if progress is not None:
             progress(start + size, n_perm)
     return counts
@@ -114,7 +126,9 @@ def joint_shuffled_counts(group: np.ndarray, n_perm: int, rng: np.random.Generat
 VERDICT_PERM = 1000  # joint shuffles behind the verdict: a p-value near 0.05 has a Monte-Carlo SE of 0.007
 
 
-def date_effect_family(groups: Sequence[Sequence[np.ndarray]], n_perm: int = VERDICT_PERM, seed: int = 0, progress: Progress | None = None) -> float:
+def date_effect_family(
+    groups: Sequence[Sequence[np.ndarray]], n_perm: int = VERDICT_PERM, seed: int = 0, progress: Progress | None = None
+) -> float:
     """The family-wise p-value of "the date moves at least one entry": the smallest of the entries' Cochran's Q
     chi-square p-values (a min-p over standardised statistics), against the same smallest over joint shuffles.
 
@@ -159,8 +173,11 @@ def reorder_chance(group: np.ndarray, observed: float, n_perm: int = 200, seed: 
     shares = shares[np.isfinite(shares)]
     if not shares.size or not np.isfinite(observed):
         return {"chance": float("nan"), "chance_upper": float("nan"), "p_value": float("nan")}
-    return {"chance": float(shares.mean()), "chance_upper": float(np.quantile(shares, 0.95)),
-            "p_value": float((1 + np.sum(shares >= observed - 1e-12)) / (len(shares) + 1))}  # fmt: skip
+    return {
+        "chance": float(shares.mean()),
+        "chance_upper": float(np.quantile(shares, 0.95)),
+        "p_value": float((1 + np.sum(shares >= observed - 1e-12)) / (len(shares) + 1)),
+    }
 
 
 def verdict_groups(keys: Sequence, matrices: Sequence[np.ndarray]) -> list[list[np.ndarray]]:
@@ -200,7 +217,9 @@ def against(observed: float, draws: np.ndarray, level: float = 0.95) -> dict[str
     }
 
 
-def largest_of(deltas: Sequence[float], draws: Sequence[np.ndarray], level: float = 0.95, seed: int = 0) -> dict[str, float]:
+def largest_of(
+    deltas: Sequence[float], draws: Sequence[np.ndarray], level: float = 0.95, seed: int = 0
+) -> dict[str, float]:
     """The largest of K entries' worst-to-best deltas against the null of that largest, not of one entry's.
 
     Picking the largest of K deltas and testing it against one entry's null
@@ -256,17 +275,41 @@ def cochran_q(correct: np.ndarray) -> dict[str, float]:
     return {"q": float(q), "df": k - 1, "p_value": float(scipy_stats.chi2.sf(q, k - 1))}
 
 
-SIGNIFICANCE_COLUMNS = ["entry", "dataset", "n_dates", "n_items", "delta", "null_median", "null_upper", "p_value", "cochran_q", "cochran_p",
-                        "cochran_permutation_p", "exceeds_chance"]  # fmt: skip
+SIGNIFICANCE_COLUMNS = [
+    "entry",
+    "dataset",
+    "n_dates",
+    "n_items",
+    "delta",
+    "null_median",
+    "null_upper",
+    "p_value",
+    "cochran_q",
+    "cochran_p",
+    "cochran_permutation_p",
+    "exceeds_chance",
+]
 
 
 def significance(entry: str, dataset: str, correct: np.ndarray, n_perm: int) -> dict:
     """One entry's row of ``date_significance`` (a test oracle) from its dates x items outcome matrix (by condition key)."""
     draws, spreads, observed, half_width = null_tests(correct, n_perm)
-    band, q, permuted = against(float(np.ptp(correct.mean(1))), draws), cochran_q(correct), permutation_p(observed, spreads)
-    return {"entry": entry, "dataset": dataset, "n_dates": correct.shape[0], "n_items": correct.shape[1], **band,
-            "exceeds_chance": permuted < 0.05, "cochran_q": q["q"], "cochran_p": q["p_value"], "cochran_permutation_p": permuted,
-            "mean_accuracy": float(correct.mean()), "chance_half_width": half_width,
-            "null_draws": draws.tolist()}  # fmt: skip
-
-
+    band, q, permuted = (
+        against(float(np.ptp(correct.mean(1))), draws),
+        cochran_q(correct),
+        permutation_p(observed, spreads),
+    )
+    return {
+        "entry": entry,
+        "dataset": dataset,
+        "n_dates": correct.shape[0],
+        "n_items": correct.shape[1],
+        **band,
+        "exceeds_chance": permuted < 0.05,
+        "cochran_q": q["q"],
+        "cochran_p": q["p_value"],
+        "cochran_permutation_p": permuted,
+        "mean_accuracy": float(correct.mean()),
+        "chance_half_width": half_width,
+        "null_draws": draws.tolist(),
+    }

@@ -18,7 +18,6 @@ from dateeval.rows import group_codes as _codes, predictions, with_factor  # noq
 from dateeval.schema import ENTRY, ENTRY_KEY
 
 
-
 def entry_label(frame: pd.DataFrame) -> pd.Series:
     """How a leaderboard entry is named: the model with its precision and device (and the GPU's name on GPUs).
 
@@ -30,17 +29,21 @@ def entry_label(frame: pd.DataFrame) -> pd.Series:
     settings = ["dataset", "task_key"] if {"dataset", "task_key"} <= set(frame) else []
     codes = _codes(frame, model + settings)
     unique = frame.iloc[np.unique(codes, return_index=True)[1]]
-    unique = unique.astype({c: object for c in unique.columns if isinstance(unique[c].dtype, pd.CategoricalDtype)})  # text, to join
+    unique = unique.astype(
+        {c: object for c in unique.columns if isinstance(unique[c].dtype, pd.CategoricalDtype)}
+    )  # text, to join
     hardware = unique["hardware"].astype(str) if "hardware" in unique else unique["device"]
     device = unique["device"].where(unique["device"] == "cpu", unique["device"] + ": " + hardware)
     labels = unique["model"] + " (" + unique["dtype"] + ", " + device + ")"
     if settings:
         ambiguous = unique.groupby(model + ["dataset"], dropna=False)["task_key"].transform("nunique") > 1
-        named = unique["label_variant"].fillna(unique["task_key"]) if "label_variant" in unique else unique["task_key"].str.slice(0, 8)
+        named = (
+            unique["label_variant"].fillna(unique["task_key"])
+            if "label_variant" in unique
+            else unique["task_key"].str.slice(0, 8)
+        )
         labels = labels.where(~ambiguous, labels + " [task " + named.astype(str) + "]")
     return pd.Series(labels.to_numpy()[codes], index=frame.index, dtype=object)
-
-
 
 
 def common_items(frame: pd.DataFrame) -> pd.DataFrame:
@@ -139,7 +142,11 @@ def _pair_signs(metrics: pd.DataFrame, dataset: str, metric: str) -> tuple[pd.In
     A sign is exact: two scores tie only when they are equal floats, and the same counts over the same items give
     equal floats (IEEE division is correctly rounded). So every comparison below is on integers.
     """
-    table = dated(metrics[metrics["dataset"] == dataset]).pivot_table(index="date", columns="entry", values=metric).dropna(axis=0)
+    table = (
+        dated(metrics[metrics["dataset"] == dataset])
+        .pivot_table(index="date", columns="entry", values=metric)
+        .dropna(axis=0)
+    )
     first, second = np.triu_indices(table.shape[1], k=1)
     values = table.to_numpy()
     return table.index, np.sign(values[:, first] - values[:, second]).astype(np.int64)
@@ -161,7 +168,9 @@ def reorder_share(values: np.ndarray) -> float:
     """:func:`reordering`'s share of a dates x entries array of scores (or right answers: integers compare exactly)."""
     values = np.asarray(values)
     first, second = np.triu_indices(values.shape[1], k=1)
-    return reordering(_taus(pd.RangeIndex(len(values)), np.sign(values[:, first] - values[:, second]).astype(np.int64)))["share"]
+    return reordering(
+        _taus(pd.RangeIndex(len(values)), np.sign(values[:, first] - values[:, second]).astype(np.int64))
+    )["share"]
 
 
 def _taus(index: pd.Index, signs: np.ndarray) -> pd.DataFrame:
@@ -173,7 +182,9 @@ def _taus(index: pd.Index, signs: np.ndarray) -> pd.DataFrame:
     a, b = np.triu_indices(len(signs), k=1)
     dot, n_a, n_b = dot[a, b], nonzero[a], nonzero[b]
     defined = (n_a > 0) & (n_b > 0)
-    same = defined & (dot == n_a) & (n_a == n_b)  # dot <= agreeing non-zero places <= min(n_a, n_b): equality iff identical
+    same = (
+        defined & (dot == n_a) & (n_a == n_b)
+    )  # dot <= agreeing non-zero places <= min(n_a, n_b): equality iff identical
     with np.errstate(invalid="ignore", divide="ignore"):
         tau = np.where(same, 1.0, np.where(defined, dot / np.sqrt(n_a * n_b), np.nan))
     return pd.DataFrame({"date_a": index[a], "date_b": index[b], "tau": tau, "defined": defined, "same_order": same})
@@ -188,18 +199,29 @@ def reordering(taus: pd.DataFrame) -> dict[str, float | int]:
     """
     defined = int(taus["defined"].sum()) if len(taus) else 0
     reordered = int((taus["defined"] & ~taus["same_order"]).sum()) if len(taus) else 0
-    return {"n_pairs": len(taus), "n_defined": defined, "n_undefined": len(taus) - defined, "n_reordered": reordered,
-            "share": reordered / defined if defined else float("nan"),
-            "mean_tau": float(taus.loc[taus["defined"], "tau"].mean()) if defined else float("nan")}  # fmt: skip
+    return {
+        "n_pairs": len(taus),
+        "n_defined": defined,
+        "n_undefined": len(taus) - defined,
+        "n_reordered": reordered,
+        "share": reordered / defined if defined else float("nan"),
+        "mean_tau": float(taus.loc[taus["defined"], "tau"].mean()) if defined else float("nan"),
+    }
 
 
 def reordering_words(found: dict) -> str:
     """:func:`reordering` in one sentence with its counts (what the Leaderboard and Overview state under the share)."""
     if not found["n_defined"]:
         return f"No date pair has a defined order: every model ties on at least one date of each of the {found['n_pairs']:,} pairs."
-    undefined = f"; {found['n_undefined']:,} pairs undefined (every model tied on a date of the pair), left out" if found["n_undefined"] else ""
-    return (f"{found['n_reordered']:,} of {found['n_defined']:,} date pairs rank the models differently (a tie broken counts as a "
-            f"change; Kendall tau-b < 1){undefined}.")  # fmt: skip
+    undefined = (
+        f"; {found['n_undefined']:,} pairs undefined (every model tied on a date of the pair), left out"
+        if found["n_undefined"]
+        else ""
+    )
+    return (
+        f"{found['n_reordered']:,} of {found['n_defined']:,} date pairs rank the models differently (a tie broken counts as a "
+        f"change; Kendall tau-b < 1){undefined}."
+    )
 
 
 def top_k_reorders(metrics: pd.DataFrame, dataset: str, k: int, metric: str = "accuracy") -> float:

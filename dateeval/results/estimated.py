@@ -83,8 +83,10 @@ def design_of(texts: pd.Series) -> sparse.Design:
     smaller one's cells). Designs of different seeds or pilots in one entry cannot be read as one sample."""
     designs = [sparse.Design.from_json(text) for text in texts.dropna().unique()]
     if len({(design.seed, design.pilot) for design in designs}) > 1:
-        raise DateEvalError("an entry holds sparse draws of different seeds or pilot dates: they are not one sample "
-                            "(sweep it again with one --budget-seed, into a new store)")  # fmt: skip
+        raise DateEvalError(
+            "an entry holds sparse draws of different seeds or pilot dates: they are not one sample "
+            "(sweep it again with one --budget-seed, into a new store)"
+        )
     return max(designs, key=lambda design: design.budget)
 
 
@@ -106,7 +108,9 @@ def entry_estimates(rows: pd.DataFrame, column: str = "correct") -> pd.DataFrame
     items = np.array(sorted(pilot["item_id"].astype(str).unique()))
     keys = [key for key in design.pilot if key in set(pilot["condition_key"])]
     if len(keys) != len(design.pilot) or len(pilot) != len(keys) * len(items):
-        raise DateEvalError("a sparse entry's pilot dates are incomplete in the store: run its sweep again to finish them")
+        raise DateEvalError(
+            "a sparse entry's pilot dates are incomplete in the store: run its sweep again to finish them"
+        )
     grid = pilot.set_index(["condition_key", "item_id"]).reindex(pd.MultiIndex.from_product([keys, items]))
     correct = grid["correct"].astype(float).to_numpy().reshape(len(keys), len(items))
     margin = _margins(grid["probs"]) if "probs" in grid else None
@@ -115,17 +119,31 @@ def entry_estimates(rows: pd.DataFrame, column: str = "correct") -> pd.DataFrame
     table = dated.pivot(index="condition_key", columns="item_id", values=column).reindex(columns=items).astype(float)
     dates = dated.groupby("condition_key")["date"].first()
     exact = table.notna().sum(1).eq(len(items)) | table.index.isin(keys)
-    out = pd.DataFrame({"condition_key": table.index, "date": dates.reindex(table.index).to_numpy(), "value": table.mean(1).to_numpy(),
-                        "low": np.nan, "high": np.nan, "n_scored": table.notna().sum(1).to_numpy(), "n_items": len(items), "estimated": ~exact.to_numpy()})  # fmt: skip
+    out = pd.DataFrame(
+        {
+            "condition_key": table.index,
+            "date": dates.reindex(table.index).to_numpy(),
+            "value": table.mean(1).to_numpy(),
+            "low": np.nan,
+            "high": np.nan,
+            "n_scored": table.notna().sum(1).to_numpy(),
+            "n_items": len(items),
+            "estimated": ~exact.to_numpy(),
+        }
+    )
     drawn_keys = list(table.index[~exact.to_numpy()])
     if drawn_keys:
         chosen = sparse.uniforms(design.seed, list(items), drawn_keys) < pi
         values = table.loc[drawn_keys].to_numpy()
         if (chosen & ~np.isfinite(values) & ~np.isnan(predictor)).any():
-            raise DateEvalError("a sparse entry's drawn cells are not all in the store (a sweep stopped early): run it again to finish them")
+            raise DateEvalError(
+                "a sparse entry's drawn cells are not all in the store (a sweep stopped early): run it again to finish them"
+            )
         found = difference_estimates(np.where(chosen, values, np.nan), pi, np.nan_to_num(predictor))
         at = out["estimated"].to_numpy()
-        out.loc[at, ["value", "low", "high"]] = np.column_stack([np.clip(found.value, 0, 1), found.low, found.high])  # a share, as shown
+        out.loc[at, ["value", "low", "high"]] = np.column_stack(
+            [np.clip(found.value, 0, 1), found.low, found.high]
+        )  # a share, as shown
         out.loc[at, "n_scored"] = found.n_scored
     return out
 

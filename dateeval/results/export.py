@@ -68,9 +68,13 @@ def as_text(table: pd.DataFrame) -> pd.DataFrame:
     out = table.copy()
     for column in out.columns:
         if out[column].map(lambda value: isinstance(value, (list, np.ndarray))).any():
-            out[column] = out[column].map(lambda value: json.dumps(np.asarray(value).tolist()) if isinstance(value, (list, np.ndarray)) else value)
+            out[column] = out[column].map(
+                lambda value: json.dumps(np.asarray(value).tolist()) if isinstance(value, (list, np.ndarray)) else value
+            )
         if out[column].dtype == object and out[column].map(has_surrogates).any():
-            out[column] = out[column].map(lambda value: value.encode("utf-8", "backslashreplace").decode() if has_surrogates(value) else value)
+            out[column] = out[column].map(
+                lambda value: value.encode("utf-8", "backslashreplace").decode() if has_surrogates(value) else value
+            )
     return out
 
 

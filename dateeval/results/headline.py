@@ -73,13 +73,17 @@ class Headline:
 
     @property
     def verdict(self) -> str:
-        """"Beyond chance" or "Within chance": the verdict's words, the first of the headline sentence."""
+        """ "Beyond chance" or "Within chance": the verdict's words, the first of the headline sentence."""
         return "Beyond chance" if self.beyond_chance else "Within chance"
 
     @property
     def of_k(self) -> str:
         """Which delta the headline names, among how many."""
-        return f"the largest of {self.k_entries} model x dataset deltas" if self.k_entries > 1 else "the only model x dataset delta"
+        return (
+            f"the largest of {self.k_entries} model x dataset deltas"
+            if self.k_entries > 1
+            else "the only model x dataset delta"
+        )
 
     def delta_text(self) -> str:
         """The largest delta in percentage points at the precision the questions allow."""
@@ -91,8 +95,12 @@ class Headline:
 
     def reorder_counts(self) -> dict[str, int | None]:
         """The reorder counts as ``descriptive.reordering`` gives them (for ``descriptive.reordering_words``)."""
-        return {"n_pairs": self.reorder_pairs, "n_defined": self.reorder_defined, "n_undefined": self.reorder_undefined,
-                "n_reordered": self.reorder_count}  # fmt: skip
+        return {
+            "n_pairs": self.reorder_pairs,
+            "n_defined": self.reorder_defined,
+            "n_undefined": self.reorder_undefined,
+            "n_reordered": self.reorder_count,
+        }
 
     def has_reorder(self) -> bool:
         """Whether a dataset with two or more models gave a reorder share."""
@@ -115,16 +123,36 @@ def headline(significance: pd.DataFrame, metrics: pd.DataFrame, verdict: float) 
     summary = summarize(metrics)
     dates = summary[(summary["entry"] == top["entry"]) & (summary["dataset"] == top["dataset"])].iloc[0]
     family = largest_of(significance["delta"].tolist(), significance["null_draws"].tolist())
-    found = Headline(entry=top["entry"], dataset=top["dataset"], delta=family["delta"], n_dates=int(top["n_dates"]), n_items=int(top["n_items"]),
-                     k_entries=len(significance), null_median=family["null_median"], null_upper=family["null_upper"], p_value=verdict,
-                     beyond_chance=verdict < 0.05, delta_p_value=family["p_value"], entry_null_upper=top["null_upper"],
-                     entry_p_value=top["p_value"], worst_date=dates.get("accuracy_worst_date"), best_date=dates.get("accuracy_best_date"))  # fmt: skip
+    found = Headline(
+        entry=top["entry"],
+        dataset=top["dataset"],
+        delta=family["delta"],
+        n_dates=int(top["n_dates"]),
+        n_items=int(top["n_items"]),
+        k_entries=len(significance),
+        null_median=family["null_median"],
+        null_upper=family["null_upper"],
+        p_value=verdict,
+        beyond_chance=verdict < 0.05,
+        delta_p_value=family["p_value"],
+        entry_null_upper=top["null_upper"],
+        entry_p_value=top["p_value"],
+        worst_date=dates.get("accuracy_worst_date"),
+        best_date=dates.get("accuracy_best_date"),
+    )
     entries = metrics[metrics["factor"] == "date"].groupby("dataset")["entry"].nunique()
     if len(entries) and entries.max() >= 2:
         dataset = top["dataset"] if entries.get(top["dataset"], 0) >= 2 else entries.idxmax()
         shares = reordering(kendall_taus(metrics, dataset))
-        found = found.with_(reorder=shares["share"], reorder_dataset=dataset, reorder_entries=int(entries[dataset]), reorder_pairs=shares["n_pairs"],
-                            reorder_defined=shares["n_defined"], reorder_undefined=shares["n_undefined"], reorder_count=shares["n_reordered"])  # fmt: skip
+        found = found.with_(
+            reorder=shares["share"],
+            reorder_dataset=dataset,
+            reorder_entries=int(entries[dataset]),
+            reorder_pairs=shares["n_pairs"],
+            reorder_defined=shares["n_defined"],
+            reorder_undefined=shares["n_undefined"],
+            reorder_count=shares["n_reordered"],
+        )
     return found
 
 
@@ -136,9 +164,11 @@ def headline_sentence(top: Headline | None, strong: Callable[[str], str] = str) 
     n = int(top.n_items)
     if top.delta == 0:
         return f"Within chance: on the {top.n_dates} dates and {n} questions of this store, changing the date moved no score."
-    return (f"{top.verdict} (p = {top.p_value:.3f}): changing only the date moves {METRICS['accuracy'].name_on(top.dataset)} of "
-            f"{strong(top.entry)} on {strong(top.dataset)} by up to {strong(top.delta_text())} ({top.of_k}, {n} questions x "
-            f"{top.n_dates} dates); chance alone gives up to {top.chance_text()} in 95% of shuffles.")  # fmt: skip
+    return (
+        f"{top.verdict} (p = {top.p_value:.3f}): changing only the date moves {METRICS['accuracy'].name_on(top.dataset)} of "
+        f"{strong(top.entry)} on {strong(top.dataset)} by up to {strong(top.delta_text())} ({top.of_k}, {n} questions x "
+        f"{top.n_dates} dates); chance alone gives up to {top.chance_text()} in 95% of shuffles."
+    )
 
 
 def verdict_power(top: Headline | None) -> str:
@@ -146,11 +176,19 @@ def verdict_power(top: Headline | None) -> str:
     where there is no verdict)."""
     if top is None or top.delta == 0:
         return ""
-    tested = (f"Cochran's Q by permutation over the {top.k_entries} entries (min-p; each question's dates shuffled alike in every "
-              "entry)") if top.k_entries > 1 else "Cochran's Q by permutation"  # fmt: skip
-    return (f"p from {tested}. With {int(top.n_items)} questions x {top.n_dates} dates this test finds a "
-            f"{100 * top.power_effect:.0f} pp date effect {100 * top.power:.0f}% of the time (simulated on these questions; "
-            f"docs/coverage.md).")  # fmt: skip
+    tested = (
+        (
+            f"Cochran's Q by permutation over the {top.k_entries} entries (min-p; each question's dates shuffled alike in every "
+            "entry)"
+        )
+        if top.k_entries > 1
+        else "Cochran's Q by permutation"
+    )
+    return (
+        f"p from {tested}. With {int(top.n_items)} questions x {top.n_dates} dates this test finds a "
+        f"{100 * top.power_effect:.0f} pp date effect {100 * top.power:.0f}% of the time (simulated on these questions; "
+        f"docs/coverage.md)."
+    )
 
 
 def reorder_sentence(top: Headline | None) -> str:
@@ -159,11 +197,19 @@ def reorder_sentence(top: Headline | None) -> str:
     if top is None or not top.has_reorder():
         return ""
     chance = top.reorder_chance
-    beside = (f"; with the answers shuffled across the dates within each question (no date effect) {100 * chance:.2f}% "
-              f"(95% of shuffles <= {100 * top.reorder_chance_upper:.2f}%), p = {top.reorder_p_value:.3f} that the date "
-              "reorders them more than chance") if math.isfinite(chance) else "; no chance value (the models share no questions and dates)"
-    return (f"Date pairs that reorder the {top.reorder_entries} models on {top.reorder_dataset}: {100 * top.reorder:.2f}% "
-            f"({top.reorder_count:,} of {top.reorder_defined:,}){beside}.")  # fmt: skip
+    beside = (
+        (
+            f"; with the answers shuffled across the dates within each question (no date effect) {100 * chance:.2f}% "
+            f"(95% of shuffles <= {100 * top.reorder_chance_upper:.2f}%), p = {top.reorder_p_value:.3f} that the date "
+            "reorders them more than chance"
+        )
+        if math.isfinite(chance)
+        else "; no chance value (the models share no questions and dates)"
+    )
+    return (
+        f"Date pairs that reorder the {top.reorder_entries} models on {top.reorder_dataset}: {100 * top.reorder:.2f}% "
+        f"({top.reorder_count:,} of {top.reorder_defined:,}){beside}."
+    )
 
 
 def reorder_chance_text(top: Headline) -> str | None:

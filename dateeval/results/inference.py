@@ -70,7 +70,10 @@ def _sorted_codes(values: pd.Series) -> tuple[np.ndarray, pd.Index]:
         order = np.argsort(np.asarray(uniques, dtype=object), kind="stable")
         rank = np.empty(len(order), dtype=np.int64)
         rank[order] = np.arange(len(order))
-        codes, uniques = np.where(codes >= 0, rank[np.maximum(codes, 0)], -1), pd.Index(np.asarray(uniques, dtype=object)[order])
+        codes, uniques = (
+            np.where(codes >= 0, rank[np.maximum(codes, 0)], -1),
+            pd.Index(np.asarray(uniques, dtype=object)[order]),
+        )
     return codes, uniques
 
 
@@ -121,7 +124,6 @@ def mean_squares(correct: np.ndarray) -> tuple[float, float, float]:
 NONCENTRALITY_MAX = 1e7  # beyond it the noncentral F's CDF loses its digits; a level effect that large has no upper end
 
 
-
 @dataclass(frozen=True)
 class Components:
     """Two-way random-effects variance components of a dates x items matrix (one observation per cell).
@@ -149,7 +151,10 @@ class Components:
     def shares(self) -> dict[str, float]:
         """Each component's share of the variance of one cell (item + date + residual)."""
         total = self.item + self.date + self.residual
-        return {name: (value / total if total > 0 else float("nan")) for name, value in (("item", self.item), ("date", self.date), ("residual", self.residual))}
+        return {
+            name: (value / total if total > 0 else float("nan"))
+            for name, value in (("item", self.item), ("date", self.date), ("residual", self.residual))
+        }
 
 
 def variance_components(correct: np.ndarray) -> Components:
@@ -157,8 +162,13 @@ def variance_components(correct: np.ndarray) -> Components:
     s_res + I s_date, E[MS_res] = s_res (needs two or more dates and items)."""
     n_dates, n_items = np.shape(correct)
     ms_item, ms_date, ms_residual = mean_squares(correct)
-    return Components(item=max(0.0, (ms_item - ms_residual) / n_dates), date=max(0.0, (ms_date - ms_residual) / n_items),
-                      residual=ms_residual, n_dates=n_dates, n_items=n_items)  # fmt: skip
+    return Components(
+        item=max(0.0, (ms_item - ms_residual) / n_dates),
+        date=max(0.0, (ms_date - ms_residual) / n_items),
+        residual=ms_residual,
+        n_dates=n_dates,
+        n_items=n_items,
+    )
 
 
 def _ncf_cdf(f: float, d1: int, d2: int, noncentrality: float) -> float:
@@ -204,7 +214,9 @@ def noise_free_cv(correct: np.ndarray, level: float = 0.95) -> tuple[float, floa
         return float("nan"), float("nan"), float("nan")
     _, ms_level, ms_residual = mean_squares(correct)
     estimate = float(np.sqrt(variance_components(correct).date) / correct.mean())
-    if ms_residual <= 1e-12:  # each question has one outcome on every level: no counting noise to set the levels against
+    if (
+        ms_residual <= 1e-12
+    ):  # each question has one outcome on every level: no counting noise to set the levels against
         return estimate, float("nan"), float("nan")
     d1, d2, tail = levels - 1, (levels - 1) * (items - 1), (1 - level) / 2
     widened = ms_level + 0.5 * (1 - 1 / levels) / (items * d1)  # half the smallest step of the levels' sum of squares
@@ -223,7 +235,9 @@ def bootstrap_cv(correct: np.ndarray, confidence: np.ndarray) -> dict[str, float
     CV is 0 and counting noise alone makes every resampled CV positive, so the percentile bootstrap it had covered
     nothing there; a noise-free ECE CV (as :func:`noise_free_cv` for accuracy) is not built."""
     accuracy = correct.mean(1)
-    ece_cv = float(cv(ece_rows(confidence, correct, debiased=False))) if np.isfinite(confidence).all() else float("nan")  # generated answers: no ECE
+    ece_cv = (
+        float(cv(ece_rows(confidence, correct, debiased=False))) if np.isfinite(confidence).all() else float("nan")
+    )  # generated answers: no ECE
     noise_free, low, high = noise_free_cv(correct)
     return {
         "accuracy_cv": float(cv(accuracy)),
@@ -235,11 +249,24 @@ def bootstrap_cv(correct: np.ndarray, confidence: np.ndarray) -> dict[str, float
     }
 
 
-FACTOR_COLUMNS = ["entry", "dataset", "factor", "levels", "n_items", "accuracy_cv", "accuracy_cv_noise_free", "accuracy_cv_low", "accuracy_cv_high", "accuracy_cv_meaningful",
-                  "ece_cv"]  # fmt: skip
+FACTOR_COLUMNS = [
+    "entry",
+    "dataset",
+    "factor",
+    "levels",
+    "n_items",
+    "accuracy_cv",
+    "accuracy_cv_noise_free",
+    "accuracy_cv_low",
+    "accuracy_cv_high",
+    "accuracy_cv_meaningful",
+    "ece_cv",
+]
 
 
-def entry_factors(entry: str, dataset: str, conditions: pd.DataFrame, matrices: Callable[[list], tuple[list, np.ndarray, np.ndarray]]) -> list[dict]:
+def entry_factors(
+    entry: str, dataset: str, conditions: pd.DataFrame, matrices: Callable[[list], tuple[list, np.ndarray, np.ndarray]]
+) -> list[dict]:
     """Table 5's rows of one entry: for each factor, the CV across its levels and the base condition.
 
     ``conditions`` are the entry's graded conditions (``factor``, ``date``,
@@ -257,15 +284,25 @@ def entry_factors(entry: str, dataset: str, conditions: pd.DataFrame, matrices: 
         names, correct, confidence = matrices(list(levels["condition_key"]))
         if len(names) < 2 or correct.shape[1] == 0:
             continue
-        out.append({"entry": entry, "dataset": dataset, "factor": factor, "levels": len(names), "n_items": correct.shape[1],
-                    **bootstrap_cv(correct, confidence)})  # fmt: skip
+        out.append(
+            {
+                "entry": entry,
+                "dataset": dataset,
+                "factor": factor,
+                "levels": len(names),
+                "n_items": correct.shape[1],
+                **bootstrap_cv(correct, confidence),
+            }
+        )
     return out
 
 
 def across_factors(frame: pd.DataFrame) -> list[dict]:
     """Table 5's precision and hardware rows: entries of one model that differ only in dtype, or only in the machine
     (graded rows, with ``entry``)."""
-    return _across(frame, SAME_PRECISION_RUN, "dtype", "precision") + _across(frame, SAME_MACHINE_RUN, "hardware", "hardware")
+    return _across(frame, SAME_PRECISION_RUN, "dtype", "precision") + _across(
+        frame, SAME_MACHINE_RUN, "hardware", "hardware"
+    )
 
 
 def _across(frame: pd.DataFrame, fixed: list[str], varying: str, factor: str) -> list[dict]:
@@ -280,9 +317,21 @@ def _across(frame: pd.DataFrame, fixed: list[str], varying: str, factor: str) ->
             continue
         names, correct, confidence = outcome_matrices(group[group["date"] == min(common)], varying)
         first = group.iloc[0]
-        entry = f"{first['model']} ({first['device']})" if factor == "precision" else f"{first['model']} ({first['dtype']}, {first['device']})"
-        out.append({"entry": entry, "dataset": first["dataset"], "factor": factor, "levels": len(names), "n_items": correct.shape[1],
-                    **bootstrap_cv(correct, confidence)})  # fmt: skip
+        entry = (
+            f"{first['model']} ({first['device']})"
+            if factor == "precision"
+            else f"{first['model']} ({first['dtype']}, {first['device']})"
+        )
+        out.append(
+            {
+                "entry": entry,
+                "dataset": first["dataset"],
+                "factor": factor,
+                "levels": len(names),
+                "n_items": correct.shape[1],
+                **bootstrap_cv(correct, confidence),
+            }
+        )
     return out
 
 
@@ -295,11 +344,27 @@ def date_trend(metrics: pd.DataFrame) -> pd.DataFrame:
         if len(group) < 3 or group["accuracy"].isna().all():  # a corpus score (BLEU, chrF) has no accuracy to trend
             continue
         if group["accuracy"].nunique() == 1:  # a flat line has no trend (and no defined correlation)
-            rows.append({"entry": entry, "dataset": dataset, "n_dates": len(group), "spearman": float("nan"), "p_value": float("nan")})
+            rows.append(
+                {
+                    "entry": entry,
+                    "dataset": dataset,
+                    "n_dates": len(group),
+                    "spearman": float("nan"),
+                    "p_value": float("nan"),
+                }
+            )
             continue
         ordinal = pd.to_datetime(group["date"]).map(pd.Timestamp.toordinal)
         result = scipy_stats.spearmanr(ordinal, group["accuracy"])
-        rows.append({"entry": entry, "dataset": dataset, "n_dates": len(group), "spearman": float(result.statistic), "p_value": float(result.pvalue)})
+        rows.append(
+            {
+                "entry": entry,
+                "dataset": dataset,
+                "n_dates": len(group),
+                "spearman": float(result.statistic),
+                "p_value": float(result.pvalue),
+            }
+        )
     return pd.DataFrame(rows, columns=["entry", "dataset", "n_dates", "spearman", "p_value"])
 
 
@@ -312,7 +377,9 @@ def cross_correlations(metrics: pd.DataFrame) -> pd.DataFrame:
     """Table 3 (ii, iii): Pearson correlation of accuracy over common dates, across datasets and across models."""
     from scipy import stats as scipy_stats
 
-    table = metrics[metrics["factor"] == "date"].pivot_table(index="date", columns=["entry", "dataset"], values="accuracy")
+    table = metrics[metrics["factor"] == "date"].pivot_table(
+        index="date", columns=["entry", "dataset"], values="accuracy"
+    )
     rows = []
     for (entry_a, data_a), (entry_b, data_b) in combinations(table.columns, 2):
         if entry_a != entry_b and data_a != data_b:
@@ -322,13 +389,26 @@ def cross_correlations(metrics: pd.DataFrame) -> pd.DataFrame:
         if len(pair) < 3 or np.ptp(a) == 0 or np.ptp(b) == 0:
             continue
         kind = "same model, two datasets" if entry_a == entry_b else "two models, same dataset"
-        rows.append({"comparison": kind, "a": f"{entry_a} / {data_a}", "b": f"{entry_b} / {data_b}", "n_dates": len(pair),
-                     "pearson": float(scipy_stats.pearsonr(a, b).statistic), "same_direction": same_direction(a, b)})  # fmt: skip
+        rows.append(
+            {
+                "comparison": kind,
+                "a": f"{entry_a} / {data_a}",
+                "b": f"{entry_b} / {data_b}",
+                "n_dates": len(pair),
+                "pearson": float(scipy_stats.pearsonr(a, b).statistic),
+                "same_direction": same_direction(a, b),
+            }
+        )
     return pd.DataFrame(rows, columns=["comparison", "a", "b", "n_dates", "pearson", "same_direction"])
 
 
-def date_budget(accuracy: np.ndarray, sizes: tuple[int, ...] = (7, 14, 30, 60, 120, 180), tolerance: float = 0.2,
-                n_draws: int = 500, seed: int = 0) -> pd.DataFrame:  # fmt: skip
+def date_budget(
+    accuracy: np.ndarray,
+    sizes: tuple[int, ...] = (7, 14, 30, 60, 120, 180),
+    tolerance: float = 0.2,
+    n_draws: int = 500,
+    seed: int = 0,
+) -> pd.DataFrame:
     """How well m randomly sampled dates estimate the full-year delta and CV.
 
     For each m: the share of draws whose delta (max - min) and CV fall within
@@ -344,13 +424,17 @@ def date_budget(accuracy: np.ndarray, sizes: tuple[int, ...] = (7, 14, 30, 60, 1
             continue
         picks = np.array([rng.choice(len(accuracy), m, replace=False) for _ in range(n_draws)])
         deltas, cvs = np.ptp(accuracy[picks], axis=1), cv(accuracy[picks], axis=1)
-        rows.append({
-            "dates": m,
-            "delta_within": float(np.mean(np.abs(deltas - full_delta) <= tolerance * full_delta)) if full_delta else 1.0,
-            "delta_ratio": float(np.mean(deltas) / full_delta) if full_delta else 1.0,
-            "cv_within": float(np.mean(np.abs(cvs - full_cv) <= tolerance * full_cv)) if full_cv else 1.0,
-            "cv_ratio": float(np.mean(cvs) / full_cv) if full_cv else 1.0,
-        })  # fmt: skip
+        rows.append(
+            {
+                "dates": m,
+                "delta_within": float(np.mean(np.abs(deltas - full_delta) <= tolerance * full_delta))
+                if full_delta
+                else 1.0,
+                "delta_ratio": float(np.mean(deltas) / full_delta) if full_delta else 1.0,
+                "cv_within": float(np.mean(np.abs(cvs - full_cv) <= tolerance * full_cv)) if full_cv else 1.0,
+                "cv_ratio": float(np.mean(cvs) / full_cv) if full_cv else 1.0,
+            }
+        )
     return pd.DataFrame(rows, columns=["dates", "delta_within", "delta_ratio", "cv_within", "cv_ratio"])
 
 
@@ -359,7 +443,11 @@ def run_to_run(frame: pd.DataFrame) -> pd.DataFrame:
     frame = with_factor(frame)
     repeated = frame.loc[frame["factor"] == "repeat", ["model_key", "dataset", "task_key"]].drop_duplicates()
     frame = frame.merge(repeated, on=["model_key", "dataset", "task_key"])  # only entries with repeats: far fewer rows
-    frame = frame.assign(prediction=predictions(frame), correct=frame["correct"].astype(float), confidence=frame["confidence"].astype(float))
+    frame = frame.assign(
+        prediction=predictions(frame),
+        correct=frame["correct"].astype(float),
+        confidence=frame["confidence"].astype(float),
+    )
     rows = []
     for (entry, dataset), group in frame.assign(entry=entry_label(frame)).groupby(["entry", "dataset"]):
         repeats = group[group["factor"] == "repeat"]
@@ -368,10 +456,20 @@ def run_to_run(frame: pd.DataFrame) -> pd.DataFrame:
         base = group[(group["factor"] == "date") & (group["date"] == repeats["date"].iloc[0])]
         runs = pd.concat([base, repeats])
         _, correct, _ = outcome_matrices(runs, "condition_key")
-        probs = runs.pivot_table(index="item_id", columns="condition_key", values="confidence", aggfunc="first").dropna()
+        probs = runs.pivot_table(
+            index="item_id", columns="condition_key", values="confidence", aggfunc="first"
+        ).dropna()
         changes = int((runs.groupby("item_id")["prediction"].nunique() > 1).sum())
-        rows.append({"entry": entry, "dataset": dataset, "runs": correct.shape[0],
-                     "accuracy_cv": float(cv(correct.mean(1))) if correct.size and correct.mean() else 0.0,
-                     "max_confidence_difference": float((probs.max(1) - probs.min(1)).max()) if len(probs) else float("nan"),
-                     "prediction_changes": changes})  # fmt: skip
-    return pd.DataFrame(rows, columns=["entry", "dataset", "runs", "accuracy_cv", "max_confidence_difference", "prediction_changes"])
+        rows.append(
+            {
+                "entry": entry,
+                "dataset": dataset,
+                "runs": correct.shape[0],
+                "accuracy_cv": float(cv(correct.mean(1))) if correct.size and correct.mean() else 0.0,
+                "max_confidence_difference": float((probs.max(1) - probs.min(1)).max()) if len(probs) else float("nan"),
+                "prediction_changes": changes,
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["entry", "dataset", "runs", "accuracy_cv", "max_confidence_difference", "prediction_changes"]
+    )

@@ -31,8 +31,21 @@ from dateeval import schema
 from dateeval.results import unit_sums
 from dateeval.store import Store, sidecars
 
-FLIP_COLUMNS = ["entry", "dataset", "item_id", "n_dates", "n_correct", "n_wrong", "changes", "n_predictions", "consistent",
-                "mean_confidence", "min_confidence", "mean_score", "answer"]  # fmt: skip
+FLIP_COLUMNS = [
+    "entry",
+    "dataset",
+    "item_id",
+    "n_dates",
+    "n_correct",
+    "n_wrong",
+    "changes",
+    "n_predictions",
+    "consistent",
+    "mean_confidence",
+    "min_confidence",
+    "mean_score",
+    "answer",
+]
 TABLE7_COLUMNS = ["entry", "dataset", "consistent_confidence", "inconsistent_confidence", "n_inconsistent", "n_items"]
 
 
@@ -59,7 +72,9 @@ def load(store: Store, sums: pd.DataFrame) -> Outcomes | None:
     row takes the first (:func:`_first_rows`). None when a unit cannot be read.
     """
     conditions = sums.drop_duplicates(schema.GROUP, ignore_index=True)
-    row_of = pd.Series(np.arange(len(conditions)), index=pd.MultiIndex.from_frame(conditions[schema.GROUP].astype(object)))
+    row_of = pd.Series(
+        np.arange(len(conditions)), index=pd.MultiIndex.from_frame(conditions[schema.GROUP].astype(object))
+    )
     units = []
     for source, part in sums.groupby("source", sort=True):
         table = _items_table(store, store.root / source)
@@ -77,13 +92,26 @@ def load(store: Store, sums: pd.DataFrame) -> Outcomes | None:
     ids = [unit.values("item_id").astype(object) for unit in units]
     items = np.unique(np.concatenate(ids))
     shape = (len(conditions), len(items))
-    cells = [unit.row * shape[1] + np.searchsorted(items, distinct)[unit.column("item_id")] for unit, distinct in zip(units, ids)]
+    cells = [
+        unit.row * shape[1] + np.searchsorted(items, distinct)[unit.column("item_id")]
+        for unit, distinct in zip(units, ids)
+    ]
     present = np.zeros(shape, dtype=bool)
     units, cells = zip(*(_first_rows(unit, where, present) for unit, where in zip(units, cells)))
     floats = {name: _matrix(shape, cells, units, name) for name in ("correct", "confidence", "score")}
     prediction, _ = _coded(shape, cells, units, "prediction")
     answer, answers = _coded(shape, cells, units, "answer")
-    return Outcomes(conditions, items, present, floats["correct"], floats["confidence"], floats["score"], prediction, answer, answers)
+    return Outcomes(
+        conditions,
+        items,
+        present,
+        floats["correct"],
+        floats["confidence"],
+        floats["score"],
+        prediction,
+        answer,
+        answers,
+    )
 
 
 @dataclass(frozen=True)
@@ -152,12 +180,16 @@ def _matrix(shape: tuple[int, int], cells: Sequence[np.ndarray], units: Sequence
     return matrix
 
 
-def _coded(shape: tuple[int, int], cells: Sequence[np.ndarray], units: Sequence[_Unit], name: str) -> tuple[np.ndarray, np.ndarray]:
+def _coded(
+    shape: tuple[int, int], cells: Sequence[np.ndarray], units: Sequence[_Unit], name: str
+) -> tuple[np.ndarray, np.ndarray]:
     """A matrix of int32 codes of a coded column, equal values equal codes across files (-1 where missing), and the values."""
     values: dict[object, int] = {}
     matrix = np.full(shape, -1, dtype=np.int32)
     for where, unit in zip(cells, units):
-        local = np.array([values.setdefault(value, len(values)) for value in unit.values(name).tolist()] + [-1], dtype=np.int32)
+        local = np.array(
+            [values.setdefault(value, len(values)) for value in unit.values(name).tolist()] + [-1], dtype=np.int32
+        )
         matrix.flat[where] = local[unit.column(name)]  # code -1 (missing) takes the last: -1
     return matrix, np.array(list(values), dtype=object)
 
@@ -166,7 +198,9 @@ def _dated(outcomes: Outcomes, start: dt.date, end: dt.date) -> np.ndarray:
     """Rows of the date conditions in [start, end], in date order (as the row-based views sort them)."""
     conditions = outcomes.conditions
     day = pd.to_datetime(conditions["date"], errors="coerce", format="mixed")
-    inside = (conditions["factor"] == "date").to_numpy() & day.between(pd.Timestamp(start), pd.Timestamp(end)).to_numpy()
+    inside = (conditions["factor"] == "date").to_numpy() & day.between(
+        pd.Timestamp(start), pd.Timestamp(end)
+    ).to_numpy()
     rows = np.flatnonzero(inside)
     return rows[np.argsort(conditions["date"].to_numpy()[rows].astype(str), kind="stable")]
 
@@ -174,7 +208,10 @@ def _dated(outcomes: Outcomes, start: dt.date, end: dt.date) -> np.ndarray:
 def _cut(matrix: np.ndarray, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
     """``matrix[rows][:, columns]``: a copy, except where that is all of it in order (the full year of a complete entry,
     the common case), which is the matrix itself: millions of cells not copied per matrix."""
-    whole = [len(index) == size and bool((index == np.arange(size)).all()) for index, size in zip((rows, columns), matrix.shape)]
+    whole = [
+        len(index) == size and bool((index == np.arange(size)).all())
+        for index, size in zip((rows, columns), matrix.shape)
+    ]
     return matrix if all(whole) else matrix[np.ix_(rows, columns)]
 
 
@@ -190,7 +227,16 @@ def flips(outcomes: Outcomes, start: dt.date, end: dt.date) -> tuple[pd.DataFram
     if not len(seen):
         return no_flips()
     present, prediction, answer, correct, confidence, score = (
-        _cut(matrix, rows, seen) for matrix in (outcomes.present, outcomes.prediction, outcomes.answer, outcomes.correct, outcomes.confidence, outcomes.score))
+        _cut(matrix, rows, seen)
+        for matrix in (
+            outcomes.present,
+            outcomes.prediction,
+            outcomes.answer,
+            outcomes.correct,
+            outcomes.confidence,
+            outcomes.score,
+        )
+    )
     # each cell's previous present row (the item's previous date), -1 before its first
     last = np.maximum.accumulate(np.where(present, np.arange(len(rows), dtype=np.int32)[:, None], np.int32(-1)), axis=0)
     previous = np.vstack([np.full((1, present.shape[1]), -1, dtype=np.int32), last[:-1]])
@@ -207,18 +253,39 @@ def flips(outcomes: Outcomes, start: dt.date, end: dt.date) -> tuple[pd.DataFram
     min_confidence = np.where(known.any(0), np.where(known, confidence, np.inf).min(0), np.nan)
     code = answer[np.argmax(answer >= 0, axis=0), np.arange(answer.shape[1])]  # the first answer by date
     entry, dataset = outcomes.conditions["entry"].iloc[0], outcomes.conditions["dataset"].iloc[0]
-    table = pd.DataFrame({
-        "entry": entry, "dataset": dataset, "item_id": outcomes.items[seen], "n_dates": present.sum(0), "n_correct": n_correct,
-        "n_wrong": graded.sum(0) - n_correct, "changes": changes, "n_predictions": n_predictions, "consistent": n_predictions == 1,
-        "mean_confidence": mean_confidence, "min_confidence": min_confidence, "mean_score": mean_score,
-        "answer": np.append(outcomes.answers, np.nan)[code],  # code -1 (none on any date): the NaN
-    })  # fmt: skip
+    table = pd.DataFrame(
+        {
+            "entry": entry,
+            "dataset": dataset,
+            "item_id": outcomes.items[seen],
+            "n_dates": present.sum(0),
+            "n_correct": n_correct,
+            "n_wrong": graded.sum(0) - n_correct,
+            "changes": changes,
+            "n_predictions": n_predictions,
+            "consistent": n_predictions == 1,
+            "mean_confidence": mean_confidence,
+            "min_confidence": min_confidence,
+            "mean_score": mean_score,
+            "answer": np.append(outcomes.answers, np.nan)[code],  # code -1 (none on any date): the NaN
+        }
+    )
     order = np.lexsort((np.arange(len(table)), np.where(np.isnan(mean_confidence), np.inf, mean_confidence), -changes))
     consistent = n_predictions == 1
     with np.errstate(invalid="ignore", divide="ignore"):  # per item, then over items, as Table 7 sums them
         shares = [confidence_sum[side].sum() / confidence_count[side].sum() for side in (consistent, ~consistent)]
-    table7 = pd.DataFrame([{"entry": entry, "dataset": dataset, "consistent_confidence": shares[0], "inconsistent_confidence": shares[1],
-                            "n_inconsistent": int((~consistent).sum()), "n_items": len(table)}])  # fmt: skip
+    table7 = pd.DataFrame(
+        [
+            {
+                "entry": entry,
+                "dataset": dataset,
+                "consistent_confidence": shares[0],
+                "inconsistent_confidence": shares[1],
+                "n_inconsistent": int((~consistent).sum()),
+                "n_items": len(table),
+            }
+        ]
+    )
     return table.iloc[order].reset_index(drop=True), table7[TABLE7_COLUMNS]
 
 

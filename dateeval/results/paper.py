@@ -36,24 +36,76 @@ class PaperFigure:
 
 
 FIGURES = (
-    PaperFigure("max_delta", "mcqa", "accuracy", 6.0, "Table 1, §4", "worst-to-best accuracy delta up to 6% (9 models on MMLU, ARC-C, GPQA)"),
-    PaperFigure("mean_delta", "mcqa", "accuracy", 2.52, "Table 1, §4", "mean worst-to-best accuracy delta 2.52% over models and datasets"),
+    PaperFigure(
+        "max_delta",
+        "mcqa",
+        "accuracy",
+        6.0,
+        "Table 1, §4",
+        "worst-to-best accuracy delta up to 6% (9 models on MMLU, ARC-C, GPQA)",
+    ),
+    PaperFigure(
+        "mean_delta",
+        "mcqa",
+        "accuracy",
+        2.52,
+        "Table 1, §4",
+        "mean worst-to-best accuracy delta 2.52% over models and datasets",
+    ),
     PaperFigure("max_delta", "mcqa", "ece", 6.15, "Table 8, App. E", "worst-to-best ECE delta up to 6.15%"),
-    PaperFigure("mean_delta", "gsm8k", "accuracy", 7.75, "Table 2, §4", "mean GSM8K accuracy delta 7.75% (vs 2.52% on MCQA)"),
+    PaperFigure(
+        "mean_delta", "gsm8k", "accuracy", 7.75, "Table 2, §4", "mean GSM8K accuracy delta 7.75% (vs 2.52% on MCQA)"
+    ),
     PaperFigure("max_delta", "gsm8k", "accuracy", 14.0, "Abstract, Table 2", "GSM8K accuracy delta up to 14%"),
     PaperFigure("mean_delta", "humaneval", "accuracy", 4.81, "Table 2, §4", "mean HumanEval pass@1 delta 4.81%"),
     PaperFigure("max_delta", "humaneval", "accuracy", 7.32, "Table 2, §4", "HumanEval pass@1 delta up to 7.32%"),
-    PaperFigure("mean_delta", "translation", "bleu", 1.88, "Table 2, §4", "mean BLEU delta up to 1.88 (per language pair, WMT16 en-de/fi/cs)"),
+    PaperFigure(
+        "mean_delta",
+        "translation",
+        "bleu",
+        1.88,
+        "Table 2, §4",
+        "mean BLEU delta up to 1.88 (per language pair, WMT16 en-de/fi/cs)",
+    ),
     PaperFigure("max_delta", "translation", "bleu", 2.84, "Abstract, Table 2", "BLEU delta up to 2.84"),
-    PaperFigure("mean_delta", "translation", "chrf", 1.33, "Table 2, §4", "mean chrF delta up to 1.33 (per language pair)"),
-    PaperFigure("mean_delta", "fewshot", "accuracy", 2.27, "Table 4, §5.4", "mean 5-shot accuracy delta 2.27% (vs 2.52% zero-shot)"),
-    PaperFigure("cv", "mcqa", "accuracy", 0.78, "Table 5, §5.5-5.6", "CV of accuracy over dates 0.78% (Llama 3.1 8B, MMLU): larger than batch size, "
-                "precision and hardware, equal to rewording the system prompt"),
-    PaperFigure("week_delta", "mcqa", "accuracy", 4.0, "§5.2, Figure 3", "GPT-5.1 over one week (3-9 Dec 2025, date injected by the provider): "
-                "accuracy varies by up to 4% (GPQA); 42 repeated runs were identical"),
-    PaperFigure("inconsistent_confidence", "mcqa", "accuracy", 88.86, "Table 7, App. E", "answers that change with the date have lower "
-                "confidence, yet Gemma 3 4B still gives them 88.86%"),
-)  # fmt: skip
+    PaperFigure(
+        "mean_delta", "translation", "chrf", 1.33, "Table 2, §4", "mean chrF delta up to 1.33 (per language pair)"
+    ),
+    PaperFigure(
+        "mean_delta",
+        "fewshot",
+        "accuracy",
+        2.27,
+        "Table 4, §5.4",
+        "mean 5-shot accuracy delta 2.27% (vs 2.52% zero-shot)",
+    ),
+    PaperFigure(
+        "cv",
+        "mcqa",
+        "accuracy",
+        0.78,
+        "Table 5, §5.5-5.6",
+        "CV of accuracy over dates 0.78% (Llama 3.1 8B, MMLU): larger than batch size, "
+        "precision and hardware, equal to rewording the system prompt",
+    ),
+    PaperFigure(
+        "week_delta",
+        "mcqa",
+        "accuracy",
+        4.0,
+        "§5.2, Figure 3",
+        "GPT-5.1 over one week (3-9 Dec 2025, date injected by the provider): "
+        "accuracy varies by up to 4% (GPQA); 42 repeated runs were identical",
+    ),
+    PaperFigure(
+        "inconsistent_confidence",
+        "mcqa",
+        "accuracy",
+        88.86,
+        "Table 7, App. E",
+        "answers that change with the date have lower confidence, yet Gemma 3 4B still gives them 88.86%",
+    ),
+)
 
 
 def kind(dataset: str, task: str | None = None) -> str:
@@ -88,7 +140,9 @@ def _per_entry(dated: pd.DataFrame, statistic: str, metric: str) -> pd.Series:
     if statistic == "cv":
         return pd.Series({entry: float(cv(values.to_numpy())) for entry, values in series.items()}, dtype=float)
     if statistic == "week_delta":
-        week = {entry: (values.rolling("7D").max() - values.rolling("7D").min()).max() for entry, values in series.items()}
+        week = {
+            entry: (values.rolling("7D").max() - values.rolling("7D").min()).max() for entry, values in series.items()
+        }
         return pd.Series(week, dtype=float)
     return pd.Series(dtype=float)
 
@@ -106,18 +160,30 @@ def _chance(figure: PaperFigure, significance: pd.DataFrame, n_items: int) -> st
 def _ece_delta_interval(summary: pd.DataFrame | None, dataset: str, n_items: int) -> str:
     """The 95% interval of the largest worst-to-best ECE delta (Table 8's, ``bands.ece_difference_interval`` via the
     summary), or why there is none: an ECE delta read without it looks exact."""
-    rows = summary[(summary["dataset"] == dataset) & summary["ece_delta"].notna()] if summary is not None and "ece_delta_low" in summary else None
+    rows = (
+        summary[(summary["dataset"] == dataset) & summary["ece_delta"].notna()]
+        if summary is not None and "ece_delta_low" in summary
+        else None
+    )
     if rows is None or rows.empty:
         return ""
     largest = rows.loc[rows["ece_delta"].idxmax()]
     if pd.isna(largest["ece_delta_low"]):
         return " (no interval below 50 questions)"
     spec = METRICS["ece"]
-    return f" (95%: {spec.delta(largest['ece_delta_low'], n_items)} to {spec.delta(largest['ece_delta_high'], n_items)})"
+    return (
+        f" (95%: {spec.delta(largest['ece_delta_low'], n_items)} to {spec.delta(largest['ece_delta_high'], n_items)})"
+    )
 
 
-def yours(metrics: pd.DataFrame, dataset: str, table7: pd.DataFrame | None = None, significance: pd.DataFrame | None = None,
-          task: str | None = None, summary: pd.DataFrame | None = None) -> pd.DataFrame:  # fmt: skip
+def yours(
+    metrics: pd.DataFrame,
+    dataset: str,
+    table7: pd.DataFrame | None = None,
+    significance: pd.DataFrame | None = None,
+    task: str | None = None,
+    summary: pd.DataFrame | None = None,
+) -> pd.DataFrame:
     """The paper's figures about a dataset's kind beside the same statistic from the user's store.
 
     Beside each of yours: what chance alone gives for it (the permutation null of the same statistic, so a class
@@ -125,23 +191,54 @@ def yours(metrics: pd.DataFrame, dataset: str, table7: pd.DataFrame | None = Non
     context is in ``the_paper_says``. The largest ECE delta carries its 95% interval from ``summary`` (Table 8's). A statistic the store cannot give (e.g. a single date) shows ``-``.
     """
     dated = descriptive.dated(metrics[metrics["dataset"] == dataset])
-    significance = significance if significance is not None else pd.DataFrame(columns=["delta", "null_draws", "null_median", "n_items"])
+    significance = (
+        significance
+        if significance is not None
+        else pd.DataFrame(columns=["delta", "null_draws", "null_median", "n_items"])
+    )
     n_items = int(dated["n_items"].max()) if "n_items" in dated and len(dated) else 0
-    context = f"{dated['entry'].nunique()} entries, {n_items} questions x {dated['date'].nunique()} dates" if len(dated) else "-"
+    context = (
+        f"{dated['entry'].nunique()} entries, {n_items} questions x {dated['date'].nunique()} dates"
+        if len(dated)
+        else "-"
+    )
     rows = []
     for figure in beside(dataset, task=task):
         spec = METRICS[figure.metric]
         if figure.statistic == "inconsistent_confidence":
-            values = table7["inconsistent_confidence"].dropna() if table7 is not None and len(table7) else pd.Series(dtype=float)
+            values = (
+                table7["inconsistent_confidence"].dropna()
+                if table7 is not None and len(table7)
+                else pd.Series(dtype=float)
+            )
             mine, theirs = (percent(values.max()) if len(values) else "-"), f"{figure.value:.2f}%"
         else:
-            values = _per_entry(dated, figure.statistic, figure.metric) if figure.metric in dated else pd.Series(dtype=float)
+            values = (
+                _per_entry(dated, figure.statistic, figure.metric) if figure.metric in dated else pd.Series(dtype=float)
+            )
             value = values.mean() if figure.statistic in ("mean_delta", "cv") else values.max() if len(values) else None
-            near_zero = figure.statistic == "cv" and len(dated) and not cv_meaningful(float(dated[figure.metric].mean()), n_items)
+            near_zero = (
+                figure.statistic == "cv"
+                and len(dated)
+                and not cv_meaningful(float(dated[figure.metric].mean()), n_items)
+            )
             mine = cv_text(value, None, None, not near_zero) if figure.statistic == "cv" else spec.delta(value, n_items)
             if figure.metric == "ece" and figure.statistic == "max_delta" and value is not None:
                 mine += _ece_delta_interval(summary, dataset, n_items)
-            theirs = f"{figure.value:.2f}" + (" pp" if spec.percent and figure.statistic != "cv" else "%" if figure.statistic == "cv" else "")
-        rows.append({"statistic": f"{STATISTICS[figure.statistic]} ({spec.name_on(dataset)})", "yours": mine, "chance_alone": _chance(figure, significance, n_items),
-                     "yours_on": context, "the_paper": theirs, "where": figure.where, "the_paper_says": figure.says})  # fmt: skip
-    return pd.DataFrame(rows, columns=["statistic", "yours", "chance_alone", "yours_on", "the_paper", "where", "the_paper_says"])
+            theirs = f"{figure.value:.2f}" + (
+                " pp" if spec.percent and figure.statistic != "cv" else "%" if figure.statistic == "cv" else ""
+            )
+        rows.append(
+            {
+                "statistic": f"{STATISTICS[figure.statistic]} ({spec.name_on(dataset)})",
+                "yours": mine,
+                "chance_alone": _chance(figure, significance, n_items),
+                "yours_on": context,
+                "the_paper": theirs,
+                "where": figure.where,
+                "the_paper_says": figure.says,
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["statistic", "yours", "chance_alone", "yours_on", "the_paper", "where", "the_paper_says"]
+    )

@@ -23,9 +23,15 @@ from dateeval.schema import GENERATION_KINDS
 
 # Tables that need a kind of dataset the store may not hold: (name, how to fill it) per kind.
 MISSING = {
-    "generation": ("Table 2 (GSM8K, HumanEval, WMT16 deltas)", "`python -m dateeval run --dataset gsm8k --dataset humaneval --dataset wmt16_en_de ...`"),
+    "generation": (
+        "Table 2 (GSM8K, HumanEval, WMT16 deltas)",
+        "`python -m dateeval run --dataset gsm8k --dataset humaneval --dataset wmt16_en_de ...`",
+    ),
     "fewshot": ("Table 4 (5-shot deltas)", "`python -m dateeval run --dataset mmlu --shots 5 ...`"),
-    "cot": ("Figure 4 (chain of thought vs next-token)", "`python -m dateeval run --dataset mmlu --dataset mmlu_cot ...`"),
+    "cot": (
+        "Figure 4 (chain of thought vs next-token)",
+        "`python -m dateeval run --dataset mmlu --dataset mmlu_cot ...`",
+    ),
 }
 
 
@@ -48,29 +54,56 @@ def paper_tables(results: Results) -> tuple[dict[str, pd.DataFrame], dict[str, s
     """Every paper table the store can fill, and the missing ones with what would fill them (all read from ``results``)."""
     summary = results.summary()
     tables: dict[str, pd.DataFrame] = {}
-    variant = summary["dataset"].map(lambda dataset: _variant(dataset, results.kind(dataset))) if len(summary) else pd.Series(dtype=object)
+    variant = (
+        summary["dataset"].map(lambda dataset: _variant(dataset, results.kind(dataset)))
+        if len(summary)
+        else pd.Series(dtype=object)
+    )
     kinds = set(variant)
     missing = dict(value for kind, value in MISSING.items() if kind not in kinds)
     if summary.empty:
-        missing["Tables 1, 8, 9"] = "the store has no results: `python -m dateeval run --dataset mmlu --data-dir DIR --no-date`"
+        missing["Tables 1, 8, 9"] = (
+            "the store has no results: `python -m dateeval run --dataset mmlu --data-dir DIR --no-date`"
+        )
         return tables, missing
     delta = ["entry", "dataset", "n_items", "n_dates"]
-    accuracy = ["accuracy_min", "accuracy_max", "accuracy_delta", "accuracy_worst_date", "accuracy_best_date", "delta_null_upper", "delta_p_value", "cochran_p"]
+    accuracy = [
+        "accuracy_min",
+        "accuracy_max",
+        "accuracy_delta",
+        "accuracy_worst_date",
+        "accuracy_best_date",
+        "delta_null_upper",
+        "delta_p_value",
+        "cochran_p",
+    ]
     titles = {
         "mcqa": ("Table 1: accuracy, worst-to-best date", accuracy),
-        "generation": ("Table 2: open-ended tasks, worst-to-best date (accuracy; pass@1 on HumanEval; BLEU and chrF on WMT16)",
-                       accuracy[:3] + ["bleu_min", "bleu_max", "bleu_delta", "chrf_min", "chrf_max", "chrf_delta", "delta_p_value"]),
+        "generation": (
+            "Table 2: open-ended tasks, worst-to-best date (accuracy; pass@1 on HumanEval; BLEU and chrF on WMT16)",
+            accuracy[:3]
+            + ["bleu_min", "bleu_max", "bleu_delta", "chrf_min", "chrf_max", "chrf_delta", "delta_p_value"],
+        ),
         "fewshot": ("Table 4: few-shot accuracy, worst-to-best date", accuracy),
-        "cot": ("Figure 4: chain-of-thought accuracy, worst-to-best date (compare with the next-token rows of Table 1)", accuracy),
-    }  # fmt: skip
+        "cot": (
+            "Figure 4: chain-of-thought accuracy, worst-to-best date (compare with the next-token rows of Table 1)",
+            accuracy,
+        ),
+    }
     for kind, (title, columns) in titles.items():
         if (variant == kind).any():
             tables[title] = _pick(summary[variant == kind], delta + columns)
     if "ece_delta" in summary and summary["ece_delta"].notna().any():
-        tables["Table 8: ECE, worst-to-best date"] = _pick(summary[summary["ece_delta"].notna()], delta + ["ece_min", "ece_max", "ece_delta", "ece_delta_low", "ece_delta_high", "ece_worst_date", "ece_best_date"])
+        tables["Table 8: ECE, worst-to-best date"] = _pick(
+            summary[summary["ece_delta"].notna()],
+            delta
+            + ["ece_min", "ece_max", "ece_delta", "ece_delta_low", "ece_delta_high", "ece_worst_date", "ece_best_date"],
+        )
     baselines = [c for c in summary if c.startswith("no_date_")]
     if any(summary[c].notna().any() for c in baselines):
-        tables["Table 9: no date in the prompt"] = _pick(summary, ["entry", "dataset", *baselines, "accuracy_min", "accuracy_max", "bleu_min", "bleu_max"])
+        tables["Table 9: no date in the prompt"] = _pick(
+            summary, ["entry", "dataset", *baselines, "accuracy_min", "accuracy_max", "bleu_min", "bleu_max"]
+        )
     else:
         missing["Table 9 (no-date baseline)"] = "rerun the same sweep with `--no-date` (only the baseline is computed)"
     statistics = results.statistics()
@@ -80,12 +113,16 @@ def paper_tables(results: Results) -> tuple[dict[str, pd.DataFrame], dict[str, s
     if len(correlations):
         tables["Table 3: correlation across datasets and models (Pearson)"] = correlations
     else:
-        missing["Table 3 (correlations)"] = "needs a second dataset or model over the same dates (repeat `--dataset` or `--model`)"
+        missing["Table 3 (correlations)"] = (
+            "needs a second dataset or model over the same dates (repeat `--dataset` or `--model`)"
+        )
     factors = statistics["factors"]
     if set(factors["factor"]) - {"date"}:
         tables["Table 5: coefficient of variation per factor"] = factors
     else:
-        missing["Table 5 (other factors)"] = "add `--batch-sizes 1,8,32 --option-orders 5 --system-prompts paper --dtype float32 --dtype bfloat16`"
+        missing["Table 5 (other factors)"] = (
+            "add `--batch-sizes 1,8,32 --option-orders 5 --system-prompts paper --dtype float32 --dtype bfloat16`"
+        )
     formats = results.fewshot_formats()
     if len(formats):
         tables["Table 4 (§5.4): the date effect under each few-shot format"] = formats
@@ -109,14 +146,27 @@ def _robust_section(results: Results, files: dict[str, str], half_width: float =
         if not record["entries"]:
             continue
         board = pd.DataFrame(record["entries"])
-        files[f"robust-{dataset}.csv"] = to_csv(board.drop(columns=["identity", "dates", "per_date", "sentence", "advice"]))
-        sentences = "".join(f"<li><b>{html.escape(entry['entry'])}</b>: {html.escape(entry['sentence'])}. {html.escape(entry['advice'])}</li>"
-                            for entry in record["entries"])  # fmt: skip
-        unresolved = "; ".join(f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"])
+        files[f"robust-{dataset}.csv"] = to_csv(
+            board.drop(columns=["identity", "dates", "per_date", "sentence", "advice"])
+        )
+        sentences = "".join(
+            f"<li><b>{html.escape(entry['entry'])}</b>: {html.escape(entry['sentence'])}. {html.escape(entry['advice'])}</li>"
+            for entry in record["entries"]
+        )
+        unresolved = "; ".join(
+            f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]
+        )
         shown = robust_format.display(board, dataset, half_width).to_html(index=False, border=0)
-        parts.append(f"<h2>What to report: {html.escape(dataset)}</h2><p>{html.escape(robust_format.caption(dataset, board))}</p>{shown}<ul>{sentences}</ul>"
-                     + (f"<p>The date reorders these pairs and their intervals overlap: {html.escape(unresolved)}.</p>" if unresolved else "")
-                     + (robust_format.svg(record) or "") + f"<p><a href='robust-{dataset}.csv'>CSV</a></p>")  # fmt: skip
+        parts.append(
+            f"<h2>What to report: {html.escape(dataset)}</h2><p>{html.escape(robust_format.caption(dataset, board))}</p>{shown}<ul>{sentences}</ul>"
+            + (
+                f"<p>The date reorders these pairs and their intervals overlap: {html.escape(unresolved)}.</p>"
+                if unresolved
+                else ""
+            )
+            + (robust_format.svg(record) or "")
+            + f"<p><a href='robust-{dataset}.csv'>CSV</a></p>"
+        )
         parts += _compare_section(results, dataset, files)
     return parts
 
@@ -132,10 +182,12 @@ def _compare_section(results: Results, dataset: str, files: dict[str, str]) -> l
         return []
     table = robust.compare_table(names, stacked)
     files[f"compare-{dataset}.csv"] = to_csv(table)
-    return [f"<h3>Model against model: {html.escape(dataset)}</h3><p>Each pair on the {stacked.shape[2]} questions and {stacked.shape[1]} dates both "
-            "have: A - B is the difference of the date-robust scores, its 95% interval clustered by question; date SD is each model's "
-            "date standard deviation without counting noise, the questions resampled (paired) for its interval and p.</p>"
-            f"{table.to_html(index=False, border=0)}<p><a href='compare-{dataset}.csv'>CSV</a></p>"]  # fmt: skip
+    return [
+        f"<h3>Model against model: {html.escape(dataset)}</h3><p>Each pair on the {stacked.shape[2]} questions and {stacked.shape[1]} dates both "
+        "have: A - B is the difference of the date-robust scores, its 95% interval clustered by question; date SD is each model's "
+        "date standard deviation without counting noise, the questions resampled (paired) for its interval and p.</p>"
+        f"{table.to_html(index=False, border=0)}<p><a href='compare-{dataset}.csv'>CSV</a></p>"
+    ]
 
 
 def build_report(results: Results) -> dict[str, str]:
@@ -145,13 +197,18 @@ def build_report(results: Results) -> dict[str, str]:
     store = results.store.root
     tables, missing = paper_tables(results)
     top = results.headline()
-    parts = [f"<h1>dateeval report</h1><p>Store <code>{html.escape(str(store))}</code>, written {dt.datetime.now():%Y-%m-%d %H:%M}. "
-             "Rates, CVs and shares are percentages; BLEU and chrF are points; the CSV files keep rates as fractions.</p>",
-             f"<p class='headline'><b>{html.escape(headline_sentence(top))}</b></p>",
-             f"<p>{html.escape(verdict_power(top))}</p>", f"<p>{html.escape(reorder_sentence(top))}</p>"]  # fmt: skip
+    parts = [
+        f"<h1>dateeval report</h1><p>Store <code>{html.escape(str(store))}</code>, written {dt.datetime.now():%Y-%m-%d %H:%M}. "
+        "Rates, CVs and shares are percentages; BLEU and chrF are points; the CSV files keep rates as fractions.</p>",
+        f"<p class='headline'><b>{html.escape(headline_sentence(top))}</b></p>",
+        f"<p>{html.escape(verdict_power(top))}</p>",
+        f"<p>{html.escape(reorder_sentence(top))}</p>",
+    ]
     for number, (title, table) in enumerate(tables.items(), 1):
         files[f"table-{number}.csv"] = to_csv(table)
-        parts.append(f"<h2>{html.escape(title)}</h2>{metrics.formatted(table).to_html(index=False, border=0)}<p><a href='table-{number}.csv'>CSV</a></p>")
+        parts.append(
+            f"<h2>{html.escape(title)}</h2>{metrics.formatted(table).to_html(index=False, border=0)}<p><a href='table-{number}.csv'>CSV</a></p>"
+        )
     per_condition = results.metrics
     dated = descriptive.dated(per_condition)
     for index, (dataset, group) in enumerate(dated.groupby("dataset")):
@@ -164,5 +221,7 @@ def build_report(results: Results) -> dict[str, str]:
         items = "".join(f"<li><b>{html.escape(name)}</b>: {html.escape(how)}</li>" for name, how in missing.items())
         parts.append(f"<h2>Not in this store</h2><ul>{items}</ul>")
     style = "body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:.85rem}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
-    files["index.html"] = f"<!doctype html><html><head><meta charset='utf-8'><title>dateeval report</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    files["index.html"] = (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>dateeval report</title><style>{style}</style></head><body>{''.join(parts)}</body></html>"
+    )
     return files

@@ -131,13 +131,17 @@ def satterthwaite_df(correct: np.ndarray) -> float:
     n_dates, n_items = np.shape(correct)
     ms_item, ms_date, ms_residual = mean_squares(correct)
     numerator = ms_date + ms_item - ms_residual
-    denominator = ms_date**2 / (n_dates - 1) + ms_item**2 / (n_items - 1) + ms_residual**2 / ((n_items - 1) * (n_dates - 1))
+    denominator = (
+        ms_date**2 / (n_dates - 1) + ms_item**2 / (n_items - 1) + ms_residual**2 / ((n_items - 1) * (n_dates - 1))
+    )
     if numerator <= 0 or denominator <= 0:
         return float(n_items - 1)  # nothing varies beyond noise: the items' own degrees of freedom
     return max(1.0, numerator**2 / denominator)
 
 
-def korn_graubard(score: float, variance: float, df: float, n_cells: int, n_items: int, level: float = 0.95) -> tuple[float, float]:
+def korn_graubard(
+    score: float, variance: float, df: float, n_cells: int, n_items: int, level: float = 0.95
+) -> tuple[float, float]:
     """The 95% interval of a mean of right/wrong grades with a known-from-data variance (Korn & Graubard 1998).
 
     The effective sample size n* = p (1 - p) / Var (at most the cells graded; the items, where the score is 0 or 1
@@ -193,13 +197,26 @@ def entry_statistics(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -
     (boot_low, boot_high), (low_error, high_error) = interval(samples), end_errors(samples)
     shares = components.shares()
     return {
-        "score": score, "low": low, "high": high, "half_width": (high - low) / 2, "df": df,
-        "bootstrap_low": boot_low, "bootstrap_high": boot_high, "bootstrap_low_mc_error": low_error, "bootstrap_high_mc_error": high_error,
-        "anova_half_width": components.half_width(), "item_only_half_width": Z95 * math.sqrt(components.item / components.n_items),
-        "var_item": components.item, "var_date": components.date, "var_residual": components.residual,
-        "share_item": shares["item"], "share_date": shares["date"], "share_residual": shares["residual"],
-        "n_dates": components.n_dates, "n_items": components.n_items,
-    }  # fmt: skip
+        "score": score,
+        "low": low,
+        "high": high,
+        "half_width": (high - low) / 2,
+        "df": df,
+        "bootstrap_low": boot_low,
+        "bootstrap_high": boot_high,
+        "bootstrap_low_mc_error": low_error,
+        "bootstrap_high_mc_error": high_error,
+        "anova_half_width": components.half_width(),
+        "item_only_half_width": Z95 * math.sqrt(components.item / components.n_items),
+        "var_item": components.item,
+        "var_date": components.date,
+        "var_residual": components.residual,
+        "share_item": shares["item"],
+        "share_date": shares["date"],
+        "share_residual": shares["residual"],
+        "n_dates": components.n_dates,
+        "n_items": components.n_items,
+    }
 
 
 def paired_difference(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
@@ -222,7 +239,9 @@ def paired_difference(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float
     variance = (ms_item + date_part) / difference.size
     df = float(n_items - 1)
     if date_part > 0:
-        df = (ms_item + date_part) ** 2 / (ms_item**2 / (n_items - 1) + ms_date**2 / (n_dates - 1) + ms_residual**2 / ((n_items - 1) * (n_dates - 1)))
+        df = (ms_item + date_part) ** 2 / (
+            ms_item**2 / (n_items - 1) + ms_date**2 / (n_dates - 1) + ms_residual**2 / ((n_items - 1) * (n_dates - 1))
+        )
     value = float(difference.mean())
     if variance == 0:
         return value, math.nan, math.nan
@@ -260,8 +279,14 @@ def sensitivity_difference(a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOT, s
     low, high = np.percentile(sd(drawn_a) - sd(drawn_b), [2.5, 97.5])
     difference = drawn_a - drawn_b
     p_value = min(1.0, 2 * (1 + min(np.sum(difference <= 0), np.sum(difference >= 0))) / (n_boot + 1))
-    return {"a_date_sd": float(sd(observed[0])), "b_date_sd": float(sd(observed[1])), "value": float(sd(observed[0]) - sd(observed[1])),
-            "low": float(low), "high": float(high), "p_value": float(p_value)}  # fmt: skip
+    return {
+        "a_date_sd": float(sd(observed[0])),
+        "b_date_sd": float(sd(observed[1])),
+        "value": float(sd(observed[0]) - sd(observed[1])),
+        "low": float(low),
+        "high": float(high),
+        "p_value": float(p_value),
+    }
 
 
 def compare(a: np.ndarray, b: np.ndarray) -> dict:
@@ -270,8 +295,14 @@ def compare(a: np.ndarray, b: np.ndarray) -> dict:
     moves more with the date (:func:`sensitivity_difference`): what ``dateeval compare`` and the Leaderboard print."""
     (score_a, low_a, high_a, _), (score_b, low_b, high_b, _) = date_robust(a), date_robust(b)
     value, low, high = paired_difference(a, b)
-    return {"a": (score_a, low_a, high_a), "b": (score_b, low_b, high_b), "difference": (value, low, high),
-            "sensitivity": sensitivity_difference(a, b), "n_dates": int(np.shape(a)[0]), "n_items": int(np.shape(a)[1])}  # fmt: skip
+    return {
+        "a": (score_a, low_a, high_a),
+        "b": (score_b, low_b, high_b),
+        "difference": (value, low, high),
+        "sensitivity": sensitivity_difference(a, b),
+        "n_dates": int(np.shape(a)[0]),
+        "n_items": int(np.shape(a)[1]),
+    }
 
 
 def _pp(value: float, decimals: int = 1) -> str:
@@ -286,18 +317,36 @@ def compare_cells(found: dict) -> dict[str, str]:
     differences to 0.1 pp (the scores' own digits), date SDs to 0.01 pp."""
     (value, low, high), sense = found["difference"], found["sensitivity"]
     bounds = f"[{_pp(low)}, {_pp(high)}]" if math.isfinite(low) else f"[no interval: {NO_SPREAD}]"
-    return {"a": interval_text(*found["a"], 1), "b": interval_text(*found["b"], 1), "difference": _pp(value), "difference_interval": bounds,
-            "better": "a" if low > 0 else "b" if high < 0 else "", "a_sd": f"{100 * sense['a_date_sd']:.2f}", "b_sd": f"{100 * sense['b_date_sd']:.2f}",
-            "sd_difference": _pp(sense["value"], 2), "sd_interval": f"[{_pp(sense['low'], 2)}, {_pp(sense['high'], 2)}]", "p": f"{sense['p_value']:.3f}",
-            "moves_more": ("a" if sense["value"] > 0 else "b") if sense["p_value"] < 0.05 else "", "size": f"{found['n_items']} questions x {found['n_dates']} dates"}  # fmt: skip
+    return {
+        "a": interval_text(*found["a"], 1),
+        "b": interval_text(*found["b"], 1),
+        "difference": _pp(value),
+        "difference_interval": bounds,
+        "better": "a" if low > 0 else "b" if high < 0 else "",
+        "a_sd": f"{100 * sense['a_date_sd']:.2f}",
+        "b_sd": f"{100 * sense['b_date_sd']:.2f}",
+        "sd_difference": _pp(sense["value"], 2),
+        "sd_interval": f"[{_pp(sense['low'], 2)}, {_pp(sense['high'], 2)}]",
+        "p": f"{sense['p_value']:.3f}",
+        "moves_more": ("a" if sense["value"] > 0 else "b") if sense["p_value"] < 0.05 else "",
+        "size": f"{found['n_items']} questions x {found['n_dates']} dates",
+    }
 
 
 def compare_lines(name_a: str, name_b: str, found: dict) -> list[str]:
     """:func:`compare` in words, one finding a line (percentage points)."""
     cells, names = compare_cells(found), {"a": name_a, "b": name_b}
-    verdict = f"{names[cells['better']]} scores higher whatever the date" if cells["better"] else "no difference shown: the interval holds 0"
+    verdict = (
+        f"{names[cells['better']]} scores higher whatever the date"
+        if cells["better"]
+        else "no difference shown: the interval holds 0"
+    )
     verdict = verdict if math.isfinite(found["difference"][1]) else "not decided by an interval"
-    moved = f"{names[cells['moves_more']]} moves more with the date" if cells["moves_more"] else "no difference in date sensitivity shown"
+    moved = (
+        f"{names[cells['moves_more']]} moves more with the date"
+        if cells["moves_more"]
+        else "no difference in date sensitivity shown"
+    )
     return [
         f"A = {name_a}: date-robust score {cells['a']}; B = {name_b}: {cells['b']} ({cells['size']} both have)",
         f"A - B: {cells['difference']} pp {cells['difference_interval']} (95%, clustered by question): {verdict}",
@@ -313,11 +362,21 @@ def compare_table(names: list[str], stacked: np.ndarray) -> pd.DataFrame:
     rows = []
     for i, j in combinations(range(len(names)), 2):
         cells = compare_cells(compare(stacked[i], stacked[j]))
-        rows.append({"A": names[i], "B": names[j], "A (%)": cells["a"], "B (%)": cells["b"], "A - B (pp)": f"{cells['difference']} {cells['difference_interval']}",
-                     "higher whatever the date": {"a": "A", "b": "B", "": "not shown"}[cells["better"]],
-                     "date SD A, B (pp)": f"{cells['a_sd']}, {cells['b_sd']}", "date SD A - B (pp)": f"{cells['sd_difference']} {cells['sd_interval']}",
-                     "p (equal date sensitivity)": cells["p"], "moves more with the date": {"a": "A", "b": "B", "": "not shown"}[cells["moves_more"]],
-                     "questions x dates": cells["size"]})  # fmt: skip
+        rows.append(
+            {
+                "A": names[i],
+                "B": names[j],
+                "A (%)": cells["a"],
+                "B (%)": cells["b"],
+                "A - B (pp)": f"{cells['difference']} {cells['difference_interval']}",
+                "higher whatever the date": {"a": "A", "b": "B", "": "not shown"}[cells["better"]],
+                "date SD A, B (pp)": f"{cells['a_sd']}, {cells['b_sd']}",
+                "date SD A - B (pp)": f"{cells['sd_difference']} {cells['sd_interval']}",
+                "p (equal date sensitivity)": cells["p"],
+                "moves more with the date": {"a": "A", "b": "B", "": "not shown"}[cells["moves_more"]],
+                "questions x dates": cells["size"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -340,8 +399,17 @@ def rank_intervals(scores: pd.DataFrame) -> pd.DataFrame:
     share of dates at which it ranks first (ties included)."""
     ranks = per_date_ranks(scores).to_numpy()
     low, high = np.quantile(ranks, [0.025, 0.975], axis=0, method="inverted_cdf")
-    return pd.DataFrame({"entry": scores.columns, "rank_best": ranks.min(0), "rank_worst": ranks.max(0), "rank_low": low.astype(int),
-                         "rank_high": high.astype(int), "first_share": (ranks == 1).mean(0), "n_ranked_dates": len(ranks)})  # fmt: skip
+    return pd.DataFrame(
+        {
+            "entry": scores.columns,
+            "rank_best": ranks.min(0),
+            "rank_worst": ranks.max(0),
+            "rank_low": low.astype(int),
+            "rank_high": high.astype(int),
+            "first_share": (ranks == 1).mean(0),
+            "n_ranked_dates": len(ranks),
+        }
+    )
 
 
 PAIR_COLUMNS = ["entry_a", "entry_b", "a_ahead", "b_ahead", "tied", "flips", "intervals_overlap", "unresolved"]
@@ -361,8 +429,18 @@ def flipping_pairs(scores: pd.DataFrame, intervals: pd.DataFrame) -> pd.DataFram
         ahead, behind = int((scores[a] > scores[b]).sum()), int((scores[a] < scores[b]).sum())
         overlap = bool(known.at[a, "low"] <= known.at[b, "high"] and known.at[b, "low"] <= known.at[a, "high"])
         flips = ahead > 0 and behind > 0
-        rows.append({"entry_a": a, "entry_b": b, "a_ahead": ahead, "b_ahead": behind, "tied": len(scores) - ahead - behind, "flips": flips,
-                     "intervals_overlap": overlap, "unresolved": flips and overlap})  # fmt: skip
+        rows.append(
+            {
+                "entry_a": a,
+                "entry_b": b,
+                "a_ahead": ahead,
+                "b_ahead": behind,
+                "tied": len(scores) - ahead - behind,
+                "flips": flips,
+                "intervals_overlap": overlap,
+                "unresolved": flips and overlap,
+            }
+        )
     return pd.DataFrame(rows, columns=PAIR_COLUMNS)
 
 
@@ -380,7 +458,6 @@ def sentence(metric: str, row: dict, decimals: int = 1) -> str:
     return f"{metric} {shown}, mean over {describe_dates(row['dates'])}, 95% CI over items and dates ({int(row['n_items'])} items)"
 
 
-
 FEW_DF = 4  # below this many degrees of freedom, t_0.975 is over 2.7 (12.7 at 1): the interval says why it is wide
 
 
@@ -396,9 +473,11 @@ def width_reason(row: dict) -> str:
     if df >= FEW_DF or components.date / components.n_dates <= components.item / components.n_items:
         return ""  # many df, or the questions' share of the mean's variance is the larger: not the dates' doing
     differences = int(row["n_dates"]) - 1
-    return (f"Wide because the dates' spread rests on {differences} difference{'s' if differences != 1 else ''} between dates "
-            f"({df:.1f} degrees of freedom: Student's t {scipy_stats.t.ppf(0.975, df):.1f} in place of 1.96); more dates, not more "
-            f"questions, narrow it. ")  # fmt: skip
+    return (
+        f"Wide because the dates' spread rests on {differences} difference{'s' if differences != 1 else ''} between dates "
+        f"({df:.1f} degrees of freedom: Student's t {scipy_stats.t.ppf(0.975, df):.1f} in place of 1.96); more dates, not more "
+        f"questions, narrow it. "
+    )
 
 
 def advice(metric: str, row: dict, half_width: float, first: str, last: str, decimals: int = 1) -> str:
@@ -413,23 +492,51 @@ def _dates_advice(metric: str, row: dict, half_width: float, first: str, last: s
     target = f"±{100 * half_width:.{decimals}f} pp"
     if needed is None:
         floor = 100 * Z95 * math.sqrt(components.item / components.n_items)
-        return (f"No number of dates gives {metric} {target} with these {components.n_items} items: by the variance components "
-                f"(normal approximation, the method of every planned width here) the questions alone give ±{floor:.{decimals}f} pp; "
-                f"add items.")  # fmt: skip
-    return (f"For {metric} {target}, score {needed} dates drawn uniformly at random from {first}..{last} "
-            f"(predicted ±{100 * components.half_width(needed):.{decimals}f} pp with {components.n_items} items).")  # fmt: skip
+        return (
+            f"No number of dates gives {metric} {target} with these {components.n_items} items: by the variance components "
+            f"(normal approximation, the method of every planned width here) the questions alone give ±{floor:.{decimals}f} pp; "
+            f"add items."
+        )
+    return (
+        f"For {metric} {target}, score {needed} dates drawn uniformly at random from {first}..{last} "
+        f"(predicted ±{100 * components.half_width(needed):.{decimals}f} pp with {components.n_items} items)."
+    )
 
 
-ENTRY_ROW_COLUMNS = ["entry", "dataset", "score", "low", "high", "half_width", "df", "bootstrap_low", "bootstrap_high", "bootstrap_low_mc_error", "bootstrap_high_mc_error",
-                     "anova_half_width", "item_only_half_width", "var_item", "var_date",
-                     "var_residual", "share_item", "share_date", "share_residual", "n_dates", "n_items", "first_date", "last_date"]  # fmt: skip
+ENTRY_ROW_COLUMNS = [
+    "entry",
+    "dataset",
+    "score",
+    "low",
+    "high",
+    "half_width",
+    "df",
+    "bootstrap_low",
+    "bootstrap_high",
+    "bootstrap_low_mc_error",
+    "bootstrap_high_mc_error",
+    "anova_half_width",
+    "item_only_half_width",
+    "var_item",
+    "var_date",
+    "var_residual",
+    "share_item",
+    "share_date",
+    "share_residual",
+    "n_dates",
+    "n_items",
+    "first_date",
+    "last_date",
+]
 BOARD_COLUMNS = ["rank", *ENTRY_ROW_COLUMNS[:2], *ENTRY_ROW_COLUMNS[2:], *RANK_COLUMNS]
 
 
 def date_scores(rows: list[dict]) -> pd.DataFrame:
     """Per-date scores (dates x entries) of entries' :func:`entry_statistics` rows (with ``dates`` and ``per_date``),
     on the dates every entry has: ranks compare entries on one date."""
-    series = {row["entry"]: pd.Series(row["per_date"], index=[str(day) for day in row["dates"]], dtype=float) for row in rows}
+    series = {
+        row["entry"]: pd.Series(row["per_date"], index=[str(day) for day in row["dates"]], dtype=float) for row in rows
+    }
     return pd.DataFrame(series).dropna().sort_index()
 
 
@@ -440,8 +547,14 @@ def leaderboard(rows: list[dict]) -> pd.DataFrame:
         return pd.DataFrame(columns=BOARD_COLUMNS)
     board = pd.DataFrame(rows)[ENTRY_ROW_COLUMNS]
     scores = date_scores(rows)
-    ranks = rank_intervals(scores) if len(scores) else pd.DataFrame({"entry": board["entry"]}).assign(**dict.fromkeys(RANK_COLUMNS, np.nan))
-    board = board.merge(ranks, on="entry", how="left").sort_values(["score", "entry"], ascending=[False, True], ignore_index=True)
+    ranks = (
+        rank_intervals(scores)
+        if len(scores)
+        else pd.DataFrame({"entry": board["entry"]}).assign(**dict.fromkeys(RANK_COLUMNS, np.nan))
+    )
+    board = board.merge(ranks, on="entry", how="left").sort_values(
+        ["score", "entry"], ascending=[False, True], ignore_index=True
+    )
     board.insert(0, "rank", board["score"].rank(ascending=False, method="min").astype(int))
     return board[BOARD_COLUMNS]
 
@@ -449,7 +562,11 @@ def leaderboard(rows: list[dict]) -> pd.DataFrame:
 def pairs(rows: list[dict]) -> pd.DataFrame:
     """:func:`flipping_pairs` of entries' :func:`entry_statistics` rows, on the dates they all have."""
     scores = date_scores(rows)
-    return flipping_pairs(scores, pd.DataFrame(rows)) if len(rows) >= 2 and len(scores) else pd.DataFrame(columns=PAIR_COLUMNS)
+    return (
+        flipping_pairs(scores, pd.DataFrame(rows))
+        if len(rows) >= 2 and len(scores)
+        else pd.DataFrame(columns=PAIR_COLUMNS)
+    )
 
 
 def record(dataset: str, rows: list[dict], identities: dict[str, dict], half_width: float, version: str) -> dict:
@@ -462,20 +579,32 @@ def record(dataset: str, rows: list[dict], identities: dict[str, dict], half_wid
         row = found[line["entry"]]
         decimals = max(1, point_decimals(int(row["n_items"])))
         needed = dates_needed(components_of(row), half_width)
-        entries.append({**_plain(line), "identity": identities.get(line["entry"], {}), "dates": [str(day) for day in row["dates"]],
-                        "per_date": list(row["per_date"]),
-                        "dates_needed": needed, "half_width_with_dates_needed": None if needed is None else components_of(row).half_width(needed),
-                        "sentence": sentence(metric, row, decimals),
-                        "advice": advice(metric, row, half_width, row["first_date"], row["last_date"], decimals)})  # fmt: skip
+        entries.append(
+            {
+                **_plain(line),
+                "identity": identities.get(line["entry"], {}),
+                "dates": [str(day) for day in row["dates"]],
+                "per_date": list(row["per_date"]),
+                "dates_needed": needed,
+                "half_width_with_dates_needed": None if needed is None else components_of(row).half_width(needed),
+                "sentence": sentence(metric, row, decimals),
+                "advice": advice(metric, row, half_width, row["first_date"], row["last_date"], decimals),
+            }
+        )
     return {
-        "dataset": dataset, "metric": metric, "half_width_target": half_width, "confidence_level": 0.95,
+        "dataset": dataset,
+        "metric": metric,
+        "half_width_target": half_width,
+        "confidence_level": 0.95,
         "interval": "Korn-Graubard: Clopper-Pearson at the effective sample size p(1-p)/Var, Var from the variance components "
-                    "(unbiased, Satterthwaite df), widened to hold the same interval with one question right and one wrong on every date "
-                    "added (plus-two questions); bootstrap_low/high: percentile two-way bootstrap over items and dates "
-                    f"(Owen 2007), {N_BOOT} resamples, seed 0, with the Monte-Carlo error of each end",
+        "(unbiased, Satterthwaite df), widened to hold the same interval with one question right and one wrong on every date "
+        "added (plus-two questions); bootstrap_low/high: percentile two-way bootstrap over items and dates "
+        f"(Owen 2007), {N_BOOT} resamples, seed 0, with the Monte-Carlo error of each end",
         "components": "two-way random-effects ANOVA (items x dates, one grade per cell), method of moments, negatives set to 0",
-        "dateeval_version": version, "entries": entries, "pairs": [_plain(pair) for pair in pairs(rows).to_dict("records")],
-    }  # fmt: skip
+        "dateeval_version": version,
+        "entries": entries,
+        "pairs": [_plain(pair) for pair in pairs(rows).to_dict("records")],
+    }
 
 
 def _plain(row: dict) -> dict:

@@ -26,7 +26,9 @@ def _span(low: object, high: object) -> str:
     return f"{int(low)}" if low == high else f"{int(low)}–{int(high)}"
 
 
-CI_HELP = "95% interval over items and dates: Korn-Graubard, exact at the effective sample size the variance components give"
+CI_HELP = (
+    "95% interval over items and dates: Korn-Graubard, exact at the effective sample size the variance components give"
+)
 
 
 def display(board: pd.DataFrame, dataset: str, half_width: float) -> pd.DataFrame:
@@ -39,28 +41,54 @@ def display(board: pd.DataFrame, dataset: str, half_width: float) -> pd.DataFram
     rows = []
     for row in board.to_dict("records"):
         needed = robust.dates_needed(robust.components_of(row), half_width)
-        rows.append({
-            "Rank": str(row["rank"]), "Model": row["entry"], f"{name} (%)": f"{100 * row['score']:.{decimals}f}",
-            "95% CI": f"[{100 * row['low']:.{decimals}f}, {100 * row['high']:.{decimals}f}]",
-            f"Dates for ±{target} pp": "unreachable (add items)" if needed is None else str(needed),
-            "Variance %: item/date/item×date": "/".join("-" if missing(row[f"share_{part}"]) else f"{100 * row[f'share_{part}']:.0f}"
-                                                              for part in ("item", "date", "residual")),
-            "Ranks over dates": _span(row["rank_best"], row["rank_worst"]), "Central 95% of ranks": _span(row["rank_low"], row["rank_high"]),
-            "First on (% of dates)": "-" if missing(row["first_share"]) else f"{100 * row['first_share']:.0f}",
-            "Dates × items": f"{int(row['n_dates'])} × {int(row['n_items'])}",
-        })  # fmt: skip
+        rows.append(
+            {
+                "Rank": str(row["rank"]),
+                "Model": row["entry"],
+                f"{name} (%)": f"{100 * row['score']:.{decimals}f}",
+                "95% CI": f"[{100 * row['low']:.{decimals}f}, {100 * row['high']:.{decimals}f}]",
+                f"Dates for ±{target} pp": "unreachable (add items)" if needed is None else str(needed),
+                "Variance %: item/date/item×date": "/".join(
+                    "-" if missing(row[f"share_{part}"]) else f"{100 * row[f'share_{part}']:.0f}"
+                    for part in ("item", "date", "residual")
+                ),
+                "Ranks over dates": _span(row["rank_best"], row["rank_worst"]),
+                "Central 95% of ranks": _span(row["rank_low"], row["rank_high"]),
+                "First on (% of dates)": "-" if missing(row["first_share"]) else f"{100 * row['first_share']:.0f}",
+                "Dates × items": f"{int(row['n_dates'])} × {int(row['n_items'])}",
+            }
+        )
     return pd.DataFrame(rows, columns=None if rows else ["Rank", "Model"])
 
 
 def markdown(shown: pd.DataFrame) -> str:
     """A :func:`display` table as a GitHub Markdown table."""
-    lines = ["| " + " | ".join(shown.columns) + " |", "|" + "|".join("---:" if name != "Model" else "---" for name in shown.columns) + "|"]
-    lines += ["| " + " | ".join(str(value).replace("|", "\\|") for value in row) + " |" for row in shown.itertuples(index=False)]
+    lines = [
+        "| " + " | ".join(shown.columns) + " |",
+        "|" + "|".join("---:" if name != "Model" else "---" for name in shown.columns) + "|",
+    ]
+    lines += [
+        "| " + " | ".join(str(value).replace("|", "\\|") for value in row) + " |"
+        for row in shown.itertuples(index=False)
+    ]
     return "\n".join(lines) + "\n"
 
 
-_LATEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-          "^": r"\textasciicircum{}", "±": r"$\pm$", "×": r"$\times$", "–": "--"}  # fmt: skip
+_LATEX = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "±": r"$\pm$",
+    "×": r"$\times$",
+    "–": "--",
+}
 
 
 def _tex(text: object) -> str:
@@ -71,16 +99,34 @@ def latex(shown: pd.DataFrame, caption: str) -> str:
     """A :func:`display` table as a LaTeX ``table`` (booktabs), with ``caption`` (e.g. the sentence and how it was computed)."""
     spec = "".join("l" if name == "Model" else "r" for name in shown.columns)
     body = [" & ".join(_tex(value) for value in row) + r" \\" for row in shown.itertuples(index=False)]
-    return "\n".join([r"\begin{table}[t]", r"\centering", r"\small", rf"\begin{{tabular}}{{{spec}}}", r"\toprule",
-                      " & ".join(_tex(name) for name in shown.columns) + r" \\", r"\midrule", *body, r"\bottomrule", r"\end{tabular}",
-                      rf"\caption{{{_tex(caption)}}}", r"\end{table}"]) + "\n"  # fmt: skip
+    return (
+        "\n".join(
+            [
+                r"\begin{table}[t]",
+                r"\centering",
+                r"\small",
+                rf"\begin{{tabular}}{{{spec}}}",
+                r"\toprule",
+                " & ".join(_tex(name) for name in shown.columns) + r" \\",
+                r"\midrule",
+                *body,
+                r"\bottomrule",
+                r"\end{tabular}",
+                rf"\caption{{{_tex(caption)}}}",
+                r"\end{table}",
+            ]
+        )
+        + "\n"
+    )
 
 
 def caption(dataset: str, board: pd.DataFrame) -> str:
     """What the table shows, in words a caption needs."""
     name = METRICS["accuracy"].name_on(dataset)
-    return (f"Date-robust {name} on {dataset}: the mean over the swept dates, with a 95% interval over items and dates (Korn-Graubard: "
-            f"exact at the effective sample size the variance components give, Satterthwaite df); ranks are each model's rank on each date; variance shares from a two-way random-effects ANOVA.")  # fmt: skip
+    return (
+        f"Date-robust {name} on {dataset}: the mean over the swept dates, with a 95% interval over items and dates (Korn-Graubard: "
+        f"exact at the effective sample size the variance components give, Satterthwaite df); ranks are each model's rank on each date; variance shares from a two-way random-effects ANOVA."
+    )
 
 
 def figure(record: dict, suffix: str) -> bytes:
@@ -99,16 +145,34 @@ def figure(record: dict, suffix: str) -> bytes:
     matplotlib.use("Agg")
     from matplotlib import pyplot
 
-    matplotlib.rcParams.update({"svg.hashsalt": "dateeval", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False})
+    matplotlib.rcParams.update(
+        {"svg.hashsalt": "dateeval", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
+    )
     board, dataset, half_width = record["entries"], record["dataset"], record["half_width_target"]
     name = METRICS["accuracy"].axis_label(dataset)
-    fig, (left, right) = pyplot.subplots(1, 2, figsize=(7.2, 1.6 + 0.4 * max(len(board), 2)), gridspec_kw={"width_ratios": [3, 2]})
+    fig, (left, right) = pyplot.subplots(
+        1, 2, figsize=(7.2, 1.6 + 0.4 * max(len(board), 2)), gridspec_kw={"width_ratios": [3, 2]}
+    )
     positions = list(range(len(board)))[::-1]
     for y, row in zip(positions, board):
         per_date = [100 * value for value in row["per_date"]]
-        left.plot([min(per_date), max(per_date)], [y, y], color="0.8", linewidth=6, solid_capstyle="butt", label="per-date range" if y == positions[0] else None)
-        left.errorbar(100 * row["score"], y, xerr=[[100 * (row["score"] - row["low"])], [100 * (row["high"] - row["score"])]], fmt="o", color="C0",
-                      capsize=3, label="mean over dates, 95% CI" if y == positions[0] else None)  # fmt: skip
+        left.plot(
+            [min(per_date), max(per_date)],
+            [y, y],
+            color="0.8",
+            linewidth=6,
+            solid_capstyle="butt",
+            label="per-date range" if y == positions[0] else None,
+        )
+        left.errorbar(
+            100 * row["score"],
+            y,
+            xerr=[[100 * (row["score"] - row["low"])], [100 * (row["high"] - row["score"])]],
+            fmt="o",
+            color="C0",
+            capsize=3,
+            label="mean over dates, 95% CI" if y == positions[0] else None,
+        )
         components = robust.components_of(row)
         plan = robust.plan(components)
         right.plot(plan["dates"], 100 * plan["half_width"], marker=".", label=row["entry"])
@@ -128,7 +192,13 @@ def figure(record: dict, suffix: str) -> bytes:
     fig.tight_layout()
     drawn = io.BytesIO()
     try:
-        fig.savefig(drawn, format=suffix[1:], dpi=200, bbox_inches="tight", metadata={"Date": None} if suffix in (".svg", ".pdf") else None)
+        fig.savefig(
+            drawn,
+            format=suffix[1:],
+            dpi=200,
+            bbox_inches="tight",
+            metadata={"Date": None} if suffix in (".svg", ".pdf") else None,
+        )
     finally:
         pyplot.close(fig)
     return drawn.getvalue()
@@ -149,7 +219,7 @@ def svg(record: dict) -> str | None:
     if found is None:
         return None
     text = found.decode()
-    return text[text.index("<svg"):]
+    return text[text.index("<svg") :]
 
 
 def png(record: dict) -> bytes | None:

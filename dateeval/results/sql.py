@@ -23,7 +23,9 @@ import pyarrow as pa
 from dateeval.schema import ENTRY_KEY, ROW_KEY
 
 
-def _connect(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
+def _connect(
+    paths: Sequence[Path], keys: pd.DataFrame, dedup: bool
+) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
     """A connection with the files as view ``rows`` (joined to the chosen entries' ``keys``) and their column types.
 
     With ``dedup`` a row key seen twice keeps its first row in file order, as
@@ -53,11 +55,15 @@ def _column(types: dict[str, str], name: str, cast: str | None = None) -> str:
 
 def _factor(types: dict[str, str]) -> str:
     """``analysis.with_factor``: the stored factor, else the one the date mode implies (files from before it existed)."""
-    derived = "CASE date_mode WHEN 'date' THEN 'date' WHEN 'none' THEN 'no-date' WHEN 'default' THEN 'template-default' END"
+    derived = (
+        "CASE date_mode WHEN 'date' THEN 'date' WHEN 'none' THEN 'no-date' WHEN 'default' THEN 'template-default' END"
+    )
     return f"coalesce(factor, {derived})" if "factor" in types else derived
 
 
-def item_rows(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, item_id: str, columns: Sequence[str]) -> pd.DataFrame:
+def item_rows(
+    paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, item_id: str, columns: Sequence[str]
+) -> pd.DataFrame:
     """One item's chosen columns (NULL where no file has one) on every condition of the chosen entries, by date.
 
     The item is a predicate DuckDB pushes into the scan: only its rows are
@@ -73,7 +79,13 @@ def item_rows(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, item_id: s
     return frame
 
 
-def rows(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, columns: Sequence[str], dates: tuple[dt.date, dt.date] | None = None) -> pd.DataFrame:
+def rows(
+    paths: Sequence[Path],
+    keys: pd.DataFrame,
+    dedup: bool,
+    columns: Sequence[str],
+    dates: tuple[dt.date, dt.date] | None = None,
+) -> pd.DataFrame:
     """The chosen entries' rows (with their ``entry``): the chosen columns, NULL where no file has one, ``factor`` filled.
 
     With ``dates``, date conditions outside [start, end] are left out (other
@@ -85,7 +97,9 @@ def rows(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, columns: Sequen
         return pd.DataFrame(columns=wanted)
     con, types = _connect(paths, keys, dedup)
     selected = ", ".join(f"{_factor(types) if name == 'factor' else _column(types, name)} AS {name}" for name in wanted)
-    where = "WHERE date IS NULL OR TRY_CAST(date AS DATE) BETWEEN ? AND ?" if dates else ""  # baselines have no date; server-clock rows do
+    where = (
+        "WHERE date IS NULL OR TRY_CAST(date AS DATE) BETWEEN ? AND ?" if dates else ""
+    )  # baselines have no date; server-clock rows do
     reader = con.sql(f"SELECT {selected} FROM rows {where}", params=list(dates or ())).to_arrow_reader(1 << 20)
     batches = [_encoded(batch) for batch in reader]
     con.close()
@@ -94,6 +108,10 @@ def rows(paths: Sequence[Path], keys: pd.DataFrame, dedup: bool, columns: Sequen
 
 def _encoded(batch: pa.RecordBatch) -> pa.RecordBatch:
     """Text columns dictionary-encoded batch by batch, so the whole read never holds every value as text."""
-    columns = [column.dictionary_encode() if pa.types.is_string(column.type) or pa.types.is_large_string(column.type) else column
-               for column in batch.columns]  # fmt: skip
+    columns = [
+        column.dictionary_encode()
+        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type)
+        else column
+        for column in batch.columns
+    ]
     return pa.RecordBatch.from_arrays(columns, names=batch.schema.names)

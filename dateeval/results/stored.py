@@ -44,7 +44,9 @@ HELD = 1024  # a few per entry and dataset: a paper-scale store's all, without g
 _COLLECTING: list[list[tuple[Path, list[dict]]]] = []
 
 
-def rows(store: Store, name: str, label: str, units: Sequence[Path], arguments: tuple, compute: Callable[[], list[dict]]) -> list[dict]:
+def rows(
+    store: Store, name: str, label: str, units: Sequence[Path], arguments: tuple, compute: Callable[[], list[dict]]
+) -> list[dict]:
     """``compute()``'s rows for ``units`` and ``arguments``: kept from an earlier call or process where possible, else
     computed and held in this process (and collected for an open keep, :func:`collected`; nothing is written here).
 
@@ -72,8 +74,16 @@ def rows(store: Store, name: str, label: str, units: Sequence[Path], arguments: 
 def _path(store: Store, name: str, label: str, units: Sequence[Path], arguments: tuple) -> Path:
     """Where the rows of ``name`` for these units (as they are now) and arguments are kept."""
     stats = [(str(unit.relative_to(store.root)), unit.stat()) for unit in sorted(set(units))]
-    material = repr((VERSION, sidecars.FORMAT, name, arguments, [(path, s.st_size, s.st_mtime_ns) for path, s in stats]))
-    return store.root / sidecars.FOLDER / FOLDER / name / f"{xxhash.xxh64_hexdigest(label.encode())}.{xxhash.xxh3_128_hexdigest(material.encode())}.parquet"
+    material = repr(
+        (VERSION, sidecars.FORMAT, name, arguments, [(path, s.st_size, s.st_mtime_ns) for path, s in stats])
+    )
+    return (
+        store.root
+        / sidecars.FOLDER
+        / FOLDER
+        / name
+        / f"{xxhash.xxh64_hexdigest(label.encode())}.{xxhash.xxh3_128_hexdigest(material.encode())}.parquet"
+    )
 
 
 def held(store: Store) -> list[tuple[Path, list[dict]]]:

@@ -55,13 +55,33 @@ class SummaryRow:
     @classmethod
     def from_record(cls, row: dict) -> SummaryRow:
         """A summary table's row (``DataFrame.to_dict(orient="records")``) as a typed row."""
-        spreads = tuple(Spread(metric, row.get(f"{metric}_min"), row.get(f"{metric}_mean"), row.get(f"{metric}_max"), row.get(f"{metric}_delta"),
-                               row.get(f"{metric}_worst_date"), row.get(f"{metric}_best_date"), row[f"no_date_{metric}"],
-                               row[f"template_default_{metric}"])  # fmt: skip
-                        for metric in METRICS if f"no_date_{metric}" in row and _has(row, metric))
+        spreads = tuple(
+            Spread(
+                metric,
+                row.get(f"{metric}_min"),
+                row.get(f"{metric}_mean"),
+                row.get(f"{metric}_max"),
+                row.get(f"{metric}_delta"),
+                row.get(f"{metric}_worst_date"),
+                row.get(f"{metric}_best_date"),
+                row[f"no_date_{metric}"],
+                row[f"template_default_{metric}"],
+            )
+            for metric in METRICS
+            if f"no_date_{metric}" in row and _has(row, metric)
+        )
         tested = row["n_dates"] > 1 and not math.isnan(row.get("delta_p_value", math.nan))
-        chance = Chance(bool(row["exceeds_chance"]), row["cochran_permutation_p"], row["cochran_p"], row["delta_null_upper"],
-                        row["delta_p_value"]) if tested else None  # fmt: skip
+        chance = (
+            Chance(
+                bool(row["exceeds_chance"]),
+                row["cochran_permutation_p"],
+                row["cochran_p"],
+                row["delta_null_upper"],
+                row["delta_p_value"],
+            )
+            if tested
+            else None
+        )
         return cls(row["entry"], row["dataset"], row["n_items"], row["n_dates"], spreads, chance)
 
     def lines(self) -> list[str]:
@@ -71,24 +91,39 @@ class SummaryRow:
             spec = METRICS[spread.metric]
             show, name = spec.format, spec.name_on(self.dataset)
             if spread.has_delta:
-                dates = f"(worst {spread.worst_date}, best {spread.best_date})" if not missing(spread.worst_date) else "(the same on every date)"
-                out.append(f"  {name:8s} min {show(spread.minimum)}  mean {show(spread.mean)}  max {show(spread.maximum)}  "
-                           f"delta {spec.delta(spread.delta, self.n_items)}  {dates}")  # fmt: skip
+                dates = (
+                    f"(worst {spread.worst_date}, best {spread.best_date})"
+                    if not missing(spread.worst_date)
+                    else "(the same on every date)"
+                )
+                out.append(
+                    f"  {name:8s} min {show(spread.minimum)}  mean {show(spread.mean)}  max {show(spread.maximum)}  "
+                    f"delta {spec.delta(spread.delta, self.n_items)}  {dates}"
+                )
             out.append(f"  {'':8s} no-date {show(spread.no_date)}  template-default {show(spread.template_default)}")
         if self.chance is not None:
             chance = self.chance
             verdict = "beyond chance" if chance.exceeds_chance else "within chance"
-            out.append(f"  chance    date effect {verdict} (Cochran's Q by permutation p = {chance.cochran_permutation_p:.3f}; chi-square "
-                       f"p = {chance.cochran_p:.3g}); accuracy delta: 95% of chance deltas <= {points(chance.delta_null_upper, self.n_items)}, "
-                       f"p = {chance.delta_p_value:.3f}")  # fmt: skip
+            out.append(
+                f"  chance    date effect {verdict} (Cochran's Q by permutation p = {chance.cochran_permutation_p:.3f}; chi-square "
+                f"p = {chance.cochran_p:.3g}); accuracy delta: 95% of chance deltas <= {points(chance.delta_null_upper, self.n_items)}, "
+                f"p = {chance.delta_p_value:.3f}"
+            )
         return out
 
 
 def factor_line(factor: dict) -> str:
     """One Table 5 row (``inference.entry_factors``) under its entry's summary: the CV of accuracy and of the ECE."""
-    accuracy = cv_text(factor["accuracy_cv"], factor["accuracy_cv_low"], factor["accuracy_cv_high"], factor["accuracy_cv_meaningful"],
-                       factor["accuracy_cv_noise_free"])  # fmt: skip
-    return f"  CV {factor['factor']:13s} accuracy {accuracy}  ECE {percent(factor['ece_cv'])}  ({factor['levels']} levels)"
+    accuracy = cv_text(
+        factor["accuracy_cv"],
+        factor["accuracy_cv_low"],
+        factor["accuracy_cv_high"],
+        factor["accuracy_cv_meaningful"],
+        factor["accuracy_cv_noise_free"],
+    )
+    return (
+        f"  CV {factor['factor']:13s} accuracy {accuracy}  ECE {percent(factor['ece_cv'])}  ({factor['levels']} levels)"
+    )
 
 
 def precision_line(factor: dict) -> str:
@@ -98,4 +133,7 @@ def precision_line(factor: dict) -> str:
 
 def _has(row: dict, metric: str) -> bool:
     """Whether a summary row has any value of a metric (dated or baseline)."""
-    return any(not missing(row.get(f"{prefix}{metric}{suffix}")) for prefix, suffix in (("", "_min"), ("", ""), ("no_date_", ""), ("template_default_", "")))
+    return any(
+        not missing(row.get(f"{prefix}{metric}{suffix}"))
+        for prefix, suffix in (("", "_min"), ("", ""), ("no_date_", ""), ("template_default_", ""))
+    )

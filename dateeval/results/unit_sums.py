@@ -68,7 +68,9 @@ def load(store: Store) -> tuple[pd.DataFrame, StoreProblems]:
             problems.unreachable |= found.unreachable
         if sums is not None:
             parts.append(sums)
-    return (pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*GROUP, *DESCRIPTION, "source"])), problems
+    return (
+        pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*GROUP, *DESCRIPTION, "source"])
+    ), problems
 
 
 def _read_sidecar(store: Store, path: Path) -> pd.DataFrame | None:
@@ -94,8 +96,10 @@ def label_notes(sums: pd.DataFrame) -> list[str]:
         variants = part.groupby("label_variant")["entry"].unique()
         if len(variants) > 1:
             said = "; ".join(f"{', '.join(sorted(entries))} read {variant!r}" for variant, entries in variants.items())
-            notes.append(f"{dataset}: entries scored reading different option labels are not comparable ({said}); "
-                         "the label alone can move accuracy by 20 points")  # fmt: skip
+            notes.append(
+                f"{dataset}: entries scored reading different option labels are not comparable ({said}); "
+                "the label alone can move accuracy by 20 points"
+            )
     return notes
 
 
@@ -104,13 +108,26 @@ def confidence_notes(sums: pd.DataFrame) -> list[str]:
     if "confidence_note" not in sums:
         return []
     noted = sums[sums["confidence_note"].notna()]
-    return [f"{entry} on {dataset}: no confidence and no ECE on {len(part)} condition(s): {part['confidence_note'].iloc[0]}"
-            for (entry, dataset), part in noted.groupby(["entry", "dataset"], sort=True)]  # fmt: skip
+    return [
+        f"{entry} on {dataset}: no confidence and no ECE on {len(part)} condition(s): {part['confidence_note'].iloc[0]}"
+        for (entry, dataset), part in noted.groupby(["entry", "dataset"], sort=True)
+    ]
 
 
 def metric_columns() -> list[str]:
     """The per-condition metrics table's columns: what identifies the condition, then every registered metric."""
-    return ENTRY + ["entry", "condition", "factor", "date_mode", "date", "task", "label_variant", "n_items", *METRICS, "mean_confidence"]
+    return ENTRY + [
+        "entry",
+        "condition",
+        "factor",
+        "date_mode",
+        "date",
+        "task",
+        "label_variant",
+        "n_items",
+        *METRICS,
+        "mean_confidence",
+    ]
 
 
 def metrics(sums: pd.DataFrame) -> pd.DataFrame:
@@ -131,7 +148,9 @@ def of_rows_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     the same sums and finish as the sidecars, over all of a condition's rows at once."""
     if frame.empty:
         return pd.DataFrame(columns=metric_columns())
-    return metrics(of_rows(descriptive.common_items(descriptive.with_factor(frame)))).sort_values(ENTRY + ["date_mode", "date"], ignore_index=True)
+    return metrics(of_rows(descriptive.common_items(descriptive.with_factor(frame)))).sort_values(
+        ENTRY + ["date_mode", "date"], ignore_index=True
+    )
 
 
 def condition_metrics(store: Store, sums: pd.DataFrame) -> tuple[pd.DataFrame, StoreProblems]:
@@ -150,7 +169,9 @@ def condition_metrics(store: Store, sums: pd.DataFrame) -> tuple[pd.DataFrame, S
         paths = [store.root / source for source in dict.fromkeys(sums.loc[on_rows, "source"])]
         frame, problems = store.read(columns=SOURCE_COLUMNS, paths=paths, optional=OPTIONAL_COLUMNS)
         parts.append(of_rows_metrics(frame[_in(frame, inexact)]))
-    table = pd.concat([part for part in parts if len(part)], ignore_index=True) if any(len(p) for p in parts) else parts[0]
+    table = (
+        pd.concat([part for part in parts if len(part)], ignore_index=True) if any(len(p) for p in parts) else parts[0]
+    )
     table["entry"] = descriptive.entry_label(table)  # labels tell entries apart across both parts
     return table.sort_values(ENTRY + ["date_mode", "date"], ignore_index=True), problems
 
@@ -161,4 +182,4 @@ def _in(frame: pd.DataFrame, keys: pd.DataFrame) -> np.ndarray:
         return np.zeros(len(frame), dtype=bool)
     both = pd.concat([keys[ENTRY_KEY], frame[ENTRY_KEY]], ignore_index=True)
     codes = descriptive._codes(both, ENTRY_KEY)
-    return np.isin(codes[len(keys):], codes[: len(keys)])
+    return np.isin(codes[len(keys) :], codes[: len(keys)])

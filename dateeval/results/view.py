@@ -60,13 +60,22 @@ class Results:
     """One state of a store as the statistics read it: per-unit sums (with ``entry``), per-condition metrics, and
     each entry's condition x item matrices on demand (the last :data:`HELD_ENTRIES` held)."""
 
-    def __init__(self, store: Store, fingerprint: tuple, sums: pd.DataFrame, metrics: pd.DataFrame, drawn: pd.DataFrame | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        fingerprint: tuple,
+        sums: pd.DataFrame,
+        metrics: pd.DataFrame,
+        drawn: pd.DataFrame | None = None,
+    ) -> None:
         self.store, self.fingerprint, self.sums, self.metrics = store, fingerprint, sums, metrics
         # A sparse entry's drawn dates (``dateeval.sparse``): a sample of questions each, so they are kept out of ``sums``
         # (whose statistics need every question) and read only through ``estimated``.
         self.drawn = sums.iloc[:0] if drawn is None else drawn
         self.entry_outcomes = functools.lru_cache(maxsize=HELD_ENTRIES)(self._entry_outcomes)
-        self._computed_flips = functools.lru_cache(maxsize=HELD_ENTRIES)(self._compute_flips)  # both tables from one computation
+        self._computed_flips = functools.lru_cache(maxsize=HELD_ENTRIES)(
+            self._compute_flips
+        )  # both tables from one computation
 
     @classmethod
     def open(cls, store: Store) -> tuple[Results, StoreProblems]:
@@ -113,7 +122,9 @@ class Results:
             if matrices is not None:
                 return matrices
         rows = inference.graded(self.outcome_rows(self._of(entry, dataset)))
-        return inference.outcome_matrices(rows[rows["factor"].eq("date") if keys is None else rows["condition_key"].isin(keys)], level)
+        return inference.outcome_matrices(
+            rows[rows["factor"].eq("date") if keys is None else rows["condition_key"].isin(keys)], level
+        )
 
     def question_ids(self, entry: str, dataset: str) -> tuple:
         """The ids of the questions one entry answered on ``dataset``, sorted: the columns of its matrices."""
@@ -126,11 +137,15 @@ class Results:
         """The unit files holding one entry's results on one dataset (what its kept statistics are keyed on)."""
         return [self.store.root / source for source in self.sums.loc[self._of(entry, dataset), "source"].unique()]
 
-    def _kept(self, name: str, entry: str, dataset: str, view: tuple, constants: tuple, compute: Callable[[], list[dict]]) -> list[dict]:
+    def _kept(
+        self, name: str, entry: str, dataset: str, view: tuple, constants: tuple, compute: Callable[[], list[dict]]
+    ) -> list[dict]:
         """``stored.rows`` of one entry and dataset, keyed on its units: ``view`` (e.g. a metric, a date range) tells
         results of the same entry apart (a newer one of the same view replaces the older), ``constants`` are the rest."""
         label = "\0".join(str(part) for part in (entry, dataset, *view))
-        return stored.rows(self.store, name, label, self.entry_units(entry, dataset), (entry, dataset, *view, *constants), compute)
+        return stored.rows(
+            self.store, name, label, self.entry_units(entry, dataset), (entry, dataset, *view, *constants), compute
+        )
 
     def headline(self) -> Headline | None:
         """The store's finding (kept): the verdict over its graded entries, the largest worst-to-best accuracy delta
@@ -141,13 +156,21 @@ class Results:
             found = find_headline(self.significance_table(), self.metrics, self.verdict())
             if found is None:
                 return []
-            correct = self.matrices(found.entry, found.dataset, None, "condition_key")[1]  # its date sweep, as its significance
+            correct = self.matrices(found.entry, found.dataset, None, "condition_key")[
+                1
+            ]  # its date sweep, as its significance
             if found.reorder_dataset is not None:
                 shuffled = self.reorder_chance(found.reorder_dataset, None, found.reorder)
-                found = found.with_(reorder_chance=shuffled["chance"], reorder_chance_upper=shuffled["chance_upper"], reorder_p_value=shuffled["p_value"])
+                found = found.with_(
+                    reorder_chance=shuffled["chance"],
+                    reorder_chance_upper=shuffled["chance_upper"],
+                    reorder_p_value=shuffled["p_value"],
+                )
             return [found.with_(power_effect=POWER_EFFECT, power=chance.power(correct, POWER_EFFECT)).record()]
 
-        found = stored.rows(self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (N_PERM,), compute)
+        found = stored.rows(
+            self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (N_PERM,), compute
+        )
         return Headline.from_record(found[0]) if found else None
 
     def verdict(self) -> float:
@@ -164,7 +187,9 @@ class Results:
             matrices.append(correct[order])
         return chance.date_effect_family(chance.verdict_groups(keys, matrices))
 
-    def reorder_chance(self, dataset: str, entries: Sequence[str] | None, observed: float, period: Period | None = None) -> dict[str, float]:
+    def reorder_chance(
+        self, dataset: str, entries: Sequence[str] | None, observed: float, period: Period | None = None
+    ) -> dict[str, float]:
         """What chance alone gives for the share of date pairs that reorder ``entries`` (all graded ones with dates
         when None) on ``dataset`` over the dates they share in ``period`` (``chance.reorder_chance``); NaN where
         they share fewer than two dates or not the same questions."""
@@ -173,7 +198,9 @@ class Results:
             return {"chance": float("nan"), "chance_upper": float("nan"), "p_value": float("nan")}
         return chance.reorder_chance(group, observed)
 
-    def aligned(self, dataset: str, entries: Sequence[str] | None, period: Period | None = None) -> tuple[list[str], np.ndarray | None]:
+    def aligned(
+        self, dataset: str, entries: Sequence[str] | None, period: Period | None = None
+    ) -> tuple[list[str], np.ndarray | None]:
         """The dates ``entries`` (every graded one with dates when None, in sorted order) share on ``dataset`` in
         ``period``, and their outcomes there: entries x dates x questions, rows in date order; None where fewer than
         two entries share two dates, or they do not share their questions."""
@@ -192,7 +219,9 @@ class Results:
     def significance_table(self, period: Period | None = None) -> pd.DataFrame:
         """``chance.significance`` of every graded entry with two or more dates in ``period`` (kept), with its null draws."""
         rows = [self.significance(entry, dataset, period) for entry, dataset in self.dated_entries(period)]
-        return pd.DataFrame(rows, columns=[*chance.SIGNIFICANCE_COLUMNS, "mean_accuracy", "chance_half_width", "null_draws"])
+        return pd.DataFrame(
+            rows, columns=[*chance.SIGNIFICANCE_COLUMNS, "mean_accuracy", "chance_half_width", "null_draws"]
+        )
 
     def _dated(self, period: Period | None) -> pd.DataFrame:
         """The sums of graded date conditions in ``period`` (all of them without one)."""
@@ -216,14 +245,34 @@ class Results:
             graded = graded[(graded["factor"] != "date") | period.holds(graded["date"])]
         if graded.empty:
             return pd.DataFrame(columns=PER_DATE_COLUMNS)
-        graded = graded.assign(n_items=graded["items"].str.partition(":")[0].astype(int), date=graded["date"].where(graded["factor"] == "date"))
+        graded = graded.assign(
+            n_items=graded["items"].str.partition(":")[0].astype(int),
+            date=graded["date"].where(graded["factor"] == "date"),
+        )
         cells = graded.groupby(["entry", "dataset", "condition_key"], sort=False, dropna=False).agg(
-            date=("date", "first"), right=("sum_correct", "sum"), n_scored=("n_graded", "sum"), n_items=("n_items", "sum"))  # a condition resumed or grown spans files of disjoint items
+            date=("date", "first"),
+            right=("sum_correct", "sum"),
+            n_scored=("n_graded", "sum"),
+            n_items=("n_items", "sum"),
+        )  # a condition resumed or grown spans files of disjoint items
         low, high = bands.clopper_pearson(np.rint(cells["right"].to_numpy()), cells["n_scored"].to_numpy())
-        table = cells.reset_index().assign(metric="accuracy", value=cells["right"].to_numpy() / cells["n_scored"].to_numpy(), low=low, high=high, estimated=False)
-        table["date"] = pd.to_datetime(table["date"], format="mixed").dt.strftime("%Y-%m-%d").astype(object).where(table["date"].notna(), None)
+        table = cells.reset_index().assign(
+            metric="accuracy",
+            value=cells["right"].to_numpy() / cells["n_scored"].to_numpy(),
+            low=low,
+            high=high,
+            estimated=False,
+        )
+        table["date"] = (
+            pd.to_datetime(table["date"], format="mixed")
+            .dt.strftime("%Y-%m-%d")
+            .astype(object)
+            .where(table["date"].notna(), None)
+        )
         table = pd.concat([table, *self._estimated(period)], ignore_index=True) if len(self.drawn) else table
-        order = table.assign(_baseline=table["date"].notna()).sort_values(["entry", "dataset", "_baseline", "date"], kind="stable", na_position="first")
+        order = table.assign(_baseline=table["date"].notna()).sort_values(
+            ["entry", "dataset", "_baseline", "date"], kind="stable", na_position="first"
+        )
         return order[PER_DATE_COLUMNS].reset_index(drop=True)
 
     def sparse_entries(self) -> list[tuple[str, str]]:
@@ -233,7 +282,9 @@ class Results:
     def estimates(self, entry: str, dataset: str) -> pd.DataFrame:
         """``estimated.entry_estimates`` of one sparse entry's accuracy: every date condition, exact or estimated."""
         chosen = (self.sums["entry"].eq(entry) & self.sums["dataset"].eq(dataset)).to_numpy()
-        picked = pd.concat([self.sums[chosen], self.drawn[self.drawn["entry"].eq(entry) & self.drawn["dataset"].eq(dataset)]])
+        picked = pd.concat(
+            [self.sums[chosen], self.drawn[self.drawn["entry"].eq(entry) & self.drawn["dataset"].eq(dataset)]]
+        )
         keys = picked[[*schema.ENTRY_KEY, "entry"]].drop_duplicates(ignore_index=True)
         paths = [self.store.root / source for source in dict.fromkeys(picked["source"])]
         rows = sql.rows(paths, keys, True, ["item_id", "condition_key", "date", "factor", "design", "probs", "correct"])
@@ -254,20 +305,40 @@ class Results:
     def summary(self, period: Period | None = None) -> pd.DataFrame:
         """Tables 1, 8 and 9 per entry and dataset with the date effect's null band and Cochran's Q, over the dates
         in ``period`` (baselines always): the rows ``dateeval summary``, the report, Overview and Curves show."""
-        metrics = self.metrics if period is None else self.metrics[(self.metrics["factor"] != "date") | period.holds(self.metrics["date"])]
+        metrics = (
+            self.metrics
+            if period is None
+            else self.metrics[(self.metrics["factor"] != "date") | period.holds(self.metrics["date"])]
+        )
         table = descriptive.summarize(metrics)
         if table.empty:
             return table
-        extra = self.significance_table(period).rename(columns={"p_value": "delta_p_value", "null_upper": "delta_null_upper", "null_median": "delta_null_median"})
-        keep = ["entry", "dataset", "delta_null_median", "delta_null_upper", "delta_p_value", "cochran_q", "cochran_p", "cochran_permutation_p",
-                "exceeds_chance"]  # fmt: skip
+        extra = self.significance_table(period).rename(
+            columns={"p_value": "delta_p_value", "null_upper": "delta_null_upper", "null_median": "delta_null_median"}
+        )
+        keep = [
+            "entry",
+            "dataset",
+            "delta_null_median",
+            "delta_null_upper",
+            "delta_p_value",
+            "cochran_q",
+            "cochran_p",
+            "cochran_permutation_p",
+            "exceeds_chance",
+        ]
         table = table.merge(extra[keep], on=["entry", "dataset"], how="left")
         if "ece_delta" in table:
-            ends = [self.ece_delta_interval(row.entry, row.dataset, row.ece_worst_date, row.ece_best_date, row.n_items) for row in table.itertuples()]
+            ends = [
+                self.ece_delta_interval(row.entry, row.dataset, row.ece_worst_date, row.ece_best_date, row.n_items)
+                for row in table.itertuples()
+            ]
             table = table.assign(ece_delta_low=[low for low, _ in ends], ece_delta_high=[high for _, high in ends])
         return table
 
-    def ece_delta_interval(self, entry: str, dataset: str, worst: str | None, best: str | None, n_items: int) -> tuple[float, float]:
+    def ece_delta_interval(
+        self, entry: str, dataset: str, worst: str | None, best: str | None, n_items: int
+    ) -> tuple[float, float]:
         """Table 8's uncertainty (kept): ``bands.ece_difference_interval`` of the ECE on the entry's worst date less
         its best, paired over the questions; NaN without two such dates or below ``bands.ECE_BAND_MIN_ITEMS``
         questions (no matrices are read then)."""
@@ -289,8 +360,18 @@ class Results:
         tasks), with each format's mean accuracy, worst-to-best delta, what chance gives for it and the verdict's p."""
         from dateeval.names import FEWSHOT_FORMATS, TURNS  # TURNS: the name suffix of each format
 
-        columns = ["entry", "dataset", "format", "n_items", "n_dates", "accuracy_mean", "accuracy_delta", "delta_null_upper",
-                   "cochran_permutation_p", "exceeds_chance"]  # fmt: skip
+        columns = [
+            "entry",
+            "dataset",
+            "format",
+            "n_items",
+            "n_dates",
+            "accuracy_mean",
+            "accuracy_delta",
+            "delta_null_upper",
+            "cochran_permutation_p",
+            "exceeds_chance",
+        ]
         summary = self.summary(period)
         if summary.empty:
             return pd.DataFrame(columns=columns)
@@ -298,7 +379,9 @@ class Results:
         rows = []
         for word, named in TURNS.items():
             suffix, other = f"_{word}", next(fewshot for fewshot in FEWSHOT_FORMATS if fewshot != named)
-            for dataset in sorted(name for name in names if name.endswith(suffix) and name.removesuffix(suffix) in names):
+            for dataset in sorted(
+                name for name in names if name.endswith(suffix) and name.removesuffix(suffix) in names
+            ):
                 base = dataset.removesuffix(suffix)
                 pair = summary[summary["dataset"].isin([base, dataset])]
                 pair = pair.assign(format=np.where(pair["dataset"].eq(base), other, named), dataset=base)
@@ -310,8 +393,11 @@ class Results:
 
     def table7(self, dataset: str | None = None) -> pd.DataFrame:
         """Table 7 (confidence of answers that stay vs change with the date) over each entry's whole stored range."""
-        parts = [self._flip_table(entry, name, *descriptive.date_range(self.metrics, name), "table7")
-                 for entry, name in self.dated_entries() if dataset in (None, name)]  # fmt: skip
+        parts = [
+            self._flip_table(entry, name, *descriptive.date_range(self.metrics, name), "table7")
+            for entry, name in self.dated_entries()
+            if dataset in (None, name)
+        ]
         parts = [part for part in parts if len(part)]
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=item_matrices.TABLE7_COLUMNS)
 
@@ -326,8 +412,14 @@ class Results:
         from dateeval.results import paper
 
         significance = self.significance_table()
-        return paper.yours(self.metrics, dataset, self.table7(dataset), significance[significance["dataset"] == dataset], self.kind(dataset),
-                           self.summary())  # fmt: skip
+        return paper.yours(
+            self.metrics,
+            dataset,
+            self.table7(dataset),
+            significance[significance["dataset"] == dataset],
+            self.kind(dataset),
+            self.summary(),
+        )
 
     def significance(self, entry: str, dataset: str, period: Period | None = None) -> dict:
         """``chance.significance`` of one entry's date sweep, or of its dates in ``period`` (kept): the Factors
@@ -335,7 +427,9 @@ class Results:
         keys = self._date_keys(entry, dataset, period)
 
         def compute() -> list[dict]:
-            return [chance.significance(entry, dataset, self.matrices(entry, dataset, keys, "condition_key")[1], N_PERM)]
+            return [
+                chance.significance(entry, dataset, self.matrices(entry, dataset, keys, "condition_key")[1], N_PERM)
+            ]
 
         return self._kept("significance", entry, dataset, () if keys is None else (str(period),), (N_PERM,), compute)[0]
 
@@ -351,20 +445,26 @@ class Results:
 
     def factors(self, entry: str, dataset: str, conditions: pd.DataFrame) -> list[dict]:
         """``inference.entry_factors`` of one entry (its graded ``conditions``), from its matrices (kept)."""
+
         def keyed(keys: list | None) -> tuple[list, np.ndarray, np.ndarray]:
             return self.matrices(entry, dataset, keys, "condition_key")
 
-        return self._kept("factors", entry, dataset, (), (), lambda: inference.entry_factors(entry, dataset, conditions, keyed))
+        return self._kept(
+            "factors", entry, dataset, (), (), lambda: inference.entry_factors(entry, dataset, conditions, keyed)
+        )
 
     def band(self, entry: str, dataset: str, metric: str) -> pd.DataFrame:
         """``bands.date_band`` of one entry's date sweep (kept): the Curves page's 95% interval per date."""
+
         def compute() -> list[dict]:
             if METRICS[metric].per_item:
                 return bands.date_band(entry, *self.matrices(entry, dataset, None, "date"), metric).to_dict("records")
             return bands.corpus_band(entry, *self.segment_stats(entry, dataset, metric), metric).to_dict("records")
 
         band = pd.DataFrame(self._kept("band", entry, dataset, (metric,), (), compute), columns=bands.BAND_COLUMNS)
-        return band.assign(date=pd.to_datetime(band["date"]))  # as ``date_band`` gives them (kept rows read back as datetimes)
+        return band.assign(
+            date=pd.to_datetime(band["date"])
+        )  # as ``date_band`` gives them (kept rows read back as datetimes)
 
     def segment_stats(self, entry: str, dataset: str, metric: str) -> tuple[list, np.ndarray]:
         """One entry's dates and its segments' sufficient statistics of a corpus metric on each (dates x segments x
@@ -383,7 +483,9 @@ class Results:
     def flips(self, entry: str, dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Per-question flips and Table 7 of one entry's dates in [start, end] (each kept; the dataset's whole range is
         kept when a sweep ends), from its condition x item matrices."""
-        return self._flip_table(entry, dataset, start, end, "flips"), self._flip_table(entry, dataset, start, end, "table7")
+        return self._flip_table(entry, dataset, start, end, "flips"), self._flip_table(
+            entry, dataset, start, end, "table7"
+        )
 
     def _flip_table(self, entry: str, dataset: str, start: dt.date, end: dt.date, name: str) -> pd.DataFrame:
         """One of :meth:`flips`' tables, read alone where kept (Table 7 is one row; the flips are one per question)."""
@@ -393,21 +495,35 @@ class Results:
 
         rows = self._kept(name, entry, dataset, (str(start), str(end)), (), compute)
         if name == "table7":
-            return pd.DataFrame(rows, columns=item_matrices.TABLE7_COLUMNS).astype(dict.fromkeys(["consistent_confidence", "inconsistent_confidence"], float))
-        rates = dict.fromkeys(["mean_confidence", "min_confidence", "mean_score"], float)  # a column missing on every item comes back as None
+            return pd.DataFrame(rows, columns=item_matrices.TABLE7_COLUMNS).astype(
+                dict.fromkeys(["consistent_confidence", "inconsistent_confidence"], float)
+            )
+        rates = dict.fromkeys(
+            ["mean_confidence", "min_confidence", "mean_score"], float
+        )  # a column missing on every item comes back as None
         flips = pd.DataFrame(rows, columns=item_matrices.FLIP_COLUMNS).astype(rates)
         return flips.assign(answer=flips["answer"].where(flips["answer"].notna(), np.nan))
 
-    def _compute_flips(self, entry: str, dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def _compute_flips(
+        self, entry: str, dataset: str, start: dt.date, end: dt.date
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
         found = self.entry_outcomes(entry, dataset)
         return item_matrices.flips(found, start, end) if found is not None else item_matrices.no_flips()
 
-    def flips_of(self, entries: Sequence[str], dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
+    def flips_of(
+        self, entries: Sequence[str], dataset: str, start: dt.date, end: dt.date
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """:meth:`flips` of several entries: their questions most-changing first, and their Table 7 rows."""
         parts = [self.flips(entry, dataset, start, end) for entry in sorted(entries)]
-        flips = pd.concat([part[0] for part in parts if len(part[0])] or [item_matrices.no_flips()[0]], ignore_index=True)
-        table7 = pd.concat([part[1] for part in parts if len(part[1])] or [item_matrices.no_flips()[1]], ignore_index=True)
-        return flips.sort_values(["changes", "mean_confidence"], ascending=[False, True], kind="stable", ignore_index=True), table7
+        flips = pd.concat(
+            [part[0] for part in parts if len(part[0])] or [item_matrices.no_flips()[0]], ignore_index=True
+        )
+        table7 = pd.concat(
+            [part[1] for part in parts if len(part[1])] or [item_matrices.no_flips()[1]], ignore_index=True
+        )
+        return flips.sort_values(
+            ["changes", "mean_confidence"], ascending=[False, True], kind="stable", ignore_index=True
+        ), table7
 
     # --- The date-robust number (issue 20 §2): every reader of it calls these -------------------------------------
 
@@ -423,15 +539,27 @@ class Results:
             if min(correct.shape) < 2:
                 return []
             dates = [str(day) for day in dates]
-            return [{"entry": entry, "dataset": dataset, **robust.entry_statistics(correct), "first_date": dates[0], "last_date": dates[-1],
-                     "dates": dates, "per_date": correct.mean(1).tolist()}]  # fmt: skip
+            return [
+                {
+                    "entry": entry,
+                    "dataset": dataset,
+                    **robust.entry_statistics(correct),
+                    "first_date": dates[0],
+                    "last_date": dates[-1],
+                    "dates": dates,
+                    "per_date": correct.mean(1).tolist(),
+                }
+            ]
 
         found = self._kept("robust", entry, dataset, () if keys is None else (str(period),), (robust.N_BOOT,), compute)
         return found[0] if found else None
 
     def _robust_rows(self, dataset: str, period: Period | None, entries: Sequence[str] | None) -> list[dict]:
-        rows = [self.robust_entry(entry, dataset, period) for entry, name in self.dated_entries(period)
-                if name == dataset and (entries is None or entry in entries)]  # fmt: skip
+        rows = [
+            self.robust_entry(entry, dataset, period)
+            for entry, name in self.dated_entries(period)
+            if name == dataset and (entries is None or entry in entries)
+        ]
         return [row for row in rows if row is not None]
 
     def robust(self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None) -> pd.DataFrame:
@@ -440,19 +568,29 @@ class Results:
 
         return robust.leaderboard(self._robust_rows(dataset, period, entries))
 
-    def robust_pairs(self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None) -> pd.DataFrame:
+    def robust_pairs(
+        self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None
+    ) -> pd.DataFrame:
         """The leaderboard's pairs, marked where the date flips their order and their intervals overlap: ``robust.pairs``."""
         from dateeval.results import robust
 
         return robust.pairs(self._robust_rows(dataset, period, entries))
 
-    def robust_record(self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None, half_width: float = 0.01) -> dict:
+    def robust_record(
+        self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None, half_width: float = 0.01
+    ) -> dict:
         """``robust.record``: the numbers, sentences and what produced them, machine-readable."""
         from dateeval import __version__
         from dateeval.results import robust
 
         rows = self._robust_rows(dataset, period, entries)
-        return robust.record(dataset, rows, {row["entry"]: self.identity(row["entry"], dataset, row["dates"]) for row in rows}, half_width, __version__)
+        return robust.record(
+            dataset,
+            rows,
+            {row["entry"]: self.identity(row["entry"], dataset, row["dates"]) for row in rows},
+            half_width,
+            __version__,
+        )
 
     def identity(self, entry: str, dataset: str, dates: Sequence[str]) -> dict:
         """What produced an entry's results on ``dates`` (kept): each recorded setting's value (a list where runs
@@ -461,20 +599,47 @@ class Results:
 
         import xxhash
 
-        columns = ["model", "model_key", "model_source", "model_revision", "dtype", "device", "hardware", "torch_version", "transformers_version",
-                   "task", "task_key", "prompt_version", "shots", "subset", "decoding", "template_date_kind", "date_line", "date_format",
-                   "date_position", "system_prompt"]  # fmt: skip
+        columns = [
+            "model",
+            "model_key",
+            "model_source",
+            "model_revision",
+            "dtype",
+            "device",
+            "hardware",
+            "torch_version",
+            "transformers_version",
+            "task",
+            "task_key",
+            "prompt_version",
+            "shots",
+            "subset",
+            "decoding",
+            "template_date_kind",
+            "date_line",
+            "date_format",
+            "date_position",
+            "system_prompt",
+        ]
 
         def compute() -> list[dict]:
-            rows = sql.rows(*self.sources(self._of(entry, dataset)), [*columns, "factor", "date", "item_id", "prompt_hash"], (min(dates), max(dates)))
+            rows = sql.rows(
+                *self.sources(self._of(entry, dataset)),
+                [*columns, "factor", "date", "item_id", "prompt_hash"],
+                (min(dates), max(dates)),
+            )
             rows = rows[(rows["factor"] == "date") & rows["date"].astype(str).isin(set(dates))]
             found = {name: sorted({str(value) for value in rows[name].dropna().unique()}) for name in columns}
             # one hash per (date, item, prompt hash), by value (not by row order or text encoding), sorted: a digest of the set
-            prompts = np.sort(pd.util.hash_pandas_object(rows[["date", "item_id", "prompt_hash"]].astype(str), index=False).to_numpy())
+            prompts = np.sort(
+                pd.util.hash_pandas_object(rows[["date", "item_id", "prompt_hash"]].astype(str), index=False).to_numpy()
+            )
             found = {name: values[0] if len(values) == 1 else (values or None) for name, values in found.items()}
             return [{"identity": json.dumps({**found, "prompts_digest": xxhash.xxh3_128_hexdigest(prompts.tobytes())})}]
 
-        return json.loads(self._kept("identity", entry, dataset, (min(dates), max(dates), len(dates)), (), compute)[0]["identity"])
+        return json.loads(
+            self._kept("identity", entry, dataset, (min(dates), max(dates), len(dates)), (), compute)[0]["identity"]
+        )
 
     def entry_statistics(self) -> tuple[list[dict], list[dict]]:
         """Table 5 rows of every graded entry and null-band rows of those with two or more dates (each kept): only
@@ -482,7 +647,9 @@ class Results:
         factors = []
         graded = self.sums[self.sums["n_graded"] > 0]
         for (entry, dataset), part in graded.groupby(["entry", "dataset"], sort=True):
-            factors += self.factors(entry, dataset, part[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True))
+            factors += self.factors(
+                entry, dataset, part[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True)
+            )
         return factors, [self.significance(entry, dataset) for entry, dataset in self.dated_entries()]
 
     def statistics(self) -> dict[str, pd.DataFrame]:
@@ -501,7 +668,9 @@ class Results:
         return {
             "factors": pd.DataFrame(factors, columns=inference.FACTOR_COLUMNS),
             "significance": pd.DataFrame(significance, columns=chance.SIGNIFICANCE_COLUMNS),
-            "run_to_run": inference.run_to_run(self.outcome_rows(repeated) if repeated.any() else pd.DataFrame(columns=OUTCOME_COLUMNS)),
+            "run_to_run": inference.run_to_run(
+                self.outcome_rows(repeated) if repeated.any() else pd.DataFrame(columns=OUTCOME_COLUMNS)
+            ),
             "trend": inference.date_trend(self.metrics),
             "correlations": inference.cross_correlations(self.metrics),
         }
@@ -517,7 +686,6 @@ class Results:
             chosen |= entries.isin(set(entries[several[several].index]))
         return chosen
 
-
     def compute_kept(self) -> None:
         """Compute the headline and every entry's statistics a page opens on (held in this process, ``stored.rows``):
         what an explicit keep (``dateeval.keeping.keep``) collects and writes, so that no explorer render is the first
@@ -531,6 +699,7 @@ class Results:
             self.flips(entry, dataset, *descriptive.date_range(self.metrics, dataset))
         for dataset in sorted({dataset for _, dataset in self.dated_entries()}):
             self.robust(dataset)  # What to report: each entry's two-way bootstrap, seconds at paper scale
+
 
 def _records(table: pd.DataFrame) -> list[dict]:
     """A table's rows as kept rows: missing values as None (a text column holding NaN cannot be written)."""

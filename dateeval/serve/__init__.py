@@ -60,5 +60,20 @@ from dateeval.limits import MAX_STOP_CHARS
 from dateeval.serve.transport import BODY_BUDGET, MAX_BODY, SMALL_BODY, BodyBudget, Client, Server, banner, make_server
 from dateeval.serve.protocol import MAX_ECHO_POSITIONS, UNSTATED_CONTEXT, WAIT_S, RequestError, Served, load
 
-__all__ = ["BODY_BUDGET", "MAX_BODY", "MAX_ECHO_POSITIONS", "MAX_STOP_CHARS", "SMALL_BODY", "UNSTATED_CONTEXT", "WAIT_S", "BodyBudget", "Client",
-           "RequestError", "Served", "Server", "banner", "load", "make_server"]  # fmt: skip
+__all__ = [
+    "BODY_BUDGET",
+    "MAX_BODY",
+    "MAX_ECHO_POSITIONS",
+    "MAX_STOP_CHARS",
+    "SMALL_BODY",
+    "UNSTATED_CONTEXT",
+    "WAIT_S",
+    "BodyBudget",
+    "Client",
+    "RequestError",
+    "Served",
+    "Server",
+    "banner",
+    "load",
+    "make_server",
+]

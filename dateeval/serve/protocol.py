@@ -63,7 +63,11 @@ class Served:
         try:
             return self.requests.run(job, self.wait_s)
         except Busy:
-            raise RequestError(503, f"the server is busy: this request waited {self.wait_s:g} s for the model; retry later", "server_busy") from None
+            raise RequestError(
+                503,
+                f"the server is busy: this request waited {self.wait_s:g} s for the model; retry later",
+                "server_busy",
+            ) from None
 
     @property
     def context(self) -> tuple[int, str]:
@@ -86,7 +90,11 @@ class Served:
         tokens: such a prompt is refused without tokenising it (tokenising megabytes of text would hold the server for
         seconds).
         """
-        return max(len(token) for token in self.backend.tokenizer.convert_ids_to_tokens(list(range(len(self.backend.tokenizer)))) if token)
+        return max(
+            len(token)
+            for token in self.backend.tokenizer.convert_ids_to_tokens(list(range(len(self.backend.tokenizer))))
+            if token
+        )
 
 
 def _number(body: dict, name: str, default: float, low: float, high: float) -> float:
@@ -105,7 +113,10 @@ def _stops(body: dict) -> tuple[str, ...]:
     if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
         raise RequestError(400, "stop must be a string or a list of strings")
     if len(stop) > MAX_API_STOPS:
-        raise RequestError(400, f"stop holds {len(stop):,} strings: this server takes at most {MAX_API_STOPS} stop strings, as OpenAI does")
+        raise RequestError(
+            400,
+            f"stop holds {len(stop):,} strings: this server takes at most {MAX_API_STOPS} stop strings, as OpenAI does",
+        )
     if not all(0 < len(s) <= MAX_STOP_CHARS for s in stop):
         raise RequestError(400, f"each stop string must be non-empty and at most {MAX_STOP_CHARS} characters")
     return tuple(stop)
@@ -131,7 +142,10 @@ def _top(tokenizer, best: Best) -> dict[str, float]:  # noqa: ANN001 - a tokeniz
 
 def top_logprobs(served: Served, client: Caller, prompt: list[int], k: int) -> dict[str, float]:
     """The ``k`` most likely next tokens (as text) with their full-vocabulary log-probabilities."""
-    return _top(served.backend.tokenizer, served.submit(Job("top", None, len(prompt), prompt, client.gone, client.connection, k=k)))
+    return _top(
+        served.backend.tokenizer,
+        served.submit(Job("top", None, len(prompt), prompt, client.gone, client.connection, k=k)),
+    )
 
 
 @dataclass(frozen=True)
@@ -147,18 +161,33 @@ class Echo:
 def score_prompt(served: Served, client: Caller, prompt: list[int], k: int) -> Echo:
     """Every token's log-probability after the ones before it, and the next token's top-k (one row of a batch's forward pass)."""
     tokenizer = served.backend.tokenizer
-    chosen, bests, following = served.submit(Job("echo", None, len(prompt), prompt, client.gone, client.connection, k=k))
-    tops = [None] + [{tokenizer.decode([token]): value, **_top(tokenizer, best)} for token, value, best in zip(prompt[1:], chosen, bests)]
+    chosen, bests, following = served.submit(
+        Job("echo", None, len(prompt), prompt, client.gone, client.connection, k=k)
+    )
+    tops = [None] + [
+        {tokenizer.decode([token]): value, **_top(tokenizer, best)}
+        for token, value, best in zip(prompt[1:], chosen, bests)
+    ]
     return Echo([tokenizer.decode([token]) for token in prompt], [None, *chosen], tops, _top(tokenizer, following))
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens, "total_tokens": prompt_tokens + completion_tokens}
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
 
 
 def _envelope(kind: str, served: Served, choice: dict, usage: dict) -> dict:
-    return {"id": f"{kind}-{uuid.uuid4().hex[:16]}", "object": kind, "created": int(time.time()), "model": served.name,
-            "choices": [choice], "usage": usage}  # fmt: skip
+    return {
+        "id": f"{kind}-{uuid.uuid4().hex[:16]}",
+        "object": kind,
+        "created": int(time.time()),
+        "model": served.name,
+        "choices": [choice],
+        "usage": usage,
+    }
 
 
 def _finish(completion_tokens: int, body: dict, *names: str) -> str:
@@ -221,7 +250,9 @@ def _top_k(value: object) -> int:
     return value
 
 
-def _generate_or_score(served: Served, client: Caller, prompt: str, body: dict, max_tokens: int, k: int | None) -> tuple[str, int, int, dict | None]:
+def _generate_or_score(
+    served: Served, client: Caller, prompt: str, body: dict, max_tokens: int, k: int | None
+) -> tuple[str, int, int, dict | None]:
     """(text, prompt tokens, completion tokens, first token's alternatives): one token scored, or a decoded reply."""
     if k is not None and max_tokens != 1:
         raise RequestError(400, "this server returns logprobs for max_tokens=1 only")
@@ -232,23 +263,41 @@ def _generate_or_score(served: Served, client: Caller, prompt: str, body: dict, 
         text = next(iter(best))
         return text, len(encoded), 1, dict(list(best.items())[: max(k, 1)])
     # Sampled replies depend on the batch they are drawn in (one seed per batch): each is drawn alone, as one request at a time would.
-    reply = served.submit(Job("generate", settings, len(encoded) + max_tokens, prompt, client.gone, client.connection, shares=not settings.sample))
+    reply = served.submit(
+        Job(
+            "generate",
+            settings,
+            len(encoded) + max_tokens,
+            prompt,
+            client.gone,
+            client.connection,
+            shares=not settings.sample,
+        )
+    )
     return reply.text, reply.prompt_tokens, reply.n_tokens, None
 
 
 def _prompt(served: Served, body: dict) -> str | list[int]:
     """One prompt: text, or token ids (``[1, 2]`` or ``[[1, 2]]``) of this server's vocabulary."""
     prompt = body.get("prompt")
-    prompt = prompt[0] if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)) else prompt
+    prompt = (
+        prompt[0] if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)) else prompt
+    )
     if isinstance(prompt, str) and prompt:
         return prompt
     size = len(served.backend.tokenizer)
-    if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < size for t in prompt):
+    if (
+        isinstance(prompt, list)
+        and prompt
+        and all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < size for t in prompt)
+    ):
         return prompt
     raise RequestError(400, f"prompt must be one non-empty string or one non-empty list of token ids below {size}")
 
 
-def _echo(served: Served, client: Caller, prompt: str | list[int], body: dict, k: int | None) -> tuple[str, dict, int, int]:
+def _echo(
+    served: Served, client: Caller, prompt: str | list[int], body: dict, k: int | None
+) -> tuple[str, dict, int, int]:
     """``echo``: the prompt's tokens with their log-probabilities (and, with ``max_tokens=1``, the greedy next token)."""
     max_tokens = body.get("max_tokens")
     if k is None or max_tokens not in (0, 1) or isinstance(max_tokens, bool):
@@ -257,8 +306,11 @@ def _echo(served: Served, client: Caller, prompt: str | list[int], body: dict, k
     ids = _encode(served, prompt, max_tokens) if isinstance(prompt, str) else prompt
     _check_context(served, len(ids), max_tokens)
     if len(ids) > MAX_ECHO_POSITIONS:
-        raise RequestError(400, f"echo scores at most {MAX_ECHO_POSITIONS:,} tokens, and this prompt has {len(ids):,}: score it in parts",
-                           "echo_too_long")  # fmt: skip
+        raise RequestError(
+            400,
+            f"echo scores at most {MAX_ECHO_POSITIONS:,} tokens, and this prompt has {len(ids):,}: score it in parts",
+            "echo_too_long",
+        )
     scored = score_prompt(served, client, ids, k)
     tokens, values, tops = scored.tokens, scored.token_logprobs, scored.top_logprobs
     if max_tokens == 1:
@@ -281,18 +333,35 @@ def completions(served: Served, body: dict, client: Caller) -> dict:
         return _envelope("text_completion", served, choice, _usage(prompt_tokens, completion_tokens))
     if not isinstance(prompt, str):
         raise RequestError(400, "this server takes token-id prompts with echo only")
-    text, prompt_tokens, completion_tokens, best = _generate_or_score(served, client, prompt, body, _max_tokens(body, "max_tokens"), k)
+    text, prompt_tokens, completion_tokens, best = _generate_or_score(
+        served, client, prompt, body, _max_tokens(body, "max_tokens"), k
+    )
     logprobs = None
     if best is not None:
-        logprobs = {"tokens": [text], "token_logprobs": [best[text]], "top_logprobs": [best], "text_offset": [len(prompt)]}
-    choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": _finish(completion_tokens, body, "max_tokens")}
+        logprobs = {
+            "tokens": [text],
+            "token_logprobs": [best[text]],
+            "top_logprobs": [best],
+            "text_offset": [len(prompt)],
+        }
+    choice = {
+        "index": 0,
+        "text": text,
+        "logprobs": logprobs,
+        "finish_reason": _finish(completion_tokens, body, "max_tokens"),
+    }
     return _envelope("text_completion", served, choice, _usage(prompt_tokens, completion_tokens))
 
 
 def _messages(body: dict) -> list[dict]:
     messages = body.get("messages")
-    valid = isinstance(messages, list) and messages and all(
-        isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str) for m in messages
+    valid = (
+        isinstance(messages, list)
+        and messages
+        and all(
+            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
+            for m in messages
+        )
     )
     if not valid:
         raise RequestError(400, "messages must be a non-empty list of {role, content} objects with text content")
@@ -315,7 +384,12 @@ def chat_completions(served: Served, body: dict, client: Caller) -> dict:
         entries = [{"token": token, "logprob": value, "bytes": list(token.encode())} for token, value in best.items()]
         logprobs = {"content": [{**entries[0], "top_logprobs": entries[: k or 0]}]}
     finish = _finish(completion_tokens, body, "max_completion_tokens", "max_tokens")
-    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": logprobs, "finish_reason": finish}
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": text},
+        "logprobs": logprobs,
+        "finish_reason": finish,
+    }
     return _envelope("chat.completion", served, choice, _usage(prompt_tokens, completion_tokens))
 
 

@@ -25,14 +25,20 @@ from dateeval.errors import DateEvalError
 from dateeval.serve.protocol import ROUTES, RequestError, Served
 
 MAX_BODY = 16 << 20
-DRAIN_LIMIT = 4 * MAX_BODY  # an oversized body up to this is read and dropped (the connection lives on); beyond it, closed
+DRAIN_LIMIT = (
+    4 * MAX_BODY
+)  # an oversized body up to this is read and dropped (the connection lives on); beyond it, closed
 IDLE_S = 60.0  # a connection that sends nothing for this long (idle keep-alive, a stalled body) is closed
 BACKLOG = 1024  # connections the kernel queues before the server accepts them (the standard library's 5 drops a burst of clients)
-BODY_BUDGET = 4 * MAX_BODY  # bytes of request bodies held at once, all connections together (each until its request is answered)
+BODY_BUDGET = (
+    4 * MAX_BODY
+)  # bytes of request bodies held at once, all connections together (each until its request is answered)
 BODY_WAIT_S = 10.0  # how long a body waits for room in that budget before a 503
 BODY_READ_S = 60.0  # the longest one body may take to arrive, however it trickles (a read each IDLE_S would hold a thread for ever)
 TCP_CLOSE = 7  # Linux's tcpi_state of a connection the peer reset (a half-closed one is CLOSE_WAIT, 8)
-SMALL_BODY = 16 << 10  # a body's first bytes, read before it asks the budget for room: ordinary requests (a few KB) never wait
+SMALL_BODY = (
+    16 << 10
+)  # a body's first bytes, read before it asks the budget for room: ordinary requests (a few KB) never wait
 MAX_CONNECTIONS = 1024  # connections served at once, a thread each; the next ones wait in the kernel's queue (BACKLOG)
 
 
@@ -110,12 +116,20 @@ class Handler(BaseHTTPRequestHandler):
             with self._receiving() as read:
                 read()
                 path = self.path.rstrip("/")
-                if path == "/v1/stats":  # how requests were batched: whether concurrent clients really share forward passes
+                if (
+                    path == "/v1/stats"
+                ):  # how requests were batched: whether concurrent clients really share forward passes
                     self._send(200, {"batches": self.served.requests.sizes})
                     return
                 if path != "/v1/models":
                     raise RequestError(404, f"no route {self.path}")
-                self._send(200, {"object": "list", "data": [{"id": self.served.name, "object": "model", "created": 0, "owned_by": "dateeval"}]})
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [{"id": self.served.name, "object": "model", "created": 0, "owned_by": "dateeval"}],
+                    },
+                )
         except RequestError as error:
             self._refuse(error)
 
@@ -151,7 +165,11 @@ class Handler(BaseHTTPRequestHandler):
         """A client gone before its answer: nobody reads one, so the connection closes and the operator reads one line."""
         self.close_connection = True
         request = f" ({self.command} {self.path})" if getattr(self, "path", None) else ""
-        print(f"{self.address_string()}:{self.client_address[1]} left before its answer{request}", file=sys.stderr, flush=True)
+        print(
+            f"{self.address_string()}:{self.client_address[1]} left before its answer{request}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     @contextlib.contextmanager
     def _receiving(self) -> Iterator[Callable[[], bytes]]:
@@ -171,9 +189,13 @@ class Handler(BaseHTTPRequestHandler):
             nonlocal held
             if not budget.take(wanted, self.server.body_wait_s):
                 drop()
-                raise RequestError(503, f"the server holds at most {budget.limit:,} bytes of request bodies at once, and this body of "
-                                   f"{'up to ' if size is None else ''}{wanted + SMALL_BODY:,} bytes waited {self.server.body_wait_s:g} s for "
-                                   "room; retry later", "server_busy")  # fmt: skip
+                raise RequestError(
+                    503,
+                    f"the server holds at most {budget.limit:,} bytes of request bodies at once, and this body of "
+                    f"{'up to ' if size is None else ''}{wanted + SMALL_BODY:,} bytes waited {self.server.body_wait_s:g} s for "
+                    "room; retry later",
+                    "server_busy",
+                )
             held = wanted
 
         def read() -> bytes:
@@ -195,7 +217,9 @@ class Handler(BaseHTTPRequestHandler):
         finally:
             budget.give(held)
             with contextlib.suppress(OSError):
-                self.connection.settimeout(self.timeout)  # the body's deadline no longer applies: the keep-alive idle bound does
+                self.connection.settimeout(
+                    self.timeout
+                )  # the body's deadline no longer applies: the keep-alive idle bound does
 
     def _close(self) -> None:
         self.close_connection = True
@@ -227,25 +251,34 @@ class Handler(BaseHTTPRequestHandler):
         connection closed, since where its body ends is not known (a smuggled request could follow it).
         """
         codings = ",".join(self.headers.get_all("Transfer-Encoding") or []).strip().lower()
-        lengths = {value.strip() for header in self.headers.get_all("Content-Length") or [] for value in header.split(",")}
+        lengths = {
+            value.strip() for header in self.headers.get_all("Content-Length") or [] for value in header.split(",")
+        }
         if codings and lengths:
             self._close()
             raise RequestError(400, "the request has both Transfer-Encoding and Content-Length: send one of them")
         if codings:
             if codings != "chunked":
                 self._close()
-                raise RequestError(501, f"Transfer-Encoding {codings[:40]!r} is not supported: send the body chunked or with a Content-Length")
+                raise RequestError(
+                    501,
+                    f"Transfer-Encoding {codings[:40]!r} is not supported: send the body chunked or with a Content-Length",
+                )
             return None
         if len(lengths) > 1:
             self._close()
-            raise RequestError(400, f"the request has Content-Lengths that disagree ({', '.join(sorted(lengths))[:60]})")
+            raise RequestError(
+                400, f"the request has Content-Lengths that disagree ({', '.join(sorted(lengths))[:60]})"
+            )
         text = next(iter(lengths), "0")
         if not (text.isascii() and text.isdigit()):
             self._close()
             raise RequestError(400, f"Content-Length {text[:40]!r} is not a number of bytes")
         if int(text) > MAX_BODY:
             self._discard(int(text), time.monotonic() + self.server.body_read_s)
-            raise RequestError(413, f"the body is {int(text):,} bytes, over this server's limit of {MAX_BODY:,}", "request_too_large")
+            raise RequestError(
+                413, f"the body is {int(text):,} bytes, over this server's limit of {MAX_BODY:,}", "request_too_large"
+            )
         return int(text)
 
     def _line(self, deadline: float) -> bytes:
@@ -269,7 +302,9 @@ class Handler(BaseHTTPRequestHandler):
             size += length
             if size > MAX_BODY:
                 self._close()
-                raise RequestError(413, f"the chunked body is over this server's limit of {MAX_BODY:,} bytes", "request_too_large")
+                raise RequestError(
+                    413, f"the chunked body is over this server's limit of {MAX_BODY:,} bytes", "request_too_large"
+                )
             if length == 0:
                 break
             parts.append(self._read_exact(length, deadline))
@@ -330,7 +365,9 @@ def _json_object(data: bytes) -> dict:
     try:
         json.dumps(body, ensure_ascii=False).encode()
     except UnicodeEncodeError:  # JSON may escape half a UTF-16 pair (\\ud800); no tokenizer or template takes it
-        raise RequestError(400, "the body holds a lone surrogate escape (such as \\ud800): strings must be valid Unicode") from None
+        raise RequestError(
+            400, "the body holds a lone surrogate escape (such as \\ud800): strings must be valid Unicode"
+        ) from None
     return body
 
 
@@ -421,6 +458,8 @@ def make_server(served: Served, host: str, port: int) -> Server:
 def banner(served: Served, host: str, port: int) -> str:
     """The line ``serve`` prints when ready: which date chat requests get from its template, and (last, for scripts) where it listens."""
     support = served.template.support
-    dated = {"clock": f"today's date from this machine's clock (strftime_now, `{support.format}`), as a provider that injects it",
-             "variable": f"the fixed date {support.default!r} (`{support.variable}`, the template's default)"}.get(support.kind, "no date")  # fmt: skip
+    dated = {
+        "clock": f"today's date from this machine's clock (strftime_now, `{support.format}`), as a provider that injects it",
+        "variable": f"the fixed date {support.default!r} (`{support.variable}`, the template's default)",
+    }.get(support.kind, "no date")
     return f"serving {served.name} (its chat template writes {dated} into chat requests) on http://{host}:{port}/v1"

@@ -62,13 +62,21 @@ class StoreProblems:
     """
 
     corrupted: list[tuple[Path, str]] = field(default_factory=list)
-    foreign: list[tuple[Path, str]] = field(default_factory=list)  # Parquet files dateeval did not write: named, left alone
+    foreign: list[tuple[Path, str]] = field(
+        default_factory=list
+    )  # Parquet files dateeval did not write: named, left alone
     unreachable: set[Path] = field(default_factory=set)
     removed: list[Path] = field(default_factory=list)
 
     def messages(self) -> list[str]:
-        unread = [f"store: cannot read {path} ({reason}); left in place, its rows are not included" for path, reason in self.corrupted]
-        unread += [f"store: {path} was not written by dateeval ({reason}); left alone and not read" for path, reason in self.foreign]
+        unread = [
+            f"store: cannot read {path} ({reason}); left in place, its rows are not included"
+            for path, reason in self.corrupted
+        ]
+        unread += [
+            f"store: {path} was not written by dateeval ({reason}); left alone and not read"
+            for path, reason in self.foreign
+        ]
         return unread + [f"store: removed {path}, a staging file left by a killed write" for path in self.removed]
 
 
@@ -123,7 +131,9 @@ class Store:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             with staging.open("wb") as handle:
-                pq.write_table(table, handle, compression="zstd", write_page_checksum=True, row_group_size=row_group_size)
+                pq.write_table(
+                    table, handle, compression="zstd", write_page_checksum=True, row_group_size=row_group_size
+                )
                 handle.flush()
                 os.fsync(handle.fileno())
             os.replace(staging, path)
@@ -172,26 +182,39 @@ class Store:
         A file that failed with an operating-system error is left alone: the
         error may pass, and its content is not known to be damaged.
         """
-        lines = [f"store: {path} was not written by dateeval ({reason}); left alone and not read" for path, reason in problems.foreign]
+        lines = [
+            f"store: {path} was not written by dateeval ({reason}); left alone and not read"
+            for path, reason in problems.foreign
+        ]
         for path, reason in problems.corrupted:
             if path in problems.unreachable:
-                lines.append(f"store: cannot read {path} ({reason}); left in place, its rows are computed again beside it")
+                lines.append(
+                    f"store: cannot read {path} ({reason}); left in place, its rows are computed again beside it"
+                )
                 continue
             try:
                 aside = self.set_aside(path)
             except FileNotFoundError:
                 continue  # another worker moved it aside first
             except OSError as error:
-                lines.append(f"store: {path} is damaged ({reason}) and cannot be moved aside ({error.strerror}); its rows are computed again beside it")
+                lines.append(
+                    f"store: {path} is damaged ({reason}) and cannot be moved aside ({error.strerror}); its rows are computed again beside it"
+                )
                 continue
-            lines.append(f"store: {path} is damaged ({reason}); moved aside to {aside.name}, its rows are computed again")
+            lines.append(
+                f"store: {path} is damaged ({reason}); moved aside to {aside.name}, its rows are computed again"
+            )
         return lines
 
     def remove_leftovers(self) -> list[Path]:
         """Remove staging files of writes killed before their rename (never one a live process is writing): in the unit
         folders (``<model>/<dataset>``) and in the folders kept beside them (the sidecars' ``.aggregates/<model>/<dataset>``)."""
         removed = []
-        for path in [path for pattern in ("*/*/.*.tmp", "*/*/*/.*.tmp") for path in self.root.glob(pattern)] if self.root.is_dir() else []:
+        for path in (
+            [path for pattern in ("*/*/.*.tmp", "*/*/*/.*.tmp") for path in self.root.glob(pattern)]
+            if self.root.is_dir()
+            else []
+        ):
             match = _STAGING.match(path.name)
             if match and leftovers.abandoned(path, match["host"], int(match["pid"])):
                 path.unlink(missing_ok=True)
@@ -233,7 +256,9 @@ class Store:
             if mismatch:
                 if target not in readable:
                     target.unlink(missing_ok=True)
-                all_problems.corrupted.append((target, f"the merged file did not read back as written ({mismatch}); the originals are kept"))
+                all_problems.corrupted.append(
+                    (target, f"the merged file did not read back as written ({mismatch}); the originals are kept")
+                )
                 continue
             replaced = [path for path in readable if path != target]
             for path in replaced:
@@ -244,9 +269,13 @@ class Store:
         return len(folders), removed, all_problems
 
     def read(
-        self, columns: list[str] | None = None, paths: Iterable[Path] | None = None, filters: list[tuple] | None = None,
-        optional: Iterable[str] = (), full_check: bool = False,
-    ) -> tuple[pd.DataFrame, StoreProblems]:  # fmt: skip
+        self,
+        columns: list[str] | None = None,
+        paths: Iterable[Path] | None = None,
+        filters: list[tuple] | None = None,
+        optional: Iterable[str] = (),
+        full_check: bool = False,
+    ) -> tuple[pd.DataFrame, StoreProblems]:
         """All rows (or the chosen columns and pyarrow ``filters``), duplicates removed, plus any unreadable files.
 
         A chosen column missing from every file comes back empty, except the
@@ -311,7 +340,9 @@ def arrow_table(rows: list[dict] | pd.DataFrame | pa.Table) -> pa.Table:
         return _arrow(rows)
     except UnicodeEncodeError:  # only then are the strings searched: no cost to rows that UTF-8 holds
         pass
-    columns = rows.columns if isinstance(rows, pd.DataFrame) else list(dict.fromkeys(name for row in rows for name in row))
+    columns = (
+        rows.columns if isinstance(rows, pd.DataFrame) else list(dict.fromkeys(name for row in rows for name in row))
+    )
     escaped = [name for name in columns if any(map(_holds_surrogates, _values(rows, name)))]
     if isinstance(rows, pd.DataFrame):
         table = _arrow(rows.assign(**{name: rows[name].map(escape_text) for name in escaped}))
@@ -329,7 +360,11 @@ _ESCAPE = re.compile(r"\\(\\|u(d[89a-f][0-9a-f]{2}))")
 
 
 def _arrow(rows: list[dict] | pd.DataFrame) -> pa.Table:
-    return pa.Table.from_pandas(rows, preserve_index=False) if isinstance(rows, pd.DataFrame) else pa.Table.from_pylist(rows)
+    return (
+        pa.Table.from_pandas(rows, preserve_index=False)
+        if isinstance(rows, pd.DataFrame)
+        else pa.Table.from_pylist(rows)
+    )
 
 
 def _values(rows: list[dict] | pd.DataFrame, name: str) -> Iterable[object]:
@@ -440,13 +475,22 @@ def _check_values(table: pa.Table) -> None:
         if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
             column = pc.list_flatten(column)
         kind = column.type
-        if not (pa.types.is_boolean(kind) or pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_null(kind)):
+        if not (
+            pa.types.is_boolean(kind)
+            or pa.types.is_integer(kind)
+            or pa.types.is_floating(kind)
+            or pa.types.is_null(kind)
+        ):
             raise OutOfRange(f"column {name} holds {kind}, not numbers")
         if pa.types.is_boolean(kind) or pa.types.is_null(kind) or len(column) == 0:
             continue
         values = column.to_numpy(zero_copy_only=False).astype(float)
         values = values[~np.isnan(values)]
-        bad = values[(values < -_ROUNDING) | (values > 1 + _ROUNDING) | ((values != 0) & (values != 1) if name == "correct" else False)]
+        bad = values[
+            (values < -_ROUNDING)
+            | (values > 1 + _ROUNDING)
+            | ((values != 0) & (values != 1) if name == "correct" else False)
+        ]
         if bad.size:
             raise OutOfRange(f"column {name} holds {bad[0]:g}, outside {'0/1' if name == 'correct' else '[0, 1]'}")
 
@@ -477,5 +521,3 @@ def _slug(text: str) -> str:
 def _reason(error: Exception) -> str:
     text = str(error)
     return text.splitlines()[0][:160] if text else type(error).__name__
-
-

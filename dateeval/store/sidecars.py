@@ -57,8 +57,27 @@ from dateeval.store import Store, StoreProblems, escape_text, has_surrogates
 FOLDER = ".aggregates"
 FORMAT = 7  # bump when the sidecars' columns change: older ones are then rebuilt from their units
 # Per-item columns the sums are made of (plus the row key, so that a unit's own duplicates are dropped as a read does).
-SOURCE_COLUMNS = [*dict.fromkeys([*ENTRY, "condition", "condition_key", "factor", "date_mode", "date", "date_text", "item_id", "task", "label_variant",
-                                  "prompt_hash", "correct", "confidence", "pred", "answer"])]  # fmt: skip
+SOURCE_COLUMNS = [
+    *dict.fromkeys(
+        [
+            *ENTRY,
+            "condition",
+            "condition_key",
+            "factor",
+            "date_mode",
+            "date",
+            "date_text",
+            "item_id",
+            "task",
+            "label_variant",
+            "prompt_hash",
+            "correct",
+            "confidence",
+            "pred",
+            "answer",
+        ]
+    )
+]
 # The columns every unit dateeval ever wrote has (a file lacking one is not summed: it has nothing to sum).
 REQUIRED_COLUMNS = [*ENTRY, "condition_key", "item_id", "correct"]
 # Read where a unit has them: generated answers' parsed form, translations' sentence score.
@@ -89,7 +108,9 @@ def of_rows(frame: pd.DataFrame) -> pd.DataFrame:
             out[name] = values
     out["date_text"] = _first_text(frame, "date_text", codes, groups)
     out["confidence_note"] = _first_text(frame, "confidence_note", codes, groups)  # why a server left confidences out
-    out["design"] = _first_text(frame, "design", codes, groups)  # a sparse sweep's draw (``dateeval.sparse``): its rows are a sample
+    out["design"] = _first_text(
+        frame, "design", codes, groups
+    )  # a sparse sweep's draw (``dateeval.sparse``): its rows are a sample
     out["items"] = _item_digests(frame["item_id"], codes, groups)
     out["group"] = np.arange(groups, dtype=np.int32)
     return out
@@ -110,9 +131,12 @@ CODED = ["item_id", "answer", "prediction"]
 def of_items(frame: pd.DataFrame) -> pa.Table:
     """One unit's (duplicate-free) rows as the per-item sidecar: each row's sums row and what per-item views read."""
     frame = with_factor(frame)
-    columns = {"group": pa.array(group_codes(frame, GROUP).astype(np.int32)), "correct": pa.array(frame["correct"].astype(float).to_numpy()),
-               "confidence": pa.array(frame["confidence"].astype(float).to_numpy()),
-               "score": pa.array(frame["score"].astype(float).to_numpy() if "score" in frame else np.full(len(frame), np.nan))}  # fmt: skip
+    columns = {
+        "group": pa.array(group_codes(frame, GROUP).astype(np.int32)),
+        "correct": pa.array(frame["correct"].astype(float).to_numpy()),
+        "confidence": pa.array(frame["confidence"].astype(float).to_numpy()),
+        "score": pa.array(frame["score"].astype(float).to_numpy() if "score" in frame else np.full(len(frame), np.nan)),
+    }
     for name, values in zip(CODED, (frame["item_id"], frame["answer"], prediction_text(frame))):
         columns[name], columns[f"{name}_values"] = _coded(values)
     return pa.table(columns)
@@ -122,7 +146,9 @@ def _coded(values: pd.Series | np.ndarray) -> tuple[pa.Array, pa.Array]:
     """A column as int32 codes (-1 where missing) and its distinct values, padded with nulls to the column's length."""
     codes, uniques = pd.factorize(values)
     distinct = pa.array(np.asarray(uniques, dtype=object) if len(uniques) else [], from_pandas=True)
-    return pa.array(codes.astype(np.int32)), pa.concat_arrays([distinct, pa.nulls(len(codes) - len(distinct), distinct.type)])
+    return pa.array(codes.astype(np.int32)), pa.concat_arrays(
+        [distinct, pa.nulls(len(codes) - len(distinct), distinct.type)]
+    )
 
 
 def prediction_text(frame: pd.DataFrame) -> np.ndarray:
@@ -131,6 +157,7 @@ def prediction_text(frame: pd.DataFrame) -> np.ndarray:
     A missing answer is ``schema.UNPARSEABLE``, one value of its own. Values are converted once per distinct value,
     so millions of rows cost one factorisation.
     """
+
     def text(value: object) -> str:
         if pd.isna(value):
             return f"={schema.UNPARSEABLE}"
@@ -195,7 +222,9 @@ def write(store: Store, unit: Path, found: Summed) -> None:
         raise DateEvalError(f"cannot keep sidecars in {store.root}: {error.strerror or error}") from None
 
 
-def write_unit(store: Store, path: Path, rows: list[dict] | pd.DataFrame | pa.Table, row_group_size: int | None = None) -> None:
+def write_unit(
+    store: Store, path: Path, rows: list[dict] | pd.DataFrame | pa.Table, row_group_size: int | None = None
+) -> None:
     """Commit a unit: write its rows (``Store.write``), then its sidecars from the file read back with every column
     verified, so pages draw from the sums without scanning rows and per-item reads may trust the file as verified.
     A sidecar that cannot be written costs only speed: readers sum the unit themselves."""

@@ -23,8 +23,16 @@ from dateeval.data import Subset
 from dateeval.errors import DateEvalError
 from dateeval.names import MULTI_TURN, SINGLE_TURN, Parts, split
 from dateeval.tasks.base import Task
-from dateeval.tasks.registry import GENERATION, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, builtin, dataset_help, register  # noqa: F401 - dataset_help: the CLI's
-
+from dateeval.tasks.registry import (
+    GENERATION,
+    MULTIPLE_CHOICE,
+    REGISTRY,
+    Benchmark,
+    TaskRequest,
+    builtin,
+    dataset_help,  # noqa: F401 - dataset_help: the CLI's
+    register,
+)
 
 
 @dataclass(frozen=True)
@@ -56,10 +64,16 @@ def parse_name(name: str) -> TaskName:
     multiturn = parts.turns == MULTI_TURN if parts.turns else benchmark.multiturn
     parsed = TaskName(parts.base, parts.cot, parts.shots, multiturn, benchmark.multiturn)
     if parsed.cot and not benchmark.choice:
-        raise DateEvalError(f"{name}: chain-of-thought (_cot) applies to the multiple-choice datasets ({', '.join(MULTIPLE_CHOICE_BENCHMARKS)})")
+        raise DateEvalError(
+            f"{name}: chain-of-thought (_cot) applies to the multiple-choice datasets ({', '.join(MULTIPLE_CHOICE_BENCHMARKS)})"
+        )
     if (parsed.shots or parts.turns) and not benchmark.few_shot:
-        raise DateEvalError(f"{name}: few-shot prompting is available for {', '.join(builtin(few_shot=True))} and datasets whose spec names exemplars")
-    if parts.turns and not parsed.shots and not benchmark.multiturn:  # lm-eval's tasks may take their shots from their YAML
+        raise DateEvalError(
+            f"{name}: few-shot prompting is available for {', '.join(builtin(few_shot=True))} and datasets whose spec names exemplars"
+        )
+    if (
+        parts.turns and not parsed.shots and not benchmark.multiturn
+    ):  # lm-eval's tasks may take their shots from their YAML
         raise DateEvalError(f"{name}: a few-shot format needs exemplars: name them, e.g. {replace(parsed, shots=5)}")
     return parsed
 
@@ -108,7 +122,12 @@ def with_fewshot_format(name: str, fewshot_format: str | None) -> str:
     its format, and a dataset without few-shot prompting, keep theirs."""
     parsed = parse_name(name)
     benchmark = REGISTRY[parsed.base]
-    if fewshot_format is None or split(name).turns or not benchmark.few_shot or not (parsed.shots or benchmark.multiturn):
+    if (
+        fewshot_format is None
+        or split(name).turns
+        or not benchmark.few_shot
+        or not (parsed.shots or benchmark.multiturn)
+    ):
         return str(parsed)
     return str(replace(parsed, multiturn=fewshot_format == MULTI_TURN))
 
@@ -153,7 +172,9 @@ class TaskSource:
         """Make the name mean the same benchmark in this process (a Ray actor registers the user's file; the driver's
         process has it already, and does not read the file again)."""
         parts = split(self.name)
-        if self.source is None or (parts is not None and parts.base in REGISTRY and REGISTRY[parts.base].source == self.source):
+        if self.source is None or (
+            parts is not None and parts.base in REGISTRY and REGISTRY[parts.base].source == self.source
+        ):
             return
         if lmeval.is_reference(self.source):
             lmeval.register_source(self.source, self.trust_task_code)
@@ -161,7 +182,9 @@ class TaskSource:
             custom.register_file(Path(self.source))
 
 
-def resolve_all(references: Iterable[str], data_dir: str | Path | None = None, trust_task_code: bool = False) -> tuple[TaskSource, ...]:
+def resolve_all(
+    references: Iterable[str], data_dir: str | Path | None = None, trust_task_code: bool = False
+) -> tuple[TaskSource, ...]:
     """Each ``--dataset`` value resolved once (files and lm-eval tasks registered here), by stored name, in order."""
     names = dict.fromkeys(str(parse_name(resolve(reference, data_dir, trust_task_code))) for reference in references)
     return tuple(TaskSource(name, benchmark_of(name).source, trust_task_code) for name in names)
@@ -178,22 +201,34 @@ class GenerationOptions:
     def apply(self, default: GenerationSettings) -> GenerationSettings:
         if self.max_new_tokens is not None and self.max_new_tokens < 1:
             raise DateEvalError(f"--max-new-tokens must be at least 1, not {self.max_new_tokens}")
-        return replace(default, max_new_tokens=self.max_new_tokens or default.max_new_tokens, sample=self.sample, seed=self.seed)
+        return replace(
+            default, max_new_tokens=self.max_new_tokens or default.max_new_tokens, sample=self.sample, seed=self.seed
+        )
 
 
 def build_task(
-    name: str, data_dir: str | Path | None = None, subset: Subset = Subset(), generation: GenerationOptions = GenerationOptions(),
+    name: str,
+    data_dir: str | Path | None = None,
+    subset: Subset = Subset(),
+    generation: GenerationOptions = GenerationOptions(),
     label_style: str = "auto",
-) -> Task:  # fmt: skip
+) -> Task:
     """Load a dataset's items (and exemplars) and wrap them in the task that evaluates them; ``name`` may be a file or spec."""
     directory = Path(data_dir) if data_dir is not None else None
     if directory is not None and not directory.is_dir():
         raise DateEvalError(f"data directory {directory} does not exist")
     parsed = parse_name(resolve(name, directory))
-    name, benchmark = str(parsed), REGISTRY[parsed.base]  # the name results are stored under says a format only where it is not the default
+    name, benchmark = (
+        str(parsed),
+        REGISTRY[parsed.base],
+    )  # the name results are stored under says a format only where it is not the default
     if subset.subjects and not benchmark.subjects:
-        raise DateEvalError(f"--subjects applies to {', '.join(b.name for b in REGISTRY.values() if b.subjects)} only, not {name}")
-    task = benchmark.build(TaskRequest(name, parsed.cot, parsed.shots, directory, subset, generation, label_style, parsed.multiturn))
+        raise DateEvalError(
+            f"--subjects applies to {', '.join(b.name for b in REGISTRY.values() if b.subjects)} only, not {name}"
+        )
+    task = benchmark.build(
+        TaskRequest(name, parsed.cot, parsed.shots, directory, subset, generation, label_style, parsed.multiturn)
+    )
     task.subset, task.multiturn = subset.describe(), parsed.multiturn
     return task
 

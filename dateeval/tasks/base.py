@@ -37,12 +37,19 @@ class Prompt:
 
 def chat(condition: Condition, user: str, shown_from: list[int] | None = None) -> Prompt:
     """The system message of the condition (wording, location) and the task's user turn; every task's prompt."""
-    return Prompt([{"role": "system", "content": condition.system_message()}, {"role": "user", "content": user}], shown_from)
+    return Prompt(
+        [{"role": "system", "content": condition.system_message()}, {"role": "user", "content": user}], shown_from
+    )
 
 
-
-def few_shot_chat(condition: Condition, lead: str, shots: Sequence[tuple[str, str]], question: str, multiturn: bool,
-                  shown_from: list[int] | None = None) -> Prompt:  # fmt: skip
+def few_shot_chat(
+    condition: Condition,
+    lead: str,
+    shots: Sequence[tuple[str, str]],
+    question: str,
+    multiturn: bool,
+    shown_from: list[int] | None = None,
+) -> Prompt:
     """A few-shot prompt: ``lead`` (the instruction and its blank line, or nothing), solved exemplars as (question,
     answer) with the answer as the single-turn text continues the question (e.g. ``" A"``, ``"\nThe answer is A."``),
     then the question.
@@ -56,7 +63,10 @@ def few_shot_chat(condition: Condition, lead: str, shots: Sequence[tuple[str, st
         return chat(condition, lead + "".join(f"{asked}{answer}\n\n" for asked, answer in shots) + question, shown_from)
     turns = [{"role": "system", "content": condition.system_message()}]
     for index, (asked, answer) in enumerate(shots):
-        turns += [{"role": "user", "content": (lead if index == 0 else "") + asked}, {"role": "assistant", "content": answer.strip()}]
+        turns += [
+            {"role": "user", "content": (lead if index == 0 else "") + asked},
+            {"role": "assistant", "content": answer.strip()},
+        ]
     return Prompt(turns + [{"role": "user", "content": question}], shown_from)
 
 
@@ -67,7 +77,9 @@ class Task(ABC):
     items: Sequence[Any]
     prompt_version: str
     shots: int = 0
-    multiturn: bool = False  # exemplars as turns of a conversation (``few_shot_chat``); set by ``build_task`` from the name
+    multiturn: bool = (
+        False  # exemplars as turns of a conversation (``few_shot_chat``); set by ``build_task`` from the name
+    )
     choice: bool = False  # items have lettered options (option order can be permuted)
     subset: str = "all"  # how the items were selected, recorded with every row
 
@@ -109,7 +121,13 @@ class Task(ABC):
 
     def record(self) -> dict:
         """Columns describing the task's settings, stored with every row."""
-        return {"task": self.kind, "task_key": self.key(), "prompt_version": self.prompt_version, "shots": self.shots, "subset": self.subset}
+        return {
+            "task": self.kind,
+            "task_key": self.key(),
+            "prompt_version": self.prompt_version,
+            "shots": self.shots,
+            "subset": self.subset,
+        }
 
     @property
     @abstractmethod
@@ -134,20 +152,33 @@ class GenerationTask(Task):
     settings: GenerationSettings
 
     def key(self) -> str:
-        return settings_key(self.prompt_version, self.shots, json.dumps(asdict(self.settings), sort_keys=True), *self.format_parts())
+        return settings_key(
+            self.prompt_version, self.shots, json.dumps(asdict(self.settings), sort_keys=True), *self.format_parts()
+        )
 
     def record(self) -> dict:
         decoding = "sample" if self.settings.sample else "greedy"
-        return {**super().record(), "decoding": decoding, "max_new_tokens": self.settings.max_new_tokens, "generation_seed": self.settings.seed}
+        return {
+            **super().record(),
+            "decoding": decoding,
+            "max_new_tokens": self.settings.max_new_tokens,
+            "generation_seed": self.settings.seed,
+        }
 
     def steps(self, items: list, prompts: list[Prompt], inputs: list[PromptInput], model: ModelView) -> Steps:
         replies: list[Generation] = yield [GenerationRequest(prompt, self.settings) for prompt in inputs]
         graded = self.grade(items, [reply.text for reply in replies], prompts)
         return [
-            {"prompt_tokens": reply.prompt_tokens, "output": reply.text, "output_tokens": reply.n_tokens, "confidence": float("nan"),
-             **reply.usage, **result}
+            {
+                "prompt_tokens": reply.prompt_tokens,
+                "output": reply.text,
+                "output_tokens": reply.n_tokens,
+                "confidence": float("nan"),
+                **reply.usage,
+                **result,
+            }
             for reply, result in zip(replies, graded)
-        ]  # fmt: skip
+        ]
 
     @abstractmethod
     def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:

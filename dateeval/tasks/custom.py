@@ -33,6 +33,7 @@ import hashlib
 import json
 import math
 import re
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -45,7 +46,17 @@ import regex
 
 from dateeval.requests import GenerationSettings
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, Condition
-from dateeval.data.custom import ANSWER_FORMATS, DATA_SUFFIXES, Fields, Table, TextItem, is_data_file, load, mc_item, text_item
+from dateeval.data.custom import (
+    ANSWER_FORMATS,
+    DATA_SUFFIXES,
+    Fields,
+    Table,
+    TextItem,
+    is_data_file,
+    load,
+    mc_item,
+    text_item,
+)
 from dateeval.data.files import load_yaml, read_text
 from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
@@ -55,7 +66,15 @@ from dateeval.names import FEWSHOT_FORMATS, MULTI_TURN, SINGLE_TURN, SUFFIXES, P
 from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, settings_key
 from dateeval.tasks.mcqa import ChainOfThoughtTask, MCQATask, choice_task
 from dateeval.tasks.grading import GRADERS, Grading, extract_answer
-from dateeval.tasks.registry import GENERATION, KIND_METRICS, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, register
+from dateeval.tasks.registry import (
+    GENERATION,
+    KIND_METRICS,
+    MULTIPLE_CHOICE,
+    REGISTRY,
+    Benchmark,
+    TaskRequest,
+    register,
+)
 
 SPEC_SUFFIXES = (".toml", ".yaml", ".yml")
 KINDS = ("mcqa", "cot", "generation")
@@ -85,16 +104,26 @@ class Spec:
     @property
     def dataset(self) -> str:
         """The name results are stored under: the stem, plus the variant its kind, shots and few-shot format make."""
-        return str(Parts(self.name, self.kind == "cot", self.shots, MULTI_TURN if self.multiturn and self.shots else None))
+        return str(
+            Parts(self.name, self.kind == "cot", self.shots, MULTI_TURN if self.multiturn and self.shots else None)
+        )
 
     def settings(self) -> dict:
         """Everything that changes results except the rows themselves (and where the files are, which does not)."""
-        return {"kind": self.kind, "fields": asdict(self.fields), "grading": asdict(self.grading) if self.kind == GENERATION else None,
-                "system_prompt": self.system_prompt, "instruction": self.instruction, "max_new_tokens": self.max_new_tokens}  # fmt: skip
+        return {
+            "kind": self.kind,
+            "fields": asdict(self.fields),
+            "grading": asdict(self.grading) if self.kind == GENERATION else None,
+            "system_prompt": self.system_prompt,
+            "instruction": self.instruction,
+            "max_new_tokens": self.max_new_tokens,
+        }
 
     def load(self, table: Table, prefix: str) -> list[MCItem] | list[TextItem]:
         if self.kind == GENERATION:
-            return load(table, self.fields, lambda fields: text_item(fields, prefix, GRADERS[self.grading.method].reference))
+            return load(
+                table, self.fields, lambda fields: text_item(fields, prefix, GRADERS[self.grading.method].reference)
+            )
         return load(table, self.fields, lambda fields: mc_item(fields, prefix))
 
 
@@ -148,20 +177,36 @@ KEYS = (
     Key("instruction", str, "generation: the text before each question"),
     Key("max_new_tokens", int, "generation: the longest reply (default 256)"),
     Key("fields.question", str, "the field holding the question (default question)"),
-    Key("fields.choices", (str, list), "a list field of options (default choices), or several option columns (default A, B, C...)"),
+    Key(
+        "fields.choices",
+        (str, list),
+        "a list field of options (default choices), or several option columns (default A, B, C...)",
+    ),
     Key("fields.answer", str, "the field holding the answer (default answer)"),
     Key("fields.answer_format", str, f"how the answer names an option: {', '.join(ANSWER_FORMATS)} (default auto)"),
     Key("fields.id", str, "the field holding each item's id (default id, if the rows have one)"),
     Key("fields.subject", str, "the field holding each item's subject (default subject, if the rows have one)"),
     Key("grading.method", str, "generation: exact (default), regex, numeric or gsm8k"),
     Key("grading.extract", str, "generation: a regex picking the answer out of the reply (its group 1, last match)"),
-    Key("grading.pattern", str, "generation, method regex: the regex the reply must contain, {answer} the escaped reference"),
-    Key("grading.tolerance", (int, float), "generation, methods numeric and gsm8k: how far the number may be off (default 0)"),
+    Key(
+        "grading.pattern",
+        str,
+        "generation, method regex: the regex the reply must contain, {answer} the escaped reference",
+    ),
+    Key(
+        "grading.tolerance",
+        (int, float),
+        "generation, methods numeric and gsm8k: how far the number may be off (default 0)",
+    ),
     Key("fewshot.data", str, "a file of exemplars with the same fields (same-subject ones are preferred)", file=True),
     Key("fewshot.split", str, "the Hub split exemplars come from (a Hub dataset only)"),
     Key("fewshot.shots", int, "exemplars per question (default 0; K stores the dataset as NAME_Kshot)"),
-    Key("fewshot.format", str, f"how exemplars reach the model: {' or '.join(FEWSHOT_FORMATS)} (default {SINGLE_TURN}; "
-                               f"{MULTI_TURN} stores the dataset as NAME_Kshot_multiturn)"),
+    Key(
+        "fewshot.format",
+        str,
+        f"how exemplars reach the model: {' or '.join(FEWSHOT_FORMATS)} (default {SINGLE_TURN}; "
+        f"{MULTI_TURN} stores the dataset as NAME_Kshot_multiturn)",
+    ),
 )
 
 
@@ -201,7 +246,9 @@ class FlagNames:
         if key == "data":
             return "--dataset"
         if key in TABLES:
-            return ", ".join(k.flag for k in KEYS if k.table == key and k.name.rpartition(".")[2] in self.values.get(key, {}))
+            return ", ".join(
+                k.flag for k in KEYS if k.table == key and k.name.rpartition(".")[2] in self.values.get(key, {})
+            )
         return next(k.flag for k in KEYS if k.name == key)
 
     def setting(self, key: str, value: str) -> str:
@@ -228,7 +275,14 @@ class _Keys:
     def get(self, key: str, kind: type | tuple[type, ...], default: object = None) -> object:
         value = self.values.get(key, default)
         if key in self.values and (isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind)):
-            names = {str: "text", int: "a whole number", float: "a number", list: "a list", dict: "a table", bool: "true/false"}
+            names = {
+                str: "text",
+                int: "a whole number",
+                float: "a number",
+                list: "a list",
+                dict: "a table",
+                bool: "true/false",
+            }
             wanted = " or ".join(names[k] for k in (kind if isinstance(kind, tuple) else (kind,)))
             raise self.error(key, f"expected {wanted}, found {type(value).__name__} {value!r}")
         return value
@@ -259,10 +313,15 @@ def _parse(path: Path) -> dict:
         values = load_yaml(text, path, "spec")
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
-        raise DateEvalError(f"spec {path} is not valid YAML" + (f" (line {mark.line + 1})" if mark else "") +
-                            f": {getattr(error, 'problem', None) or error}") from None  # fmt: skip
+        raise DateEvalError(
+            f"spec {path} is not valid YAML"
+            + (f" (line {mark.line + 1})" if mark else "")
+            + f": {getattr(error, 'problem', None) or error}"
+        ) from None
     if not isinstance(values, dict):
-        raise DateEvalError(f"spec {path}: expected a mapping of keys (kind, data, fields...), found {type(values).__name__}")
+        raise DateEvalError(
+            f"spec {path}: expected a mapping of keys (kind, data, fields...), found {type(values).__name__}"
+        )
     return values
 
 
@@ -286,9 +345,15 @@ def _table(keys: _Keys, location: str, base: Path, confined: bool) -> Table:
     if location.startswith("hf:"):
         return Table(location, keys.get("config", str), keys.get("split", str, "test"))
     if "split" in keys.values or "config" in keys.values:
-        raise keys.error("split" if "split" in keys.values else "config", f"applies to Hub datasets ({keys.names.setting('data', 'hf:org/name')}) only")
+        raise keys.error(
+            "split" if "split" in keys.values else "config",
+            f"applies to Hub datasets ({keys.names.setting('data', 'hf:org/name')}) only",
+        )
     if confined and (Path(location).name != location or location.startswith(".")):
-        raise keys.error("data", f"{location!r} is not a file uploaded beside the spec: an uploaded spec names files uploaded with it (or hf:org/name)")
+        raise keys.error(
+            "data",
+            f"{location!r} is not a file uploaded beside the spec: an uploaded spec names files uploaded with it (or hf:org/name)",
+        )
     path = base / location
     if not is_data_file(path):
         raise keys.error("data", f"{location!r} is not a {', '.join(DATA_SUFFIXES)} file nor hf:org/name")
@@ -304,8 +369,14 @@ def _fields(keys: _Keys) -> Fields:
         if len(choices) < 2 or not all(isinstance(column, str) for column in choices):
             raise keys.error("choices", "a list of option columns needs at least two column names")
         choices = tuple(choices)
-    return Fields(keys.get("question", str, "question"), choices, keys.get("answer", str, "answer"),
-                  keys.one_of("answer_format", ANSWER_FORMATS, "auto"), keys.get("id", str), keys.get("subject", str))  # fmt: skip
+    return Fields(
+        keys.get("question", str, "question"),
+        choices,
+        keys.get("answer", str, "answer"),
+        keys.one_of("answer_format", ANSWER_FORMATS, "auto"),
+        keys.get("id", str),
+        keys.get("subject", str),
+    )
 
 
 def _grading(keys: _Keys) -> Grading:
@@ -315,8 +386,12 @@ def _grading(keys: _Keys) -> Grading:
         raise keys.error("tolerance", f"must be a finite number, not {tolerance}")
     if tolerance < 0:
         raise keys.error("tolerance", f"must be 0 or more, not {tolerance}")
-    return Grading(keys.one_of("method", tuple(GRADERS), "exact"), _regex_key(keys, "extract", None),
-                   _regex_key(keys, "pattern", Grading.pattern, "x"), float(tolerance))  # fmt: skip
+    return Grading(
+        keys.one_of("method", tuple(GRADERS), "exact"),
+        _regex_key(keys, "extract", None),
+        _regex_key(keys, "pattern", Grading.pattern, "x"),
+        float(tolerance),
+    )
 
 
 def read_spec(path: Path, confined: bool = False) -> Spec:
@@ -335,7 +410,10 @@ def spec_from(values: dict, names: Names, name: str, base: Path, confined: bool 
     kind = keys.one_of("kind", KINDS, "mcqa")
     for key in ("grading", "instruction", "max_new_tokens"):
         if key in keys.values and kind != GENERATION:
-            raise keys.error(key, f"applies to {names.setting('kind', GENERATION)} only, and this spec has {names.setting('kind', kind)}")
+            raise keys.error(
+                key,
+                f"applies to {names.setting('kind', GENERATION)} only, and this spec has {names.setting('kind', kind)}",
+            )
     location = keys.get("data", str)
     if location is None:
         raise keys.error("data", "missing: the JSONL, CSV or Parquet file (relative to the spec), or hf:org/name")
@@ -344,9 +422,19 @@ def spec_from(values: dict, names: Names, name: str, base: Path, confined: bool 
     if max_new_tokens is not None and max_new_tokens < 1:
         raise keys.error("max_new_tokens", f"must be 1 or more, not {max_new_tokens}")
     exemplars, shots = _fewshot(keys.table("fewshot"), table, base, confined)
-    return Spec(name, table, kind, _fields(keys.table("fields")), _grading(keys.table("grading")), exemplars, shots,
-                _fewshot_format(keys.table("fewshot")) == MULTI_TURN, keys.get("system_prompt", str), keys.get("instruction", str),
-                max_new_tokens)  # fmt: skip
+    return Spec(
+        name,
+        table,
+        kind,
+        _fields(keys.table("fields")),
+        _grading(keys.table("grading")),
+        exemplars,
+        shots,
+        _fewshot_format(keys.table("fewshot")) == MULTI_TURN,
+        keys.get("system_prompt", str),
+        keys.get("instruction", str),
+        max_new_tokens,
+    )
 
 
 def _fewshot_format(keys: _Keys) -> str:
@@ -364,11 +452,17 @@ def _fewshot(keys: _Keys, table: Table, base: Path, confined: bool) -> tuple[Tab
         return _table(keys, keys.get("data", str), base, confined), shots
     if "split" in keys.values:
         if not table.hub:
-            raise keys.error("split", f"another split of the same dataset needs a Hub dataset ({keys.names.setting('data', 'hf:org/name')}); "
-                             f"give a file as {keys.names.key('fewshot.data')}")  # fmt: skip
+            raise keys.error(
+                "split",
+                f"another split of the same dataset needs a Hub dataset ({keys.names.setting('data', 'hf:org/name')}); "
+                f"give a file as {keys.names.key('fewshot.data')}",
+            )
         return replace(table, split=keys.get("split", str)), shots
     if shots:
-        raise keys.error("shots", f"needs exemplars: {keys.names.key('fewshot.data')} (a file) or {keys.names.key('fewshot.split')} (a Hub split)")
+        raise keys.error(
+            "shots",
+            f"needs exemplars: {keys.names.key('fewshot.data')} (a file) or {keys.names.key('fewshot.split')} (a Hub split)",
+        )
     return None, 0
 
 
@@ -400,15 +494,34 @@ class OpenAnswerTask(GenerationTask):
     kind = "generation"
     prompt_version = OPEN_PROMPT_VERSION
 
-    def __init__(self, dataset: str, items: list[TextItem], pool: Sequence[TextItem], shots: int, settings: GenerationSettings,
-                 grading: Grading, instruction: str | None = None) -> None:  # fmt: skip
-        self.dataset, self.items, self.shots, self.settings, self.grading, self.instruction = dataset, items, shots, settings, grading, instruction
-        self.exemplars = {item.id: fewshot.choose(item.id, item.subject, pool, shots) for item in items} if shots else {}
+    def __init__(
+        self,
+        dataset: str,
+        items: list[TextItem],
+        pool: Sequence[TextItem],
+        shots: int,
+        settings: GenerationSettings,
+        grading: Grading,
+        instruction: str | None = None,
+    ) -> None:
+        self.dataset, self.items, self.shots, self.settings, self.grading, self.instruction = (
+            dataset,
+            items,
+            shots,
+            settings,
+            grading,
+            instruction,
+        )
+        self.exemplars = (
+            {item.id: fewshot.choose(item.id, item.subject, pool, shots) for item in items} if shots else {}
+        )
 
     def prompt(self, item: TextItem, condition: Condition) -> Prompt:
         """The instruction (if any), solved exemplars as "question / Answer: reference", then the question."""
         solved = [(e.question, f"\nAnswer: {e.reference}") for e in self.exemplars.get(item.id, [])]
-        return few_shot_chat(condition, f"{self.instruction}\n\n" if self.instruction else "", solved, item.question, self.multiturn)
+        return few_shot_chat(
+            condition, f"{self.instruction}\n\n" if self.instruction else "", solved, item.question, self.multiturn
+        )
 
     def item_record(self, item: TextItem) -> dict:
         return {"subject": item.subject, "reference": item.reference}
@@ -419,8 +532,10 @@ class OpenAnswerTask(GenerationTask):
     def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
         correct = GRADERS[self.grading.method].correct
         answers = [extract_answer(output, self.grading) for output in outputs]
-        return [{"parsed": answer, "correct": answer is not None and correct(answer, item.reference, self.grading)}
-                for answer, item in zip(answers, items)]  # fmt: skip
+        return [
+            {"parsed": answer, "correct": answer is not None and correct(answer, item.reference, self.grading)}
+            for answer, item in zip(answers, items)
+        ]
 
 
 class OwnMCQATask(_Own, MCQATask):
@@ -437,7 +552,11 @@ class OwnOpenAnswerTask(_Own, OpenAnswerTask):
 
 def content_key(spec: Spec, items: Sequence[object], pool: Sequence[object]) -> str:
     """A hash of what the dataset is (rows, exemplars, settings): stored in ``task_key``, so an edited file is a new entry."""
-    payload = json.dumps([spec.settings(), [asdict(item) for item in items], [asdict(item) for item in pool]], sort_keys=True, ensure_ascii=False)
+    payload = json.dumps(
+        [spec.settings(), [asdict(item) for item in items], [asdict(item) for item in pool]],
+        sort_keys=True,
+        ensure_ascii=False,
+    )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 
@@ -446,7 +565,9 @@ def _build(spec: Spec, request: TaskRequest) -> Task:
     pool = spec.load(spec.exemplars, f"{spec.name}/fewshot") if request.shots else ()
     selected = request.subset.select(items, request.name)
     if spec.kind == GENERATION:
-        settings = request.generation.apply(replace(OPEN_SETTINGS, max_new_tokens=spec.max_new_tokens or OPEN_SETTINGS.max_new_tokens))
+        settings = request.generation.apply(
+            replace(OPEN_SETTINGS, max_new_tokens=spec.max_new_tokens or OPEN_SETTINGS.max_new_tokens)
+        )
         task = OwnOpenAnswerTask(request.name, selected, pool, request.shots, settings, spec.grading, spec.instruction)
     else:
         task = choice_task(request, selected, pool, OwnMCQATask, OwnChainOfThoughtTask)
@@ -467,15 +588,25 @@ def spec_of(path: Path, confined: bool = False) -> Spec:
         return read_spec(path, confined)
     if is_data_file(path):
         return Spec(dataset_name(path), Table(str(path)))
-    raise DateEvalError(f"{path}: a dataset file ends in {', '.join(DATA_SUFFIXES)}, a spec in {', '.join(SPEC_SUFFIXES)}")
+    raise DateEvalError(
+        f"{path}: a dataset file ends in {', '.join(DATA_SUFFIXES)}, a spec in {', '.join(SPEC_SUFFIXES)}"
+    )
 
 
 def register_file(path: Path, confined: bool = False) -> str:
     """Register a spec or a data file under its stem; returns the dataset name its results are stored under."""
     spec = spec_of(path, confined)
     family = GENERATION if spec.kind == GENERATION else MULTIPLE_CHOICE
-    register(Benchmark(spec.name, family, functools.partial(_build, spec), few_shot=spec.exemplars is not None, source=str(path.resolve()),
-                       metrics=KIND_METRICS[spec.kind]))  # fmt: skip
+    register(
+        Benchmark(
+            spec.name,
+            family,
+            functools.partial(_build, spec),
+            few_shot=spec.exemplars is not None,
+            source=str(path.resolve()),
+            metrics=KIND_METRICS[spec.kind],
+        )
+    )
     return spec.dataset
 
 

@@ -20,7 +20,18 @@ from pathlib import Path
 
 from dateeval.data.custom import HUB_PREFIX, is_data_file
 from dateeval.errors import DateEvalError
-from dateeval.tasks.custom import KEYS, SPEC_SUFFIXES, SPECS_DIR, FlagNames, Key, Spec, dataset_name, is_reference, register_file, spec_from
+from dateeval.tasks.custom import (
+    KEYS,
+    SPEC_SUFFIXES,
+    SPECS_DIR,
+    FlagNames,
+    Key,
+    Spec,
+    dataset_name,
+    is_reference,
+    register_file,
+    spec_from,
+)
 
 
 def dest(key: Key) -> str:
@@ -51,7 +62,11 @@ def values_from(args: Mapping[str, object]) -> dict:
 
 def given(values: Mapping) -> list[str]:
     """The flags a description was given with, for messages."""
-    return [key.flag for key in KEYS if (values.get(key.table, {}) if key.table else values).get(key.name.rpartition(".")[2]) is not None]
+    return [
+        key.flag
+        for key in KEYS
+        if (values.get(key.table, {}) if key.table else values).get(key.name.rpartition(".")[2]) is not None
+    ]
 
 
 def describes(reference: str, values: Mapping) -> bool:
@@ -71,13 +86,19 @@ def check_references(references: Sequence[str], values: Mapping) -> None:
         what = "not a .jsonl, .jsonl.gz, .csv or .parquet file"
     else:
         what = "a dataset name: the flags describe your own data files"
-    raise DateEvalError(f"--spec-* flags ({', '.join(given(values))}) describe data files or hf:org/name given as --dataset, "
-                        f"and --dataset {other} is {what}")  # fmt: skip
+    raise DateEvalError(
+        f"--spec-* flags ({', '.join(given(values))}) describe data files or hf:org/name given as --dataset, "
+        f"and --dataset {other} is {what}"
+    )
 
 
 def spec_path(reference: str, store_root: Path) -> Path:
     """Where the spec of a described data file (or Hub dataset) is kept: ``STORE/.specs/<its dataset name>.toml``."""
-    return Path(store_root).resolve() / SPECS_DIR / f"{dataset_name(Path(reference.removeprefix(HUB_PREFIX).rsplit('/', 1)[-1]))}.toml"
+    return (
+        Path(store_root).resolve()
+        / SPECS_DIR
+        / f"{dataset_name(Path(reference.removeprefix(HUB_PREFIX).rsplit('/', 1)[-1]))}.toml"
+    )
 
 
 def write_spec(reference: str, values: Mapping, store_root: Path) -> Path:
@@ -89,8 +110,11 @@ def write_spec(reference: str, values: Mapping, store_root: Path) -> Path:
     staging = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        staging.write_text(f"# Written by `python -m dateeval run` from its --spec-* flags; run it again with --dataset {path}\n"
-                           + toml(described), encoding="utf-8")  # fmt: skip
+        staging.write_text(
+            f"# Written by `python -m dateeval run` from its --spec-* flags; run it again with --dataset {path}\n"
+            + toml(described),
+            encoding="utf-8",
+        )
         os.replace(staging, path)
     except OSError as error:
         raise DateEvalError(f"cannot keep the dataset's spec in {path.parent}: {error.strerror or error}") from None
@@ -109,7 +133,9 @@ def _check_fields(spec: Spec, values: Mapping) -> None:
             continue
         for field in [mapped[leaf]] if isinstance(mapped[leaf], str) else mapped[leaf]:
             if field not in first:
-                raise DateEvalError(f"{key.flag}: no field {field!r} in {spec.table} (its first row has {', '.join(map(repr, first))})")
+                raise DateEvalError(
+                    f"{key.flag}: no field {field!r} in {spec.table} (its first row has {', '.join(map(repr, first))})"
+                )
 
 
 def toml(values: Mapping) -> str:
@@ -131,7 +157,10 @@ def _value(value: object) -> str:
 
 def _string(text: str) -> str:
     """A TOML basic string: quotes, backslashes and control characters escaped, everything else as it is."""
-    escaped = "".join(f"\\u{ord(char):04x}" if ord(char) < 0x20 or ord(char) == 0x7F else char for char in text.replace("\\", "\\\\").replace('"', '\\"'))
+    escaped = "".join(
+        f"\\u{ord(char):04x}" if ord(char) < 0x20 or ord(char) == 0x7F else char
+        for char in text.replace("\\", "\\\\").replace('"', '\\"')
+    )
     return f'"{escaped}"'
 
 
@@ -146,5 +175,7 @@ def describe_all(references: Sequence[str], values: Mapping, store_root: Path) -
     for reference, path in paths.items():
         twin = next((other for other in described if other != reference and paths[other] == path), None)
         if twin is not None:
-            raise DateEvalError(f"--dataset {reference} and --dataset {twin} would both be stored as {path.stem}: rename one of the files")
+            raise DateEvalError(
+                f"--dataset {reference} and --dataset {twin} would both be stored as {path.stem}: rename one of the files"
+            )
     return {reference: write_spec(reference, values, store_root) for reference in described}

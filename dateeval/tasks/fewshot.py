@@ -29,7 +29,9 @@ def choose(item_id: str, subject: str, pool: Sequence[T], k: int) -> list[T]:
     if same:
         candidates = same
     if len(candidates) < k:
-        raise DateEvalError(f"{k}-shot prompting needs {k} exemplars; only {len(candidates)} available for {subject or item_id}")
+        raise DateEvalError(
+            f"{k}-shot prompting needs {k} exemplars; only {len(candidates)} available for {subject or item_id}"
+        )
     if same:
         return list(same[:k])
     return random.Random(item_id).sample(list(candidates), k)

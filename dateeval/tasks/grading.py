@@ -81,7 +81,9 @@ def _within(answer: str, reference: str, grading: Grading) -> bool:
 
 
 GRADERS: dict[str, Grader] = {
-    "exact": Grader(str, False, _exact),  # the answer equals the reference (case, spacing, surrounding punctuation ignored)
+    "exact": Grader(
+        str, False, _exact
+    ),  # the answer equals the reference (case, spacing, surrounding punctuation ignored)
     "regex": Grader(str, False, _regex),  # ``pattern`` (with the reference in it) is found in the answer
     "numeric": Grader(_number_reference, True, _within),  # the final number is within ``tolerance`` of the reference
     "gsm8k": Grader(_gsm8k_reference, True, _within),  # GSM8K's grader: final number, references as "... #### 42"

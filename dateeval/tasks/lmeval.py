@@ -80,7 +80,16 @@ from dateeval.limits import (
     MAX_TASK_STOPS,
 )
 from dateeval.names import SUFFIXES, ends_like_variant
-from dateeval.requests import CONTINUATION_LOGPROBS, GENERATE, ContinuationRequest, GenerationSettings, ModelView, Needs, PromptInput, Steps
+from dateeval.requests import (
+    CONTINUATION_LOGPROBS,
+    GENERATE,
+    ContinuationRequest,
+    GenerationSettings,
+    ModelView,
+    Needs,
+    PromptInput,
+    Steps,
+)
 from dateeval.tasks.lmeval_bounds import INSTALL, lm_eval_module  # noqa: F401 - INSTALL: the tests' and docs' message
 from dateeval.tasks.lmeval_config import TRUST_FLAG, check_code, read_config  # noqa: F401 - the tests call them here
 from dateeval.tasks.base import (
@@ -123,7 +132,9 @@ def is_reference(reference: str) -> bool:
     if not reference.endswith((".yaml", ".yml")) or not path.is_file():
         return False
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:  # its head only: a sparse 2 GB .yaml is read as a spec, and refused
+        with path.open(
+            encoding="utf-8", errors="replace"
+        ) as handle:  # its head only: a sparse 2 GB .yaml is read as a spec, and refused
             return _LMEVAL_KEYS.search(handle.read(MAX_SPEC_BYTES)) is not None
     except OSError:
         return False
@@ -166,13 +177,19 @@ def load_task(source: str, trust: bool = False):
         tasks = manager.load(target)["tasks"]
     except Exception as error:  # noqa: BLE001 - lm-eval raises anything from a bad YAML, a missing dataset or an unknown name
         first = (str(error).strip().splitlines() or [""])[0]
-        problem = first if isinstance(error, DateEvalError) else f"{type(error).__name__}: {first}"  # a template past dateeval's limits
+        problem = (
+            first if isinstance(error, DateEvalError) else f"{type(error).__name__}: {first}"
+        )  # a template past dateeval's limits
         raise DateEvalError(f"lm-eval cannot load task {target}: {problem}") from None
     if len(tasks) != 1:
-        raise DateEvalError(f"lm-eval task {target} is a group of {len(tasks)} tasks ({', '.join(sorted(tasks)[:5])}...): name one of them")
+        raise DateEvalError(
+            f"lm-eval task {target} is a group of {len(tasks)} tasks ({', '.join(sorted(tasks)[:5])}...): name one of them"
+        )
     task = next(iter(tasks.values()))
     if task.OUTPUT_TYPE not in SUPPORTED:
-        raise DateEvalError(f"lm-eval task {target} has output_type {task.OUTPUT_TYPE!r}: dateeval runs {' and '.join(SUPPORTED)} tasks")
+        raise DateEvalError(
+            f"lm-eval task {target} has output_type {task.OUTPUT_TYPE!r}: dateeval runs {' and '.join(SUPPORTED)} tasks"
+        )
     return task
 
 
@@ -180,7 +197,9 @@ def dataset_name(task_name: object) -> str:
     """The name results are stored under: ``lmeval_`` and the task's name, so it never takes a built-in's."""
     name = "lmeval_" + re.sub(r"[^a-z0-9]+", "_", str(task_name).lower()).strip("_")
     if ends_like_variant(name):
-        raise DateEvalError(f"lm-eval task {task_name}: its name ends like a dateeval variant ({SUFFIXES}); rename the task")
+        raise DateEvalError(
+            f"lm-eval task {task_name}: its name ends like a dateeval variant ({SUFFIXES}); rename the task"
+        )
     return name
 
 
@@ -190,8 +209,17 @@ def register_source(reference: str, trust: bool = False) -> str:
     source = _source(reference)
     task = load_task(source, trust)
     name = dataset_name(task.config.task)
-    register(Benchmark(name, SUPPORTED[task.OUTPUT_TYPE], functools.partial(_build, source, trust), few_shot=True, multiturn=True, source=source,
-                       metrics=KIND_METRICS[KINDS[task.OUTPUT_TYPE]]))  # fmt: skip
+    register(
+        Benchmark(
+            name,
+            SUPPORTED[task.OUTPUT_TYPE],
+            functools.partial(_build, source, trust),
+            few_shot=True,
+            multiturn=True,
+            source=source,
+            metrics=KIND_METRICS[KINDS[task.OUTPUT_TYPE]],
+        )
+    )
     return name
 
 
@@ -223,12 +251,20 @@ def _messages_of(task, doc: dict, shots: int, multiturn: bool) -> tuple[dict, ..
 
     def capture(messages: list[dict], add_generation_prompt: bool = True) -> str:
         if not add_generation_prompt:
-            raise DateEvalError("lm-eval tasks with gen_prefix (a prefilled assistant reply) are not supported by dateeval yet")
+            raise DateEvalError(
+                "lm-eval tasks with gen_prefix (a prefilled assistant reply) are not supported by dateeval yet"
+            )
         captured.append(tuple(dict(message) for message in messages))
         return ""
 
-    context = task.fewshot_context(doc, shots, system_instruction=_SYSTEM, apply_chat_template=True, fewshot_as_multiturn=multiturn and shots > 0,
-                                   chat_template=capture)  # fmt: skip
+    context = task.fewshot_context(
+        doc,
+        shots,
+        system_instruction=_SYSTEM,
+        apply_chat_template=True,
+        fewshot_as_multiturn=multiturn and shots > 0,
+        chat_template=capture,
+    )
     if isinstance(context, list):
         raise DateEvalError("it gives several contexts per document (multiple inputs): not supported yet")
     return captured[0]
@@ -264,8 +300,10 @@ def _stops(until: object, target: str) -> tuple[str, ...]:
     if stop is None or not all(isinstance(text, str) for text in stop):
         raise DateEvalError(f"lm-eval task {target}: generation_kwargs.until must be a string or a list of strings")
     if len(stop) > MAX_TASK_STOPS or not all(0 < len(text) <= MAX_STOP_CHARS for text in stop):
-        raise DateEvalError(f"lm-eval task {target}: generation_kwargs.until may hold at most {MAX_TASK_STOPS} stop strings of 1 to "
-                            f"{MAX_STOP_CHARS} characters each (the generator prepares each against the whole vocabulary)")  # fmt: skip
+        raise DateEvalError(
+            f"lm-eval task {target}: generation_kwargs.until may hold at most {MAX_TASK_STOPS} stop strings of 1 to "
+            f"{MAX_STOP_CHARS} characters each (the generator prepares each against the whole vocabulary)"
+        )
     return stop
 
 
@@ -274,7 +312,11 @@ def _check_documents(docs, target: str) -> None:  # noqa: ANN001 - a datasets.Da
     the content key): lm-eval reads them with datasets, from a Hub dataset or a local file of any size. A list that a
     task's own ``process_docs`` returned is already built: only a dataset's memory-mapped table can be measured first."""
     if hasattr(docs, "data") and hasattr(docs.data, "table"):
-        check_table(docs.data.table, f"lm-eval task {target}: its evaluation split", "point the task at a smaller split or data file")
+        check_table(
+            docs.data.table,
+            f"lm-eval task {target}: its evaluation split",
+            "point the task at a smaller split or data file",
+        )
 
 
 def _content_key(task, shots: int) -> str:
@@ -323,8 +365,10 @@ def _primary(task, graded: dict) -> bool:
     key = f"{metric},{task._filters[0].name}"
     value = graded.get(key)
     if value not in (0, 1, True, False):
-        raise DateEvalError(f"lm-eval task {task.config.task}: its first metric {metric} is not right/wrong per document ({value!r}); "
-                            "put a 0/1 metric (acc, exact_match) first in metric_list")  # fmt: skip
+        raise DateEvalError(
+            f"lm-eval task {task.config.task}: its first metric {metric} is not right/wrong per document ({value!r}); "
+            "put a 0/1 metric (acc, exact_match) first in metric_list"
+        )
     return bool(value)
 
 
@@ -337,12 +381,22 @@ def _encode_pair(context: str, continuation: str) -> ContinuationRequest:
 class _LMEval:
     """What both output types share: the document's messages under a condition, identity, and how items are shown."""
 
-    def __init__(self, dataset: str, task, documents: list[Document], shots: int, content_key: str, request: TaskRequest) -> None:
-        self.dataset, self.lm_task, self.items, self.shots, self.content_key = dataset, task, documents, shots, content_key
+    def __init__(
+        self, dataset: str, task, documents: list[Document], shots: int, content_key: str, request: TaskRequest
+    ) -> None:
+        self.dataset, self.lm_task, self.items, self.shots, self.content_key = (
+            dataset,
+            task,
+            documents,
+            shots,
+            content_key,
+        )
 
     def prompt(self, item: Document, condition: Condition) -> Prompt:
         """lm-eval's messages with the condition's system message where ``--system_instruction`` would be."""
-        return Prompt([{**m, "content": m["content"].replace(_SYSTEM, condition.system_message())} for m in item.messages])
+        return Prompt(
+            [{**m, "content": m["content"].replace(_SYSTEM, condition.system_message())} for m in item.messages]
+        )
 
     def _requests(self, item: Document, text: str) -> list:
         """lm-eval's requests for the document after ``text`` (``prepare`` made sure prompts are rendered text)."""
@@ -359,7 +413,10 @@ class _LMEval:
         gold = self.lm_task.doc_to_target(item.doc)
         choices = self.lm_task.doc_to_choice(item.doc)
         gold = choices.index(gold) if isinstance(gold, str) and gold in choices else gold
-        lines = "\n".join(f"- {choice}" + (" :green[:material/check_circle: **correct**]" if i == gold else "") for i, choice in enumerate(choices))
+        lines = "\n".join(
+            f"- {choice}" + (" :green[:material/check_circle: **correct**]" if i == gold else "")
+            for i, choice in enumerate(choices)
+        )
         return f"**{text}**\n\n{lines}"
 
 
@@ -394,9 +451,18 @@ class LMEvalChoiceTask(_LMEval, Task):
             probs = np.exp(scores - scores.max())
             probs /= probs.sum()
             pred = int(np.argmax(scores))
-            results.append({"prompt_tokens": length, "choice_logprobs": scores.tolist(), "probs": probs.tolist(), "label_mass": math.nan,
-                            "pred": pred, "correct": _primary(self.lm_task, metrics), "confidence": float(probs[pred]),
-                            "lmeval_metrics": json.dumps(metrics, sort_keys=True)})  # fmt: skip
+            results.append(
+                {
+                    "prompt_tokens": length,
+                    "choice_logprobs": scores.tolist(),
+                    "probs": probs.tolist(),
+                    "label_mass": math.nan,
+                    "pred": pred,
+                    "correct": _primary(self.lm_task, metrics),
+                    "confidence": float(probs[pred]),
+                    "lmeval_metrics": json.dumps(metrics, sort_keys=True),
+                }
+            )
         return results
 
 
@@ -406,15 +472,23 @@ class LMEvalGenerationTask(_LMEval, GenerationTask):
     kind = "generation"
     prompt_version = PROMPT_VERSION
 
-    def __init__(self, dataset: str, task, documents: list[Document], shots: int, content_key: str, request: TaskRequest) -> None:
+    def __init__(
+        self, dataset: str, task, documents: list[Document], shots: int, content_key: str, request: TaskRequest
+    ) -> None:
         super().__init__(dataset, task, documents, shots, content_key, request)
         kwargs = dict(task.config.generation_kwargs or {})
         stop = _stops(kwargs.get("until") or [], str(task.config.task))
-        own = GenerationSettings(max_new_tokens=int(kwargs.get("max_gen_toks", 256)), stop=stop, sample=bool(kwargs.get("do_sample", False)))
+        own = GenerationSettings(
+            max_new_tokens=int(kwargs.get("max_gen_toks", 256)), stop=stop, sample=bool(kwargs.get("do_sample", False))
+        )
         self.settings = replace(request.generation.apply(own), sample=request.generation.sample or own.sample)
 
     def needs(self) -> Needs:
-        return Needs(frozenset({GENERATE}), f"{self.dataset} generates after the rendered prompt, which backend {{backend}} cannot do", renders_locally=True)
+        return Needs(
+            frozenset({GENERATE}),
+            f"{self.dataset} generates after the rendered prompt, which backend {{backend}} cannot do",
+            renders_locally=True,
+        )
 
     def key(self) -> str:
         return settings_key(super().key(), self.content_key)
@@ -424,5 +498,11 @@ class LMEvalGenerationTask(_LMEval, GenerationTask):
         instances = [self._requests(item, "") for item in items]
         graded = _graded(self.lm_task, [item.doc for item in items], instances, outputs)
         first = self.lm_task._filters[0].name
-        return [{"parsed": str(group[0].filtered_resps[first]), "correct": _primary(self.lm_task, metrics), "lmeval_metrics": json.dumps(metrics, sort_keys=True)}
-                for group, metrics in zip(instances, graded)]  # fmt: skip
+        return [
+            {
+                "parsed": str(group[0].filtered_resps[first]),
+                "correct": _primary(self.lm_task, metrics),
+                "lmeval_metrics": json.dumps(metrics, sort_keys=True),
+            }
+            for group, metrics in zip(instances, graded)
+        ]

@@ -33,7 +33,11 @@ def lm_eval_module():  # noqa: ANN201 - the lm_eval package
 
     _sandbox_templates(lm_eval.utils)
     lm_eval.api.task.ast = _BOUNDED_AST
-    for module in (lm_eval.filters.extraction, lm_eval.filters.transformation, lm_eval.api.metrics):  # a task's regexes on replies
+    for module in (
+        lm_eval.filters.extraction,
+        lm_eval.filters.transformation,
+        lm_eval.api.metrics,
+    ):  # a task's regexes on replies
         module.re = _BOUNDED_RE
     return lm_eval
 
@@ -108,8 +112,10 @@ class _BoundedLiterals:
     @staticmethod
     def literal_eval(text: object) -> object:
         if isinstance(text, str) and len(text) > LMEVAL_MAX_LITERAL_CHARS:
-            raise DateEvalError(f"a template rendered {len(text):,} characters for lm-eval to parse as a Python literal (a list of "
-                                f"choices...), over the {LMEVAL_MAX_LITERAL_CHARS:,} it may parse")  # fmt: skip
+            raise DateEvalError(
+                f"a template rendered {len(text):,} characters for lm-eval to parse as a Python literal (a list of "
+                f"choices...), over the {LMEVAL_MAX_LITERAL_CHARS:,} it may parse"
+            )
         return ast.literal_eval(text)
 
 

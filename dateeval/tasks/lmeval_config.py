@@ -36,7 +36,9 @@ def _as_data(path: Path) -> dict:
     except OSError as error:
         raise DateEvalError(f"cannot read lm-eval task file {path}: {error.strerror or error}") from None
     except (yaml.YAMLError, RecursionError) as error:
-        raise DateEvalError(f"lm-eval task file {path} is not valid YAML: {str(error).splitlines()[0] if str(error) else type(error).__name__}") from None
+        raise DateEvalError(
+            f"lm-eval task file {path} is not valid YAML: {str(error).splitlines()[0] if str(error) else type(error).__name__}"
+        ) from None
     if not isinstance(config, dict):
         raise DateEvalError(f"lm-eval task file {path} is not a mapping of task keys")
     return config
@@ -103,8 +105,12 @@ def _registered() -> dict[str, object]:
     import lm_eval.filters  # noqa: F401 - fills the filter registry
     from lm_eval.api import registry, samplers
 
-    return {"metric": registry.metric_registry, "aggregation": registry.aggregation_registry, "filter": registry.filter_registry,
-            "sampler": samplers.SAMPLER_REGISTRY}  # fmt: skip
+    return {
+        "metric": registry.metric_registry,
+        "aggregation": registry.aggregation_registry,
+        "filter": registry.filter_registry,
+        "sampler": samplers.SAMPLER_REGISTRY,
+    }
 
 
 def _dicts(config: dict) -> list[dict]:
@@ -117,25 +123,41 @@ def _named_code(config: dict) -> list[str]:
     known, found = _registered(), []
     for table in _dicts(config):
         for entry in table.get("metric_list") or [] if isinstance(table.get("metric_list"), list) else []:
-            metric, aggregation = (entry.get("metric"), entry.get("aggregation")) if isinstance(entry, dict) else (None, None)
+            metric, aggregation = (
+                (entry.get("metric"), entry.get("aggregation")) if isinstance(entry, dict) else (None, None)
+            )
             if isinstance(metric, str) and not isinstance(metric, _Function):
                 if entry.get("hf_evaluate") is True:
-                    found.append(f"metric {metric!r} with hf_evaluate: true (lm-eval hands it to evaluate.load, which imports its script)")
+                    found.append(
+                        f"metric {metric!r} with hf_evaluate: true (lm-eval hands it to evaluate.load, which imports its script)"
+                    )
                 elif metric not in known["metric"]:
-                    found.append(f"metric {metric!r}, which lm-eval does not register (it would hand it to evaluate.load, which imports a file or folder of that name)")
-            if isinstance(aggregation, str) and not isinstance(aggregation, _Function) and aggregation not in known["aggregation"]:
+                    found.append(
+                        f"metric {metric!r}, which lm-eval does not register (it would hand it to evaluate.load, which imports a file or folder of that name)"
+                    )
+            if (
+                isinstance(aggregation, str)
+                and not isinstance(aggregation, _Function)
+                and aggregation not in known["aggregation"]
+            ):
                 found.append(f"aggregation {aggregation!r}, which lm-eval does not register")
         for pipeline in table.get("filter_list") or [] if isinstance(table.get("filter_list"), list) else []:
             steps = pipeline.get("filter") if isinstance(pipeline, dict) else None
             for step in steps if isinstance(steps, list) else []:
                 function = step.get("function") if isinstance(step, dict) else None
-                if isinstance(function, str) and not isinstance(function, _Function) and function not in known["filter"]:
+                if (
+                    isinstance(function, str)
+                    and not isinstance(function, _Function)
+                    and function not in known["filter"]
+                ):
                     found.append(f"filter function {function!r}, which lm-eval does not register")
         sampler = table.get("sampler")
         if isinstance(sampler, str) and not isinstance(sampler, _Function) and sampler not in known["sampler"]:
             found.append(f"fewshot sampler {sampler!r}, which lm-eval does not register")
         if table.get("use_prompt") is not None:
-            found.append(f"use_prompt {table['use_prompt']!r} (lm-eval reads the file it names, or promptsource's unsandboxed templates)")
+            found.append(
+                f"use_prompt {table['use_prompt']!r} (lm-eval reads the file it names, or promptsource's unsandboxed templates)"
+            )
     return found
 
 
@@ -145,14 +167,20 @@ def check_code(path: Path, trust: bool) -> None:
     own = Path(lm_eval_module().tasks.__file__).parent.resolve()
     config, functions = read_config(path)
     if not trust and not path.resolve().is_relative_to(own) and (named := _named_code(config)):
-        raise DateEvalError(f"lm-eval task {path}: its {named[0]} would run Python code; dateeval runs a task file's code only when "
-                            f"the command line says {TRUST_FLAG} (never from the explorer)")  # fmt: skip
+        raise DateEvalError(
+            f"lm-eval task {path}: its {named[0]} would run Python code; dateeval runs a task file's code only when "
+            f"the command line says {TRUST_FLAG} (never from the explorer)"
+        )
     for file, reference in functions:
         if file.is_relative_to(own):
             continue
         if not trust:
-            raise DateEvalError(f"lm-eval task {path}: `!function {reference}` in {file} would run Python code; dateeval runs a task "
-                                f"file's code only when the command line says {TRUST_FLAG} (never from the explorer)")  # fmt: skip
+            raise DateEvalError(
+                f"lm-eval task {path}: `!function {reference}` in {file} would run Python code; dateeval runs a task "
+                f"file's code only when the command line says {TRUST_FLAG} (never from the explorer)"
+            )
         if _helper(file, reference) is None:
-            raise DateEvalError(f"lm-eval task {path}: `!function {reference}` in {file} names no .py file in {file.parent}: "
-                                f"only helpers beside the task YAML run, even with {TRUST_FLAG}")  # fmt: skip
+            raise DateEvalError(
+                f"lm-eval task {path}: `!function {reference}` in {file} names no .py file in {file.parent}: "
+                f"only helpers beside the task YAML run, even with {TRUST_FLAG}"
+            )

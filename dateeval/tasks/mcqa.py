@@ -20,7 +20,18 @@ from dateeval.conditions import Condition
 from dateeval.data import SOURCES, Source, load_exemplars, load_items
 from dateeval.data.items import LABELS, MCItem
 from dateeval.errors import DateEvalError
-from dateeval.requests import LABEL_LOGPROBS, GenerationSettings, Label, LabelRequest, LabelScores, ModelView, Needs, PromptInput, Steps, Tokens
+from dateeval.requests import (
+    LABEL_LOGPROBS,
+    GenerationSettings,
+    Label,
+    LabelRequest,
+    LabelScores,
+    ModelView,
+    Needs,
+    PromptInput,
+    Steps,
+    Tokens,
+)
 from dateeval.tasks import fewshot
 from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, settings_key, without_confidence
 from dateeval.tasks.parsing import find_choice, parse_choice
@@ -66,8 +77,10 @@ def _check_order(item: MCItem, order: int) -> None:
     """Refuse an order beyond the item's n! - 1 others: more would only repeat permutations, counted as new conditions."""
     orders = math.factorial(len(item.options))
     if order >= orders:
-        raise DateEvalError(f"option order {order} asked of item {item.id}, whose {len(item.options)} options have only {orders} orders "
-                            f"(the published one and {orders - 1} others): use --option-orders {orders - 1} or fewer")  # fmt: skip
+        raise DateEvalError(
+            f"option order {order} asked of item {item.id}, whose {len(item.options)} options have only {orders} orders "
+            f"(the published one and {orders - 1} others): use --option-orders {orders - 1} or fewer"
+        )
 
 
 def check_orders(items: list[MCItem], highest: int) -> None:
@@ -87,7 +100,9 @@ def permute(item: MCItem, order: int) -> tuple[MCItem, list[int]]:
     shown_from = list(range(len(item.options)))
     if order:
         random.Random(f"{item.id}#{order}").shuffle(shown_from)
-    shown = MCItem(item.id, item.question, tuple(item.options[i] for i in shown_from), shown_from.index(item.answer), item.subject)
+    shown = MCItem(
+        item.id, item.question, tuple(item.options[i] for i in shown_from), shown_from.index(item.answer), item.subject
+    )
     return shown, shown_from
 
 
@@ -141,8 +156,12 @@ def label_tokens(tokenizer: Tokens | None, n_labels: int, style: str = "auto") -
             continue
         ids = [tokenizer.encode(template.format(label), add_special_tokens=False) for label in labels]
         if all(len(token) == 1 for token in ids) and len({token[0] for token in ids}) == n_labels:
-            return LabelTokens(variant, tuple(Label(template.format(label), token[0]) for label, token in zip(labels, ids)))
-    raise DateEvalError(f"tokenizer {tokenizer.name_or_path} has no single {style} token for each option label {labels}")
+            return LabelTokens(
+                variant, tuple(Label(template.format(label), token[0]) for label, token in zip(labels, ids))
+            )
+    raise DateEvalError(
+        f"tokenizer {tokenizer.name_or_path} has no single {style} token for each option label {labels}"
+    )
 
 
 @dataclass(frozen=True)
@@ -174,7 +193,9 @@ class _Choice:
 
     def __init__(self, dataset: str, items: list[MCItem], exemplar_pool: Sequence[MCItem] = (), shots: int = 0) -> None:
         self.dataset, self.items, self.shots = dataset, items, shots
-        self.exemplars = {item.id: fewshot.choose(item.id, item.subject, exemplar_pool, shots) for item in items} if shots else {}
+        self.exemplars = (
+            {item.id: fewshot.choose(item.id, item.subject, exemplar_pool, shots) for item in items} if shots else {}
+        )
 
     def shown(self, item: MCItem, condition: Condition) -> tuple[MCItem, list[int], list[MCItem]]:
         shown, shown_from = permute(item, condition.option_order)
@@ -185,8 +206,10 @@ class _Choice:
 
     def describe(self, item: MCItem) -> str:
         # Material icons, not emoji: they render without an emoji font.
-        options = "\n".join(f"- **{label}.** {text}" + (" :green[:material/check_circle: **correct**]" if i == item.answer else "")
-                            for i, (label, text) in enumerate(zip(item.labels, item.options)))  # fmt: skip
+        options = "\n".join(
+            f"- **{label}.** {text}" + (" :green[:material/check_circle: **correct**]" if i == item.answer else "")
+            for i, (label, text) in enumerate(zip(item.labels, item.options))
+        )
         return f"**{item.question}**\n\n{options}"
 
 
@@ -196,7 +219,14 @@ class MCQATask(_Choice, Task):
     kind = "mcqa"
     prompt_version = PROMPT_VERSION
 
-    def __init__(self, dataset: str, items: list[MCItem], exemplar_pool: Sequence[MCItem] = (), shots: int = 0, label_style: str = "auto") -> None:
+    def __init__(
+        self,
+        dataset: str,
+        items: list[MCItem],
+        exemplar_pool: Sequence[MCItem] = (),
+        shots: int = 0,
+        label_style: str = "auto",
+    ) -> None:
         super().__init__(dataset, items, exemplar_pool, shots)
         self.label_style = label_style
         self.labels: LabelTokens | None = None
@@ -206,7 +236,10 @@ class MCQATask(_Choice, Task):
         return few_shot_chat(condition, *scored_parts(shown, exemplars), self.multiturn, shown_from)
 
     def needs(self) -> Needs:
-        return Needs(frozenset({LABEL_LOGPROBS}), f"{self.dataset} reads next-token probabilities, which backend {{backend}} cannot give: use {self.dataset}_cot")
+        return Needs(
+            frozenset({LABEL_LOGPROBS}),
+            f"{self.dataset} reads next-token probabilities, which backend {{backend}} cannot give: use {self.dataset}_cot",
+        )
 
     def prepare(self, model: ModelView) -> None:
         self.labels = label_tokens(model.tokens, max(len(item.options) for item in self.items), self.label_style)
@@ -219,12 +252,23 @@ class MCQATask(_Choice, Task):
         return {**super().record(), "label_variant": self.labels.variant}
 
     def steps(self, items: list, prompts: list[Prompt], inputs: list[PromptInput], model: ModelView) -> Steps:
-        scores: list[LabelScores] = yield [LabelRequest(text, self.labels.labels[: len(item.options)]) for item, text in zip(items, inputs)]
+        scores: list[LabelScores] = yield [
+            LabelRequest(text, self.labels.labels[: len(item.options)]) for item, text in zip(items, inputs)
+        ]
         results = []
         for item, prompt, length, score in zip(items, prompts, model.prompt_lengths(inputs), scores):
             graded = grade(to_original_order(score.logprobs, prompt.shown_from), item.answer)
-            results.append({"prompt_tokens": length, "probs": [float(p) for p in graded.probs], "label_mass": graded.label_mass,
-                            "pred": graded.pred, "correct": graded.correct, "confidence": graded.confidence, **score.usage})  # fmt: skip
+            results.append(
+                {
+                    "prompt_tokens": length,
+                    "probs": [float(p) for p in graded.probs],
+                    "label_mass": graded.label_mass,
+                    "pred": graded.pred,
+                    "correct": graded.correct,
+                    "confidence": graded.confidence,
+                    **score.usage,
+                }
+            )
         return results
 
 
@@ -237,8 +281,14 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
     kind = "cot"
     prompt_version = COT_PROMPT_VERSION
 
-    def __init__(self, dataset: str, items: list[MCItem], exemplar_pool: Sequence[MCItem] = (), shots: int = 0,
-                 settings: GenerationSettings = COT_SETTINGS) -> None:  # fmt: skip
+    def __init__(
+        self,
+        dataset: str,
+        items: list[MCItem],
+        exemplar_pool: Sequence[MCItem] = (),
+        shots: int = 0,
+        settings: GenerationSettings = COT_SETTINGS,
+    ) -> None:
         super().__init__(dataset, items, exemplar_pool, shots)
         self.settings = settings
         self.labels: dict[str, LabelTokens] = {}
@@ -260,7 +310,9 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
             return without_confidence(model, results)
         return (yield from self._answer_confidence(items, prompts, inputs, results))
 
-    def _answer_confidence(self, items: list, prompts: list[Prompt], texts: list[PromptInput], results: list[dict]) -> Steps:
+    def _answer_confidence(
+        self, items: list, prompts: list[Prompt], texts: list[PromptInput], results: list[dict]
+    ) -> Steps:
         """The confidence of a reasoned answer, so that ECE and Table 7 extend to chain of thought.
 
         At the position where the model wrote its answer letter, the
@@ -279,12 +331,24 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
             before = result["output"][: found[1]]
             style = "space+label" if before.endswith(" ") else "label"
             if style in self.labels:
-                todo.append((index, LabelRequest(text + (before[:-1] if style == "space+label" else before), self.labels[style].labels[: len(item.options)])))
+                todo.append(
+                    (
+                        index,
+                        LabelRequest(
+                            text + (before[:-1] if style == "space+label" else before),
+                            self.labels[style].labels[: len(item.options)],
+                        ),
+                    )
+                )
         scores: list[LabelScores] = yield [request for _, request in todo]
         for (index, _), score in zip(todo, scores):
             graded = grade(to_original_order(score.logprobs, prompts[index].shown_from), items[index].answer)
             pred = results[index]["pred"]
-            results[index].update(probs=[float(p) for p in graded.probs], label_mass=graded.label_mass, confidence=float(graded.probs[pred]))
+            results[index].update(
+                probs=[float(p) for p in graded.probs],
+                label_mass=graded.label_mass,
+                confidence=float(graded.probs[pred]),
+            )
         return results
 
     def prompt(self, item: MCItem, condition: Condition) -> Prompt:
@@ -297,12 +361,19 @@ class ChainOfThoughtTask(_Choice, GenerationTask):
         for item, output, prompt in zip(items, outputs, prompts):
             shown = parse_choice(output, len(item.options))
             pred = None if shown is None else prompt.shown_from[shown]
-            results.append({"pred": pred, "parsed": None if pred is None else LABELS[pred], "correct": pred == item.answer})
+            results.append(
+                {"pred": pred, "parsed": None if pred is None else LABELS[pred], "correct": pred == item.answer}
+            )
         return results
 
 
-def choice_task(request: TaskRequest, items: list[MCItem], pool: Sequence[MCItem],
-                scored: type[MCQATask] = MCQATask, reasoned: type[ChainOfThoughtTask] = ChainOfThoughtTask) -> Task:  # fmt: skip
+def choice_task(
+    request: TaskRequest,
+    items: list[MCItem],
+    pool: Sequence[MCItem],
+    scored: type[MCQATask] = MCQATask,
+    reasoned: type[ChainOfThoughtTask] = ChainOfThoughtTask,
+) -> Task:
     """The next-token or chain-of-thought task over multiple-choice items, as the name's variant (``_cot``) says."""
     if request.cot:
         return reasoned(request.name, items, pool, request.shots, request.generation.apply(COT_SETTINGS))
@@ -316,7 +387,14 @@ def _benchmark(name: str, source: Source) -> Benchmark:
         pool = load_exemplars(name, request.data_dir) if request.shots else ()
         return choice_task(request, load_items(name, request.data_dir, request.subset), pool)
 
-    return Benchmark(name, MULTIPLE_CHOICE, build, few_shot=source.exemplars is not None, subjects=source.subjects, metrics=CALIBRATED)
+    return Benchmark(
+        name,
+        MULTIPLE_CHOICE,
+        build,
+        few_shot=source.exemplars is not None,
+        subjects=source.subjects,
+        metrics=CALIBRATED,
+    )
 
 
 BENCHMARKS = tuple(_benchmark(name, source) for name, source in SOURCES.items())

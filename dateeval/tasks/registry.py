@@ -53,7 +53,9 @@ class Benchmark:
     family: str
     build: Callable[[TaskRequest], Task]
     few_shot: bool = False
-    multiturn: bool = False  # the default few-shot format: single-turn for dateeval's tasks, multi-turn for lm-eval's (as its CLI)
+    multiturn: bool = (
+        False  # the default few-shot format: single-turn for dateeval's tasks, multi-turn for lm-eval's (as its CLI)
+    )
     subjects: bool = False  # --subjects selects within it (MMLU)
     source: str | None = None  # the user's file or spec, for a custom dataset
     metrics: tuple[str, ...] = ACCURACY  # keys of metrics.METRICS its rows support (as Inspect's @scorer(metrics=...))
@@ -65,13 +67,17 @@ class Benchmark:
 
 def _taken(name: str, known: Benchmark, new: Benchmark) -> str:
     where = f"{known.source}" if known.source else "a built-in benchmark"
-    return (f"dataset name {name!r} of {new.source} is already taken by {where}: "
-            "give the dataset another name (the `name` key of its spec, or rename the file)")  # fmt: skip
+    return (
+        f"dataset name {name!r} of {new.source} is already taken by {where}: "
+        "give the dataset another name (the `name` key of its spec, or rename the file)"
+    )
 
 
 # Benchmarks by name: the built-in ones registered by ``dateeval.tasks`` from each task module's ``BENCHMARKS``, users'
 # files and lm-eval tasks when first named. One file registered again (another process, a rerun) is the same entry.
-REGISTRY: Registry[Benchmark] = Registry("dataset name", same=lambda known, new: known.source == new.source, taken=_taken)
+REGISTRY: Registry[Benchmark] = Registry(
+    "dataset name", same=lambda known, new: known.source == new.source, taken=_taken
+)
 
 
 def register(benchmark: Benchmark) -> Benchmark:
@@ -79,16 +85,19 @@ def register(benchmark: Benchmark) -> Benchmark:
     a metric no one defined (a typo would otherwise leave its column off every page without a word)."""
     unknown = [key for key in benchmark.metrics if key not in METRICS]
     if unknown:
-        raise DateEvalError(f"benchmark {benchmark.name!r} declares unknown metrics {unknown}: choose from {', '.join(METRICS)}")
+        raise DateEvalError(
+            f"benchmark {benchmark.name!r} declares unknown metrics {unknown}: choose from {', '.join(METRICS)}"
+        )
     return REGISTRY.register(benchmark.name, benchmark)
 
 
 def builtin(family: str | None = None, few_shot: bool | None = None) -> tuple[str, ...]:
     """Names of the built-in benchmarks, in registration order, optionally of one family or with exemplars."""
     return tuple(
-        b.name for b in REGISTRY.values()
+        b.name
+        for b in REGISTRY.values()
         if b.source is None and family in (None, b.family) and few_shot in (None, b.few_shot)
-    )  # fmt: skip
+    )
 
 
 def dataset_help() -> str:

@@ -56,7 +56,10 @@ def _local(target: str, data_dir: Path) -> list[Segment]:
     """The official SGML files (``DIR/wmt16/en-XX-sgm/newstest2016-enXX-{src.en,ref.XX}.sgm``, with origlang) if
     present, else aligned plain text (``DIR/wmt16/en-XX/newstest2016-enXX.{en,XX}``, sacrebleu's wmt16 test sets)."""
     sgml = data_dir / "wmt16" / f"en-{target}-sgm"
-    source_sgml, reference_sgml = sgml / f"newstest2016-en{target}-src.en.sgm", sgml / f"newstest2016-en{target}-ref.{target}.sgm"
+    source_sgml, reference_sgml = (
+        sgml / f"newstest2016-en{target}-src.en.sgm",
+        sgml / f"newstest2016-en{target}-ref.{target}.sgm",
+    )
     folder = data_dir / "wmt16" / f"en-{target}"
     source_path, reference_path = folder / f"newstest2016-en{target}.en", folder / f"newstest2016-en{target}.{target}"
     if source_sgml.is_file() and reference_sgml.is_file():
@@ -68,10 +71,16 @@ def _local(target: str, data_dir: Path) -> list[Segment]:
         references = read_text(reference_path, "WMT16").splitlines()
         origlangs = [""] * len(sources)
     else:
-        raise DateEvalError(f"no WMT16 en-{target} files: expected {source_path} and {reference_path} (or the SGML pair in {sgml})")
+        raise DateEvalError(
+            f"no WMT16 en-{target} files: expected {source_path} and {reference_path} (or the SGML pair in {sgml})"
+        )
     if len(sources) != len(references):
-        raise DateEvalError(f"WMT16 en-{target}: {len(sources)} source segments but {len(references)} reference segments")
-    return [Segment(f"wmt16-en{target}/{n}", s, r, o) for n, (s, r, o) in enumerate(zip(sources, references, origlangs))]
+        raise DateEvalError(
+            f"WMT16 en-{target}: {len(sources)} source segments but {len(references)} reference segments"
+        )
+    return [
+        Segment(f"wmt16-en{target}/{n}", s, r, o) for n, (s, r, o) in enumerate(zip(sources, references, origlangs))
+    ]
 
 
 def load_segments(target: str, data_dir: Path | None) -> list[Segment]:
@@ -83,7 +92,10 @@ def load_segments(target: str, data_dir: Path | None) -> list[Segment]:
 
         hint = f"pass --data-dir DIR with DIR/wmt16/en-{target}/newstest2016-en{target}.{{en,{target}}}"
         rows = load_hub_rows("wmt/wmt16", f"{target}-en", "test", hint)
-        return [Segment(f"wmt16-en{target}/{n}", r["translation"]["en"], r["translation"][target]) for n, r in enumerate(rows)]
+        return [
+            Segment(f"wmt16-en{target}/{n}", r["translation"]["en"], r["translation"][target])
+            for n, r in enumerate(rows)
+        ]
     return _local(target, Path(data_dir))
 
 
@@ -102,7 +114,9 @@ class TranslationTask(GenerationTask):
     kind = "translation"
     prompt_version = PROMPT_VERSION
 
-    def __init__(self, dataset: str, items: list[Segment], target: str, settings: GenerationSettings = SETTINGS) -> None:
+    def __init__(
+        self, dataset: str, items: list[Segment], target: str, settings: GenerationSettings = SETTINGS
+    ) -> None:
         self.dataset, self.items, self.target, self.settings = dataset, items, target, settings
 
     def prompt(self, item: Segment, condition: Condition) -> Prompt:
@@ -120,8 +134,16 @@ class TranslationTask(GenerationTask):
     def grade(self, items: list, outputs: list[str], prompts: list[Prompt]) -> list[dict]:
         hypotheses = [hypothesis(output) for output in outputs]
         stats = segment_stats(hypotheses, [item.reference for item in items])
-        return [{"parsed": text, "correct": None, "score": sentence_chrf(text, item.reference), "bleu_stats": bleu, "chrf_stats": chrf}
-                for text, item, bleu, chrf in zip(hypotheses, items, stats["bleu"], stats["chrf"])]  # fmt: skip
+        return [
+            {
+                "parsed": text,
+                "correct": None,
+                "score": sentence_chrf(text, item.reference),
+                "bleu_stats": bleu,
+                "chrf_stats": chrf,
+            }
+            for text, item, bleu, chrf in zip(hypotheses, items, stats["bleu"], stats["chrf"])
+        ]
 
 
 def _build(target: str, request: TaskRequest) -> Task:
@@ -129,5 +151,9 @@ def _build(target: str, request: TaskRequest) -> Task:
     return TranslationTask(request.name, items, target, request.generation.apply(SETTINGS))
 
 
-BENCHMARKS = tuple(Benchmark(f"wmt16_en_{target}", GENERATION, functools.partial(_build, target), metrics=KIND_METRICS[TranslationTask.kind])
-                   for target in LANGUAGES)  # fmt: skip
+BENCHMARKS = tuple(
+    Benchmark(
+        f"wmt16_en_{target}", GENERATION, functools.partial(_build, target), metrics=KIND_METRICS[TranslationTask.kind]
+    )
+    for target in LANGUAGES
+)

@@ -31,9 +31,17 @@ from dateeval.sweep import Sweep, SweepSpec
 
 def spec(data_dir: str) -> SweepSpec:
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=30 * i) for i in range(6)]
-    return SweepSpec(models=("smollm2-135m",), datasets=("arc_challenge", "gsm8k"), conditions=tuple(expand(days, no_date=True)),
-                     data_dir=data_dir, subset=Subset(limit=6), dtypes=("float32",), batch_size=4, options=BackendOptions(device="cpu"),
-                     generation=GenerationOptions(max_new_tokens=8))  # fmt: skip
+    return SweepSpec(
+        models=("smollm2-135m",),
+        datasets=("arc_challenge", "gsm8k"),
+        conditions=tuple(expand(days, no_date=True)),
+        data_dir=data_dir,
+        subset=Subset(limit=6),
+        dtypes=("float32",),
+        batch_size=4,
+        options=BackendOptions(device="cpu"),
+        generation=GenerationOptions(max_new_tokens=8),
+    )
 
 
 def main() -> None:
@@ -55,8 +63,17 @@ def main() -> None:
         progress = Sweep(spec(data_dir), Store(root), executor=executor, on_progress=kill_one).run()
     finally:
         cluster.shutdown()
-    print(json.dumps({"units_done": progress.units_done, "units_total": progress.units_total, "killed": killed,
-                      "messages": progress.messages, "computing": sorted(seen)}))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "units_done": progress.units_done,
+                "units_total": progress.units_total,
+                "killed": killed,
+                "messages": progress.messages,
+                "computing": sorted(seen),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -37,12 +37,18 @@ class ScoringRunner(Runner, Protocol):
     """A backend's primitives for scoring and static generation, beside those of continuous batching."""
 
     packs: bool  # scores packed prompts (their values then do not depend on their batch)
-    batches_continuously: bool  # its cache rows can be joined and dropped (plain full attention, no extra logits processor)
+    batches_continuously: (
+        bool  # its cache rows can be joined and dropped (plain full attention, no extra logits processor)
+    )
 
     def position_budget(self, widest: int, *, logits: bool) -> int: ...
-    def score_last(self, suffixes: list[list[int]], prefix_cache: object, prefix_len: int, *, packed: bool) -> np.ndarray: ...
+    def score_last(
+        self, suffixes: list[list[int]], prefix_cache: object, prefix_len: int, *, packed: bool
+    ) -> np.ndarray: ...
     def score_every_position(self, inputs: list[list[int]], *, packed: bool) -> list[Any]: ...
-    def generate_static(self, encoded: list[list[int]], settings: GenerationSettings, should_stop: Callable[[int], bool] | None) -> list[Generation]: ...
+    def generate_static(
+        self, encoded: list[list[int]], settings: GenerationSettings, should_stop: Callable[[int], bool] | None
+    ) -> list[Generation]: ...
     def inference(self) -> Any: ...
 
 
@@ -69,7 +75,9 @@ class Scheduler:
         with self.runner.inference():
             prefix_cache = self.runner.prefix_cache(encoded[0][:prefix_len])
             for chunk in plan.batches:
-                logprobs = self.runner.score_last([encoded[i][prefix_len:] for i in chunk], prefix_cache, prefix_len, packed=plan.packed)
+                logprobs = self.runner.score_last(
+                    [encoded[i][prefix_len:] for i in chunk], prefix_cache, prefix_len, packed=plan.packed
+                )
                 for row, index in enumerate(chunk):
                     results[index] = logprobs[row, token_ids[index]].astype(np.float64)
         return results  # type: ignore[return-value]
@@ -93,9 +101,13 @@ class Scheduler:
         return totals
 
     def generate(
-        self, encoded: list[list[int]], settings: GenerationSettings, batch_size: int,
-        should_stop: Callable[[int], bool] | None = None, groups: list[list[int]] | None = None,
-    ) -> list[Generation]:  # fmt: skip
+        self,
+        encoded: list[list[int]],
+        settings: GenerationSettings,
+        batch_size: int,
+        should_stop: Callable[[int], bool] | None = None,
+        groups: list[list[int]] | None = None,
+    ) -> list[Generation]:
         """Replies in input order, cut at the first stop sequence: continuous batches, or static ones.
 
         ``groups`` (lists of prompt indices, default all in one) decode
@@ -111,12 +123,20 @@ class Scheduler:
             replies: list[Generation | None] = [None] * len(encoded)
             for group in groups or [list(range(len(encoded)))]:
                 for chunk in static_batches([len(encoded[i]) for i in group], batch_size):
-                    stop = None if should_stop is None else (lambda r, chunk=chunk, group=group: should_stop(group[chunk[r]]))
-                    for row, reply in zip(chunk, self.runner.generate_static([encoded[group[i]] for i in chunk], settings, stop)):
+                    stop = (
+                        None
+                        if should_stop is None
+                        else (lambda r, chunk=chunk, group=group: should_stop(group[chunk[r]]))
+                    )
+                    for row, reply in zip(
+                        chunk, self.runner.generate_static([encoded[group[i]] for i in chunk], settings, stop)
+                    ):
                         replies[group[row]] = reply
             return replies  # type: ignore[return-value]
 
-    def generate_units(self, units: list[list[GenerationRequest]], encode: Callable[[list], list[list[int]]], batch_size: int) -> list[list[Generation]]:
+    def generate_units(
+        self, units: list[list[GenerationRequest]], encode: Callable[[list], list[list[int]]], batch_size: int
+    ) -> list[list[Generation]]:
         """Several units' requests, one batch per generation settings over every unit, each unit after its own prefix.
 
         A sweep's units (dates) pool into one continuous batch, so one
@@ -129,7 +149,9 @@ class Scheduler:
         for indices in _grouped(sorted(range(len(flat)), key=key), key):
             requests = [units[flat[k][0]][flat[k][1]] for k in indices]
             groups = [[j for j, k in enumerate(indices) if flat[k][0] == u] for u in range(len(units))]
-            generated = self.generate(encode([r.prompt for r in requests]), requests[0].settings, batch_size, groups=[g for g in groups if g])
+            generated = self.generate(
+                encode([r.prompt for r in requests]), requests[0].settings, batch_size, groups=[g for g in groups if g]
+            )
             for k, reply in zip(indices, generated):
                 replies[flat[k][0]][flat[k][1]] = reply
         return replies  # type: ignore[return-value]

@@ -36,7 +36,9 @@ class Runner(Protocol):
     end_ids: set[int]
 
     def prefix_cache(self, prefix: list[int]) -> object: ...
-    def prefill(self, batch: Batch | None, groups: list[tuple[list[list[int]], object, int]]) -> tuple[Logits, Batch]: ...
+    def prefill(
+        self, batch: Batch | None, groups: list[tuple[list[list[int]], object, int]]
+    ) -> tuple[Logits, Batch]: ...
     def decode(self, batch: Batch, last_tokens: list[int], positions: list[int]) -> Logits: ...
     def drop(self, batch: Batch, keep: list[int]) -> Batch | None: ...
     def sampler(self, settings: GenerationSettings) -> Callable[[Logits, list[object]], list[int]]: ...
@@ -66,9 +68,14 @@ class ContinuousBatch:
     """
 
     def __init__(
-        self, runner: Runner, encoded: list[list[int]], settings: GenerationSettings, slots: int,
-        should_stop: Callable[[int], bool] | None = None, groups: list[list[int]] | None = None,
-    ) -> None:  # fmt: skip
+        self,
+        runner: Runner,
+        encoded: list[list[int]],
+        settings: GenerationSettings,
+        slots: int,
+        should_stop: Callable[[int], bool] | None = None,
+        groups: list[list[int]] | None = None,
+    ) -> None:
         self.runner, self.encoded, self.settings, self.slots = runner, encoded, settings, max(slots, 1)
         self.should_stop = should_stop or (lambda _: False)
         groups = [group for group in groups or [list(range(len(encoded)))] if group]
@@ -91,7 +98,9 @@ class ContinuousBatch:
                 logits = self._admit()
             else:
                 first = 0
-                logits = self.runner.decode(self.batch, [row.tokens[-1] for row in self.rows], [len(row.tokens) - 1 for row in self.rows])
+                logits = self.runner.decode(
+                    self.batch, [row.tokens[-1] for row in self.rows], [len(row.tokens) - 1 for row in self.rows]
+                )
             self._advance(first, logits)
         return self.replies  # type: ignore[return-value]
 
@@ -110,7 +119,10 @@ class ContinuousBatch:
                 del self.prefixes[group]  # its last prompt is in: the cache rows hold what it is needed for
             admitted += indices
         logits, self.batch = self.runner.prefill(self.batch, work)
-        self.rows += [_Row(i, list(self.encoded[i]), len(self.encoded[i]), self.runner.generator(self.settings, self.encoded[i])) for i in admitted]
+        self.rows += [
+            _Row(i, list(self.encoded[i]), len(self.encoded[i]), self.runner.generator(self.settings, self.encoded[i]))
+            for i in admitted
+        ]
         return logits
 
     def _advance(self, first: int, logits: Logits) -> None:
@@ -121,7 +133,9 @@ class ContinuousBatch:
         ended = {first + r for r, done in enumerate(self._ended(rows)) if done}
         for r in ended:
             row = self.rows[r]
-            self.replies[row.index] = self.runner.reply(row.tokens[row.prompt_len :], self.settings.stop, row.prompt_len)
+            self.replies[row.index] = self.runner.reply(
+                row.tokens[row.prompt_len :], self.settings.stop, row.prompt_len
+            )
         if ended:
             keep = [r for r in range(len(self.rows)) if r not in ended]
             self.rows = [self.rows[r] for r in keep]
@@ -130,7 +144,10 @@ class ContinuousBatch:
     def _ended(self, rows: list[_Row]) -> list[bool]:
         """End-of-sequence, ``max_new_tokens`` reached, ``should_stop``, or a stop string at the end of prompt + reply (as ``generate`` checks)."""
         ends, limit = self.runner.end_ids, self.settings.max_new_tokens
-        done = [row.tokens[-1] in ends or len(row.tokens) - row.prompt_len >= limit or self.should_stop(row.index) for row in rows]
+        done = [
+            row.tokens[-1] in ends or len(row.tokens) - row.prompt_len >= limit or self.should_stop(row.index)
+            for row in rows
+        ]
         if self.stopped is None:
             return done
         return [a or b for a, b in zip(done, self.stopped([row.tokens for row in rows]))]

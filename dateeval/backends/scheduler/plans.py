@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from dateeval.backends.base import FixedBatch
 
-PADDING_SHARE = 0.05  # the most of a scoring forward's computed positions that may be padding (a longer prompt starts a batch)
+PADDING_SHARE = (
+    0.05  # the most of a scoring forward's computed positions that may be padding (a longer prompt starts a batch)
+)
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,9 @@ def scoring_batches(lengths: list[int], rows: int, positions: int, shared: int =
     tokens = 0  # the batch's real positions
     for index in sorted(range(len(lengths)), key=lambda i: (lengths[i], i)):
         width, grown = lengths[index], len(batch) + 1  # sorted, so the newcomer is the widest
-        if batch and (grown > rows or grown * (shared + width) > positions or tokens + width < (1 - padding) * grown * width):
+        if batch and (
+            grown > rows or grown * (shared + width) > positions or tokens + width < (1 - padding) * grown * width
+        ):
             batches.append(batch)
             batch, tokens = [], 0
         batch.append(index)

@@ -28,9 +28,13 @@ from typing import Any
 
 MAX_BATCH = 32  # requests one batch may hold
 BATCH_TOKENS = 8192  # rows x longest prompt (and reply) one batch may hold: the memory of one full SmolLM2 context
-MAX_ECHO_POSITIONS = 2048  # the most prompt tokens an echo scores: each holds a full-vocabulary row of logits (2,000 tokens: 1.4 GB)
+MAX_ECHO_POSITIONS = (
+    2048  # the most prompt tokens an echo scores: each holds a full-vocabulary row of logits (2,000 tokens: 1.4 GB)
+)
 POLL_S = 0.2  # how often a waiting request looks whether its caller is still there
-GATHER_S = 0.01  # a batch starts once no request arrived for this long (or it is full), and none is expected back (REJOIN_S)
+GATHER_S = (
+    0.01  # a batch starts once no request arrived for this long (or it is full), and none is expected back (REJOIN_S)
+)
 REJOIN_S = 0.25  # how long after its answer a caller counts as sending its next request: a batch waits that long at most for it
 
 
@@ -109,7 +113,9 @@ class RequestQueue:
             with self.ready:
                 self.ready.wait_for(lambda: self.queue)
                 deadline = time.monotonic() + REJOIN_S
-                while len(self.queue) < MAX_BATCH and (self.ready.wait(GATHER_S) or (self._returning() and time.monotonic() < deadline)):
+                while len(self.queue) < MAX_BATCH and (
+                    self.ready.wait(GATHER_S) or (self._returning() and time.monotonic() < deadline)
+                ):
                     pass  # requests still arriving, or callers just answered about to send their next ones
             with self.lock:
                 batch = self._take()
