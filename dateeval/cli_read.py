@@ -148,6 +148,8 @@ def _open_results(path: str) -> "Results":  # noqa: F821 - the results layer is 
     found, problems = results.open(store)
     for message in problems.messages() + unit_sums.label_notes(found.sums):
         print(f"dateeval: warning: {message}", file=sys.stderr)
+    if note := found.sparse_note():
+        print(f"dateeval: note: {note}", file=sys.stderr)
     if found.sums.empty:  # every reader below needs one unit's sums; an empty or wholly damaged store has none
         raise DateEvalError(
             f"store {store.root} holds no readable results: run `dateeval run ... --store {store.root}` first"

@@ -426,6 +426,10 @@ def test_a_sparse_store_opens_on_every_page(browser, sparse_server, name):
         "[data-testid='stException']"
     ).first.inner_text()
     assert not errors, errors
+    if name != "run":
+        page.get_by_text("Swept sparsely (--budget)").first.wait_for(
+            timeout=30_000
+        )  # every reading page says what it reads
     if name == "curves":
         page.get_by_text("estimated from").first.wait_for(timeout=60_000)
         plot = page.locator("[data-testid=stPlotlyChart]").first.bounding_box()

@@ -138,6 +138,9 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
     ):
         result = run_cli(*command, "--store", str(store))
         assert result.returncode == 0 and "Traceback" not in result.stderr, (command, result.stderr)
+        assert "note: swept sparsely (--budget): smollm2-135m (float32, cpu) on" in result.stderr, (
+            result.stderr
+        )  # said where it is read
     exported = pd.read_csv(tmp_path / "all.csv")
     assert (
         len(exported) == len(_rows(store)) and exported["inclusion"].notna().sum() == grown["inclusion"].notna().sum()

@@ -33,6 +33,8 @@ def load() -> tuple[pd.DataFrame, pd.DataFrame]:
         st.info(note)
     for note in unit_sums.label_notes(sums):
         st.warning(note)
+    if note := view.sparse_note():
+        st.info(note[0].upper() + note[1:], icon=":material/grain:")
     if per_condition.empty:
         empty_state()
         st.stop()

@@ -275,6 +275,21 @@ class Results:
         )
         return order[PER_DATE_COLUMNS].reset_index(drop=True)
 
+    def sparse_note(self) -> str | None:
+        """What a reader of a sparse entry must know (every page and read command says it): where its drawn dates are
+        estimated, and that every other statistic reads only its dates scored in full."""
+        found = self.sparse_entries()
+        if not found:
+            return None
+        named = ", ".join(f"{entry} on {dataset}" for entry, dataset in found[:3]) + (
+            f" and {len(found) - 3} more" if len(found) > 3 else ""
+        )
+        return (
+            f"swept sparsely (--budget): {named}. Their drawn dates are estimated only in `summary --per-date` and on "
+            "Curves; every other statistic (worst-to-best delta, verdict, robust score, flips, model against model, "
+            "ECE, BLEU/chrF) reads only their dates scored in full (the baselines and pilot dates); docs/sparse.md"
+        )
+
     def sparse_entries(self) -> list[tuple[str, str]]:
         """(entry, dataset) of every entry swept sparsely (``--budget``), sorted."""
         return sorted(set(zip(self.drawn["entry"], self.drawn["dataset"])))
