@@ -25,6 +25,7 @@ import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
+import pandas as pd
 
 from dateeval.errors import DateEvalError
 
@@ -132,6 +133,31 @@ def propensity(correct: np.ndarray, margin: np.ndarray | None = None) -> np.ndar
         return spread
     near = MARGIN_WEIGHT * np.exp(-np.asarray(margin, dtype=float).min(0) / MARGIN_SCALE)
     return np.maximum(spread, near)
+
+
+class PilotIncomplete(DateEvalError):
+    """The pilot dates do not hold every question: the draw (and a reader's estimate) cannot be fixed from them."""
+
+
+def pilot_propensity(rows: pd.DataFrame, keys: list[str], items: list[str]) -> np.ndarray:
+    """:func:`propensity` of each of ``items`` from its stored pilot rows (``condition_key``, ``item_id``, ``correct``
+    and, for choice tasks, ``probs``) on the pilot conditions ``keys``: what the driver draws from and every reader
+    recomputes, so both see the same probabilities."""
+    grid = (
+        rows[rows["condition_key"].isin(keys)]
+        .drop_duplicates(["condition_key", "item_id"])
+        .set_index(["condition_key", "item_id"])
+    )
+    index = pd.MultiIndex.from_product([list(keys), list(items)])
+    if not index.isin(grid.index).all():
+        raise PilotIncomplete("the pilot dates do not hold every question")
+    grid = grid.reindex(index)
+    shape = (len(keys), len(items))
+    correct = grid["correct"].astype(float).to_numpy().reshape(shape)
+    if "probs" not in grid or grid["probs"].isna().any():
+        return propensity(correct)
+    margin = [margins(np.asarray(probs, dtype=float)) if len(probs) > 1 else 1.0 for probs in grid["probs"]]
+    return propensity(correct, np.array(margin).reshape(shape))
 
 
 def margins(probs: np.ndarray) -> np.ndarray:

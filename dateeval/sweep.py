@@ -25,7 +25,6 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from dateeval import runs, sparse
@@ -292,8 +291,7 @@ class Sweep:
         """The drawn candidates of one dataset: each keeps the items whose uniform falls below their inclusion
         probability, which the driver remembers to store with each row (``_sampled``)."""
         items = list(drawn[0].item_ids)
-        correct, margin = self._pilot_matrix(description, pilot, items)
-        w = sparse.propensity(correct, margin)
+        w = self._pilot_propensity(description, pilot, items)
         grid = len(items) * (n_dense + len(drawn))
         left = self.spec.budget * grid - len(items) * n_dense
         design = sparse.solve(
@@ -326,10 +324,8 @@ class Sweep:
         )
         return out
 
-    def _pilot_matrix(
-        self, description: Description, pilot: list, items: list[str]
-    ) -> tuple[np.ndarray, np.ndarray | None]:
-        """The pilot dates' grades (dates x items) and top-two margins (None without option probabilities), as stored."""
+    def _pilot_propensity(self, description: Description, pilot: list, items: list[str]) -> np.ndarray:
+        """``sparse.pilot_propensity`` of one dataset's questions from the pilot dates' rows as stored."""
         paths = self.store.unit_files(description.model_dir, pilot[0].dataset)
         frame, problems = self.store.read(
             columns=[*ROW_KEY, "correct"], paths=paths, optional=["probs"], full_check=True
@@ -343,27 +339,12 @@ class Sweep:
         frame = frame[
             (frame["model_key"] == model_key) & (frame["hardware"] == hardware) & (frame["task_key"] == task_key)
         ]
-        keys = [candidate.identity[3] for candidate in pilot]
-        frame = (
-            frame[frame["condition_key"].isin(keys)]
-            .drop_duplicates(["condition_key", "item_id"])
-            .set_index(["condition_key", "item_id"])
-        )
-        index = pd.MultiIndex.from_product([keys, items])
-        if not index.isin(frame.index).all():
+        try:
+            return sparse.pilot_propensity(frame, [candidate.identity[3] for candidate in pilot], items)
+        except sparse.PilotIncomplete:
             raise DateEvalError(
                 f"{pilot[0].dataset}: the pilot dates are not all in the store; run the same command again"
-            )
-        correct = frame["correct"].reindex(index).astype(float).to_numpy().reshape(len(keys), len(items))
-        if "probs" not in frame or frame["probs"].isna().any():
-            return correct, None
-        margin = np.array(
-            [
-                sparse.margins(np.asarray(probs, dtype=float)) if len(probs) > 1 else 1.0
-                for probs in frame["probs"].reindex(index)
-            ]
-        )
-        return correct, margin.reshape(len(keys), len(items))
+            ) from None
 
     def _plan(self, description: Description, progress: Progress) -> list[Unit]:
         """The units whose items the store lacks, each with the file it will be written to."""

@@ -63,18 +63,8 @@ def _expected(rows: pd.DataFrame, dataset: str) -> set:
     """The cells the largest stored design draws, recomputed from the pilot as a reader would."""
     mine = rows[rows["dataset"] == dataset]
     design = design_of(mine["design"])
-    pilot = mine[mine["condition_key"].isin(design.pilot)]
-    items = sorted(pilot["item_id"].unique())
-    grid = pilot.set_index(["condition_key", "item_id"]).reindex(
-        pd.MultiIndex.from_product([list(design.pilot), items])
-    )
-    correct = grid["correct"].astype(float).to_numpy().reshape(len(design.pilot), len(items))
-    margin = (
-        None
-        if grid["probs"].isna().any()
-        else np.array([sparse.margins(np.asarray(p)) for p in grid["probs"]]).reshape(correct.shape)
-    )
-    pi = design.inclusion(sparse.propensity(correct, margin))
+    items = sorted(mine.loc[mine["condition_key"].isin(design.pilot), "item_id"].unique())
+    pi = design.inclusion(sparse.pilot_propensity(mine, list(design.pilot), items))
     drawn = sorted(
         set(mine.loc[mine["factor"].eq("date") & ~mine["condition_key"].isin(design.pilot), "condition_key"])
     )

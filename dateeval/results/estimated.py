@@ -90,13 +90,6 @@ def design_of(texts: pd.Series) -> sparse.Design:
     return max(designs, key=lambda design: design.budget)
 
 
-def _margins(probs: pd.Series) -> np.ndarray | None:
-    """Each row's top-two margin, None where rows lack option probabilities (generated answers)."""
-    if probs.isna().any():
-        return None
-    return np.array([sparse.margins(np.asarray(value, dtype=float)) if len(value) > 1 else 1.0 for value in probs])
-
-
 def entry_estimates(rows: pd.DataFrame, column: str = "correct") -> pd.DataFrame:
     """Per date condition of one sparse entry (rows: ``item_id``, ``condition_key``, ``date``, ``factor``, ``design``,
     ``probs``, ``column``): ``condition_key``, ``date``, ``value``, ``low``, ``high``, ``n_scored``, ``n_items``,
@@ -104,19 +97,16 @@ def entry_estimates(rows: pd.DataFrame, column: str = "correct") -> pd.DataFrame
     as a share, cut to [0, 1]."""
     design = design_of(rows["design"])
     dated = rows[rows["factor"].eq("date")].drop_duplicates(["condition_key", "item_id"])
-    pilot = dated[dated["condition_key"].isin(design.pilot)]
-    items = np.array(sorted(pilot["item_id"].astype(str).unique()))
-    keys = [key for key in design.pilot if key in set(pilot["condition_key"])]
-    if len(keys) != len(design.pilot) or len(pilot) != len(keys) * len(items):
+    keys = list(design.pilot)
+    items = np.array(sorted(dated.loc[dated["condition_key"].isin(keys), "item_id"].astype(str).unique()))
+    try:
+        pi = design.inclusion(sparse.pilot_propensity(dated, keys, list(items)))
+    except sparse.PilotIncomplete:
         raise DateEvalError(
             "a sparse entry's pilot dates are incomplete in the store: run its sweep again to finish them"
-        )
-    grid = pilot.set_index(["condition_key", "item_id"]).reindex(pd.MultiIndex.from_product([keys, items]))
-    correct = grid["correct"].astype(float).to_numpy().reshape(len(keys), len(items))
-    margin = _margins(grid["probs"]) if "probs" in grid else None
-    pi = design.inclusion(sparse.propensity(correct, None if margin is None else margin.reshape(len(keys), len(items))))
-    predictor = np.nanmean(grid[column].astype(float).to_numpy().reshape(len(keys), len(items)), 0)
+        ) from None
     table = dated.pivot(index="condition_key", columns="item_id", values=column).reindex(columns=items).astype(float)
+    predictor = np.nanmean(table.loc[keys].to_numpy(), 0)
     dates = dated.groupby("condition_key")["date"].first()
     exact = table.notna().sum(1).eq(len(items)) | table.index.isin(keys)
     out = pd.DataFrame(
