@@ -14,6 +14,7 @@ half-width, and the share of the grid scored. Beside it, at the same budget:
     .venv/bin/python bench/sparse_coverage.py STORE [--budgets 0.12,0.15,0.2,0.3] [--draws 200] [--dataset mmlu]
     .venv/bin/python bench/sparse_coverage.py STORE --paper      # paper scale (14,042 x 366), resampled from each entry's questions
     .venv/bin/python bench/sparse_coverage.py --simulate         # planted flip structures (``simulate``), no store needed
+    .venv/bin/python bench/sparse_coverage.py [STORE | --simulate] --robust   # the date-robust score's interval
 
 ``--paper`` builds a paper-scale entry from each dense one's measured flip structure: 14,042 questions drawn with
 replacement from its questions, each keeping its own grade, its own share of dates on which the grade differs (drawn
@@ -34,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dateeval import sparse
 from dateeval.rows import with_factor
-from dateeval.results.estimated import Z, difference_estimates
+from dateeval.results import estimated, robust
+from dateeval.results.estimated import Z, difference_estimates, sparse_robust
 from dateeval.store import Store
 
 
@@ -111,17 +113,22 @@ def simulate(
     margin = np.where(
         kind < movers, rng.exponential(0.03, (n_dates, n_items)), rng.exponential(0.3, (n_dates, n_items))
     )
+    moving = rate + (1 - 2 * rate) * 0.275  # a mover's chance to be right on a date (its flip rate's mean is 0.275)
+    moving += (1 - moving) * 0.5 * date_effect
+    truth = movers * moving + hidden * (rate + (1 - 2 * rate) * 0.02) + (1 - movers - hidden) * rate
     return {
         "keys": [f"day{i:04d}" for i in range(n_dates)],
         "items": [f"q{i}" for i in range(n_items)],
         "correct": correct.astype(float),
         "margin": margin,
+        "truth": truth,  # the date-marginal score over the populations of questions and dates
     }
 
 
-def draw(entry: dict, budget: float, seed: int, uniform: bool = False) -> dict:
+def sampled(entry: dict, budget: float, seed: int, uniform: bool = False) -> dict:
     """One sparse draw of an entry as ``dateeval run --budget`` makes it (the no-date baseline counted as one more dense
-    condition): per drawn date the estimate, interval, truth; and the cells scored."""
+    condition): its dates x questions ``values`` with NaN where a cell was not drawn, the cells' ``inclusion`` (1 on the
+    pilot dates), the pilot's ``predictor``, the drawn dates' indices ``rest``, the cells scored and the grid's size."""
     correct, margin, keys = entry["correct"], entry["margin"], entry["keys"]
     n_dates, n = correct.shape
     pilot = sparse.pilot_indices(n_dates)
@@ -133,17 +140,76 @@ def draw(entry: dict, budget: float, seed: int, uniform: bool = False) -> dict:
         w, len(rest), budget * grid - n * n_dense, seed=seed, budget=budget, pilot=tuple(keys[i] for i in pilot)
     )
     pi = design.inclusion(w)
-    chosen = sparse.uniforms(seed, entry["items"], [keys[i] for i in rest]) < pi
-    values = np.where(chosen, correct[rest], np.nan)
-    found = difference_estimates(values, pi, correct[pilot].mean(0))
+    chosen = np.ones(correct.shape, dtype=bool)
+    chosen[rest] = sparse.uniforms(seed, entry["items"], [keys[i] for i in rest]) < pi
+    inclusion = np.ones(correct.shape)
+    inclusion[rest] = pi
     return {
-        "value": found.value,
-        "low": found.low,
-        "high": found.high,
-        "truth": correct[rest].mean(1),
-        "cells": n * n_dense + chosen.sum(),
+        "values": np.where(chosen, correct, np.nan),
+        "inclusion": inclusion,
+        "predictor": correct[pilot].mean(0),
+        "rest": rest,
+        "cells": n * n_dense + chosen[rest].sum(),
         "grid": grid,
     }
+
+
+def draw(entry: dict, budget: float, seed: int, uniform: bool = False) -> dict:
+    """One sparse draw (:func:`sampled`): per drawn date the estimate, interval, truth; and the cells scored."""
+    found = sampled(entry, budget, seed, uniform)
+    rest = found["rest"]
+    estimates = difference_estimates(found["values"][rest], found["inclusion"][rest], found["predictor"])
+    return {
+        "value": estimates.value,
+        "low": estimates.low,
+        "high": estimates.high,
+        "truth": entry["correct"][rest].mean(1),
+        "cells": found["cells"],
+        "grid": found["grid"],
+    }
+
+
+def robust_study(
+    n_items: int, n_dates: int, budget: float, reps: int, planted: dict, design_only: bool = False
+) -> dict:
+    """Coverage of the population's date-marginal score (:func:`simulate`'s ``truth``) by the sparse date-robust
+    interval (``estimated.sparse_robust``), a new simulated store and draw per repetition, beside the dense interval of
+    the same store (``robust.date_robust``) and their mean half-widths. ``design_only``: the interval of the sample's
+    error alone (the dense grid taken as the truth), which the study must fail."""
+    covered = dense_covered = 0
+    half = dense_half = 0.0
+    for seed in range(reps):
+        entry = simulate(n_items, n_dates, seed=seed, **planted)
+        found = sampled(entry, budget, seed)
+        score, low, high, _ = sparse_robust(found["values"], found["inclusion"], found["predictor"])
+        if design_only:
+            value, variance, _ = estimated._per_date(found["values"], found["inclusion"], found["predictor"])
+            spread = Z * np.sqrt(variance.sum()) / n_dates
+            low, high = value.mean() - spread, value.mean() + spread
+        _, dense_low, dense_high, _ = robust.date_robust(entry["correct"])
+        covered += low <= entry["truth"] <= high
+        dense_covered += dense_low <= entry["truth"] <= dense_high
+        half, dense_half = half + (high - low) / 2 / reps, dense_half + (dense_high - dense_low) / 2 / reps
+    return {
+        "coverage": covered / reps,
+        "se": np.sqrt(0.95 * 0.05 / reps),
+        "dense_coverage": dense_covered / reps,
+        "half": 100 * half,
+        "dense_half": 100 * dense_half,
+    }
+
+
+def robust_real(entry: dict, budget: float, draws: int) -> dict:
+    """A real dense entry subsampled ``draws`` times: how often the sparse date-robust interval holds the dense grid's
+    score, and its mean half-width against the dense interval's (the sample's price)."""
+    score, low, high, _ = robust.date_robust(entry["correct"])
+    covered, halves = 0, []
+    for seed in range(draws):
+        found = sampled(entry, budget, seed)
+        _, sparse_low, sparse_high, _ = sparse_robust(found["values"], found["inclusion"], found["predictor"])
+        covered += sparse_low <= score <= sparse_high
+        halves.append((sparse_high - sparse_low) / 2)
+    return {"covered": covered / draws, "half": 100 * np.mean(halves), "dense_half": 100 * (high - low) / 2}
 
 
 def uniform_questions(entry: dict, budget: float, seed: int) -> dict:
@@ -236,6 +302,36 @@ SIMULATED = (  # (questions, dates, budget, planted structure): few questions, r
 )
 
 
+ROBUST_SIMULATED = (  # (questions, dates, budget, planted): few questions, rates near 0 and 1, many movers, an effect
+    (10, 12, 0.5, {}),
+    (20, 12, 0.5, {"rate": 0.05}),
+    (50, 40, 0.2, {}),
+    (50, 40, 0.2, {"date_effect": 0.3}),
+    (300, 40, 0.2, {}),
+    (300, 40, 0.2, {"rate": 0.03}),
+    (300, 40, 0.2, {"rate": 0.97}),
+    (300, 40, 0.2, {"movers": 0.5}),
+    (300, 40, 0.2, {"movers": 0.02, "hidden": 0.2}),
+    (1000, 120, 0.1, {"movers": 0.05}),
+)
+
+
+def robust_simulated(reps: int) -> None:
+    """The sparse date-robust interval's coverage of the population score in every :data:`ROBUST_SIMULATED` cell."""
+    print(
+        "| questions | dates | budget | planted | coverage (± SE at 0.95) | half-width (pp) | dense coverage | dense half-width (pp) | design's part alone: coverage |"
+    )
+    print("|---:|---:|---:|---|---|---:|---:|---:|---:|")
+    for n_items, n_dates, budget, planted in ROBUST_SIMULATED:
+        found = robust_study(n_items, n_dates, budget, reps, planted)
+        alone = robust_study(n_items, n_dates, budget, reps, planted, design_only=True)
+        print(
+            f"| {n_items} | {n_dates} | {budget:g} | {planted or 'default'} | {found['coverage']:.3f} ± {found['se']:.3f} "
+            f"| {found['half']:.2f} | {found['dense_coverage']:.3f} | {found['dense_half']:.2f} | {alone['coverage']:.3f} |",
+            flush=True,
+        )
+
+
 def simulated(draws: int) -> None:
     """Coverage and half-width in every :data:`SIMULATED` cell (a new store per 10 draws), sparse against uniform."""
     print(
@@ -272,9 +368,21 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=200)
     parser.add_argument("--paper", action="store_true", help="paper scale, resampled from each entry's flip structure")
     parser.add_argument("--simulate", action="store_true", help="planted flip structures instead of a store")
+    parser.add_argument("--robust", action="store_true", help="the date-robust score's interval instead of per date")
     args = parser.parse_args()
     if args.simulate:
-        simulated(args.draws)
+        robust_simulated(args.draws) if args.robust else simulated(args.draws)
+        return
+    if args.robust:
+        print("| entry | dataset | budget | dense score's share covered | half-width (pp) | dense half-width (pp) |")
+        print("|---|---|---:|---:|---:|---:|")
+        for (name, dataset), entry in dense_entries(args.store, args.dataset).items():
+            for budget in (float(value) for value in args.budgets.split(",")):
+                found = robust_real(entry, budget, args.draws)
+                print(
+                    f"| {name} | {dataset} | {budget:g} | {found['covered']:.3f} | {found['half']:.2f} | {found['dense_half']:.2f} |",
+                    flush=True,
+                )
         return
     entries = dense_entries(args.store, args.dataset)
     if args.paper:

@@ -3,7 +3,9 @@
 Both stores are read as a user reads them, through ``dateeval summary --json --per-date`` (``Results.per_date``): for
 every entry and dataset of the sparse store, each estimated date's interval is checked against the dense store's value
 for that date. Prints per entry: the dates estimated, the share whose interval covers the dense value, the median and
-largest half-width (points), and the share of the dense grid the sparse sweep scored.
+largest half-width (points), and the share of the dense grid the sparse sweep scored. Then per entry the date-robust
+score of each store (``dateeval robust --json``) and the questions each store's Flips table sees change
+(``Results.flips``): how many the sparse one finds of the dense one's, and how many it names that the dense one does not.
 
     .venv/bin/python bench/sparse_vs_dense.py DENSE_STORE SPARSE_STORE
 """
@@ -20,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 
 def per_date(store: str) -> pd.DataFrame:
@@ -57,6 +60,51 @@ def main() -> None:
         print(
             f"| {entry} | {dataset} | {len(estimated)} | {covered.mean():.3f} ({int(covered.sum())} of {len(estimated)}) | {np.median(half):.2f} "
             f"| {half.max():.2f} | {share:.3f} |"
+        )
+
+    robust_and_flips(args.dense, args.sparse)
+
+
+def robust(store: str) -> dict[tuple[str, str], dict]:
+    """``dateeval robust --json`` of a store, per (entry, dataset)."""
+    said = subprocess.run(
+        [sys.executable, "-m", "dateeval", "robust", "--store", store, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=True,
+    )
+    return {(row["entry"], record["dataset"]): row for record in json.loads(said.stdout) for row in record["entries"]}
+
+
+def movers(store: str) -> dict[tuple[str, str], set]:
+    """The questions a store's Flips table sees change, per (entry, dataset), over its whole range."""
+    from dateeval.results import Results
+    from dateeval.store import Store
+
+    results, _ = Results.open(Store(store))
+    found = {}
+    for entry, dataset in results.dated_entries():
+        days = pd.to_datetime(results.per_date().query("entry == @entry and dataset == @dataset")["date"])
+        flips, _ = results.flips(entry, dataset, days.min().date(), days.max().date())
+        found[entry, dataset] = set(flips.loc[flips["changes"] > 0, "item_id"])
+    return found
+
+
+def robust_and_flips(dense_store: str, sparse_store: str) -> None:
+    dense, sparse = robust(dense_store), robust(sparse_store)
+    seen, truth = movers(sparse_store), movers(dense_store)
+    print()
+    print(
+        "| entry | dataset | date-robust score, sparse | dense | questions seen to change: sparse of dense | not in dense |"
+    )
+    print("|---|---|---|---|---:|---:|")
+    for key, row in sorted(sparse.items()):
+        other = dense[key]
+        print(
+            f"| {key[0]} | {key[1]} | {100 * row['score']:.1f} [{100 * row['low']:.1f}, {100 * row['high']:.1f}] "
+            f"| {100 * other['score']:.1f} [{100 * other['low']:.1f}, {100 * other['high']:.1f}] "
+            f"| {len(seen[key] & truth[key])} of {len(truth[key])} | {len(seen[key] - truth[key])} |"
         )
 
 

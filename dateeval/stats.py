@@ -30,6 +30,7 @@ __all__ = [
     "rate_interval",
     "robust_score",
     "sparse_estimates",
+    "sparse_robust_score",
 ]
 
 
@@ -170,6 +171,34 @@ def sparse_estimates(values: object, inclusion: object, predictor: object) -> li
     dense sweeps: docs/coverage.md ("Sparse sweeps")."""
     from dateeval.results.estimated import difference_estimates
 
+    found, pi, m = _sample(values, inclusion, predictor)
+    estimates = difference_estimates(found, pi, m)
+    return [
+        Estimate(float(value), float(low), float(high))
+        for value, low, high in zip(estimates.value, estimates.low, estimates.high)
+    ]
+
+
+def sparse_robust_score(values: object, inclusion: object, predictor: object) -> Estimate:
+    """The date-robust score (:func:`robust_score`) of a dates x questions 0/1 array of which only a sample of cells
+    was graded, with its 95% interval over questions, dates and the sample: what ``dateeval robust`` prints for an
+    entry swept with ``--budget`` (``dateeval.results.estimated.sparse_robust``). ``values``, ``inclusion`` and
+    ``predictor`` as in :func:`sparse_estimates` (grades 0/1, two or more dates and questions); with every cell
+    sampled it is :func:`robust_score`. Coverage: docs/coverage.md ("Sparse sweeps")."""
+    from dateeval.results.estimated import sparse_robust
+
+    found, pi, m = _sample(values, inclusion, predictor)
+    if found.shape[0] < 2 or found.shape[1] < 2:
+        raise UsageError(f"values must be a dates x questions array with two or more of each; got shape {found.shape}")
+    if not np.isin(found[np.isfinite(found)], (0.0, 1.0)).all():
+        raise UsageError("values must hold 0/1 grades (1 right) where sampled, NaN elsewhere")
+    score, low, high, _ = sparse_robust(found, np.broadcast_to(pi, found.shape), m)
+    return Estimate(score, low, high)
+
+
+def _sample(values: object, inclusion: object, predictor: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A sample of cells as :func:`sparse_estimates` takes it, checked: (values, inclusion, predictor) as arrays,
+    or one clear error."""
     if isinstance(values, np.ma.MaskedArray):
         raise UsageError("values is a masked array: pass NaN where a cell was not sampled")
     try:
@@ -199,8 +228,4 @@ def sparse_estimates(values: object, inclusion: object, predictor: object) -> li
         )
     if (np.isnan(found) & (np.broadcast_to(pi, found.shape) == 1)).any():
         raise UsageError("a cell with inclusion probability 1 was always sampled, so values cannot be NaN there")
-    estimates = difference_estimates(found, pi, m)
-    return [
-        Estimate(float(value), float(low), float(high))
-        for value, low, high in zip(estimates.value, estimates.low, estimates.high)
-    ]
+    return found, pi, m

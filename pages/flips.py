@@ -41,8 +41,15 @@ shown = {
     "all": flips,
 }[show]
 # What tells a fragile answer first (changes, right/wrong, confidence, the answer), so a laptop screen shows it.
-FIRST = ["item_id", "changes", "n_correct", "n_wrong", "mean_confidence", "min_confidence", "mean_score", "answer"]
-shown = shown.drop(columns=["entry", "dataset"]).dropna(axis=1, how="all")
+FIRST = ["item_id", "changes", "share_observed", "n_correct", "n_wrong"]
+FIRST += ["mean_confidence", "min_confidence", "mean_score", "answer"]
+sampled = bool(flips["share_observed"].lt(1).any())
+if sampled:
+    st.caption(
+        "Swept sparsely (--budget): each question was seen on the share_observed of the dates it was drawn on; a "
+        "question seen to change did change, one not seen to change may still change on a date not drawn."
+    )
+shown = shown.drop(columns=["entry", "dataset", *([] if sampled else ["share_observed"])]).dropna(axis=1, how="all")
 shown = shown[[c for c in FIRST if c in shown] + [c for c in shown if c not in FIRST]]
 if not generated and "answer" in shown:  # a choice task's correct option by its letter, as the question shows it
     shown = shown.assign(answer=shown["answer"].map(lambda answer: "-" if pd.isna(answer) else LABELS[int(answer)]))

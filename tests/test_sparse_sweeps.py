@@ -4,9 +4,11 @@ answers (``summary --per-date`` with estimates; the rest on the dates scored in 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import numpy as np
+import pytest
 import pandas as pd
 
 from conftest import run_cli
@@ -131,6 +133,17 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
         assert "note: swept sparsely (--budget): smollm2-135m (float32, cpu) on" in result.stderr, (
             result.stderr
         )  # said where it is read
+    flips, table7 = results.flips("smollm2-135m (float32, cpu)", "mmlu", dt.date(2024, 1, 1), dt.date(2024, 1, 10))
+    assert (flips["share_observed"] == flips["n_dates"] / 10).all() and flips["share_observed"].lt(1).any()
+    assert flips["n_dates"].sum() == len(grown[grown["dataset"].eq("mmlu") & grown["factor"].eq("date")])  # every cell
+    assert table7["n_items"].iloc[0] == 6
+    record = json.loads(run_cli("robust", "--store", str(store), "--dataset", "mmlu", "--json").stdout)[0]
+    (entry,) = record["entries"]
+    assert entry["n_dates"] == 10 and 0.2 < entry["share_scored"] < 1, entry  # every date, estimated from its sample
+    assert entry["low"] <= entry["score"] <= entry["high"] and "sparse sweep" in entry["sentence"], entry
+    assert entry["score"] == pytest.approx(
+        np.mean([row["value"] for row in per_date if row["dataset"] == "mmlu" and row["date"]]), abs=1e-12
+    )  # the mean of the per-date estimates and exact values
     exported = pd.read_csv(tmp_path / "all.csv")
     assert (
         len(exported) == len(_rows(store)) and exported["inclusion"].notna().sum() == grown["inclusion"].notna().sum()

@@ -25,6 +25,7 @@ import pandas as pd
 
 from dateeval import sparse
 from dateeval.errors import DateEvalError
+from dateeval.results import inference, robust
 
 Z = 1.959963984540054
 PRIOR_CELLS = 1.0  # pseudo-cells per stratum in the pooled variance
@@ -46,6 +47,14 @@ def difference_estimates(values: np.ndarray, inclusion: np.ndarray, predictor: n
 
     ``values`` is dates x questions with NaN where a cell was not drawn, ``inclusion`` the cells' probabilities
     (dates x questions, or one per question), ``predictor`` one value per question fixed before the draw."""
+    value, variance, drawn = _per_date(values, inclusion, predictor)
+    half = Z * np.sqrt(variance)
+    return Estimates(value, np.clip(value - half, 0, 1), np.clip(value + half, 0, 1), drawn.sum(1))
+
+
+def _per_date(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Per date the difference estimate and its variance (the larger of its own and the pooled), and which cells
+    were drawn. A date scored in full (every probability 1) gets its exact value and variance 0."""
     values = np.asarray(values, dtype=float)
     pi = np.broadcast_to(np.asarray(inclusion, dtype=float), values.shape)
     m = np.asarray(predictor, dtype=float)
@@ -55,8 +64,69 @@ def difference_estimates(values: np.ndarray, inclusion: np.ndarray, predictor: n
     weighted = np.where(drawn, residual / pi, 0.0)
     value = (m.sum() + weighted.sum(1)) / n
     variance = np.maximum(own_variance(drawn, residual, pi), _pooled(drawn, residual, pi)) / n**2
-    half = Z * np.sqrt(variance)
-    return Estimates(value, np.clip(value - half, 0, 1), np.clip(value + half, 0, 1), drawn.sum(1))
+    return value, variance, drawn
+
+
+def cells(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each cell's design-unbiased value, m + d (y - m) / pi (d: drawn), and the unbiased estimate of its variance
+    under Poisson sampling, d (1 - pi) (y - m)^2 / pi^2; cells are drawn independently, so they are uncorrelated."""
+    values = np.asarray(values, dtype=float)
+    pi = np.broadcast_to(np.asarray(inclusion, dtype=float), values.shape)
+    m = np.broadcast_to(np.asarray(predictor, dtype=float), values.shape)
+    drawn = np.isfinite(values)
+    residual = np.where(drawn, values - m, 0.0)
+    return m + residual / pi, np.where(drawn, (1 - pi) * residual**2 / pi**2, 0.0)
+
+
+def mean_squares(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> tuple[float, float, float]:
+    """:func:`unbiased_squares`, each set to 0 where its estimate falls below 0 (as the components are)."""
+    return tuple(max(0.0, square) for square in unbiased_squares(values, inclusion, predictor))  # type: ignore[return-value]
+
+
+def unbiased_squares(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> tuple[float, float, float]:
+    """Design-unbiased estimates of the mean squares (items, dates, residual) the dense grid would give
+    (``inference.mean_squares``), from a sample of its cells.
+
+    Each sum of squares is |P y|^2 for a projection P of the grid; for uncorrelated cell estimates
+    E |P y_hat|^2 = |P y|^2 + sum_c P_cc Var(y_hat_c), so subtracting sum_c P_cc v_c (v: :func:`cells`' variance
+    estimates) leaves it unbiased. P_cc is (1 - 1/I) / D for items, (1 - 1/D) / I for dates, (1 - 1/D)(1 - 1/I) for
+    the residual (D dates, I items); tests/test_sparse_robust.py checks it over every sample of small grids."""
+    imputed, variance = cells(values, inclusion, predictor)
+    n_dates, n_items = imputed.shape
+    total = float(variance.sum())
+    dfs = (n_items - 1, n_dates - 1, (n_items - 1) * (n_dates - 1))
+    diagonals = ((1 - 1 / n_items) / n_dates, (1 - 1 / n_dates) / n_items, (1 - 1 / n_dates) * (1 - 1 / n_items))
+    squares = inference.mean_squares(imputed)
+    return tuple(  # type: ignore[return-value]
+        (square * df - diagonal * total) / df for square, df, diagonal in zip(squares, dfs, diagonals)
+    )
+
+
+def sparse_robust(
+    values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray
+) -> tuple[float, float, float, float]:
+    """The date-robust score (the mean over dates and questions, ``robust.date_robust``) of a sample of a dates x
+    questions grid of grades, with its 95% interval and degrees of freedom: (score, low, high, df).
+
+    The score is the mean of the dates' difference estimates (design-unbiased for the dense grid's mean; cut to [0, 1]).
+    Its error has two independent parts, so their variances add: the dense grid's own, over questions and dates (from
+    :func:`mean_squares`, estimated without bias), and the sample's (each date's variance, :func:`difference_estimates`',
+    summed over dates / D^2). The interval is ``robust.date_robust``'s (Korn-Graubard with plus-two questions) at that
+    variance; with every cell scored it is ``date_robust``'s, exactly. Coverage: docs/coverage.md ("Sparse sweeps")."""
+    values = np.asarray(values, dtype=float)
+    inclusion = np.broadcast_to(np.asarray(inclusion, dtype=float), values.shape)
+    predictor = np.asarray(predictor, dtype=float)
+    scored = np.ones((len(values), 2))  # the plus-two questions are scored on every date
+    padded = _robust_of(robust.plus_two(values), np.hstack([inclusion, scored]), np.append(predictor, [1.0, 0.0]))
+    return robust.widened(_robust_of(values, inclusion, predictor), padded)
+
+
+def _robust_of(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> tuple[float, float, float, float]:
+    value, variance, _ = _per_date(values, inclusion, predictor)
+    score = float(np.clip(value.mean(), 0, 1))
+    n_dates, n_items = values.shape
+    squares = mean_squares(values, inclusion, predictor)
+    return robust.korn_graubard_from(score, squares, n_dates, n_items, float(variance.sum()) / n_dates**2)
 
 
 def own_variance(drawn: np.ndarray, residual: np.ndarray, pi: np.ndarray) -> np.ndarray:
@@ -90,52 +160,82 @@ def design_of(texts: pd.Series) -> sparse.Design:
     return max(designs, key=lambda design: design.budget)
 
 
-def entry_estimates(rows: pd.DataFrame, column: str = "correct") -> pd.DataFrame:
-    """Per date condition of one sparse entry (rows: ``item_id``, ``condition_key``, ``date``, ``factor``, ``design``,
-    ``probs``, ``column``): ``condition_key``, ``date``, ``value``, ``low``, ``high``, ``n_scored``, ``n_items``,
-    ``estimated``. Exact dates have NaN bounds here (the caller gives them their dense interval); an estimate is shown
-    as a share, cut to [0, 1]."""
+class Sample(NamedTuple):
+    """One sparse entry's date conditions as a sample of its dense grid, in date order: ``values`` (dates x questions,
+    NaN where a cell was not drawn), ``inclusion`` (the cells' probabilities, 1 on dates scored in full), the pilot's
+    ``predictor`` per question, and which dates are ``exact`` (scored in full)."""
+
+    keys: list
+    dates: list
+    items: list
+    values: np.ndarray
+    inclusion: np.ndarray
+    predictor: np.ndarray
+    exact: np.ndarray
+
+    def share_scored(self) -> float:
+        """The share of the grid's cells that were scored."""
+        return float(np.isfinite(self.values).mean())
+
+
+def sample_of(rows: pd.DataFrame, column: str = "correct") -> Sample:
+    """The :class:`Sample` of one sparse entry's rows (``item_id``, ``condition_key``, ``date``, ``factor``, ``design``,
+    ``probs``, ``column``). Its drawn cells are those the design draws (every one must be stored)."""
     design = design_of(rows["design"])
     dated = rows[rows["factor"].eq("date")].drop_duplicates(["condition_key", "item_id"])
     keys = list(design.pilot)
-    items = np.array(sorted(dated.loc[dated["condition_key"].isin(keys), "item_id"].astype(str).unique()))
+    items = sorted(dated.loc[dated["condition_key"].isin(keys), "item_id"].astype(str).unique())
     try:
-        pi = design.inclusion(sparse.pilot_propensity(dated, keys, list(items)))
+        pi = design.inclusion(sparse.pilot_propensity(dated, keys, items))
     except sparse.PilotIncomplete:
         raise DateEvalError(
             "a sparse entry's pilot dates are incomplete in the store: run its sweep again to finish them"
         ) from None
-    table = dated.pivot(index="condition_key", columns="item_id", values=column).reindex(columns=items).astype(float)
-    predictor = np.nanmean(table.loc[keys].to_numpy(), 0)
-    dates = dated.groupby("condition_key")["date"].first()
-    exact = table.notna().sum(1).eq(len(items)) | table.index.isin(keys)
-    out = pd.DataFrame(
+    dates = dated.groupby("condition_key")["date"].first().sort_values(kind="stable")
+    table = dated.pivot(index="condition_key", columns="item_id", values=column).reindex(dates.index, columns=items)
+    values = table.astype(float).to_numpy()
+    predictor = np.nanmean(table.loc[keys].astype(float).to_numpy(), 0)  # NaN: a question graded on no pilot date
+    exact = np.isfinite(values).all(1) | table.index.isin(keys)
+    chosen = np.where(exact[:, None], True, sparse.uniforms(design.seed, items, list(table.index)) < pi)
+    if (chosen & ~np.isfinite(values) & np.isfinite(predictor)).any():
+        raise DateEvalError(
+            "a sparse entry's drawn cells are not all in the store (a sweep stopped early): run it again to finish them"
+        )
+    inclusion = np.where(exact[:, None], 1.0, np.broadcast_to(pi, values.shape))
+    drawn = np.where(chosen, values, np.nan)
+    return Sample(list(table.index), list(dates), items, drawn, inclusion, np.nan_to_num(predictor), exact)
+
+
+def sparse_statistics(sample: Sample, dates: np.ndarray) -> dict:
+    """``robust.statistics_row`` of a sample's ``dates`` (a mask over its dates) with their ``per_date`` estimates:
+    :func:`sparse_robust`'s score and interval, the components of :func:`mean_squares`, the cells' share scored. The
+    two-way bootstrap resamples a dense grid, so it is not run (NaN)."""
+    values, inclusion = sample.values[dates], sample.inclusion[dates]
+    found = sparse_robust(values, inclusion, sample.predictor)
+    components = inference.components_from(mean_squares(values, inclusion, sample.predictor), *values.shape)
+    row = robust.statistics_row(found, components, (np.nan,) * 4, float(np.isfinite(values).mean()))
+    per_date = np.clip(difference_estimates(values, inclusion, sample.predictor).value, 0, 1)
+    return {**row, "per_date": per_date.tolist()}
+
+
+def entry_estimates(rows: pd.DataFrame, column: str = "correct") -> pd.DataFrame:
+    """Per date condition of one sparse entry (rows as :func:`sample_of` reads): ``condition_key``, ``date``,
+    ``value``, ``low``, ``high``, ``n_scored``, ``n_items``, ``estimated``. Exact dates have NaN bounds here (the caller
+    gives them their dense interval); an estimate is shown as a share, cut to [0, 1]."""
+    sample = sample_of(rows, column)
+    found = difference_estimates(sample.values, sample.inclusion, sample.predictor)
+    return pd.DataFrame(
         {
-            "condition_key": table.index,
-            "date": dates.reindex(table.index).to_numpy(),
-            "value": table.mean(1).to_numpy(),
-            "low": np.nan,
-            "high": np.nan,
-            "n_scored": table.notna().sum(1).to_numpy(),
-            "n_items": len(items),
-            "estimated": ~exact.to_numpy(),
+            "condition_key": sample.keys,
+            "date": sample.dates,
+            "value": np.clip(found.value, 0, 1),
+            "low": np.where(sample.exact, np.nan, found.low),
+            "high": np.where(sample.exact, np.nan, found.high),
+            "n_scored": found.n_scored,
+            "n_items": len(sample.items),
+            "estimated": ~sample.exact,
         }
     )
-    drawn_keys = list(table.index[~exact.to_numpy()])
-    if drawn_keys:
-        chosen = sparse.uniforms(design.seed, list(items), drawn_keys) < pi
-        values = table.loc[drawn_keys].to_numpy()
-        if (chosen & ~np.isfinite(values) & ~np.isnan(predictor)).any():
-            raise DateEvalError(
-                "a sparse entry's drawn cells are not all in the store (a sweep stopped early): run it again to finish them"
-            )
-        found = difference_estimates(np.where(chosen, values, np.nan), pi, np.nan_to_num(predictor))
-        at = out["estimated"].to_numpy()
-        out.loc[at, ["value", "low", "high"]] = np.column_stack(
-            [np.clip(found.value, 0, 1), found.low, found.high]
-        )  # a share, as shown
-        out.loc[at, "n_scored"] = found.n_scored
-    return out
 
 
 def drawn(sums: pd.DataFrame) -> pd.Series:

@@ -158,10 +158,14 @@ class Components:
 
 
 def variance_components(correct: np.ndarray) -> Components:
-    """Item, date and item x date variance from the mean squares: E[MS_item] = s_res + D s_item, E[MS_date] =
-    s_res + I s_date, E[MS_res] = s_res (needs two or more dates and items)."""
-    n_dates, n_items = np.shape(correct)
-    ms_item, ms_date, ms_residual = mean_squares(correct)
+    """Item, date and item x date variance from the mean squares (needs two or more dates and items)."""
+    return components_from(mean_squares(correct), *np.shape(correct))
+
+
+def components_from(squares: tuple[float, float, float], n_dates: int, n_items: int) -> Components:
+    """The components of mean squares (items, dates, residual), measured or estimated from a sample of cells
+    (``estimated.mean_squares``): E[MS_item] = s_res + D s_item, E[MS_date] = s_res + I s_date, E[MS_res] = s_res."""
+    ms_item, ms_date, ms_residual = squares
     return Components(
         item=max(0.0, (ms_item - ms_residual) / n_dates),
         date=max(0.0, (ms_date - ms_residual) / n_items),

@@ -36,6 +36,7 @@ FLIP_COLUMNS = [
     "dataset",
     "item_id",
     "n_dates",
+    "share_observed",
     "n_correct",
     "n_wrong",
     "changes",
@@ -259,6 +260,7 @@ def flips(outcomes: Outcomes, start: dt.date, end: dt.date) -> tuple[pd.DataFram
             "dataset": dataset,
             "item_id": outcomes.items[seen],
             "n_dates": present.sum(0),
+            "share_observed": present.sum(0) / len(rows),  # below 1 where a sparse sweep drew some of its dates
             "n_correct": n_correct,
             "n_wrong": graded.sum(0) - n_correct,
             "changes": changes,

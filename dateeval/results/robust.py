@@ -126,10 +126,14 @@ def plan(components: Components, sizes: tuple[int, ...] = PLAN_SIZES) -> pd.Data
 
 
 def satterthwaite_df(correct: np.ndarray) -> float:
-    """Degrees of freedom of the unbiased Var(mean) estimate (MS_date + MS_item - MS_res) / (dates x items), by
-    Satterthwaite's approximation: 1 with two dates whose difference dominates, many with many dates and items."""
-    n_dates, n_items = np.shape(correct)
-    ms_item, ms_date, ms_residual = mean_squares(correct)
+    """Degrees of freedom of the unbiased Var(mean) estimate of a dates x items matrix: :func:`satterthwaite_of`."""
+    return satterthwaite_of(mean_squares(correct), *np.shape(correct))
+
+
+def satterthwaite_of(squares: tuple[float, float, float], n_dates: int, n_items: int) -> float:
+    """Degrees of freedom of (MS_date + MS_item - MS_res) / (dates x items), by Satterthwaite's approximation: 1 with
+    two dates whose difference dominates, many with many dates and items."""
+    ms_item, ms_date, ms_residual = squares
     numerator = ms_date + ms_item - ms_residual
     denominator = (
         ms_date**2 / (n_dates - 1) + ms_item**2 / (n_items - 1) + ms_residual**2 / ((n_items - 1) * (n_dates - 1))
@@ -161,12 +165,31 @@ def korn_graubard(
 
 def _korn_graubard_of(correct: np.ndarray) -> tuple[float, float, float, float]:
     """(score, low, high, df): :func:`korn_graubard` at the unbiased Var(mean) of the variance components."""
-    score = date_marginal(correct)
-    ms_item, ms_date, ms_residual = mean_squares(correct)
-    unbiased = max(0.0, (ms_date + ms_item - ms_residual) / correct.size)  # E = s_date / D + s_item / I + s_res / (D I)
-    df = satterthwaite_df(correct)
-    low, high = korn_graubard(score, unbiased, df, correct.size, correct.shape[1])
+    return korn_graubard_from(date_marginal(correct), mean_squares(correct), *np.shape(correct))
+
+
+def korn_graubard_from(
+    score: float, squares: tuple[float, float, float], n_dates: int, n_items: int, design_variance: float = 0.0
+) -> tuple[float, float, float, float]:
+    """(score, low, high, df): :func:`korn_graubard` at Var(mean) = (MS_date + MS_item - MS_res) / (dates x items),
+    plus ``design_variance`` where the score is estimated from a sample of the cells (``estimated.sparse_robust``: the
+    sample's error is independent of the questions' and dates', so the variances add)."""
+    ms_item, ms_date, ms_residual = squares
+    unbiased = max(0.0, (ms_date + ms_item - ms_residual) / (n_dates * n_items))  # s_date/D + s_item/I + s_res/(D I)
+    df = satterthwaite_of(squares, n_dates, n_items)
+    low, high = korn_graubard(score, unbiased + design_variance, df, n_dates * n_items, n_items)
     return score, low, high, df
+
+
+def plus_two(matrix: np.ndarray) -> np.ndarray:
+    """The matrix with two questions added, one right and one wrong on every date (:func:`date_robust`)."""
+    return np.hstack([matrix, np.ones((len(matrix), 1)), np.zeros((len(matrix), 1))])
+
+
+def widened(found: tuple[float, ...], padded: tuple[float, ...]) -> tuple[float, float, float, float]:
+    """(score, low, high, df) of ``found`` with its interval widened to hold ``padded``'s (plus-two questions)."""
+    score, low, high, df = found
+    return score, min(low, padded[1]), max(high, padded[2]), df
 
 
 def date_robust(correct: np.ndarray) -> tuple[float, float, float, float]:
@@ -182,19 +205,25 @@ def date_robust(correct: np.ndarray) -> tuple[float, float, float, float]:
     and one; with the two questions no cell of docs/coverage.md is below 0.95 - 2 SE, and one right answer moves it a
     little. The score is the plain mean; the interval always holds it."""
     correct = np.asarray(correct, dtype=float)
-    score, low, high, df = _korn_graubard_of(correct)
-    padded = np.hstack([correct, np.ones((len(correct), 1)), np.zeros((len(correct), 1))])
-    _, padded_low, padded_high, _ = _korn_graubard_of(padded)
-    return score, min(low, padded_low), max(high, padded_high), df
+    return widened(_korn_graubard_of(correct), _korn_graubard_of(plus_two(correct)))
 
 
 def entry_statistics(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> dict:
     """One entry's date-robust figures from its dates x items matrix: score, its interval (:func:`date_robust`), the
     variance components, and the two-way bootstrap's interval as a cross-check (``n_boot``, ``seed``)."""
-    components = variance_components(correct)
-    score, low, high, df = date_robust(correct)
     samples = two_way_bootstrap(correct, n_boot, seed)
-    (boot_low, boot_high), (low_error, high_error) = interval(samples), end_errors(samples)
+    return statistics_row(
+        date_robust(correct), variance_components(correct), (*interval(samples), *end_errors(samples))
+    )
+
+
+def statistics_row(
+    found: tuple[float, float, float, float], components: Components, bootstrap: tuple[float, ...], scored: float = 1.0
+) -> dict:
+    """The row every reader of an entry's date-robust figures gets: ``found`` (score, low, high, df), the
+    ``components``, the two-way ``bootstrap``'s (low, high, low's and high's Monte-Carlo errors; NaN where not run) and
+    the share of the grid's cells ``scored`` (below 1 for a sparse entry: ``estimated.sparse_statistics``)."""
+    score, low, high, df = found
     shares = components.shares()
     return {
         "score": score,
@@ -202,10 +231,10 @@ def entry_statistics(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -
         "high": high,
         "half_width": (high - low) / 2,
         "df": df,
-        "bootstrap_low": boot_low,
-        "bootstrap_high": boot_high,
-        "bootstrap_low_mc_error": low_error,
-        "bootstrap_high_mc_error": high_error,
+        "bootstrap_low": bootstrap[0],
+        "bootstrap_high": bootstrap[1],
+        "bootstrap_low_mc_error": bootstrap[2],
+        "bootstrap_high_mc_error": bootstrap[3],
         "anova_half_width": components.half_width(),
         "item_only_half_width": Z95 * math.sqrt(components.item / components.n_items),
         "var_item": components.item,
@@ -216,6 +245,7 @@ def entry_statistics(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -
         "share_residual": shares["residual"],
         "n_dates": components.n_dates,
         "n_items": components.n_items,
+        "share_scored": scored,
     }
 
 
@@ -455,7 +485,12 @@ def describe_dates(dates: list[str]) -> str:
 def sentence(metric: str, row: dict, decimals: int = 1) -> str:
     """The one sentence a researcher pastes: the date-marginal score, its 95% interval as it is, the dates it is the mean over."""
     shown = interval_text(row["score"], row["low"], row["high"], decimals)
-    return f"{metric} {shown}, mean over {describe_dates(row['dates'])}, 95% CI over items and dates ({int(row['n_items'])} items)"
+    sampled = row.get("share_scored", 1.0) < 1
+    estimated = f", estimated from {100 * row['share_scored']:.0f}% of its item-dates (sparse sweep)" if sampled else ""
+    return (
+        f"{metric} {shown}, mean over {describe_dates(row['dates'])}, 95% CI over items and dates "
+        f"({int(row['n_items'])} items){estimated}"
+    )
 
 
 FEW_DF = 4  # below this many degrees of freedom, t_0.975 is over 2.7 (12.7 at 1): the interval says why it is wide
@@ -525,6 +560,7 @@ ENTRY_ROW_COLUMNS = [
     "share_residual",
     "n_dates",
     "n_items",
+    "share_scored",
     "first_date",
     "last_date",
 ]

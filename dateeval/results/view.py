@@ -135,7 +135,9 @@ class Results:
 
     def entry_units(self, entry: str, dataset: str) -> list[Path]:
         """The unit files holding one entry's results on one dataset (what its kept statistics are keyed on)."""
-        return [self.store.root / source for source in self.sums.loc[self._of(entry, dataset), "source"].unique()]
+        drawn = self.drawn.loc[self.drawn["entry"].eq(entry) & self.drawn["dataset"].eq(dataset), "source"]
+        sources = pd.concat([self.sums.loc[self._of(entry, dataset), "source"], drawn])
+        return [self.store.root / source for source in sources.unique()]
 
     def _kept(
         self, name: str, entry: str, dataset: str, view: tuple, constants: tuple, compute: Callable[[], list[dict]]
@@ -285,9 +287,10 @@ class Results:
             f" and {len(found) - 3} more" if len(found) > 3 else ""
         )
         return (
-            f"swept sparsely (--budget): {named}. Their drawn dates are estimated only in `summary --per-date` and on "
-            "Curves; every other statistic (worst-to-best delta, verdict, robust score, flips, model against model, "
-            "ECE, BLEU/chrF) reads only their dates scored in full (the baselines and pilot dates); docs/sparse.md"
+            f"swept sparsely (--budget): {named}. Their drawn dates are estimated in `summary --per-date`, on Curves "
+            "and in the date-robust score (`robust`, What to report); Flips reads every cell scored; every other "
+            "statistic (worst-to-best delta, verdict, Table 7, model against model, ECE, BLEU/chrF) reads only their "
+            "dates scored in full (the baselines and pilot dates); docs/sparse.md"
         )
 
     def sparse_entries(self) -> list[tuple[str, str]]:
@@ -296,14 +299,17 @@ class Results:
 
     def estimates(self, entry: str, dataset: str) -> pd.DataFrame:
         """``estimated.entry_estimates`` of one sparse entry's accuracy: every date condition, exact or estimated."""
+        return estimated.entry_estimates(self._sparse_rows(entry, dataset))
+
+    def _sparse_rows(self, entry: str, dataset: str) -> pd.DataFrame:
+        """A sparse entry's graded rows, its dense conditions and its drawn dates, as ``estimated.sample_of`` reads."""
         chosen = (self.sums["entry"].eq(entry) & self.sums["dataset"].eq(dataset)).to_numpy()
         picked = pd.concat(
             [self.sums[chosen], self.drawn[self.drawn["entry"].eq(entry) & self.drawn["dataset"].eq(dataset)]]
         )
         keys = picked[[*schema.ENTRY_KEY, "entry"]].drop_duplicates(ignore_index=True)
         paths = [self.store.root / source for source in dict.fromkeys(picked["source"])]
-        rows = sql.rows(paths, keys, True, ["item_id", "condition_key", "date", "factor", "design", "probs", "correct"])
-        return estimated.entry_estimates(rows)
+        return sql.rows(paths, keys, True, ["item_id", "condition_key", "date", "factor", "design", "probs", "correct"])
 
     def _estimated(self, period: Period | None) -> list[pd.DataFrame]:
         """The per-date rows of sparse entries' drawn dates (``PER_DATE_COLUMNS``), estimated."""
@@ -497,7 +503,9 @@ class Results:
 
     def flips(self, entry: str, dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
         """Per-question flips and Table 7 of one entry's dates in [start, end] (each kept; the dataset's whole range is
-        kept when a sweep ends), from its condition x item matrices."""
+        kept when a sweep ends), from its condition x item matrices. A sparse entry's flips read every cell it scored
+        (``share_observed``: how much of each question's range was seen); its Table 7 reads its dates scored in full,
+        as a question seen on fewer dates looks more consistent."""
         return self._flip_table(entry, dataset, start, end, "flips"), self._flip_table(
             entry, dataset, start, end, "table7"
         )
@@ -523,7 +531,17 @@ class Results:
         self, entry: str, dataset: str, start: dt.date, end: dt.date
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         found = self.entry_outcomes(entry, dataset)
-        return item_matrices.flips(found, start, end) if found is not None else item_matrices.no_flips()
+        if found is None:
+            return item_matrices.no_flips()
+        flips, table7 = item_matrices.flips(found, start, end)
+        if (
+            entry,
+            dataset,
+        ) in self.sparse_entries():  # every cell seen, drawn dates included: who moves, seen how often
+            sampled = self.drawn[self.drawn["entry"].eq(entry) & self.drawn["dataset"].eq(dataset)]
+            observed = item_matrices.load(self.store, pd.concat([self.sums[self._of(entry, dataset)], sampled]))
+            flips = item_matrices.flips(observed, start, end)[0] if observed is not None else flips
+        return flips, table7
 
     def flips_of(
         self, entries: Sequence[str], dataset: str, start: dt.date, end: dt.date
@@ -550,6 +568,8 @@ class Results:
         keys = self._date_keys(entry, dataset, period)
 
         def compute() -> list[dict]:
+            if (entry, dataset) in self.sparse_entries():
+                return self._sparse_robust(entry, dataset, period)
             dates, correct, _ = self.matrices(entry, dataset, keys, "date")
             if min(correct.shape) < 2:
                 return []
@@ -568,6 +588,26 @@ class Results:
 
         found = self._kept("robust", entry, dataset, () if keys is None else (str(period),), (robust.N_BOOT,), compute)
         return found[0] if found else None
+
+    def _sparse_robust(self, entry: str, dataset: str, period: Period | None) -> list[dict]:
+        """A sparse entry's :meth:`robust_entry` row: ``estimated.sparse_statistics`` of its dates in ``period``."""
+        sample = estimated.sample_of(self._sparse_rows(entry, dataset))
+        dates = pd.to_datetime(pd.Series(sample.dates), format="mixed").dt.strftime("%Y-%m-%d")
+        inside = np.ones(len(dates), dtype=bool) if period is None else period.holds(dates).to_numpy()
+        if inside.sum() < 2 or len(sample.items) < 2:
+            return []
+        chosen = list(dates[inside])
+        found = estimated.sparse_statistics(sample, inside)
+        return [
+            {
+                "entry": entry,
+                "dataset": dataset,
+                **found,
+                "first_date": chosen[0],
+                "last_date": chosen[-1],
+                "dates": chosen,
+            }
+        ]
 
     def _robust_rows(self, dataset: str, period: Period | None, entries: Sequence[str] | None) -> list[dict]:
         rows = [

@@ -1,0 +1,128 @@
+"""The date-robust score of a sparse sweep (issue 46 §2): oracles over every sample of small grids, the dense interval
+when every cell is scored, and coverage of the population score with known truth (bench/sparse_coverage.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dateeval import stats
+from dateeval.results import estimated, inference, robust
+
+GRIDS = {
+    "mixed": (np.random.default_rng(0).random((5, 30)) < 0.6).astype(float),
+    "all right": np.ones((4, 6)),
+    "all wrong": np.zeros((4, 6)),
+    "ties": np.tile([[1.0, 0.0, 1.0]], (3, 2)),
+    "two dates, two items": np.array([[1.0, 0.0], [1.0, 1.0]]),
+    "one right answer": np.eye(1, 12 * 8).reshape(12, 8),
+}
+
+
+@pytest.mark.parametrize("name", GRIDS)
+def test_with_every_cell_scored_it_is_the_dense_interval(name):
+    """π = 1 everywhere: no sample error, and the estimated mean squares are the grid's own, so the interval is
+    ``date_robust``'s whatever the predictor."""
+    grid = GRIDS[name]
+    predictor = np.random.default_rng(1).random(grid.shape[1])
+    assert estimated.sparse_robust(grid, np.ones(grid.shape), predictor) == pytest.approx(
+        robust.date_robust(grid), rel=1e-12, abs=1e-12
+    )
+    assert stats.sparse_robust_score(grid, 1.0 + 0 * predictor, predictor) == pytest.approx(
+        stats.robust_score(grid), abs=1e-12
+    )
+
+
+def _every_sample(grid: np.ndarray, pi: np.ndarray):
+    """Every Poisson sample of the grid's cells with its probability."""
+    for mask in itertools.product([False, True], repeat=grid.size):
+        drawn = np.array(mask).reshape(grid.shape)
+        yield np.where(drawn, grid, np.nan), float(np.prod(np.where(drawn, pi, 1 - pi)))
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 1.0]]), np.array([[1.0, 1.0], [0.0, 1.0], [1.0, 0.0]]), np.ones((2, 3))],
+    ids=["2x3", "3x2", "all right"],
+)
+def test_the_mean_squares_and_score_are_unbiased_over_every_sample(grid):
+    """The brute-force oracle: the probability-weighted mean over all 2^cells samples of the estimated mean squares
+    (before the floor at 0) and of the score is the dense grid's, exactly; a date scored in full stays exact."""
+    rng = np.random.default_rng(2)
+    pi = rng.uniform(0.2, 0.9, grid.shape)
+    pi[0] = 1.0  # a pilot date
+    predictor = rng.random(grid.shape[1])
+    squares, score, total = np.zeros(3), 0.0, 0.0
+    for values, weight in _every_sample(grid, pi):
+        if np.isnan(values[0]).any():
+            assert weight == 0
+            continue
+        squares += weight * np.array(estimated.unbiased_squares(values, pi, predictor))
+        score += weight * estimated.difference_estimates(values, pi, predictor).value.mean()
+        total += weight
+    assert total == pytest.approx(1.0)
+    assert squares == pytest.approx(np.array(inference.mean_squares(grid)), abs=1e-12)
+    assert score == pytest.approx(grid.mean(), abs=1e-12)
+
+
+def test_the_sample_widens_the_interval_and_keeps_it_in_zero_one():
+    """Fewer cells, a wider interval; near 0 the interval stays in [0, 1] and holds the estimate."""
+    grid = (np.random.default_rng(3).random((20, 100)) < 0.03).astype(float)
+    predictor = grid[:3].mean(0)
+    dense = estimated.sparse_robust(grid, np.ones(grid.shape), predictor)
+    pi = np.full(grid.shape, 0.3)
+    pi[:3] = 1
+    drawn = np.where(np.random.default_rng(4).random(grid.shape) < pi, grid, np.nan)
+    score, low, high, _ = estimated.sparse_robust(drawn, pi, predictor)
+    assert high - low > dense[2] - dense[1]
+    assert 0 <= low <= score <= high <= 1
+
+
+def test_bad_samples_get_one_clear_error():
+    grid = np.ones((3, 4))
+    with pytest.raises(stats.UsageError, match="two or more"):
+        stats.sparse_robust_score(grid[:1], np.ones(4), np.ones(4))
+    with pytest.raises(stats.UsageError, match="0/1 grades"):
+        stats.sparse_robust_score(grid * 0.5, np.ones(4), np.ones(4))
+    with pytest.raises(stats.UsageError, match="inclusion"):
+        stats.sparse_robust_score(grid, np.zeros(4), np.ones(4))
+
+
+SPARSE = Path(__file__).resolve().parents[1] / "bench" / "sparse_coverage.py"
+
+
+@pytest.fixture(scope="module")
+def sparse_study():
+    spec = importlib.util.spec_from_file_location("sparse_study", SPARSE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    "n_items,n_dates,budget,planted",
+    [
+        (10, 12, 0.5, {}),
+        (20, 12, 0.5, {"rate": 0.05}),
+        (300, 40, 0.2, {"rate": 0.03}),
+        (300, 40, 0.2, {"rate": 0.97}),
+        (300, 40, 0.2, {"movers": 0.5}),
+        (50, 40, 0.2, {"date_effect": 0.3}),
+        (300, 40, 0.2, {"movers": 0.02, "hidden": 0.2}),
+    ],
+)
+def test_the_sparse_robust_interval_covers_the_population_score(sparse_study, n_items, n_dates, budget, planted):
+    """Known truth: the date-marginal score of the population a planted flip structure draws its questions and dates
+    from; a new store and a new draw of the design per repetition. Coverage at least 0.95 - 2 SE."""
+    found = sparse_study.robust_study(n_items, n_dates, budget, 300, planted)
+    assert found["coverage"] >= 0.95 - 2 * np.sqrt(0.95 * 0.05 / 300), found
+
+
+def test_the_robust_check_has_teeth(sparse_study):
+    """The same check fails an interval that counts only the sample's error (the dense grid taken as the truth)."""
+    found = sparse_study.robust_study(300, 40, 0.2, 300, {}, design_only=True)
+    assert found["coverage"] < 0.8, found
