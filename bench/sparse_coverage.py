@@ -15,6 +15,7 @@ half-width, and the share of the grid scored. Beside it, at the same budget:
     .venv/bin/python bench/sparse_coverage.py STORE --paper      # paper scale (14,042 x 366), resampled from each entry's questions
     .venv/bin/python bench/sparse_coverage.py --simulate         # planted flip structures (``simulate``), no store needed
     .venv/bin/python bench/sparse_coverage.py [STORE | --simulate] --robust   # the date-robust score's interval
+    .venv/bin/python bench/sparse_coverage.py --simulate --verdict   # the date-effect test's size and power
 
 ``--paper`` builds a paper-scale entry from each dense one's measured flip structure: 14,042 questions drawn with
 replacement from its questions, each keeping its own grade, its own share of dates on which the grade differs (drawn
@@ -35,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dateeval import sparse
 from dateeval.rows import with_factor
-from dateeval.results import estimated, robust
+from dateeval.results import chance, estimated, robust, sparse_chance
 from dateeval.results.estimated import Z, difference_estimates, sparse_robust
 from dateeval.store import Store
 
@@ -212,6 +213,27 @@ def robust_real(entry: dict, budget: float, draws: int) -> dict:
     return {"covered": covered / draws, "half": 100 * np.mean(halves), "dense_half": 100 * (high - low) / 2}
 
 
+def verdict_study(n_items: int, n_dates: int, budget: float, reps: int, planted: dict, n_perm: int = 200) -> dict:
+    """How often each date-effect test rejects at 0.05 on simulated stores (a new store and draw per repetition): the
+    sparse design's permutation test (``sparse_chance``) on the drawn sample, Cochran's Q by permutation on the dense
+    grid (what a dense sweep would test) and on the pilot dates alone (what a sparse entry had before). With
+    ``date_effect`` 0 the null holds, so the rates are the tests' sizes; above 0, their power."""
+    sparse_hits = dense_hits = pilot_hits = 0
+    for seed in range(reps):
+        entry = simulate(n_items, n_dates, seed=seed, **planted)
+        found = sampled(entry, budget, seed)
+        pilot = sparse.pilot_indices(n_dates)
+        exact = np.zeros(n_dates, dtype=bool)
+        exact[pilot] = True
+        sample = estimated.Sample(
+            entry["keys"], entry["keys"], entry["items"], found["values"], found["inclusion"], found["predictor"], exact
+        )
+        sparse_hits += sparse_chance.significance("e", "d", sample, n_perm)["cochran_permutation_p"] < 0.05
+        dense_hits += chance.significance("e", "d", entry["correct"], n_perm)["cochran_permutation_p"] < 0.05
+        pilot_hits += chance.significance("e", "d", entry["correct"][pilot], n_perm)["cochran_permutation_p"] < 0.05
+    return {"sparse": sparse_hits / reps, "dense": dense_hits / reps, "pilot": pilot_hits / reps, "reps": reps}
+
+
 def uniform_questions(entry: dict, budget: float, seed: int) -> dict:
     """Each drawn date scores the same number of cells at random questions: plain mean, finite-population Wilson."""
     correct = entry["correct"]
@@ -332,6 +354,34 @@ def robust_simulated(reps: int) -> None:
         )
 
 
+VERDICT_SIMULATED = (  # (questions, dates, budget, planted): the null in the first six, a planted effect after
+    (10, 12, 0.5, {}),
+    (50, 40, 0.2, {}),
+    (300, 40, 0.2, {"rate": 0.03}),
+    (300, 40, 0.2, {"rate": 0.97}),
+    (300, 40, 0.2, {"movers": 0.5}),
+    (1000, 120, 0.1, {"movers": 0.05}),
+    (300, 40, 0.2, {"date_effect": 0.1}),
+    (300, 40, 0.2, {"date_effect": 0.3}),
+    (300, 40, 0.4, {"date_effect": 0.3}),
+    (1000, 40, 0.2, {"date_effect": 0.3}),
+)
+
+
+def verdict_simulated(reps: int) -> None:
+    """The sparse verdict's rejection rate at 0.05 in every :data:`VERDICT_SIMULATED` cell, beside the dense grid's and
+    the pilot dates' Cochran's Q by permutation (200 shuffles each)."""
+    print("| questions | dates | budget | planted | sparse (± SE at 0.05) | dense grid | pilot dates alone |")
+    print("|---:|---:|---:|---|---|---:|---:|")
+    for n_items, n_dates, budget, planted in VERDICT_SIMULATED:
+        found = verdict_study(n_items, n_dates, budget, reps, planted)
+        print(
+            f"| {n_items} | {n_dates} | {budget:g} | {planted or 'default'} | {found['sparse']:.3f} ± {np.sqrt(0.0475 / reps):.3f} "
+            f"| {found['dense']:.3f} | {found['pilot']:.3f} |",
+            flush=True,
+        )
+
+
 def simulated(draws: int) -> None:
     """Coverage and half-width in every :data:`SIMULATED` cell (a new store per 10 draws), sparse against uniform."""
     print(
@@ -369,9 +419,11 @@ def main() -> None:
     parser.add_argument("--paper", action="store_true", help="paper scale, resampled from each entry's flip structure")
     parser.add_argument("--simulate", action="store_true", help="planted flip structures instead of a store")
     parser.add_argument("--robust", action="store_true", help="the date-robust score's interval instead of per date")
+    parser.add_argument("--verdict", action="store_true", help="with --simulate: the date-effect test's size and power")
     args = parser.parse_args()
     if args.simulate:
-        robust_simulated(args.draws) if args.robust else simulated(args.draws)
+        chosen = verdict_simulated if args.verdict else robust_simulated if args.robust else simulated
+        chosen(args.draws)
         return
     if args.robust:
         print("| entry | dataset | budget | dense score's share covered | half-width (pp) | dense half-width (pp) |")

@@ -38,6 +38,7 @@ def item_flips(frame: pd.DataFrame) -> pd.DataFrame:
         "dataset",
         "item_id",
         "n_dates",
+        "share_observed",
         "n_correct",
         "n_wrong",
         "changes",
@@ -77,6 +78,8 @@ def item_flips(frame: pd.DataFrame) -> pd.DataFrame:
     out["n_correct"] = out["n_correct"].astype(int)
     out["n_wrong"] = out["n_graded"] - out["n_correct"]
     out["consistent"] = out["n_predictions"] == 1
+    dates = rows.groupby(["entry", "dataset"])["condition_key"].nunique()  # the entry's date conditions
+    out["share_observed"] = out["n_dates"] / [dates[key] for key in zip(out["entry"], out["dataset"])]
     return out[columns].sort_values(["changes", "mean_confidence"], ascending=[False, True], ignore_index=True)
 
 

@@ -75,7 +75,8 @@ def template_default_dates(frame: pd.DataFrame) -> dict[str, pd.Timestamp]:
     return {entry: day for entry, day in parsed.items() if not pd.isna(day)}
 
 
-def _extremes(dated: pd.DataFrame, metric: str, higher_is_better: bool) -> dict[str, object]:
+def extremes(dated: pd.DataFrame, metric: str, higher_is_better: bool = True) -> dict[str, object]:
+    """Min, mean, max, worst-to-best delta and the worst and best dates of ``metric`` over ``dated``'s rows."""
     dated = dated[dated[metric].notna()]
     values = dated[metric].to_numpy()
     best = int(np.argmax(values) if higher_is_better else np.argmin(values))
@@ -105,7 +106,7 @@ def summarize(metrics: pd.DataFrame) -> pd.DataFrame:
         row["n_items"] = int(group["n_items"].iloc[0])
         for metric in dataset_metrics(group):
             if dated[metric].notna().any():
-                row.update(_extremes(dated, metric, REGISTRY[metric].higher_is_better))
+                row.update(extremes(dated, metric, REGISTRY[metric].higher_is_better))
             for factor, name in (("no-date", "no_date"), ("template-default", "template_default")):
                 baseline = group[group["factor"] == factor]  # by factor: server-clock rows are dated, not a baseline
                 row[f"{name}_{metric}"] = float(baseline[metric].iloc[0]) if len(baseline) else float("nan")

@@ -177,6 +177,17 @@ class Sample(NamedTuple):
         """The share of the grid's cells that were scored."""
         return float(np.isfinite(self.values).mean())
 
+    def of_dates(self, keep: np.ndarray) -> Sample:
+        """The sample of the dates ``keep`` marks (a mask over its dates), its design unchanged."""
+        picked = np.flatnonzero(keep)
+        return self._replace(
+            keys=[self.keys[i] for i in picked],
+            dates=[self.dates[i] for i in picked],
+            values=self.values[picked],
+            inclusion=self.inclusion[picked],
+            exact=self.exact[picked],
+        )
+
 
 def sample_of(rows: pd.DataFrame, column: str = "correct") -> Sample:
     """The :class:`Sample` of one sparse entry's rows (``item_id``, ``condition_key``, ``date``, ``factor``, ``design``,
@@ -206,23 +217,22 @@ def sample_of(rows: pd.DataFrame, column: str = "correct") -> Sample:
     return Sample(list(table.index), list(dates), items, drawn, inclusion, np.nan_to_num(predictor), exact)
 
 
-def sparse_statistics(sample: Sample, dates: np.ndarray) -> dict:
-    """``robust.statistics_row`` of a sample's ``dates`` (a mask over its dates) with their ``per_date`` estimates:
-    :func:`sparse_robust`'s score and interval, the components of :func:`mean_squares`, the cells' share scored. The
-    two-way bootstrap resamples a dense grid, so it is not run (NaN)."""
-    values, inclusion = sample.values[dates], sample.inclusion[dates]
-    found = sparse_robust(values, inclusion, sample.predictor)
-    components = inference.components_from(mean_squares(values, inclusion, sample.predictor), *values.shape)
-    row = robust.statistics_row(found, components, (np.nan,) * 4, float(np.isfinite(values).mean()))
-    per_date = np.clip(difference_estimates(values, inclusion, sample.predictor).value, 0, 1)
+def sparse_statistics(sample: Sample) -> dict:
+    """``robust.statistics_row`` of a sample with its ``per_date`` estimates: :func:`sparse_robust`'s score and
+    interval, the components of :func:`mean_squares`, the cells' share scored. The two-way bootstrap resamples a dense
+    grid, so it is not run (NaN)."""
+    values, inclusion, predictor = sample.values, sample.inclusion, sample.predictor
+    found = sparse_robust(values, inclusion, predictor)
+    components = inference.components_from(mean_squares(values, inclusion, predictor), *values.shape)
+    row = robust.statistics_row(found, components, (np.nan,) * 4, sample.share_scored())
+    per_date = np.clip(difference_estimates(values, inclusion, predictor).value, 0, 1)
     return {**row, "per_date": per_date.tolist()}
 
 
-def entry_estimates(rows: pd.DataFrame, column: str = "correct") -> pd.DataFrame:
-    """Per date condition of one sparse entry (rows as :func:`sample_of` reads): ``condition_key``, ``date``,
-    ``value``, ``low``, ``high``, ``n_scored``, ``n_items``, ``estimated``. Exact dates have NaN bounds here (the caller
-    gives them their dense interval); an estimate is shown as a share, cut to [0, 1]."""
-    sample = sample_of(rows, column)
+def estimates_table(sample: Sample) -> pd.DataFrame:
+    """Per date condition of a sample: ``condition_key``, ``date``, ``value``, ``low``, ``high``, ``n_scored``,
+    ``n_items``, ``estimated``. Exact dates have NaN bounds here (the caller gives them their dense interval); an
+    estimate is shown as a share, cut to [0, 1]."""
     found = difference_estimates(sample.values, sample.inclusion, sample.predictor)
     return pd.DataFrame(
         {
@@ -240,7 +250,7 @@ def entry_estimates(rows: pd.DataFrame, column: str = "correct") -> pd.DataFrame
 
 def drawn(sums: pd.DataFrame) -> pd.Series:
     """Which per-unit sums hold a sparse entry's drawn dates (a sample of its questions): the statistics that need every
-    question on every date read the rest, and these only through :func:`entry_estimates`."""
+    question on every date read the rest, and these only through a :class:`Sample`."""
     if "design" not in sums or sums["design"].isna().all():
         return pd.Series(False, index=sums.index)
     sparse_entries = sums.groupby(["entry", "dataset"])["design"].transform(lambda designs: designs.notna().any())

@@ -104,10 +104,15 @@ class SummaryRow:
         if self.chance is not None:
             chance = self.chance
             verdict = "beyond chance" if chance.exceeds_chance else "within chance"
+            test = (
+                f"Cochran's Q by permutation p = {chance.cochran_permutation_p:.3f}; chi-square p = {chance.cochran_p:.3g}"
+                if not missing(chance.cochran_p)
+                else f"sparse: p = {chance.cochran_permutation_p:.3f}, Cochran's Q of the drawn cells by the design's permutation "
+                "and of the full dates, by Fisher"
+            )
             out.append(
-                f"  chance    date effect {verdict} (Cochran's Q by permutation p = {chance.cochran_permutation_p:.3f}; chi-square "
-                f"p = {chance.cochran_p:.3g}); accuracy delta: 95% of chance deltas <= {points(chance.delta_null_upper, self.n_items)}, "
-                f"p = {chance.delta_p_value:.3f}"
+                f"  chance    date effect {verdict} ({test}); accuracy delta: 95% of chance deltas <= "
+                f"{points(chance.delta_null_upper, self.n_items)}, p = {chance.delta_p_value:.3f}"
             )
         return out
 

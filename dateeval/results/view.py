@@ -22,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from dateeval import schema
-from dateeval.results import bands, chance, descriptive, estimated, inference, item_matrices, sql, stored, unit_sums
+from dateeval.results import bands, chance, descriptive, estimated, inference, item_matrices, sparse_chance
+from dateeval.results import sql, stored, unit_sums
 from dateeval.results.headline import Headline, headline as find_headline
 
 from dateeval.metrics import METRICS, dataset_metrics
@@ -73,6 +74,7 @@ class Results:
         # (whose statistics need every question) and read only through ``estimated``.
         self.drawn = sums.iloc[:0] if drawn is None else drawn
         self.entry_outcomes = functools.lru_cache(maxsize=HELD_ENTRIES)(self._entry_outcomes)
+        self._whole_sample = functools.lru_cache(maxsize=HELD_ENTRIES)(self._sample_of)
         self._computed_flips = functools.lru_cache(maxsize=HELD_ENTRIES)(
             self._compute_flips
         )  # both tables from one computation
@@ -287,19 +289,15 @@ class Results:
             f" and {len(found) - 3} more" if len(found) > 3 else ""
         )
         return (
-            f"swept sparsely (--budget): {named}. Their drawn dates are estimated in `summary --per-date`, on Curves "
-            "and in the date-robust score (`robust`, What to report); Flips reads every cell scored; every other "
-            "statistic (worst-to-best delta, verdict, Table 7, model against model, ECE, BLEU/chrF) reads only their "
-            "dates scored in full (the baselines and pilot dates); docs/sparse.md"
+            f"swept sparsely (--budget): {named}. Their drawn dates are estimated in the accuracy per date (`summary`, "
+            "Curves), its worst-to-best delta and chance test, and the date-robust score (`robust`, What to report); "
+            "Flips reads every cell scored; the store's verdict, Table 7, model against model, the CV, ECE and "
+            "BLEU/chrF read only their dates scored in full (the baselines and pilot dates); docs/sparse.md"
         )
 
     def sparse_entries(self) -> list[tuple[str, str]]:
         """(entry, dataset) of every entry swept sparsely (``--budget``), sorted."""
         return sorted(set(zip(self.drawn["entry"], self.drawn["dataset"])))
-
-    def estimates(self, entry: str, dataset: str) -> pd.DataFrame:
-        """``estimated.entry_estimates`` of one sparse entry's accuracy: every date condition, exact or estimated."""
-        return estimated.entry_estimates(self._sparse_rows(entry, dataset))
 
     def _sparse_rows(self, entry: str, dataset: str) -> pd.DataFrame:
         """A sparse entry's graded rows, its dense conditions and its drawn dates, as ``estimated.sample_of`` reads."""
@@ -315,12 +313,8 @@ class Results:
         """The per-date rows of sparse entries' drawn dates (``PER_DATE_COLUMNS``), estimated."""
         tables = []
         for entry, dataset in self.sparse_entries():
-            found = self.estimates(entry, dataset)
-            found = found[found["estimated"]]
-            found = found.assign(date=pd.to_datetime(found["date"], format="mixed").dt.strftime("%Y-%m-%d"))
-            if period is not None:
-                found = found[period.holds(found["date"])]
-            tables.append(found.assign(entry=entry, dataset=dataset, metric="accuracy"))
+            found = estimated.estimates_table(self.sparse_sample(entry, dataset, period))
+            tables.append(found[found["estimated"]].assign(entry=entry, dataset=dataset, metric="accuracy"))
         return tables
 
     def summary(self, period: Period | None = None) -> pd.DataFrame:
@@ -349,6 +343,15 @@ class Results:
             "exceeds_chance",
         ]
         table = table.merge(extra[keep], on=["entry", "dataset"], how="left")
+        for entry, dataset in self.sparse_entries():  # accuracy over every date, the drawn ones estimated
+            at = (table["entry"].eq(entry) & table["dataset"].eq(dataset)).to_numpy()
+            found = estimated.estimates_table(self.sparse_sample(entry, dataset, period))
+            if at.any() and len(found):
+                table.loc[at, "n_dates"] = len(found)
+                for column, value in descriptive.extremes(
+                    found.rename(columns={"value": "accuracy"}), "accuracy"
+                ).items():
+                    table.loc[at, column] = value
         if "ece_delta" in table:
             ends = [
                 self.ece_delta_interval(row.entry, row.dataset, row.ece_worst_date, row.ece_best_date, row.n_items)
@@ -448,6 +451,8 @@ class Results:
         keys = self._date_keys(entry, dataset, period)
 
         def compute() -> list[dict]:
+            if (entry, dataset) in self.sparse_entries():  # every date, drawn ones estimated: the design's null
+                return [sparse_chance.significance(entry, dataset, self.sparse_sample(entry, dataset, period), N_PERM)]
             return [
                 chance.significance(entry, dataset, self.matrices(entry, dataset, keys, "condition_key")[1], N_PERM)
             ]
@@ -591,23 +596,24 @@ class Results:
 
     def _sparse_robust(self, entry: str, dataset: str, period: Period | None) -> list[dict]:
         """A sparse entry's :meth:`robust_entry` row: ``estimated.sparse_statistics`` of its dates in ``period``."""
+        sample = self.sparse_sample(entry, dataset, period)
+        if len(sample.dates) < 2 or len(sample.items) < 2:
+            return []
+        found = estimated.sparse_statistics(sample)
+        first, last = sample.dates[0], sample.dates[-1]
+        return [
+            {"entry": entry, "dataset": dataset, **found, "first_date": first, "last_date": last, "dates": sample.dates}
+        ]
+
+    def sparse_sample(self, entry: str, dataset: str, period: Period | None = None) -> estimated.Sample:
+        """One sparse entry's ``estimated.Sample`` of its dates in ``period`` (dates as YYYY-MM-DD)."""
+        sample = self._whole_sample(entry, dataset)
+        return sample if period is None else sample.of_dates(period.holds(pd.Series(sample.dates)).to_numpy())
+
+    def _sample_of(self, entry: str, dataset: str) -> estimated.Sample:
         sample = estimated.sample_of(self._sparse_rows(entry, dataset))
         dates = pd.to_datetime(pd.Series(sample.dates), format="mixed").dt.strftime("%Y-%m-%d")
-        inside = np.ones(len(dates), dtype=bool) if period is None else period.holds(dates).to_numpy()
-        if inside.sum() < 2 or len(sample.items) < 2:
-            return []
-        chosen = list(dates[inside])
-        found = estimated.sparse_statistics(sample, inside)
-        return [
-            {
-                "entry": entry,
-                "dataset": dataset,
-                **found,
-                "first_date": chosen[0],
-                "last_date": chosen[-1],
-                "dates": chosen,
-            }
-        ]
+        return sample._replace(dates=list(dates))
 
     def _robust_rows(self, dataset: str, period: Period | None, entries: Sequence[str] | None) -> list[dict]:
         rows = [
