@@ -16,6 +16,7 @@ half-width, and the share of the grid scored. Beside it, at the same budget:
     .venv/bin/python bench/sparse_coverage.py --simulate         # planted flip structures (``simulate``), no store needed
     .venv/bin/python bench/sparse_coverage.py [STORE | --simulate] --robust   # the date-robust score's interval
     .venv/bin/python bench/sparse_coverage.py --simulate --verdict   # the date-effect test's size and power
+    .venv/bin/python bench/sparse_coverage.py --simulate --compare   # model against model: the paired difference
 
 ``--paper`` builds a paper-scale entry from each dense one's measured flip structure: 14,042 questions drawn with
 replacement from its questions, each keeping its own grade, its own share of dates on which the grade differs (drawn
@@ -94,16 +95,20 @@ def simulate(
     hidden: float = 0.05,
     date_effect: float = 0.0,
     seed: int = 0,
+    flip_seed: int | None = None,
 ) -> dict:
     """A dense entry with known truth and a planted flip structure like the measured ones (docs/coverage.md): each
     question has a grade at ``rate``; a share ``movers`` of them change it on each date with a probability of their own
     (uniform in 0.05-0.5) and show a near tie (top-two margin exponential, mean 0.03); a share ``hidden`` of the rest
     move rarely (probability 0.02) behind a wide margin (mean 0.3, as every steady question), which the pilot misses;
-    ``date_effect`` makes every mover right on a random half of the dates with that extra probability."""
+    ``date_effect`` makes every mover right on a random half of the dates with that extra probability. ``flip_seed``:
+    the same questions (grades, kinds, flip rates from ``seed``) with their dates drawn anew, a twin entry (another
+    precision of one model, say) whose population score is the same."""
     rng = np.random.default_rng(seed)
     base = rng.random(n_items) < rate
     kind = rng.random(n_items)
     flip = np.where(kind < movers, rng.uniform(0.05, 0.5, n_items), np.where(kind < movers + hidden, 0.02, 0.0))
+    rng = rng if flip_seed is None else np.random.default_rng(flip_seed)
     flips = rng.random((n_dates, n_items)) < flip
     correct = np.where(flips, ~base, base)
     if date_effect:
@@ -223,15 +228,52 @@ def verdict_study(n_items: int, n_dates: int, budget: float, reps: int, planted:
         entry = simulate(n_items, n_dates, seed=seed, **planted)
         found = sampled(entry, budget, seed)
         pilot = sparse.pilot_indices(n_dates)
-        exact = np.zeros(n_dates, dtype=bool)
-        exact[pilot] = True
-        sample = estimated.Sample(
-            entry["keys"], entry["keys"], entry["items"], found["values"], found["inclusion"], found["predictor"], exact
-        )
+        sample = as_sample(entry, found, seed)
         sparse_hits += sparse_chance.significance("e", "d", sample, n_perm)["cochran_permutation_p"] < 0.05
         dense_hits += chance.significance("e", "d", entry["correct"], n_perm)["cochran_permutation_p"] < 0.05
         pilot_hits += chance.significance("e", "d", entry["correct"][pilot], n_perm)["cochran_permutation_p"] < 0.05
     return {"sparse": sparse_hits / reps, "dense": dense_hits / reps, "pilot": pilot_hits / reps, "reps": reps}
+
+
+def as_sample(entry: dict, found: dict, seed: int | None) -> estimated.Sample:
+    """A :func:`sampled` draw as the readers' :class:`estimated.Sample` (the pilot dates exact)."""
+    exact = np.zeros(len(entry["keys"]), dtype=bool)
+    exact[sparse.pilot_indices(len(entry["keys"]))] = True
+    keys, items = entry["keys"], entry["items"]
+    return estimated.Sample(keys, keys, items, found["values"], found["inclusion"], found["predictor"], exact, seed)
+
+
+def compare_study(n_items: int, n_dates: int, budget: float, reps: int, pair: str, planted: dict) -> dict:
+    """Coverage of the population difference of two entries' date-robust scores by ``estimated.paired_difference``
+    (a new pair of stores and draws per repetition), beside the dense grids' ``robust.paired_difference``. ``pair``:
+    ``twins`` (the same questions, dates drawn anew: difference 0) swept with one seed, ``twins, two seeds``,
+    ``twins, B dense``, or ``apart`` (independent questions, B at rate 0.25)."""
+    covered = dense_covered = 0
+    half = dense_half = 0.0
+    for rep in range(reps):
+        a = simulate(n_items, n_dates, seed=rep, **planted)
+        if pair == "apart":
+            b = simulate(n_items, n_dates, seed=rep + 1_000_000, **{**planted, "rate": 0.25})
+        else:
+            b = simulate(n_items, n_dates, seed=rep, flip_seed=rep + 1_000_000, **planted)
+        seed_b = rep + 1 if pair == "twins, two seeds" else rep
+        sample_a = as_sample(a, sampled(a, budget, rep), rep)
+        if pair == "twins, B dense":
+            sample_b = estimated.dense_sample(b["keys"], b["items"], b["correct"])
+        else:
+            sample_b = as_sample(b, sampled(b, budget, seed_b), seed_b)
+        _, low, high = estimated.paired_difference(sample_a, sample_b)
+        _, dense_low, dense_high = robust.paired_difference(a["correct"], b["correct"])
+        truth = a["truth"] - b["truth"]
+        covered += low <= truth <= high
+        dense_covered += dense_low <= truth <= dense_high
+        half, dense_half = half + (high - low) / 2 / reps, dense_half + (dense_high - dense_low) / 2 / reps
+    return {
+        "coverage": covered / reps,
+        "dense_coverage": dense_covered / reps,
+        "half": 100 * half,
+        "dense_half": 100 * dense_half,
+    }
 
 
 def uniform_questions(entry: dict, budget: float, seed: int) -> dict:
@@ -382,6 +424,35 @@ def verdict_simulated(reps: int) -> None:
         )
 
 
+COMPARE_SIMULATED = (  # (questions, dates, budget, pair, planted)
+    (300, 40, 0.2, "twins", {}),
+    (300, 40, 0.2, "twins, two seeds", {}),
+    (300, 40, 0.2, "twins, B dense", {}),
+    (300, 40, 0.2, "apart", {}),
+    (10, 12, 0.5, "twins", {}),
+    (20, 12, 0.5, "apart", {}),
+    (300, 40, 0.2, "twins", {"rate": 0.03}),
+    (300, 40, 0.2, "twins", {"rate": 0.97}),
+    (300, 40, 0.2, "twins", {"movers": 0.5}),
+    (300, 40, 0.2, "twins", {"date_effect": 0.3}),
+)
+
+
+def compare_simulated(reps: int) -> None:
+    """The sparse paired difference's coverage in every :data:`COMPARE_SIMULATED` cell, beside the dense grids'."""
+    print(
+        "| questions | dates | budget | pair | planted | coverage (± SE at 0.95) | half-width (pp) | dense coverage | dense half-width (pp) |"
+    )
+    print("|---:|---:|---:|---|---|---|---:|---:|---:|")
+    for n_items, n_dates, budget, pair, planted in COMPARE_SIMULATED:
+        found = compare_study(n_items, n_dates, budget, reps, pair, planted)
+        print(
+            f"| {n_items} | {n_dates} | {budget:g} | {pair} | {planted or 'default'} | {found['coverage']:.3f} ± {np.sqrt(0.0475 / reps):.3f} "
+            f"| {found['half']:.2f} | {found['dense_coverage']:.3f} | {found['dense_half']:.2f} |",
+            flush=True,
+        )
+
+
 def simulated(draws: int) -> None:
     """Coverage and half-width in every :data:`SIMULATED` cell (a new store per 10 draws), sparse against uniform."""
     print(
@@ -420,9 +491,18 @@ def main() -> None:
     parser.add_argument("--simulate", action="store_true", help="planted flip structures instead of a store")
     parser.add_argument("--robust", action="store_true", help="the date-robust score's interval instead of per date")
     parser.add_argument("--verdict", action="store_true", help="with --simulate: the date-effect test's size and power")
+    parser.add_argument("--compare", action="store_true", help="with --simulate: model against model's coverage")
     args = parser.parse_args()
     if args.simulate:
-        chosen = verdict_simulated if args.verdict else robust_simulated if args.robust else simulated
+        chosen = (
+            verdict_simulated
+            if args.verdict
+            else compare_simulated
+            if args.compare
+            else robust_simulated
+            if args.robust
+            else simulated
+        )
         chosen(args.draws)
         return
     if args.robust:

@@ -332,12 +332,9 @@ def compare(args: argparse.Namespace) -> int:
         raise DateEvalError(
             f"{args.a!r} and {args.b!r} do not both have dataset {dataset!r} on two or more dates (shared: {', '.join(shared) or 'none'})"
         )
-    _, group = found.aligned(dataset, [args.a, args.b], args.dates)
-    if group is None:
+    compared = found.compared(dataset, args.a, args.b, args.dates)
+    if compared is None:
         raise DateEvalError(f"{args.a!r} and {args.b!r} do not share two dates and the same questions on {dataset}")
     print(f"{dataset}:")
-    print(
-        "".join(f"  {line}\n" for line in robust.compare_lines(args.a, args.b, robust.compare(group[0], group[1]))),
-        end="",
-    )
+    print("".join(f"  {line}\n" for line in robust.compare_lines(args.a, args.b, compared)), end="")
     return 0

@@ -154,8 +154,8 @@ def compare(view: results.Results, selection: Selection, a: str, b: str) -> list
     fewer than two dates or not their questions."""
     from dateeval.results import robust
 
-    _, group = view.aligned(selection.dataset, [a, b], selection.period)
-    return [] if group is None else robust.compare_lines(a, b, robust.compare(group[0], group[1]))
+    found = view.compared(selection.dataset, a, b, selection.period)
+    return [] if found is None else robust.compare_lines(a, b, found)
 
 
 @cached(spinner="Computing intervals over questions...")

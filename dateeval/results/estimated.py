@@ -91,7 +91,12 @@ def unbiased_squares(values: np.ndarray, inclusion: np.ndarray, predictor: np.nd
     E |P y_hat|^2 = |P y|^2 + sum_c P_cc Var(y_hat_c), so subtracting sum_c P_cc v_c (v: :func:`cells`' variance
     estimates) leaves it unbiased. P_cc is (1 - 1/I) / D for items, (1 - 1/D) / I for dates, (1 - 1/D)(1 - 1/I) for
     the residual (D dates, I items); tests/test_sparse_robust.py checks it over every sample of small grids."""
-    imputed, variance = cells(values, inclusion, predictor)
+    return squares_of(*cells(values, inclusion, predictor))
+
+
+def squares_of(imputed: np.ndarray, variance: np.ndarray) -> tuple[float, float, float]:
+    """:func:`unbiased_squares` of cells estimated without bias (``imputed``) with unbiased estimates of their
+    variances (``variance``), uncorrelated across cells."""
     n_dates, n_items = imputed.shape
     total = float(variance.sum())
     dfs = (n_items - 1, n_dates - 1, (n_items - 1) * (n_dates - 1))
@@ -172,6 +177,7 @@ class Sample(NamedTuple):
     inclusion: np.ndarray
     predictor: np.ndarray
     exact: np.ndarray
+    seed: int | None = None  # the design's, which fixes each cell's uniform; None for a dense entry
 
     def share_scored(self) -> float:
         """The share of the grid's cells that were scored."""
@@ -214,7 +220,7 @@ def sample_of(rows: pd.DataFrame, column: str = "correct") -> Sample:
         )
     inclusion = np.where(exact[:, None], 1.0, np.broadcast_to(pi, values.shape))
     drawn = np.where(chosen, values, np.nan)
-    return Sample(list(table.index), list(dates), items, drawn, inclusion, np.nan_to_num(predictor), exact)
+    return Sample(list(table.index), list(dates), items, drawn, inclusion, np.nan_to_num(predictor), exact, design.seed)
 
 
 def sparse_statistics(sample: Sample) -> dict:
@@ -227,6 +233,73 @@ def sparse_statistics(sample: Sample) -> dict:
     row = robust.statistics_row(found, components, (np.nan,) * 4, sample.share_scored())
     per_date = np.clip(difference_estimates(values, inclusion, predictor).value, 0, 1)
     return {**row, "per_date": per_date.tolist()}
+
+
+def dense_sample(dates: list, items: list, correct: np.ndarray) -> Sample:
+    """A dense entry's dates x items grades as a :class:`Sample` with every cell scored (to compare with a sparse one)."""
+    correct = np.asarray(correct, dtype=float)
+    return Sample(
+        list(dates),
+        list(dates),
+        list(items),
+        correct,
+        np.ones(correct.shape),
+        np.zeros(correct.shape[1]),
+        np.ones(len(correct), dtype=bool),
+    )
+
+
+def compare(a: Sample, b: Sample) -> dict | None:
+    """``robust.compare``'s findings for two entries of which one or both were swept sparsely, on the dates they share
+    (None where fewer than two, or not the same questions): each one's :func:`sparse_robust`, their
+    :func:`paired_difference`; the date sensitivity needs every grade and is not estimated (NaN)."""
+    common = sorted(set(a.dates) & set(b.dates))
+    if len(common) < 2 or list(a.items) != list(b.items):
+        return None
+    a, b = (sample.of_dates(np.isin(sample.dates, common)) for sample in (a, b))
+    score_a, low_a, high_a, _ = sparse_robust(a.values, a.inclusion, a.predictor)
+    score_b, low_b, high_b, _ = sparse_robust(b.values, b.inclusion, b.predictor)
+    return {
+        "a": (score_a, low_a, high_a),
+        "b": (score_b, low_b, high_b),
+        "difference": paired_difference(a, b),
+        "sensitivity": robust.NO_SENSITIVITY,
+        "n_dates": len(common),
+        "n_items": len(a.items),
+    }
+
+
+def paired_difference(a: Sample, b: Sample) -> tuple[float, float, float]:
+    """A's date-robust score minus B's from their samples of the same dates (in one order) and questions, with
+    ``robust.paired_difference``'s interval: the difference grid's mean squares estimated without bias
+    (:func:`squares_of`) plus the samples' error.
+
+    Each cell's difference is estimated by A's cell estimate minus B's (:func:`cells`). Swept with one seed (the same
+    uniform for a cell in both) a cell is drawn in both with probability min(pi_a, pi_b), else pi_a pi_b; the
+    covariance of the two estimates, r_a r_b (pi_ab - pi_a pi_b) / (pi_a pi_b), is estimated without bias from the
+    cells drawn in both (divided by pi_ab). The samples' error of the mean is the larger of that difference's own
+    estimate and the sum of each sample's (:func:`difference_estimates`' variances, which ignore the covariance: wider
+    where the two move together)."""
+    difference, variance = difference_cells(a, b)
+    squares = tuple(max(0.0, square) for square in squares_of(difference, variance))
+    each = sum(_per_date(s.values, s.inclusion, s.predictor)[1].sum() for s in (a, b))
+    design = max(float(variance.sum()) / difference.size**2, float(each) / len(difference) ** 2)
+    return robust.paired_from(float(difference.mean()), squares, *difference.shape, design)  # type: ignore[arg-type]
+
+
+def difference_cells(a: Sample, b: Sample) -> tuple[np.ndarray, np.ndarray]:
+    """Each cell's estimated difference A - B (:func:`cells`) and the unbiased estimate of its variance, the two
+    samples' covariance included (:func:`paired_difference`)."""
+    values_a, values_b = np.asarray(a.values, dtype=float), np.asarray(b.values, dtype=float)
+    pi_a, pi_b = (np.broadcast_to(np.asarray(s.inclusion, dtype=float), values_a.shape) for s in (a, b))
+    drawn_a, drawn_b = np.isfinite(values_a), np.isfinite(values_b)
+    shared = a.seed is not None and a.seed == b.seed and list(a.keys) == list(b.keys)
+    joint = np.minimum(pi_a, pi_b) if shared else pi_a * pi_b
+    residual_a = np.where(drawn_a, values_a - a.predictor, 0.0)
+    residual_b = np.where(drawn_b, values_b - b.predictor, 0.0)
+    covariance = np.where(drawn_a & drawn_b, (joint - pi_a * pi_b) / (pi_a * pi_b * joint) * residual_a * residual_b, 0)
+    (imputed_a, variance_a), (imputed_b, variance_b) = (cells(s.values, s.inclusion, s.predictor) for s in (a, b))
+    return imputed_a - imputed_b, variance_a + variance_b - 2 * covariance
 
 
 def estimates_table(sample: Sample) -> pd.DataFrame:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+from itertools import combinations
 
 import pandas as pd
 
@@ -177,14 +178,15 @@ def _compare_section(results: Results, dataset: str, files: dict[str, str]) -> l
     from dateeval.results import robust
 
     names = sorted({entry for entry, name in results.dated_entries() if name == dataset})
-    _, stacked = results.aligned(dataset, names)
-    if stacked is None:
+    found = [(a, b, results.compared(dataset, a, b)) for a, b in combinations(names, 2)]
+    pairs = [(a, b, compared) for a, b, compared in found if compared is not None]
+    if not pairs:
         return []
-    table = robust.compare_table(names, stacked)
+    table = robust.compare_table(pairs)
     files[f"compare-{dataset}.csv"] = to_csv(table)
     return [
-        f"<h3>Model against model: {html.escape(dataset)}</h3><p>Each pair on the {stacked.shape[2]} questions and {stacked.shape[1]} dates both "
-        "have: A - B is the difference of the date-robust scores, its 95% interval clustered by question; date SD is each model's "
+        f"<h3>Model against model: {html.escape(dataset)}</h3><p>Each pair on the questions and dates both have: A - B "
+        "is the difference of the date-robust scores, its 95% interval clustered by question; date SD is each model's "
         "date standard deviation without counting noise, the questions resampled (paired) for its interval and p.</p>"
         f"{table.to_html(index=False, border=0)}<p><a href='compare-{dataset}.csv'>CSV</a></p>"
     ]

@@ -260,19 +260,25 @@ def paired_difference(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float
     the spread the interval is read from is then 0, and a zero-wide interval would claim a certainty the questions do
     not give. Wherever the spread is not 0 the interval covered 0.93 or more of simulated pairs, rates near 0 and 1
     included (bench/coverage.py --only extremes, docs/coverage.md)."""
+    difference = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    return paired_from(float(difference.mean()), mean_squares(difference), *difference.shape)
+
+
+def paired_from(
+    value: float, squares: tuple[float, float, float], n_dates: int, n_items: int, design_variance: float = 0.0
+) -> tuple[float, float, float]:
+    """:func:`paired_difference`'s interval from the difference grid's mean squares (measured, or estimated from two
+    sparse samples: ``estimated.paired_difference``, which adds the samples' ``design_variance``)."""
     from scipy import stats as scipy_stats
 
-    difference = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
-    n_dates, n_items = difference.shape
-    ms_item, ms_date, ms_residual = mean_squares(difference)
+    ms_item, ms_date, ms_residual = squares
     date_part = max(0.0, ms_date - ms_residual)
-    variance = (ms_item + date_part) / difference.size
+    variance = (ms_item + date_part) / (n_dates * n_items) + design_variance
     df = float(n_items - 1)
     if date_part > 0:
         df = (ms_item + date_part) ** 2 / (
             ms_item**2 / (n_items - 1) + ms_date**2 / (n_dates - 1) + ms_residual**2 / ((n_items - 1) * (n_dates - 1))
         )
-    value = float(difference.mean())
     if variance == 0:
         return value, math.nan, math.nan
     half = float(scipy_stats.t.ppf(0.975, max(1.0, df)) * math.sqrt(variance))
@@ -340,6 +346,8 @@ def _pp(value: float, decimals: int = 1) -> str:
 
 
 NO_SPREAD = "every question differs by the same amount on every date, so there is no spread to read an interval from"
+NOT_SAMPLED = "not estimated from a sparse sweep's sample"
+NO_SENSITIVITY = dict.fromkeys(["a_date_sd", "b_date_sd", "value", "low", "high", "p_value"], math.nan)
 
 
 def compare_cells(found: dict) -> dict[str, str]:
@@ -353,11 +361,13 @@ def compare_cells(found: dict) -> dict[str, str]:
         "difference": _pp(value),
         "difference_interval": bounds,
         "better": "a" if low > 0 else "b" if high < 0 else "",
-        "a_sd": f"{100 * sense['a_date_sd']:.2f}",
-        "b_sd": f"{100 * sense['b_date_sd']:.2f}",
-        "sd_difference": _pp(sense["value"], 2),
-        "sd_interval": f"[{_pp(sense['low'], 2)}, {_pp(sense['high'], 2)}]",
-        "p": f"{sense['p_value']:.3f}",
+        "a_sd": f"{100 * sense['a_date_sd']:.2f}" if math.isfinite(sense["a_date_sd"]) else "-",
+        "b_sd": f"{100 * sense['b_date_sd']:.2f}" if math.isfinite(sense["b_date_sd"]) else "-",
+        "sd_difference": _pp(sense["value"], 2) if math.isfinite(sense["value"]) else "-",
+        "sd_interval": f"[{_pp(sense['low'], 2)}, {_pp(sense['high'], 2)}]"
+        if math.isfinite(sense["low"])
+        else f"[no interval: {NOT_SAMPLED}]",
+        "p": f"{sense['p_value']:.3f}" if math.isfinite(sense["p_value"]) else "-",
         "moves_more": ("a" if sense["value"] > 0 else "b") if sense["p_value"] < 0.05 else "",
         "size": f"{found['n_items']} questions x {found['n_dates']} dates",
     }
@@ -377,25 +387,30 @@ def compare_lines(name_a: str, name_b: str, found: dict) -> list[str]:
         if cells["moves_more"]
         else "no difference in date sensitivity shown"
     )
+    sensitivity = (
+        f"date sensitivity (date SD without counting noise): A {cells['a_sd']} pp, B {cells['b_sd']} pp; "
+        f"A - B {cells['sd_difference']} pp {cells['sd_interval']}, p = {cells['p']} (questions resampled, these dates): {moved}"
+        if math.isfinite(found["sensitivity"]["value"])
+        else f"date sensitivity: {NOT_SAMPLED}"
+    )
     return [
         f"A = {name_a}: date-robust score {cells['a']}; B = {name_b}: {cells['b']} ({cells['size']} both have)",
-        f"A - B: {cells['difference']} pp {cells['difference_interval']} (95%, clustered by question): {verdict}",
-        f"date sensitivity (date SD without counting noise): A {cells['a_sd']} pp, B {cells['b_sd']} pp; "
-        f"A - B {cells['sd_difference']} pp {cells['sd_interval']}, p = {cells['p']} (questions resampled, these dates): {moved}",
+        f"A - B: {cells['difference']} pp {cells['difference_interval']} (95%, clustered by question"
+        f"{', sparse samples' if not math.isfinite(found['sensitivity']['value']) else ''}): {verdict}",
+        sensitivity,
     ]
 
 
-def compare_table(names: list[str], stacked: np.ndarray) -> pd.DataFrame:
-    """:func:`compare` of every pair of ``names`` (``stacked``: entries x dates x questions, as
-    :meth:`Results.aligned` gives), one row a pair, in :func:`compare_cells`' digits: the report's model-against-model
-    table."""
+def compare_table(pairs: list[tuple[str, str, dict]]) -> pd.DataFrame:
+    """:func:`compare`'s findings of pairs of entries (A, B, found: ``Results.compared``), one row a pair, in
+    :func:`compare_cells`' digits: the report's model-against-model table."""
     rows = []
-    for i, j in combinations(range(len(names)), 2):
-        cells = compare_cells(compare(stacked[i], stacked[j]))
+    for name_a, name_b, found in pairs:
+        cells = compare_cells(found)
         rows.append(
             {
-                "A": names[i],
-                "B": names[j],
+                "A": name_a,
+                "B": name_b,
                 "A (%)": cells["a"],
                 "B (%)": cells["b"],
                 "A - B (pp)": f"{cells['difference']} {cells['difference_interval']}",

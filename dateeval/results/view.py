@@ -220,6 +220,25 @@ class Results:
         order = [entry for entry in (entries if entries is not None else sorted(found)) if entry in found]
         return common, np.stack([found[entry][1][[found[entry][0].index(day) for day in common]] for entry in order])
 
+    def compared(self, dataset: str, a: str, b: str, period: Period | None = None) -> dict | None:
+        """``robust.compare`` of entries ``a`` and ``b`` on the dates of ``period`` they share (None where fewer than
+        two, or not the same questions); where either was swept sparsely, ``estimated.compare`` of their samples."""
+        from dateeval.results import robust
+
+        sparse = self.sparse_entries()
+        if (a, dataset) not in sparse and (b, dataset) not in sparse:
+            _, group = self.aligned(dataset, [a, b], period)
+            return None if group is None else robust.compare(group[0], group[1])
+        return estimated.compare(*(self._sample_for(entry, dataset, period) for entry in (a, b)))
+
+    def _sample_for(self, entry: str, dataset: str, period: Period | None) -> estimated.Sample:
+        """An entry's :meth:`sparse_sample`, or its dense grades as one (``estimated.dense_sample``)."""
+        if (entry, dataset) in self.sparse_entries():
+            return self.sparse_sample(entry, dataset, period)
+        dates, correct, _ = self.matrices(entry, dataset, self._date_keys(entry, dataset, period), "date")
+        days = pd.to_datetime(pd.Series(dates)).dt.strftime("%Y-%m-%d").tolist()
+        return estimated.dense_sample(days, list(self.question_ids(entry, dataset)), correct)
+
     def significance_table(self, period: Period | None = None) -> pd.DataFrame:
         """``chance.significance`` of every graded entry with two or more dates in ``period`` (kept), with its null draws."""
         rows = [self.significance(entry, dataset, period) for entry, dataset in self.dated_entries(period)]
@@ -290,9 +309,10 @@ class Results:
         )
         return (
             f"swept sparsely (--budget): {named}. Their drawn dates are estimated in the accuracy per date (`summary`, "
-            "Curves), its worst-to-best delta and chance test, and the date-robust score (`robust`, What to report); "
-            "Flips reads every cell scored; the store's verdict, Table 7, model against model, the CV, ECE and "
-            "BLEU/chrF read only their dates scored in full (the baselines and pilot dates); docs/sparse.md"
+            "Curves), its worst-to-best delta and chance test, the date-robust score (`robust`, What to report) and "
+            "model against model (`compare`); Flips reads every cell scored; the store's verdict, per-date ranks, "
+            "Table 7, the CV, ECE and BLEU/chrF read only their dates scored in full (the baselines and pilot dates); "
+            "docs/sparse.md"
         )
 
     def sparse_entries(self) -> list[tuple[str, str]]:
