@@ -4,13 +4,16 @@ Each setting runs each sweep into a fresh store, as a user's ``dateeval run`` do
 included), first on a quiet machine and then beside ``cores // 2`` busy loops (``python3 -c 'while True: pass'``).
 Settings, interleaved so the machine's own drift touches all alike:
 
-* ``fixed``: 4fbecf1's settings: MKL_CBWR=AUTO and torch's default threads (all cores), i.e. ``DATEEVAL_THREADS=<cores>``;
-* ``now``: dateeval's defaults (``dateeval.numerics``: MKL_CBWR=AUTO,STRICT, the thread governor);
-* ``passive``: 4fbecf1's settings with ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep at once instead of spinning).
+* ``fixed``: 4fbecf1's settings: MKL_CBWR=AUTO, torch's default threads (all cores), i.e. ``DATEEVAL_THREADS=<cores>``,
+  and libgomp's default wait (spinning 300,000 times, about 3 ms, before sleeping: ``GOMP_SPINCOUNT=300000``, which
+  libgomp takes over any ``OMP_WAIT_POLICY``);
+* ``now``: dateeval's defaults (``dateeval.numerics``: MKL_CBWR=AUTO,STRICT, the thread governor, GOMP_SPINCOUNT=10000);
+* ``passive``: 4fbecf1's settings with ``OMP_WAIT_POLICY=PASSIVE`` (threads sleep at once instead of spinning);
+* ``spin``: dateeval's defaults with libgomp's default wait (what they were before the shorter spin).
 
 Prints each time (best of ``--runs``), busy/quiet per setting, and each setting's quiet speed against ``fixed``.
 
-    .venv/bin/python bench/busy_machine.py [--runs 2] [--settings fixed,now,passive] [--only scoring|generation]
+    .venv/bin/python bench/busy_machine.py [--runs 2] [--settings fixed,now,passive,spin] [--only scoring|generation]
 """
 
 from __future__ import annotations
@@ -51,9 +54,10 @@ SWEEPS = {
     ],
 }
 SETTINGS = {
-    "fixed": {"MKL_CBWR": "AUTO", "DATEEVAL_THREADS": str(CORES)},
+    "fixed": {"MKL_CBWR": "AUTO", "DATEEVAL_THREADS": str(CORES), "GOMP_SPINCOUNT": "300000"},
     "now": {},
     "passive": {"MKL_CBWR": "AUTO", "DATEEVAL_THREADS": str(CORES), "OMP_WAIT_POLICY": "PASSIVE"},
+    "spin": {"GOMP_SPINCOUNT": "300000"},
 }
 
 
@@ -62,7 +66,7 @@ def run_once(sweep: list[str], extra_env: dict[str, str], data_dir: str) -> floa
     env = {
         k: v
         for k, v in os.environ.items()
-        if k not in ("MKL_CBWR", "DATEEVAL_THREADS", "OMP_WAIT_POLICY", "OMP_NUM_THREADS")
+        if k not in ("MKL_CBWR", "DATEEVAL_THREADS", "OMP_WAIT_POLICY", "OMP_NUM_THREADS", "GOMP_SPINCOUNT")
     }
     env.update({"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT), **extra_env})
     try:

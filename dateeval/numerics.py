@@ -19,6 +19,11 @@ Two promises depend on them (figures: ``docs/benchmarks.md``, "Same numbers, any
   one of our cores, every meeting waits for a scheduler slice, and a 2-core sweep beside one CPU-bound job ran 3-4x
   slower than quiet. :class:`ThreadGovernor` keeps torch's intra-op threads at the cores other processes leave free,
   re-read twice a second from ``/proc/stat``. Results do not depend on it (the property above includes thread counts).
+  The meetings themselves must not waste a shared core either: libgomp's threads spin 300,000 times (about 3 ms)
+  before they sleep, and on a busy machine that spinning takes the slice the thread they wait for needs. Here a
+  thread spins 10,000 times (``GOMP_SPINCOUNT``, about 0.1 ms), then sleeps: as fast as spinning quietly, as good as
+  not spinning when busy (``bench/busy_machine.py``; ``docs/benchmarks.md``). A user's ``OMP_WAIT_POLICY`` or
+  ``GOMP_SPINCOUNT`` wins.
 
 ``DATEEVAL_THREADS`` overrides the governor: ``auto`` (default) or a fixed number of threads.
 Figures: ``docs/measurement.md`` ("Same bits at any thread count") and ``docs/benchmarks.md``.
@@ -34,6 +39,7 @@ from pathlib import Path
 
 THREADS_ENV = "DATEEVAL_THREADS"
 DEFAULT_CBWR = "AUTO,STRICT"
+SPIN_COUNT = "10000"  # libgomp's spins before a waiting thread sleeps (its default: 300,000)
 MAX_THREADS = 4096  # more than any CPU this runs on; a larger number is a typo (libgomp would reserve stacks for each)
 GOVERNED_DTYPES = ("float32",)  # dtypes whose kernels give the same bits at any thread count (MKL STRICT)
 IDLE_AFTER_S = 2.0  # a window in which the model idled this long tells the load of the past, not now
@@ -64,6 +70,8 @@ def configure_environment() -> None:
     """Set MKL's reproducibility before any library loads it; ``import dateeval`` calls this, a user's settings win."""
     os.environ.setdefault("MKL_DYNAMIC", "FALSE")  # MKL would otherwise take fewer threads when the machine is busy
     os.environ.setdefault("MKL_CBWR", DEFAULT_CBWR)
+    if "OMP_WAIT_POLICY" not in os.environ:  # a user's wait policy wins (libgomp would let GOMP_SPINCOUNT override it)
+        os.environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
 
 
 def _count(value: str) -> int | None:

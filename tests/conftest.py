@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -44,6 +46,22 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
         elif module in MODEL_MODULES or "backend" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.model)
+
+
+def bench_module(name: str) -> ModuleType:
+    """A ``bench/`` script as a module: the coverage tests run the studies the docs' tables come from."""
+    spec = importlib.util.spec_from_file_location(
+        f"bench_{name}", Path(__file__).resolve().parents[1] / "bench" / f"{name}.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def sparse_study():
+    """``bench/sparse_coverage.py``: sparse sweeps against dense ones, with known truth."""
+    return bench_module("sparse_coverage")
 
 
 @pytest.fixture(scope="session")

@@ -4,20 +4,14 @@ pages print covers less than nominal - 3 Monte-Carlo standard errors, or a test 
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "bench" / "coverage.py"
+from conftest import bench_module
 
 
 @pytest.fixture(scope="module")
 def study():
-    spec = importlib.util.spec_from_file_location("coverage_study", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return bench_module("coverage")
 
 
 @pytest.mark.parametrize("n_items,rate", [(10, 0.02), (10, 0.1), (10, 0.3), (20, 0.02), (50, 0.1)])
@@ -126,17 +120,6 @@ def test_model_against_model_near_zero_and_one_covers_where_printed(study, rate_
     """Issue 47 section 2: zero-wide intervals pulled coverage to 0.86-0.90 at 0.95 against 0.05; they are NaN now."""
     found = study.paired_extreme_coverage(rate_a, rate_b, items, dates, reps=300)
     assert found["coverage"] >= 0.93 - 2 * study.se(0.93, 300 * (1 - found["no_interval"])), found
-
-
-SPARSE = Path(__file__).resolve().parents[1] / "bench" / "sparse_coverage.py"
-
-
-@pytest.fixture(scope="module")
-def sparse_study():
-    spec = importlib.util.spec_from_file_location("sparse_study", SPARSE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,7 @@ brute-force enumeration, the dense test where every cell is drawn, and the test'
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -85,17 +83,6 @@ def test_a_sample_where_nothing_varies_is_within_chance():
         "e", "d", _sample(values, np.full((5, 4), 0.5), np.eye(5, 1, dtype=bool)[:, 0]), 50
     )
     assert row["delta"] == 0 and not row["exceeds_chance"] and row["cochran_permutation_p"] == pytest.approx(1.0)
-
-
-SPARSE = Path(__file__).resolve().parents[1] / "bench" / "sparse_coverage.py"
-
-
-@pytest.fixture(scope="module")
-def sparse_study():
-    spec = importlib.util.spec_from_file_location("sparse_study", SPARSE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize(

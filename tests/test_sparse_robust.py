@@ -3,9 +3,7 @@ when every cell is scored, and coverage of the population score with known truth
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -90,17 +88,6 @@ def test_bad_samples_get_one_clear_error():
         stats.sparse_robust_score(grid * 0.5, np.ones(4), np.ones(4))
     with pytest.raises(stats.UsageError, match="inclusion"):
         stats.sparse_robust_score(grid, np.zeros(4), np.ones(4))
-
-
-SPARSE = Path(__file__).resolve().parents[1] / "bench" / "sparse_coverage.py"
-
-
-@pytest.fixture(scope="module")
-def sparse_study():
-    spec = importlib.util.spec_from_file_location("sparse_study", SPARSE)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize(
