@@ -55,27 +55,27 @@ def difference_estimates(values: np.ndarray, inclusion: np.ndarray, predictor: n
 def _per_date(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> tuple[np.ndarray, ...]:
     """Per date the difference estimate and its variance (the larger of its own and the pooled), and which cells
     were drawn. A date scored in full (every probability 1) gets its exact value and variance 0."""
-    values = np.asarray(values, dtype=float)
-    pi = np.broadcast_to(np.asarray(inclusion, dtype=float), values.shape)
-    m = np.asarray(predictor, dtype=float)
-    n = values.shape[1]
-    drawn = np.isfinite(values)
-    residual = np.where(drawn, values - m, 0.0)
-    weighted = np.where(drawn, residual / pi, 0.0)
-    value = (m.sum() + weighted.sum(1)) / n
+    drawn, residual, pi = _residuals(values, inclusion, predictor)
+    n = drawn.shape[1]
+    value = (np.sum(predictor) + (residual / pi).sum(1)) / n
     variance = np.maximum(own_variance(drawn, residual, pi), _pooled(drawn, residual, pi)) / n**2
     return value, variance, drawn
+
+
+def _residuals(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Which cells were drawn, each one's residual from the predictor (0 where not drawn) and the cells'
+    probabilities, all dates x questions."""
+    values = np.asarray(values, dtype=float)
+    drawn = np.isfinite(values)
+    residual = np.where(drawn, values - np.asarray(predictor, dtype=float), 0.0)
+    return drawn, residual, np.broadcast_to(np.asarray(inclusion, dtype=float), values.shape)
 
 
 def cells(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each cell's design-unbiased value, m + d (y - m) / pi (d: drawn), and the unbiased estimate of its variance
     under Poisson sampling, d (1 - pi) (y - m)^2 / pi^2; cells are drawn independently, so they are uncorrelated."""
-    values = np.asarray(values, dtype=float)
-    pi = np.broadcast_to(np.asarray(inclusion, dtype=float), values.shape)
-    m = np.broadcast_to(np.asarray(predictor, dtype=float), values.shape)
-    drawn = np.isfinite(values)
-    residual = np.where(drawn, values - m, 0.0)
-    return m + residual / pi, np.where(drawn, (1 - pi) * residual**2 / pi**2, 0.0)
+    drawn, residual, pi = _residuals(values, inclusion, predictor)
+    return np.asarray(predictor, dtype=float) + residual / pi, np.where(drawn, (1 - pi) * residual**2 / pi**2, 0.0)
 
 
 def mean_squares(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> tuple[float, float, float]:
@@ -290,13 +290,11 @@ def paired_difference(a: Sample, b: Sample) -> tuple[float, float, float]:
 def difference_cells(a: Sample, b: Sample) -> tuple[np.ndarray, np.ndarray]:
     """Each cell's estimated difference A - B (:func:`cells`) and the unbiased estimate of its variance, the two
     samples' covariance included (:func:`paired_difference`)."""
-    values_a, values_b = np.asarray(a.values, dtype=float), np.asarray(b.values, dtype=float)
-    pi_a, pi_b = (np.broadcast_to(np.asarray(s.inclusion, dtype=float), values_a.shape) for s in (a, b))
-    drawn_a, drawn_b = np.isfinite(values_a), np.isfinite(values_b)
+    (drawn_a, residual_a, pi_a), (drawn_b, residual_b, pi_b) = (
+        _residuals(s.values, s.inclusion, s.predictor) for s in (a, b)
+    )
     shared = a.seed is not None and a.seed == b.seed and list(a.keys) == list(b.keys)
     joint = np.minimum(pi_a, pi_b) if shared else pi_a * pi_b
-    residual_a = np.where(drawn_a, values_a - a.predictor, 0.0)
-    residual_b = np.where(drawn_b, values_b - b.predictor, 0.0)
     covariance = np.where(drawn_a & drawn_b, (joint - pi_a * pi_b) / (pi_a * pi_b * joint) * residual_a * residual_b, 0)
     (imputed_a, variance_a), (imputed_b, variance_b) = (cells(s.values, s.inclusion, s.predictor) for s in (a, b))
     return imputed_a - imputed_b, variance_a + variance_b - 2 * covariance

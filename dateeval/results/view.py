@@ -73,6 +73,7 @@ class Results:
         # A sparse entry's drawn dates (``dateeval.sparse``): a sample of questions each, so they are kept out of ``sums``
         # (whose statistics need every question) and read only through ``estimated``.
         self.drawn = sums.iloc[:0] if drawn is None else drawn
+        self._sparse = sorted(set(zip(self.drawn["entry"], self.drawn["dataset"])))
         self.entry_outcomes = functools.lru_cache(maxsize=HELD_ENTRIES)(self._entry_outcomes)
         self._whole_sample = functools.lru_cache(maxsize=HELD_ENTRIES)(self._sample_of)
         self._computed_flips = functools.lru_cache(maxsize=HELD_ENTRIES)(
@@ -137,9 +138,13 @@ class Results:
 
     def entry_units(self, entry: str, dataset: str) -> list[Path]:
         """The unit files holding one entry's results on one dataset (what its kept statistics are keyed on)."""
-        drawn = self.drawn.loc[self.drawn["entry"].eq(entry) & self.drawn["dataset"].eq(dataset), "source"]
-        sources = pd.concat([self.sums.loc[self._of(entry, dataset), "source"], drawn])
+        sources = self._with_drawn(entry, dataset)["source"]
         return [self.store.root / source for source in sources.unique()]
+
+    def _with_drawn(self, entry: str, dataset: str) -> pd.DataFrame:
+        """One entry's sums, its drawn dates' included where it was swept sparsely."""
+        drawn = self.drawn[self.drawn["entry"].eq(entry) & self.drawn["dataset"].eq(dataset)]
+        return pd.concat([self.sums[self._of(entry, dataset)], drawn])
 
     def _kept(
         self, name: str, entry: str, dataset: str, view: tuple, constants: tuple, compute: Callable[[], list[dict]]
@@ -317,14 +322,11 @@ class Results:
 
     def sparse_entries(self) -> list[tuple[str, str]]:
         """(entry, dataset) of every entry swept sparsely (``--budget``), sorted."""
-        return sorted(set(zip(self.drawn["entry"], self.drawn["dataset"])))
+        return self._sparse
 
     def _sparse_rows(self, entry: str, dataset: str) -> pd.DataFrame:
         """A sparse entry's graded rows, its dense conditions and its drawn dates, as ``estimated.sample_of`` reads."""
-        chosen = (self.sums["entry"].eq(entry) & self.sums["dataset"].eq(dataset)).to_numpy()
-        picked = pd.concat(
-            [self.sums[chosen], self.drawn[self.drawn["entry"].eq(entry) & self.drawn["dataset"].eq(dataset)]]
-        )
+        picked = self._with_drawn(entry, dataset)
         keys = picked[[*schema.ENTRY_KEY, "entry"]].drop_duplicates(ignore_index=True)
         paths = [self.store.root / source for source in dict.fromkeys(picked["source"])]
         return sql.rows(paths, keys, True, ["item_id", "condition_key", "date", "factor", "design", "probs", "correct"])
@@ -559,12 +561,8 @@ class Results:
         if found is None:
             return item_matrices.no_flips()
         flips, table7 = item_matrices.flips(found, start, end)
-        if (
-            entry,
-            dataset,
-        ) in self.sparse_entries():  # every cell seen, drawn dates included: who moves, seen how often
-            sampled = self.drawn[self.drawn["entry"].eq(entry) & self.drawn["dataset"].eq(dataset)]
-            observed = item_matrices.load(self.store, pd.concat([self.sums[self._of(entry, dataset)], sampled]))
+        if (entry, dataset) in self.sparse_entries():  # every cell seen, drawn dates included: who moves, how often
+            observed = item_matrices.load(self.store, self._with_drawn(entry, dataset))
             flips = item_matrices.flips(observed, start, end)[0] if observed is not None else flips
         return flips, table7
 
