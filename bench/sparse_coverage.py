@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dateeval import sparse
 from dateeval.rows import with_factor
-from dateeval.results import chance, estimated, robust, sparse_chance
+from dateeval.results import chance, estimated, inference, robust, sparse_chance
 from dateeval.results.estimated import Z, difference_estimates, sparse_robust
 from dateeval.store import Store
 
@@ -111,6 +111,7 @@ def simulate(
     rng = rng if flip_seed is None else np.random.default_rng(flip_seed)
     flips = rng.random((n_dates, n_items)) < flip
     correct = np.where(flips, ~base, base)
+    lifted = np.zeros(n_dates, dtype=bool)
     if date_effect:
         lifted = rng.random(n_dates) < 0.5
         correct = correct | (
@@ -122,12 +123,15 @@ def simulate(
     moving = rate + (1 - 2 * rate) * 0.275  # a mover's chance to be right on a date (its flip rate's mean is 0.275)
     moving += (1 - moving) * 0.5 * date_effect
     truth = movers * moving + hidden * (rate + (1 - 2 * rate) * 0.02) + (1 - movers - hidden) * rate
+    chance = np.where(base, 1 - flip, flip)  # each question's chance to be right on a date, before any lift
+    lift = np.mean((kind < movers) * (1 - chance)) * date_effect  # a lifted date's rate above an unlifted one's
     return {
         "keys": [f"day{i:04d}" for i in range(n_dates)],
         "items": [f"q{i}" for i in range(n_items)],
         "correct": correct.astype(float),
         "margin": margin,
         "truth": truth,  # the date-marginal score over the populations of questions and dates
+        "spread": float(np.std(lift * lifted, ddof=1)),  # the SD of these dates' expected rates on these questions
     }
 
 
@@ -205,17 +209,71 @@ def robust_study(
     }
 
 
+def spread_study(n_items: int, n_dates: int, budget: float, reps: int, planted: dict) -> dict:
+    """Coverage of the SD of the dates' expected rates on the store's questions (:func:`simulate`'s ``spread``) by the
+    sparse interval (``estimated.sparse_spread``) and by the dense grid's (``inference.level_sd``) of the same stores,
+    with their mean half-widths, a new simulated store and draw per repetition; and the sparse interval's coverage
+    with the sample's noise left out (as if the estimates were the dense values), which the study must fail. The dense
+    grid has no interval where no question changes (its SD is then 0 for certain): that share is given apart."""
+    covered = dense_covered = ignored = no_interval = 0
+    half = dense_half = truth = 0.0
+    for seed in range(reps):
+        entry = simulate(n_items, n_dates, seed=seed, **planted)
+        found = sampled(entry, budget, seed)
+        values, inclusion, predictor = found["values"], found["inclusion"], found["predictor"]
+        squares = estimated.mean_squares(values, inclusion, predictor)
+        _, low, high = estimated.sparse_spread(values, inclusion, predictor, squares)
+        value = estimated.difference_estimates(values, inclusion, predictor).value
+        _, blind_low, blind_high = inference.level_sd(n_items * np.var(value, ddof=1), squares[2], n_dates, n_items)
+        dense = inference.mean_squares(entry["correct"])
+        _, dense_low, dense_high = inference.level_sd(dense[1], dense[2], n_dates, n_items)
+        covered += low <= entry["spread"] <= high
+        ignored += blind_low <= entry["spread"] <= blind_high
+        if np.isnan(dense_low):
+            no_interval += 1
+        else:
+            dense_covered += dense_low <= entry["spread"] <= dense_high
+            dense_half += (dense_high - dense_low) / 2
+        half, truth = half + (high - low) / 2 / reps, truth + entry["spread"] / reps
+    return {
+        "truth": 100 * truth,
+        "coverage": covered / reps,
+        "se": np.sqrt(0.95 * 0.05 / reps),
+        "half": 100 * half,
+        "dense_coverage": dense_covered / max(1, reps - no_interval),
+        "dense_half": 100 * dense_half / max(1, reps - no_interval),
+        "dense_none": no_interval / reps,
+        "ignored": ignored / reps,
+    }
+
+
 def robust_real(entry: dict, budget: float, draws: int) -> dict:
     """A real dense entry subsampled ``draws`` times: how often the sparse date-robust interval holds the dense grid's
     score, and its mean half-width against the dense interval's (the sample's price)."""
     score, low, high, _ = robust.date_robust(entry["correct"])
-    covered, halves = 0, []
+    dense = inference.mean_squares(entry["correct"])
+    sd, sd_low, sd_high = inference.level_sd(dense[1], dense[2], *entry["correct"].shape)
+    covered = sd_covered = 0
+    halves, sd_halves = [], []
     for seed in range(draws):
         found = sampled(entry, budget, seed)
-        _, sparse_low, sparse_high, _ = sparse_robust(found["values"], found["inclusion"], found["predictor"])
+        values, inclusion, predictor = found["values"], found["inclusion"], found["predictor"]
+        _, sparse_low, sparse_high, _ = sparse_robust(values, inclusion, predictor)
+        squares = estimated.mean_squares(values, inclusion, predictor)
+        _, spread_low, spread_high = estimated.sparse_spread(values, inclusion, predictor, squares)
         covered += sparse_low <= score <= sparse_high
+        sd_covered += spread_low <= sd <= spread_high
         halves.append((sparse_high - sparse_low) / 2)
-    return {"covered": covered / draws, "half": 100 * np.mean(halves), "dense_half": 100 * (high - low) / 2}
+        sd_halves.append((spread_high - spread_low) / 2)
+    return {
+        "covered": covered / draws,
+        "half": 100 * np.mean(halves),
+        "dense_half": 100 * (high - low) / 2,
+        "sd": 100 * sd,
+        "sd_covered": sd_covered / draws,
+        "sd_half": 100 * np.mean(sd_halves),
+        "sd_dense_half": 100 * (sd_high - sd_low) / 2,
+    }
 
 
 def verdict_study(n_items: int, n_dates: int, budget: float, reps: int, planted: dict, n_perm: int = 200) -> dict:
@@ -396,6 +454,42 @@ def robust_simulated(reps: int) -> None:
         )
 
 
+SPREAD_SIMULATED = (  # (questions, dates, budget, planted): no date effect (the SD is 0) in half, a planted one after
+    (10, 12, 0.5, {}),
+    (20, 12, 0.5, {"date_effect": 0.3}),
+    (50, 40, 0.2, {}),
+    (50, 40, 0.2, {"date_effect": 0.3}),
+    (300, 40, 0.2, {"rate": 0.03}),
+    (300, 40, 0.2, {"rate": 0.03, "date_effect": 0.3}),
+    (300, 40, 0.2, {"rate": 0.97, "date_effect": 0.3}),
+    (300, 40, 0.2, {"movers": 0.02, "hidden": 0.2}),
+    (300, 40, 0.2, {"movers": 0.5, "date_effect": 0.1}),
+    (1000, 120, 0.1, {"movers": 0.05, "date_effect": 0.1}),
+)
+
+
+def spread_simulated(reps: int) -> None:
+    """The sparse interval of the date effect's SD: its coverage of the true SD in every :data:`SPREAD_SIMULATED` cell."""
+    print(
+        "| questions | dates | budget | planted | true SD, mean (pp) | coverage (± SE at 0.95) | half-width (pp) | dense coverage | dense half-width (pp) | dense: no interval | sample's noise left out: coverage |"
+    )
+    print("|---:|---:|---:|---|---:|---|---:|---:|---:|---:|---:|")
+    for n_items, n_dates, budget, planted in SPREAD_SIMULATED:
+        found = spread_study(n_items, n_dates, budget, reps, planted)
+        print(
+            f"| {n_items} | {n_dates} | {budget:g} | {planted or 'default'} | {found['truth']:.2f} | {found['coverage']:.3f} ± {found['se']:.3f} "
+            f"| {found['half']:.2f} | {found['dense_coverage']:.3f} | {found['dense_half']:.2f} | {found['dense_none']:.2f} | {found['ignored']:.3f} |",
+            flush=True,
+        )
+
+
+def robust_and_spread_simulated(reps: int) -> None:
+    """``--simulate --robust``: the date-robust score's table, then the date effect's SD's."""
+    robust_simulated(reps)
+    print()
+    spread_simulated(reps)
+
+
 VERDICT_SIMULATED = (  # (questions, dates, budget, planted): the null in the first six, a planted effect after
     (10, 12, 0.5, {}),
     (50, 40, 0.2, {}),
@@ -420,6 +514,50 @@ def verdict_simulated(reps: int) -> None:
         print(
             f"| {n_items} | {n_dates} | {budget:g} | {planted or 'default'} | {found['sparse']:.3f} ± {np.sqrt(0.0475 / reps):.3f} "
             f"| {found['dense']:.3f} | {found['pilot']:.3f} |",
+            flush=True,
+        )
+
+
+def verdict_and_family_simulated(reps: int) -> None:
+    """``--simulate --verdict``: one sparse entry's test, then the store's verdict over sparse and dense entries."""
+    verdict_simulated(reps)
+    print()
+    family_simulated(reps)
+
+
+def family_study(n_items: int, n_dates: int, budget: float, reps: int, planted: dict, n_perm: int = 200) -> float:
+    """How often the store's verdict (``Results.verdict``: the dense entries' joint test and each sparse entry's design
+    test, joined by ``chance.bonferroni``) rejects at 0.05 on simulated stores of four twins (one model's questions,
+    their dates drawn anew: precisions, say), two swept sparsely with one seed and two dense."""
+    hits = 0
+    for seed in range(reps):
+        twins = [simulate(n_items, n_dates, seed=seed, flip_seed=1000 * seed + k, **planted) for k in range(4)]
+        parts = [
+            sparse_chance.significance("e", "d", as_sample(entry, sampled(entry, budget, seed), seed), n_perm)
+            for entry in twins[:2]
+        ]
+        dense = chance.date_effect_family([[entry["correct"] for entry in twins[2:]]], n_perm, seed)
+        hits += chance.bonferroni([dense] + [part["cochran_permutation_p"] for part in parts]) < 0.05
+    return hits / reps
+
+
+FAMILY_SIMULATED = (  # (questions, dates, budget, planted): the null first, a planted effect after
+    (10, 12, 0.5, {}),
+    (300, 40, 0.2, {}),
+    (300, 40, 0.2, {"rate": 0.03}),
+    (300, 40, 0.2, {"movers": 0.5}),
+    (300, 40, 0.2, {"date_effect": 0.3}),
+)
+
+
+def family_simulated(reps: int) -> None:
+    """The store's verdict with sparse and dense entries: its rejection rate at 0.05 per :data:`FAMILY_SIMULATED` cell."""
+    print("| questions | dates | budget | planted | store's verdict rejects (± SE at 0.05) |")
+    print("|---:|---:|---:|---|---|")
+    for n_items, n_dates, budget, planted in FAMILY_SIMULATED:
+        found = family_study(n_items, n_dates, budget, reps, planted)
+        print(
+            f"| {n_items} | {n_dates} | {budget:g} | {planted or 'default'} | {found:.3f} ± {np.sqrt(0.0475 / reps):.3f} |",
             flush=True,
         )
 
@@ -495,24 +633,28 @@ def main() -> None:
     args = parser.parse_args()
     if args.simulate:
         chosen = (
-            verdict_simulated
+            verdict_and_family_simulated
             if args.verdict
             else compare_simulated
             if args.compare
-            else robust_simulated
+            else robust_and_spread_simulated
             if args.robust
             else simulated
         )
         chosen(args.draws)
         return
     if args.robust:
-        print("| entry | dataset | budget | dense score's share covered | half-width (pp) | dense half-width (pp) |")
-        print("|---|---|---:|---:|---:|---:|")
+        print(
+            "| entry | dataset | budget | dense score's share covered | half-width (pp) | dense half-width (pp) "
+            "| dense date SD (pp) | its share covered | SD's half-width (pp) | dense SD's half-width (pp) |"
+        )
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
         for (name, dataset), entry in dense_entries(args.store, args.dataset).items():
             for budget in (float(value) for value in args.budgets.split(",")):
                 found = robust_real(entry, budget, args.draws)
                 print(
-                    f"| {name} | {dataset} | {budget:g} | {found['covered']:.3f} | {found['half']:.2f} | {found['dense_half']:.2f} |",
+                    f"| {name} | {dataset} | {budget:g} | {found['covered']:.3f} | {found['half']:.2f} | {found['dense_half']:.2f} "
+                    f"| {found['sd']:.2f} | {found['sd_covered']:.3f} | {found['sd_half']:.2f} | {found['sd_dense_half']:.2f} |",
                     flush=True,
                 )
         return

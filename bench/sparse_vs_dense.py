@@ -96,16 +96,27 @@ def robust_and_flips(dense_store: str, sparse_store: str) -> None:
     seen, truth = movers(sparse_store), movers(dense_store)
     print()
     print(
-        "| entry | dataset | date-robust score, sparse | dense | questions seen to change: sparse of dense | not in dense |"
+        "| entry | dataset | date-robust score, sparse | dense | date SD (pp), sparse | dense "
+        "| questions seen to change: sparse of dense | not in dense |"
     )
-    print("|---|---|---|---|---:|---:|")
+    print("|---|---|---|---|---|---|---:|---:|")
     for key, row in sorted(sparse.items()):
         other = dense[key]
         print(
-            f"| {key[0]} | {key[1]} | {100 * row['score']:.1f} [{100 * row['low']:.1f}, {100 * row['high']:.1f}] "
-            f"| {100 * other['score']:.1f} [{100 * other['low']:.1f}, {100 * other['high']:.1f}] "
+            f"| {key[0]} | {key[1]} | {_shown(row, 'score', 'low', 'high')} | {_shown(other, 'score', 'low', 'high')} "
+            f"| {_shown(row, *SD)} | {_shown(other, *SD)} "
             f"| {len(seen[key] & truth[key])} of {len(truth[key])} | {len(seen[key] - truth[key])} |"
         )
+
+
+SD = ("sd_date", "sd_date_low", "sd_date_high")
+
+
+def _shown(row: dict, value: str, low: str, high: str) -> str:
+    """A share with its interval in points, one decimal (the interval left out where the record has none)."""
+    if row[low] is None:
+        return f"{100 * row[value]:.1f}"
+    return f"{100 * row[value]:.1f} [{100 * row[low]:.1f}, {100 * row[high]:.1f}]"
 
 
 if __name__ == "__main__":

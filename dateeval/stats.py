@@ -25,11 +25,13 @@ __all__ = [
     "Estimate",
     "UsageError",
     "date_effect_test",
+    "date_spread",
     "ece",
     "paired_difference",
     "rate_interval",
     "robust_score",
     "sparse_estimates",
+    "sparse_date_spread",
     "sparse_robust_score",
 ]
 
@@ -94,6 +96,18 @@ def robust_score(correct: object) -> Estimate:
 
     score, low, high, _ = date_robust(_grades(correct))
     return Estimate(score, low, high)
+
+
+def date_spread(correct: object) -> Estimate:
+    """How much the date moves a dates x questions 0/1 array: the SD across dates of the dates' true rates, without
+    the counting noise that inflates the SD of the measured ones (the two-way ANOVA's date component), with its 95%
+    interval (the noncentral F's, Steiger 2004): the ``sd_date`` fields of ``dateeval robust --json``. NaN bounds
+    where no question changes across dates (the SD is then 0 for certain). Coverage: docs/coverage.md."""
+    from dateeval.results.inference import level_sd, mean_squares
+
+    grades = _grades(correct)
+    _, ms_date, ms_residual = mean_squares(grades)
+    return Estimate(*level_sd(ms_date, ms_residual, *grades.shape))
 
 
 def date_effect_test(
@@ -187,13 +201,30 @@ def sparse_robust_score(values: object, inclusion: object, predictor: object) ->
     sampled it is :func:`robust_score`. Coverage: docs/coverage.md ("Sparse sweeps")."""
     from dateeval.results.estimated import sparse_robust
 
+    found, pi, m = _graded_sample(values, inclusion, predictor)
+    score, low, high, _ = sparse_robust(found, pi, m)
+    return Estimate(score, low, high)
+
+
+def sparse_date_spread(values: object, inclusion: object, predictor: object) -> Estimate:
+    """:func:`date_spread` of a dates x questions 0/1 array of which only a sample of cells was graded, with its 95%
+    interval over the counting noise and the sample: what ``dateeval robust --json`` gives an entry swept with
+    ``--budget`` (``dateeval.results.estimated.sparse_spread``). Arguments as in :func:`sparse_robust_score`; with
+    every cell sampled it is :func:`date_spread`. Coverage: docs/coverage.md ("Sparse sweeps")."""
+    from dateeval.results.estimated import mean_squares, sparse_spread
+
+    found, pi, m = _graded_sample(values, inclusion, predictor)
+    return Estimate(*sparse_spread(found, pi, m, mean_squares(found, pi, m)))
+
+
+def _graded_sample(values: object, inclusion: object, predictor: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_sample` of 0/1 grades on two or more dates and questions, ``inclusion`` as large as ``values``."""
     found, pi, m = _sample(values, inclusion, predictor)
     if found.shape[0] < 2 or found.shape[1] < 2:
         raise UsageError(f"values must be a dates x questions array with two or more of each; got shape {found.shape}")
     if not np.isin(found[np.isfinite(found)], (0.0, 1.0)).all():
         raise UsageError("values must hold 0/1 grades (1 right) where sampled, NaN elsewhere")
-    score, low, high, _ = sparse_robust(found, np.broadcast_to(pi, found.shape), m)
-    return Estimate(score, low, high)
+    return found, np.broadcast_to(pi, found.shape), m
 
 
 def _sample(values: object, inclusion: object, predictor: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

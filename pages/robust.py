@@ -47,7 +47,10 @@ st.dataframe(
     shown,
     hide_index=True,
     width="stretch",
-    column_config={"95% CI": st.column_config.TextColumn(help=robust_format.CI_HELP)},
+    column_config={
+        "95% CI": st.column_config.TextColumn(help=robust_format.CI_HELP),
+        robust_format.SD_HEADING: st.column_config.TextColumn(help=robust_format.SD_HELP),
+    },
 )
 st.caption(robust_format.caption(selection.dataset, board))
 unresolved = [f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]]

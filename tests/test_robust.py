@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 
 import oracles
 from conftest import ROOT, run_cli
+from dateeval import stats as dateeval_stats
 from dateeval.results import robust, robust_format
 
 
@@ -227,6 +228,12 @@ def test_the_layer_gives_every_graded_dataset_and_its_record(layer):
         entry["sentence"].startswith(f"accuracy {100 * entry['score']:.1f} ")
         and "all 366 days of 2024-01-01..2024-12-31" in entry["sentence"]
     )
+    for row in board.to_dict("records"):  # the date effect's SD: dateeval_stats.date_spread of the entry's own grid
+        _, correct, _ = layer.matrices(row["entry"], "mmlu", None, "condition")
+        assert (row["sd_date"], row["sd_date_low"], row["sd_date_high"]) == pytest.approx(
+            tuple(dateeval_stats.date_spread(correct)), nan_ok=True
+        )
+        assert row["sd_date"] ** 2 == pytest.approx(row["var_date"])
     assert layer.robust("wmt16_en_de").empty  # BLEU and chrF are corpus scores: no per-item grade to resample
     assert len(layer.robust_pairs("mmlu")) == 3
 

@@ -105,3 +105,22 @@ def test_the_sparse_verdict_finds_an_effect_the_pilot_alone_misses(sparse_study)
     """A planted date effect: the drawn cells add power to the full dates' test (Fisher's combination)."""
     found = sparse_study.verdict_study(300, 40, 0.2, 200, {"date_effect": 0.3}, n_perm=100)
     assert found["sparse"] > found["pilot"] + 0.05 and found["sparse"] > 0.4, found
+
+
+def test_bonferroni_joins_tests_whatever_their_dependence():
+    """The store's verdict with sparse entries: the smallest p-value times their number, at most 1; ties, one test,
+    none."""
+    assert chance.bonferroni([0.01, 0.2, 0.01]) == pytest.approx(0.03)
+    assert chance.bonferroni([0.6, 0.9]) == 1.0
+    assert chance.bonferroni([0.04]) == 0.04
+    assert chance.bonferroni([]) == 1.0
+
+
+@pytest.mark.parametrize("planted", [{}, {"rate": 0.03}])
+def test_the_stores_verdict_with_sparse_entries_holds_its_size(sparse_study, planted):
+    """Two sparse and two dense twins under the null: the verdict rejects at most 0.05 + 2 SE of 200 stores."""
+    assert sparse_study.family_study(300, 40, 0.2, 200, planted) <= 0.05 + 2 * (0.0475 / 200) ** 0.5
+
+
+def test_the_stores_verdict_with_sparse_entries_finds_a_planted_effect(sparse_study):
+    assert sparse_study.family_study(300, 40, 0.2, 40, {"date_effect": 0.3}) >= 0.9

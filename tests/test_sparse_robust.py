@@ -194,3 +194,92 @@ def test_the_sparse_paired_difference_covers_the_population_difference(
     questions at other rates), each swept by the design; coverage at least 0.95 - 2 SE."""
     found = sparse_study.compare_study(n_items, n_dates, budget, 300, pair, planted)
     assert found["coverage"] >= 0.95 - 2 * np.sqrt(0.95 * 0.05 / 300), found
+
+
+@pytest.mark.parametrize("name", GRIDS)
+def test_with_every_cell_scored_the_spread_is_the_dense_one(name):
+    """π = 1 everywhere: the date effect's SD and its interval are the dense grid's (``stats.date_spread``), NaN
+    bounds included (all right, all wrong, ties: no question changes)."""
+    grid = GRIDS[name]
+    predictor = np.random.default_rng(5).random(grid.shape[1])
+    sparse = stats.sparse_date_spread(grid, np.ones(grid.shape[1]), predictor)
+    assert sparse == pytest.approx(stats.date_spread(grid), rel=1e-9, abs=1e-12, nan_ok=True)
+
+
+def test_the_spread_and_its_interval_equal_their_definitions():
+    """By loops: each date's difference estimate and its own Horvitz-Thompson variance; the estimate is the unbiased
+    date component's root; at the interval's ends the noncentral F with Satterthwaite's degrees of freedom puts 97.5%
+    and 2.5% below the observed F (dates' estimates against counting noise plus the sample's)."""
+    from scipy import stats as scipy_stats
+
+    rng = np.random.default_rng(6)
+    grid = (rng.random((8, 30)) < 0.4).astype(float)
+    grid[::2, :10], grid[1::2, :10] = 1.0, 0.0  # a date effect
+    pi = rng.uniform(0.3, 1.0, grid.shape[1])
+    pi = np.tile(pi, (8, 1))
+    pi[:2] = 1.0  # pilot dates
+    predictor = grid[:2].mean(0)
+    values = np.where(rng.random(grid.shape) < pi, grid, np.nan)
+    estimate, low, high = stats.sparse_date_spread(values, pi, predictor)
+    dates, items = grid.shape
+    value, own, drawn_uncertain = [], [], 0
+    for d in range(dates):
+        total, variance = 0.0, 0.0
+        for i in range(items):
+            r = 0.0 if np.isnan(values[d, i]) else values[d, i] - predictor[i]
+            total += predictor[i] + r / pi[d, i]
+            variance += (1 - pi[d, i]) * r**2 / pi[d, i] ** 2
+            drawn_uncertain += (not np.isnan(values[d, i])) and pi[d, i] < 1
+        value.append(total / items)
+        own.append(variance / items**2)
+    ms_item, ms_date, ms_residual = estimated.unbiased_squares(values, pi, predictor)
+    assert estimate**2 == pytest.approx(max(0.0, (ms_date - ms_residual) / items), abs=1e-12)
+    mean = sum(value) / dates
+    ms_level = items * sum((v - mean) ** 2 for v in value) / (dates - 1)
+    design = sum(own) / dates * items
+    noise = ms_residual + design
+    d1 = dates - 1
+    d2 = noise**2 / (ms_residual**2 / (d1 * (items - 1)) + design**2 / (drawn_uncertain - (dates - 2)))
+    f = ms_level / noise
+    assert low > 0
+    assert scipy_stats.ncf.cdf(f, d1, d2, low**2 * items * d1 / noise) == pytest.approx(0.975, abs=1e-6)
+    step = 1 / max(pi[d, i] for d in range(dates) for i in range(items) if pi[d, i] < 1 and not np.isnan(values[d, i]))
+    widened = (ms_level + 0.5 * (1 - 1 / dates) * step**2 / (items * d1)) / noise
+    assert scipy_stats.ncf.cdf(widened, d1, d2, high**2 * items * d1 / noise) == pytest.approx(0.025, abs=1e-6)
+
+
+def test_nothing_moved_in_the_sample_still_gives_an_upper_end():
+    """No drawn cell differs from its predictor: the sample cannot rule out a change it did not draw, so the upper end
+    comes from the pooled variance's prior and one drawn answer's step, wider the fewer cells were drawn (a dense grid
+    with no change has no interval: its SD is 0 for certain)."""
+    grid = np.tile((np.arange(40) % 3 == 0).astype(float), (10, 1))
+    highs = []
+    for share in (0.1, 0.3):
+        pi = np.full(grid.shape, share)
+        pi[:3] = 1.0
+        values = np.where(np.random.default_rng(7).random(grid.shape) < pi, grid, np.nan)
+        estimate, low, high = stats.sparse_date_spread(values, pi, grid[:3].mean(0))
+        assert estimate == low == 0 < high < 1
+        highs.append(high)
+    assert highs[0] > highs[1]
+    assert np.isnan(stats.date_spread(grid).high)
+
+
+@pytest.mark.parametrize(
+    "n_items,n_dates,budget,planted",
+    [
+        (10, 12, 0.5, {}),
+        (20, 12, 0.5, {"date_effect": 0.3}),
+        (50, 40, 0.2, {"date_effect": 0.3}),
+        (300, 40, 0.2, {"rate": 0.03, "date_effect": 0.3}),
+        (300, 40, 0.2, {"rate": 0.97, "date_effect": 0.3}),
+        (300, 40, 0.2, {"movers": 0.02, "hidden": 0.2}),
+    ],
+)
+def test_the_sparse_spread_interval_covers_the_true_sd(sparse_study, n_items, n_dates, budget, planted):
+    """Known truth: the SD of the dates' expected rates on the store's questions (0 without a planted effect); a new
+    store and draw per repetition. Coverage at least 0.95 - 2 SE; leaving the sample's noise out must fail."""
+    found = sparse_study.spread_study(n_items, n_dates, budget, 300, planted)
+    assert found["coverage"] >= 0.95 - 2 * np.sqrt(0.95 * 0.05 / 300), found
+    if n_items >= 50:
+        assert found["ignored"] < 0.8, found

@@ -118,6 +118,9 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
         assert 0 <= record["low"] <= record["value"] <= record["high"] <= 1 and record["n_items"] == 6, record
         assert record["estimated"] == (record["n_scored"] < 6), record
     results, _ = Results.open(Store(store))
+    table = results.significance_table()
+    assert set(zip(table["entry"], table["dataset"])) == set(results.sparse_entries())
+    assert results.verdict() == min(1.0, len(table) * table["cochran_permutation_p"].min())  # Bonferroni over them
     exact = results.per_date()
     assert (
         len(exact[~exact["estimated"]]) >= 3 * 4
@@ -141,6 +144,7 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
     (entry,) = record["entries"]
     assert entry["n_dates"] == 10 and 0.2 < entry["share_scored"] < 1, entry  # every date, estimated from its sample
     assert entry["low"] <= entry["score"] <= entry["high"] and "sparse sweep" in entry["sentence"], entry
+    assert entry["sd_date_low"] <= entry["sd_date"] <= entry["sd_date_high"], entry  # the date effect's SD
     assert entry["score"] == pytest.approx(
         np.mean([row["value"] for row in per_date if row["dataset"] == "mmlu" and row["date"]]), abs=1e-12
     )  # the mean of the per-date estimates and exact values

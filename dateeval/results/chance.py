@@ -154,6 +154,13 @@ def date_effect_family(
     return float((1 + np.sum(null <= observed + 1e-9 * max(1.0, abs(observed)))) / (n_perm + 1))
 
 
+def bonferroni(p_values: Sequence[float]) -> float:
+    """The family-wise p-value of tests joined by Bonferroni: the smallest times their number, at most 1 (1 for none).
+    Its size holds whatever their dependence: it joins tests that cannot be shuffled together (sparse entries, each
+    under its own design, beside the dense entries' joint test)."""
+    return float(min(1.0, len(p_values) * min(p_values))) if len(p_values) else 1.0
+
+
 def reorder_chance(group: np.ndarray, observed: float, n_perm: int = 200, seed: int = 0) -> dict[str, float]:
     """The share of date pairs that reorder the entries when the date has no effect, beside the ``observed`` share.
 

@@ -134,6 +134,35 @@ def _robust_of(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray)
     return robust.korn_graubard_from(score, squares, n_dates, n_items, float(variance.sum()) / n_dates**2)
 
 
+def sparse_spread(
+    values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray, squares: tuple[float, float, float]
+) -> tuple[float, float, float]:
+    """The SD across dates of the dates' true rates (the date variance component, ``inference.level_sd``) of a sample
+    of a dates x questions grid, with its 95% interval: (estimate, low, high). ``squares``: its :func:`mean_squares`.
+
+    The estimate is the square root of the date component of ``squares`` (design-unbiased before the root). The
+    interval is ``level_sd``'s on the dates' estimates: their spread holds the sample's error besides the counting
+    noise, so the noise the F sets them against is MS_residual plus the dates' mean estimated variance (the larger of
+    each date's own and the pooled, :func:`difference_estimates`') x questions, on Satterthwaite's degrees of freedom
+    (the design's: the drawn cells of dates not scored in full, less one per such date); where no drawn cell moved,
+    the noise is the pooled variance's (with its prior: the sample cannot rule out what it did not draw) and the
+    upper end's continuity correction one drawn answer's step. With every cell scored it is the dense interval.
+    Coverage: docs/coverage.md ("Sparse sweeps")."""
+    drawn, residual, pi = _residuals(values, inclusion, predictor)
+    n_dates, n_items = np.shape(values)
+    estimate = inference.components_from(squares, n_dates, n_items).date ** 0.5
+    if n_dates < 2 or n_items < 2:
+        return float("nan"), float("nan"), float("nan")
+    value = (np.sum(predictor) + (residual / pi).sum(1)) / n_items
+    design = float(own_variance(drawn, residual, pi).mean() or _pooled(drawn, residual, pi).mean()) / n_items**2
+    uncertain = drawn & (pi < 1)
+    design_df = max(1, int(uncertain.sum()) - int(np.any(pi < 1, axis=1).sum()))
+    step = 1 / float(pi[uncertain].max()) if uncertain.any() else 1.0  # one drawn answer moved, its date's estimate
+    ms_level = n_items * float(np.var(value, ddof=1))
+    _, low, high = inference.level_sd(ms_level, squares[2], n_dates, n_items, design, design_df, step)
+    return estimate, min(low, estimate), max(high, estimate)
+
+
 def own_variance(drawn: np.ndarray, residual: np.ndarray, pi: np.ndarray) -> np.ndarray:
     """Per date, the Horvitz-Thompson estimate of the variance of the residuals' weighted total under Poisson sampling:
     sum over drawn cells of (1 - pi) r^2 / pi^2 (unbiased; tests/test_sparse_design.py enumerates every sample)."""
@@ -229,8 +258,10 @@ def sparse_statistics(sample: Sample) -> dict:
     grid, so it is not run (NaN)."""
     values, inclusion, predictor = sample.values, sample.inclusion, sample.predictor
     found = sparse_robust(values, inclusion, predictor)
-    components = inference.components_from(mean_squares(values, inclusion, predictor), *values.shape)
-    row = robust.statistics_row(found, components, (np.nan,) * 4, sample.share_scored())
+    squares = mean_squares(values, inclusion, predictor)
+    components = inference.components_from(squares, *values.shape)
+    spread = sparse_spread(values, inclusion, predictor, squares)
+    row = robust.statistics_row(found, components, spread, (np.nan,) * 4, sample.share_scored())
     per_date = np.clip(difference_estimates(values, inclusion, predictor).value, 0, 1)
     return {**row, "per_date": per_date.tolist()}
 

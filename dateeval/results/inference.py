@@ -204,28 +204,51 @@ def _noncentrality(f: float, d1: int, d2: int, p: float) -> float:
 
 def noise_free_cv(correct: np.ndarray, level: float = 0.95) -> tuple[float, float, float]:
     """The CV of the levels' true rates over the question population (levels x items right/wrong), without the
-    counting noise that inflates the CV of the measured rates: estimate and ``level`` interval.
-
-    The levels' variance is the two-way ANOVA's method of moments, (MS_level - MS_residual) / items, clipped at 0.
-    The interval inverts the noncentral F of MS_level / MS_residual in its noncentrality, I (L - 1) s^2 / sigma^2
-    (Steiger 2004's interval for an ANOVA effect). Right/wrong outcomes tie exactly (two levels with the same count),
-    where the F is 0 and the upper end would be 0 too: the upper end takes a continuity correction, half the smallest
-    step the levels' sum of squares can take (one answer moved: (1 - 1/L) / I), which vanishes with many levels.
-    Coverage, 10-200 questions, 2-12 levels: docs/coverage.md.
+    counting noise that inflates the CV of the measured rates: estimate and ``level`` interval, :func:`level_sd`'s
+    over the mean. Coverage, 10-200 questions, 2-12 levels: docs/coverage.md.
     NaN without two levels, two items and a mean above 0; no interval without residual variation."""
-    levels, items = correct.shape
+    levels, items = np.shape(correct)
     if levels < 2 or items < 2 or correct.mean() == 0:
         return float("nan"), float("nan"), float("nan")
     _, ms_level, ms_residual = mean_squares(correct)
-    estimate = float(np.sqrt(variance_components(correct).date) / correct.mean())
-    if (
-        ms_residual <= 1e-12
-    ):  # each question has one outcome on every level: no counting noise to set the levels against
+    sd = level_sd(ms_level, ms_residual, levels, items, level=level)
+    return tuple(float(value / correct.mean()) for value in sd)  # type: ignore[return-value]
+
+
+def level_sd(
+    ms_level: float,
+    ms_residual: float,
+    levels: int,
+    items: int,
+    design: float = 0.0,
+    design_df: float = math.inf,
+    step: float = 1.0,
+    level: float = 0.95,
+) -> tuple[float, float, float]:
+    """The SD of the levels' (dates') true rates over the question population, without the counting noise that
+    inflates the SD of the measured rates: estimate and ``level`` interval, from the two-way ANOVA's mean squares of a
+    levels x items matrix (``ms_level`` as measured, noise included).
+
+    The levels' variance is the method of moments, (MS_level - noise) / items, clipped at 0, where the noise is
+    MS_residual plus ``design`` x items: ``design`` is the mean variance a sparse sweep's sample adds to each level's
+    rate (0 for a dense grid), estimated on ``design_df`` degrees of freedom (the noise's own are Satterthwaite's).
+    The interval inverts the noncentral F of MS_level / noise in its noncentrality, I (L - 1) s^2 / noise (Steiger
+    2004's interval for an ANOVA effect). Right/wrong outcomes tie exactly (two levels with the same count), where
+    the F is 0 and the upper end would be 0 too: the upper end takes a continuity correction, half the smallest step
+    the levels' sum of squares can take (one answer moved: (1 - 1/L) step^2 / I, where one answer moves a level's rate
+    by ``step`` / I: 1 in a dense grid, 1 / pi for a cell a sparse sweep drew with probability pi).
+    No interval (NaN) where nothing is left to set the levels against (no residual variation, no design noise)."""
+    noise = ms_residual + design * items
+    estimate = math.sqrt(max(0.0, (ms_level - noise) / items))
+    if noise <= 1e-12:  # each question has one outcome on every level: no counting noise to set the levels against
         return estimate, float("nan"), float("nan")
-    d1, d2, tail = levels - 1, (levels - 1) * (items - 1), (1 - level) / 2
-    widened = ms_level + 0.5 * (1 - 1 / levels) / (items * d1)  # half the smallest step of the levels' sum of squares
-    low, high = (_noncentrality(f / ms_residual, d1, d2, p) for f, p in ((ms_level, 1 - tail), (widened, tail)))
-    return estimate, *(float(np.sqrt(value * ms_residual / (items * d1)) / correct.mean()) for value in (low, high))
+    d1, tail = levels - 1, (1 - level) / 2
+    d2 = d1 * (items - 1)  # Satterthwaite's, where the design adds its noise
+    if design:
+        d2 = noise**2 / (ms_residual**2 / d2 + (design * items) ** 2 / design_df)
+    widened = ms_level + 0.5 * (1 - 1 / levels) * step**2 / (items * d1)  # half the levels' SS's smallest step
+    low, high = (_noncentrality(f / noise, d1, d2, p) for f, p in ((ms_level, 1 - tail), (widened, tail)))
+    return estimate, *(math.sqrt(value * noise / (items * d1)) for value in (low, high))
 
 
 def bootstrap_cv(correct: np.ndarray, confidence: np.ndarray) -> dict[str, float]:

@@ -40,7 +40,7 @@ import pandas as pd
 
 from dateeval.metrics import METRICS, point_decimals
 from dateeval.results.bands import clopper_pearson, resample_weights
-from dateeval.results.inference import Z95, Components, mean_squares, variance_components
+from dateeval.results.inference import Z95, Components, level_sd, mean_squares, variance_components
 
 N_BOOT = 1000  # two-way resamples (about 0.2 s of matrix products for 366 dates x 10,000 items)
 # Date counts the planning table and figure show (the paper sweeps up to 366).
@@ -212,17 +212,24 @@ def entry_statistics(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -
     """One entry's date-robust figures from its dates x items matrix: score, its interval (:func:`date_robust`), the
     variance components, and the two-way bootstrap's interval as a cross-check (``n_boot``, ``seed``)."""
     samples = two_way_bootstrap(correct, n_boot, seed)
+    squares = mean_squares(correct)
+    spread = level_sd(squares[1], squares[2], *np.shape(correct))
     return statistics_row(
-        date_robust(correct), variance_components(correct), (*interval(samples), *end_errors(samples))
+        date_robust(correct), variance_components(correct), spread, (*interval(samples), *end_errors(samples))
     )
 
 
 def statistics_row(
-    found: tuple[float, float, float, float], components: Components, bootstrap: tuple[float, ...], scored: float = 1.0
+    found: tuple[float, float, float, float],
+    components: Components,
+    spread: tuple[float, float, float],
+    bootstrap: tuple[float, ...],
+    scored: float = 1.0,
 ) -> dict:
     """The row every reader of an entry's date-robust figures gets: ``found`` (score, low, high, df), the
-    ``components``, the two-way ``bootstrap``'s (low, high, low's and high's Monte-Carlo errors; NaN where not run) and
-    the share of the grid's cells ``scored`` (below 1 for a sparse entry: ``estimated.sparse_statistics``)."""
+    ``components``, the date effect's ``spread`` (the SD across dates without counting noise, its interval:
+    ``inference.level_sd``), the two-way ``bootstrap``'s (low, high, low's and high's Monte-Carlo errors; NaN where not
+    run) and the share of the grid's cells ``scored`` (below 1 for a sparse entry: ``estimated.sparse_statistics``)."""
     score, low, high, df = found
     shares = components.shares()
     return {
@@ -240,6 +247,9 @@ def statistics_row(
         "var_item": components.item,
         "var_date": components.date,
         "var_residual": components.residual,
+        "sd_date": spread[0],
+        "sd_date_low": spread[1],
+        "sd_date_high": spread[2],
         "share_item": shares["item"],
         "share_date": shares["date"],
         "share_residual": shares["residual"],
@@ -570,6 +580,9 @@ ENTRY_ROW_COLUMNS = [
     "var_item",
     "var_date",
     "var_residual",
+    "sd_date",
+    "sd_date_low",
+    "sd_date_high",
     "share_item",
     "share_date",
     "share_residual",

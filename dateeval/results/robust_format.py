@@ -31,6 +31,21 @@ CI_HELP = (
 )
 
 
+SD_HEADING = "Date SD (pp) [95% CI]"
+SD_HELP = (
+    "How much the date moves the score: the SD across dates of the dates' true rates, without the counting noise "
+    "(two-way ANOVA's date component), with the noncentral F's interval; for a sparse entry, over the sample's noise too"
+)
+
+
+def _sd_text(row: dict, decimals: int) -> str:
+    """The date effect's SD in pp with its interval as it is (no interval where no question changes: SD 0 for certain)."""
+    value = f"{100 * row['sd_date']:.{decimals}f}"
+    if missing(row["sd_date_low"]):
+        return value
+    return f"{value} [{100 * row['sd_date_low']:.{decimals}f}, {100 * row['sd_date_high']:.{decimals}f}]"
+
+
 def display(board: pd.DataFrame, dataset: str, half_width: float) -> pd.DataFrame:
     """The leaderboard's rows as text under human headings (rates in %, differences in pp), what a reader plans with
     first (score, interval, dates needed, where the variance comes from), then the ranks: at 1280 px the first six
@@ -47,6 +62,7 @@ def display(board: pd.DataFrame, dataset: str, half_width: float) -> pd.DataFram
                 "Model": row["entry"],
                 f"{name} (%)": f"{100 * row['score']:.{decimals}f}",
                 "95% CI": f"[{100 * row['low']:.{decimals}f}, {100 * row['high']:.{decimals}f}]",
+                SD_HEADING: _sd_text(row, decimals),
                 f"Dates for ±{target} pp": "unreachable (add items)" if needed is None else str(needed),
                 "Variance %: item/date/item×date": "/".join(
                     "-" if missing(row[f"share_{part}"]) else f"{100 * row[f'share_{part}']:.0f}"

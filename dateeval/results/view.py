@@ -184,9 +184,20 @@ class Results:
 
     def verdict(self) -> float:
         """The family-wise p-value of "the date moves at least one graded entry" (``chance.date_effect_family``):
-        entries on one dataset and the same dates are shuffled jointly, their rows in date order."""
+        entries on one dataset and the same dates are shuffled jointly, their rows in date order. Entries swept
+        sparsely are tested each under its design (``sparse_chance``, every date) and joined by Bonferroni
+        (``chance.bonferroni``): their shuffles cannot be joint with a dense grid's."""
+        sparse = set(self.sparse_entries())
+        table = self.significance_table()
+        chosen = [(row.entry, row.dataset) in sparse for row in table.itertuples()]
+        parts = table.loc[chosen, "cochran_permutation_p"].tolist()
+        dense = [key for key in self.dated_entries() if key not in sparse]
+        return chance.bonferroni([self._dense_verdict(dense)] * bool(dense) + parts)
+
+    def _dense_verdict(self, entries: list[tuple[str, str]]) -> float:
+        """:meth:`verdict` of dense ``entries``: their date sweeps shuffled jointly."""
         dated, keys, matrices = self._dated(None), [], []
-        for entry, dataset in self.dated_entries():
+        for entry, dataset in entries:
             levels, correct, _ = self.matrices(entry, dataset, None, "condition_key")
             mine = dated[(dated["entry"] == entry) & (dated["dataset"] == dataset)]
             day = dict(zip(mine["condition_key"], mine["date"].astype(str)))
@@ -314,10 +325,10 @@ class Results:
         )
         return (
             f"swept sparsely (--budget): {named}. Their drawn dates are estimated in the accuracy per date (`summary`, "
-            "Curves), its worst-to-best delta and chance test, the date-robust score (`robust`, What to report) and "
-            "model against model (`compare`); Flips reads every cell scored; the store's verdict, per-date ranks, "
-            "Table 7, the CV, ECE and BLEU/chrF read only their dates scored in full (the baselines and pilot dates); "
-            "docs/sparse.md"
+            "Curves), its worst-to-best delta and chance test (joined to the store's verdict by Bonferroni), the "
+            "date-robust score and date SD (`robust`, What to report) and model against model (`compare`); Flips "
+            "reads every cell scored; per-date ranks, Table 7, the CV, ECE and BLEU/chrF read only their dates scored "
+            "in full (the baselines and pilot dates); docs/sparse.md"
         )
 
     def sparse_entries(self) -> list[tuple[str, str]]:
