@@ -48,8 +48,8 @@ def _sd_text(row: dict, decimals: int) -> str:
 
 def display(board: pd.DataFrame, dataset: str, half_width: float) -> pd.DataFrame:
     """The leaderboard's rows as text under human headings (rates in %, differences in pp), what a reader plans with
-    first (score, interval, dates needed, where the variance comes from), then the ranks: at 1280 px the first six
-    are in view without scrolling sideways."""
+    first (score, interval, dates needed, where the variance comes from), then how much the date moves the score and
+    the ranks: at 1280 px the first six are in view without scrolling sideways."""
     decimals = _decimals(board)
     name = METRICS["accuracy"].title(dataset)
     target = f"{100 * half_width:.{decimals}f}"
@@ -62,12 +62,12 @@ def display(board: pd.DataFrame, dataset: str, half_width: float) -> pd.DataFram
                 "Model": row["entry"],
                 f"{name} (%)": f"{100 * row['score']:.{decimals}f}",
                 "95% CI": f"[{100 * row['low']:.{decimals}f}, {100 * row['high']:.{decimals}f}]",
-                SD_HEADING: _sd_text(row, decimals),
                 f"Dates for ±{target} pp": "unreachable (add items)" if needed is None else str(needed),
                 "Variance %: item/date/item×date": "/".join(
                     "-" if missing(row[f"share_{part}"]) else f"{100 * row[f'share_{part}']:.0f}"
                     for part in ("item", "date", "residual")
                 ),
+                SD_HEADING: _sd_text(row, decimals),
                 "Ranks over dates": _span(row["rank_best"], row["rank_worst"]),
                 "Central 95% of ranks": _span(row["rank_low"], row["rank_high"]),
                 "First on (% of dates)": "-" if missing(row["first_share"]) else f"{100 * row['first_share']:.0f}",
