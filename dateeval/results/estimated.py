@@ -57,9 +57,13 @@ def _per_date(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) 
     were drawn. A date scored in full (every probability 1) gets its exact value and variance 0."""
     drawn, residual, pi = _residuals(values, inclusion, predictor)
     n = drawn.shape[1]
-    value = (np.sum(predictor) + (residual / pi).sum(1)) / n
     variance = np.maximum(own_variance(drawn, residual, pi), _pooled(drawn, residual, pi)) / n**2
-    return value, variance, drawn
+    return _estimates(predictor, residual, pi), variance, drawn
+
+
+def _estimates(predictor: np.ndarray, residual: np.ndarray, pi: np.ndarray) -> np.ndarray:
+    """Per date the difference estimate, (sum of the predictor + the residuals' weighted total) / questions."""
+    return (np.sum(predictor) + (residual / pi).sum(1)) / residual.shape[1]
 
 
 def _residuals(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -142,18 +146,19 @@ def sparse_spread(
 
     The estimate is the square root of the date component of ``squares`` (design-unbiased before the root). The
     interval is ``level_sd``'s on the dates' estimates: their spread holds the sample's error besides the counting
-    noise, so the noise the F sets them against is MS_residual plus the dates' mean estimated variance (the larger of
-    each date's own and the pooled, :func:`difference_estimates`') x questions, on Satterthwaite's degrees of freedom
-    (the design's: the drawn cells of dates not scored in full, less one per such date); where no drawn cell moved,
-    the noise is the pooled variance's (with its prior: the sample cannot rule out what it did not draw) and the
-    upper end's continuity correction one drawn answer's step. With every cell scored it is the dense interval.
+    noise, so the noise the F sets them against is MS_residual plus the mean over dates of each date's own
+    Horvitz-Thompson variance (:func:`own_variance`; stable once averaged over dates, where the pooled one's prior
+    overstated it and covered 0.51) x questions, on Satterthwaite's degrees of freedom (the design's: the drawn cells
+    of dates not scored in full, less one per such date); where no drawn cell moved, the noise is the pooled
+    variance's (with its prior: the sample cannot rule out what it did not draw) and the upper end's continuity
+    correction one drawn answer's step. With every cell scored it is the dense interval.
     Coverage: docs/coverage.md ("Sparse sweeps")."""
-    drawn, residual, pi = _residuals(values, inclusion, predictor)
     n_dates, n_items = np.shape(values)
-    estimate = inference.components_from(squares, n_dates, n_items).date ** 0.5
     if n_dates < 2 or n_items < 2:
         return float("nan"), float("nan"), float("nan")
-    value = (np.sum(predictor) + (residual / pi).sum(1)) / n_items
+    drawn, residual, pi = _residuals(values, inclusion, predictor)
+    estimate = inference.components_from(squares, n_dates, n_items).date ** 0.5
+    value = _estimates(predictor, residual, pi)
     design = float(own_variance(drawn, residual, pi).mean() or _pooled(drawn, residual, pi).mean()) / n_items**2
     uncertain = drawn & (pi < 1)
     design_df = max(1, int(uncertain.sum()) - int(np.any(pi < 1, axis=1).sum()))
