@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for people and CI:
-#   ./run.sh app    set everything up and open the explorer on the built-in demo
+#   ./run.sh app    set everything up and open the explorer on the built-in demo (`dateeval app`; --port N)
 #   ./run.sh test   set everything up and run the test suite
 #   ./run.sh setup-vllm  the optional vLLM extra (requirements-vllm.txt) in its own .venv-vllm
 #   ./run.sh test-vllm   the vLLM backend's tests there
@@ -94,12 +94,10 @@ case "${1:-}" in
   app)
     shift
     setup
-    # The demo's statistics (sums, null bands, flips, What to report), computed once and kept beside it, so the
-    # first screen reads them instead of computing them while the user waits.
-    HF_HUB_OFFLINE=1 .venv/bin/python -c "from dateeval.keeping import keep; from dateeval.store import Store; keep(Store('demo/store'))"
+    # `dateeval app` keeps the demo's statistics first (computed once, beside it), then serves the explorer.
     # Local only by default (Streamlit alone listens on every interface): the explorer reads files on this
     # machine and starts sweeps. Expose it deliberately with e.g. DATEEVAL_ADDRESS=0.0.0.0 ./run.sh app.
-    exec .venv/bin/python -m dateeval.launch --server.headless=false --server.address "${DATEEVAL_ADDRESS:-127.0.0.1}" "$@"
+    exec .venv/bin/python -m dateeval app --host "${DATEEVAL_ADDRESS:-127.0.0.1}" "$@"
     ;;
   test)
     shift
@@ -129,7 +127,7 @@ case "${1:-}" in
     check
     ;;
   *)
-    echo "usage: ./run.sh app | test [pytest args] | check | setup-vllm | test-vllm [pytest args] | setup-lmeval | test-lmeval [pytest args]" >&2
+    echo "usage: ./run.sh app [--port N] [--no-browser] | test [pytest args] | check | setup-vllm | test-vllm [pytest args] | setup-lmeval | test-lmeval [pytest args]" >&2
     exit 2
     ;;
 esac

@@ -1,4 +1,7 @@
-"""Command line: ``python -m dateeval run | summary | template``.
+"""Command line: ``dateeval COMMAND`` (or ``python -m dateeval``), one parser and one handler per command.
+
+Sweeps: ``run``, ``regrade``, ``compact``. Reading a store: ``summary``, ``export``, ``robust``, ``compare``, ``report``
+(:mod:`dateeval.cli_read`). The explorer: ``app``. Prompts and endpoints: ``template``, ``serve``, ``probe``.
 
 Every user error ends as one line on stderr and a non-zero exit status;
 tracebacks are for bugs only.
@@ -353,6 +356,13 @@ def _add_regrade(commands: argparse._SubParsersAction) -> None:
     regrade.add_argument("--csv", help="write every regraded output, stored and new grade side by side, to this CSV")
 
 
+def _add_app(commands: argparse._SubParsersAction) -> None:
+    app = commands.add_parser("app", help="open the explorer (Streamlit) on the built-in demo and your results")
+    app.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    app.add_argument("--port", type=_integer(1, 65535), default=8501, help="port (default 8501)")
+    app.add_argument("--no-browser", action="store_true", help="serve only; do not open a browser tab")
+
+
 def _add_compact(commands: argparse._SubParsersAction) -> None:
     compact = commands.add_parser("compact", help="merge a store's many unit files into one file per model and dataset")
     compact.add_argument("--store", default="cache/results")
@@ -368,6 +378,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     _add_run(commands)
+    _add_app(commands)
     cli_read.add_summary(commands)
     cli_read.add_export(commands)
     cli_read.add_robust(commands)
@@ -620,6 +631,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_app(args: argparse.Namespace) -> int:
+    from dateeval import launch
+
+    return launch.serve(args.port, args.host, browser=not args.no_browser)
+
+
 def _cmd_probe(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -672,6 +689,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the process exit status."""
     commands = {
         "run": _cmd_run,
+        "app": _cmd_app,
         "summary": cli_read.summary,
         "export": cli_read.export,
         "robust": cli_read.robust,

@@ -1,4 +1,9 @@
-"""Start the explorer: ``python -m dateeval.launch [streamlit run options]``, what ``./run.sh app`` runs.
+"""Start the explorer: ``dateeval app`` (what ``./run.sh app`` runs), or ``python -m dateeval.launch [streamlit run
+options]`` for any Streamlit option.
+
+Both serve app.py from :func:`dateeval.bundle.folder` (a clone's top level, or the copy a wheel carries), with
+the explorer's Streamlit settings (``.streamlit/config.toml``) passed as options: Streamlit reads that file only from
+the working folder, and an installed explorer is started from anywhere.
 
 Streamlit takes a ``pages/`` folder beside the main script for a v1 multipage app until the main script has called
 ``st.navigation`` once in the server's life. So when the first request to a fresh server was a deep link
@@ -8,19 +13,80 @@ before the server starts, and then runs it exactly as ``streamlit run app.py`` w
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
-APP = Path(__file__).resolve().parent.parent / "app.py"
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from dateeval.errors import DateEvalError
+from dateeval import bundle
+
+# The demo's statistics are kept in a process of their own before the server starts, so the first screen reads them.
+_KEEP = (
+    "import sys; from dateeval.keeping import keep; from dateeval.store import Store\n"
+    "for message in keep(Store(sys.argv[1])): print(f'dateeval: warning: {message}', file=sys.stderr)"
+)
+
+
+def settings() -> list[str]:
+    """The explorer's Streamlit settings (``.streamlit/config.toml`` beside app.py) as ``streamlit run`` options."""
+    config = tomllib.loads((bundle.folder() / ".streamlit" / "config.toml").read_text())
+    return [
+        option
+        for section, values in config.items()
+        for key, value in values.items()
+        for option in (f"--{section}.{key}", str(value).lower() if isinstance(value, bool) else str(value))
+    ]
+
+
+def prepare_demo() -> Path:
+    """The demo store with its statistics kept; an install copies the shipped demo into the user's cache first."""
+    if bundle.installed() and not bundle.demo_copy().is_dir():
+        _copy(bundle.packaged_demo(), bundle.demo_copy())
+    store = bundle.demo_store()
+    subprocess.run([sys.executable, "-c", _KEEP, str(store)], check=False, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    return store
+
+
+def _copy(source: Path, target: Path) -> None:
+    """Copy a folder whole or not at all: into a temporary sibling, then renamed (a second server may do the same)."""
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=".copy-"))
+        shutil.copytree(source, partial, dirs_exist_ok=True)
+        try:
+            partial.rename(target)
+        except OSError:  # another server made it first
+            shutil.rmtree(partial, ignore_errors=True)
+    except OSError as error:
+        print(f"dateeval: warning: the demo opens read-only (could not copy it to {target}: {error})", file=sys.stderr)
+
+
+def serve(port: int, address: str, browser: bool) -> int:
+    """``dateeval app``: keep the demo's statistics, then serve the explorer on ``address:port`` until stopped."""
+    if not (bundle.folder() / "app.py").is_file():
+        raise DateEvalError(f"the explorer's app.py is missing from {bundle.folder()}: reinstall dateeval")
+    prepare_demo()
+    main(["--server.port", str(port), "--server.address", address, "--server.headless", str(not browser).lower()])
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``streamlit run app.py`` with ``argv`` (default: this process's arguments), pages declared by app.py only."""
+    """``streamlit run app.py`` with the explorer's settings and ``argv`` (default: this process's arguments), pages
+    declared by app.py only."""
     from streamlit.runtime.pages_manager import PagesManager
     from streamlit.web import cli
 
     PagesManager.uses_pages_directory = False  # app.py's st.navigation, not the folder, names the pages
-    cli.main(["run", str(APP), *(sys.argv[1:] if argv is None else argv)], prog_name="streamlit")
+    options = [*settings(), *(sys.argv[1:] if argv is None else argv)]
+    cli.main(["run", str(bundle.folder() / "app.py"), *options], prog_name="streamlit")
 
 
 if __name__ == "__main__":

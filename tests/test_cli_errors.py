@@ -752,3 +752,11 @@ def test_a_unit_holding_what_its_columns_cannot_hold_is_named_and_left_out(tmp_p
         and all(0 <= row["accuracy_max"] <= 1 for row in rows if row["accuracy_max"] is not None)
         and not any("float32" in row["entry"] and row["dataset"] == "mmlu" for row in rows)
     )
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [(["--port", "0"], "must be between 1 and 65535, not 0"), (["--port", "http"], "invalid int value: 'http'")],
+)
+def test_app_rejects_a_bad_port_before_starting_anything(args, fragment):
+    _assert_one_line_error(run_cli("app", *args), fragment)

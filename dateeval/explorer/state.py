@@ -16,12 +16,14 @@ import streamlit as st
 
 from dateeval import results, viewstate
 from dateeval.errors import DateEvalError
+from dateeval import bundle
 from dateeval.models import cache_dir
 from dateeval.store import Store
 from dateeval.tasks import BENCHMARKS, base_of, custom
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-DEMO_STORE = ROOT / "demo" / "store"
+DEMO_STORE = bundle.demo_store()
+# ../shared beside a clone (the paper's data and templates); an install has none: datasets then come from the Hub.
+SHARED = None if bundle.installed() else bundle.CLONE.parent / "shared"
 # URL values of the stores (short and stable, unlike the labels).
 STORE_PARAMS = {"demo": "Built-in demo", "mine": "My results"}
 PER_DATASET = "_selection_per_dataset"
@@ -93,13 +95,14 @@ def templates_dir() -> str:
 
 
 def default_templates_dir() -> str:
-    """``DATEEVAL_TEMPLATES_DIR``, else ``../shared/templates`` beside the checkout."""
-    return os.environ.get("DATEEVAL_TEMPLATES_DIR", str(ROOT.parent / "shared" / "templates"))
+    """``DATEEVAL_TEMPLATES_DIR``, else ``../shared/templates`` beside the checkout (none in an install)."""
+    return os.environ.get("DATEEVAL_TEMPLATES_DIR", str(SHARED / "templates") if SHARED else "")
 
 
 def default_data_dir() -> str:
-    """Where benchmark text is read from for display: ``DATEEVAL_DATA_DIR``, else ``../shared/data`` beside the checkout."""
-    return os.environ.get("DATEEVAL_DATA_DIR", str(ROOT.parent / "shared" / "data"))
+    """Where benchmark text is read from for display: ``DATEEVAL_DATA_DIR``, else ``../shared/data`` beside the checkout
+    (none in an install: the Hub)."""
+    return os.environ.get("DATEEVAL_DATA_DIR", str(SHARED / "data") if SHARED else "")
 
 
 def check_offered(dataset: str) -> None:
