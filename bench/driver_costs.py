@@ -31,7 +31,7 @@ import numpy as np
 
 from dateeval.conditions import Condition
 from dateeval.data import Subset
-from dateeval.leases import Leases
+from dateeval.store.leases import Leases
 from dateeval.prompting import ChatTemplate
 from dateeval.schema import ROW_KEY
 from dateeval.store import Store

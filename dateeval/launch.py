@@ -17,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 try:
@@ -25,8 +24,8 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from dateeval import atomic, bundle
 from dateeval.errors import DateEvalError
-from dateeval import bundle
 
 # The demo's statistics are kept in a process of their own before the server starts, so the first screen reads them.
 _KEEP = (
@@ -56,15 +55,10 @@ def prepare_demo() -> Path:
 
 
 def _copy(source: Path, target: Path) -> None:
-    """Copy a folder whole or not at all: into a temporary sibling, then renamed (a second server may do the same)."""
+    """Copy a folder whole or not at all; where it cannot be copied, the demo opens read-only from ``source``."""
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=".copy-"))
-        shutil.copytree(source, partial, dirs_exist_ok=True)
-        try:
-            partial.rename(target)
-        except OSError:  # another server made it first
-            shutil.rmtree(partial, ignore_errors=True)
+        with atomic.creating(target) as staging:  # a second server may make it first: theirs stays
+            shutil.copytree(source, staging)
     except OSError as error:
         print(f"dateeval: warning: the demo opens read-only (could not copy it to {target}: {error})", file=sys.stderr)
 

@@ -7,6 +7,7 @@ result (source, revision or file hash) is decided in one place.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -16,7 +17,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from dateeval import leftovers
+from dateeval import atomic, leftovers
 from dateeval.errors import DateEvalError
 
 DEFAULT_MODEL = "smollm2-135m"
@@ -195,8 +196,6 @@ def _convert(source: ModelSource, target: Path) -> None:
     """The GGUF de-quantised into a transformers folder at ``target``, through a staging folder renamed at the end."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    staging = target.parent / f".{target.name}.tmp-{leftovers.owner()}"
-    shutil.rmtree(staging, ignore_errors=True)
     tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
     model = AutoModelForCausalLM.from_pretrained(source.location, gguf_file=source.gguf_file, dtype="float32")
     # The weights are de-quantised floats now; drop the GGUF quantizer so they can be saved.
@@ -204,12 +203,9 @@ def _convert(source: ModelSource, target: Path) -> None:
     model.is_quantized = False
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    try:
-        staging.rename(target)
-    except OSError:  # another process finished the same conversion first
-        shutil.rmtree(staging, ignore_errors=True)
+    with atomic.creating(target) as staging:  # another process may finish the same conversion first: theirs stays
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
 
 
 @dataclass(frozen=True)
@@ -277,14 +273,9 @@ def load_tokenizer(source: ModelSource) -> "PreTrainedTokenizerBase":  # noqa: F
         if (folder / "tokenizer_config.json").is_file():
             return AutoTokenizer.from_pretrained(folder)
     tokenizer = AutoTokenizer.from_pretrained(source.location, gguf_file=source.gguf_file)
-    staging = saved.parent / f".{saved.name}.tmp-{leftovers.owner()}"
-    try:
+    # A cache that is read-only or full keeps nothing: the next load reads the GGUF again.
+    with contextlib.suppress(OSError), atomic.creating(saved) as staging:
         tokenizer.save_pretrained(staging)
-        staging.rename(saved)
-    except (
-        OSError
-    ):  # another process saved it first, or the cache is read-only or full: the next load reads the GGUF again
-        shutil.rmtree(staging, ignore_errors=True)
     return tokenizer
 
 

@@ -7,13 +7,13 @@ the old file (or none), never half of one, and a link at the output's name is re
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import pyarrow.parquet as pq
 
+from dateeval import atomic
 from dateeval.errors import DateEvalError
 from dateeval.results import export
 from dateeval.results.report import build_report
@@ -31,12 +31,10 @@ def check_outside(out: Path, store: Path) -> None:
 
 def _atomically(out: Path, write: Callable[[Path], object]) -> None:
     """``write(staging)`` then rename the staging file onto ``out``; an OSError is one line, nothing left behind."""
-    staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     try:
-        write(staging)
-        staging.replace(out)
+        with atomic.replacing(out) as staging:
+            write(staging)
     except OSError as error:
-        staging.unlink(missing_ok=True)
         raise DateEvalError(f"cannot write {out}: {error.strerror or error}") from None
 
 

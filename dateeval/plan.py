@@ -13,6 +13,7 @@ was made for. Plans hold only missing work, longest units first.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field, replace
 
 from dateeval.backends.base import BackendOptions
@@ -58,6 +59,25 @@ class SweepSpec:
         """This spec with its datasets resolved (``tasks``): as built, or resolved now for a spec made by hand (built-in
         names, files without lm-eval task code)."""
         return self if self.tasks else replace(self, tasks=resolve_all(self.datasets, self.data_dir))
+
+    def describe(self) -> str:
+        """One line that tells sweeps apart in a list: models, precisions, datasets, dates and baselines, items."""
+        dates = sorted(condition.date for condition in self.conditions if condition.date is not None)
+        span = "" if not dates else (dates[0].isoformat() if len(dates) == 1 else f"{dates[0]}..{dates[-1]}")
+        baselines = sorted({condition.label.split(",")[0] for condition in self.conditions if condition.date is None})
+        counted = ", ".join(filter(None, [span and f"{len(set(dates))} dates {span}", *baselines]))
+        parts = [
+            ", ".join(self.models),
+            ", ".join(self.dtypes),
+            ", ".join(self.datasets),
+            f"{len(self.conditions)} conditions ({counted})",
+            self.subset.describe() or "all items",
+        ]
+        return " · ".join(parts)
+
+    def key(self) -> str:
+        """The same key for the same sweep: a rerun that resumes a cancelled one replaces it in the store's record."""
+        return hashlib.sha256(repr(self).encode()).hexdigest()[:16]
 
 
 def sweep_datasets(

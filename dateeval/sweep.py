@@ -3,7 +3,7 @@
 A work unit is one (model, precision, dataset, condition) with the items the
 store does not hold yet. The driver (:class:`Sweep`) plans units from what a
 loaded model renders (``dateeval.worker``) and the rows already stored, takes
-a lease on each unit before it runs (``dateeval.leases``: several drivers can
+a lease on each unit before it runs (``dateeval.store.leases``: several drivers can
 share one store), hands units to an executor, and writes each returned unit
 atomically. Executors run units on workers: :class:`LocalExecutor` in this
 process (the CLI default; the app runs it in a background thread), and
@@ -27,10 +27,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import numpy as np
 import pyarrow as pa
 
-from dateeval import runs, sparse
+from dateeval import sparse
+from dateeval.store import runs
 from dateeval.backends import locate
 from dateeval.errors import DateEvalError
-from dateeval.leases import DEFAULT_TTL_S, Leases, holder
+from dateeval.store.leases import DEFAULT_TTL_S, Leases, holder
 from dateeval.plan import Description, Progress, SweepSpec, Unit
 from dateeval.schema import ROW_KEY
 from dateeval.store import Store, StoreProblems, sidecars
@@ -164,7 +165,7 @@ class Sweep:
     def run(self) -> Progress:
         """Execute every missing unit; returns the final progress (what ran, what was already there).
 
-        The sweep is recorded in the store while it runs and when it ends (``dateeval.runs``), so every tab and process
+        The sweep is recorded in the store while it runs and when it ends (``dateeval.store.runs``), so every tab and process
         reading the store lists it, and any of them can cancel it. A caller that passed its own ``cancel`` event learns
         of a cancellation from that event; one that did not (the CLI) gets :class:`SweepCancelled`, so a sweep
         cancelled elsewhere never reports success.

@@ -5,7 +5,8 @@ import datetime as dt
 import pandas as pd
 import streamlit as st
 
-from dateeval import explorer, runs, uploads
+from dateeval import explorer, uploads
+from dateeval.store import runs
 from dateeval.backends import BackendOptions, openai_api
 from dateeval.backends.transformers import DTYPES
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT
@@ -258,7 +259,7 @@ def runs_table(records: list[runs.RunRecord]) -> pd.DataFrame:
 
 @st.fragment(run_every=1.0)
 def runs_panel() -> None:
-    """Every sweep recorded in the results store (``dateeval.runs``): the same list in every tab, and cancel for any."""
+    """Every sweep recorded in the results store (``dateeval.store.runs``): the same list in every tab, and cancel for any."""
     registry = runs.Registry(explorer.results_store())
     records = registry.runs()
     st.subheader("Sweeps on this store")

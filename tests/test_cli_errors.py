@@ -704,7 +704,7 @@ def _rewrite_first_unit(store, change, sealed: bool) -> None:
     then match the bad values) or none (a unit from before checksums)."""
     import pyarrow.parquet as pq
 
-    from dateeval import checksums
+    from dateeval.store import checksums
 
     unit = next(store.glob("smollm2-135m-float32-*/mmlu/*.parquet"))
     changed = change(pq.read_table(unit).replace_schema_metadata(None))

@@ -116,7 +116,8 @@ def test_entries_on_different_questions_are_not_paired(tmp_path):
     import pyarrow.parquet as pq
 
     from conftest import demo_copy
-    from dateeval import checksums, results
+    from dateeval import results
+    from dateeval.store import checksums
 
     store = demo_copy(tmp_path)
     for unit in store.glob("smollm2-135m-float32-*/mmlu/*.parquet"):

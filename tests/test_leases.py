@@ -10,7 +10,7 @@ import time
 import pytest
 
 from dateeval.errors import DateEvalError
-from dateeval.leases import GUARD_PATIENCE_S, MAX_CLOCK_SKEW_S, Leases, Owner, holder, lease_path
+from dateeval.store.leases import GUARD_PATIENCE_S, MAX_CLOCK_SKEW_S, Leases, Owner, holder, lease_path
 
 
 def _plant(unit, host: str, pid: int, ttl_s: float, age_s: float) -> None:

@@ -12,7 +12,7 @@ import pytest
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
-from dateeval import runs
+from dateeval.store import runs
 from dateeval.conditions import Condition
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError

@@ -347,7 +347,7 @@ def test_every_unit_of_the_built_in_demo_carries_checksums():
     import pyarrow.parquet as pq
 
     from conftest import ROOT
-    from dateeval import checksums
+    from dateeval.store import checksums
 
     units = [unit for unit in (ROOT / "demo" / "store").rglob("*.parquet") if ".aggregates" not in unit.parts]
     assert units and all(checksums.stored(pq.read_schema(unit).metadata) is not None for unit in units)

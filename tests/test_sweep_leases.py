@@ -10,7 +10,7 @@ import time
 
 from conftest import ROOT, run_cli
 
-from dateeval.leases import lease_path
+from dateeval.store.leases import lease_path
 
 
 def _plant(unit, host: str, ttl_s: float) -> None:

@@ -9,7 +9,8 @@ from collections.abc import Callable
 import pandas as pd
 import streamlit as st
 
-from dateeval import metrics, runs, viewstate
+from dateeval import metrics, viewstate
+from dateeval.store import runs
 from dateeval.errors import DateEvalError
 from dateeval.explorer import cache
 from dateeval.explorer.state import DEMO_STORE, Selection, current_store, data_dir, remember_selection, switch_to

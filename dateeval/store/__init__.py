@@ -15,7 +15,7 @@ unit), and a corrupted file is reported, never deleted or silently skipped:
 reads leave it in place, a sweep renames it aside and computes its rows again.
 
 Every file carries Parquet page checksums and a digest of each column's
-values (``dateeval.checksums``); every read verifies both for what it reads,
+values (``dateeval.store.checksums``); every read verifies both for what it reads,
 so a damaged file is reported and its rows left out rather than read as
 different numbers. Files from before checksums existed read unverified.
 
@@ -43,7 +43,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from dateeval import checksums, leftovers
+from dateeval import atomic, leftovers
+from dateeval.store import checksums
 from dateeval.errors import DateEvalError
 from dateeval.schema import ROW_KEY
 
@@ -126,19 +127,15 @@ class Store:
 
         ``row_group_size`` rows per row group (Parquet's default where None): see ``COMPACTED_ROW_GROUP``.
         """
-        staging = path.parent / f".{path.name}.{leftovers.owner()}-{uuid.uuid4().hex[:8]}.tmp"
         table = checksums.with_checksums(arrow_table(rows))
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with staging.open("wb") as handle:
+            with atomic.replacing(path) as staging, staging.open("wb") as handle:
                 pq.write_table(
                     table, handle, compression="zstd", write_page_checksum=True, row_group_size=row_group_size
                 )
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(staging, path)
         except OSError as error:
-            staging.unlink(missing_ok=True)
             raise DateEvalError(f"cannot write results to {path}: {error.strerror or error}") from None
 
     @staticmethod

@@ -13,11 +13,10 @@ can run it again, or edit it, as a spec.
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from dateeval import atomic
 from dateeval.data.custom import HUB_PREFIX, is_data_file
 from dateeval.errors import DateEvalError
 from dateeval.tasks.custom import (
@@ -107,19 +106,12 @@ def write_spec(reference: str, values: Mapping, store_root: Path) -> Path:
     path = spec_path(reference, store_root)
     described = {"data": reference if reference.startswith(HUB_PREFIX) else str(Path(reference).resolve()), **values}
     _check_fields(spec_from(described, FlagNames(described), path.stem, Path.cwd()), values)
-    staging = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"
+    header = f"# Written by `python -m dateeval run` from its --spec-* flags; run it again with --dataset {path}\n"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        staging.write_text(
-            f"# Written by `python -m dateeval run` from its --spec-* flags; run it again with --dataset {path}\n"
-            + toml(described),
-            encoding="utf-8",
-        )
-        os.replace(staging, path)
+        with atomic.replacing(path) as staging:
+            staging.write_text(header + toml(described), encoding="utf-8")
     except OSError as error:
         raise DateEvalError(f"cannot keep the dataset's spec in {path.parent}: {error.strerror or error}") from None
-    finally:
-        staging.unlink(missing_ok=True)
     register_file(path)
     return path
 

@@ -17,29 +17,39 @@ heartbeat is older than :data:`STALE_AFTER_S` (another host).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
 import threading
 import time
-import uuid
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from dateeval import leftovers
+from dateeval import atomic, leftovers
 from dateeval.errors import DateEvalError
-
-if TYPE_CHECKING:  # the registry must not import the sweep (the sweep imports it)
-    from dateeval.plan import Progress, SweepSpec
 
 RUNS_DIR = ".runs"
 HEARTBEAT_S = 1.0
 # Heartbeats come every second: a record silent for this long belongs to a process that is gone or hung.
 STALE_AFTER_S = 30.0
 STATUSES = ("running", "succeeded", "cancelled", "failed", "interrupted")
+
+
+class Sweep(Protocol):
+    """What the record needs of a sweep's spec (``plan.SweepSpec``; the store does not import the engine)."""
+
+    def describe(self) -> str: ...
+    def key(self) -> str: ...
+
+
+class Progress(Protocol):
+    """What the record copies from a sweep's progress (``plan.Progress``)."""
+
+    units_total: int
+    units_done: int
+    current: str
 
 
 @dataclass
@@ -104,14 +114,8 @@ class Registry:
 
     def write(self, record: RunRecord) -> None:
         """Replace a record in one step, so a reader sees the old or the new file, never half of one."""
-        self.folder.mkdir(parents=True, exist_ok=True)
-        path = self._path(record.id, "json")
-        staging = self.folder / f".{path.name}.{leftovers.owner()}-{uuid.uuid4().hex[:8]}.tmp"
-        try:
+        with atomic.replacing(self._path(record.id, "json")) as staging:
             staging.write_text(json.dumps(asdict(record)))
-            os.replace(staging, path)
-        finally:
-            staging.unlink(missing_ok=True)
 
     def request_cancel(self, run_id: str) -> None:
         """Ask a sweep to stop after the unit it is computing (it polls for this file, wherever it runs)."""
@@ -149,7 +153,7 @@ class Recorder:
         self,
         store_root: str | Path,
         run_id: str,
-        spec: SweepSpec,
+        spec: Sweep,
         progress: Progress,
         cancel: threading.Event,
         heartbeat_s: float = HEARTBEAT_S,
@@ -163,8 +167,8 @@ class Recorder:
         now = time.time()
         self.record = RunRecord(
             id=run_id,
-            spec=describe(spec),
-            spec_key=spec_key(spec),
+            spec=spec.describe(),
+            spec_key=spec.key(),
             host=socket.gethostname(),
             pid=os.getpid(),
             started=now,
@@ -230,26 +234,6 @@ def _ending(kind: type[BaseException] | None, cancelled: bool, progress: Progres
 
 def _message(error: BaseException | None) -> str:
     return str(error) if isinstance(error, DateEvalError) else f"{type(error).__name__}: {error}"
-
-
-def describe(spec: SweepSpec) -> str:
-    """One line that tells sweeps apart in a list: models, precisions, datasets, dates and baselines, items."""
-    dates = sorted(condition.date for condition in spec.conditions if condition.date is not None)
-    span = "" if not dates else (dates[0].isoformat() if len(dates) == 1 else f"{dates[0]}..{dates[-1]}")
-    baselines = sorted({condition.label.split(",")[0] for condition in spec.conditions if condition.date is None})
-    parts = [
-        ", ".join(spec.models),
-        ", ".join(spec.dtypes),
-        ", ".join(spec.datasets),
-        f"{len(spec.conditions)} conditions ({', '.join(filter(None, [span and f'{len(set(dates))} dates {span}', *baselines]))})",
-        spec.subset.describe() or "all items",
-    ]
-    return " · ".join(parts)
-
-
-def spec_key(spec: SweepSpec) -> str:
-    """The same key for the same sweep: a rerun that resumes a cancelled one replaces it in :func:`partial_note`."""
-    return hashlib.sha256(repr(spec).encode()).hexdigest()[:16]
 
 
 def partial_note(store_root: str | Path) -> str | None:
