@@ -4,7 +4,7 @@ The Flips page, the Overview's headline, the Curves' bands and the
 statistics need every item on every condition of one entry: millions of
 rows at paper scale. Reading them as rows costs seconds per entry (text
 columns, a window over text answers). The per-item sidecars
-(``dateeval.store.sidecars.of_items``: verified with the unit, only the columns
+(``dateeval.store.sums.of_items``: verified with the unit, only the columns
 these views read, answers as comparable text) fill dense matrices instead,
 and the views are array arithmetic on those.
 
@@ -60,7 +60,7 @@ class Outcomes:
     correct: np.ndarray  # float: 1 right, 0 wrong, NaN ungraded or absent
     confidence: np.ndarray
     score: np.ndarray  # sentence chrF of translations
-    prediction: np.ndarray  # int32 codes of the comparable answer (``sidecars.prediction_text``), -1 absent
+    prediction: np.ndarray  # int32 codes of the comparable answer (``sums.prediction_text``), -1 absent
     answer: np.ndarray  # int32 codes into ``answers``, -1 missing
     answers: np.ndarray  # the distinct reference answers (object)
 
@@ -124,11 +124,11 @@ class _Unit:
     keep: np.ndarray | slice
 
     def column(self, name: str) -> np.ndarray:
-        """A column's values on the kept rows (codes for ``sidecars.CODED`` columns)."""
+        """A column's values on the kept rows (codes for ``sums.CODED`` columns)."""
         return self.table[name].to_numpy()[self.keep]
 
     def values(self, name: str) -> np.ndarray:
-        """The distinct values a coded column's codes stand for (``sidecars.CODED``)."""
+        """The distinct values a coded column's codes stand for (``sums.CODED``)."""
         column = self.table[f"{name}_values"]
         return column.slice(0, len(column) - column.null_count).to_numpy(zero_copy_only=False)
 

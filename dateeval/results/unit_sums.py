@@ -27,7 +27,7 @@ from dateeval.metrics import METRICS
 from dateeval.results import descriptive
 from dateeval.schema import DESCRIPTION, ENTRY, ENTRY_KEY, GROUP
 from dateeval.store import Store, StoreProblems, sidecars
-from dateeval.store.sidecars import OPTIONAL_COLUMNS, SOURCE_COLUMNS, of_rows
+from dateeval.store.sums import OPTIONAL_COLUMNS, SOURCE_COLUMNS, of_rows
 
 # Sidecars read in this process, by path: a sidecar's name fixes its content, so a live sweep's new units
 # are the only ones read when the store changes.
