@@ -525,39 +525,62 @@ def verdict_and_family_simulated(reps: int) -> None:
     family_simulated(reps)
 
 
-def family_study(n_items: int, n_dates: int, budget: float, reps: int, planted: dict, n_perm: int = 200) -> float:
+def family_study(
+    n_items: int,
+    n_dates: int,
+    budget: float,
+    reps: int,
+    planted: dict,
+    n_perm: int = 200,
+    entries: tuple[int, int] = (2, 2),
+) -> float:
     """How often the store's verdict (``Results.verdict``: the dense entries' joint test and each sparse entry's design
-    test, joined by ``chance.bonferroni``) rejects at 0.05 on simulated stores of four twins (one model's questions,
-    their dates drawn anew: precisions, say), two swept sparsely with one seed and two dense."""
+    test, joined by ``chance.bonferroni``) rejects at 0.05 on simulated stores of twins (one model's questions, their
+    dates drawn anew: precisions, say), ``entries`` = (swept sparsely with one seed, dense)."""
+    n_sparse, n_dense = entries
     hits = 0
     for seed in range(reps):
-        twins = [simulate(n_items, n_dates, seed=seed, flip_seed=1000 * seed + k, **planted) for k in range(4)]
+        twins = [
+            simulate(n_items, n_dates, seed=seed, flip_seed=1000 * seed + k, **planted)
+            for k in range(n_sparse + n_dense)
+        ]
         parts = [
             sparse_chance.significance("e", "d", as_sample(entry, sampled(entry, budget, seed), seed), n_perm)
-            for entry in twins[:2]
+            for entry in twins[:n_sparse]
         ]
-        dense = chance.date_effect_family([[entry["correct"] for entry in twins[2:]]], n_perm, seed)
-        hits += chance.bonferroni([dense] + [part["cochran_permutation_p"] for part in parts]) < 0.05
+        dense = (
+            [chance.date_effect_family([[entry["correct"] for entry in twins[n_sparse:]]], n_perm, seed)]
+            if n_dense
+            else []
+        )
+        hits += chance.bonferroni(dense + [part["cochran_permutation_p"] for part in parts]) < 0.05
     return hits / reps
 
 
-FAMILY_SIMULATED = (  # (questions, dates, budget, planted): the null first, a planted effect after
-    (10, 12, 0.5, {}),
-    (300, 40, 0.2, {}),
-    (300, 40, 0.2, {"rate": 0.03}),
-    (300, 40, 0.2, {"movers": 0.5}),
-    (300, 40, 0.2, {"date_effect": 0.3}),
+FAMILY_SIMULATED = (  # (questions, dates, budget, (sparse, dense) entries, planted): the null first, then an effect
+    (10, 12, 0.5, (2, 2), {}),
+    (300, 40, 0.2, (2, 2), {}),
+    (300, 40, 0.2, (2, 2), {"rate": 0.03}),
+    (300, 40, 0.2, (2, 2), {"movers": 0.5}),
+    (10, 12, 0.5, (20, 4), {}),
+    (300, 40, 0.2, (20, 4), {}),
+    (300, 40, 0.2, (20, 4), {"rate": 0.97}),
+    (300, 40, 0.2, (2, 2), {"date_effect": 0.3}),
+    (300, 40, 0.2, (20, 4), {"date_effect": 0.3}),
 )
 
 
 def family_simulated(reps: int) -> None:
     """The store's verdict with sparse and dense entries: its rejection rate at 0.05 per :data:`FAMILY_SIMULATED` cell."""
-    print("| questions | dates | budget | planted | store's verdict rejects (± SE at 0.05) |")
-    print("|---:|---:|---:|---|---|")
-    for n_items, n_dates, budget, planted in FAMILY_SIMULATED:
-        found = family_study(n_items, n_dates, budget, reps, planted)
+    print(
+        "| questions | dates | budget | entries (sparse + dense) | planted | store's verdict rejects (± SE at 0.05) |"
+    )
+    print("|---:|---:|---:|---|---|---|")
+    for n_items, n_dates, budget, entries, planted in FAMILY_SIMULATED:
+        found = family_study(n_items, n_dates, budget, reps, planted, entries=entries)
         print(
-            f"| {n_items} | {n_dates} | {budget:g} | {planted or 'default'} | {found:.3f} ± {np.sqrt(0.0475 / reps):.3f} |",
+            f"| {n_items} | {n_dates} | {budget:g} | {entries[0]} + {entries[1]} | {planted or 'default'} "
+            f"| {found:.3f} ± {np.sqrt(0.0475 / reps):.3f} |",
             flush=True,
         )
 

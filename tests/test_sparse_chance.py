@@ -122,5 +122,10 @@ def test_the_stores_verdict_with_sparse_entries_holds_its_size(sparse_study, pla
     assert sparse_study.family_study(300, 40, 0.2, 200, planted) <= 0.05 + 2 * (0.0475 / 200) ** 0.5
 
 
+def test_the_stores_verdict_over_many_entries_holds_its_size(sparse_study):
+    """Twenty sparse entries and four dense twins of 10 questions (21 tests joined): at most 0.05 + 2 SE of 200 stores."""
+    assert sparse_study.family_study(10, 12, 0.5, 200, {}, entries=(20, 4)) <= 0.05 + 2 * (0.0475 / 200) ** 0.5
+
+
 def test_the_stores_verdict_with_sparse_entries_finds_a_planted_effect(sparse_study):
     assert sparse_study.family_study(300, 40, 0.2, 40, {"date_effect": 0.3}) >= 0.9
