@@ -76,15 +76,22 @@ def streamlit_server(store: Path, data_dir: Path):
     ]
     process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
-        try:
-            urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.5)
+    wait_until_served(url, process)
     yield url
     process.terminate()
     process.wait(timeout=20)
+
+
+def wait_until_served(url: str, process: subprocess.Popen, patience_s: float = 120) -> None:
+    """Until Streamlit answers its health check (a loaded machine takes a while); fails at once if the server died."""
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
+            return
+        except OSError:
+            assert process.poll() is None, f"the explorer's server exited with status {process.returncode}"
+            time.sleep(0.5)
 
 
 @pytest.fixture(scope="module")

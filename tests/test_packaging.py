@@ -16,8 +16,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
-import urllib.request
 
 try:
     import tomllib
@@ -153,7 +151,7 @@ def test_the_wheel_serves_the_explorer_on_its_demo_outside_the_clone(installed) 
     """`dateeval app --port N` from the installed wheel alone (issue 48 §7): app.py, the pages, the Streamlit settings
     and the demo store travel in the wheel; the demo is copied into the user's cache and its statistics kept there
     (site-packages stays as installed); the Overview opens on the demo in a real browser, without an error."""
-    from test_browser import _free_port, _open, chromium
+    from test_browser import _free_port, _open, chromium, wait_until_served
 
     site, env = installed["site"], installed["env"]
     shipped = site / "dateeval" / "_explorer"
@@ -169,13 +167,7 @@ def test_the_wheel_serves_the_explorer_on_its_demo_outside_the_clone(installed) 
     ):
         try:
             url = f"http://127.0.0.1:{port}"
-            for _ in range(240):
-                try:
-                    urllib.request.urlopen(f"{url}/_stcore/health", timeout=1)
-                    break
-                except OSError:
-                    assert app.poll() is None, log.read_text()
-                    time.sleep(0.5)
+            wait_until_served(url, app)
             copies = list((installed["home"] / ".cache" / "dateeval" / "demo").glob("*/store"))
             assert len(copies) == 1 and list(copies[0].glob(".aggregates/derived/*/*.parquet")), "kept in the copy"
             assert not (shipped / "demo" / "store" / ".aggregates").exists(), "site-packages stays as installed"
