@@ -260,8 +260,8 @@ def runs_table(records: list[runs.RunRecord]) -> pd.DataFrame:
 @st.fragment(run_every=1.0)
 def runs_panel() -> None:
     """Every sweep recorded in the results store (``dateeval.store.runs``): the same list in every tab, and cancel for any."""
-    registry = runs.Registry(explorer.results_store())
-    records = registry.runs()
+    log = runs.RunLog(explorer.results_store())
+    records = log.runs()
     st.subheader("Sweeps on this store")
     if not records:
         st.caption("No sweep has run on 'My results' yet.")
@@ -273,7 +273,7 @@ def runs_panel() -> None:
             st.button(
                 f"Cancel: {record.spec}",
                 key=f"cancel_{record.id}",
-                on_click=registry.request_cancel,
+                on_click=log.request_cancel,
                 args=(record.id,),
                 help="It stops after the unit it is computing, wherever it runs; finished units stay saved.",
             )

@@ -39,12 +39,12 @@ def _record(
     ):
         progress.units_done = units_done
         if cancel_after:
-            runs.Registry(root).request_cancel(run_id)
+            runs.RunLog(root).request_cancel(run_id)
             while not cancel.is_set():
                 time.sleep(0.01)
         if fail:
             raise fail
-    return next(record for record in runs.Registry(root).runs() if record.id == run_id)
+    return next(record for record in runs.RunLog(root).runs() if record.id == run_id)
 
 
 def test_a_cancel_request_from_anywhere_stops_the_sweep_and_reads_as_cancelled(tmp_path):
@@ -52,7 +52,7 @@ def test_a_cancel_request_from_anywhere_stops_the_sweep_and_reads_as_cancelled(t
     assert (
         record.status == "cancelled" and record.ended is not None and (record.units_done, record.units_total) == (1, 2)
     )
-    assert not runs.Registry(tmp_path).cancel_requested("a1")  # the request is consumed
+    assert not runs.RunLog(tmp_path).cancel_requested("a1")  # the request is consumed
     note = runs.partial_note(tmp_path)
     assert note and "cancelled, 1 of 2 units" in note and "arc_challenge" in note
 
@@ -68,7 +68,7 @@ def test_a_later_complete_run_of_the_same_sweep_clears_the_partial_note(tmp_path
     time.sleep(0.01)
     assert _record(tmp_path, "a2", units_done=2).status == "succeeded"
     assert runs.partial_note(tmp_path) is None
-    assert [record.id for record in runs.Registry(tmp_path).runs()] == ["a2", "a1"]  # newest first
+    assert [record.id for record in runs.RunLog(tmp_path).runs()] == ["a2", "a1"]  # newest first
 
 
 def test_a_cancel_after_the_last_unit_is_a_success_and_an_error_a_failure(tmp_path):
@@ -81,7 +81,7 @@ def test_a_cancel_after_the_last_unit_is_a_success_and_an_error_a_failure(tmp_pa
 def test_a_running_sweep_is_partial_and_a_dead_one_interrupted(tmp_path):
     progress = Progress(units_total=2)
     with runs.Recorder(tmp_path, "live", SPEC, progress, threading.Event(), heartbeat_s=0.05):
-        assert [record.status for record in runs.Registry(tmp_path).runs()] == ["running"]
+        assert [record.status for record in runs.RunLog(tmp_path).runs()] == ["running"]
         assert "still running, 0 of 2 units" in runs.partial_note(tmp_path)
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True
@@ -96,24 +96,24 @@ def test_a_running_sweep_is_partial_and_a_dead_one_interrupted(tmp_path):
         heartbeat=time.time(),
         units_total=3,
     )
-    runs.Registry(tmp_path).write(record)
-    assert runs.Registry(tmp_path).runs()[
-        0
-    ].status == "interrupted" and "interrupted, 0 of 3 units" in runs.partial_note(tmp_path)
+    runs.RunLog(tmp_path).write(record)
+    assert runs.RunLog(tmp_path).runs()[0].status == "interrupted" and "interrupted, 0 of 3 units" in runs.partial_note(
+        tmp_path
+    )
 
 
 def test_a_sweep_without_its_own_cancel_event_raises_when_cancelled_elsewhere(tmp_path, data_dir):
     """The CLI passes no event: a sweep cancelled from the Run page must not print "done" and exit 0."""
     spec = SweepSpec(**{**SPEC.__dict__, "data_dir": str(data_dir)})
     sweep = Sweep(spec, Store(tmp_path))
-    runs.Registry(tmp_path).request_cancel(sweep.run_id)
+    runs.RunLog(tmp_path).request_cancel(sweep.run_id)
     with pytest.raises(SweepCancelled, match="cancelled on request .* after 0 of 2 units"):
         sweep.run()
     event = threading.Event()
     sweep = Sweep(spec, Store(tmp_path), cancel=event)
-    runs.Registry(tmp_path).request_cancel(sweep.run_id)
+    runs.RunLog(tmp_path).request_cancel(sweep.run_id)
     assert sweep.run().units_done == 0 and event.is_set()  # the app's thread reads its event instead
-    assert [record.status for record in runs.Registry(tmp_path).runs()] == ["cancelled", "cancelled"]
+    assert [record.status for record in runs.RunLog(tmp_path).runs()] == ["cancelled", "cancelled"]
 
 
 # The Run page, through Streamlit's AppTest: each AppTest is one browser tab with its own session.

@@ -91,7 +91,7 @@ class RunRecord:
         return cls(**{key: value for key, value in json.loads(text).items() if key in known})
 
 
-class Registry:
+class RunLog:
     """The ``.runs`` folder of one store: list records, write them atomically, ask a sweep to stop."""
 
     def __init__(self, store_root: str | Path) -> None:
@@ -158,8 +158,8 @@ class Recorder:
         cancel: threading.Event,
         heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
-        self.registry, self.progress, self.cancel, self.heartbeat_s = (
-            Registry(store_root),
+        self.log, self.progress, self.cancel, self.heartbeat_s = (
+            RunLog(store_root),
             progress,
             cancel,
             heartbeat_s,
@@ -184,9 +184,7 @@ class Recorder:
         try:
             self._write()
         except OSError as error:
-            raise DateEvalError(
-                f"cannot record the sweep in {self.registry.folder}: {error.strerror or error}"
-            ) from None
+            raise DateEvalError(f"cannot record the sweep in {self.log.folder}: {error.strerror or error}") from None
         self._thread.start()
         return self
 
@@ -200,7 +198,7 @@ class Recorder:
         self.record.error = _message(error) if self.record.status == "failed" else None
         self.record.ended = time.time()
         self._write()
-        self.registry.clear_cancel(self.record.id)
+        self.log.clear_cancel(self.record.id)
 
     def _beat(self) -> None:
         while not self._stop.is_set():
@@ -213,7 +211,7 @@ class Recorder:
 
     def _poll(self) -> None:
         """Honour a cancel request, and copy the sweep's progress into the record."""
-        if not self.cancel.is_set() and self.registry.cancel_requested(self.record.id):
+        if not self.cancel.is_set() and self.log.cancel_requested(self.record.id):
             self.requested = True
             self.cancel.set()
         self.record.cancel_requested = self.cancel.is_set()
@@ -222,7 +220,7 @@ class Recorder:
 
     def _write(self) -> None:
         self.record.heartbeat = time.time()
-        self.registry.write(self.record)
+        self.log.write(self.record)
 
 
 def _ending(kind: type[BaseException] | None, cancelled: bool, progress: Progress) -> str:
@@ -240,7 +238,7 @@ def partial_note(store_root: str | Path) -> str | None:
     """A warning for pages that show this store when a sweep's planned units are missing from it (a sweep that is still
     running, was cancelled, failed or died, and has not been completed by a later run of the same sweep); else None."""
     latest: dict[str, RunRecord] = {}
-    for record in Registry(store_root).runs():  # newest first: the latest run of each sweep decides
+    for record in RunLog(store_root).runs():  # newest first: the latest run of each sweep decides
         latest.setdefault(record.spec_key, record)
     incomplete = [record for record in latest.values() if record.incomplete]
     if not incomplete:
