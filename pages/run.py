@@ -15,7 +15,7 @@ from dateeval.keeping import keep
 from dateeval.models import DEFAULT_MODEL
 from dateeval.prompting import POSITIONS, DateInjection
 from dateeval.ray_executor import RayExecutor
-from dateeval.runner import BackgroundSweep
+from dateeval.background import BackgroundSweep
 from dateeval.store import Store
 from dateeval.plan import build_spec, dated_conditions
 from dateeval.sweep import LocalExecutor
