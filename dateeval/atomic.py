@@ -32,10 +32,10 @@ def staging_folder(folder: Path) -> Path:
 def replacing(path: Path) -> Iterator[Path]:
     """Yield a staging file to write; when the block ends without an error it replaces ``path`` in one step.
 
-    A link at ``path`` is replaced, never written through. Whatever happens, no staging file is left behind."""
+    ``path``'s folder must exist (a store's writer makes it; a user's output to a folder that does not exist is refused,
+    not created). A link at ``path`` is replaced, never written through. No staging file is left behind."""
     staging = staging_file(path)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
         yield staging
         os.replace(staging, path)
     finally:

@@ -6,7 +6,7 @@ from dateeval import atomic
 
 
 def test_a_replaced_file_is_the_old_one_until_the_block_ends_and_the_new_one_after(tmp_path):
-    path = tmp_path / "deep" / "record.json"
+    path = tmp_path / "record.json"
     with atomic.replacing(path) as staging:
         staging.write_text("first")
     with atomic.replacing(path) as staging:
@@ -22,6 +22,12 @@ def test_a_failed_write_keeps_the_old_file_and_leaves_no_staging_file(tmp_path):
         staging.write_text("half")
         raise OSError("disk full")
     assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["unit.parquet"]
+
+
+def test_a_folder_that_does_not_exist_is_refused_not_made(tmp_path):
+    with pytest.raises(OSError), atomic.replacing(tmp_path / "typo" / "out.csv") as staging:
+        staging.write_text("x")
+    assert not list(tmp_path.iterdir())
 
 
 def test_a_link_at_the_name_is_replaced_not_written_through(tmp_path):

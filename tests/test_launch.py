@@ -19,7 +19,7 @@ def test_the_explorer_starts_with_no_streamlit_credentials_and_no_terminal(tmp_p
     env = {**os.environ, "HOME": str(tmp_path), "BROWSER": "true", "HF_HUB_OFFLINE": "1"}
     env.pop("XDG_CONFIG_HOME", None)
     process = subprocess.Popen(
-        ["./run.sh", "app", "--server.port", str(port)],
+        ["./run.sh", "app", "--port", str(port)],
         cwd=ROOT,
         env=env,
         stdin=subprocess.DEVNULL,

@@ -129,6 +129,7 @@ class Store:
         """
         table = checksums.with_checksums(arrow_table(rows))
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             with atomic.replacing(path) as staging, staging.open("wb") as handle:
                 pq.write_table(
                     table, handle, compression="zstd", write_page_checksum=True, row_group_size=row_group_size

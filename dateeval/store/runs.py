@@ -114,6 +114,7 @@ class RunLog:
 
     def write(self, record: RunRecord) -> None:
         """Replace a record in one step, so a reader sees the old or the new file, never half of one."""
+        self.folder.mkdir(parents=True, exist_ok=True)
         with atomic.replacing(self._path(record.id, "json")) as staging:
             staging.write_text(json.dumps(asdict(record)))
 

@@ -108,6 +108,7 @@ def write_spec(reference: str, values: Mapping, store_root: Path) -> Path:
     _check_fields(spec_from(described, FlagNames(described), path.stem, Path.cwd()), values)
     header = f"# Written by `python -m dateeval run` from its --spec-* flags; run it again with --dataset {path}\n"
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         with atomic.replacing(path) as staging:
             staging.write_text(header + toml(described), encoding="utf-8")
     except OSError as error:
