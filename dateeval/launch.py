@@ -47,20 +47,23 @@ def settings() -> list[str]:
 
 def prepare_demo() -> Path:
     """The demo store with its statistics kept; an install copies the shipped demo into the user's cache first."""
-    if bundle.installed() and not bundle.demo_copy().is_dir():
-        _copy(bundle.packaged_demo(), bundle.demo_copy())
     store = bundle.demo_store()
+    if bundle.installed() and store == bundle.packaged_demo():  # not copied yet
+        store = _copy(store, bundle.demo_copy())
     subprocess.run([sys.executable, "-c", _KEEP, str(store)], check=False, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     return store
 
 
-def _copy(source: Path, target: Path) -> None:
-    """Copy a folder whole or not at all; where it cannot be copied, the demo opens read-only from ``source``."""
+def _copy(source: Path, target: Path) -> Path:
+    """Copy a folder whole or not at all, and return the store to open: the copy, or ``source`` (read-only) where it
+    cannot be copied."""
     try:
         with atomic.creating(target) as staging:  # a second server may make it first: theirs stays
             shutil.copytree(source, staging)
     except OSError as error:
         print(f"dateeval: warning: the demo opens read-only (could not copy it to {target}: {error})", file=sys.stderr)
+        return source
+    return target
 
 
 def serve(port: int, address: str, browser: bool) -> int:
