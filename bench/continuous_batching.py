@@ -30,12 +30,13 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from dateeval.backends import packing
-from dateeval.backends.base import GenerationRequest
+from dateeval.backends.base import Generation, GenerationRequest, GenerationSettings
 from dateeval.backends.base import FixedBatch
 from dateeval.backends.scheduler.plans import common_prefix_length, packed_batches, scoring_batches
 from dateeval.backends.transformers import TransformersBackend
@@ -51,7 +52,7 @@ DATES = [dt.date(2024, 1, 1) + dt.timedelta(days=37 * k) for k in range(12)]
 
 def tasks(
     backend: TransformersBackend, data_dir: str, prompts: int, dates: int, max_new_tokens: int | None
-) -> list[tuple[list[list[str]], object]]:
+) -> list[tuple[list[list[str]], GenerationSettings]]:
     """Per task: (each date's rendered prompts, generation settings), as the worker asks the backend."""
     from dataclasses import replace
 
@@ -72,7 +73,9 @@ def tasks(
     return work
 
 
-def run_both(backend: TransformersBackend, batch_size: int, work) -> tuple[dict, dict]:  # noqa: ANN001
+def run_both(
+    backend: TransformersBackend, batch_size: int, work: list[tuple[list[list[str]], GenerationSettings]]
+) -> tuple[dict, dict]:
     """Per path (before, now): seconds, replies per unit, forward passes, decode steps and decode row-positions.
 
     Each task goes through both, in alternating order, so a moving machine
@@ -82,10 +85,12 @@ def run_both(backend: TransformersBackend, batch_size: int, work) -> tuple[dict,
     (a GPU, or this CPU at small batches) time follows the steps.
     """
 
-    def before(units, settings):  # noqa: ANN001, ANN202 - today's: one static-batched call per unit
+    def before(units: list[list[str]], settings: GenerationSettings) -> list[list[Generation]]:
+        """Today's: one static-batched call per unit."""
         return [backend.generate_texts(prompts, settings, FixedBatch(batch_size)) for prompts in units]
 
-    def now(units, settings):  # noqa: ANN001, ANN202 - the sweep's: a task's units pooled into one continuous batch
+    def now(units: list[list[str]], settings: GenerationSettings) -> list[list[Generation]]:
+        """The sweep's: a task's units pooled into one continuous batch."""
         return backend.generate_units(
             [[GenerationRequest(prompt, settings) for prompt in prompts] for prompts in units], batch_size
         )
@@ -93,7 +98,7 @@ def run_both(backend: TransformersBackend, batch_size: int, work) -> tuple[dict,
     paths = {path: {"seconds": 0.0, "replies": [], "forwards": 0, "steps": 0, "positions": 0} for path in (before, now)}
     forward, current = backend.model.forward, [None]
 
-    def counted(**kwargs):  # noqa: ANN003, ANN202
+    def counted(**kwargs: Any) -> Any:  # the model's forward: its keyword arguments and its output
         rows, width = kwargs["input_ids"].shape
         tally = paths[current[0]]
         tally["forwards"] += 1
@@ -118,7 +123,12 @@ def run_both(backend: TransformersBackend, batch_size: int, work) -> tuple[dict,
     return paths[before], paths[now]
 
 
-def discarded(backend: TransformersBackend, work, replies, batch_size: int) -> int:  # noqa: ANN001
+def discarded(
+    backend: TransformersBackend,
+    work: list[tuple[list[str], GenerationSettings]],
+    replies: list[list[Generation]],
+    batch_size: int,
+) -> int:
     """Decode positions static batches compute after a row's reply ended: each batch runs to its longest reply."""
     total = 0
     for (prompts, _), unit in zip(work, replies):

@@ -436,9 +436,12 @@ def _table(rows: list[dict], fmt: dict[str, str] | None = None) -> str:
     frame = pd.DataFrame(rows)
     fmt = fmt or {}
     head = "| " + " | ".join(frame.columns) + " |\n|" + "|".join("---:" for _ in frame.columns) + "|\n"
-    cell = lambda column, value: (  # noqa: E731
-        fmt[column].format(value) if column in fmt else f"{value:.3f}" if isinstance(value, float) else str(value)
-    )
+
+    def cell(column: str, value: object) -> str:
+        return (
+            fmt[column].format(value) if column in fmt else f"{value:.3f}" if isinstance(value, float) else str(value)
+        )
+
     body = "".join("| " + " | ".join(cell(c, v) for c, v in row.items()) + " |\n" for row in frame.to_dict("records"))
     return head + body
 
@@ -457,10 +460,15 @@ def compare_cells(n_items: int, n_dates: int, reps: int, seed: int = 0) -> dict:
     covered = rejected = 0
     for _ in range(reps):
         shared = sd_item * rng.standard_normal(n_items)[None, :] + sd_date * rng.standard_normal(n_dates)[:, None]
-        draw = lambda rate: (  # noqa: E731
-            rng.random((n_dates, n_items))
-            < stats.norm.cdf(stats.norm.ppf(rate) * scale + shared + sd_cell * rng.standard_normal((n_dates, n_items)))
-        ).astype(float)
+
+        def draw(rate: float) -> np.ndarray:
+            return (
+                rng.random((n_dates, n_items))
+                < stats.norm.cdf(
+                    stats.norm.ppf(rate) * scale + shared + sd_cell * rng.standard_normal((n_dates, n_items))
+                )
+            ).astype(float)
+
         a, b, c = draw(0.4), draw(0.3), draw(0.3)
         _, low, high = robust.paired_difference(a, b)
         covered += low <= 0.1 <= high

@@ -26,18 +26,18 @@ from types import SimpleNamespace
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+import numpy as np
+import torch
+import torch.nn.functional as F
 
-from dateeval.backends.base import LabelRequest  # noqa: E402
-from dateeval.backends.scheduler.plans import common_prefix_length  # noqa: E402
-from dateeval.backends.transformers import TransformersBackend  # noqa: E402
-from dateeval.conditions import expand  # noqa: E402
-from dateeval.data import Subset  # noqa: E402
-from dateeval.models import resolve  # noqa: E402
-from dateeval.tasks import build_task  # noqa: E402
-from dateeval.tasks.mcqa import label_tokens  # noqa: E402
+from dateeval.backends.base import LabelRequest
+from dateeval.backends.scheduler.plans import common_prefix_length
+from dateeval.backends.transformers import TransformersBackend
+from dateeval.conditions import expand
+from dateeval.data import Subset
+from dateeval.models import resolve
+from dateeval.tasks import build_task
+from dateeval.tasks.mcqa import label_tokens
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--items", type=int, default=100)

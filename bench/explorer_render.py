@@ -41,9 +41,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -103,7 +107,7 @@ def build(root: Path, n_items: int, n_models: int, n_dates: int = 366) -> None:
         )
 
 
-def open_page(page: str):  # noqa: ANN201 - AppTest
+def open_page(page: str) -> AppTest:
     """A new session opening ``page`` on the bench store by its link (``?store=mine``), as a shared URL does: one run."""
     from streamlit.testing.v1 import AppTest
 

@@ -41,16 +41,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import torch
 
-from bench.machine import matmul_rate, sync  # noqa: E402
-from dateeval.backends.base import LabelRequest  # noqa: E402
-from dateeval.backends.scheduler.plans import common_prefix_length  # noqa: E402
-from dateeval.backends.transformers import TransformersBackend  # noqa: E402
-from dateeval.conditions import DEFAULT_SYSTEM_PROMPT  # noqa: E402
-from dateeval.models import resolve  # noqa: E402
-from dateeval.tasks import mcqa  # noqa: E402
+from bench.machine import matmul_rate, sync
+from dateeval.backends.base import LabelRequest
+from dateeval.backends.scheduler.plans import common_prefix_length
+from dateeval.backends.transformers import TransformersBackend
+from dateeval.conditions import DEFAULT_SYSTEM_PROMPT
+from dateeval.models import resolve
+from dateeval.tasks import mcqa
 
 BUNDLE = ROOT / "cache" / "gpu-bench"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
@@ -36,17 +36,17 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from dateeval.answers import model_view  # noqa: E402
-from dateeval.backends.base import BackendOptions, LabelRequest  # noqa: E402
-from dateeval.backends.openai_api import OpenAIBackend, parse_endpoint  # noqa: E402
-from dateeval.backends.transformers import TransformersBackend  # noqa: E402
-from dateeval.cli import _quiet_libraries  # noqa: E402
-from dateeval.conditions import expand  # noqa: E402
-from dateeval.data import Subset  # noqa: E402
-from dateeval.models import converted_gguf_dir, resolve  # noqa: E402
-from dateeval.tasks import build_task  # noqa: E402
+from dateeval.answers import model_view
+from dateeval.backends.base import BackendOptions, LabelRequest
+from dateeval.backends.openai_api import OpenAIBackend, parse_endpoint
+from dateeval.backends.transformers import TransformersBackend
+from dateeval.cli import _quiet_libraries
+from dateeval.conditions import expand
+from dateeval.data import Subset
+from dateeval.models import converted_gguf_dir, resolve
+from dateeval.tasks import build_task
 
 MODEL = "smollm2-135m"
 START_TIMEOUT_S = 600
@@ -130,8 +130,10 @@ def prompts(reference: TransformersBackend, data_dir: str, items: int, dates: in
     ]
 
 
-def timed(score, requests: list[LabelRequest]) -> tuple[float, list[np.ndarray]]:  # noqa: ANN001 - a backend's label_logprobs
-    """(requests per second, scores)."""
+def timed(
+    score: Callable[[list[LabelRequest]], list[np.ndarray]], requests: list[LabelRequest]
+) -> tuple[float, list[np.ndarray]]:
+    """(requests per second, scores) of ``score``, a backend's label_logprobs."""
     started = time.perf_counter()
     scores = score(requests)
     return len(requests) / (time.perf_counter() - started), scores
@@ -156,7 +158,10 @@ def main() -> None:
     reference = TransformersBackend(resolve(MODEL), dtype="float32", device="cpu")
     requests = prompts(reference, args.data_dir, args.items, args.dates)
     reference.label_logprobs(requests[:2], 2)  # warm-up
-    in_process = lambda: timed(lambda r: reference.label_logprobs(r, args.batch_size), requests)  # noqa: E731
+
+    def in_process() -> tuple[float, list[np.ndarray]]:
+        return timed(lambda r: reference.label_logprobs(r, args.batch_size), requests)
+
     before, local = in_process()
     print(
         f"{len(requests)} ARC-Challenge prompts ({args.items} items x {args.dates} dates), float32, {os.cpu_count()} cores"

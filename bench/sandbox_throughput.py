@@ -26,8 +26,8 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dateeval import cgroups, sandbox  # noqa: E402
-from dateeval.tasks import humaneval  # noqa: E402
+from dateeval import cgroups, sandbox
+from dateeval.tasks import humaneval
 
 BEFORE = "4bb8fbc"  # the last commit before issue 18's sandbox work
 
@@ -41,7 +41,7 @@ def load_revision(revision: str) -> ModuleType:
         ).stdout
         spec = importlib.util.spec_from_loader(f"{name}_at_{revision}", loader=None)
         module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look it up
-        exec(compile(source, f"{revision}:dateeval/{name}.py", "exec"), module.__dict__)  # noqa: S102 (our own code, from git)
+        exec(compile(source, f"{revision}:dateeval/{name}.py", "exec"), module.__dict__)  # our own code, from git
         modules[name] = module
     modules["sandbox"].seccomp = modules["seccomp"]
     return modules["sandbox"]

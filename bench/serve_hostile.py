@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from bench.http_backend import MODEL, START_TIMEOUT_S, _ready, server_command  # noqa: E402
+from bench.http_backend import MODEL, START_TIMEOUT_S, _ready, server_command
 
 
 def ask(port: int, body: bytes | dict, timeout: float, path: str = "/v1/completions") -> tuple[str, float, str]:

@@ -25,17 +25,18 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np
 
 from dateeval.answers import model_view
-from dateeval.backends import BACKENDS, BackendOptions
+from dateeval.backends import BACKENDS, Backend, BackendOptions
 from dateeval.backends.base import GenerationRequest, GenerationSettings, LabelRequest
 from dateeval.cli import _quiet_libraries
-from dateeval.conditions import expand
+from dateeval.conditions import Condition, expand
 from dateeval.data import Subset
 from dateeval.models import resolve
 from dateeval.tasks import build_task
+from dateeval.tasks.base import Task
 from dateeval.tasks.mcqa import grade
 
 
-def render(backend, task, item, condition) -> str:  # noqa: ANN001
+def render(backend: Backend, task: Task, item: object, condition: Condition) -> str:
     return backend.template.render(
         task.prompt(item, condition).messages,
         mode=condition.date_mode,

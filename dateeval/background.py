@@ -50,7 +50,7 @@ class BackgroundSweep:
             self.error = str(error)
         except MemoryError:
             self.error = "out of memory: try a smaller --batch-size, fewer items or a smaller model"
-        except Exception as error:  # noqa: BLE001 - shown in the page instead of killing the thread silently
+        except Exception as error:  # shown in the page instead of killing the thread silently
             self.error = f"unexpected error: {type(error).__name__}: {error}"
             traceback.print_exc()
         finally:

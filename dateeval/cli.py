@@ -18,10 +18,15 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dateeval import cli_read
 from dateeval.errors import DateEvalError
 from dateeval.sparse import check_budget
+
+if TYPE_CHECKING:
+    from dateeval.plan import Progress
+    from dateeval.sweep import Executor
 
 EXIT_ERROR = 2
 # One condition per order: as many as a sweep may have dates, so a typo cannot ask for a billion conditions.
@@ -95,7 +100,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     from dateeval.backends.transformers import DEVICES, DTYPES
     from dateeval.models import DEFAULT_MODEL
     from dateeval.prompting import POSITIONS
-    from dateeval.tasks import dataset_help
+    from dateeval.tasks.registry import dataset_help
     from dateeval.names import FEWSHOT_FORMATS
 
     run = commands.add_parser("run", help="score datasets under every date (and baseline) condition")
@@ -456,7 +461,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     )
     bar = None
 
-    def show(progress) -> None:  # noqa: ANN001
+    def show(progress: Progress) -> None:
         nonlocal bar
         if bar is None:
             bar = tqdm(total=progress.units_total, unit="unit", desc="units", dynamic_ncols=True, file=sys.stderr)
@@ -507,7 +512,7 @@ def _described(args: argparse.Namespace) -> list[str]:
     return [str(specs.get(reference, reference)) for reference in args.dataset]
 
 
-def _executor(args: argparse.Namespace):  # noqa: ANN202 - an Executor
+def _executor(args: argparse.Namespace) -> Executor:
     """The executor ``--executor`` names (Ray imported only when asked for)."""
     if args.executor == "local":
         if args.address or args.workers or args.gpus_per_worker:

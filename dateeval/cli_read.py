@@ -14,8 +14,12 @@ import math
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dateeval.errors import DateEvalError
+
+if TYPE_CHECKING:  # the results layer is imported lazily
+    from dateeval.results import Period, Results
 
 
 def add_summary(commands: argparse._SubParsersAction) -> None:
@@ -35,7 +39,7 @@ def add_summary(commands: argparse._SubParsersAction) -> None:
     )
 
 
-def _period(text: str) -> "Period":  # noqa: F821 - the results layer is imported lazily
+def _period(text: str) -> Period:
     """``START..END`` as a :class:`dateeval.results.Period` (argparse reports a bad one in one line)."""
     from dateeval.dates import parse_date
     from dateeval.results.view import Period
@@ -134,7 +138,7 @@ def _json_safe(value: object) -> object:
     return None if isinstance(value, float) and math.isnan(value) else value
 
 
-def _open_results(path: str) -> "Results":  # noqa: F821 - the results layer is imported lazily
+def _open_results(path: str) -> Results:
     """The store's results (``dateeval.results.open``, what every page reads), its problems as warnings on stderr."""
     from dateeval import results
     from dateeval.results import unit_sums

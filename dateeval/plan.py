@@ -21,16 +21,7 @@ from dateeval.conditions import Condition, expand
 from dateeval.data import Subset
 from dateeval.dates import parse_date, parse_dates
 from dateeval.errors import DateEvalError
-from dateeval.tasks import (
-    GenerationOptions,
-    TaskSource,
-    resolve,
-    resolve_all,
-    takes_subjects,
-    with_cot,
-    with_fewshot_format,
-    with_shots,
-)
+from dateeval.tasks import GenerationOptions, TaskSource, resolve_all, variants
 
 
 @dataclass(frozen=True)
@@ -80,23 +71,6 @@ class SweepSpec:
         return hashlib.sha256(repr(self).encode()).hexdigest()[:16]
 
 
-def sweep_datasets(
-    references: tuple[str, ...],
-    data_dir: str | None = None,
-    *,
-    cot: bool = False,
-    shots: int = 0,
-    fewshot_formats: tuple[str | None, ...] = (None,),
-    trust_task_code: bool = False,
-) -> tuple[str, ...]:
-    """The stored names a sweep runs: each reference (a name, a file or spec, an lm-eval task) resolved, with chain of
-    thought, ``shots`` exemplars and each few-shot format (None: the benchmark's own) where the name does not say its own."""
-    named = [
-        with_shots(with_cot(resolve(reference, data_dir, trust_task_code), cot), shots) for reference in references
-    ]
-    return tuple(dict.fromkeys(with_fewshot_format(name, fewshot) for name in named for fewshot in fewshot_formats))
-
-
 def dated_conditions(dates: str | None, *, factor_date: str | None = None, **choices: object) -> tuple[Condition, ...]:
     """The conditions of a date sweep: ``dates`` as ``--dates`` writes them, the baselines and factors ``choices`` name
     (:func:`dateeval.conditions.expand`'s keywords)."""
@@ -121,13 +95,14 @@ def build_spec(
 ) -> SweepSpec:
     """A sweep's spec from what a person chose (the CLI's flags, the Run page's form): its datasets named and resolved
     once, MMLU subjects read from comma-separated text; ``settings`` are :class:`SweepSpec`'s other fields."""
-    datasets = sweep_datasets(
+    tasks = variants(
         references, data_dir, cot=cot, shots=shots, fewshot_formats=fewshot_formats, trust_task_code=trust_task_code
     )
+    datasets = tuple(str(task.name) for task in tasks)
     chosen = tuple(subject.strip() for subject in subjects.split(",") if subject.strip())
     # In a sweep with MMLU, subjects select within MMLU and the other datasets take the rest of the subset;
     # without MMLU they would select nothing, so that is refused rather than ignored.
-    if chosen and not any(takes_subjects(name) for name in datasets):
+    if chosen and not any(task.benchmark.subjects for task in tasks):
         raise DateEvalError(
             f"--subjects selects MMLU subjects, and this sweep has no mmlu dataset ({', '.join(datasets)})"
         )
@@ -137,7 +112,7 @@ def build_spec(
         conditions=conditions,
         data_dir=data_dir,
         subset=Subset(subjects=chosen, sample=sample, seed=seed, limit=limit),
-        tasks=resolve_all(datasets, data_dir, trust_task_code),
+        tasks=tasks,
         **settings,
     )
 

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
 import jinja2.meta
@@ -40,6 +41,9 @@ from jinja2 import nodes
 from dateeval import render_limits
 from dateeval.data.files import read_bytes
 from dateeval.errors import DateEvalError
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 DATE_MODES = ("date", "none", "default")
 POSITIONS = ("system_start", "system_end", "user_start")
@@ -303,7 +307,7 @@ class ChatTemplate:
         return cls(source, bos_token=bos or bos_token, eos_token=eos or eos_token, name=name)
 
     @classmethod
-    def from_tokenizer(cls, tokenizer, name: str = "") -> ChatTemplate:  # noqa: ANN001 - any HF tokenizer
+    def from_tokenizer(cls, tokenizer: PreTrainedTokenizerBase, name: str = "") -> ChatTemplate:
         source = tokenizer.chat_template
         if not isinstance(source, str) or not source:
             raise DateEvalError(
@@ -343,7 +347,7 @@ class ChatTemplate:
             raise DateEvalError(
                 f"chat template {self.name} stopped rendering: {error} ({render_limits.LIMITS})"
             ) from None
-        except Exception as error:  # noqa: BLE001 - the template is the user's code: any error in it is theirs
+        except Exception as error:  # the template is the user's code: any error in it is theirs
             detail = error if isinstance(error, jinja2.TemplateError) else f"{type(error).__name__}: {error}"
             raise DateEvalError(f"chat template {self.name} failed to render: {detail}") from None
 
@@ -396,7 +400,7 @@ class ChatTemplate:
 class _SentinelTime:
     """What the sentinel clock's ``now()`` returns: formats to the sentinel whatever the format."""
 
-    def strftime(self, fmt: str) -> str:  # noqa: ARG002 - same signature as datetime.strftime
+    def strftime(self, fmt: str) -> str:  # `fmt` unused: the same signature as datetime.strftime
         return _SENTINEL
 
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from types import ModuleType
 
 from dateeval.errors import DateEvalError
 from dateeval.plan import Description, SweepSpec, Unit
@@ -72,7 +73,7 @@ class RayExecutor(Executor):
         self._batch_size = 1
         self._started_ray = False
 
-    def _connect(self):  # noqa: ANN202 - the ray module
+    def _connect(self) -> ModuleType:  # the ray module
         try:
             import ray
         except ImportError:

@@ -23,6 +23,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -32,7 +33,7 @@ from dateeval.store import runs
 from dateeval.backends import locate
 from dateeval.errors import DateEvalError
 from dateeval.store.leases import DEFAULT_TTL_S, Leases, holder
-from dateeval.plan import Description, Progress, SweepSpec, Unit
+from dateeval.plan import Candidate, Description, Progress, SweepSpec, Unit
 from dateeval.schema import ROW_KEY
 from dateeval.store import Store, StoreProblems, sidecars
 from dateeval.worker import UnitResult, Worker
@@ -402,7 +403,7 @@ class Sweep:
                 held.append(unit)
             return None
 
-    def _acquire(self, path) -> bool:  # noqa: ANN001
+    def _acquire(self, path: Path) -> bool:
         """Lease a unit; a lease that cannot be written (a full disk) ends the sweep in one line."""
         try:
             return self.leases.acquire(path)
@@ -470,7 +471,7 @@ def _check_affordable(spec: SweepSpec) -> None:
         )
 
 
-def _is_drawn(spec: SweepSpec, candidate) -> bool:  # noqa: ANN001
+def _is_drawn(spec: SweepSpec, candidate: Candidate) -> bool:
     """Whether a candidate's condition is a plain date of the sweep (drawn sparsely); baselines and factors stay dense."""
     condition = spec.conditions[candidate.condition_index]
     return condition.factor == "date" and condition.date_mode == "date"

@@ -28,7 +28,7 @@ from dateeval.errors import DateEvalError
 from dateeval.plan import Candidate, Description, SweepSpec, Unit
 from dateeval.prompting import dated_messages
 from dateeval.store import Store, arrow_table
-from dateeval.tasks import build_task, mcqa, takes_subjects
+from dateeval.tasks import mcqa
 from dateeval.tasks.base import GenerationTask, Prompt, Task
 
 
@@ -125,12 +125,11 @@ def build_tasks(spec: SweepSpec) -> dict[str, Task]:
     tasks = {}
     for source in spec.tasks:
         source.register()
-        name = source.name
-        subset = spec.subset if takes_subjects(name) else replace(spec.subset, subjects=())
-        task = build_task(name, spec.data_dir, subset, spec.generation, spec.label_style)
+        subset = spec.subset if source.benchmark.subjects else replace(spec.subset, subjects=())
+        task = source.build(spec.data_dir, subset, spec.generation, spec.label_style)
         highest = max((condition.option_order or 0 for condition in spec.conditions), default=0)
         if not task.choice and highest:
-            raise DateEvalError(f"option orders apply to multiple-choice datasets only, not {name}")
+            raise DateEvalError(f"option orders apply to multiple-choice datasets only, not {source.name}")
         if task.choice:
             mcqa.check_orders(task.items, highest)
         task.ensure_runnable()

@@ -62,7 +62,10 @@ if overlay != "(none)":
     extra = everything[(everything["dataset"] == overlay) & everything["entry"].isin(selection.entries)]
     dated_extra = descriptive.dated(extra)
     dated_extra = dated_extra[dated_extra["date"].between(selection.start, selection.end) & dated_extra[metric].notna()]
-    tag = lambda table, name: table.assign(entry=table["entry"] + " · " + name)  # noqa: E731
+
+    def tag(table: pd.DataFrame, name: str) -> pd.DataFrame:
+        return table.assign(entry=table["entry"] + " · " + name)
+
     dated, chosen = (
         pd.concat([tag(dated, selection.dataset), tag(dated_extra, overlay)]),
         pd.concat([tag(chosen, selection.dataset), tag(extra, overlay)]),

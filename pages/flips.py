@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import pandas as pd
 import streamlit as st
+from streamlit.delta_generator import DeltaGenerator
 
 from dateeval import explorer, plots, viewstate
 from dateeval.errors import DateEvalError
@@ -113,7 +114,7 @@ def predicted(rows: pd.DataFrame) -> str:
     )
 
 
-def option_probabilities(where, entry: str, rows: pd.DataFrame) -> None:  # noqa: ANN001 - a Streamlit column
+def option_probabilities(where: DeltaGenerator, entry: str, rows: pd.DataFrame) -> None:  # where: a Streamlit column
     """Choice tasks: each option's probability on each date as a line; chain of thought, where the letters' probabilities
     exist only for parsed answers, the answer and its confidence per date instead of an empty chart."""
     n_options = int(rows["n_options"].iloc[0])
@@ -153,7 +154,8 @@ def outputs_side_by_side(rows: pd.DataFrame) -> None:
     outputs = history(rows, "output", "parsed", "correct", "score", "outcome", "outcome_message")
     st.plotly_chart(plots.item_over_dates(outputs, selection.dataset), width="stretch", config=plots.CHART_CONFIG)
     days = [pd.Timestamp(day).date() for day in outputs["date"]]
-    right, wrong = outputs.index[outputs["correct"] == True], outputs.index[outputs["correct"] == False]  # noqa: E712 - may hold None
+    # the column may hold None (no grade): .eq() counts it as neither right nor wrong
+    right, wrong = outputs.index[outputs["correct"].eq(True)], outputs.index[outputs["correct"].eq(False)]
     first, second = (int(right[0]), int(wrong[0])) if len(right) and len(wrong) else (0, min(1, len(days) - 1))
     left, right_column = st.columns(2)
     a = days.index(explorer.date_picker("Date A", days, "output_a", days[first], where=left))

@@ -1,7 +1,10 @@
 """Leaderboard: how the ranking of models changes with the date (paper Figure 1b)."""
 
+import datetime as dt
+
 import pandas as pd
 import streamlit as st
+from pandas.io.formats.style import Styler
 
 from dateeval import explorer, plots, viewstate
 from dateeval.results import descriptive
@@ -38,7 +41,7 @@ first = explorer.date_picker("First date", dates, "a", dates[0], where=left)
 second = explorer.date_picker("Second date", dates, "b", dates[min(1, len(dates) - 1)], where=right)
 
 
-def board(day) -> pd.DataFrame:  # noqa: ANN001 - a date
+def board(day: dt.date) -> pd.DataFrame:
     """The ranking on one date, scores in the metric's display unit."""
     rows = ranked[ranked["date"].dt.date == day].sort_values("rank")
     label = plots.axis_label(metric, selection.dataset)
@@ -50,9 +53,15 @@ def board(day) -> pd.DataFrame:  # noqa: ANN001 - a date
 
 a, b = board(first), board(second)
 moved = a.index[a["Rank"] != b.reindex(a.index)["Rank"]]
-style = lambda table: table.style.format({plots.axis_label(metric, selection.dataset): "{:.2f}"}).apply(  # noqa: E731
-    lambda row: ["background-color: #fff3b0" if row.name in moved else "" for _ in row], axis=1
-)
+
+
+def style(table: pd.DataFrame) -> Styler:
+    """Scores to two decimals, the models that change position highlighted."""
+    return table.style.format({plots.axis_label(metric, selection.dataset): "{:.2f}"}).apply(
+        lambda row: ["background-color: #fff3b0" if row.name in moved else "" for _ in row], axis=1
+    )
+
+
 left.dataframe(style(a), width="stretch")
 right.dataframe(style(b), width="stretch")
 st.caption(f"{len(moved)} of {counted(len(a), 'model')} change position between {first} and {second} (highlighted).")

@@ -9,10 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from dateeval.metrics import METRICS
-from dateeval.metrics import ece_by_code
-from dateeval.results.descriptive import _codes, common_items, entry_label, predictions, with_factor
-from dateeval.schema import ENTRY, ENTRY_KEY
+from dateeval.metrics import METRICS, ece_by_code
 from dateeval.results.bands import BAND_COLUMNS, date_band
 from dateeval.results.chance import (
     SIGNIFICANCE_COLUMNS,
@@ -22,7 +19,11 @@ from dateeval.results.chance import (
     significance,
     verdict_groups,
 )
+from dateeval.results.descriptive import common_items, entry_label
 from dateeval.results.inference import FACTOR_COLUMNS, across_factors, entry_factors, graded, outcome_matrices
+from dateeval.rows import group_codes as _codes
+from dateeval.rows import predictions, with_factor
+from dateeval.schema import ENTRY, ENTRY_KEY
 
 
 def item_flips(frame: pd.DataFrame) -> pd.DataFrame:

@@ -3,6 +3,7 @@
 import oracles
 import datetime as dt
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -301,7 +302,7 @@ def test_kept_rows_round_trip_even_empty_and_live_in_memory_where_the_store_is_r
     stored._KEPT.clear()
     assert stored.rows(demo, "empty", "label", units, (), lambda: pytest.fail("computed again")) == []  # read back
 
-    def refuse(self: Store, path, rows, row_group_size=None) -> None:  # noqa: ANN001 - Store.write's arguments
+    def refuse(self: Store, path: Path, rows: object, row_group_size: int | None = None) -> None:  # as Store.write
         raise DateEvalError(f"cannot write results to {path}: read-only")
 
     monkeypatch.setattr(Store, "write", refuse)
@@ -316,7 +317,7 @@ def test_kept_rows_round_trip_even_empty_and_live_in_memory_where_the_store_is_r
 
 
 def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
-    def refuse(self: Store, path, rows) -> None:  # noqa: ANN001 - Store.write's arguments
+    def refuse(self: Store, path: Path, rows: object) -> None:  # as Store.write
         raise DateEvalError(f"cannot write results to {path}: read-only")
 
     monkeypatch.setattr(Store, "write", refuse)
@@ -352,13 +353,13 @@ def test_a_metric_is_added_in_one_place(tmp_path, monkeypatch):
     declare it. The sidecars, the per-condition metrics, the summary and its deltas carry a new one with nothing else
     changed, on the datasets whose rows' kind declares it only (the declaration also decides that ``d``, whose rows have
     confidences, has no ECE)."""
-    from dateeval.metrics import KIND_METRICS, METRICS, Metric
+    from dateeval.metrics import KIND_METRICS, METRICS, Grouped, Metric
 
-    def sums(rows) -> dict:  # noqa: ANN001 - metrics.Grouped
+    def sums(rows: Grouped) -> dict:
         correct = rows.values("correct")
         return {"n_wrong": rows.count(correct == 0)}
 
-    def finish(summed) -> dict:  # noqa: ANN001 - a sums frame
+    def finish(summed: pd.DataFrame) -> dict:  # a sums frame, one row per group
         return {"wrong": summed["n_wrong"].to_numpy() / summed["n_rows"].to_numpy()}
 
     monkeypatch.setitem(METRICS, "wrong", Metric("wrong", "wrong answers", 100.0, False, sums, finish))

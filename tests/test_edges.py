@@ -302,7 +302,10 @@ def test_the_noise_free_cv_and_its_interval_equal_their_definitions():
                 continue
             seen += 1
             d1, d2, ms_res = levels - 1, (levels - 1) * (items - 1), anova["ms_residual"]
-            noncentrality = lambda cv: cv**2 * mean**2 * items * d1 / ms_res  # noqa: E731 - the interval's map, inverted
+
+            def noncentrality(cv: float) -> float:  # the interval's map, inverted
+                return cv**2 * mean**2 * items * d1 / ms_res
+
             f = anova["ms_date"] / ms_res
             if low > 0:
                 assert scipy_stats.ncf.cdf(f, d1, d2, noncentrality(low)) == pytest.approx(0.975, abs=1e-6)

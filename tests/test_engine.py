@@ -601,7 +601,10 @@ def test_roomy_cache_layer_holds_what_a_dynamic_layer_holds():
     from dateeval.backends.roomy_cache import CACHE_ROOM, RoomyLayer
 
     generator = torch.Generator().manual_seed(0)
-    new = lambda rows, columns: torch.randn((rows, 3, columns, 8), generator=generator)  # noqa: E731
+
+    def new(rows: int, columns: int) -> torch.Tensor:
+        return torch.randn((rows, 3, columns, 8), generator=generator)
+
     keys, values = new(4, 5), new(4, 5)
     plain = DynamicLayer()
     plain.update(keys, values)

@@ -15,7 +15,7 @@ from dateeval import results
 from dateeval.conditions import expand
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
-from dateeval.tasks import build_task, parse_name, with_fewshot_format
+from dateeval.tasks import build_task, parse_name, stored, with_fewshot_format
 from dateeval.names import MULTI_TURN, SINGLE_TURN
 from dateeval.tasks.mcqa import label_tokens
 
@@ -59,17 +59,17 @@ def test_multi_turn_holds_the_single_turn_text_as_turns(name, data_dir):
 
 
 def test_names_say_a_format_only_where_it_is_not_the_default(data_dir):
+    def named(name: str, fewshot_format: str) -> str:
+        return str(stored(with_fewshot_format(parse_name(name), fewshot_format)))
+
     assert (
-        with_fewshot_format("mmlu_5shot", MULTI_TURN) == "mmlu_5shot_multiturn"
-        and with_fewshot_format("mmlu_5shot", SINGLE_TURN) == "mmlu_5shot"
+        named("mmlu_5shot", MULTI_TURN) == "mmlu_5shot_multiturn" and named("mmlu_5shot", SINGLE_TURN) == "mmlu_5shot"
     )
+    assert named("mmlu", MULTI_TURN) == "mmlu" and named("humaneval", MULTI_TURN) == "humaneval"  # no exemplars
+    assert named("mmlu_5shot_multiturn", SINGLE_TURN) == "mmlu_5shot_multiturn"  # the name says its own
+    assert named("mmlu_5shot_singleturn", MULTI_TURN) == "mmlu_5shot"  # its own, the default: said once stored
     assert (
-        with_fewshot_format("mmlu", MULTI_TURN) == "mmlu"
-        and with_fewshot_format("humaneval", MULTI_TURN) == "humaneval"
-    )  # no exemplars
-    assert with_fewshot_format("mmlu_5shot_multiturn", SINGLE_TURN) == "mmlu_5shot_multiturn"  # the name says its own
-    assert (
-        str(parse_name("mmlu_5shot_singleturn")) == "mmlu_5shot"
+        str(stored(parse_name("mmlu_5shot_singleturn"))) == "mmlu_5shot"
         and build_task("mmlu_5shot_singleturn", data_dir, Subset(limit=1)).dataset == "mmlu_5shot"
     )
     for bad, says in (

@@ -1,14 +1,23 @@
 """Data, prompts and grading of the open-ended tasks on real files and hand-made outputs (no model needed)."""
 
+import datetime as dt
 import time
 from decimal import Decimal
 
+import numpy as np
 import oracles
+import pandas as pd
 import pytest
 
 from dateeval import corpus
+from dateeval.conditions import Condition
+from dateeval.data import Subset, load_exemplars
+from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
-from dateeval.tasks import gsm8k, humaneval, translation
+from dateeval.results import descriptive
+from dateeval.names import DatasetName
+from dateeval.tasks import build_task, fewshot, gsm8k, humaneval, parse_name, translation
+from dateeval.tasks.base import Prompt
 
 
 def test_gsm8k_items_and_grading(data_dir):
@@ -50,28 +59,18 @@ def test_wmt16_segments_and_scores(data_dir):
 
 # --- task registry, few-shot, grading (no model) -----------------------------------------------------------
 
-import datetime as dt  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from dateeval.results import descriptive  # noqa: E402
-from dateeval.conditions import Condition  # noqa: E402
-from dateeval.data import Subset, load_exemplars  # noqa: E402
-from dateeval.data.items import MCItem  # noqa: E402
-from dateeval.tasks import TaskName, build_task, fewshot, parse_name, with_shots  # noqa: E402
-from dateeval.tasks.base import Prompt  # noqa: E402
-
 JAN, JUN = Condition(date=dt.date(2024, 1, 1)), Condition(date=dt.date(2024, 6, 1))
 
 
 def test_dataset_name_grammar():
-    assert parse_name("mmlu_cot_5shot") == TaskName("mmlu", cot=True, shots=5)
-    assert parse_name("wmt16_en_de") == TaskName("wmt16_en_de") and str(TaskName("gsm8k", shots=3)) == "gsm8k_3shot"
+    assert parse_name("mmlu_cot_5shot") == DatasetName("mmlu", cot=True, shots=5)
     assert (
-        with_shots("mmlu", 5) == "mmlu_5shot"
-        and with_shots("gsm8k_8shot", 5) == "gsm8k_8shot"
-        and with_shots("humaneval", 0) == "humaneval"
+        parse_name("wmt16_en_de") == DatasetName("wmt16_en_de") and str(DatasetName("gsm8k", shots=3)) == "gsm8k_3shot"
+    )
+    assert (
+        str(parse_name("mmlu").with_shots(5)) == "mmlu_5shot"
+        and str(parse_name("gsm8k_8shot").with_shots(5)) == "gsm8k_8shot"
+        and str(parse_name("humaneval").with_shots(0)) == "humaneval"
     )
     for bad, reason in (
         ("gsm8k_cot", "chain-of-thought"),

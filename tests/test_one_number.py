@@ -45,7 +45,10 @@ def _summary_json(store, *extra: str) -> list[dict]:
 
 def _same(a: object, b: object) -> bool:
     """Equal to the last digit, missing equal to missing (JSON writes NaN as null)."""
-    missing = lambda value: value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT  # noqa: E731
+
+    def missing(value: object) -> bool:
+        return value is None or (isinstance(value, float) and math.isnan(value)) or value is pd.NaT
+
     if missing(a) or missing(b):
         return missing(a) and missing(b)
     return a == b or str(a) == str(b)
@@ -153,9 +156,12 @@ def test_leaderboard_statistics_follow_the_date_range_and_top_k(page):
     """January only gives other reordering figures than the whole year, top-k changes the share, and top-k is in the URL."""
     year = page("pages/leaderboard.py", dataset="mmlu")
     january = page("pages/leaderboard.py", dataset="mmlu", **{"from": "2024-01-01", "to": "2024-01-31"})
-    figures = lambda at: (  # noqa: E731
-        [metric.value for metric in at.metric] + [caption.value for caption in at.caption if "Kendall" in caption.value]
-    )
+
+    def figures(at: AppTest) -> list[str]:
+        return [metric.value for metric in at.metric] + [
+            caption.value for caption in at.caption if "Kendall" in caption.value
+        ]
+
     assert figures(year) != figures(january)
     assert "2024-01-01 to 2024-01-31" in january.metric[0].label
     january.select_slider(key="top_k").set_value(1).run()

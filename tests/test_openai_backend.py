@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -34,6 +35,9 @@ from dateeval.probe import CONTROL_DATE, Reply, ServerDay, find_dates, server_da
 from dateeval.prompting import ChatTemplate
 from dateeval.sent import explain
 from dateeval.store import Store
+
+if TYPE_CHECKING:
+    from dateeval.backends.transformers import TransformersBackend
 
 MODEL = "smollm2-135m"
 SECRET = "sk-dateeval-test-7f3a9c"  # what the tests put in the key variable: it must never come back
@@ -95,7 +99,7 @@ class Faults(BaseHTTPRequestHandler):
     authorizations: list[str] = []
     replies: dict[str, str] = {}  # scenario "replies": the reply to a prompt that holds the key
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:  # the name BaseHTTPRequestHandler calls for a POST
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         scenario = self.path.split("/")[1]
         count = Faults.seen[scenario] = Faults.seen.get(scenario, 0) + 1
@@ -155,7 +159,7 @@ class Faults(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: object) -> None:  # BaseHTTPRequestHandler's signature, `format` included
         pass
 
 
@@ -415,7 +419,10 @@ def test_dates_are_found_in_every_common_format() -> None:
 
 def test_verdicts() -> None:
     today = dt.date(2025, 12, 3)
-    said = lambda text, system=None: Reply("q", system, text, find_dates(text))  # noqa: E731
+
+    def said(text: str, system: str | None = None) -> Reply:
+        return Reply("q", system, text, find_dates(text))
+
     control_read = said(f"It is {CONTROL_DATE:%d %b %Y}", "Today Date: ...")
     assert verdict([said("Today is 3 December 2025.")], control_read, {today})[:3] == ("yes", "%-d %B %Y", True)
     assert verdict([said("It is 2025-12-02")], control_read, {today})[:3] == (
@@ -464,8 +471,8 @@ def injecting(templates_dir: Path) -> Iterator[str]:
 
 
 def test_completions_mode_matches_the_in_process_backend(
-    own_template: str, backend, data_dir: Path, tmp_path: Path
-) -> None:  # noqa: ANN001
+    own_template: str, backend: TransformersBackend, data_dir: Path, tmp_path: Path
+) -> None:
     """The same rendered prompts, scored by the server over HTTP and in this process: same predictions, probabilities to 1e-4.
 
     Bare letters: after this model's assistant header "A" is within the top 20 the server returns, so each item is one
@@ -533,7 +540,9 @@ def test_labels_outside_the_top_k_are_scored_exactly_over_http(
     np.testing.assert_allclose(remote["label_mass"], here["label_mass"], atol=1e-4)
 
 
-def test_echo_scores_labels_and_continuations_as_the_in_process_backend(own_template: str, backend) -> None:  # noqa: ANN001
+def test_echo_scores_labels_and_continuations_as_the_in_process_backend(
+    own_template: str, backend: TransformersBackend
+) -> None:
     """Chain-of-thought answer letters (read from the top 20, or all outside it) and GSM8K answers' numbers, over HTTP and here, to 1e-4."""
     from dateeval.tasks.mcqa import label_tokens
 

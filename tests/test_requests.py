@@ -10,6 +10,7 @@ import pytest
 
 from dateeval import answers
 from dateeval.answers import Asked
+from dateeval.backends import Backend
 from dateeval.conditions import expand
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
@@ -20,14 +21,16 @@ from dateeval.requests import (
     GenerationRequest,
     GenerationSettings,
     LabelRequest,
+    PromptInput,
 )
 from dateeval.tasks import GenerationOptions, build_task, gsm8k
+from dateeval.tasks.base import Prompt, Task
 from dateeval.worker import prompt_input
 
 CONDITION = expand([dt.date(2024, 3, 1)])[0]
 
 
-def _inputs(backend, task, items: list) -> tuple[list, list[str]]:  # noqa: ANN001 - the conftest's backend, a task
+def _inputs(backend: Backend, task: Task, items: list) -> tuple[list[Prompt], list[PromptInput]]:
     prompts = [task.prompt(item, CONDITION) for item in items]
     return prompts, [prompt_input(backend, prompt.messages, CONDITION)[0] for prompt in prompts]
 

@@ -7,6 +7,7 @@ plan that mixed rows up, decoded a finished row or ran a prefix twice shows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import nullcontext
 
 import numpy as np
@@ -43,36 +44,43 @@ class CountingRunner:
         self.prefixes.append(list(prefix))
         return tuple(prefix)
 
-    def prefill(self, batch, groups):  # noqa: ANN001, ANN201
+    def prefill(self, batch: int | None, groups: list[tuple[list[list[int]], object, int]]) -> tuple[list[int], int]:
         rows = [(suffix[-1] + 1) % VOCABULARY for suffixes, _, _ in groups for suffix in suffixes]
         self.prefills.append(len(rows))
         return rows, (batch or 0) + len(rows)
 
-    def decode(self, batch, last_tokens, positions):  # noqa: ANN001, ANN201
+    def decode(self, batch: int, last_tokens: list[int], positions: list[int]) -> list[int]:
         assert batch == len(last_tokens)  # the runner's batch holds exactly the running rows
         self.steps.append(len(last_tokens))
         return [(token + 1) % VOCABULARY for token in last_tokens]
 
-    def drop(self, batch, keep):  # noqa: ANN001, ANN201
+    def drop(self, batch: int, keep: list[int]) -> int:
         return len(keep)
 
-    def sampler(self, settings):  # noqa: ANN001, ANN201
+    def sampler(self, settings: GenerationSettings) -> Callable[[list[int], list[object]], list[int]]:
         return lambda logits, _: list(logits)
 
-    def generator(self, settings, prompt):  # noqa: ANN001, ANN201
+    def generator(self, settings: GenerationSettings, prompt: list[int]) -> None:
         return None
 
-    def stop_checker(self, stop):  # noqa: ANN001, ANN201
+    def stop_checker(self, stop: tuple[str, ...]) -> Callable[[list[list[int]]], list[bool]]:
         return lambda sequences: [False for _ in sequences]
 
-    def reply(self, tokens: list[int], stop, prompt_tokens: int) -> Generation:  # noqa: ANN001
+    def reply(self, tokens: list[int], stop: tuple[str, ...], prompt_tokens: int) -> Generation:
         return Generation(" ".join(map(str, tokens)), len(tokens), prompt_tokens)
 
-    def score_last(self, suffixes, prefix_cache, prefix_len, *, packed):  # noqa: ANN001, ANN201
+    def score_last(
+        self, suffixes: list[list[int]], prefix_cache: object, prefix_len: int, *, packed: bool
+    ) -> np.ndarray:
         self.scored.append((packed, len(suffixes)))
         return np.array([[float(len(s))] * VOCABULARY for s in suffixes])
 
-    def generate_static(self, encoded, settings, should_stop):  # noqa: ANN001, ANN201
+    def generate_static(
+        self,
+        encoded: list[list[int]],
+        settings: GenerationSettings,
+        should_stop: Callable[[int], bool] | None,
+    ) -> list[Generation]:
         self.static.append(len(encoded))
         return [self.alone(tokens, settings) for tokens in encoded]
 

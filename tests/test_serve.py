@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 import openai
 import pytest
@@ -41,6 +42,9 @@ from dateeval.serve import (
     banner,
     make_server,
 )
+
+if TYPE_CHECKING:
+    from dateeval.backends.transformers import TransformersBackend
 
 MODEL = "smollm2-135m"
 COUNTING = "1, 2, 3, 4, 5,"  # greedy, the model counts on: no end of sequence for hundreds of tokens
@@ -81,7 +85,7 @@ def _sent(url: str, body: dict, path: str = "/v1/completions") -> socket.socket:
 
 
 @pytest.fixture(scope="module")
-def real(backend) -> Served:  # noqa: ANN001 - the session's TransformersBackend
+def real(backend: TransformersBackend) -> Served:
     return Served(backend, MODEL, backend.template, threading.Lock())
 
 
@@ -243,10 +247,18 @@ class SlowBackend:
     def encode(self, texts: list[str]) -> list[list[int]]:
         return [[0] * len(text) for text in texts]
 
-    def interruptible(self, stop, error):  # noqa: ANN001, ANN201
+    def interruptible(
+        self, stop: Callable[[], bool], error: type[BaseException]
+    ) -> contextlib.AbstractContextManager[None]:
         return abandoned_when(self.model, stop, error)
 
-    def generate_texts(self, prompts: list[str], settings, batch_size: int, should_stop=None) -> list[Generation]:  # noqa: ANN001
+    def generate_texts(
+        self,
+        prompts: list[str],
+        settings: GenerationSettings,
+        batch_size: int,
+        should_stop: Callable[[int], bool] | None = None,
+    ) -> list[Generation]:
         for _ in range(settings.max_new_tokens):
             self.model(torch.zeros(1))
             if should_stop is not None and all(should_stop(i) for i in range(len(prompts))):
@@ -542,7 +554,7 @@ def _freed(served: Served) -> float:
     return time.monotonic()
 
 
-def test_a_stopped_row_leaves_the_other_replies_as_they_were(backend) -> None:  # noqa: ANN001 - the session's TransformersBackend
+def test_a_stopped_row_leaves_the_other_replies_as_they_were(backend: TransformersBackend) -> None:
     prompts, settings, asked = [COUNTING, "The capital of France is", "Hello"], GenerationSettings(max_new_tokens=8), []
 
     def after_three_steps(index: int) -> bool:  # asked after every decoding step, for each row

@@ -8,9 +8,10 @@ import pytest
 from dateeval import cli
 from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
-from dateeval.names import MULTI_TURN, Parts, ends_like_variant, split
+from dateeval.names import MULTI_TURN, DatasetName, ends_like_variant, split
 from dateeval.plan import SweepSpec, build_spec
 from dateeval.registry import Registry
+from dateeval import tasks as tasks_package
 from dateeval.tasks import TaskSource, custom
 from dateeval.tasks.registry import REGISTRY
 from dateeval.worker import build_tasks
@@ -35,7 +36,7 @@ def test_the_grammar_reads_back_what_it_writes(name):
 
 
 def test_the_grammar_writes_a_format_only_where_asked_and_knows_every_suffix():
-    assert str(Parts("quiz", cot=True, shots=5, turns=MULTI_TURN)) == "quiz_cot_5shot_multiturn"
+    assert str(DatasetName("quiz", cot=True, shots=5, turns=MULTI_TURN)) == "quiz_cot_5shot_multiturn"
     assert split("lmeval:arc_easy") is None
     assert [
         ends_like_variant(stem) for stem in ("quiz", "quiz_cot", "quiz_3shot", "quiz_multiturn", "quiz_singleturn")
@@ -73,9 +74,11 @@ def test_the_builder_names_every_variant_and_resolves_each_dataset_once(tmp_path
         "arc_challenge_cot_2shot",
         "arc_challenge_cot_2shot_multiturn",
     )
-    assert spec.tasks[0] == TaskSource("arc_challenge_2shot") and len(spec.tasks) == 4
+    assert spec.tasks[0] == TaskSource(DatasetName("arc_challenge", shots=2)) and len(spec.tasks) == 4
     own = build_spec(("smollm2-135m",), (str(quiz),), CONDITIONS, cot=True)
-    assert own.datasets == ("quiz_cot",) and own.tasks == (TaskSource("quiz_cot", str(quiz.resolve())),)
+    assert own.datasets == ("quiz_cot",) and own.tasks == (
+        TaskSource(DatasetName("quiz", cot=True), str(quiz.resolve())),
+    )
     assert hash(spec.tasks) == hash(tuple(spec.tasks))  # frozen and hashable: it travels to Ray actors as is
     assert spec.resolved() is spec  # Sweep.run resolves nothing again
 
@@ -135,13 +138,16 @@ def test_subjects_without_mmlu_are_refused_by_the_builder_for_every_caller():
 
 
 def test_a_worker_builds_from_the_task_source_without_looking_the_name_up(tmp_path, monkeypatch):
-    """Another process (a Ray actor) registers the user's file the driver resolved; no data folder is searched by name."""
+    """Another process (a Ray actor) registers the user's file the driver resolved; no data folder is searched by name,
+    and no name is read again: the parsed name travels in the task source."""
     folder = tmp_path / "data"
     folder.mkdir()
     quiz = _quiz(folder)
     spec = build_spec(("smollm2-135m",), (str(quiz),), CONDITIONS, data_dir=str(folder))
     REGISTRY.pop("quiz")  # the worker's process: nothing registered yet
     monkeypatch.setattr(custom, "find", lambda *args: pytest.fail("a worker looked a dataset up by name"))
+    for reader in ("parse_name", "resolve", "source_of"):
+        monkeypatch.setattr(tasks_package, reader, lambda *args, name=reader: pytest.fail(f"a worker called {name}"))
     tasks = build_tasks(spec)
     assert list(tasks) == ["quiz"] and len(tasks["quiz"].items) == 3
     assert REGISTRY["quiz"].source == str(quiz.resolve())
@@ -149,4 +155,4 @@ def test_a_worker_builds_from_the_task_source_without_looking_the_name_up(tmp_pa
 
 def test_a_spec_made_by_hand_is_resolved_once_by_its_sweep():
     spec = SweepSpec(models=("smollm2-135m",), datasets=("arc_challenge", "arc_challenge"), conditions=CONDITIONS)
-    assert spec.resolved().tasks == (TaskSource("arc_challenge"),)
+    assert spec.resolved().tasks == (TaskSource(DatasetName("arc_challenge")),)

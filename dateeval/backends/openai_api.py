@@ -37,7 +37,7 @@ import sys
 import urllib.parse
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -59,6 +59,9 @@ from dateeval.backends.base import (
 )
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI
 
 # The API modes, each with who renders the chat template and whose date the model reads (the CLI, Run and Prompt pages show these).
 MODES = {
@@ -213,7 +216,10 @@ def _usage(body: Any) -> dict:
     """Token counts as the server billed them (None where it reports none)."""
     usage = body.get("usage") if isinstance(body, dict) else None
     usage = usage if isinstance(usage, dict) else {}
-    count = lambda name: usage.get(name) if isinstance(usage.get(name), int) else None  # noqa: E731
+
+    def count(name: str) -> int | None:
+        return usage.get(name) if isinstance(usage.get(name), int) else None
+
     return {"api_prompt_tokens": count("prompt_tokens"), "api_completion_tokens": count("completion_tokens")}
 
 
@@ -326,7 +332,7 @@ class OpenAIBackend(Backend):
                 "give --tokenizer NAME_OR_FOLDER, or use --api-mode chat"
             ) from None
 
-    async def _connect(self):  # noqa: ANN202 - an openai.AsyncOpenAI bound to this backend's event loop
+    async def _connect(self) -> AsyncOpenAI:  # bound to this backend's event loop
         import openai
 
         self._slots = asyncio.Semaphore(self.options.concurrency)

@@ -29,6 +29,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel
 
 IMPLEMENTATION = "dateeval_packed_sdpa"
 MIN_ROWS = (
@@ -44,7 +49,7 @@ class _Layout:
     lengths: list[int]
     masks: dict[int, object] = field(default_factory=dict)  # a segment length -> its causal mask after the prefix
 
-    def mask(self, length: int, device):  # noqa: ANN001, ANN202 - a bool torch tensor, or None for a plain causal segment
+    def mask(self, length: int, device: torch.device) -> torch.Tensor | None:  # bool; None: a plain causal segment
         """Each of ``length`` queries sees the whole prefix and its own segment up to itself (no mask: SDPA's causal path)."""
         import torch
 
@@ -70,7 +75,14 @@ def segments(prefix: int, lengths: list[int]) -> Iterator[None]:
         _LAYOUT.reset(token)
 
 
-def _attention(module, query, key, value, attention_mask, **kwargs):  # noqa: ANN001, ANN003, ANN202 - transformers' attention signature
+def _attention(  # transformers' attention signature
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    **kwargs: object,
+) -> tuple[torch.Tensor, None]:
     """SDPA; inside ``segments``, SDPA segment by segment, each over the prefix's keys and its own."""
     import torch
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
@@ -91,14 +103,14 @@ def _attention(module, query, key, value, attention_mask, **kwargs):  # noqa: AN
     return torch.cat(outputs, dim=1), None
 
 
-def _mask(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - transformers' mask-function signature
+def _mask(*args: object, **kwargs: object) -> torch.Tensor | None:  # transformers' mask-function signature
     """SDPA's mask; none inside ``segments`` (``_attention`` masks each segment itself)."""
     from transformers.masking_utils import sdpa_mask
 
     return None if _LAYOUT.get() is not None else sdpa_mask(*args, **kwargs)
 
 
-def install(model) -> bool:  # noqa: ANN001 - a transformers model
+def install(model: PreTrainedModel) -> bool:
     """Let ``model`` score packed prompts where that computes what it computes; whether it now can.
 
     transformers releases before these interfaces (requirements.txt admits

@@ -11,7 +11,7 @@ class, and transformers is imported only once a model generates.
 from __future__ import annotations
 
 import torch
-from transformers.cache_utils import DynamicLayer
+from transformers.cache_utils import Cache, DynamicLayer
 
 CACHE_ROOM = 64  # spare columns: a buffer is copied once per this many decoding steps instead of at each
 
@@ -76,11 +76,11 @@ class RunningBatch:
     decides which rows join, decode and leave; this holds their cache.
     """
 
-    def __init__(self, cache, mask: torch.Tensor) -> None:  # noqa: ANN001 - a transformers Cache
+    def __init__(self, cache: Cache, mask: torch.Tensor) -> None:
         cache.layers = [RoomyLayer(layer.keys, layer.values) for layer in cache.layers]
         self.cache, self.mask = cache, mask
 
-    def join(self, cache, mask: torch.Tensor) -> None:  # noqa: ANN001
+    def join(self, cache: Cache, mask: torch.Tensor) -> None:
         """Append admitted rows' cache and mask, left-padding the shorter to one length."""
         width = max(self.mask.shape[1], mask.shape[1])
         for mine, theirs in zip(self.cache.layers, cache.layers):

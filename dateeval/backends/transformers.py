@@ -16,6 +16,8 @@ import hashlib
 import inspect
 import os
 from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -37,11 +39,25 @@ from dateeval.backends.base import (
     continuation_tokens,
     register_backend,
 )
-from dateeval.backends.devices import DEVICES, DTYPES, free_memory, hardware, pick_device, pick_dtype  # noqa: F401 (DEVICES, DTYPES: the CLI's choices)
+from dateeval.backends.devices import (  # DEVICES, DTYPES: re-exported, the CLI's choices
+    DEVICES as DEVICES,
+    DTYPES as DTYPES,
+    free_memory,
+    hardware,
+    pick_device,
+    pick_dtype,
+)
 from dateeval.backends.scheduler import Scheduler
 from dateeval.errors import DateEvalError
 from dateeval.models import ModelSource, converted_gguf_dir, resolve
 from dateeval.prompting import ChatTemplate
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import Cache, LogitsProcessorList, PreTrainedModel, StoppingCriteriaList
+    from transformers.utils import ModelOutput
+
+    from dateeval.backends.roomy_cache import RunningBatch
 
 MEMORY_SHARE = (
     0.5  # of the memory free when a unit is scored, what one scoring forward may hold (batches are split to fit)
@@ -233,12 +249,14 @@ class TransformersBackend(Backend):
         ends = self.model.generation_config.eos_token_id
         return set(ends if isinstance(ends, list) else [ends]) - {None}
 
-    def inference(self):  # noqa: ANN201 - a context manager
+    def inference(self) -> torch.inference_mode:
         import torch
 
         return torch.inference_mode()
 
-    def score_last(self, suffixes: list[list[int]], prefix_cache, prefix_len: int, *, packed: bool) -> np.ndarray:  # noqa: ANN001
+    def score_last(
+        self, suffixes: list[list[int]], prefix_cache: Cache | None, prefix_len: int, *, packed: bool
+    ) -> np.ndarray:
         """Log-softmax at each suffix's last token, the suffixes run after the shared prefix, packed or right-padded."""
         import torch
 
@@ -265,7 +283,7 @@ class TransformersBackend(Backend):
         starts = [sum(len(s) for s in inputs[:row]) for row in range(len(inputs))]
         return [logprobs[start : start + len(s)] for start, s in zip(starts, inputs)]
 
-    def echo_logprobs(self, prompts: list[list[int]]):  # noqa: ANN201 - a float32 torch tensor [prompts, longest, vocabulary]
+    def echo_logprobs(self, prompts: list[list[int]]) -> torch.Tensor:  # float32 [prompts, longest, vocabulary]
         """Log-softmax at every position of prompts right-padded into one forward pass (a server's ``echo``), in place:
         the batch holds one copy of its logits."""
         import torch
@@ -280,7 +298,7 @@ class TransformersBackend(Backend):
             logits -= torch.logsumexp(logits, dim=-1, keepdim=True)
         return logits
 
-    def interruptible(self, stop: Callable[[], bool], error: type[BaseException]):  # noqa: ANN201 - a context manager
+    def interruptible(self, stop: Callable[[], bool], error: type[BaseException]) -> AbstractContextManager[None]:
         """Raise ``error`` out of this model's forward passes once ``stop()`` (``interrupt.abandoned_when``)."""
         return interrupt.abandoned_when(self.model, stop, error)
 
@@ -306,7 +324,9 @@ class TransformersBackend(Backend):
         )
         return [self.reply(out[row, width:].tolist(), settings.stop, len(tokens)) for row, tokens in enumerate(encoded)]
 
-    def prefill(self, batch, groups: list[tuple[list[list[int]], object, int]]):  # noqa: ANN001, ANN201 - (logits, RunningBatch)
+    def prefill(
+        self, batch: RunningBatch | None, groups: list[tuple[list[list[int]], Cache | None, int]]
+    ) -> tuple[torch.Tensor, RunningBatch]:
         """Run each group's suffixes after its prefix cache and join their cache rows to ``batch`` (a new one if None);
         the float32 logits of every admitted row's first reply token."""
         import torch
@@ -323,8 +343,8 @@ class TransformersBackend(Backend):
             logits.append(first)
         return torch.cat(logits), batch
 
-    def decode(self, batch, last_tokens: list[int], positions: list[int]):  # noqa: ANN001, ANN201 - float32 logits
-        """One decoding step for every row of ``batch``: each fed its last token at its own position."""
+    def decode(self, batch: RunningBatch, last_tokens: list[int], positions: list[int]) -> torch.Tensor:
+        """One decoding step for every row of ``batch``: each fed its last token at its own position (float32 logits)."""
         import torch
 
         ids = torch.tensor([[token] for token in last_tokens], device=self.device)
@@ -342,7 +362,7 @@ class TransformersBackend(Backend):
         batch.cache = _cache_of(out)
         return out.logits[:, -1].float()
 
-    def drop(self, batch, keep: list[int]):  # noqa: ANN001, ANN201 - the RunningBatch
+    def drop(self, batch: RunningBatch, keep: list[int]) -> RunningBatch:
         batch.keep(keep)
         return batch
 
@@ -354,13 +374,13 @@ class TransformersBackend(Backend):
             return lambda logits, _: logits.argmax(dim=-1).tolist()
         warpers = self._sampling_warpers()
 
-        def draw(logits, generators: list[object]) -> list[int]:  # noqa: ANN001
+        def draw(logits: torch.Tensor, generators: list[object]) -> list[int]:
             probs = torch.softmax(warpers(None, logits), dim=-1)
             return [int(torch.multinomial(probs[r], 1, generator=generator)) for r, generator in enumerate(generators)]
 
         return draw
 
-    def generator(self, settings: GenerationSettings, prompt: list[int]):  # noqa: ANN201 - a torch.Generator, or None for greedy decoding
+    def generator(self, settings: GenerationSettings, prompt: list[int]) -> torch.Generator | None:  # None: greedy
         """One generator per prompt, seeded from the seed and the prompt's tokens, so a reply never depends on its batch."""
         import torch
 
@@ -425,7 +445,7 @@ class TransformersBackend(Backend):
             1, int(free_memory(self.device) * MEMORY_SHARE) // (cache + working + (8 * vocabulary if logits else 0))
         )
 
-    def _sampling_warpers(self):  # noqa: ANN202 - a transformers LogitsProcessorList
+    def _sampling_warpers(self) -> LogitsProcessorList:
         """The model's own temperature, top-k and top-p, skipped where neutral and in ``generate``'s order (App. C.2)."""
         from transformers import LogitsProcessorList, TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
 
@@ -446,7 +466,7 @@ class TransformersBackend(Backend):
         text = self.tokenizer.decode(tokens[:length], skip_special_tokens=True)
         return Generation(_cut_at_stop(text, stop), length, prompt_tokens)
 
-    def _pad(self, sequences: list[list[int]], *, left: bool):  # noqa: ANN202 - (ids, mask) tensors
+    def _pad(self, sequences: list[list[int]], *, left: bool) -> tuple[torch.Tensor, torch.Tensor]:  # (ids, mask)
         """Pad token sequences to one width: left for generation, right for scoring after a shared prefix."""
         import torch
 
@@ -459,7 +479,7 @@ class TransformersBackend(Backend):
             mask[row, span] = 1
         return ids, mask
 
-    def prefix_cache(self, prefix: list[int]):  # noqa: ANN202 - a transformers Cache or None
+    def prefix_cache(self, prefix: list[int]) -> Cache | None:
         """The KV cache of a shared prefix, kept for the next call that shares it (``PREFIX_CACHE_BYTES`` of the latest).
 
         A server's batches of one date, or a unit scored again for its
@@ -483,7 +503,9 @@ class TransformersBackend(Backend):
             del self._prefixes[next(iter(self._prefixes))]
         return kept[0]
 
-    def _run_suffixes(self, suffixes: list[list[int]], prefix_cache, prefix_len: int, *, keep_cache: bool = False):  # noqa: ANN001, ANN202
+    def _run_suffixes(
+        self, suffixes: list[list[int]], prefix_cache: Cache | None, prefix_len: int, *, keep_cache: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor, Cache | None]:
         """Run right-padded suffixes after the shared prefix: float32 logits at each row's last token, the mask, the cache.
 
         Scoring reads the logits; generation also keeps the cache (``keep_cache``)
@@ -513,7 +535,9 @@ class TransformersBackend(Backend):
         logits = out.logits[torch.arange(len(suffixes)), column.to(self.device)].float()
         return logits, mask, _cache_of(out) if keep_cache else None
 
-    def _packed_logits(self, suffixes: list[list[int]], prefix_cache, prefix_len: int, *, every_position: bool = False):  # noqa: ANN001, ANN202
+    def _packed_logits(
+        self, suffixes: list[list[int]], prefix_cache: Cache | None, prefix_len: int, *, every_position: bool = False
+    ) -> torch.Tensor:
         """float32 logits of suffixes packed end to end after the shared prefix (``packing``): at each suffix's last
         token, or at every position of the packed row in order (``every_position``; filler last).
 
@@ -544,7 +568,7 @@ class TransformersBackend(Backend):
         return out.logits[0].float() if every_position else out.logits[0, : len(suffixes)].float()
 
 
-def _continuous_batching_fits(model) -> bool:  # noqa: ANN001 - a transformers model
+def _continuous_batching_fits(model: PreTrainedModel) -> bool:
     """Whether continuous batching (``scheduler.continuous``) decodes exactly as ``generate`` would for this model.
 
     It joins and drops cache rows along plain full-attention layers (a
@@ -559,7 +583,7 @@ def _continuous_batching_fits(model) -> bool:  # noqa: ANN001 - a transformers m
     return plain and all(type(layer) is DynamicLayer for layer in DynamicCache(config=model.config).layers)
 
 
-def _rows_stopping(should_stop: Callable[[int], bool], indices: list[int]):  # noqa: ANN202 - a transformers StoppingCriteriaList
+def _rows_stopping(should_stop: Callable[[int], bool], indices: list[int]) -> StoppingCriteriaList:
     """Stopping criteria that end batch row ``r`` once ``should_stop(indices[r])``, one boolean per row (transformers >= 4.39).
 
     A row that stops is padded from then on; every row's tokens depend on
@@ -575,6 +599,6 @@ def _rows_stopping(should_stop: Callable[[int], bool], indices: list[int]):  # n
     return StoppingCriteriaList([StopRows()])
 
 
-def _cache_of(out):  # noqa: ANN001, ANN202 - a model output -> its transformers Cache
+def _cache_of(out: ModelOutput) -> Cache:
     """transformers 5.x names the returned cache ``cache``, 4.x ``past_key_values``."""
     return out.cache if hasattr(out, "cache") else out.past_key_values

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import gc
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -63,6 +63,9 @@ from dateeval.errors import DateEvalError
 from dateeval.models import ModelSource, converted_gguf_dir, resolve
 from dateeval.prompting import ChatTemplate
 
+if TYPE_CHECKING:
+    from vllm import SamplingParams
+
 INSTALL_HINT = "install the optional extra: pip install -r requirements-vllm.txt, then pip uninstall -y torchvision torchaudio torchcodec (see docs/serving.md)"
 
 
@@ -74,7 +77,7 @@ def _import_vllm() -> Any:
         import vllm
     except ImportError:
         raise DateEvalError(f"backend vllm needs vLLM, which is not installed: {INSTALL_HINT}") from None
-    except Exception as error:  # noqa: BLE001 - e.g. CUDA builds of torchvision next to a CPU torch
+    except Exception as error:  # e.g. CUDA builds of torchvision next to a CPU torch
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise DateEvalError(f"vLLM is installed but fails to import ({first_line}): {INSTALL_HINT}") from None
     return vllm
@@ -241,7 +244,7 @@ class VLLMBackend(Backend):
             replies.append(Generation(completion.text, len(completion.token_ids), len(tokens)))
         return replies
 
-    def _decoding(self, settings: GenerationSettings):  # noqa: ANN202 - a vllm.SamplingParams
+    def _decoding(self, settings: GenerationSettings) -> SamplingParams:
         """Greedy, or the model's own temperature/top-p/top-k (App. C.2) with the request's own seed; stop strings cut."""
         common = {
             "max_tokens": settings.max_new_tokens,
@@ -280,14 +283,14 @@ class VLLMBackend(Backend):
         self.llm = None
         try:
             llm.llm_engine.engine_core.shutdown()
-        except Exception:  # noqa: BLE001 - already shut down
+        except Exception:  # already shut down
             pass
         try:
             from vllm.distributed.parallel_state import destroy_distributed_environment, destroy_model_parallel
 
             destroy_model_parallel()
             destroy_distributed_environment()
-        except Exception:  # noqa: BLE001 - nothing to tear down
+        except Exception:  # nothing to tear down
             pass
         del llm
         gc.collect()

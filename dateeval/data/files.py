@@ -14,7 +14,7 @@ import os
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
 
 from dateeval.errors import DateEvalError
 from dateeval.limits import (
@@ -28,6 +28,11 @@ from dateeval.limits import (
     YAML_MAX_NODES,
     mib,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    import yaml
 
 T = TypeVar("T")
 
@@ -105,7 +110,7 @@ class Cells:
             )
 
 
-def check_table(table, what: str, remedy: str) -> None:  # noqa: ANN001 - a pyarrow.Table
+def check_table(table: pa.Table, what: str, remedy: str) -> None:
     """Refuse an Arrow table past the bounds of a data file (rows, fields, cells, decoded bytes) before any of its
     values becomes a Python object (a cell is ~100 bytes once built); ``what`` names it, ``remedy`` says what to do.
     Measured on Arrow's own buffers: a memory-mapped table is not read to be measured."""
@@ -124,7 +129,7 @@ def check_table(table, what: str, remedy: str) -> None:  # noqa: ANN001 - a pyar
         raise DateEvalError(f"{what} is over the {mib(MAX_TEXT_BYTES)} a file may hold decoded: {remedy}")
 
 
-def read_parquet(source, what: str, remedy: str):  # noqa: ANN001, ANN201 - a path or an open binary file -> a pyarrow.Table
+def read_parquet(source: str | os.PathLike[str] | BinaryIO, what: str, remedy: str) -> pa.Table:
     """A Parquet file's table, its size checked before its values are decoded: run-length and dictionary encoding let
     a few KB stand for gigabytes, so rows, cells and decompressed bytes come from the footer, and the text columns are
     read as dictionaries (each distinct value once) and measured (:func:`check_table`) before any value is decoded.
@@ -147,7 +152,7 @@ def read_parquet(source, what: str, remedy: str):  # noqa: ANN001, ANN201 - a pa
     return table
 
 
-def _check_parquet_footer(metadata, schema, what: str, remedy: str) -> list[str]:  # noqa: ANN001 - pyarrow's FileMetaData and ParquetSchema
+def _check_parquet_footer(metadata: pq.FileMetaData, schema: pq.ParquetSchema, what: str, remedy: str) -> list[str]:
     """The text (byte array) columns' paths, once the footer's rows, cells (every value of every column, a list's
     elements each counted) and decompressed bytes are within the bounds."""
     if metadata.num_rows > MAX_ROWS:
@@ -174,7 +179,7 @@ def _check_parquet_footer(metadata, schema, what: str, remedy: str) -> list[str]
     ]
 
 
-def _values(array) -> int:  # noqa: ANN001 - a pyarrow.Array
+def _values(array: pa.Array) -> int:
     """The values an Arrow array holds, a list's elements and a struct's fields each counted (as a Parquet footer
     counts them)."""
     import pyarrow as pa
@@ -186,7 +191,7 @@ def _values(array) -> int:  # noqa: ANN001 - a pyarrow.Array
     return len(array)
 
 
-def _decoded_bytes(array) -> int:  # noqa: ANN001 - a pyarrow.Array
+def _decoded_bytes(array: pa.Array) -> int:
     """The bytes an Arrow array takes once decoded: a dictionary's values counted once per row that uses them."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -216,7 +221,7 @@ def _bounded_loader(base: type | None = None) -> type:
     class BoundedLoader(base or yaml.SafeLoader):
         depth = 0
 
-        def compose_node(self, parent, index):  # noqa: ANN001, ANN202 - PyYAML's signature
+        def compose_node(self, parent: yaml.Node | None, index: int | yaml.Node | None) -> yaml.Node:
             self.depth += 1
             try:
                 if self.depth > YAML_MAX_DEPTH:
@@ -248,7 +253,7 @@ def load_yaml(text: str | bytes, path: Path, what: str, base: type | None = None
         loader.dispose()
 
 
-def _expanded_size(root) -> tuple[int, int]:  # noqa: ANN001 - a yaml.Node
+def _expanded_size(root: yaml.Node) -> tuple[int, int]:
     """The values and characters ``root`` expands to, an alias counted as what it stands for, in as many steps as
     there are distinct nodes (each is sized once, from its children's sizes); past ``YAML_MAX_NODES`` or
     ``YAML_MAX_CHARS``, or a cycle, refused."""

@@ -13,10 +13,14 @@ offline again.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from dateeval.data.files import check_table, read_parquet
 from dateeval.errors import DateEvalError
 from dateeval.limits import MAX_ROWS, MAX_TEXT_BYTES, mib
+
+if TYPE_CHECKING:
+    from datasets import DatasetBuilder, DownloadManager, SplitDict
 
 _REMEDY = (
     "load a smaller split or config, or save a part of it as a JSONL, CSV or Parquet file and give that file instead"
@@ -35,7 +39,7 @@ def load_hub_rows(path: str, config: str | None, split: str, offline_hint: str) 
         rows = builder.as_dataset(split=split)
     except DateEvalError:
         raise
-    except Exception as error:  # noqa: BLE001 - datasets raises many unrelated types for one cause
+    except Exception as error:  # datasets raises many unrelated types for one cause
         reason = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
         if (
             isinstance(error, ConnectionError) and os.environ.get("HF_HUB_OFFLINE") == "1"
@@ -48,7 +52,7 @@ def load_hub_rows(path: str, config: str | None, split: str, offline_hint: str) 
     return [dict(row) for row in rows]
 
 
-def _checked_downloads(builder):  # noqa: ANN001, ANN202 - a datasets.DatasetBuilder -> its datasets.DownloadManager
+def _checked_downloads(builder: DatasetBuilder) -> DownloadManager:
     """The download manager ``download_and_prepare`` would make, once each Parquet file it will prepare from is
     downloaded and read as a local Parquet file is (:func:`read_parquet`): preparing decodes every row group, and
     run-length encoding lets a few KB stand for gigabytes. The same manager then prepares the split from its cache."""
@@ -70,7 +74,7 @@ def _checked_downloads(builder):  # noqa: ANN001, ANN202 - a datasets.DatasetBui
     return manager
 
 
-def _check_declared(splits, split: str, what: str) -> None:  # noqa: ANN001 - datasets.SplitDict or None
+def _check_declared(splits: SplitDict | None, split: str, what: str) -> None:
     """Refuse a split whose dataset card declares it past the bounds, before it is downloaded (nothing declared: nothing refused here)."""
     declared = (splits or {}).get(split)
     if declared is None:

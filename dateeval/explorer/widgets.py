@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import pandas as pd
 import streamlit as st
@@ -16,6 +18,9 @@ from dateeval.explorer import cache
 from dateeval.explorer.state import DEMO_STORE, Selection, current_store, data_dir, remember_selection, switch_to
 from dateeval.results import descriptive, unit_sums
 from dateeval.results.export import to_csv
+
+if TYPE_CHECKING:
+    from streamlit.delta_generator import DeltaGenerator
 
 
 def load() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -88,7 +93,14 @@ def dataset_picker(per_condition: pd.DataFrame, key: str = "dataset") -> str:
     return dataset
 
 
-def picker(label: str, options: list, key: str, default: object = None, where=st, **kwargs) -> object:  # noqa: ANN001 - a Streamlit container
+def picker(
+    label: str,
+    options: list,
+    key: str,
+    default: object = None,
+    where: DeltaGenerator | ModuleType = st,
+    **kwargs: object,
+) -> object:
     """A selectbox whose choice lives in the URL (``?key=value``); the default is the first option unless given."""
     viewstate.seed(key, options, options[0] if default is None and options else default)
     value = where.selectbox(label, options, key=key, **kwargs)
@@ -138,7 +150,7 @@ def chip_labels(entries: list[str]) -> tuple[str, Callable[[str], str]]:
     return model, chip
 
 
-def date_picker(label: str, days: list, key: str, default: object, where=st) -> object:  # noqa: ANN001 - a Streamlit container
+def date_picker(label: str, days: list, key: str, default: object, where: DeltaGenerator | ModuleType = st) -> object:
     """A calendar limited to the stored dates' range (not a 366-entry list); a day without results snaps to the nearest one."""
     days = sorted(days)
     viewstate.seed(key, days, default)
@@ -188,7 +200,7 @@ def downloads(table: pd.DataFrame | Callable[[], pd.DataFrame], name: str) -> No
     )
 
 
-def show_table(table: pd.DataFrame, dataset: str = "", **kwargs) -> None:  # noqa: ANN003 - passed on to st.dataframe
+def show_table(table: pd.DataFrame, dataset: str = "", **kwargs: object) -> None:  # kwargs: passed on to st.dataframe
     """A table as people read it: human column names, rates in %, two decimals (p-values three), ``-`` for a missing value.
 
     Numbers stay numbers (sortable) where every row has one; a column with gaps is shown as text so a gap reads ``-``,

@@ -32,6 +32,6 @@ from dateeval.store import Store, StoreProblems
 __all__ = ["N_PERM", "Headline", "Period", "Results", "headline_sentence", "open", "reorder_sentence", "verdict_power"]
 
 
-def open(store: Store | str | Path) -> tuple[Results, StoreProblems]:  # noqa: A001 - the layer's one verb, read as results.open
+def open(store: Store | str | Path) -> tuple[Results, StoreProblems]:  # the layer's one verb, read as results.open
     """The store as it is now, with what could not be read (damaged units are left out and reported)."""
     return Results.open(store if isinstance(store, Store) else Store(store))

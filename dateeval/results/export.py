@@ -26,6 +26,7 @@ import pandas as pd
 from dateeval.errors import DateEvalError
 from dateeval.results import descriptive
 from dateeval.results.view import Period, Results
+from dateeval.rows import with_factor
 from dateeval.store import has_surrogates
 
 FORMATS = (".parquet", ".csv", ".jsonl")
@@ -55,7 +56,7 @@ def rows(results: Results, period: Period | None = None) -> pd.DataFrame:
     if frame.empty:
         return frame
     if period is not None:
-        frame = frame[(descriptive.with_factor(frame)["factor"] != "date") | period.holds(frame["date"])]
+        frame = frame[(with_factor(frame)["factor"] != "date") | period.holds(frame["date"])]
     frame = frame.assign(entry=descriptive.entry_label(frame))
     first = ["entry", "dataset", "condition", "date", "item_id", "correct", "confidence", "pred", "answer"]
     ordered = [column for column in first if column in frame] + [column for column in frame if column not in first]

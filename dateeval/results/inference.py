@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from dateeval.metrics import ece_rows
-from dateeval.results.descriptive import entry_label, predictions, with_factor
+from dateeval.results.descriptive import entry_label
+from dateeval.rows import predictions, with_factor
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: a 95% interval is mean +- Z95 x standard error
 

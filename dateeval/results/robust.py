@@ -312,6 +312,11 @@ def date_variances(correct: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return (ss_date / (n_dates - 1) - ss_residual / ((n - 1) * (n_dates - 1))) / n
 
 
+def _sd(variance: np.ndarray | float) -> np.ndarray:
+    """A date SD from a variance estimate: a negative estimate is an SD of 0."""
+    return np.sqrt(np.maximum(variance, 0.0))
+
+
 def sensitivity_difference(a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> dict[str, float]:
     """Is A more date-sensitive than B on these dates? The noise-free date standard deviation of each (the date
     variance component, without the counting noise that inflates the spread of per-date scores with few questions),
@@ -319,16 +324,15 @@ def sensitivity_difference(a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOT, s
     the questions (the same resample for both: they are paired by question; the dates are these dates)."""
     weights = resample_weights(np.shape(a)[1], n_boot, seed)
     ones = np.ones((1, np.shape(a)[1]))
-    sd = lambda v: np.sqrt(np.maximum(v, 0.0))  # noqa: E731  (a negative estimate is a date SD of 0)
     observed = [float(date_variances(m, ones)[0]) for m in (a, b)]
     drawn_a, drawn_b = date_variances(a, weights), date_variances(b, weights)
-    low, high = np.percentile(sd(drawn_a) - sd(drawn_b), [2.5, 97.5])
+    low, high = np.percentile(_sd(drawn_a) - _sd(drawn_b), [2.5, 97.5])
     difference = drawn_a - drawn_b
     p_value = min(1.0, 2 * (1 + min(np.sum(difference <= 0), np.sum(difference >= 0))) / (n_boot + 1))
     return {
-        "a_date_sd": float(sd(observed[0])),
-        "b_date_sd": float(sd(observed[1])),
-        "value": float(sd(observed[0]) - sd(observed[1])),
+        "a_date_sd": float(_sd(observed[0])),
+        "b_date_sd": float(_sd(observed[1])),
+        "value": float(_sd(observed[0]) - _sd(observed[1])),
         "low": float(low),
         "high": float(high),
         "p_value": float(p_value),

@@ -25,6 +25,7 @@ import pyarrow as pa
 
 from dateeval.metrics import METRICS
 from dateeval.results import descriptive
+from dateeval.rows import group_codes, with_factor
 from dateeval.schema import DESCRIPTION, ENTRY, ENTRY_KEY, GROUP
 from dateeval.store import Store, StoreProblems, sidecars
 from dateeval.store.sums import OPTIONAL_COLUMNS, SOURCE_COLUMNS, of_rows
@@ -148,7 +149,7 @@ def of_rows_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     the same sums and finish as the sidecars, over all of a condition's rows at once."""
     if frame.empty:
         return pd.DataFrame(columns=metric_columns())
-    return metrics(of_rows(descriptive.common_items(descriptive.with_factor(frame)))).sort_values(
+    return metrics(of_rows(descriptive.common_items(with_factor(frame)))).sort_values(
         ENTRY + ["date_mode", "date"], ignore_index=True
     )
 
@@ -181,5 +182,5 @@ def _in(frame: pd.DataFrame, keys: pd.DataFrame) -> np.ndarray:
     if keys.empty:
         return np.zeros(len(frame), dtype=bool)
     both = pd.concat([keys[ENTRY_KEY], frame[ENTRY_KEY]], ignore_index=True)
-    codes = descriptive._codes(both, ENTRY_KEY)
+    codes = group_codes(both, ENTRY_KEY)
     return np.isin(codes[len(keys) :], codes[: len(keys)])

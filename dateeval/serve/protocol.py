@@ -13,7 +13,7 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from dateeval.backends.base import GenerationSettings
 from dateeval.backends.openai_api import MAX_API_STOPS
@@ -22,6 +22,9 @@ from dateeval.backends.transformers import TransformersBackend
 from dateeval.errors import DateEvalError
 from dateeval.limits import MAX_STOP_CHARS
 from dateeval.prompting import ChatTemplate
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 MAX_LOGPROBS = 20  # the most alternatives a request may ask for (vLLM's default, OpenAI's chat limit)
 WAIT_S = 60.0  # how long a request may wait for the model before it is answered 503 (clients retry those)
@@ -132,7 +135,7 @@ def _settings(body: dict, max_tokens: int) -> GenerationSettings:
     return GenerationSettings(max_new_tokens=max_tokens, stop=_stops(body), sample=temperature > 0, seed=seed)
 
 
-def _top(tokenizer, best: Best) -> dict[str, float]:  # noqa: ANN001 - a tokenizer
+def _top(tokenizer: PreTrainedTokenizerBase, best: Best) -> dict[str, float]:
     """The most likely tokens as text; a text two tokens share keeps the likelier."""
     named: dict[str, float] = {}
     for token, value in zip(best.tokens, best.values):

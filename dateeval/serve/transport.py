@@ -111,7 +111,7 @@ class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: clients reuse connections
     timeout = IDLE_S  # a stalled client cannot hold a thread forever
 
-    def do_GET(self) -> None:  # noqa: N802 - the standard library's naming
+    def do_GET(self) -> None:  # the standard library's naming
         try:
             with self._receiving() as read:
                 read()
@@ -133,7 +133,7 @@ class Handler(BaseHTTPRequestHandler):
         except RequestError as error:
             self._refuse(error)
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:  # the standard library's naming
         try:
             with self._receiving() as read:
                 body = _json_object(read())  # the raw bytes are dropped once parsed
@@ -149,7 +149,7 @@ class Handler(BaseHTTPRequestHandler):
             self._refuse(error)
         except (ClientGone, ConnectionError, TimeoutError):  # gone, or its body stalled for IDLE_S
             self._left()
-        except Exception as error:  # noqa: BLE001 - a bug or the model failing: the client gets an answer, the operator the traceback
+        except Exception as error:  # a bug or the model failing: the client gets an answer, the operator the traceback
             traceback.print_exc(file=sys.stderr)
             self.close_connection = True
             self._send(500, _error(f"internal error: {type(error).__name__}: {error}", "server_error"))
@@ -349,7 +349,7 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the standard library's signature
+    def log_message(self, format: str, *args: object) -> None:  # `format`: the standard library's signature
         """Quiet: a sweep sends thousands of requests."""
 
 

@@ -180,7 +180,7 @@ class Recorder:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True, name=f"dateeval-run-{run_id}")
 
-    def __enter__(self) -> Recorder:  # noqa: PYI034 - Python 3.10 has no typing.Self
+    def __enter__(self) -> Recorder:  # not typing.Self: Python 3.10 has none
         self._poll()  # a request written before the sweep began stops it before any model loads
         try:
             self._write()

@@ -104,7 +104,7 @@ def _coded(values: pd.Series | np.ndarray) -> tuple[pa.Array, pa.Array]:
 
 
 def prediction_text(frame: pd.DataFrame) -> np.ndarray:
-    """``descriptive.predictions`` as text that is equal exactly where pandas finds the values equal (1 == 1.0, 1 != '1').
+    """``rows.predictions`` as text that is equal exactly where pandas finds the values equal (1 == 1.0, 1 != '1').
 
     A missing answer is ``schema.UNPARSEABLE``, one value of its own. Values are converted once per distinct value,
     so millions of rows cost one factorisation.

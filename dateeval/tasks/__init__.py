@@ -18,10 +18,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from dateeval.requests import GenerationSettings
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
-from dateeval.names import MULTI_TURN, SINGLE_TURN, Parts, split
+from dateeval.names import MULTI_TURN, DatasetName, split
+from dateeval.requests import GenerationSettings
+from dateeval.tasks import custom, gsm8k, humaneval, lmeval, mcqa, translation
 from dateeval.tasks.base import Task
 from dateeval.tasks.registry import (
     GENERATION,
@@ -30,106 +31,68 @@ from dateeval.tasks.registry import (
     Benchmark,
     TaskRequest,
     builtin,
-    dataset_help,  # noqa: F401 - dataset_help: the CLI's
     register,
 )
 
 
-@dataclass(frozen=True)
-class TaskName:
-    """A dataset name taken apart: the benchmark, chain-of-thought or not, the number of exemplars, and the few-shot
-    format (``multiturn`` against ``default_multiturn``, the benchmark's own; the name says it only where it differs)."""
-
-    base: str
-    cot: bool = False
-    shots: int = 0
-    multiturn: bool = False
-    default_multiturn: bool = False
-
-    def __str__(self) -> str:
-        turns = None if self.multiturn == self.default_multiturn else MULTI_TURN if self.multiturn else SINGLE_TURN
-        return str(Parts(self.base, self.cot, self.shots, turns))
-
-
-def parse_name(name: str) -> TaskName:
-    """Read ``<benchmark>[_cot][_<k>shot][_multiturn|_singleturn]`` against the registry; one clear error for anything else."""
-    parts = split(name)
-    if parts is None or parts.base not in REGISTRY:
+def parse_name(name: str) -> DatasetName:
+    """Read ``<benchmark>[_cot][_<k>shot][_multiturn|_singleturn]`` and check it against the registry (:func:`check`);
+    one clear error for anything else. The value keeps the format as written (:func:`stored` drops a default one)."""
+    parsed = split(name)
+    if parsed is None or parsed.base not in REGISTRY:
         raise DateEvalError(
             f"unknown dataset {name!r}: choose one of {', '.join(BENCHMARKS)}, optionally with _cot (multiple-choice ones) "
             "and/or _<k>shot (e.g. mmlu_cot, mmlu_5shot, gsm8k_5shot), or give a .jsonl/.csv/.parquet file, a .toml/.yaml spec "
             "or an lm-eval task (lmeval:NAME or lmeval:task.yaml)"
         )
-    benchmark = REGISTRY[parts.base]
-    multiturn = parts.turns == MULTI_TURN if parts.turns else benchmark.multiturn
-    parsed = TaskName(parts.base, parts.cot, parts.shots, multiturn, benchmark.multiturn)
+    return check(parsed)
+
+
+def check(parsed: DatasetName) -> DatasetName:
+    """``parsed`` if its benchmark offers what it asks for (chain of thought, exemplars, a few-shot format); one clear
+    error otherwise. Applied to every name a sweep runs, including those ``--cot`` and ``--shots`` made."""
+    benchmark = REGISTRY[parsed.base]
     if parsed.cot and not benchmark.choice:
         raise DateEvalError(
-            f"{name}: chain-of-thought (_cot) applies to the multiple-choice datasets ({', '.join(MULTIPLE_CHOICE_BENCHMARKS)})"
+            f"{parsed}: chain-of-thought (_cot) applies to the multiple-choice datasets ({', '.join(MULTIPLE_CHOICE_BENCHMARKS)})"
         )
-    if (parsed.shots or parts.turns) and not benchmark.few_shot:
+    if (parsed.shots or parsed.turns) and not benchmark.few_shot:
         raise DateEvalError(
-            f"{name}: few-shot prompting is available for {', '.join(builtin(few_shot=True))} and datasets whose spec names exemplars"
+            f"{parsed}: few-shot prompting is available for {', '.join(builtin(few_shot=True))} and datasets whose spec names exemplars"
         )
     if (
-        parts.turns and not parsed.shots and not benchmark.multiturn
+        parsed.turns and not parsed.shots and not benchmark.multiturn
     ):  # lm-eval's tasks may take their shots from their YAML
-        raise DateEvalError(f"{name}: a few-shot format needs exemplars: name them, e.g. {replace(parsed, shots=5)}")
+        raise DateEvalError(f"{parsed}: a few-shot format needs exemplars: name them, e.g. {replace(parsed, shots=5)}")
     return parsed
+
+
+def multiturn(parsed: DatasetName) -> bool:
+    """Whether a (checked) name's exemplars are turns of a conversation: as its suffix says, else its benchmark's own."""
+    return parsed.turns == MULTI_TURN if parsed.turns else REGISTRY[parsed.base].multiturn
+
+
+def stored(parsed: DatasetName) -> DatasetName:
+    """The name results are stored under: the few-shot format said only where it is not the benchmark's default, so
+    ``mmlu_5shot_singleturn`` and ``mmlu_5shot`` are one dataset."""
+    says_default = parsed.turns is not None and (parsed.turns == MULTI_TURN) == REGISTRY[parsed.base].multiturn
+    return replace(parsed, turns=None) if says_default else parsed
 
 
 def base_of(name: str) -> str | None:
     """The benchmark a dataset name is built on (``mmlu`` of ``mmlu_cot_5shot``); None for text that is no dataset
     name (a path, an ``lmeval:`` reference), which only the command line may give."""
-    parts = split(name)
-    return parts.base if parts else None
+    parsed = split(name)
+    return parsed.base if parsed else None
 
 
-def benchmark_of(name: str) -> Benchmark:
-    """The registered benchmark a (parsed) dataset name belongs to."""
-    return REGISTRY[parse_name(name).base]
-
-
-def generates(name: str) -> bool:
-    """Whether a dataset's results come from generated replies (stored outputs to compare), not the next token alone."""
-    try:
-        parsed = parse_name(name)
-    except DateEvalError:
-        return False
-    return parsed.cot or REGISTRY[parsed.base].family == GENERATION
-
-
-def takes_subjects(name: str) -> bool:
-    """Whether ``--subjects`` selects within this dataset (MMLU); the other datasets of a sweep take the rest of the subset."""
-    return benchmark_of(name).subjects
-
-
-def with_shots(name: str, shots: int) -> str:
-    """The dataset name with ``shots`` exemplars (the CLI's ``--shots``); names that already say theirs keep it."""
-    parsed = parse_name(name)
-    return name if parsed.shots or not shots else str(replace(parsed, shots=shots))
-
-
-def with_cot(name: str, cot: bool) -> str:
-    """The dataset name with chain of thought where ``cot`` asks for it (the Run page's checkbox); a name that says it keeps it."""
-    parsed = parse_name(name)
-    return name if parsed.cot or not cot else str(replace(parsed, cot=True))
-
-
-def with_fewshot_format(name: str, fewshot_format: str | None) -> str:
-    """The dataset name with its exemplars in ``fewshot_format`` (the CLI's ``--fewshot-format``; None: the
-    benchmark's own), said in the name only where it differs from the benchmark's default; a name that already says
-    its format, and a dataset without few-shot prompting, keep theirs."""
-    parsed = parse_name(name)
+def with_fewshot_format(parsed: DatasetName, fewshot_format: str | None) -> DatasetName:
+    """The name with its exemplars in ``fewshot_format`` (the CLI's ``--fewshot-format``; None: the benchmark's own); a
+    name that already says its format, and a dataset without few-shot prompting, keep theirs."""
     benchmark = REGISTRY[parsed.base]
-    if (
-        fewshot_format is None
-        or split(name).turns
-        or not benchmark.few_shot
-        or not (parsed.shots or benchmark.multiturn)
-    ):
-        return str(parsed)
-    return str(replace(parsed, multiturn=fewshot_format == MULTI_TURN))
+    if fewshot_format is None or parsed.turns or not benchmark.few_shot or not (parsed.shots or benchmark.multiturn):
+        return parsed
+    return replace(parsed, turns=fewshot_format)
 
 
 def resolve(reference: str, data_dir: str | Path | None = None, trust_task_code: bool = False) -> str:
@@ -159,38 +122,6 @@ def resolve(reference: str, data_dir: str | Path | None = None, trust_task_code:
 
 
 @dataclass(frozen=True)
-class TaskSource:
-    """A dataset as the driver resolved it, once: the name its results are stored under, and the user's file or lm-eval
-    task behind it (None: a built-in benchmark) with the trust its task code was given. Frozen and small, it travels to
-    every worker (this process, a Ray actor), which builds the task from it without resolving anything again."""
-
-    name: str
-    source: str | None = None
-    trust_task_code: bool = False
-
-    def register(self) -> None:
-        """Make the name mean the same benchmark in this process (a Ray actor registers the user's file; the driver's
-        process has it already, and does not read the file again)."""
-        parts = split(self.name)
-        if self.source is None or (
-            parts is not None and parts.base in REGISTRY and REGISTRY[parts.base].source == self.source
-        ):
-            return
-        if lmeval.is_reference(self.source):
-            lmeval.register_source(self.source, self.trust_task_code)
-        else:
-            custom.register_file(Path(self.source))
-
-
-def resolve_all(
-    references: Iterable[str], data_dir: str | Path | None = None, trust_task_code: bool = False
-) -> tuple[TaskSource, ...]:
-    """Each ``--dataset`` value resolved once (files and lm-eval tasks registered here), by stored name, in order."""
-    names = dict.fromkeys(str(parse_name(resolve(reference, data_dir, trust_task_code))) for reference in references)
-    return tuple(TaskSource(name, benchmark_of(name).source, trust_task_code) for name in names)
-
-
-@dataclass(frozen=True)
 class GenerationOptions:
     """Decoding choices a user may override; ``None`` keeps each task's own default length."""
 
@@ -206,34 +137,106 @@ class GenerationOptions:
         )
 
 
+@dataclass(frozen=True)
+class TaskSource:
+    """A dataset as the driver resolved it, once: the name its results are stored under (parsed and checked), and the
+    user's file or lm-eval task behind it (None: a built-in benchmark) with the trust its task code was given. Frozen
+    and small, it travels to every worker (this process, a Ray actor), which builds the task from it (:meth:`build`)
+    without resolving or parsing anything again."""
+
+    name: DatasetName
+    source: str | None = None
+    trust_task_code: bool = False
+
+    @property
+    def benchmark(self) -> Benchmark:
+        return REGISTRY[self.name.base]
+
+    def register(self) -> None:
+        """Make the name mean the same benchmark in this process (a Ray actor registers the user's file; the driver's
+        process has it already, and does not read the file again)."""
+        if self.source is None or (self.name.base in REGISTRY and self.benchmark.source == self.source):
+            return
+        if lmeval.is_reference(self.source):
+            lmeval.register_source(self.source, self.trust_task_code)
+        else:
+            custom.register_file(Path(self.source))
+
+    def build(
+        self,
+        data_dir: str | Path | None = None,
+        subset: Subset = Subset(),
+        generation: GenerationOptions = GenerationOptions(),
+        label_style: str = "auto",
+    ) -> Task:
+        """Load the dataset's items (and exemplars) and wrap them in the task that evaluates them (in a process where
+        the name means its benchmark: :meth:`register`)."""
+        directory = _folder(data_dir)
+        if subset.subjects and not self.benchmark.subjects:
+            raise DateEvalError(
+                f"--subjects applies to {', '.join(b.name for b in REGISTRY.values() if b.subjects)} only, not {self.name}"
+            )
+        on_turns = multiturn(self.name)
+        request = TaskRequest(
+            str(self.name), self.name.cot, self.name.shots, directory, subset, generation, label_style, on_turns
+        )
+        task = self.benchmark.build(request)
+        task.subset, task.multiturn = subset.describe(), on_turns
+        return task
+
+
+def source_of(reference: str, data_dir: str | Path | None = None, trust_task_code: bool = False) -> TaskSource:
+    """One ``--dataset`` value (a name, a file or spec, an lm-eval task) resolved and parsed, once, under its stored name."""
+    name = stored(parse_name(resolve(reference, _folder(data_dir), trust_task_code)))
+    return TaskSource(name, REGISTRY[name.base].source, trust_task_code)
+
+
+def resolve_all(
+    references: Iterable[str], data_dir: str | Path | None = None, trust_task_code: bool = False
+) -> tuple[TaskSource, ...]:
+    """Each ``--dataset`` value resolved once (files and lm-eval tasks registered here), by stored name, in order."""
+    return tuple(dict.fromkeys(source_of(reference, data_dir, trust_task_code) for reference in references))
+
+
+def variants(
+    references: Iterable[str],
+    data_dir: str | Path | None = None,
+    *,
+    cot: bool = False,
+    shots: int = 0,
+    fewshot_formats: Iterable[str | None] = (None,),
+    trust_task_code: bool = False,
+) -> tuple[TaskSource, ...]:
+    """The datasets a sweep runs: each reference resolved and parsed once, with chain of thought, ``shots`` exemplars
+    and each few-shot format (None: the benchmark's own) where its name does not say its own, each variant checked."""
+    formats = tuple(fewshot_formats)
+    named = [
+        parse_name(resolve(reference, data_dir, trust_task_code)).with_cot(cot).with_shots(shots)
+        for reference in references
+    ]
+    chosen = (stored(check(with_fewshot_format(name, fewshot))) for name in named for fewshot in formats)
+    return tuple(dict.fromkeys(TaskSource(name, REGISTRY[name.base].source, trust_task_code) for name in chosen))
+
+
 def build_task(
-    name: str,
+    reference: str,
     data_dir: str | Path | None = None,
     subset: Subset = Subset(),
     generation: GenerationOptions = GenerationOptions(),
     label_style: str = "auto",
 ) -> Task:
-    """Load a dataset's items (and exemplars) and wrap them in the task that evaluates them; ``name`` may be a file or spec."""
+    """The task a dataset name, file or spec stands for (a stored name rebuilt by the explorer or ``regrade``, a bench):
+    resolved and parsed once (:func:`source_of`), then built (:meth:`TaskSource.build`)."""
+    return source_of(reference, data_dir).build(data_dir, subset, generation, label_style)
+
+
+def _folder(data_dir: str | Path | None) -> Path | None:
+    """The data folder as a path; one clear error where it does not exist."""
     directory = Path(data_dir) if data_dir is not None else None
     if directory is not None and not directory.is_dir():
         raise DateEvalError(f"data directory {directory} does not exist")
-    parsed = parse_name(resolve(name, directory))
-    name, benchmark = (
-        str(parsed),
-        REGISTRY[parsed.base],
-    )  # the name results are stored under says a format only where it is not the default
-    if subset.subjects and not benchmark.subjects:
-        raise DateEvalError(
-            f"--subjects applies to {', '.join(b.name for b in REGISTRY.values() if b.subjects)} only, not {name}"
-        )
-    task = benchmark.build(
-        TaskRequest(name, parsed.cot, parsed.shots, directory, subset, generation, label_style, parsed.multiturn)
-    )
-    task.subset, task.multiturn = subset.describe(), parsed.multiturn
-    return task
+    return directory
 
-
-from dateeval.tasks import custom, gsm8k, humaneval, lmeval, mcqa, translation  # noqa: E402 - they import this package's names
 
 # The built-in benchmarks, registered here and nowhere else (importing a task module registers nothing), in the order the
 # CLI's help and the explorer's lists show them; users' files and lm-eval tasks join when first named (``resolve``).

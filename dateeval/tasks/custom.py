@@ -44,7 +44,6 @@ from pathlib import Path
 
 import regex
 
-from dateeval.requests import GenerationSettings
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT, Condition
 from dateeval.data.custom import (
     ANSWER_FORMATS,
@@ -61,20 +60,14 @@ from dateeval.data.files import load_yaml, read_text
 from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
 from dateeval.limits import MAX_SPEC_BYTES
+from dateeval.metrics import KIND_METRICS
+from dateeval.names import FEWSHOT_FORMATS, MULTI_TURN, SINGLE_TURN, SUFFIXES, DatasetName, ends_like_variant, split
+from dateeval.requests import GenerationSettings
 from dateeval.tasks import fewshot
-from dateeval.names import FEWSHOT_FORMATS, MULTI_TURN, SINGLE_TURN, SUFFIXES, Parts, ends_like_variant, split
 from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, settings_key
-from dateeval.tasks.mcqa import ChainOfThoughtTask, MCQATask, choice_task
 from dateeval.tasks.grading import GRADERS, Grading, extract_answer
-from dateeval.tasks.registry import (
-    GENERATION,
-    KIND_METRICS,
-    MULTIPLE_CHOICE,
-    REGISTRY,
-    Benchmark,
-    TaskRequest,
-    register,
-)
+from dateeval.tasks.mcqa import ChainOfThoughtTask, MCQATask, choice_task
+from dateeval.tasks.registry import GENERATION, MULTIPLE_CHOICE, REGISTRY, Benchmark, TaskRequest, register
 
 SPEC_SUFFIXES = (".toml", ".yaml", ".yml")
 KINDS = ("mcqa", "cot", "generation")
@@ -105,7 +98,9 @@ class Spec:
     def dataset(self) -> str:
         """The name results are stored under: the stem, plus the variant its kind, shots and few-shot format make."""
         return str(
-            Parts(self.name, self.kind == "cot", self.shots, MULTI_TURN if self.multiturn and self.shots else None)
+            DatasetName(
+                self.name, self.kind == "cot", self.shots, MULTI_TURN if self.multiturn and self.shots else None
+            )
         )
 
     def settings(self) -> dict:

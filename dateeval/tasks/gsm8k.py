@@ -12,6 +12,7 @@ from dateeval.conditions import Condition
 from dateeval.data.files import parse_jsonl, read_lines, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
+from dateeval.metrics import KIND_METRICS
 from dateeval.requests import (
     CONTINUATION_LOGPROBS,
     ContinuationRequest,
@@ -22,7 +23,7 @@ from dateeval.requests import (
 )
 from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, without_confidence
 from dateeval.tasks.parsing import find_number, gsm8k_reference, parse_number
-from dateeval.tasks.registry import GENERATION, KIND_METRICS, Benchmark, TaskRequest
+from dateeval.tasks.registry import GENERATION, Benchmark, TaskRequest
 
 PROMPT_VERSION = "gsm8k-v1"
 SETTINGS = GenerationSettings(max_new_tokens=320, stop=("\nQuestion:",))  # a reply that starts a new exemplar has ended

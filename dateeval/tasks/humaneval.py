@@ -14,14 +14,15 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dateeval.requests import GenerationSettings
 from dateeval.conditions import Condition
 from dateeval.data.files import parse_jsonl, read_lines, unique_ids
 from dateeval.data.hub import load_hub_rows
 from dateeval.errors import DateEvalError
+from dateeval.metrics import KIND_METRICS
+from dateeval.requests import GenerationSettings
 from dateeval.sandbox import Check, Limits, Outcome, ensure_available, run_many
 from dateeval.tasks.base import GenerationTask, Prompt, Task, chat
-from dateeval.tasks.registry import GENERATION, KIND_METRICS, Benchmark, TaskRequest
+from dateeval.tasks.registry import GENERATION, Benchmark, TaskRequest
 
 PROMPT_VERSION = "humaneval-v1"
 SETTINGS = GenerationSettings(max_new_tokens=384)

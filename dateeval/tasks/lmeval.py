@@ -65,8 +65,10 @@ import hashlib
 import json
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -79,6 +81,7 @@ from dateeval.limits import (
     MAX_STOP_CHARS,
     MAX_TASK_STOPS,
 )
+from dateeval.metrics import KIND_METRICS
 from dateeval.names import SUFFIXES, ends_like_variant
 from dateeval.requests import (
     CONTINUATION_LOGPROBS,
@@ -90,22 +93,18 @@ from dateeval.requests import (
     PromptInput,
     Steps,
 )
-from dateeval.tasks.lmeval_bounds import INSTALL, lm_eval_module  # noqa: F401 - INSTALL: the tests' and docs' message
-from dateeval.tasks.lmeval_config import TRUST_FLAG, check_code, read_config  # noqa: F401 - the tests call them here
 from dateeval.tasks.base import (
     GenerationTask,
     Prompt,
     Task,
     settings_key,
 )
-from dateeval.tasks.registry import (
-    GENERATION,
-    KIND_METRICS,
-    MULTIPLE_CHOICE,
-    Benchmark,
-    TaskRequest,
-    register,
-)
+from dateeval.tasks.lmeval_bounds import lm_eval_module
+from dateeval.tasks.lmeval_config import check_code, read_config
+from dateeval.tasks.registry import GENERATION, MULTIPLE_CHOICE, Benchmark, TaskRequest, register
+
+if TYPE_CHECKING:
+    from lm_eval.api.task import Task as LmEvalTask
 
 PREFIX = "lmeval:"
 PROMPT_VERSION = "lmeval-v1"
@@ -175,7 +174,7 @@ def load_task(source: str, trust: bool = False):
         raise DateEvalError(f"lm-eval registers no task {target} (lm-eval's tasks by name, or a task YAML file)")
     try:
         tasks = manager.load(target)["tasks"]
-    except Exception as error:  # noqa: BLE001 - lm-eval raises anything from a bad YAML, a missing dataset or an unknown name
+    except Exception as error:  # lm-eval raises anything from a bad YAML, a missing dataset or an unknown name
         first = (str(error).strip().splitlines() or [""])[0]
         problem = (
             first if isinstance(error, DateEvalError) else f"{type(error).__name__}: {first}"
@@ -280,7 +279,7 @@ def _documents(task, shots: int, multiturn: bool, target: str) -> list[Document]
         for index, doc in enumerate(task.eval_docs):
             _check_choices(task, doc)
             documents.append(Document(str(index), doc, _messages_of(task, doc, shots, multiturn)))
-    except Exception as error:  # noqa: BLE001 - a template or field error in the user's task
+    except Exception as error:  # a template or field error in the user's task
         problem = str(error) if isinstance(error, DateEvalError) else f"{type(error).__name__}: {error}"
         raise DateEvalError(f"lm-eval task {target}, document {len(documents)}: {problem}") from None
     if not documents:
@@ -288,7 +287,7 @@ def _documents(task, shots: int, multiturn: bool, target: str) -> list[Document]
     return documents
 
 
-def _check_choices(task, doc: dict) -> None:  # noqa: ANN001 - an lm-eval Task
+def _check_choices(task: LmEvalTask, doc: dict) -> None:
     """A multiple-choice document's choices within :data:`LMEVAL_MAX_CHOICES` (each is scored) before any is scored."""
     if task.OUTPUT_TYPE == "multiple_choice" and (count := len(task.doc_to_choice(doc))) > LMEVAL_MAX_CHOICES:
         raise DateEvalError(f"{count:,} choices, over the {LMEVAL_MAX_CHOICES:,} a document may have (each is scored)")
@@ -307,7 +306,9 @@ def _stops(until: object, target: str) -> tuple[str, ...]:
     return stop
 
 
-def _check_documents(docs, target: str) -> None:  # noqa: ANN001 - a datasets.Dataset, or what a task's process_docs returned
+def _check_documents(
+    docs: Iterable[dict], target: str
+) -> None:  # a datasets.Dataset, or what a task's process_docs returned
     """The task's evaluation documents within a data file's bounds before each becomes a dict (and all of them JSON in
     the content key): lm-eval reads them with datasets, from a Hub dataset or a local file of any size. A list that a
     task's own ``process_docs`` returned is already built: only a dataset's memory-mapped table can be measured first."""

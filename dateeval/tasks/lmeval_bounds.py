@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import functools
 import re
+from types import ModuleType
 
 import regex
 
@@ -18,7 +19,7 @@ from dateeval.limits import LMEVAL_MAX_LITERAL_CHARS, REGEX_SECONDS
 INSTALL = "lm-eval tasks need the optional extra: ./run.sh setup-lmeval (or pip install -r requirements-lmeval.txt)"
 
 
-def lm_eval_module():  # noqa: ANN201 - the lm_eval package
+def lm_eval_module() -> ModuleType:
     """The ``lm_eval`` package, bounded as this module says; one line naming the extra where it is not installed."""
     try:
         import lm_eval
@@ -122,7 +123,7 @@ class _BoundedLiterals:
 _BOUNDED_AST = _BoundedLiterals()
 
 
-def _sandbox_templates(utils) -> None:  # noqa: ANN001 - lm_eval.utils
+def _sandbox_templates(utils: ModuleType) -> None:
     """Render lm-eval's templates (``doc_to_text``...) in dateeval's guarded sandbox: lm-eval's own environment lets a
     template reach Python (``{{ cycler.__init__.__globals__.os }}``), Jinja's sandbox alone lets it fill memory
     (``{{ 'a' * 10**10 }}``), and a task YAML is data. The guarded environment is lm-eval's rebuilt (its options and

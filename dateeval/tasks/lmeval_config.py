@@ -4,6 +4,7 @@ trusts it (:data:`TRUST_FLAG`). Split from :mod:`dateeval.tasks.lmeval`, which b
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import yaml
@@ -101,8 +102,8 @@ def _helper(yaml_path: Path, reference: str) -> Path | None:
 
 def _registered() -> dict[str, object]:
     """lm-eval's registries that a task YAML's names are looked up in (metrics, aggregations, filters, samplers)."""
-    import lm_eval.api.metrics  # fills the metric and aggregation registries
-    import lm_eval.filters  # noqa: F401 - fills the filter registry
+    importlib.import_module("lm_eval.api.metrics")  # fills the metric and aggregation registries
+    importlib.import_module("lm_eval.filters")  # fills the filter registry
     from lm_eval.api import registry, samplers
 
     return {

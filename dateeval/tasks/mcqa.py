@@ -20,6 +20,7 @@ from dateeval.conditions import Condition
 from dateeval.data import SOURCES, Source, load_exemplars, load_items
 from dateeval.data.items import LABELS, MCItem
 from dateeval.errors import DateEvalError
+from dateeval.metrics import CALIBRATED
 from dateeval.requests import (
     LABEL_LOGPROBS,
     GenerationSettings,
@@ -35,7 +36,7 @@ from dateeval.requests import (
 from dateeval.tasks import fewshot
 from dateeval.tasks.base import GenerationTask, Prompt, Task, few_shot_chat, settings_key, without_confidence
 from dateeval.tasks.parsing import find_choice, parse_choice
-from dateeval.tasks.registry import CALIBRATED, MULTIPLE_CHOICE, Benchmark, TaskRequest
+from dateeval.tasks.registry import MULTIPLE_CHOICE, Benchmark, TaskRequest
 
 PROMPT_VERSION = "mcqa-v1"
 INSTRUCTION = "The following is a multiple-choice question{about}. Reply with the letter of the correct answer."

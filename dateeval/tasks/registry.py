@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from dateeval.data.items import Subset
 from dateeval.errors import DateEvalError
+from dateeval.metrics import ACCURACY, METRICS
 from dateeval.registry import Registry
-from dateeval.metrics import ACCURACY, CALIBRATED, KIND_METRICS, METRICS  # noqa: F401 - the task modules' declarations
 
 if TYPE_CHECKING:
     from dateeval.tasks import GenerationOptions

@@ -15,13 +15,14 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from dateeval.requests import GenerationSettings
 from dateeval.conditions import Condition
 from dateeval.corpus import segment_stats, sentence_chrf, signatures
 from dateeval.data.files import read_text
 from dateeval.errors import DateEvalError
+from dateeval.metrics import KIND_METRICS
+from dateeval.requests import GenerationSettings
 from dateeval.tasks.base import GenerationTask, Prompt, Task, chat
-from dateeval.tasks.registry import GENERATION, KIND_METRICS, Benchmark, TaskRequest
+from dateeval.tasks.registry import GENERATION, Benchmark, TaskRequest
 
 PROMPT_VERSION = "wmt16-v1"
 SETTINGS = GenerationSettings(max_new_tokens=192)

@@ -26,7 +26,7 @@ from dateeval.data import Subset
 from dateeval.ray_executor import RayExecutor
 from dateeval.store import Store
 from dateeval.tasks import GenerationOptions
-from dateeval.sweep import Sweep, SweepSpec
+from dateeval.sweep import Progress, Sweep, SweepSpec
 
 
 def spec(data_dir: str) -> SweepSpec:
@@ -51,7 +51,7 @@ def main() -> None:
     killed: list[str] = []
     seen: set[str] = set()  # what the actors were computing: a unit's label, or a pool of a generation dataset's units
 
-    def kill_one(progress) -> None:  # noqa: ANN001
+    def kill_one(progress: Progress) -> None:
         seen.update(progress.workers.values())
         if scenario == "kill-worker" and not killed and progress.units_done >= 2 and progress.workers:
             name = next(iter(progress.workers))

@@ -145,7 +145,10 @@ class Scheduler:
         """
         flat = [(u, r) for u, unit in enumerate(units) for r in range(len(unit))]
         replies: list[list[Generation | None]] = [[None] * len(unit) for unit in units]
-        key = lambda k: repr(units[flat[k][0]][flat[k][1]].settings)  # noqa: E731
+
+        def key(k: int) -> str:
+            return repr(units[flat[k][0]][flat[k][1]].settings)
+
         for indices in _grouped(sorted(range(len(flat)), key=key), key):
             requests = [units[flat[k][0]][flat[k][1]] for k in indices]
             groups = [[j for j, k in enumerate(indices) if flat[k][0] == u] for u in range(len(units))]
@@ -164,7 +167,7 @@ def _grouped(indices: list[int], key: Callable[[int], str]) -> list[list[int]]:
     return [list(group) for _, group in groupby(indices, key=key)]
 
 
-def _continuation_total(row: Any, tokens: list[int], first: int) -> float:  # noqa: ANN401 - a torch tensor of log-probabilities
+def _continuation_total(row: Any, tokens: list[int], first: int) -> float:  # row: a torch tensor of log-probabilities
     """The sum of a text's continuation tokens' log-probabilities, read from its row (position i predicts token i + 1)."""
     import torch
 

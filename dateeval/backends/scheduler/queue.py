@@ -22,9 +22,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sized
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from dateeval.backends.base import Generation, GenerationSettings
 
 MAX_BATCH = 32  # requests one batch may hold
 BATCH_TOKENS = 8192  # rows x longest prompt (and reply) one batch may hold: the memory of one full SmolLM2 context
@@ -72,10 +78,29 @@ class Best:
     tokens: list[int]
 
 
+class ServingBackend(Protocol):
+    """What the queue computes with (``TransformersBackend``): its tokenizer's size and the serving primitives."""
+
+    tokenizer: Sized
+
+    def interruptible(self, stop: Callable[[], bool], error: type[BaseException]) -> AbstractContextManager[None]: ...
+    def next_token_logprobs(
+        self, encoded: list[list[int]], token_ids: list[list[int]], batch_size: int = ...
+    ) -> list[np.ndarray]: ...
+    def echo_logprobs(self, prompts: list[list[int]]) -> Any: ...  # a torch tensor, opaque here
+    def generate_texts(
+        self,
+        prompts: list[str],
+        settings: GenerationSettings = ...,
+        batch_size: int = ...,
+        should_stop: Callable[[int], bool] | None = None,
+    ) -> list[Generation]: ...
+
+
 class RequestQueue:
     """Jobs waiting for the model, and the one thread that batches and computes them while holding ``lock``."""
 
-    def __init__(self, backend: Any, lock: threading.Lock) -> None:  # noqa: ANN401 - a backend with the scheduler's serving primitives
+    def __init__(self, backend: ServingBackend, lock: threading.Lock) -> None:
         self.backend, self.lock = backend, lock
         self.queue: list[Job] = []
         self.ready = threading.Condition()
@@ -155,7 +180,8 @@ class RequestQueue:
         try:
             with self.backend.interruptible(lambda: all(job.gone() for job in batch), Cancelled):
                 results = COMPUTE[batch[0].kind](self.backend, batch)
-        except Exception as error:  # noqa: BLE001 - each request's caller answers it (the server: a 500 with its traceback, or one log line)
+        except Exception as error:
+            # whatever it is, each request's caller answers it (the server: a 500 with its traceback, or one log line)
             return self._finish(batch, error=error)
         for job, result in zip(batch, results):
             job.result = result  # a row stopped when its caller left holds a cut-short reply: never answered
@@ -170,13 +196,13 @@ class RequestQueue:
                 job.done.set()
 
 
-def _bests(logprobs: Any, k: int) -> list[Best]:  # noqa: ANN401 - a torch tensor
+def _bests(logprobs: Any, k: int) -> list[Best]:  # logprobs: a torch tensor, opaque here
     """Each row's ``k`` most likely tokens."""
     values, tokens = logprobs.topk(k)
     return [Best(v, t) for v, t in zip(values.tolist(), tokens.tolist())]
 
 
-def _next_tokens(backend: Any, batch: list[Job]) -> list[Best]:  # noqa: ANN401
+def _next_tokens(backend: ServingBackend, batch: list[Job]) -> list[Best]:
     """Each prompt's ``k`` most likely next tokens, scored as the scheduler batches a sweep's prompts."""
     import torch
 
@@ -185,7 +211,7 @@ def _next_tokens(backend: Any, batch: list[Job]) -> list[Best]:  # noqa: ANN401
     return [_bests(torch.from_numpy(array)[None], job.k)[0] for array, job in zip(arrays, batch)]
 
 
-def _echoes(backend: Any, batch: list[Job]) -> list[tuple[list[float], list[Best], Best]]:  # noqa: ANN401
+def _echoes(backend: ServingBackend, batch: list[Job]) -> list[tuple[list[float], list[Best], Best]]:
     """Each prompt's tokens' log-probabilities and every position's top ``k`` (the next token's at least one), one forward pass.
 
     The batch's full-vocabulary log-probabilities (up to
@@ -196,7 +222,11 @@ def _echoes(backend: Any, batch: list[Job]) -> list[tuple[list[float], list[Best
     return [_echo_scores(logprobs[row, : len(job.work)], job.work, job.k) for row, job in enumerate(batch)]
 
 
-def _echo_scores(logprobs: Any, prompt: list[int], k: int) -> tuple[list[float], list[Best], Best]:  # noqa: ANN401 - a torch tensor
+def _echo_scores(
+    logprobs: Any,  # a torch tensor, opaque here
+    prompt: list[int],
+    k: int,
+) -> tuple[list[float], list[Best], Best]:
     """What an echo answer reads of its prompt's rows: each token's log-probability after those before it, each position's top ``k``."""
     import torch
 
@@ -205,10 +235,14 @@ def _echo_scores(logprobs: Any, prompt: list[int], k: int) -> tuple[list[float],
     return chosen, _bests(logprobs[:-1], k), _bests(logprobs[-1:], max(k, 1))[0]
 
 
-def _generations(backend: Any, batch: list[Job]) -> list:  # noqa: ANN401
+def _generations(backend: ServingBackend, batch: list[Job]) -> list:
     """Replies of prompts that share their settings, generated together; a row stops at the step after its caller left."""
     prompts = [job.work for job in batch]
     return backend.generate_texts(prompts, batch[0].key, batch_size=len(batch), should_stop=lambda i: batch[i].gone())
 
 
-COMPUTE: dict[str, Callable[[Any, list[Job]], list]] = {"top": _next_tokens, "echo": _echoes, "generate": _generations}
+COMPUTE: dict[str, Callable[[ServingBackend, list[Job]], list]] = {
+    "top": _next_tokens,
+    "echo": _echoes,
+    "generate": _generations,
+}
