@@ -2,7 +2,7 @@
 
 The cost of issue 18's hardening (a cgroup per program, values as restricted
 pickles instead of tagged JSON, a host-unique user id) is measured, not
-guessed: the earlier ``dateeval/sandbox.py`` and ``dateeval/seccomp.py`` are
+guessed: the earlier ``dateeval/sandbox.py`` and ``dateeval/seccomp.py`` (now the package ``dateeval/sandbox/``) are
 read from git and loaded beside the current ones, and the two grade the 164
 canonical solutions in alternating rounds (so a busy neighbour slows both
 alike). The current sandbox is also timed without cgroups (its single-process
@@ -26,7 +26,8 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from dateeval import cgroups, sandbox
+from dateeval import sandbox
+from dateeval.sandbox import cgroups
 from dateeval.tasks import humaneval
 
 BEFORE = "4bb8fbc"  # the last commit before issue 18's sandbox work
@@ -41,8 +42,10 @@ def load_revision(revision: str) -> ModuleType:
         ).stdout
         spec = importlib.util.spec_from_loader(f"{name}_at_{revision}", loader=None)
         module = sys.modules[spec.name] = importlib.util.module_from_spec(spec)  # dataclasses look it up
+        sys.modules[f"dateeval.{name}"] = module  # the revision's own layout: its sandbox imports dateeval.seccomp
         exec(compile(source, f"{revision}:dateeval/{name}.py", "exec"), module.__dict__)  # our own code, from git
         modules[name] = module
+    sys.modules["dateeval.sandbox"] = sandbox  # this tree's package again
     modules["sandbox"].seccomp = modules["seccomp"]
     return modules["sandbox"]
 

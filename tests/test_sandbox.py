@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from dateeval import cgroups, sandbox
+from dateeval import sandbox
+from dateeval.sandbox import cgroups
 from dateeval.sandbox import Check, Limits, run_check, run_many
 from dateeval.tasks import humaneval
 

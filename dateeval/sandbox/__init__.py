@@ -29,7 +29,7 @@ included, see ``_argument``), output comes back through pipes it created,
 drained continuously (a program printing megabytes is not blocked) and kept
 up to a cap. Memory is
 limited per program, in total: each sandbox starts inside its own cgroup
-(:mod:`dateeval.cgroups`: memory with no swap, and process count), which
+(:mod:`dateeval.sandbox.cgroups`: memory with no swap, and process count), which
 counts every process, shared memory and tmpfs page (and then no address-space
 limit is set: it would count reserved, unused memory); where no cgroup can be
 made, the program may not create processes (threads are fine), so its
@@ -59,8 +59,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from dateeval import cgroups, seccomp
-from dateeval.sandbox_programs import CHECKER, SOLUTION
+from dateeval.sandbox import cgroups, seccomp
+from dateeval.sandbox.programs import CHECKER, SOLUTION
 from dateeval.errors import DateEvalError
 
 OUTCOMES = ("passed", "failed", "timeout", "error")
