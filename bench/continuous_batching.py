@@ -36,16 +36,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from dateeval.backends import packing
-from dateeval.backends.base import Generation, GenerationRequest, GenerationSettings
-from dateeval.backends.base import FixedBatch
+from dateeval.backends.base import FixedBatch, Generation, GenerationRequest, GenerationSettings
 from dateeval.backends.scheduler.plans import common_prefix_length, packed_batches, scoring_batches
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.cli import _quiet_libraries
 from dateeval.conditions import Condition
 from dateeval.data import Subset
+from dateeval.engine.worker import prompt_input
 from dateeval.models import resolve
 from dateeval.tasks import build_task
-from dateeval.worker import prompt_input
 
 DATES = [dt.date(2024, 1, 1) + dt.timedelta(days=37 * k) for k in range(12)]
 

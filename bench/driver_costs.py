@@ -31,13 +31,12 @@ import numpy as np
 
 from dateeval.conditions import Condition
 from dateeval.data import Subset
-from dateeval.store.leases import Leases
+from dateeval.engine.worker import _prompt_hash
 from dateeval.prompting import ChatTemplate
 from dateeval.schema import ROW_KEY
-from dateeval.store import Store
-from dateeval.store import sidecars
+from dateeval.store import Store, sidecars
+from dateeval.store.leases import Leases
 from dateeval.tasks import build_task
-from dateeval.worker import _prompt_hash
 
 
 def renders_per_second(data_dir: str, template: ChatTemplate, n: int) -> float:

@@ -38,13 +38,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 
-from dateeval.answers import model_view
 from dateeval.backends.base import BackendOptions, LabelRequest
 from dateeval.backends.openai_api import OpenAIBackend, parse_endpoint
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.cli import _quiet_libraries
 from dateeval.conditions import expand
 from dateeval.data import Subset
+from dateeval.engine.answers import model_view
 from dateeval.models import converted_gguf_dir, resolve
 from dateeval.tasks import build_task
 

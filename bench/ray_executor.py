@@ -26,9 +26,9 @@ from dateeval.backends import BackendOptions
 from dateeval.cli import _quiet_libraries
 from dateeval.conditions import expand
 from dateeval.data import Subset
+from dateeval.engine.sweep import Executor, LocalExecutor, Progress, Sweep, SweepSpec
 from dateeval.keeping import keep
 from dateeval.store import Store
-from dateeval.sweep import Executor, LocalExecutor, Progress, Sweep, SweepSpec
 
 
 def steady_rate(spec: SweepSpec, executor: Executor) -> tuple[float, float, float]:
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
     args = parser.parse_args()
     _quiet_libraries()
-    from dateeval.ray_executor import RayExecutor
+    from dateeval.engine.ray_executor import RayExecutor
 
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in range(args.dates)]
     spec = SweepSpec(

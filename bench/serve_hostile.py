@@ -113,10 +113,10 @@ def passes_at_the_bounds() -> None:
     """One forward pass at each bound, in this process: its seconds and its longest stretch between two checkpoints."""
     import torch
 
-    from dateeval.backends.transformers import TransformersBackend
-    from dateeval.models import resolve
     from dateeval.backends.interrupt import checkpoints
     from dateeval.backends.scheduler.queue import BATCH_TOKENS, MAX_BATCH, MAX_ECHO_POSITIONS
+    from dateeval.backends.transformers import TransformersBackend
+    from dateeval.models import resolve
 
     backend = TransformersBackend(resolve(MODEL), dtype="float32", device="cpu")
     marks: list[float] = []

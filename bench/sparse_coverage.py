@@ -36,9 +36,9 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dateeval import sparse
-from dateeval.rows import with_factor
 from dateeval.results import chance, estimated, inference, robust, sparse_chance
 from dateeval.results.estimated import Z, difference_estimates, sparse_robust
+from dateeval.rows import with_factor
 from dateeval.store import Store
 
 

@@ -25,16 +25,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch
 
 from bench.machine import matmul_rate
+from dateeval.backends import BackendOptions
 from dateeval.backends.scheduler.plans import common_prefix_length
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.cli import _quiet_libraries
 from dateeval.conditions import expand
 from dateeval.data import Subset
+from dateeval.engine.sweep import Sweep, SweepSpec
 from dateeval.keeping import keep
 from dateeval.models import resolve
 from dateeval.store import Store
-from dateeval.backends import BackendOptions
-from dateeval.sweep import Sweep, SweepSpec
 from dateeval.tasks import build_task
 
 

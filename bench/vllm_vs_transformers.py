@@ -24,12 +24,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import numpy as np
 
-from dateeval.answers import model_view
 from dateeval.backends import BACKENDS, Backend, BackendOptions
 from dateeval.backends.base import GenerationRequest, GenerationSettings, LabelRequest
 from dateeval.cli import _quiet_libraries
 from dateeval.conditions import Condition, expand
 from dateeval.data import Subset
+from dateeval.engine.answers import model_view
 from dateeval.models import resolve
 from dateeval.tasks import build_task
 from dateeval.tasks.base import Task

@@ -11,9 +11,9 @@ import threading
 import traceback
 from dataclasses import dataclass, field, replace
 
+from dateeval.engine.sweep import Executor, Keep, LocalExecutor, Progress, Sweep, SweepSpec
 from dateeval.errors import DateEvalError
 from dateeval.store import Store
-from dateeval.sweep import Executor, Keep, LocalExecutor, Progress, Sweep, SweepSpec
 
 
 @dataclass

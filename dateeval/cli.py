@@ -25,8 +25,8 @@ from dateeval.errors import DateEvalError
 from dateeval.sparse import check_budget
 
 if TYPE_CHECKING:
-    from dateeval.plan import Progress
-    from dateeval.sweep import Executor
+    from dateeval.engine.plan import Progress
+    from dateeval.engine.sweep import Executor
 
 EXIT_ERROR = 2
 # One condition per order: as many as a sweep may have dates, so a typo cannot ask for a billion conditions.
@@ -99,9 +99,9 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     from dateeval.backends.openai_api import MODES
     from dateeval.backends.transformers import DEVICES, DTYPES
     from dateeval.models import DEFAULT_MODEL
+    from dateeval.names import FEWSHOT_FORMATS
     from dateeval.prompting import POSITIONS
     from dateeval.tasks.registry import dataset_help
-    from dateeval.names import FEWSHOT_FORMATS
 
     run = commands.add_parser("run", help="score datasets under every date (and baseline) condition")
     run.add_argument(
@@ -245,7 +245,7 @@ def _add_run(commands: argparse._SubParsersAction) -> None:
     )
     run.add_argument("--store", default="cache/results", help="results folder (default cache/results)")
     _add_spec_flags(run)
-    cluster = run.add_argument_group("where units run (dateeval/ray_executor.py)")
+    cluster = run.add_argument_group("where units run (dateeval/engine/ray_executor.py)")
     cluster.add_argument(
         "--executor",
         default="local",
@@ -402,12 +402,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     from dateeval.backends import BackendOptions
     from dateeval.conditions import DEFAULT_SYSTEM_PROMPT
+    from dateeval.engine.plan import build_spec, dated_conditions
+    from dateeval.engine.sweep import Sweep
     from dateeval.keeping import keep
     from dateeval.models import DEFAULT_MODEL
-    from dateeval.plan import build_spec, dated_conditions
     from dateeval.prompting import DateInjection
     from dateeval.store import Store
-    from dateeval.sweep import Sweep
     from dateeval.tasks import GenerationOptions
 
     if not args.dataset:
@@ -517,10 +517,10 @@ def _executor(args: argparse.Namespace) -> Executor:
     if args.executor == "local":
         if args.address or args.workers or args.gpus_per_worker:
             raise DateEvalError("--address, --workers and --gpus-per-worker apply to --executor ray")
-        from dateeval.sweep import LocalExecutor
+        from dateeval.engine.sweep import LocalExecutor
 
         return LocalExecutor()
-    from dateeval.ray_executor import RayExecutor
+    from dateeval.engine.ray_executor import RayExecutor
 
     return RayExecutor(address=args.address, workers=args.workers, gpus_per_worker=args.gpus_per_worker)
 

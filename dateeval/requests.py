@@ -15,7 +15,7 @@ Three request kinds exist:
 A task states its work as :data:`Steps`: a generator that yields one batch
 of requests of one kind at a time, receives their answers (``send``), and
 returns the rows. Multi-round tasks (generate, then score the answer's
-confidence) are one generator; ``dateeval/answers.py`` runs it on a backend.
+confidence) are one generator; ``dateeval/engine/answers.py`` runs it on a backend.
 What a task may know about the model answering it is a :class:`ModelView`
 (capabilities, and the tokenizer as :class:`Tokens`), never the backend.
 

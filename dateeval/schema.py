@@ -2,7 +2,7 @@
 
 Every module that writes or reads rows names its columns from here, so a column is renamed or added in one place.
 A row records what produced it (model identity, condition factors, prompt hash, scoring settings); see
-``dateeval.worker`` for how it is filled and ``dateeval.results`` for how it is read.
+``dateeval.engine.worker`` for how it is filled and ``dateeval.results`` for how it is read.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Sparse date sweeps: which (question, date) cells a budgeted sweep scores, each with a known inclusion probability.
 
 Why: most questions never move with the date (docs/coverage.md, "Sparse sweeps"), so scoring every question on every
-date buys little. The design, which the sweep (``dateeval.sweep``) draws and the results layer reads back to estimate:
+date buys little. The design, which the sweep (``dateeval.engine.sweep``) draws and the results layer reads back to estimate:
 
 * **dense conditions** score every question: every condition that is not a date (the no-date baseline, other
   factors) and :data:`PILOT` pilot dates spread over the sweep's dates (:func:`pilot_indices`);

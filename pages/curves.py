@@ -4,8 +4,8 @@ import pandas as pd
 import streamlit as st
 
 from dateeval import explorer, plots, viewstate
-from dateeval.results import descriptive, paper
 from dateeval.metrics import EXPLAIN, METRICS, dataset_metrics, points
+from dateeval.results import descriptive, paper
 
 st.title("Scores by date: accuracy, calibration, pass@1, BLEU, chrF")
 explorer.app_settings()

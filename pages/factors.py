@@ -3,8 +3,8 @@
 import streamlit as st
 
 from dateeval import explorer, plots
-from dateeval.results import descriptive, inference
 from dateeval.metrics import EXPLAIN, METRICS, dataset_metrics, percent
+from dateeval.results import descriptive, inference
 
 st.title("Is the date effect real, and how big is it next to the rest?")
 explorer.app_settings()

@@ -7,10 +7,10 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from dateeval import explorer, plots, viewstate
-from dateeval.errors import DateEvalError
-from dateeval.results import descriptive
 from dateeval.data.items import LABELS
+from dateeval.errors import DateEvalError
 from dateeval.metrics import counted
+from dateeval.results import descriptive
 from dateeval.schema import GENERATION_KINDS
 
 st.title("Questions that flip with the date")

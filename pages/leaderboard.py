@@ -7,8 +7,8 @@ import streamlit as st
 from pandas.io.formats.style import Styler
 
 from dateeval import explorer, plots, viewstate
-from dateeval.results import descriptive
 from dateeval.metrics import EXPLAIN, METRICS, counted, dataset_metrics, percent
+from dateeval.results import descriptive
 
 st.title("Leaderboard by date")
 explorer.app_settings()

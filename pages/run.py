@@ -6,21 +6,20 @@ import pandas as pd
 import streamlit as st
 
 from dateeval import explorer, uploads
-from dateeval.store import runs
 from dateeval.backends import BackendOptions, openai_api
 from dateeval.backends.transformers import DTYPES
+from dateeval.background import BackgroundSweep
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT
+from dateeval.engine.plan import build_spec, dated_conditions
+from dateeval.engine.ray_executor import RayExecutor
+from dateeval.engine.sweep import LocalExecutor
 from dateeval.errors import DateEvalError
 from dateeval.keeping import keep
 from dateeval.models import DEFAULT_MODEL
-from dateeval.prompting import POSITIONS, DateInjection
-from dateeval.ray_executor import RayExecutor
-from dateeval.background import BackgroundSweep
-from dateeval.store import Store
-from dateeval.plan import build_spec, dated_conditions
-from dateeval.sweep import LocalExecutor
-from dateeval.tasks import BENCHMARKS, GenerationOptions
 from dateeval.names import FEWSHOT_FORMATS
+from dateeval.prompting import POSITIONS, DateInjection
+from dateeval.store import Store, runs
+from dateeval.tasks import BENCHMARKS, GenerationOptions
 
 BACKEND_CHOICES = {
     "transformers": "transformers (in process)",

@@ -1,19 +1,19 @@
 """Sums kept beside the store and DuckDB per-item reads give exactly what the per-item analysis gives."""
 
-import oracles
 import datetime as dt
 import shutil
 from pathlib import Path
 
+import oracles
 import pandas as pd
 import pytest
-
 from conftest import ROOT
+
 from dateeval import results, schema
-from dateeval.results import unit_sums, descriptive, stored, item_matrices
 from dateeval.errors import DateEvalError
-from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
 from dateeval.keeping import keep
+from dateeval.results import descriptive, item_matrices, stored, unit_sums
+from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
 from dateeval.store import Store, sidecars
 
 KEY = [*schema.ENTRY, "condition"]
@@ -398,9 +398,8 @@ def test_a_users_generation_dataset_is_reported_by_its_task_kind(tmp_path):
 def test_entries_scored_from_different_option_labels_are_marked_not_comparable(tmp_path, monkeypatch):
     """An API run in chat mode reads "A" where in-process reads " A": the explorer and summary say the two entries
     are not comparable (issue 18: 0.25 against 0.45 on the same items, for that reason alone)."""
-    from streamlit.testing.v1 import AppTest
-
     from conftest import ROOT, run_cli
+    from streamlit.testing.v1 import AppTest
 
     store = Store(tmp_path / "store")
     for variant, key in (("space+label", "t1"), ("label", "t2")):

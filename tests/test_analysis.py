@@ -1,10 +1,10 @@
 import numpy as np
 import pandas as pd
 import pytest
-
-from dateeval.results.descriptive import summarize
 from oracles import condition_metrics
+
 from dateeval.metrics import ece
+from dateeval.results.descriptive import summarize
 
 
 def test_ece_hand_computed():

@@ -7,9 +7,8 @@ import re
 import time
 
 import pytest
-from streamlit.testing.v1 import AppTest
-
 from conftest import ROOT
+from streamlit.testing.v1 import AppTest
 
 PAGES = [
     "pages/overview.py",

@@ -15,7 +15,6 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-
 from conftest import ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")

@@ -13,10 +13,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute
 import pytest
+from conftest import ROOT, demo_copy, run_cli
 
 from dateeval.store import Store
-
-from conftest import ROOT, demo_copy, run_cli
 
 
 def _assert_one_line_error(result, fragment):

@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import numpy as np
+import oracles
 import pytest
 
-import oracles
 from dateeval import stats
 from dateeval.results import bands, robust
 
@@ -114,8 +114,8 @@ def test_entries_on_different_questions_are_not_paired(tmp_path):
     dates both have"), and the results layer pairs nothing (the Leaderboard section, the report, the reorder chance)."""
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-
     from conftest import demo_copy
+
     from dateeval import results
     from dateeval.store import checksums
 

@@ -5,7 +5,6 @@ pages print covers less than nominal - 3 Monte-Carlo standard errors, or a test 
 from __future__ import annotations
 
 import pytest
-
 from conftest import bench_module
 
 

@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import ROOT, run_cli
+
 from dateeval import cli
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError

@@ -14,14 +14,14 @@ import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import ROOT, run_cli
+
+from dateeval.backends import BackendOptions
 from dateeval.conditions import expand
 from dateeval.data import Subset
+from dateeval.engine.sweep import Sweep, SweepSpec
 from dateeval.schema import ROW_KEY
 from dateeval.store import Store
-from dateeval.backends import BackendOptions
-from dateeval.sweep import Sweep, SweepSpec
 from dateeval.tasks import mcqa
 
 DATES = "2024-01-01,2024-06-15,2024-12-31"
@@ -471,8 +471,8 @@ def test_continuation_logprobs_equal_a_full_forward_pass(backend):
 def _real_prompts(backend, data_dir):
     """One real GSM8K, chain-of-thought MMLU and HumanEval prompt each, rendered under one date as a sweep renders them."""
     from dateeval.conditions import Condition
+    from dateeval.engine.worker import prompt_input
     from dateeval.tasks import build_task
-    from dateeval.worker import prompt_input
 
     condition = Condition(date=dt.date(2024, 3, 1))
     tasks = [
@@ -526,8 +526,8 @@ def test_units_generated_together_equal_each_unit_alone_and_run_each_prefix_once
     from dateeval.backends.base import FixedBatch, GenerationRequest, GenerationSettings
     from dateeval.backends.scheduler.plans import common_prefix_length
     from dateeval.conditions import Condition
+    from dateeval.engine.worker import prompt_input
     from dateeval.tasks import build_task
-    from dateeval.worker import prompt_input
 
     settings = GenerationSettings(max_new_tokens=12, stop=("\n",))
     tasks = [
@@ -570,8 +570,8 @@ def test_a_shared_prefix_runs_once_across_calls_and_changes_no_value(backend, da
     from dateeval.backends import transformers
     from dateeval.backends.scheduler.plans import common_prefix_length
     from dateeval.conditions import Condition
+    from dateeval.engine.worker import prompt_input
     from dateeval.tasks import build_task
-    from dateeval.worker import prompt_input
 
     condition = Condition(date=dt.date(2031, 5, 17))
     task = build_task("mmlu", str(data_dir), Subset(limit=6, subjects=("anatomy",)))
@@ -626,8 +626,8 @@ def test_roomy_cache_layer_holds_what_a_dynamic_layer_holds():
 
 def test_a_sweep_pools_a_generation_datasets_units_and_stores_what_each_gets_alone(data_dir, tmp_path, monkeypatch):
     """GSM8K over three dates at batch 2: pooled (one generate call for all three units) and unpooled sweeps store the same rows."""
-    from dateeval import sweep
-    from dateeval.worker import Worker
+    from dateeval.engine import sweep
+    from dateeval.engine.worker import Worker
 
     spec = _spec(
         data_dir,
@@ -681,8 +681,8 @@ def test_packed_scoring_computes_no_padding_and_gives_each_prompt_what_it_gets_a
     from dateeval.backends import packing
     from dateeval.backends.scheduler.plans import common_prefix_length
     from dateeval.conditions import Condition
+    from dateeval.engine.worker import prompt_input
     from dateeval.tasks import build_task
-    from dateeval.worker import prompt_input
 
     condition = Condition(date=dt.date(2024, 3, 1))
     task = build_task("mmlu", str(data_dir), Subset(limit=12))
@@ -755,8 +755,8 @@ def test_scoring_batches_keep_padding_under_its_share(backend, data_dir):
     """Padded batches (models that cannot pack, continuations): real MMLU lengths at batch 32 compute at most 5% padding."""
     from dateeval.backends.scheduler.plans import PADDING_SHARE, common_prefix_length, scoring_batches
     from dateeval.conditions import Condition
+    from dateeval.engine.worker import prompt_input
     from dateeval.tasks import build_task
-    from dateeval.worker import prompt_input
 
     condition = Condition(date=dt.date(2024, 3, 1))
     task = build_task("mmlu", str(data_dir), Subset(limit=64))
@@ -774,8 +774,8 @@ def test_the_batch_size_factor_keeps_its_batches_exact(backend, data_dir, monkey
     prompts (the padding cut off, as the paper's batches were), generation runs static batches, and the row records it."""
     from dateeval.backends.base import FixedBatch, GenerationSettings
     from dateeval.conditions import Condition
+    from dateeval.engine.worker import prompt_input
     from dateeval.tasks import build_task
-    from dateeval.worker import prompt_input
 
     condition = Condition(date=dt.date(2024, 3, 1))
     task = build_task("mmlu", str(data_dir), Subset(limit=12))

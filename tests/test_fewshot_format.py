@@ -15,8 +15,8 @@ from dateeval import results
 from dateeval.conditions import expand
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
-from dateeval.tasks import build_task, parse_name, stored, with_fewshot_format
 from dateeval.names import MULTI_TURN, SINGLE_TURN
+from dateeval.tasks import build_task, parse_name, stored, with_fewshot_format
 from dateeval.tasks.mcqa import label_tokens
 
 JAN = expand([dt.date(2024, 1, 1)])[0]

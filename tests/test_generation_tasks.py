@@ -14,8 +14,8 @@ from dateeval.conditions import Condition
 from dateeval.data import Subset, load_exemplars
 from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
-from dateeval.results import descriptive
 from dateeval.names import DatasetName
+from dateeval.results import descriptive
 from dateeval.tasks import build_task, fewshot, gsm8k, humaneval, parse_name, translation
 from dateeval.tasks.base import Prompt
 

@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, run_cli
+
 from dateeval import numerics
 from dateeval.data import Subset
 
@@ -132,8 +132,8 @@ def test_every_path_gives_the_same_bits_when_the_load_moves_the_threads_mid_swee
 
     from dateeval.backends.base import FixedBatch, GenerationSettings
     from dateeval.conditions import Condition
+    from dateeval.engine.worker import prompt_input
     from dateeval.tasks import build_task, mcqa
-    from dateeval.worker import prompt_input
 
     model = any_dtype_backend
     condition = Condition(date=dt.date(2024, 3, 1))

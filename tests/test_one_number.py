@@ -13,9 +13,9 @@ import re
 
 import pandas as pd
 import pytest
+from conftest import ROOT, run_cli
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT, run_cli
 from dateeval import metrics, results
 
 JANUARY = results.Period(dt.date(2024, 1, 1), dt.date(2024, 1, 31))

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 import pytest
-
 from conftest import ROOT, run_cli
+
 from dateeval.backends.base import CONTINUATION_LOGPROBS, BackendOptions, ContinuationRequest, Label, LabelRequest
 from dateeval.backends.openai_api import OpenAIBackend, parse_endpoint, server_date
 from dateeval.errors import DateEvalError
@@ -325,8 +325,8 @@ def test_replies_with_nul_bytes_and_lone_surrogates_are_graded_and_stored_as_sen
     # Read again by regrade and export (in this process: the commands' own functions): each reply exact where the
     # format holds it, the surrogate as the text \ud800 in text files.
     from dateeval import results
-    from dateeval.regrade import regrade
     from dateeval.outputs import write_export
+    from dateeval.regrade import regrade
     from dateeval.results import export
 
     store = Store(tmp_path / "store")

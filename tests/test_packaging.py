@@ -23,9 +23,8 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 import pytest
-from packaging.requirements import Requirement
-
 from conftest import ROOT
+from packaging.requirements import Requirement
 from test_browser import CHROMIUM
 
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())

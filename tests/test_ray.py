@@ -18,9 +18,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from dateeval.engine.sweep import LocalExecutor, Sweep
 from dateeval.schema import ROW_KEY
 from dateeval.store import Store
-from dateeval.sweep import LocalExecutor, Sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "scripts" / "ray_sweep.py"

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import ROOT, run_cli
 from streamlit.testing.v1 import AppTest
 
-from conftest import ROOT, run_cli
 from dateeval import results
 from dateeval.keeping import keep
 from dateeval.results import stored, unit_sums

@@ -1,5 +1,5 @@
 """Tasks ask, the runner answers (issue 37 §1): a task states its work as batches of requests and grades the answers,
-never touching a backend; ``dateeval/answers.py`` hands each batch to the real model's backend."""
+never touching a backend; ``dateeval/engine/answers.py`` hands each batch to the real model's backend."""
 
 import datetime as dt
 import math
@@ -8,11 +8,12 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from dateeval import answers
-from dateeval.answers import Asked
 from dateeval.backends import Backend
 from dateeval.conditions import expand
 from dateeval.data import Subset
+from dateeval.engine import answers
+from dateeval.engine.answers import Asked
+from dateeval.engine.worker import prompt_input
 from dateeval.errors import DateEvalError
 from dateeval.requests import (
     GENERATE,
@@ -25,7 +26,6 @@ from dateeval.requests import (
 )
 from dateeval.tasks import GenerationOptions, build_task, gsm8k
 from dateeval.tasks.base import Prompt, Task
-from dateeval.worker import prompt_input
 
 CONDITION = expand([dt.date(2024, 3, 1)])[0]
 

@@ -5,13 +5,13 @@ import json
 import math
 
 import numpy as np
+import oracles
 import pandas as pd
 import pytest
+from conftest import ROOT, run_cli
 from scipy import stats
 from streamlit.testing.v1 import AppTest
 
-import oracles
-from conftest import ROOT, run_cli
 from dateeval import stats as dateeval_stats
 from dateeval.results import robust, robust_format
 

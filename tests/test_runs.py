@@ -12,13 +12,12 @@ import pytest
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
-from dateeval.store import runs
 from dateeval.conditions import Condition
 from dateeval.data import Subset
+from dateeval.engine.plan import SweepSpec
+from dateeval.engine.sweep import Progress, Sweep, SweepCancelled
 from dateeval.errors import DateEvalError
-from dateeval.plan import SweepSpec
-from dateeval.store import Store
-from dateeval.sweep import Progress, Sweep, SweepCancelled
+from dateeval.store import Store, runs
 
 SPEC = SweepSpec(
     models=("smollm2-135m",),

@@ -21,8 +21,7 @@ from pathlib import Path
 import pytest
 
 from dateeval import sandbox
-from dateeval.sandbox import cgroups
-from dateeval.sandbox import Check, Limits, run_check, run_many
+from dateeval.sandbox import Check, Limits, cgroups, run_check, run_many
 from dateeval.tasks import humaneval
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")

@@ -18,8 +18,8 @@ import time
 
 import openai
 import pytest
-
 from conftest import ROOT
+
 from dateeval.models import converted_gguf_dir, resolve
 
 MODEL = "smollm2-135m"

@@ -8,10 +8,10 @@ import datetime as dt
 import json
 
 import numpy as np
-import pytest
 import pandas as pd
-
+import pytest
 from conftest import run_cli
+
 from dateeval import sparse
 from dateeval.results import Results
 from dateeval.results.estimated import design_of

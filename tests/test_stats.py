@@ -1,15 +1,15 @@
 """Statistics against hand-computed or scipy values on small synthetic data with known answers."""
 
-import oracles
 import numpy as np
+import oracles
 import pandas as pd
 import pytest
+from oracles import condition_metrics
 from scipy import stats as scipy_stats
 
-from dateeval.results import bands, chance, inference
-from oracles import condition_metrics
 from dateeval import stats
 from dateeval.metrics import ece, ece_rows
+from dateeval.results import bands, chance, inference
 
 
 def test_cv_is_sample_std_over_mean():

@@ -4,12 +4,12 @@ permutation), and as the implementation the pages and the CLI print."""
 import math
 
 import numpy as np
+import oracles
 import pandas as pd
 import pytest
 from scipy import optimize
 from scipy import stats as scipy_stats
 
-import oracles
 from dateeval import stats
 from dateeval.results import bands, chance, robust
 

@@ -345,8 +345,8 @@ def test_parquet_files_dateeval_did_not_write_are_named_and_left_alone(tmp_path)
 def test_every_unit_of_the_built_in_demo_carries_checksums():
     """The demo is read by every new user: its units are verified on every read like a sweep's (issue 47 §5)."""
     import pyarrow.parquet as pq
-
     from conftest import ROOT
+
     from dateeval.store import checksums
 
     units = [unit for unit in (ROOT / "demo" / "store").rglob("*.parquet") if ".aggregates" not in unit.parts]

@@ -6,15 +6,15 @@ import json
 import pytest
 
 from dateeval import cli
+from dateeval import tasks as tasks_package
 from dateeval.conditions import Condition
+from dateeval.engine.plan import SweepSpec, build_spec
+from dateeval.engine.worker import build_tasks
 from dateeval.errors import DateEvalError
 from dateeval.names import MULTI_TURN, DatasetName, ends_like_variant, split
-from dateeval.plan import SweepSpec, build_spec
 from dateeval.registry import Registry
-from dateeval import tasks as tasks_package
 from dateeval.tasks import TaskSource, custom
 from dateeval.tasks.registry import REGISTRY
-from dateeval.worker import build_tasks
 
 pytestmark = pytest.mark.usefixtures("fresh_registry")  # tests register their own files (conftest)
 CONDITIONS = (Condition(date_mode="none"),)
@@ -111,10 +111,10 @@ def test_the_cli_and_the_run_page_build_the_same_spec(tmp_path):
         raise Stop
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("dateeval.sweep.Sweep.__init__", capture)
+        patch.setattr("dateeval.engine.sweep.Sweep.__init__", capture)
         with pytest.raises(Stop):
             cli._cmd_run(args)
-    from dateeval.plan import dated_conditions
+    from dateeval.engine.plan import dated_conditions
 
     page = build_spec(
         ("smollm2-135m",),

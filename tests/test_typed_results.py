@@ -5,10 +5,10 @@ read is keyed on its own function and on the store's state."""
 import math
 from dataclasses import astuple, replace
 
-import pyarrow as pa
 import pandas as pd
-
+import pyarrow as pa
 from conftest import demo_copy, run_cli
+
 from dateeval.results import Headline, headline_sentence, reorder_sentence
 from dateeval.results.summary_row import SummaryRow
 from dateeval.store import Store

@@ -15,13 +15,13 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import ROOT, run_cli
-from dateeval.answers import model_view
+
 from dateeval.backends import BACKENDS, BackendOptions
 from dateeval.backends.base import FixedBatch, GenerationRequest, GenerationSettings, LabelRequest
 from dateeval.conditions import expand
 from dateeval.data import Subset
+from dateeval.engine.answers import model_view
 from dateeval.errors import DateEvalError
 from dateeval.models import resolve
 from dateeval.tasks import build_task

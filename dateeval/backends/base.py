@@ -4,7 +4,7 @@ Tasks build requests and grade answers; backends answer requests; nothing
 else crosses (as lm-evaluation-harness's ``loglikelihood``/``generate_until``
 and Inspect's ``ModelAPI``). The requests, their answers and
 :class:`Capabilities` live in :mod:`dateeval.requests`, below both tasks and
-backends (re-exported here); ``dateeval/answers.py`` hands a task's requests
+backends (re-exported here); ``dateeval/engine/answers.py`` hands a task's requests
 to a backend. Adding a backend is one module with a class decorated by
 :func:`register_backend` plus its import in ``dateeval/backends/__init__.py``.
 """
@@ -24,15 +24,35 @@ from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
 from dateeval.requests import (  # the requests and capabilities, re-exported here: the backend interface speaks them
     CONTINUATION_LOGPROBS as CONTINUATION_LOGPROBS,
+)
+from dateeval.requests import (
     GENERATE as GENERATE,
+)
+from dateeval.requests import (
     LABEL_LOGPROBS as LABEL_LOGPROBS,
+)
+from dateeval.requests import (
     Capabilities as Capabilities,
+)
+from dateeval.requests import (
     ContinuationRequest as ContinuationRequest,
+)
+from dateeval.requests import (
     Generation as Generation,
+)
+from dateeval.requests import (
     GenerationRequest as GenerationRequest,
+)
+from dateeval.requests import (
     GenerationSettings as GenerationSettings,
+)
+from dateeval.requests import (
     Label as Label,
+)
+from dateeval.requests import (
     LabelRequest as LabelRequest,
+)
+from dateeval.requests import (
     PromptInput as PromptInput,
 )
 

@@ -41,7 +41,11 @@ from dateeval.backends.base import (
 )
 from dateeval.backends.devices import (  # DEVICES, DTYPES: re-exported, the CLI's choices
     DEVICES as DEVICES,
+)
+from dateeval.backends.devices import (
     DTYPES as DTYPES,
+)
+from dateeval.backends.devices import (
     free_memory,
     hardware,
     pick_device,

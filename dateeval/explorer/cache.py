@@ -17,11 +17,11 @@ import pandas as pd
 import streamlit as st
 
 from dateeval import results
-from dateeval.results.view import PER_DATE_COLUMNS
 from dateeval.explorer.state import Selection, current_store, results_store
 from dateeval.results import bands as result_bands
 from dateeval.results import descriptive, sql
 from dateeval.results.headline import Headline
+from dateeval.results.view import PER_DATE_COLUMNS
 from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
 from dateeval.store import Store
 from dateeval.tasks import build_task, custom

@@ -14,9 +14,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dateeval import results, viewstate
+from dateeval import bundle, results, viewstate
 from dateeval.errors import DateEvalError
-from dateeval import bundle
 from dateeval.models import cache_dir
 from dateeval.store import Store
 from dateeval.tasks import BENCHMARKS, base_of, custom

@@ -12,12 +12,12 @@ import pandas as pd
 import streamlit as st
 
 from dateeval import metrics, viewstate
-from dateeval.store import runs
 from dateeval.errors import DateEvalError
 from dateeval.explorer import cache
 from dateeval.explorer.state import DEMO_STORE, Selection, current_store, data_dir, remember_selection, switch_to
 from dateeval.results import descriptive, unit_sums
 from dateeval.results.export import to_csv
+from dateeval.store import runs
 
 if TYPE_CHECKING:
     from streamlit.delta_generator import DeltaGenerator

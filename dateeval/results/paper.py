@@ -15,11 +15,11 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dateeval.results import descriptive
+from dateeval import names
 from dateeval.metrics import METRICS, cv_text, percent, points
+from dateeval.results import descriptive
 from dateeval.results.chance import largest_of
 from dateeval.results.inference import cv, cv_meaningful
-from dateeval import names
 from dateeval.schema import GENERATION_KINDS
 
 

@@ -14,12 +14,11 @@ from itertools import combinations
 
 import pandas as pd
 
-from dateeval import metrics, plots
+from dateeval import metrics, names, plots
 from dateeval.results import descriptive
 from dateeval.results.export import to_csv
 from dateeval.results.headline import headline_sentence, reorder_sentence, verdict_power
 from dateeval.results.view import Results
-from dateeval import names
 from dateeval.schema import GENERATION_KINDS
 
 # Tables that need a kind of dataset the store may not hold: (name, how to fill it) per kind.

@@ -14,19 +14,29 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
-from dataclasses import dataclass
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from dateeval import schema
-from dateeval.results import bands, chance, descriptive, estimated, inference, item_matrices, sparse_chance
-from dateeval.results import sql, stored, unit_sums
-from dateeval.results.headline import Headline, headline as find_headline
-
 from dateeval.metrics import METRICS, dataset_metrics
+from dateeval.results import (
+    bands,
+    chance,
+    descriptive,
+    estimated,
+    inference,
+    item_matrices,
+    sparse_chance,
+    sql,
+    stored,
+    unit_sums,
+)
+from dateeval.results.headline import Headline
+from dateeval.results.headline import headline as find_headline
 from dateeval.schema import OUTCOME_COLUMNS
 from dateeval.store import Store, StoreProblems
 

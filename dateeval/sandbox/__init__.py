@@ -59,9 +59,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from dateeval.errors import DateEvalError
 from dateeval.sandbox import cgroups, seccomp
 from dateeval.sandbox.programs import CHECKER, SOLUTION
-from dateeval.errors import DateEvalError
 
 OUTCOMES = ("passed", "failed", "timeout", "error")
 MAX_SOURCE_BYTES = 100_000  # code travels as an argument (see _argument); Linux caps one argument at 128 KiB

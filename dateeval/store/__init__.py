@@ -44,9 +44,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dateeval import atomic, leftovers
-from dateeval.store import checksums
 from dateeval.errors import DateEvalError
 from dateeval.schema import ROW_KEY
+from dateeval.store import checksums
 
 # A write's staging file: `.{name}.{host}-{pid}-{hex}.tmp` (files from before the host was recorded lack it).
 _STAGING = re.compile(r"^\..+?\.parquet\.(?:(?P<host>[^-/]+)-)?(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")

@@ -10,7 +10,7 @@ sweep owns dates, templates, the store and resumption. Two kinds exist:
   redone and outputs compared across dates from the store alone.
 
 A task never touches a backend: :meth:`Task.steps` yields requests and is
-sent their answers (``dateeval/requests.py``); ``dateeval/answers.py`` runs them.
+sent their answers (``dateeval/requests.py``); ``dateeval/engine/answers.py`` runs them.
 """
 
 from __future__ import annotations

@@ -23,10 +23,10 @@ from ray.cluster_utils import Cluster
 from dateeval.backends import BackendOptions
 from dateeval.conditions import expand
 from dateeval.data import Subset
-from dateeval.ray_executor import RayExecutor
+from dateeval.engine.ray_executor import RayExecutor
+from dateeval.engine.sweep import Progress, Sweep, SweepSpec
 from dateeval.store import Store
 from dateeval.tasks import GenerationOptions
-from dateeval.sweep import Progress, Sweep, SweepSpec
 
 
 def spec(data_dir: str) -> SweepSpec:

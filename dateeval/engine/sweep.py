@@ -2,12 +2,12 @@
 
 A work unit is one (model, precision, dataset, condition) with the items the
 store does not hold yet. The driver (:class:`Sweep`) plans units from what a
-loaded model renders (``dateeval.worker``) and the rows already stored, takes
+loaded model renders (``dateeval.engine.worker``) and the rows already stored, takes
 a lease on each unit before it runs (``dateeval.store.leases``: several drivers can
 share one store), hands units to an executor, and writes each returned unit
 atomically. Executors run units on workers: :class:`LocalExecutor` in this
 process (the CLI default; the app runs it in a background thread), and
-``dateeval.ray_executor.RayExecutor`` on a Ray cluster. A sweep killed at any
+``dateeval.engine.ray_executor.RayExecutor`` on a Ray cluster. A sweep killed at any
 point resumes where it stopped; a run never reports success while a unit it
 planned is missing: it waits for units other drivers hold, or (``wait=False``)
 fails naming them.
@@ -17,26 +17,25 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from dataclasses import replace
 import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from dateeval import sparse
-from dateeval.store import runs
 from dateeval.backends import locate
+from dateeval.engine.plan import Candidate, Description, Progress, SweepSpec, Unit
+from dateeval.engine.worker import UnitResult, Worker
 from dateeval.errors import DateEvalError
-from dateeval.store.leases import DEFAULT_TTL_S, Leases, holder
-from dateeval.plan import Candidate, Description, Progress, SweepSpec, Unit
 from dateeval.schema import ROW_KEY
-from dateeval.store import Store, StoreProblems, sidecars
-from dateeval.worker import UnitResult, Worker
+from dateeval.store import Store, StoreProblems, runs, sidecars
+from dateeval.store.leases import DEFAULT_TTL_S, Leases, holder
 
 __all__ = ["Executor", "LocalExecutor", "Progress", "Sweep", "SweepCancelled", "SweepSpec"]
 

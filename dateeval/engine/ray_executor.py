@@ -1,10 +1,10 @@
 """Run a sweep's units on a Ray cluster: one actor per worker loads the model once and computes many units.
 
-The driver keeps planning, leases and every write (``dateeval.sweep``);
+The driver keeps planning, leases and every write (``dateeval.engine.sweep``);
 actors only compute and send rows back as Arrow tables, so workers need no
 shared filesystem. Units go out longest first, at most ``inflight`` per actor
 (one computing, the next already queued), a generation dataset's units in
-pools an actor generates in one call (``dateeval.sweep.pool``, as the local
+pools an actor generates in one call (``dateeval.engine.sweep.pool``, as the local
 executor pools them). An actor that dies mid-unit (its
 process killed, its node lost) is dropped and its unit is handed to another:
 the driver still holds the unit's lease, so nothing is lost or written twice.
@@ -27,12 +27,12 @@ from functools import partial
 from pathlib import Path
 from types import ModuleType
 
+from dateeval.engine.plan import Description, SweepSpec, Unit
+from dateeval.engine.sweep import Executor, NextUnit, Progress, UnitDone, pool, pool_label
+from dateeval.engine.worker import UnitResult, Worker, pools
 from dateeval.errors import DateEvalError
-from dateeval.plan import Description, SweepSpec, Unit
-from dateeval.sweep import Executor, NextUnit, Progress, UnitDone, pool, pool_label
-from dateeval.worker import UnitResult, Worker, pools
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent.parent  # the folder that holds the dateeval package
 
 
 class _Actor:
@@ -127,7 +127,7 @@ class RayExecutor(Executor):
     def run(self, next_unit: NextUnit, done: UnitDone, cancel: threading.Event, progress: Progress) -> None:
         """Keep every live actor fed, collect results as they finish, hand a dead actor's units to another.
 
-        A generation dataset's units go out in pools (``dateeval.sweep.pool``)
+        A generation dataset's units go out in pools (``dateeval.engine.sweep.pool``)
         that an actor generates in one call, as the local executor does.
         """
         ray = self._connect()

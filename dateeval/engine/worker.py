@@ -19,13 +19,13 @@ from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
-from dateeval import answers
-from dateeval.answers import Asked
 from dateeval.backends import Backend, locate
 from dateeval.backends.base import GENERATE, FixedBatch, PromptInput
 from dateeval.conditions import Condition
+from dateeval.engine import answers
+from dateeval.engine.answers import Asked
+from dateeval.engine.plan import Candidate, Description, SweepSpec, Unit
 from dateeval.errors import DateEvalError
-from dateeval.plan import Candidate, Description, SweepSpec, Unit
 from dateeval.prompting import dated_messages
 from dateeval.store import Store, arrow_table
 from dateeval.tasks import mcqa
