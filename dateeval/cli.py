@@ -97,7 +97,7 @@ def _quiet_libraries() -> None:
 def _add_run(commands: argparse._SubParsersAction) -> None:
     from dateeval.backends import BACKENDS
     from dateeval.backends.openai_api import MODES
-    from dateeval.backends.transformers import DEVICES, DTYPES
+    from dateeval.backends.devices import DEVICES, DTYPES
     from dateeval.models import DEFAULT_MODEL
     from dateeval.names import FEWSHOT_FORMATS
     from dateeval.prompting import POSITIONS

@@ -7,7 +7,7 @@ import streamlit as st
 
 from dateeval import explorer, uploads
 from dateeval.backends import BackendOptions, openai_api
-from dateeval.backends.transformers import DTYPES
+from dateeval.backends.devices import DTYPES
 from dateeval.background import BackgroundSweep
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT
 from dateeval.engine.plan import build_spec, dated_conditions

@@ -24,35 +24,15 @@ from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
 from dateeval.requests import (  # the requests and capabilities, re-exported here: the backend interface speaks them
     CONTINUATION_LOGPROBS as CONTINUATION_LOGPROBS,
-)
-from dateeval.requests import (
     GENERATE as GENERATE,
-)
-from dateeval.requests import (
     LABEL_LOGPROBS as LABEL_LOGPROBS,
-)
-from dateeval.requests import (
     Capabilities as Capabilities,
-)
-from dateeval.requests import (
     ContinuationRequest as ContinuationRequest,
-)
-from dateeval.requests import (
     Generation as Generation,
-)
-from dateeval.requests import (
     GenerationRequest as GenerationRequest,
-)
-from dateeval.requests import (
     GenerationSettings as GenerationSettings,
-)
-from dateeval.requests import (
     Label as Label,
-)
-from dateeval.requests import (
     LabelRequest as LabelRequest,
-)
-from dateeval.requests import (
     PromptInput as PromptInput,
 )
 

@@ -39,18 +39,7 @@ from dateeval.backends.base import (
     continuation_tokens,
     register_backend,
 )
-from dateeval.backends.devices import (  # DEVICES, DTYPES: re-exported, the CLI's choices
-    DEVICES as DEVICES,
-)
-from dateeval.backends.devices import (
-    DTYPES as DTYPES,
-)
-from dateeval.backends.devices import (
-    free_memory,
-    hardware,
-    pick_device,
-    pick_dtype,
-)
+from dateeval.backends.devices import free_memory, hardware, pick_device, pick_dtype
 from dateeval.backends.scheduler import Scheduler
 from dateeval.errors import DateEvalError
 from dateeval.models import ModelSource, converted_gguf_dir, resolve

@@ -75,7 +75,7 @@ def multiturn(parsed: DatasetName) -> bool:
 def stored(parsed: DatasetName) -> DatasetName:
     """The name results are stored under: the few-shot format said only where it is not the benchmark's default, so
     ``mmlu_5shot_singleturn`` and ``mmlu_5shot`` are one dataset."""
-    says_default = parsed.turns is not None and (parsed.turns == MULTI_TURN) == REGISTRY[parsed.base].multiturn
+    says_default = parsed.turns is not None and multiturn(parsed) == REGISTRY[parsed.base].multiturn
     return replace(parsed, turns=None) if says_default else parsed
 
 
@@ -148,6 +148,11 @@ class TaskSource:
     source: str | None = None
     trust_task_code: bool = False
 
+    @classmethod
+    def of(cls, name: DatasetName, trust_task_code: bool = False) -> TaskSource:
+        """The source of a registered (stored) name: the file or lm-eval task its benchmark was registered from."""
+        return cls(name, REGISTRY[name.base].source, trust_task_code)
+
     @property
     def benchmark(self) -> Benchmark:
         return REGISTRY[self.name.base]
@@ -187,15 +192,14 @@ class TaskSource:
 
 def source_of(reference: str, data_dir: str | Path | None = None, trust_task_code: bool = False) -> TaskSource:
     """One ``--dataset`` value (a name, a file or spec, an lm-eval task) resolved and parsed, once, under its stored name."""
-    name = stored(parse_name(resolve(reference, _folder(data_dir), trust_task_code)))
-    return TaskSource(name, REGISTRY[name.base].source, trust_task_code)
+    return TaskSource.of(stored(parse_name(resolve(reference, _folder(data_dir), trust_task_code))), trust_task_code)
 
 
 def resolve_all(
     references: Iterable[str], data_dir: str | Path | None = None, trust_task_code: bool = False
 ) -> tuple[TaskSource, ...]:
     """Each ``--dataset`` value resolved once (files and lm-eval tasks registered here), by stored name, in order."""
-    return tuple(dict.fromkeys(source_of(reference, data_dir, trust_task_code) for reference in references))
+    return variants(references, data_dir, trust_task_code=trust_task_code)
 
 
 def variants(
@@ -215,7 +219,7 @@ def variants(
         for reference in references
     ]
     chosen = (stored(check(with_fewshot_format(name, fewshot))) for name in named for fewshot in formats)
-    return tuple(dict.fromkeys(TaskSource(name, REGISTRY[name.base].source, trust_task_code) for name in chosen))
+    return tuple(dict.fromkeys(TaskSource.of(name, trust_task_code) for name in chosen))
 
 
 def build_task(
