@@ -1,4 +1,4 @@
-"""dateeval explorer: ``./run.sh app`` (``python -m dateeval.launch``). Plain ``streamlit run app.py`` works too, except
+"""dateeval explorer: ``./run.sh app`` (``python -m dateeval.cli.launch``). Plain ``streamlit run app.py`` works too, except
 that a deep link as a fresh server's first request then opens in Streamlit's v1 mode (see dateeval/launch.py)."""
 
 import streamlit as st

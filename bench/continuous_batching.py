@@ -39,7 +39,7 @@ from dateeval.backends import packing
 from dateeval.backends.base import FixedBatch, Generation, GenerationRequest, GenerationSettings
 from dateeval.backends.scheduler.plans import common_prefix_length, packed_batches, scoring_batches
 from dateeval.backends.transformers import TransformersBackend
-from dateeval.cli import _quiet_libraries
+from dateeval.cli import quiet_libraries
 from dateeval.conditions import Condition
 from dateeval.data import Subset
 from dateeval.engine.worker import prompt_input
@@ -167,10 +167,10 @@ def probability_shifts(backend: TransformersBackend, data_dir: str, condition: C
     seconds: dict[str, list[float]] = {"packed": [], "by length": []}
     for _ in range(3):  # alternating: the machine's load moves
         for name, packs in (("packed", True), ("by length", False)):
-            backend.packs, started = packs, time.perf_counter()
+            backend.runner.packs, started = packs, time.perf_counter()
             backend.next_token_logprobs(encoded, labels, 32)
             seconds[name].append(time.perf_counter() - started)
-    backend.packs = True
+    backend.runner.packs = True
     print(
         "scoring the same prompts at batch 32, 3 rounds: "
         + ", ".join(f"{name} " + " / ".join(f"{t:.2f}" for t in times) + " s" for name, times in seconds.items())
@@ -199,7 +199,7 @@ def main() -> None:
         "--scoring-dtype", default="float32", choices=("float32", "bfloat16"), help="the probability comparison's dtype"
     )
     args = parser.parse_args()
-    _quiet_libraries()
+    quiet_libraries()
     backend = TransformersBackend(resolve("smollm2-135m"), dtype="float32", device="cpu")
     print(f"load average at start: {os.getloadavg()[0]:.1f} ({os.cpu_count()} cores)", flush=True)
 
@@ -220,7 +220,7 @@ def main() -> None:
         order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
         for rows in (8, 32, 128):
             before = padding(lengths, [order[s : s + rows] for s in range(0, len(order), rows)], rows)
-            budget = backend.position_budget(prefix + max(lengths), logits=False)
+            budget = backend.runner.position_budget(prefix + max(lengths), logits=False)
             after = padding(lengths, scoring_batches(lengths, rows, budget, shared=prefix), rows)
             packed = packed_batches(lengths, rows, budget - prefix)
             filler = 1 - sum(lengths) / sum(max(packing.MIN_ROWS, sum(lengths[i] for i in batch)) for batch in packed)

@@ -71,7 +71,7 @@ def serve(store: Path) -> tuple[subprocess.Popen, str]:
     command = [
         sys.executable,
         "-m",
-        "dateeval.launch",
+        "dateeval.cli.launch",
         "--server.port",
         str(port),
         "--server.address",

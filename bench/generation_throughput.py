@@ -29,7 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from dateeval.backends.base import GenerationSettings
 from dateeval.backends.transformers import TransformersBackend
-from dateeval.cli import _quiet_libraries
+from dateeval.cli import quiet_libraries
 from dateeval.conditions import Condition
 from dateeval.data import Subset
 from dateeval.models import resolve
@@ -73,7 +73,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--dtype", default="bfloat16")
     args = parser.parse_args()
-    _quiet_libraries()
+    quiet_libraries()
 
     backend = TransformersBackend(resolve("smollm2-135m"), dtype=args.dtype, device="cpu")
     task = build_task("gsm8k", args.data_dir, Subset(limit=args.prompts))

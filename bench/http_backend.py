@@ -41,7 +41,7 @@ import numpy as np
 from dateeval.backends.base import BackendOptions, LabelRequest
 from dateeval.backends.openai_api import OpenAIBackend, parse_endpoint
 from dateeval.backends.transformers import TransformersBackend
-from dateeval.cli import _quiet_libraries
+from dateeval.cli import quiet_libraries
 from dateeval.conditions import expand
 from dateeval.data import Subset
 from dateeval.engine.answers import model_view
@@ -153,7 +153,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16, help="in-process batch size")
     parser.add_argument("--concurrency", default="1,8,32", help="HTTP requests in flight, comma-separated")
     args = parser.parse_args()
-    _quiet_libraries()
+    quiet_libraries()
 
     reference = TransformersBackend(resolve(MODEL), dtype="float32", device="cpu")
     requests = prompts(reference, args.data_dir, args.items, args.dates)

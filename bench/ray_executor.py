@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from dateeval.backends import BackendOptions
-from dateeval.cli import _quiet_libraries
+from dateeval.cli import quiet_libraries
 from dateeval.conditions import expand
 from dateeval.data import Subset
 from dateeval.engine.sweep import Executor, LocalExecutor, Progress, Sweep, SweepSpec
@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
     args = parser.parse_args()
-    _quiet_libraries()
+    quiet_libraries()
     from dateeval.engine.ray_executor import RayExecutor
 
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=i) for i in range(args.dates)]

@@ -114,7 +114,7 @@ def passes_at_the_bounds() -> None:
     import torch
 
     from dateeval.backends.interrupt import checkpoints
-    from dateeval.backends.scheduler.queue import BATCH_TOKENS, MAX_BATCH, MAX_ECHO_POSITIONS
+    from dateeval.serve.queue import BATCH_TOKENS, MAX_BATCH, MAX_ECHO_POSITIONS
     from dateeval.backends.transformers import TransformersBackend
     from dateeval.models import resolve
 

@@ -28,7 +28,7 @@ from bench.machine import matmul_rate
 from dateeval.backends import BackendOptions
 from dateeval.backends.scheduler.plans import common_prefix_length
 from dateeval.backends.transformers import TransformersBackend
-from dateeval.cli import _quiet_libraries
+from dateeval.cli import quiet_libraries
 from dateeval.conditions import expand
 from dateeval.data import Subset
 from dateeval.engine.sweep import Sweep, SweepSpec
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--data-dir", default=str(Path(__file__).resolve().parent.parent.parent / "shared" / "data"))
     args = parser.parse_args()
-    _quiet_libraries()
+    quiet_libraries()
 
     days = [dt.date(2024, 1, 1) + dt.timedelta(days=30 * i) for i in range(args.dates)]
     spec = SweepSpec(

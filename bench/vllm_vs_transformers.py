@@ -26,7 +26,7 @@ import numpy as np
 
 from dateeval.backends import BACKENDS, Backend, BackendOptions
 from dateeval.backends.base import GenerationRequest, GenerationSettings, LabelRequest
-from dateeval.cli import _quiet_libraries
+from dateeval.cli import quiet_libraries
 from dateeval.conditions import Condition, expand
 from dateeval.data import Subset
 from dateeval.engine.answers import model_view
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     args = parser.parse_args()
-    _quiet_libraries()
+    quiet_libraries()
 
     source = resolve("smollm2-135m")
     backends, loads = {}, {}

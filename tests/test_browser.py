@@ -63,7 +63,7 @@ def streamlit_server(store: Path, data_dir: Path):
     command = [
         sys.executable,
         "-m",
-        "dateeval.launch",
+        "dateeval.cli.launch",
         "--server.port",
         str(port),
         "--server.address",
@@ -388,7 +388,7 @@ def test_what_to_report_plans_in_view_on_a_laptop_screen(browser, server):
 def test_a_deep_link_as_a_fresh_servers_first_request_opens_the_app(browser, tmp_path, data_dir):
     """Issue 23 §3: the first request to a fresh server, on /flips, ran pages/flips.py alone as a Streamlit v1 page
     (file names as navigation, centred layout) until app.py had run once. ``./run.sh app`` starts the server through
-    ``dateeval.launch``, which declares app.py's navigation the only one; the same deep link now opens the app's page."""
+    ``dateeval.cli.launch``, which declares app.py's navigation the only one; the same deep link now opens the app's page."""
     for url in streamlit_server(tmp_path, data_dir):
         page, errors = _open(browser, f"{url}/flips?store=demo&dataset=mmlu", LAPTOP)
         navigation = page.locator("[data-testid=stSidebarNav]").inner_text()

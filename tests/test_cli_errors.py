@@ -613,7 +613,7 @@ def test_dates_next_to_9999_12_31_run(data_dir, tmp_path):
 
 
 def test_regrade_csv_is_written_whole_or_refused_in_one_line(data_dir, tmp_path):
-    """``regrade --csv`` writes through dateeval.outputs: the comparison appears whole, and a folder that does not exist
+    """``regrade --csv`` writes through dateeval.cli.outputs: the comparison appears whole, and a folder that does not exist
     is one line (it was a traceback from pandas)."""
     store = demo_copy(tmp_path)
     args = ("regrade", "--store", str(store), "--data-dir", str(data_dir), "--dataset", "gsm8k")

@@ -70,7 +70,7 @@ def test_builtin_names_help_and_grammar_come_from_the_registry(capsys):
     )
     assert GENERATION_BENCHMARKS == tuple(name for name in BENCHMARKS if REGISTRY[name].family == "generation")
     with pytest.raises(SystemExit):
-        cli._parser().parse_args(["run", "--help"])
+        cli.parser().parse_args(["run", "--help"])
     shown = " ".join(capsys.readouterr().out.split())  # argparse wraps the help: compare with spacing undone
     for name in BENCHMARKS:
         assert name in shown

@@ -43,7 +43,7 @@ def _jsonl(path: Path, rows: list) -> Path:
 
 def _flags(*argv: str) -> dict:
     """The spec keys ``run`` flags set, parsed by the real command line."""
-    return described.values_from(vars(cli._parser().parse_args(["run", *argv])))
+    return described.values_from(vars(cli.parser().parse_args(["run", *argv])))
 
 
 # ------------------------------------------------------------------ flags
@@ -52,7 +52,7 @@ def _flags(*argv: str) -> dict:
 def test_every_spec_key_but_data_is_one_flag_and_the_reader_knows_no_other_key(tmp_path):
     run_flags = {
         flag
-        for action in cli._parser()._subparsers._group_actions[0].choices["run"]._actions
+        for action in cli.parser()._subparsers._group_actions[0].choices["run"]._actions
         for flag in action.option_strings
     }
     assert {key.flag for key in custom.KEYS if key.name != "data"} <= run_flags

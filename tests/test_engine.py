@@ -545,12 +545,12 @@ def test_units_generated_together_equal_each_unit_alone_and_run_each_prefix_once
         for day in (dt.date(2024, 3, 1), dt.date(2025, 11, 30))
     ]
     alone = [backend.generate_texts([r.prompt for r in unit], settings, FixedBatch(1)) for unit in units]
-    backend._prefixes.clear()  # an earlier test's prefix of the same date would be reused, not run
-    shapes, forward, prefixes, prefix_cache = [], backend.model.forward, [], backend.prefix_cache
+    backend.runner.prefixes.clear()  # an earlier test's prefix of the same date would be reused, not run
+    shapes, forward, prefixes, prefix_cache = [], backend.model.forward, [], backend.runner.prefix_cache
     monkeypatch.setattr(
         backend.model, "forward", lambda **kwargs: shapes.append(tuple(kwargs["input_ids"].shape)) or forward(**kwargs)
     )
-    monkeypatch.setattr(backend, "prefix_cache", lambda tokens: prefixes.append(tokens) or prefix_cache(tokens))
+    monkeypatch.setattr(backend.runner, "prefix_cache", lambda tokens: prefixes.append(tokens) or prefix_cache(tokens))
     together = backend.generate_units(units, batch_size=4)
     assert together == alone and len({reply.n_tokens for unit in together for reply in unit}) > 1
     encoded = [backend.encode([r.prompt for r in unit]) for unit in units]
@@ -567,7 +567,7 @@ def test_units_generated_together_equal_each_unit_alone_and_run_each_prefix_once
 def test_a_shared_prefix_runs_once_across_calls_and_changes_no_value(backend, data_dir, monkeypatch):
     """Two scoring calls on one date's MMLU prompts: the second runs no prefix forward and gives identical probabilities;
     the kept caches stay within their byte budget."""
-    from dateeval.backends import transformers
+    from dateeval.backends.transformers import runner
     from dateeval.backends.scheduler.plans import common_prefix_length
     from dateeval.conditions import Condition
     from dateeval.engine.worker import prompt_input
@@ -588,9 +588,9 @@ def test_a_shared_prefix_runs_once_across_calls_and_changes_no_value(backend, da
     again = backend.next_token_logprobs(encoded, labels, 3)
     assert prefix_runs == 1 and len([s for s in shapes if s[0] == 1 and s[1] == common_prefix_length(encoded)]) == 1
     assert all((a == b).all() for a, b in zip(first, again))
-    monkeypatch.setattr(transformers, "PREFIX_CACHE_BYTES", 1)  # nothing fits: the next prefix is run and not kept
+    monkeypatch.setattr(runner, "PREFIX_CACHE_BYTES", 1)  # nothing fits: the next prefix is run and not kept
     backend.next_token_logprobs(encoded[:2], labels[:2], 2)
-    assert backend._prefixes == {}
+    assert backend.runner.prefixes == {}
 
 
 def test_roomy_cache_layer_holds_what_a_dynamic_layer_holds():
@@ -690,7 +690,7 @@ def test_packed_scoring_computes_no_padding_and_gives_each_prompt_what_it_gets_a
         [prompt_input(backend, task.prompt(item, condition).messages, condition)[0] for item in task.items]
     )
     labels = [list(mcqa.label_tokens(backend.tokenizer, 4).token_ids)] * len(encoded)
-    assert backend.packs
+    assert backend.runner.packs
     shapes, forward = [], backend.model.forward
     monkeypatch.setattr(
         backend.model, "forward", lambda **kwargs: shapes.append(kwargs["input_ids"].shape) or forward(**kwargs)
@@ -734,9 +734,9 @@ def test_packed_segments_shorter_than_a_forward_with_and_without_a_prefix_equal_
     assert sum(map(len, prompts)) < 16
     for shared in ([], prefix):
         with torch.inference_mode():
-            cache = backend.prefix_cache(shared)
-            packed = backend.score_last(prompts, cache, len(shared), packed=True)
-            again = np.vstack([backend.score_last([p], cache, len(shared), packed=True) for p in prompts])
+            cache = backend.runner.prefix_cache(shared)
+            packed = backend.runner.score_last(prompts, cache, len(shared), packed=True)
+            again = np.vstack([backend.runner.score_last([p], cache, len(shared), packed=True) for p in prompts])
             plain = np.vstack(
                 [
                     torch.log_softmax(
@@ -805,11 +805,11 @@ def test_the_batch_size_factor_keeps_its_batches_exact(backend, data_dir, monkey
     settings = GenerationSettings(max_new_tokens=6)
     static, run_static = (
         backend.generate_texts(prompts, settings, batch_size=FixedBatch(2)),
-        type(backend).generate_static,
+        type(backend.runner).generate_static,
     )
     batches = []
     monkeypatch.setattr(
-        type(backend),
+        type(backend.runner),
         "generate_static",
         lambda self, encoded, *args: batches.append(len(encoded)) or run_static(self, encoded, *args),
     )

@@ -325,7 +325,7 @@ def test_replies_with_nul_bytes_and_lone_surrogates_are_graded_and_stored_as_sen
     # Read again by regrade and export (in this process: the commands' own functions): each reply exact where the
     # format holds it, the surrogate as the text \ud800 in text files.
     from dateeval import results
-    from dateeval.outputs import write_export
+    from dateeval.cli.outputs import write_export
     from dateeval.regrade import regrade
     from dateeval.results import export
 

@@ -184,7 +184,7 @@ def test_the_wheel_serves_the_explorer_on_its_demo_outside_the_clone(installed) 
 def test_the_explorers_streamlit_settings_travel_as_options() -> None:
     """Streamlit reads `.streamlit/config.toml` only from the working folder; `dateeval app` runs from anywhere, so the
     launcher passes every setting as an option (e.g. no file watcher, no usage statistics sent)."""
-    from dateeval import launch
+    from dateeval.cli import launch
 
     options = launch.settings()
     pairs = dict(zip(options[::2], options[1::2]))

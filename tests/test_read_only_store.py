@@ -223,7 +223,7 @@ def _writes(tree) -> list[str]:
 
 
 def test_the_results_package_has_no_write_path():
-    """Read by its source: nothing under dateeval/results/ writes a file (the user's files are :mod:`dateeval.outputs`',
+    """Read by its source: nothing under dateeval/results/ writes a file (the user's files are :mod:`dateeval.cli.outputs`',
     kept statistics the sweep's commit and ``keep``'s); the check itself catches a writer put back in."""
     import ast
 

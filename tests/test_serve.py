@@ -495,7 +495,7 @@ def test_clients_with_one_request_in_flight_stay_in_one_batch(
     GATHER_S): every batch holds all four, where without waiting for the connections just answered the late one is
     left behind and the two groups alternate, a batch each. REJOIN_S is long here so that a loaded machine's slow
     clients still count as coming back; GET /v1/stats reports the batches."""
-    from dateeval.backends.scheduler import queue
+    from dateeval.serve import queue
 
     monkeypatch.setattr(queue, "REJOIN_S", 30.0)
     clients, rounds = 4, 4

@@ -85,7 +85,7 @@ def test_the_builder_names_every_variant_and_resolves_each_dataset_once(tmp_path
 
 def test_the_cli_and_the_run_page_build_the_same_spec(tmp_path):
     """The CLI's flags go through the same builder as the page's form (pages/run.py calls build_spec with its choices)."""
-    args = cli._parser().parse_args(
+    args = cli.parser().parse_args(
         [
             "run",
             "--dataset",
@@ -113,7 +113,7 @@ def test_the_cli_and_the_run_page_build_the_same_spec(tmp_path):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("dateeval.engine.sweep.Sweep.__init__", capture)
         with pytest.raises(Stop):
-            cli._cmd_run(args)
+            cli.run.cmd_run(args)
     from dateeval.engine.plan import dated_conditions
 
     page = build_spec(

@@ -37,7 +37,7 @@ PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 
 def check_target(out: Path) -> None:
     """Refuse an output that cannot be written, before anything is read (one line, nothing left behind); the file is
-    written by :func:`dateeval.outputs.write_export`."""
+    written by :func:`dateeval.cli.outputs.write_export`."""
     if out.is_dir():
         raise DateEvalError(f"--out {out} is a folder: give a file name ending in {', '.join(FORMATS)}")
     if out.suffix not in FORMATS:

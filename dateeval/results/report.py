@@ -1,5 +1,5 @@
 """Paper-style tables for whatever a store holds, and a self-contained HTML report, built as text: the files are
-written by :mod:`dateeval.outputs` (``results`` never writes).
+written by :mod:`dateeval.cli.outputs` (``results`` never writes).
 
 ``paper_tables`` assembles the paper's tables from :class:`dateeval.results.Results`, the same object every
 explorer page and ``dateeval summary`` read, so a number is the same wherever it is shown. A table the store

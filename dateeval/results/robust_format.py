@@ -147,7 +147,7 @@ def caption(dataset: str, board: pd.DataFrame) -> str:
 
 def figure(record: dict, suffix: str) -> bytes:
     """A two-panel figure of a ``Results.robust_record`` for a paper, as the bytes of an SVG, PDF or PNG file (by
-    ``suffix``; ``dateeval.outputs.write_figure`` writes it): (a) each entry's date-marginal score with its 95% interval
+    ``suffix``; ``dateeval.cli.outputs.write_figure`` writes it): (a) each entry's date-marginal score with its 95% interval
     over items and dates, beside the range of its per-date scores; (b) the predicted half-width against the number of
     dates, with the target's."""
     import io

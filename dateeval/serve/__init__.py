@@ -15,7 +15,7 @@ the exact log-probability of any continuation), ``POST /v1/chat/completions``
 (the server's chat template, rendered with the real clock;
 ``logprobs``/``top_logprobs``).
 This module is HTTP and the OpenAI protocol only: requests in flight go
-to the model's scheduler (``backends.scheduler.queue``: one thread runs the
+to the model's scheduler (``serve.queue``: one thread runs the
 model, and the requests that queue while a batch computes share the next
 one's forward passes), and the standard library's threading server keeps
 connections concurrent. A request waits at most ``Served.wait_s`` to start

@@ -20,7 +20,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from dateeval.backends.scheduler.queue import Cancelled as ClientGone  # a request whose client hung up
+from dateeval.serve.queue import Cancelled as ClientGone  # a request whose client hung up
 from dateeval.errors import DateEvalError
 from dateeval.serve.protocol import ROUTES, RequestError, Served
 

@@ -1,11 +1,11 @@
 """The scheduler: one per loaded model, the only place that decides which prompts run together.
 
-Modelled on vLLM's: the scheduler plans, a runner (the backend) runs, and
+Modelled on vLLM's: the scheduler plans, a runner (the backend's ``ModelRunner``) runs, and
 the scheduler never runs the model itself. A backend that batches exposes a
 few primitives (:class:`ScoringRunner` for scoring, ``continuous.Runner`` for
 generation: prefill/extend, a decode step, score) and its request methods
 call into its scheduler. Sweeps (the local and Ray executors, through the
-backend's methods) and ``dateeval serve`` (through :mod:`.queue`) all go
+backend's methods) and ``dateeval serve`` (through ``serve.queue``) all go
 through it.
 
 What it plans:
@@ -46,6 +46,7 @@ class ScoringRunner(Runner, Protocol):
         self, suffixes: list[list[int]], prefix_cache: object, prefix_len: int, *, packed: bool
     ) -> np.ndarray: ...
     def score_every_position(self, inputs: list[list[int]], *, packed: bool) -> list[Any]: ...
+    def echo_logprobs(self, prompts: list[list[int]]) -> Any: ...
     def generate_static(
         self, encoded: list[list[int]], settings: GenerationSettings, should_stop: Callable[[int], bool] | None
     ) -> list[Generation]: ...
@@ -99,6 +100,15 @@ class Scheduler:
                     tokens, first = pairs[i]
                     totals[i] = _continuation_total(row, tokens, first)
         return totals
+
+    def echo_logprobs(self, prompts: list[list[int]]) -> Any:  # the runner's log-probabilities, opaque here
+        """Every position's log-probabilities of prompts right-padded into one forward pass (a server's ``echo``).
+
+        The caller sizes the batch (``serve.queue``: at most ``MAX_ECHO_POSITIONS``
+        positions, each holding a full-vocabulary row), so the plan is the one batch.
+        """
+        with self.runner.inference():
+            return self.runner.echo_logprobs(prompts)
 
     def generate(
         self,

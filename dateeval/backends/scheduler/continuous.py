@@ -6,7 +6,7 @@ unit's shared prefix, whose cache it asks for once and releases after the
 unit's last admission) or every running row decodes one token, and which
 rows end (end of sequence, a stop string, ``max_new_tokens``, cancellation).
 It never touches the model, a tensor or a cache: the :class:`Runner`'s
-primitives do (``backends.transformers``), so a backend with another cache
+primitives do (``backends.transformers.runner``), so a backend with another cache
 (paged, variable-length) is its own runner.
 
 Why not transformers' ``generate_batch`` (continuous batching over a paged

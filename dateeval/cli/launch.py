@@ -1,4 +1,4 @@
-"""Start the explorer: ``dateeval app`` (what ``./run.sh app`` runs), or ``python -m dateeval.launch [streamlit run
+"""Start the explorer: ``dateeval app`` (what ``./run.sh app`` runs), or ``python -m dateeval.cli.launch [streamlit run
 options]`` for any Streamlit option.
 
 Both serve app.py from :func:`dateeval.bundle.folder` (a clone's top level, or the copy a wheel carries), with

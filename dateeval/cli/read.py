@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the results layer is imported lazily
     from dateeval.results import Period, Results
 
 
-def add_summary(commands: argparse._SubParsersAction) -> None:
+def add_summary(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     summary = commands.add_parser(
         "summary", help="accuracy and ECE over dates: min/mean/max, worst-to-best delta, baselines"
     )
@@ -37,6 +37,7 @@ def add_summary(commands: argparse._SubParsersAction) -> None:
     summary.add_argument(
         "--dates", type=_period, help="only the dates START..END (both included), as a page's date filter selects them"
     )
+    return summary
 
 
 def _period(text: str) -> Period:
@@ -56,7 +57,7 @@ def _period(text: str) -> Period:
     return period
 
 
-def add_export(commands: argparse._SubParsersAction) -> None:
+def add_export(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     export = commands.add_parser(
         "export", help="every stored per-item row with its entry and condition, as one Parquet, CSV or JSONL file"
     )
@@ -65,9 +66,10 @@ def add_export(commands: argparse._SubParsersAction) -> None:
         "--out", required=True, help="a file ending in .parquet, .csv or .jsonl (the format follows the suffix)"
     )
     export.add_argument("--dates", type=_period, help="only the dates START..END (baselines are always included)")
+    return export
 
 
-def add_robust(commands: argparse._SubParsersAction) -> None:
+def add_robust(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     robust = commands.add_parser(
         "robust",
         help="what to report: the date-marginal score with its interval over items and dates, the robust "
@@ -95,9 +97,10 @@ def add_robust(commands: argparse._SubParsersAction) -> None:
     form.add_argument("--markdown", action="store_true", help="a Markdown table per dataset, with the sentences")
     form.add_argument("--latex", action="store_true", help="a LaTeX table per dataset, the sentence as its caption")
     robust.add_argument("--figure", type=Path, help="also write the figure (.svg, .pdf or .png; needs one dataset)")
+    return robust
 
 
-def add_compare(commands: argparse._SubParsersAction) -> None:
+def add_compare(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     compare = commands.add_parser(
         "compare",
         help="model A against model B on the same questions and dates: is A better whatever the date, "
@@ -108,6 +111,7 @@ def add_compare(commands: argparse._SubParsersAction) -> None:
     compare.add_argument("--store", default="cache/results")
     compare.add_argument("--dataset", help="the dataset (default: the only one both have with two or more dates)")
     compare.add_argument("--dates", type=_period, help="only the dates START..END (both included)")
+    return compare
 
 
 def _fraction(text: str) -> float:
@@ -121,12 +125,13 @@ def _fraction(text: str) -> float:
     return value
 
 
-def add_report(commands: argparse._SubParsersAction) -> None:
+def add_report(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     report = commands.add_parser(
         "report", help="write an HTML report with the paper's tables for whatever the store holds"
     )
     report.add_argument("--store", default="cache/results")
     report.add_argument("--out", required=True, help="output folder (index.html and one CSV per table)")
+    return report
 
 
 def _json_safe(value: object) -> object:
@@ -161,7 +166,7 @@ def _open_results(path: str) -> Results:
     return found
 
 
-def summary(args: argparse.Namespace) -> int:
+def cmd_summary(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from dateeval.results import headline_sentence, reorder_sentence, verdict_power
@@ -221,8 +226,8 @@ def _output_folder(path: Path) -> Path:
     return path
 
 
-def report(args: argparse.Namespace) -> int:
-    from dateeval.outputs import check_outside, write_report
+def cmd_report(args: argparse.Namespace) -> int:
+    from dateeval.cli.outputs import check_outside, write_report
 
     check_outside(Path(args.out), Path(args.store))  # before the folder is made
     out = _output_folder(Path(args.out))
@@ -235,8 +240,8 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
-def export(args: argparse.Namespace) -> int:
-    from dateeval.outputs import write_export
+def cmd_export(args: argparse.Namespace) -> int:
+    from dateeval.cli.outputs import write_export
     from dateeval.results import export
 
     out = Path(args.out)
@@ -246,10 +251,10 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
-def robust(args: argparse.Namespace) -> int:
+def cmd_robust(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from dateeval.outputs import write_figure
+    from dateeval.cli.outputs import write_figure
     from dateeval.results import robust_format
 
     if args.figure and (args.figure.suffix not in robust_format.FIGURE_FORMATS or not args.figure.parent.is_dir()):
@@ -309,7 +314,7 @@ def robust(args: argparse.Namespace) -> int:
     return 0
 
 
-def compare(args: argparse.Namespace) -> int:
+def cmd_compare(args: argparse.Namespace) -> int:
     from dateeval.results import robust
 
     found = _open_results(args.store)
