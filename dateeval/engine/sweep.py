@@ -15,7 +15,6 @@ fails naming them.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 import time
 import uuid
@@ -25,15 +24,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
 
-from dateeval import sparse
 from dateeval.backends import locate
-from dateeval.engine.plan import Candidate, Description, Progress, SweepSpec, Unit
+from dateeval.engine import drawn
+from dateeval.engine.missing import missing_units
+from dateeval.engine.plan import Description, Progress, SweepSpec, Unit
 from dateeval.engine.worker import UnitResult, Worker
 from dateeval.errors import DateEvalError
-from dateeval.schema import ROW_KEY
 from dateeval.store import Store, StoreProblems, runs, sidecars
 from dateeval.store.leases import DEFAULT_TTL_S, Leases, holder
 
@@ -158,9 +155,7 @@ class Sweep:
         # Units are written by a few threads (each file is independent): one driver's writes keep up with more workers.
         self._writers = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="dateeval-write")
         self._writes: list[Future] = []
-        self._sampled: dict[
-            tuple, tuple[str, float, float]
-        ] = {}  # (identity, item) -> a drawn cell's design, propensity, inclusion
+        self._sampled: drawn.Sampled = {}  # each drawn cell's design (``drawn.with_design``)
 
     def run(self) -> Progress:
         """Execute every missing unit; returns the final progress (what ran, what was already there).
@@ -173,7 +168,7 @@ class Sweep:
         if self.spec.batch_size < 1:
             raise DateEvalError(f"batch size must be at least 1, not {self.spec.batch_size}")
         if self.spec.budget is not None:
-            _check_affordable(self.spec)
+            drawn.check_affordable(self.spec)
         self.store.ensure_writable()
         self.spec = (
             self.spec.resolved()
@@ -234,7 +229,8 @@ class Sweep:
         """Plan, execute, re-plan until nothing this model needs is missing (or cancelled)."""
         before, first, stalled = progress.units_done, True, False
         while not self.cancel.is_set():
-            units = self._plan(description, progress)
+            units, damaged = missing_units(self.store, self.spec, description, self.run_id)
+            progress.messages += damaged
             progress.units_done = before + len(description.candidates) - len(units)  # done here, earlier or by others
             if first:
                 progress.units_skipped += len(description.candidates) - len(units)
@@ -274,120 +270,21 @@ class Sweep:
     def _run_sparse(self, description: Description, progress: Progress) -> None:
         """A budgeted sweep (``dateeval.sparse``): the dense conditions (baselines, other factors, the pilot dates) first,
         then, from what the pilot shows of each question, the drawn cells of every other date."""
-        dense, drawn = _split(description, self.spec)
-        pilots = _pilots(description, self.spec)
+        dense, dated, pilots = drawn.split(description, self.spec)
         self._run_model(replace(description, candidates=dense), progress)
         if self.cancel.is_set():
             return
         candidates = []
-        for dataset in dict.fromkeys(candidate.dataset for candidate in drawn):
-            of_dataset = [candidate for candidate in drawn if candidate.dataset == dataset]
+        for dataset in dict.fromkeys(candidate.dataset for candidate in dated):
+            of_dataset = [candidate for candidate in dated if candidate.dataset == dataset]
             pilot = [candidate for candidate in dense if candidate.dataset == dataset and candidate in pilots]
-            candidates += self._draw(
-                description, pilot, of_dataset, sum(candidate.dataset == dataset for candidate in dense), progress
-            )
+            w = drawn.pilot_propensity(self.store, description, pilot, list(of_dataset[0].item_ids))
+            n_dense = sum(candidate.dataset == dataset for candidate in dense)
+            chosen, sampled, note = drawn.draw(self.spec, w, pilot, of_dataset, n_dense)
+            candidates += chosen
+            self._sampled.update(sampled)
+            progress.notes.append(note)
         self._run_model(replace(description, candidates=tuple(candidates)), progress)
-
-    def _draw(self, description: Description, pilot: list, drawn: list, n_dense: int, progress: Progress) -> list:
-        """The drawn candidates of one dataset: each keeps the items whose uniform falls below their inclusion
-        probability, which the driver remembers to store with each row (``_sampled``)."""
-        items = list(drawn[0].item_ids)
-        w = self._pilot_propensity(description, pilot, items)
-        grid = len(items) * (n_dense + len(drawn))
-        left = self.spec.budget * grid - len(items) * n_dense
-        design = sparse.solve(
-            w,
-            len(drawn),
-            left,
-            seed=self.spec.budget_seed,
-            budget=self.spec.budget,
-            pilot=tuple(candidate.identity[3] for candidate in pilot),
-        )
-        pi = design.inclusion(w)
-        u = sparse.uniforms(design.seed, items, [candidate.identity[3] for candidate in drawn])
-        text = design.to_json()
-        out = []
-        for candidate, row in zip(drawn, u):
-            keep = np.flatnonzero(row < pi)
-            for index in keep:
-                self._sampled[(candidate.identity, items[index])] = (text, float(w[index]), float(pi[index]))
-            out.append(
-                replace(
-                    candidate,
-                    item_ids=tuple(items[i] for i in keep),
-                    prompt_hashes=tuple(candidate.prompt_hashes[i] for i in keep),
-                )
-            )
-        expected = float(np.sum(pi)) * len(drawn) + len(items) * n_dense
-        progress.notes.append(
-            f"{drawn[0].dataset}: sparse sweep at budget {self.spec.budget:g}: {expected / grid:.1%} of {grid} item-dates expected "
-            f"({n_dense} dense condition(s), {len(drawn)} drawn date(s))"
-        )
-        return out
-
-    def _pilot_propensity(self, description: Description, pilot: list, items: list[str]) -> np.ndarray:
-        """``sparse.pilot_propensity`` of one dataset's questions from the pilot dates' rows as stored."""
-        paths = self.store.unit_files(description.model_dir, pilot[0].dataset)
-        frame, problems = self.store.read(
-            columns=[*ROW_KEY, "correct"], paths=paths, optional=["probs"], full_check=True
-        )
-        damaged = self.store.set_aside_damaged(problems)
-        if damaged:
-            raise DateEvalError(
-                f"the pilot dates' rows are damaged ({damaged[0]}); run the same command again to score them anew"
-            )
-        model_key, hardware, task_key, _ = pilot[0].identity
-        frame = frame[
-            (frame["model_key"] == model_key) & (frame["hardware"] == hardware) & (frame["task_key"] == task_key)
-        ]
-        try:
-            return sparse.pilot_propensity(frame, [candidate.identity[3] for candidate in pilot], items)
-        except sparse.PilotIncomplete:
-            raise DateEvalError(
-                f"{pilot[0].dataset}: the pilot dates are not all in the store; run the same command again"
-            ) from None
-
-    def _plan(self, description: Description, progress: Progress) -> list[Unit]:
-        """The units whose items the store lacks, each with the file it will be written to."""
-        done: set[tuple] = set()
-        for dataset in {candidate.dataset for candidate in description.candidates}:
-            # Every column is verified, not only the keys read: a unit whose file is damaged anywhere is moved
-            # aside and counts as missing, so it runs again (a later read would reject the whole file).
-            paths = self.store.unit_files(description.model_dir, dataset)
-            existing, problems = self.store.read(columns=ROW_KEY, paths=paths, full_check=True)
-            progress.messages += self.store.set_aside_damaged(problems)
-            if len(existing):
-                done |= set(map(tuple, existing[ROW_KEY].itertuples(index=False)))
-        units = []
-        for candidate in description.candidates:
-            todo = [
-                i
-                for i, (item_id, prompt_hash) in enumerate(zip(candidate.item_ids, candidate.prompt_hashes))
-                if (*candidate.identity, item_id, prompt_hash) not in done
-            ]
-            if not todo:
-                continue
-            condition = self.spec.conditions[candidate.condition_index]
-            hashes = tuple(candidate.prompt_hashes[i] for i in todo)
-            unit_key = hashlib.sha256("|".join([*candidate.identity, *hashes]).encode()).hexdigest()[:16]
-            path = self.store.unit_path(description.model_dir, candidate.dataset, condition.label, unit_key)
-            if path.exists() and not self.store.readable(path):
-                # The same unit's earlier file is damaged and could not be moved aside: recompute beside it, never over it.
-                path = self.store.unit_path(
-                    description.model_dir, candidate.dataset, condition.label, f"{unit_key}-{self.run_id}"
-                )
-            units.append(
-                Unit(
-                    candidate.dataset,
-                    candidate.condition_index,
-                    condition.label,
-                    tuple(candidate.item_ids[i] for i in todo),
-                    hashes,
-                    str(path.relative_to(self.store.root)),
-                    candidate.cost * len(todo) / len(candidate.item_ids),
-                )
-            )
-        return units
 
     def _next(self, queue: list[Unit], held: list[Unit]) -> Unit | None:
         """The longest unit not yet in the store that this driver could lease; units others hold are set aside."""
@@ -426,7 +323,7 @@ class Sweep:
         """Write one unit (the only place rows reach the store), then give its lease back."""
         path = self.store.root / unit.path
         try:
-            sidecars.write_unit(self.store, path, self._with_design(result.rows))
+            sidecars.write_unit(self.store, path, drawn.with_design(result.rows, self._sampled))
         finally:
             self.leases.release(path)
         with self._lock:
@@ -437,62 +334,9 @@ class Sweep:
             progress.current = unit.label
             self._report(progress)
 
-    def _with_design(self, rows: pa.Table) -> pa.Table:
-        """A drawn unit's rows with each one's design, propensity and inclusion probability (``dateeval.sparse``);
-        a dense unit's rows as they came."""
-        if not self._sampled or not rows.num_rows:
-            return rows
-        identity = list(
-            zip(*(rows.column(name).to_pylist() for name in ("model_key", "hardware", "task_key", "condition_key")))
-        )
-        found = [self._sampled.get((key, item)) for key, item in zip(identity, rows.column("item_id").to_pylist())]
-        if found[0] is None:
-            return rows
-        for index, name in enumerate(sparse.DESIGN_COLUMNS):
-            rows = rows.append_column(name, pa.array([values[index] for values in found]))
-        return rows
-
     def _report(self, progress: Progress) -> None:
         progress.seconds = time.perf_counter() - self._started
         self.on_progress(progress)
-
-
-def _check_affordable(spec: SweepSpec) -> None:
-    """Refuse, before any model loads, a budget that the dense conditions (baselines, factors, pilot dates) spend alone."""
-    sparse.check_budget(spec.budget)
-    dated = sum(condition.factor == "date" and condition.date_mode == "date" for condition in spec.conditions)
-    dense = len(spec.conditions) - dated + len(sparse.pilot_indices(dated))
-    if dense >= spec.budget * len(spec.conditions):
-        share = dense / len(spec.conditions)
-        raise DateEvalError(
-            f"--budget {spec.budget:g} is spent by the {dense} condition(s) scored in full (baselines, factors and "
-            f"{len(sparse.pilot_indices(dated))} pilot dates: {share:.0%} of the grid): ask for more than {share:.2f}, or sweep more dates"
-        )
-
-
-def _is_drawn(spec: SweepSpec, candidate: Candidate) -> bool:
-    """Whether a candidate's condition is a plain date of the sweep (drawn sparsely); baselines and factors stay dense."""
-    condition = spec.conditions[candidate.condition_index]
-    return condition.factor == "date" and condition.date_mode == "date"
-
-
-def _pilots(description: Description, spec: SweepSpec) -> set:
-    """The pilot candidates: per dataset, :data:`dateeval.sparse.PILOT` dates spread over its sorted date conditions."""
-    chosen = set()
-    for dataset in {candidate.dataset for candidate in description.candidates}:
-        dated = sorted(
-            (c for c in description.candidates if c.dataset == dataset and _is_drawn(spec, c)),
-            key=lambda c: spec.conditions[c.condition_index].date,
-        )
-        chosen |= {dated[i] for i in sparse.pilot_indices(len(dated))}
-    return chosen
-
-
-def _split(description: Description, spec: SweepSpec) -> tuple[tuple, tuple]:
-    """The dense candidates (every condition that is not a plain date, and the pilot dates) and the drawn ones."""
-    pilots = _pilots(description, spec)
-    dense = tuple(c for c in description.candidates if not _is_drawn(spec, c) or c in pilots)
-    return dense, tuple(c for c in description.candidates if c not in dense)
 
 
 def _owner(store: Store, unit: Unit) -> str:

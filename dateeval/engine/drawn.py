@@ -1,0 +1,130 @@
+"""A budgeted sweep's cells (``dateeval.sparse``): which conditions run in full, which dates are drawn, and what each
+drawn row carries so an estimate can weigh it.
+
+The dense conditions (baselines, other factors and the pilot dates) run first; from the pilot's answers each question
+gets a propensity to move with the date, the design (``sparse.solve``) turns propensities into inclusion
+probabilities within the budget, and a seeded uniform per cell decides which cells of every other date run. The
+driver (``engine.sweep``) runs what these functions choose; each drawn row is stored with its design, propensity and
+inclusion probability (:func:`with_design`), so every estimate is design-based and can be recomputed from the store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+
+from dateeval import sparse
+from dateeval.engine.plan import Candidate, Description, SweepSpec
+from dateeval.errors import DateEvalError
+from dateeval.schema import ROW_KEY
+from dateeval.store import Store
+
+Sampled = dict[tuple, tuple[str, float, float]]  # (identity, item) -> a drawn cell's design, propensity, inclusion
+
+
+def check_affordable(spec: SweepSpec) -> None:
+    """Refuse, before any model loads, a budget that the dense conditions (baselines, factors, pilot dates) spend alone."""
+    sparse.check_budget(spec.budget)
+    dated = sum(condition.factor == "date" and condition.date_mode == "date" for condition in spec.conditions)
+    dense = len(spec.conditions) - dated + len(sparse.pilot_indices(dated))
+    if dense >= spec.budget * len(spec.conditions):
+        share = dense / len(spec.conditions)
+        raise DateEvalError(
+            f"--budget {spec.budget:g} is spent by the {dense} condition(s) scored in full (baselines, factors and "
+            f"{len(sparse.pilot_indices(dated))} pilot dates: {share:.0%} of the grid): ask for more than {share:.2f}, or sweep more dates"
+        )
+
+
+def split(description: Description, spec: SweepSpec) -> tuple[tuple, tuple, set]:
+    """The dense candidates (every condition that is not a plain date, and the pilot dates), the drawn ones, the pilots."""
+    pilots = _pilots(description, spec)
+    dense = tuple(c for c in description.candidates if not _is_drawn(spec, c) or c in pilots)
+    return dense, tuple(c for c in description.candidates if c not in dense), pilots
+
+
+def draw(
+    spec: SweepSpec, w: np.ndarray, pilot: list[Candidate], drawn: list[Candidate], n_dense: int
+) -> tuple[list[Candidate], Sampled, str]:
+    """The drawn candidates of one dataset, each keeping the items whose uniform falls below their inclusion
+    probability; the design of each kept cell (to store with its row); a note of the share expected."""
+    items = list(drawn[0].item_ids)
+    grid = len(items) * (n_dense + len(drawn))
+    left = spec.budget * grid - len(items) * n_dense
+    design = sparse.solve(
+        w, len(drawn), left, seed=spec.budget_seed, budget=spec.budget, pilot=tuple(c.identity[3] for c in pilot)
+    )
+    pi = design.inclusion(w)
+    u = sparse.uniforms(design.seed, items, [candidate.identity[3] for candidate in drawn])
+    text = design.to_json()
+    out, sampled = [], {}
+    for candidate, row in zip(drawn, u):
+        keep = np.flatnonzero(row < pi)
+        for index in keep:
+            sampled[(candidate.identity, items[index])] = (text, float(w[index]), float(pi[index]))
+        out.append(
+            replace(
+                candidate,
+                item_ids=tuple(items[i] for i in keep),
+                prompt_hashes=tuple(candidate.prompt_hashes[i] for i in keep),
+            )
+        )
+    expected = float(np.sum(pi)) * len(drawn) + len(items) * n_dense
+    note = (
+        f"{drawn[0].dataset}: sparse sweep at budget {spec.budget:g}: {expected / grid:.1%} of {grid} item-dates expected "
+        f"({n_dense} dense condition(s), {len(drawn)} drawn date(s))"
+    )
+    return out, sampled, note
+
+
+def pilot_propensity(store: Store, description: Description, pilot: list[Candidate], items: list[str]) -> np.ndarray:
+    """``sparse.pilot_propensity`` of one dataset's questions from the pilot dates' rows as stored."""
+    paths = store.unit_files(description.model_dir, pilot[0].dataset)
+    frame, problems = store.read(columns=[*ROW_KEY, "correct"], paths=paths, optional=["probs"], full_check=True)
+    damaged = store.set_aside_damaged(problems)
+    if damaged:
+        raise DateEvalError(
+            f"the pilot dates' rows are damaged ({damaged[0]}); run the same command again to score them anew"
+        )
+    model_key, hardware, task_key, _ = pilot[0].identity
+    frame = frame[(frame["model_key"] == model_key) & (frame["hardware"] == hardware) & (frame["task_key"] == task_key)]
+    try:
+        return sparse.pilot_propensity(frame, [candidate.identity[3] for candidate in pilot], items)
+    except sparse.PilotIncomplete:
+        raise DateEvalError(
+            f"{pilot[0].dataset}: the pilot dates are not all in the store; run the same command again"
+        ) from None
+
+
+def with_design(rows: pa.Table, sampled: Sampled) -> pa.Table:
+    """A drawn unit's rows with each one's design, propensity and inclusion probability; a dense unit's rows as they came."""
+    if not sampled or not rows.num_rows:
+        return rows
+    identity = list(
+        zip(*(rows.column(name).to_pylist() for name in ("model_key", "hardware", "task_key", "condition_key")))
+    )
+    found = [sampled.get((key, item)) for key, item in zip(identity, rows.column("item_id").to_pylist())]
+    if found[0] is None:
+        return rows
+    for index, name in enumerate(sparse.DESIGN_COLUMNS):
+        rows = rows.append_column(name, pa.array([values[index] for values in found]))
+    return rows
+
+
+def _is_drawn(spec: SweepSpec, candidate: Candidate) -> bool:
+    """Whether a candidate's condition is a plain date of the sweep (drawn sparsely); baselines and factors stay dense."""
+    condition = spec.conditions[candidate.condition_index]
+    return condition.factor == "date" and condition.date_mode == "date"
+
+
+def _pilots(description: Description, spec: SweepSpec) -> set:
+    """The pilot candidates: per dataset, :data:`dateeval.sparse.PILOT` dates spread over its sorted date conditions."""
+    chosen = set()
+    for dataset in {candidate.dataset for candidate in description.candidates}:
+        dated = sorted(
+            (c for c in description.candidates if c.dataset == dataset and _is_drawn(spec, c)),
+            key=lambda c: spec.conditions[c.condition_index].date,
+        )
+        chosen |= {dated[i] for i in sparse.pilot_indices(len(dated))}
+    return chosen
