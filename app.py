@@ -1,5 +1,5 @@
 """dateeval explorer: ``./run.sh app`` (``python -m dateeval.cli.launch``). Plain ``streamlit run app.py`` works too, except
-that a deep link as a fresh server's first request then opens in Streamlit's v1 mode (see dateeval/launch.py)."""
+that a deep link as a fresh server's first request then opens in Streamlit's v1 mode (see dateeval/cli/launch.py)."""
 
 import streamlit as st
 
