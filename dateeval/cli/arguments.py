@@ -81,3 +81,11 @@ def api_options(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
     )
     api.add_argument("--concurrency", type=integer(1, 1024), default=8, help="requests in flight at once (default 8)")
     return api
+
+
+def fraction(text: str) -> float:
+    """An argparse type for a half-width: a number strictly between 0 and 1 (0.01 is one percentage point)."""
+    value = finite(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1 (0.01 = 1 pp), not {text}")
+    return value

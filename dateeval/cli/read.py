@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dateeval.cli import arguments
 from dateeval.errors import DateEvalError
 
 if TYPE_CHECKING:  # the results layer is imported lazily
@@ -84,7 +85,7 @@ def add_robust(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     robust.add_argument("--dates", type=_period, help="only the dates START..END (both included)")
     robust.add_argument(
         "--half-width",
-        type=_fraction,
+        type=arguments.fraction,
         default=0.01,
         help="the 95%% interval's half-width to plan for, as a fraction (default 0.01 = 1 pp)",
     )
@@ -112,17 +113,6 @@ def add_compare(commands: argparse._SubParsersAction) -> argparse.ArgumentParser
     compare.add_argument("--dataset", help="the dataset (default: the only one both have with two or more dates)")
     compare.add_argument("--dates", type=_period, help="only the dates START..END (both included)")
     return compare
-
-
-def _fraction(text: str) -> float:
-    """An argparse type for a half-width: a number strictly between 0 and 1 (0.01 is one percentage point)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if not 0 < value < 1:
-        raise argparse.ArgumentTypeError(f"must be a fraction between 0 and 1 (0.01 = 1 pp), not {text}")
-    return value
 
 
 def add_report(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
