@@ -1,7 +1,7 @@
 """``dateeval run``'s flags: what a sweep varies (models, datasets, dates and other factors), how it runs, where it stores.
 
-Kept apart from the command (``cli.run``) because the flags are most of its length and the Run page's
-documentation follows them; ``--spec-*`` flags are generated from the spec keys (``tasks.custom.KEYS``).
+Kept apart from the command (``cli.run``), which reads them, because they are most of its length; the ``--spec-*``
+flags are generated from the spec keys (``tasks.custom.KEYS``).
 """
 
 from __future__ import annotations
