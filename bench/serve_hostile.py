@@ -114,9 +114,9 @@ def passes_at_the_bounds() -> None:
     import torch
 
     from dateeval.backends.interrupt import checkpoints
-    from dateeval.serve.queue import BATCH_TOKENS, MAX_BATCH, MAX_ECHO_POSITIONS
     from dateeval.backends.transformers import TransformersBackend
     from dateeval.models import resolve
+    from dateeval.serve.queue import BATCH_TOKENS, MAX_BATCH, MAX_ECHO_POSITIONS
 
     backend = TransformersBackend(resolve(MODEL), dtype="float32", device="cpu")
     marks: list[float] = []

@@ -567,8 +567,8 @@ def test_units_generated_together_equal_each_unit_alone_and_run_each_prefix_once
 def test_a_shared_prefix_runs_once_across_calls_and_changes_no_value(backend, data_dir, monkeypatch):
     """Two scoring calls on one date's MMLU prompts: the second runs no prefix forward and gives identical probabilities;
     the kept caches stay within their byte budget."""
-    from dateeval.backends.transformers import runner
     from dateeval.backends.scheduler.plans import common_prefix_length
+    from dateeval.backends.transformers import runner
     from dateeval.conditions import Condition
     from dateeval.engine.worker import prompt_input
     from dateeval.tasks import build_task

@@ -13,8 +13,8 @@ from dateeval.cli import arguments
 
 def add(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     from dateeval.backends import BACKENDS
-    from dateeval.backends.openai_api import MODES
     from dateeval.backends.devices import DEVICES, DTYPES
+    from dateeval.backends.openai_api import MODES
     from dateeval.models import DEFAULT_MODEL
     from dateeval.names import FEWSHOT_FORMATS
     from dateeval.prompting import POSITIONS

@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 
 from dateeval import sparse
+from dateeval.conditions import Condition
 from dateeval.engine.plan import Candidate, Description, SweepSpec
 from dateeval.errors import DateEvalError
 from dateeval.schema import ROW_KEY
@@ -27,7 +28,7 @@ Sampled = dict[tuple, tuple[str, float, float]]  # (identity, item) -> a drawn c
 def check_affordable(spec: SweepSpec) -> None:
     """Refuse, before any model loads, a budget that the dense conditions (baselines, factors, pilot dates) spend alone."""
     sparse.check_budget(spec.budget)
-    dated = sum(condition.factor == "date" and condition.date_mode == "date" for condition in spec.conditions)
+    dated = sum(map(_plain_date, spec.conditions))
     dense = len(spec.conditions) - dated + len(sparse.pilot_indices(dated))
     if dense >= spec.budget * len(spec.conditions):
         share = dense / len(spec.conditions)
@@ -114,7 +115,10 @@ def with_design(rows: pa.Table, sampled: Sampled) -> pa.Table:
 
 def _is_drawn(spec: SweepSpec, candidate: Candidate) -> bool:
     """Whether a candidate's condition is a plain date of the sweep (drawn sparsely); baselines and factors stay dense."""
-    condition = spec.conditions[candidate.condition_index]
+    return _plain_date(spec.conditions[candidate.condition_index])
+
+
+def _plain_date(condition: Condition) -> bool:
     return condition.factor == "date" and condition.date_mode == "date"
 
 

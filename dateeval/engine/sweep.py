@@ -24,7 +24,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
-
 from dateeval.backends import locate
 from dateeval.engine import drawn
 from dateeval.engine.missing import missing_units

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Protocol
 
 from dateeval.backends.base import GenerationSettings
 from dateeval.backends.openai_api import MAX_API_STOPS
-from dateeval.serve.queue import BATCH_TOKENS, MAX_ECHO_POSITIONS, Best, Busy, Job, RequestQueue
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.errors import DateEvalError
 from dateeval.limits import MAX_STOP_CHARS
 from dateeval.prompting import ChatTemplate
+from dateeval.serve.queue import BATCH_TOKENS, MAX_ECHO_POSITIONS, Best, Busy, Job, RequestQueue
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase

@@ -20,9 +20,9 @@ import traceback
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from dateeval.serve.queue import Cancelled as ClientGone  # a request whose client hung up
 from dateeval.errors import DateEvalError
 from dateeval.serve.protocol import ROUTES, RequestError, Served
+from dateeval.serve.queue import Cancelled as ClientGone  # a request whose client hung up
 
 MAX_BODY = 16 << 20
 DRAIN_LIMIT = (

@@ -96,7 +96,7 @@ class ModelRunner(Decoding):
         the batch holds one copy of its logits."""
         import torch
 
-        ids, mask = _pad(prompts, 0, left=False)
+        ids, mask = _pad(prompts, self.pad_id, left=False)  # right-padded: no read position sees the padding
         logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.float()
         logits -= torch.logsumexp(logits, dim=-1, keepdim=True)
         return logits
