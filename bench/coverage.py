@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dateeval.metrics import ece_rows
 from dateeval.results import bands, chance, inference, robust
-from dateeval.results.view import N_PERM
+from dateeval.results.chance_reads import N_PERM
 
 RATES = (0.02, 0.1, 0.3, 0.5)
 ITEMS = (10, 20, 50, 200, 1000)

@@ -258,7 +258,7 @@ def two_way_anova(matrix: list[list[float]]) -> dict[str, float]:
 
 
 def rank_intervals(scores: pd.DataFrame) -> pd.DataFrame:
-    """``robust.rank_intervals`` by recounting: an entry's rank on a date is 1 + the entries strictly ahead of it;
+    """``ranks.rank_intervals`` by recounting: an entry's rank on a date is 1 + the entries strictly ahead of it;
     the central 95% are the sorted ranks at positions ceil(q n) - 1 (the inverted CDF)."""
     import math
 

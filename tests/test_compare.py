@@ -10,7 +10,7 @@ import oracles
 import pytest
 
 from dateeval import stats
-from dateeval.results import bands, robust
+from dateeval.results import bands, robust, robust_record
 
 
 def test_date_variances_under_resampling_equal_the_loop_anova_of_the_resampled_matrix():
@@ -50,7 +50,7 @@ def test_compare_prints_what_stats_gives():
     a, b = ((rng.random((6, 40)) < np.clip(skill + lift, 0, 1)).astype(float) for lift in (0.2, 0.0))
     found = robust.compare(a, b)
     assert found["difference"] == tuple(stats.paired_difference(a, b)) and found["a"] == tuple(stats.robust_score(a))
-    lines = robust.compare_lines("A", "B", found)
+    lines = robust_record.compare_lines("A", "B", found)
     assert lines[1].startswith(f"A - B: {100 * found['difference'][0]:+.1f} pp") and (
         "A scores higher whatever the date" in lines[1]
     ) == (found["difference"][1] > 0)

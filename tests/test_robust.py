@@ -13,7 +13,7 @@ from scipy import stats
 from streamlit.testing.v1 import AppTest
 
 from dateeval import stats as dateeval_stats
-from dateeval.results import robust, robust_format
+from dateeval.results import ranks, robust, robust_format, robust_record
 
 
 def _binary(dates: int, items: int, seed: int) -> np.ndarray:
@@ -77,7 +77,7 @@ def test_rank_intervals_equal_a_brute_force_recount():
         columns=[f"model {k}" for k in range(5)],
         index=[f"2024-01-{d:02d}" for d in range(1, 42)],
     )
-    pd.testing.assert_frame_equal(robust.rank_intervals(scores), oracles.rank_intervals(scores), check_dtype=False)
+    pd.testing.assert_frame_equal(ranks.rank_intervals(scores), oracles.rank_intervals(scores), check_dtype=False)
 
 
 def test_flipping_pairs_recount_who_is_ahead():
@@ -85,7 +85,7 @@ def test_flipping_pairs_recount_who_is_ahead():
     intervals = pd.DataFrame(
         {"entry": ["a", "b", "c"], "score": [0.5, 0.48, 0.1], "low": [0.4, 0.4, 0.0], "high": [0.6, 0.55, 0.2]}
     )
-    pairs = robust.flipping_pairs(scores, intervals).set_index(["entry_a", "entry_b"])
+    pairs = ranks.flipping_pairs(scores, intervals).set_index(["entry_a", "entry_b"])
     assert pairs.loc[("a", "b")].to_dict() == {
         "a_ahead": 2,
         "b_ahead": 1,
@@ -105,23 +105,23 @@ def test_sentence_names_the_dates_and_the_interval():
         "n_items": 1000,
         "dates": [f"2024-01-{d:02d}" for d in range(1, 32)],
     }
-    assert robust.sentence("accuracy", row) == (
+    assert robust_record.sentence("accuracy", row) == (
         "accuracy 61.2 ± 0.8 pp, mean over all 31 days of 2024-01-01..2024-01-31, 95% CI over items and "
         "dates (1000 items)"
     )
     monthly = {**row, "dates": [f"2024-{month:02d}-01" for month in range(1, 13)]}
-    assert "mean over 12 dates in 2024-01-01..2024-12-01," in robust.sentence("accuracy", monthly)
+    assert "mean over 12 dates in 2024-01-01..2024-12-01," in robust_record.sentence("accuracy", monthly)
 
 
 def test_an_asymmetric_interval_is_stated_as_it_is():
     """The issue's GSM8K case: 1.0 with [0.0, 4.7] is not "1.0 ± 2.3" (below zero)."""
     row = {"score": 0.010, "low": 0.0, "high": 0.047, "n_items": 16, "dates": ["2024-01-01", "2024-01-02"]}
-    assert robust.sentence("accuracy", row).startswith("accuracy 1.0 [0.0, 4.7], mean over")
+    assert robust_record.sentence("accuracy", row).startswith("accuracy 1.0 [0.0, 4.7], mean over")
 
 
 def _advice(correct: np.ndarray) -> str:
     row = robust.entry_statistics(correct, n_boot=20)
-    return robust.advice("accuracy", row, 0.01, "2024-01-01", "2024-01-02")
+    return robust_record.advice("accuracy", row, 0.01, "2024-01-01", "2024-01-02")
 
 
 def test_two_dates_say_why_their_interval_is_wide_when_the_dates_make_it_so():
@@ -132,7 +132,7 @@ def test_two_dates_say_why_their_interval_is_wide_when_the_dates_make_it_so():
     apart = np.vstack([rng.random(50) < 0.1, rng.random(50) < 0.9]).astype(float)
     said = _advice(apart)
     df = robust.satterthwaite_df(apart)
-    assert df < robust.FEW_DF
+    assert df < robust_record.FEW_DF
     assert said.startswith("Wide because the dates' spread rests on 1 difference between dates ")
     assert f"Student's t {stats.t.ppf(0.975, df):.1f} in place of 1.96" in said
     alike = np.vstack([rng.random(50) < 0.5] * 2).astype(float)
@@ -290,7 +290,7 @@ def test_report_section_equals_the_layer(store, layer, tmp_path):
     assert "<h2>What to report: mmlu</h2>" in page and "<svg" in page
     written = pd.read_csv(tmp_path / "report" / "robust-mmlu.csv")
     expected = layer.robust("mmlu")
-    for column in robust.BOARD_COLUMNS:
+    for column in ranks.BOARD_COLUMNS:
         assert written[column].tolist() == expected[column].tolist(), column
     for entry in layer.robust_record("mmlu")["entries"]:
         assert entry["sentence"].replace("×", "x") in page.replace("×", "x")

@@ -17,7 +17,8 @@ from dateeval import atomic
 from dateeval.errors import DateEvalError
 from dateeval.results import export
 from dateeval.results.report import build_report
-from dateeval.results.view import Period, Results
+from dateeval.results.entries import Period
+from dateeval.results.view import Results
 from dateeval.store import arrow_table
 
 

@@ -44,7 +44,7 @@ def add_summary(commands: argparse._SubParsersAction) -> argparse.ArgumentParser
 def _period(text: str) -> Period:
     """``START..END`` as a :class:`dateeval.results.Period` (argparse reports a bad one in one line)."""
     from dateeval.dates import parse_date
-    from dateeval.results.view import Period
+    from dateeval.results.entries import Period
 
     start, separator, end = text.partition("..")
     if not separator:
@@ -305,7 +305,7 @@ def cmd_robust(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from dateeval.results import robust
+    from dateeval.results import robust_record
 
     found = _open_results(args.store)
     dated = found.dated_entries(args.dates)
@@ -335,5 +335,5 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if compared is None:
         raise DateEvalError(f"{args.a!r} and {args.b!r} do not share two dates and the same questions on {dataset}")
     print(f"{dataset}:")
-    print("".join(f"  {line}\n" for line in robust.compare_lines(args.a, args.b, compared)), end="")
+    print("".join(f"  {line}\n" for line in robust_record.compare_lines(args.a, args.b, compared)), end="")
     return 0

@@ -150,12 +150,12 @@ def reorder_chance(view: results.Results, selection: Selection, observed: float)
 
 @cached(spinner="Comparing the two models...")
 def compare(view: results.Results, selection: Selection, a: str, b: str) -> list[str]:
-    """``robust.compare_lines`` of two entries over the dates of the selection they share; empty where they share
+    """``robust_record.compare_lines`` of two entries over the dates of the selection they share; empty where they share
     fewer than two dates or not their questions."""
-    from dateeval.results import robust
+    from dateeval.results import robust_record
 
     found = view.compared(selection.dataset, a, b, selection.period)
-    return [] if found is None else robust.compare_lines(a, b, found)
+    return [] if found is None else robust_record.compare_lines(a, b, found)
 
 
 @cached(spinner="Computing intervals over questions...")

@@ -26,7 +26,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from dateeval.results.headline import Headline, headline_sentence, reorder_sentence, verdict_power
-from dateeval.results.view import N_PERM, Period, Results
+from dateeval.results.chance_reads import N_PERM
+from dateeval.results.entries import Period
+from dateeval.results.view import Results
 from dateeval.store import Store, StoreProblems
 
 __all__ = ["N_PERM", "Headline", "Period", "Results", "headline_sentence", "open", "reorder_sentence", "verdict_power"]

@@ -25,7 +25,8 @@ import pandas as pd
 
 from dateeval.errors import DateEvalError
 from dateeval.results import descriptive
-from dateeval.results.view import Period, Results
+from dateeval.results.entries import Period
+from dateeval.results.view import Results
 from dateeval.rows import with_factor
 from dateeval.store import has_surrogates
 

@@ -172,16 +172,16 @@ def _robust_section(results: Results, files: dict[str, str], half_width: float =
 
 
 def _compare_section(results: Results, dataset: str, files: dict[str, str]) -> list[str]:
-    """Model against model on ``dataset`` (``robust.compare_table``, as ``dateeval compare`` prints each pair), for the
+    """Model against model on ``dataset`` (``robust_record.compare_table``, as ``dateeval compare`` prints each pair), for the
     graded entries that share two or more dates and their questions; nothing where fewer do."""
-    from dateeval.results import robust
+    from dateeval.results import robust_record
 
     names = sorted({entry for entry, name in results.dated_entries() if name == dataset})
     found = [(a, b, results.compared(dataset, a, b)) for a, b in combinations(names, 2)]
     pairs = [(a, b, compared) for a, b, compared in found if compared is not None]
     if not pairs:
         return []
-    table = robust.compare_table(pairs)
+    table = robust_record.compare_table(pairs)
     files[f"compare-{dataset}.csv"] = to_csv(table)
     return [
         f"<h3>Model against model: {html.escape(dataset)}</h3><p>Each pair on the questions and dates both have: A - B "

@@ -12,276 +12,26 @@ Streamlit: the explorer only caches a view per store state.
 
 from __future__ import annotations
 
-import datetime as dt
-import functools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 
 from dateeval import schema
 from dateeval.metrics import METRICS, dataset_metrics
-from dateeval.results import (
-    bands,
-    chance,
-    descriptive,
-    estimated,
-    inference,
-    item_matrices,
-    sparse_chance,
-    sql,
-    stored,
-    unit_sums,
-)
-from dateeval.results.headline import Headline
-from dateeval.results.headline import headline as find_headline
+from dateeval.names import FEWSHOT_FORMATS, TURNS  # TURNS: the name suffix of each format
+from dateeval.results import bands, chance, descriptive, estimated, inference, paper, sql
+from dateeval.results.chance_reads import ChanceReads
+from dateeval.results.entries import Period
+from dateeval.results.flip_reads import FlipReads
+from dateeval.results.robust_reads import RobustReads
 from dateeval.schema import OUTCOME_COLUMNS
-from dateeval.store import Store, StoreProblems
-
-# Permutations of the date's null band (the explorer's, the same on every page).
-N_PERM = 200
-# The planted date effect whose detection rate the verdict states ("finds a 5 pp date effect N% of the time").
-POWER_EFFECT = 0.05
-# Entries whose matrices one view holds at once (each is tens of MB at paper scale).
-HELD_ENTRIES = 6
-
 
 PER_DATE_COLUMNS = ["entry", "dataset", "date", "metric", "value", "low", "high", "n_scored", "n_items", "estimated"]
 
 
-@dataclass(frozen=True)
-class Period:
-    """A range of dates, both ends included: what a page's date filter or ``summary --dates`` selects."""
-
-    start: dt.date
-    end: dt.date
-
-    def holds(self, dates: pd.Series) -> pd.Series:
-        """Which of ``dates`` (stored as text or dates; missing for baselines) fall in the period."""
-        days = pd.to_datetime(dates, errors="coerce", format="mixed")
-        return pd.Series(days.between(pd.Timestamp(self.start), pd.Timestamp(self.end)).to_numpy(), index=dates.index)
-
-    def __str__(self) -> str:
-        return f"{self.start.isoformat()}..{self.end.isoformat()}"
-
-
-class Results:
-    """One state of a store as the statistics read it: per-unit sums (with ``entry``), per-condition metrics, and
-    each entry's condition x item matrices on demand (the last :data:`HELD_ENTRIES` held)."""
-
-    def __init__(
-        self,
-        store: Store,
-        fingerprint: tuple,
-        sums: pd.DataFrame,
-        metrics: pd.DataFrame,
-        drawn: pd.DataFrame | None = None,
-    ) -> None:
-        self.store, self.fingerprint, self.sums, self.metrics = store, fingerprint, sums, metrics
-        # A sparse entry's drawn dates (``dateeval.sparse``): a sample of questions each, so they are kept out of ``sums``
-        # (whose statistics need every question) and read only through ``estimated``.
-        self.drawn = sums.iloc[:0] if drawn is None else drawn
-        self._sparse = sorted(set(zip(self.drawn["entry"], self.drawn["dataset"])))
-        self.entry_outcomes = functools.lru_cache(maxsize=HELD_ENTRIES)(self._entry_outcomes)
-        self._whole_sample = functools.lru_cache(maxsize=HELD_ENTRIES)(self._sample_of)
-        self._computed_flips = functools.lru_cache(maxsize=HELD_ENTRIES)(
-            self._compute_flips
-        )  # both tables from one computation
-
-    @classmethod
-    def open(cls, store: Store) -> tuple[Results, StoreProblems]:
-        """The store as it is now, with what could not be read (damaged units are left out and reported)."""
-        fingerprint = store.fingerprint()
-        sums, problems = unit_sums.load(store)
-        sums = sums.assign(entry=descriptive.entry_label(sums)) if len(sums) else sums.assign(entry=None)
-        sampled = estimated.drawn(sums)
-        sums, drawn = sums[~sampled.to_numpy()].reset_index(drop=True), sums[sampled.to_numpy()].reset_index(drop=True)
-        metrics, more = unit_sums.condition_metrics(store, sums)
-        problems.corrupted += more.corrupted
-        problems.foreign += more.foreign
-        problems.unreachable |= more.unreachable
-        return cls(store, fingerprint, sums, metrics, drawn), problems
-
-    def sources(self, chosen: pd.Series) -> tuple[list[Path], pd.DataFrame, bool]:
-        """The verified files holding the chosen sums, the entries' keys and labels, and whether rows must be
-        de-duplicated (an entry x condition spread over several files, which a read would de-duplicate)."""
-        picked = self.sums[chosen.to_numpy()]
-        keys = picked[[*schema.ENTRY_KEY, "entry"]].drop_duplicates(ignore_index=True)
-        dedup = bool(picked.groupby(schema.GROUP, dropna=False)["source"].nunique().gt(1).any())
-        return [self.store.root / source for source in dict.fromkeys(picked["source"])], keys, dedup
-
-    def outcome_rows(self, chosen: pd.Series) -> pd.DataFrame:
-        """Per-item outcomes (``OUTCOME_COLUMNS``) of the chosen sums' entries and conditions, read by DuckDB."""
-        return sql.rows(*self.sources(chosen), OUTCOME_COLUMNS)
-
-    def _of(self, entry: str, dataset: str) -> pd.Series:
-        """Which sums are one entry's on one dataset."""
-        return self.sums["entry"].eq(entry) & self.sums["dataset"].eq(dataset)
-
-    def _entry_outcomes(self, entry: str, dataset: str) -> item_matrices.Outcomes | None:
-        chosen = self.sums[self._of(entry, dataset)]
-        return item_matrices.load(self.store, chosen) if len(chosen) else None
-
-    def matrices(self, entry: str, dataset: str, keys: list | None, level: str) -> tuple[list, np.ndarray, np.ndarray]:
-        """``inference.outcome_matrices`` of one entry's graded rows of the conditions ``keys`` (None: its date sweep) by
-        ``level``: from its matrices, or from its rows where the matrices cannot tell (see ``item_matrices.load``)."""
-        found = self.entry_outcomes(entry, dataset)
-        if found is not None:
-            conditions = found.conditions
-            wanted = conditions["factor"].eq("date") if keys is None else conditions["condition_key"].isin(keys)
-            matrices = item_matrices.matrices(found, np.flatnonzero(wanted.to_numpy()), level)
-            if matrices is not None:
-                return matrices
-        rows = inference.graded(self.outcome_rows(self._of(entry, dataset)))
-        return inference.outcome_matrices(
-            rows[rows["factor"].eq("date") if keys is None else rows["condition_key"].isin(keys)], level
-        )
-
-    def question_ids(self, entry: str, dataset: str) -> tuple:
-        """The ids of the questions one entry answered on ``dataset``, sorted: the columns of its matrices."""
-        found = self.entry_outcomes(entry, dataset)
-        if found is not None:
-            return tuple(found.items.tolist())
-        return tuple(sorted(self.outcome_rows(self._of(entry, dataset))["item_id"].astype(str).unique()))
-
-    def entry_units(self, entry: str, dataset: str) -> list[Path]:
-        """The unit files holding one entry's results on one dataset (what its kept statistics are keyed on)."""
-        sources = self._with_drawn(entry, dataset)["source"]
-        return [self.store.root / source for source in sources.unique()]
-
-    def _with_drawn(self, entry: str, dataset: str) -> pd.DataFrame:
-        """One entry's sums, its drawn dates' included where it was swept sparsely."""
-        drawn = self.drawn[self.drawn["entry"].eq(entry) & self.drawn["dataset"].eq(dataset)]
-        return pd.concat([self.sums[self._of(entry, dataset)], drawn])
-
-    def _kept(
-        self, name: str, entry: str, dataset: str, view: tuple, constants: tuple, compute: Callable[[], list[dict]]
-    ) -> list[dict]:
-        """``stored.rows`` of one entry and dataset, keyed on its units: ``view`` (e.g. a metric, a date range) tells
-        results of the same entry apart (a newer one of the same view replaces the older), ``constants`` are the rest."""
-        label = "\0".join(str(part) for part in (entry, dataset, *view))
-        return stored.rows(
-            self.store, name, label, self.entry_units(entry, dataset), (entry, dataset, *view, *constants), compute
-        )
-
-    def headline(self) -> Headline | None:
-        """The store's finding (kept): the verdict over its graded entries, the largest worst-to-best accuracy delta
-        against the null of the largest of them, leaderboard reordering (``headline.headline``), and how often the
-        verdict's test finds a 5 pp date effect on the top entry's questions and dates (``chance.power``)."""
-
-        def compute() -> list[dict]:
-            found = find_headline(self.significance_table(), self.metrics, self.verdict())
-            if found is None:
-                return []
-            correct = self.matrices(found.entry, found.dataset, None, "condition_key")[
-                1
-            ]  # its date sweep, as its significance
-            if found.reorder_dataset is not None:
-                shuffled = self.reorder_chance(found.reorder_dataset, None, found.reorder)
-                found = found.with_(
-                    reorder_chance=shuffled["chance"],
-                    reorder_chance_upper=shuffled["chance_upper"],
-                    reorder_p_value=shuffled["p_value"],
-                )
-            return [found.with_(power_effect=POWER_EFFECT, power=chance.power(correct, POWER_EFFECT)).record()]
-
-        found = stored.rows(
-            self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (N_PERM,), compute
-        )
-        return Headline.from_record(found[0]) if found else None
-
-    def verdict(self) -> float:
-        """The family-wise p-value of "the date moves at least one graded entry" (``chance.date_effect_family``):
-        entries on one dataset and the same dates are shuffled jointly, their rows in date order. Entries swept
-        sparsely are tested each under its design (``sparse_chance``, every date) and joined by Bonferroni
-        (``chance.bonferroni``): their shuffles cannot be joint with a dense grid's."""
-        sparse = set(self.sparse_entries())
-        table = self.significance_table()
-        chosen = [(row.entry, row.dataset) in sparse for row in table.itertuples()]
-        parts = table.loc[chosen, "cochran_permutation_p"].tolist()
-        dense = [key for key in self.dated_entries() if key not in sparse]
-        return chance.bonferroni([self._dense_verdict(dense)] * bool(dense) + parts)
-
-    def _dense_verdict(self, entries: list[tuple[str, str]]) -> float:
-        """:meth:`verdict` of dense ``entries``: their date sweeps shuffled jointly."""
-        dated, keys, matrices = self._dated(None), [], []
-        for entry, dataset in entries:
-            levels, correct, _ = self.matrices(entry, dataset, None, "condition_key")
-            mine = dated[(dated["entry"] == entry) & (dated["dataset"] == dataset)]
-            day = dict(zip(mine["condition_key"], mine["date"].astype(str)))
-            dates = np.array([day[level] for level in levels])
-            order = np.argsort(dates, kind="stable")
-            keys.append((dataset, tuple(dates[order])))
-            matrices.append(correct[order])
-        return chance.date_effect_family(chance.verdict_groups(keys, matrices))
-
-    def reorder_chance(
-        self, dataset: str, entries: Sequence[str] | None, observed: float, period: Period | None = None
-    ) -> dict[str, float]:
-        """What chance alone gives for the share of date pairs that reorder ``entries`` (all graded ones with dates
-        when None) on ``dataset`` over the dates they share in ``period`` (``chance.reorder_chance``); NaN where
-        they share fewer than two dates or not the same questions."""
-        _, group = self.aligned(dataset, entries, period)
-        if group is None:
-            return {"chance": float("nan"), "chance_upper": float("nan"), "p_value": float("nan")}
-        return chance.reorder_chance(group, observed)
-
-    def aligned(
-        self, dataset: str, entries: Sequence[str] | None, period: Period | None = None
-    ) -> tuple[list[str], np.ndarray | None]:
-        """The dates ``entries`` (every graded one with dates when None, in sorted order) share on ``dataset`` in
-        ``period``, and their outcomes there: entries x dates x questions, rows in date order; None where fewer than
-        two entries share two dates, or they do not share their questions."""
-        found, questions = {}, set()
-        for entry, name in self.dated_entries(period):
-            if name == dataset and (entries is None or entry in entries):
-                dates, correct, _ = self.matrices(entry, dataset, self._date_keys(entry, dataset, period), "date")
-                found[entry] = (pd.to_datetime(pd.Series(dates)).dt.strftime("%Y-%m-%d").tolist(), correct)
-                questions.add(self.question_ids(entry, dataset))
-        common = sorted(set.intersection(*(set(dates) for dates, _ in found.values()))) if len(found) >= 2 else []
-        if len(common) < 2 or len(questions) != 1 or len({correct.shape[1] for _, correct in found.values()}) != 1:
-            return common, None  # paired by question id, not by count: two entries on different questions share nothing
-        order = [entry for entry in (entries if entries is not None else sorted(found)) if entry in found]
-        return common, np.stack([found[entry][1][[found[entry][0].index(day) for day in common]] for entry in order])
-
-    def compared(self, dataset: str, a: str, b: str, period: Period | None = None) -> dict | None:
-        """``robust.compare`` of entries ``a`` and ``b`` on the dates of ``period`` they share (None where fewer than
-        two, or not the same questions); where either was swept sparsely, ``estimated.compare`` of their samples."""
-        from dateeval.results import robust
-
-        sparse = self.sparse_entries()
-        if (a, dataset) not in sparse and (b, dataset) not in sparse:
-            _, group = self.aligned(dataset, [a, b], period)
-            return None if group is None else robust.compare(group[0], group[1])
-        return estimated.compare(*(self._sample_for(entry, dataset, period) for entry in (a, b)))
-
-    def _sample_for(self, entry: str, dataset: str, period: Period | None) -> estimated.Sample:
-        """An entry's :meth:`sparse_sample`, or its dense grades as one (``estimated.dense_sample``)."""
-        if (entry, dataset) in self.sparse_entries():
-            return self.sparse_sample(entry, dataset, period)
-        dates, correct, _ = self.matrices(entry, dataset, self._date_keys(entry, dataset, period), "date")
-        days = pd.to_datetime(pd.Series(dates)).dt.strftime("%Y-%m-%d").tolist()
-        return estimated.dense_sample(days, list(self.question_ids(entry, dataset)), correct)
-
-    def significance_table(self, period: Period | None = None) -> pd.DataFrame:
-        """``chance.significance`` of every graded entry with two or more dates in ``period`` (kept), with its null draws."""
-        rows = [self.significance(entry, dataset, period) for entry, dataset in self.dated_entries(period)]
-        return pd.DataFrame(
-            rows, columns=[*chance.SIGNIFICANCE_COLUMNS, "mean_accuracy", "chance_half_width", "null_draws"]
-        )
-
-    def _dated(self, period: Period | None) -> pd.DataFrame:
-        """The sums of graded date conditions in ``period`` (all of them without one)."""
-        dated = self.sums[(self.sums["factor"] == "date") & (self.sums["n_graded"] > 0)]
-        return dated if period is None else dated[period.holds(dated["date"])]
-
-    def dated_entries(self, period: Period | None = None) -> list[tuple[str, str]]:
-        """(entry, dataset) of every graded entry with two or more dates in ``period``, sorted: the one place that decides
-        which entries have a date effect to test (null band, headline, Table 7, the robust number)."""
-        counts = self._dated(period).groupby(["entry", "dataset"], sort=True)["condition_key"].nunique()
-        return list(counts[counts >= 2].index)
+class Results(ChanceReads, RobustReads, FlipReads):
+    """One state of a store with every statistic a page, a command or the report reads (``entries.EntryData``), each
+    concern's readers in its own class (chance, the robust number, flips), and here the tables that join them:
+    the summary, the accuracy per date, Table 5 and the bands."""
 
     def per_date(self, period: Period | None = None) -> pd.DataFrame:
         """Each entry's share graded right on each date of its sweep and on its no-date baseline (``PER_DATE_COLUMNS``;
@@ -324,6 +74,14 @@ class Results:
         )
         return order[PER_DATE_COLUMNS].reset_index(drop=True)
 
+    def _estimated(self, period: Period | None) -> list[pd.DataFrame]:
+        """The per-date rows of sparse entries' drawn dates (``PER_DATE_COLUMNS``), estimated."""
+        tables = []
+        for entry, dataset in self.sparse_entries():
+            found = estimated.estimates_table(self.sparse_sample(entry, dataset, period))
+            tables.append(found[found["estimated"]].assign(entry=entry, dataset=dataset, metric="accuracy"))
+        return tables
+
     def sparse_note(self) -> str | None:
         """What a reader of a sparse entry must know (every page and read command says it): where its drawn dates are
         estimated, and that every other statistic reads only its dates scored in full."""
@@ -340,25 +98,6 @@ class Results:
             "reads every cell scored; per-date ranks, Table 7, the CV, ECE and BLEU/chrF read only their dates scored "
             "in full (the baselines and pilot dates); docs/sparse.md"
         )
-
-    def sparse_entries(self) -> list[tuple[str, str]]:
-        """(entry, dataset) of every entry swept sparsely (``--budget``), sorted."""
-        return self._sparse
-
-    def _sparse_rows(self, entry: str, dataset: str) -> pd.DataFrame:
-        """A sparse entry's graded rows, its dense conditions and its drawn dates, as ``estimated.sample_of`` reads."""
-        picked = self._with_drawn(entry, dataset)
-        keys = picked[[*schema.ENTRY_KEY, "entry"]].drop_duplicates(ignore_index=True)
-        paths = [self.store.root / source for source in dict.fromkeys(picked["source"])]
-        return sql.rows(paths, keys, True, ["item_id", "condition_key", "date", "factor", "design", "probs", "correct"])
-
-    def _estimated(self, period: Period | None) -> list[pd.DataFrame]:
-        """The per-date rows of sparse entries' drawn dates (``PER_DATE_COLUMNS``), estimated."""
-        tables = []
-        for entry, dataset in self.sparse_entries():
-            found = estimated.estimates_table(self.sparse_sample(entry, dataset, period))
-            tables.append(found[found["estimated"]].assign(entry=entry, dataset=dataset, metric="accuracy"))
-        return tables
 
     def summary(self, period: Period | None = None) -> pd.DataFrame:
         """Tables 1, 8 and 9 per entry and dataset with the date effect's null band and Cochran's Q, over the dates
@@ -425,8 +164,6 @@ class Results:
         """The date effect under each few-shot format, side by side (paper §5.4 asks whether few-shot helps): every
         entry swept on a dataset in both formats (stored as NAME and NAME_multiturn, or NAME_singleturn for lm-eval's
         tasks), with each format's mean accuracy, worst-to-best delta, what chance gives for it and the verdict's p."""
-        from dateeval.names import FEWSHOT_FORMATS, TURNS  # TURNS: the name suffix of each format
-
         columns = [
             "entry",
             "dataset",
@@ -458,16 +195,6 @@ class Results:
             return pd.DataFrame(columns=columns)
         return pd.concat(rows).reindex(columns=columns).sort_values(["dataset", "entry", "format"], ignore_index=True)
 
-    def table7(self, dataset: str | None = None) -> pd.DataFrame:
-        """Table 7 (confidence of answers that stay vs change with the date) over each entry's whole stored range."""
-        parts = [
-            self._flip_table(entry, name, *descriptive.date_range(self.metrics, name), "table7")
-            for entry, name in self.dated_entries()
-            if dataset in (None, name)
-        ]
-        parts = [part for part in parts if len(part)]
-        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=item_matrices.TABLE7_COLUMNS)
-
     def kind(self, dataset: str) -> str | None:
         """The task kind its rows record for a dataset (``schema.GENERATION_KINDS``, ``mcqa``, ``cot``); None for rows
         written before kinds were recorded."""
@@ -476,8 +203,6 @@ class Results:
 
     def paper_beside(self, dataset: str) -> pd.DataFrame:
         """The paper's figures about a dataset's kind beside the store's, each with chance's band and its context."""
-        from dateeval.results import paper
-
         significance = self.significance_table()
         return paper.yours(
             self.metrics,
@@ -487,30 +212,6 @@ class Results:
             self.kind(dataset),
             self.summary(),
         )
-
-    def significance(self, entry: str, dataset: str, period: Period | None = None) -> dict:
-        """``chance.significance`` of one entry's date sweep, or of its dates in ``period`` (kept): the Factors
-        page's row, the summary's chance columns and the headline's null draws."""
-        keys = self._date_keys(entry, dataset, period)
-
-        def compute() -> list[dict]:
-            if (entry, dataset) in self.sparse_entries():  # every date, drawn ones estimated: the design's null
-                return [sparse_chance.significance(entry, dataset, self.sparse_sample(entry, dataset, period), N_PERM)]
-            return [
-                chance.significance(entry, dataset, self.matrices(entry, dataset, keys, "condition_key")[1], N_PERM)
-            ]
-
-        return self._kept("significance", entry, dataset, () if keys is None else (str(period),), (N_PERM,), compute)[0]
-
-    def _date_keys(self, entry: str, dataset: str, period: Period | None) -> list | None:
-        """The condition keys of an entry's graded dates in ``period``; None where that is all of them (the whole
-        sweep: what a sweep's end keeps, so a page whose range is the whole store reads it instead of computing)."""
-        if period is None:
-            return None
-        dated = self._dated(None)
-        mine = dated[(dated["entry"] == entry) & (dated["dataset"] == dataset)]
-        inside = mine.loc[period.holds(mine["date"]), "condition_key"]
-        return None if inside.nunique() == mine["condition_key"].nunique() else sorted(set(inside))
 
     def factors(self, entry: str, dataset: str, conditions: pd.DataFrame) -> list[dict]:
         """``inference.entry_factors`` of one entry (its graded ``conditions``), from its matrices (kept)."""
@@ -548,198 +249,6 @@ class Results:
         stats = np.full((len(dates), len(items), values.shape[1]), np.nan)
         stats[date_index, item_index] = values
         return list(dates), stats
-
-    def flips(self, entry: str, dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """Per-question flips and Table 7 of one entry's dates in [start, end] (each kept; the dataset's whole range is
-        kept when a sweep ends), from its condition x item matrices. A sparse entry's flips read every cell it scored
-        (``share_observed``: how much of each question's range was seen); its Table 7 reads its dates scored in full,
-        as a question seen on fewer dates looks more consistent."""
-        return self._flip_table(entry, dataset, start, end, "flips"), self._flip_table(
-            entry, dataset, start, end, "table7"
-        )
-
-    def _flip_table(self, entry: str, dataset: str, start: dt.date, end: dt.date, name: str) -> pd.DataFrame:
-        """One of :meth:`flips`' tables, read alone where kept (Table 7 is one row; the flips are one per question)."""
-
-        def compute() -> list[dict]:
-            return _records(self._computed_flips(entry, dataset, start, end)[("flips", "table7").index(name)])
-
-        rows = self._kept(name, entry, dataset, (str(start), str(end)), (), compute)
-        if name == "table7":
-            return pd.DataFrame(rows, columns=item_matrices.TABLE7_COLUMNS).astype(
-                dict.fromkeys(["consistent_confidence", "inconsistent_confidence"], float)
-            )
-        rates = dict.fromkeys(
-            ["mean_confidence", "min_confidence", "mean_score"], float
-        )  # a column missing on every item comes back as None
-        flips = pd.DataFrame(rows, columns=item_matrices.FLIP_COLUMNS).astype(rates)
-        return flips.assign(answer=flips["answer"].where(flips["answer"].notna(), np.nan))
-
-    def _compute_flips(
-        self, entry: str, dataset: str, start: dt.date, end: dt.date
-    ) -> tuple[pd.DataFrame, pd.DataFrame]:
-        found = self.entry_outcomes(entry, dataset)
-        if found is None:
-            return item_matrices.no_flips()
-        flips, table7 = item_matrices.flips(found, start, end)
-        if (entry, dataset) in self.sparse_entries():  # every cell seen, drawn dates included: who moves, how often
-            observed = item_matrices.load(self.store, self._with_drawn(entry, dataset))
-            flips = item_matrices.flips(observed, start, end)[0] if observed is not None else flips
-        return flips, table7
-
-    def flips_of(
-        self, entries: Sequence[str], dataset: str, start: dt.date, end: dt.date
-    ) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """:meth:`flips` of several entries: their questions most-changing first, and their Table 7 rows."""
-        parts = [self.flips(entry, dataset, start, end) for entry in sorted(entries)]
-        flips = pd.concat(
-            [part[0] for part in parts if len(part[0])] or [item_matrices.no_flips()[0]], ignore_index=True
-        )
-        table7 = pd.concat(
-            [part[1] for part in parts if len(part[1])] or [item_matrices.no_flips()[1]], ignore_index=True
-        )
-        return flips.sort_values(
-            ["changes", "mean_confidence"], ascending=[False, True], kind="stable", ignore_index=True
-        ), table7
-
-    # --- The date-robust number (issue 20 §2): every reader of it calls these -------------------------------------
-
-    def robust_entry(self, entry: str, dataset: str, period: Period | None = None) -> dict | None:
-        """``robust.entry_statistics`` of one entry's dates in ``period`` (kept: the two-way bootstrap and its
-        matrices cost seconds at paper scale), with its ``dates`` and ``per_date`` scores; None under two dates or items."""
-        from dateeval.results import robust
-
-        keys = self._date_keys(entry, dataset, period)
-
-        def compute() -> list[dict]:
-            if (entry, dataset) in self.sparse_entries():
-                return self._sparse_robust(entry, dataset, period)
-            dates, correct, _ = self.matrices(entry, dataset, keys, "date")
-            if min(correct.shape) < 2:
-                return []
-            dates = [str(day) for day in dates]
-            return [
-                {
-                    "entry": entry,
-                    "dataset": dataset,
-                    **robust.entry_statistics(correct),
-                    "first_date": dates[0],
-                    "last_date": dates[-1],
-                    "dates": dates,
-                    "per_date": correct.mean(1).tolist(),
-                }
-            ]
-
-        found = self._kept("robust", entry, dataset, () if keys is None else (str(period),), (robust.N_BOOT,), compute)
-        return found[0] if found else None
-
-    def _sparse_robust(self, entry: str, dataset: str, period: Period | None) -> list[dict]:
-        """A sparse entry's :meth:`robust_entry` row: ``estimated.sparse_statistics`` of its dates in ``period``."""
-        sample = self.sparse_sample(entry, dataset, period)
-        if len(sample.dates) < 2 or len(sample.items) < 2:
-            return []
-        found = estimated.sparse_statistics(sample)
-        first, last = sample.dates[0], sample.dates[-1]
-        return [
-            {"entry": entry, "dataset": dataset, **found, "first_date": first, "last_date": last, "dates": sample.dates}
-        ]
-
-    def sparse_sample(self, entry: str, dataset: str, period: Period | None = None) -> estimated.Sample:
-        """One sparse entry's ``estimated.Sample`` of its dates in ``period`` (dates as YYYY-MM-DD)."""
-        sample = self._whole_sample(entry, dataset)
-        return sample if period is None else sample.of_dates(period.holds(pd.Series(sample.dates)).to_numpy())
-
-    def _sample_of(self, entry: str, dataset: str) -> estimated.Sample:
-        sample = estimated.sample_of(self._sparse_rows(entry, dataset))
-        dates = pd.to_datetime(pd.Series(sample.dates), format="mixed").dt.strftime("%Y-%m-%d")
-        return sample._replace(dates=list(dates))
-
-    def _robust_rows(self, dataset: str, period: Period | None, entries: Sequence[str] | None) -> list[dict]:
-        rows = [
-            self.robust_entry(entry, dataset, period)
-            for entry, name in self.dated_entries(period)
-            if name == dataset and (entries is None or entry in entries)
-        ]
-        return [row for row in rows if row is not None]
-
-    def robust(self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None) -> pd.DataFrame:
-        """The robust leaderboard of a dataset's graded entries (``entries``: all): ``robust.leaderboard``."""
-        from dateeval.results import robust
-
-        return robust.leaderboard(self._robust_rows(dataset, period, entries))
-
-    def robust_pairs(
-        self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None
-    ) -> pd.DataFrame:
-        """The leaderboard's pairs, marked where the date flips their order and their intervals overlap: ``robust.pairs``."""
-        from dateeval.results import robust
-
-        return robust.pairs(self._robust_rows(dataset, period, entries))
-
-    def robust_record(
-        self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None, half_width: float = 0.01
-    ) -> dict:
-        """``robust.record``: the numbers, sentences and what produced them, machine-readable."""
-        from dateeval import __version__
-        from dateeval.results import robust
-
-        rows = self._robust_rows(dataset, period, entries)
-        return robust.record(
-            dataset,
-            rows,
-            {row["entry"]: self.identity(row["entry"], dataset, row["dates"]) for row in rows},
-            half_width,
-            __version__,
-        )
-
-    def identity(self, entry: str, dataset: str, dates: Sequence[str]) -> dict:
-        """What produced an entry's results on ``dates`` (kept): each recorded setting's value (a list where runs
-        differ), and a digest of every rendered prompt (date, item, prompt hash), which fixes template and wording."""
-        import json
-
-        import xxhash
-
-        columns = [
-            "model",
-            "model_key",
-            "model_source",
-            "model_revision",
-            "dtype",
-            "device",
-            "hardware",
-            "torch_version",
-            "transformers_version",
-            "task",
-            "task_key",
-            "prompt_version",
-            "shots",
-            "subset",
-            "decoding",
-            "template_date_kind",
-            "date_line",
-            "date_format",
-            "date_position",
-            "system_prompt",
-        ]
-
-        def compute() -> list[dict]:
-            rows = sql.rows(
-                *self.sources(self._of(entry, dataset)),
-                [*columns, "factor", "date", "item_id", "prompt_hash"],
-                (min(dates), max(dates)),
-            )
-            rows = rows[(rows["factor"] == "date") & rows["date"].astype(str).isin(set(dates))]
-            found = {name: sorted({str(value) for value in rows[name].dropna().unique()}) for name in columns}
-            # one hash per (date, item, prompt hash), by value (not by row order or text encoding), sorted: a digest of the set
-            prompts = np.sort(
-                pd.util.hash_pandas_object(rows[["date", "item_id", "prompt_hash"]].astype(str), index=False).to_numpy()
-            )
-            found = {name: values[0] if len(values) == 1 else (values or None) for name, values in found.items()}
-            return [{"identity": json.dumps({**found, "prompts_digest": xxhash.xxh3_128_hexdigest(prompts.tobytes())})}]
-
-        return json.loads(
-            self._kept("identity", entry, dataset, (min(dates), max(dates), len(dates)), (), compute)[0]["identity"]
-        )
 
     def entry_statistics(self) -> tuple[list[dict], list[dict]]:
         """Table 5 rows of every graded entry and null-band rows of those with two or more dates (each kept): only
@@ -799,8 +308,3 @@ class Results:
             self.flips(entry, dataset, *descriptive.date_range(self.metrics, dataset))
         for dataset in sorted({dataset for _, dataset in self.dated_entries()}):
             self.robust(dataset)  # What to report: each entry's two-way bootstrap, seconds at paper scale
-
-
-def _records(table: pd.DataFrame) -> list[dict]:
-    """A table's rows as kept rows: missing values as None (a text column holding NaN cannot be written)."""
-    return table.astype(object).where(table.notna(), None).to_dict("records")

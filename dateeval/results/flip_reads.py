@@ -1,0 +1,90 @@
+"""Which questions flip with the date, and Table 7, as a store's entries give them (each kept)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from dateeval.results import descriptive, item_matrices
+from dateeval.results.entries import HELD_ENTRIES, EntryData
+
+
+class FlipReads(EntryData):
+    """The flip readers of :class:`~dateeval.results.view.Results`."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        # both tables from one computation
+        self._computed_flips = functools.lru_cache(maxsize=HELD_ENTRIES)(self._compute_flips)
+
+    def flips(self, entry: str, dataset: str, start: dt.date, end: dt.date) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Per-question flips and Table 7 of one entry's dates in [start, end] (each kept; the dataset's whole range is
+        kept when a sweep ends), from its condition x item matrices. A sparse entry's flips read every cell it scored
+        (``share_observed``: how much of each question's range was seen); its Table 7 reads its dates scored in full,
+        as a question seen on fewer dates looks more consistent."""
+        return self._flip_table(entry, dataset, start, end, "flips"), self._flip_table(
+            entry, dataset, start, end, "table7"
+        )
+
+    def _flip_table(self, entry: str, dataset: str, start: dt.date, end: dt.date, name: str) -> pd.DataFrame:
+        """One of :meth:`flips`' tables, read alone where kept (Table 7 is one row; the flips are one per question)."""
+
+        def compute() -> list[dict]:
+            return _records(self._computed_flips(entry, dataset, start, end)[("flips", "table7").index(name)])
+
+        rows = self._kept(name, entry, dataset, (str(start), str(end)), (), compute)
+        if name == "table7":
+            return pd.DataFrame(rows, columns=item_matrices.TABLE7_COLUMNS).astype(
+                dict.fromkeys(["consistent_confidence", "inconsistent_confidence"], float)
+            )
+        rates = dict.fromkeys(
+            ["mean_confidence", "min_confidence", "mean_score"], float
+        )  # a column missing on every item comes back as None
+        flips = pd.DataFrame(rows, columns=item_matrices.FLIP_COLUMNS).astype(rates)
+        return flips.assign(answer=flips["answer"].where(flips["answer"].notna(), np.nan))
+
+    def _compute_flips(
+        self, entry: str, dataset: str, start: dt.date, end: dt.date
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        found = self.entry_outcomes(entry, dataset)
+        if found is None:
+            return item_matrices.no_flips()
+        flips, table7 = item_matrices.flips(found, start, end)
+        if (entry, dataset) in self.sparse_entries():  # every cell seen, drawn dates included: who moves, how often
+            observed = item_matrices.load(self.store, self._with_drawn(entry, dataset))
+            flips = item_matrices.flips(observed, start, end)[0] if observed is not None else flips
+        return flips, table7
+
+    def flips_of(
+        self, entries: Sequence[str], dataset: str, start: dt.date, end: dt.date
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """:meth:`flips` of several entries: their questions most-changing first, and their Table 7 rows."""
+        parts = [self.flips(entry, dataset, start, end) for entry in sorted(entries)]
+        flips = pd.concat(
+            [part[0] for part in parts if len(part[0])] or [item_matrices.no_flips()[0]], ignore_index=True
+        )
+        table7 = pd.concat(
+            [part[1] for part in parts if len(part[1])] or [item_matrices.no_flips()[1]], ignore_index=True
+        )
+        return flips.sort_values(
+            ["changes", "mean_confidence"], ascending=[False, True], kind="stable", ignore_index=True
+        ), table7
+
+    def table7(self, dataset: str | None = None) -> pd.DataFrame:
+        """Table 7 (confidence of answers that stay vs change with the date) over each entry's whole stored range."""
+        parts = [
+            self._flip_table(entry, name, *descriptive.date_range(self.metrics, name), "table7")
+            for entry, name in self.dated_entries()
+            if dataset in (None, name)
+        ]
+        parts = [part for part in parts if len(part)]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=item_matrices.TABLE7_COLUMNS)
+
+
+def _records(table: pd.DataFrame) -> list[dict]:
+    """A table's rows as kept rows: missing values as None (a text column holding NaN cannot be written)."""
+    return table.astype(object).where(table.notna(), None).to_dict("records")

@@ -1,0 +1,143 @@
+"""The date-robust number (issue 20 §2) as a store's entries give it: every reader of it (``robust``, What to
+report, the report, ``compare``) calls these."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+import xxhash
+
+from dateeval import __version__
+from dateeval.results import estimated, ranks, robust, robust_record, sql
+from dateeval.results.entries import EntryData, Period
+
+
+class RobustReads(EntryData):
+    """The robust-number readers of :class:`~dateeval.results.view.Results`: each entry's row (kept), the leaderboard,
+    its pairs, the machine-readable record with what produced each entry, and model against model."""
+
+    def robust_entry(self, entry: str, dataset: str, period: Period | None = None) -> dict | None:
+        """``robust.entry_statistics`` of one entry's dates in ``period`` (kept: the two-way bootstrap and its
+        matrices cost seconds at paper scale), with its ``dates`` and ``per_date`` scores; None under two dates or items."""
+        keys = self._date_keys(entry, dataset, period)
+
+        def compute() -> list[dict]:
+            if (entry, dataset) in self.sparse_entries():
+                return self._sparse_robust(entry, dataset, period)
+            dates, correct, _ = self.matrices(entry, dataset, keys, "date")
+            if min(correct.shape) < 2:
+                return []
+            dates = [str(day) for day in dates]
+            return [
+                {
+                    "entry": entry,
+                    "dataset": dataset,
+                    **robust.entry_statistics(correct),
+                    "first_date": dates[0],
+                    "last_date": dates[-1],
+                    "dates": dates,
+                    "per_date": correct.mean(1).tolist(),
+                }
+            ]
+
+        found = self._kept("robust", entry, dataset, () if keys is None else (str(period),), (robust.N_BOOT,), compute)
+        return found[0] if found else None
+
+    def _sparse_robust(self, entry: str, dataset: str, period: Period | None) -> list[dict]:
+        """A sparse entry's :meth:`robust_entry` row: ``estimated.sparse_statistics`` of its dates in ``period``."""
+        sample = self.sparse_sample(entry, dataset, period)
+        if len(sample.dates) < 2 or len(sample.items) < 2:
+            return []
+        found = estimated.sparse_statistics(sample)
+        first, last = sample.dates[0], sample.dates[-1]
+        return [
+            {"entry": entry, "dataset": dataset, **found, "first_date": first, "last_date": last, "dates": sample.dates}
+        ]
+
+    def _robust_rows(self, dataset: str, period: Period | None, entries: Sequence[str] | None) -> list[dict]:
+        rows = [
+            self.robust_entry(entry, dataset, period)
+            for entry, name in self.dated_entries(period)
+            if name == dataset and (entries is None or entry in entries)
+        ]
+        return [row for row in rows if row is not None]
+
+    def robust(self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None) -> pd.DataFrame:
+        """The robust leaderboard of a dataset's graded entries (``entries``: all): ``ranks.leaderboard``."""
+        return ranks.leaderboard(self._robust_rows(dataset, period, entries))
+
+    def robust_pairs(
+        self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None
+    ) -> pd.DataFrame:
+        """The leaderboard's pairs, marked where the date flips their order and their intervals overlap: ``ranks.pairs``."""
+        return ranks.pairs(self._robust_rows(dataset, period, entries))
+
+    def robust_record(
+        self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None, half_width: float = 0.01
+    ) -> dict:
+        """``robust_record.record``: the numbers, sentences and what produced them, machine-readable."""
+        rows = self._robust_rows(dataset, period, entries)
+        return robust_record.record(
+            dataset,
+            rows,
+            {row["entry"]: self.identity(row["entry"], dataset, row["dates"]) for row in rows},
+            half_width,
+            __version__,
+        )
+
+    def identity(self, entry: str, dataset: str, dates: Sequence[str]) -> dict:
+        """What produced an entry's results on ``dates`` (kept): each recorded setting's value (a list where runs
+        differ), and a digest of every rendered prompt (date, item, prompt hash), which fixes template and wording."""
+        columns = [
+            "model",
+            "model_key",
+            "model_source",
+            "model_revision",
+            "dtype",
+            "device",
+            "hardware",
+            "torch_version",
+            "transformers_version",
+            "task",
+            "task_key",
+            "prompt_version",
+            "shots",
+            "subset",
+            "decoding",
+            "template_date_kind",
+            "date_line",
+            "date_format",
+            "date_position",
+            "system_prompt",
+        ]
+
+        def compute() -> list[dict]:
+            rows = sql.rows(
+                *self.sources(self._of(entry, dataset)),
+                [*columns, "factor", "date", "item_id", "prompt_hash"],
+                (min(dates), max(dates)),
+            )
+            rows = rows[(rows["factor"] == "date") & rows["date"].astype(str).isin(set(dates))]
+            found = {name: sorted({str(value) for value in rows[name].dropna().unique()}) for name in columns}
+            # one hash per (date, item, prompt hash), by value (not by row order or text encoding), sorted: a digest of the set
+            prompts = np.sort(
+                pd.util.hash_pandas_object(rows[["date", "item_id", "prompt_hash"]].astype(str), index=False).to_numpy()
+            )
+            found = {name: values[0] if len(values) == 1 else (values or None) for name, values in found.items()}
+            return [{"identity": json.dumps({**found, "prompts_digest": xxhash.xxh3_128_hexdigest(prompts.tobytes())})}]
+
+        return json.loads(
+            self._kept("identity", entry, dataset, (min(dates), max(dates), len(dates)), (), compute)[0]["identity"]
+        )
+
+    def compared(self, dataset: str, a: str, b: str, period: Period | None = None) -> dict | None:
+        """``robust.compare`` of entries ``a`` and ``b`` on the dates of ``period`` they share (None where fewer than
+        two, or not the same questions); where either was swept sparsely, ``estimated.compare`` of their samples."""
+        sparse = self.sparse_entries()
+        if (a, dataset) not in sparse and (b, dataset) not in sparse:
+            _, group = self.aligned(dataset, [a, b], period)
+            return None if group is None else robust.compare(group[0], group[1])
+        return estimated.compare(*(self._sample_for(entry, dataset, period) for entry in (a, b)))
