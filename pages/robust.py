@@ -2,7 +2,6 @@
 
 import json
 
-import pandas as pd
 import streamlit as st
 
 from dateeval import explorer, viewstate
@@ -29,18 +28,18 @@ half_width = st.select_slider(
 viewstate.publish("half_width", half_width)
 store = explorer.current_store()
 record = explorer.robust(store, selection, half_width / 100)
-if not record["entries"]:
+if not record.entries:
     st.info(
         f"A date-robust number needs graded results (not BLEU or chrF) on two or more dates and questions: {selection.dataset} "
         "has none in this selection."
     )
     st.stop()
-board = pd.DataFrame(record["entries"])
+board = record.board()
 st.subheader("The sentence to paste")
-for entry in record["entries"]:
-    st.markdown(f"**{entry['entry']}**")
-    st.code(entry["sentence"] + ".", language=None, wrap_lines=True)
-    st.caption(entry["advice"])
+for entry in record.entries:
+    st.markdown(f"**{entry.entry}**")
+    st.code(entry.sentence + ".", language=None, wrap_lines=True)
+    st.caption(entry.advice)
 st.subheader("Robust leaderboard")
 shown = robust_format.display(board, selection.dataset, half_width / 100)
 st.dataframe(
@@ -53,7 +52,7 @@ st.dataframe(
     },
 )
 st.caption(robust_format.caption(selection.dataset, board))
-unresolved = [f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]]
+unresolved = record.unresolved()
 if unresolved:
     st.warning(
         "The date reorders these pairs and their intervals overlap, so no ranking of them is date-robust: "
@@ -67,12 +66,12 @@ left, middle, right, last = st.columns(4)
 left.download_button(
     "Table (Markdown)", robust_format.markdown(shown), f"robust-{selection.dataset}.md", "text/markdown"
 )
-caption = robust_format.caption(selection.dataset, board) + " " + record["entries"][0]["sentence"] + "."
+caption = robust_format.caption(selection.dataset, board) + " " + record.entries[0].sentence + "."
 middle.download_button(
     "Table (LaTeX)", robust_format.latex(shown, caption), f"robust-{selection.dataset}.tex", "text/x-tex"
 )
 right.download_button(
-    "Record (JSON)", json.dumps(record, indent=2), f"robust-{selection.dataset}.json", "application/json"
+    "Record (JSON)", json.dumps(record.to_json(), indent=2), f"robust-{selection.dataset}.json", "application/json"
 )
 if figure is not None:
     last.download_button("Figure (SVG)", figure, f"robust-{selection.dataset}.svg", "image/svg+xml")

@@ -1,6 +1,7 @@
 """The date-robust number (issue 20 §2): each statistic against a reference, and every reader (CLI, report, explorer
 page) against the results layer's ``Results.robust*``, exactly."""
 
+import dataclasses
 import json
 import math
 
@@ -218,16 +219,16 @@ def test_the_layer_gives_every_graded_dataset_and_its_record(layer):
     assert list(board["rank"]) == sorted(board["rank"]) and len(board) == 3 and (board["n_dates"] == 366).all()
     assert (board["low"] <= board["score"]).all() and (board["score"] <= board["high"]).all()
     record = layer.robust_record("mmlu", half_width=0.25)
-    entry = record["entries"][0]
+    entry = record.entries[0]
+    assert entry.identity["model_revision"] and len(entry.identity["prompts_digest"]) == 32 and record.dateeval_version
     assert (
-        entry["identity"]["model_revision"]
-        and len(entry["identity"]["prompts_digest"]) == 32
-        and record["dateeval_version"]
+        entry.sentence.startswith(f"accuracy {100 * entry.score:.1f} ")
+        and "all 366 days of 2024-01-01..2024-12-31" in entry.sentence
     )
-    assert (
-        entry["sentence"].startswith(f"accuracy {100 * entry['score']:.1f} ")
-        and "all 366 days of 2024-01-01..2024-12-31" in entry["sentence"]
-    )
+    # a typed line: its fields are the leaderboard's columns in order, then what produced it and its words
+    assert [field.name for field in dataclasses.fields(entry)][: len(ranks.BOARD_COLUMNS)] == ranks.BOARD_COLUMNS
+    assert list(entry.to_json()) == [field.name for field in dataclasses.fields(entry)]
+    assert record.unresolved() == [f"{pair.entry_a} and {pair.entry_b}" for pair in record.pairs if pair.unresolved]
     for row in board.to_dict("records"):  # the date effect's SD: dateeval_stats.date_spread of the entry's own grid
         _, correct, _ = layer.matrices(row["entry"], "mmlu", None, "condition")
         assert (row["sd_date"], row["sd_date_low"], row["sd_date_high"]) == pytest.approx(
@@ -244,7 +245,7 @@ def test_cli_json_equals_the_layer_to_the_last_digit(store, layer):
     records = {record["dataset"]: record for record in json.loads(done.stdout)}
     assert set(records) == {"gsm8k", "humaneval", "mmlu", "mmlu_cot"}
     for dataset, record in records.items():
-        assert _same(layer.robust_record(dataset, half_width=0.25), record), dataset
+        assert _same(layer.robust_record(dataset, half_width=0.25).to_json(), record), dataset
 
 
 def test_summary_json_carries_each_entrys_robust_record(store, layer):
@@ -253,7 +254,8 @@ def test_summary_json_carries_each_entrys_robust_record(store, layer):
     rows = json.loads(done.stdout)
     for row in rows:
         expected = next(
-            (entry for entry in layer.robust_record(row["dataset"])["entries"] if entry["entry"] == row["entry"]), None
+            (entry.to_json() for entry in layer.robust_record(row["dataset"]).entries if entry.entry == row["entry"]),
+            None,
         )
         assert _same(expected, row["robust"]), (row["entry"], row["dataset"])
     assert {row["dataset"] for row in rows if row["robust"] is None} == {
@@ -268,7 +270,7 @@ def test_cli_tables_and_figure(store, layer, tmp_path):
     )
     assert markdown.returncode == 0, markdown.stderr
     assert robust_format.markdown(shown) in markdown.stdout
-    assert all(entry["sentence"] in markdown.stdout for entry in layer.robust_record("mmlu")["entries"])
+    assert all(entry.sentence in markdown.stdout for entry in layer.robust_record("mmlu").entries)
     assert (tmp_path / "robust.svg").read_text().lstrip().startswith("<?xml") and "<svg" in (
         tmp_path / "robust.svg"
     ).read_text()
@@ -292,8 +294,8 @@ def test_report_section_equals_the_layer(store, layer, tmp_path):
     expected = layer.robust("mmlu")
     for column in ranks.BOARD_COLUMNS:
         assert written[column].tolist() == expected[column].tolist(), column
-    for entry in layer.robust_record("mmlu")["entries"]:
-        assert entry["sentence"].replace("×", "x") in page.replace("×", "x")
+    for entry in layer.robust_record("mmlu").entries:
+        assert entry.sentence.replace("×", "x") in page.replace("×", "x")
 
 
 def test_page_shows_the_layer_numbers(store, layer, monkeypatch):
@@ -308,7 +310,7 @@ def test_page_shows_the_layer_numbers(store, layer, monkeypatch):
     expected = robust_format.display(layer.robust("mmlu"), "mmlu", 0.01)
     pd.testing.assert_frame_equal(shown.reset_index(drop=True).astype(str), expected, check_dtype=False)
     sentences = [code.value for code in at.code]
-    assert sentences == [entry["sentence"] + "." for entry in layer.robust_record("mmlu")["entries"]]
+    assert sentences == [entry.sentence + "." for entry in layer.robust_record("mmlu").entries]
 
 
 @pytest.mark.parametrize(

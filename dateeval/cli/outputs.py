@@ -16,8 +16,9 @@ import pyarrow.parquet as pq
 from dateeval import atomic
 from dateeval.errors import DateEvalError
 from dateeval.results import export
-from dateeval.results.report import build_report
 from dateeval.results.entries import Period
+from dateeval.results.report import build_report
+from dateeval.results.robust_record import RobustRecord
 from dateeval.results.view import Results
 from dateeval.store import arrow_table
 
@@ -44,7 +45,7 @@ def write_text(out: Path, text: str) -> None:
     _atomically(out, lambda staging: staging.write_text(text, encoding="utf-8", newline=""))
 
 
-def write_figure(record: dict, out: Path, store: Path) -> Path:
+def write_figure(record: RobustRecord, out: Path, store: Path) -> Path:
     """``dateeval robust --figure``: the figure of a robust record (:func:`dateeval.results.robust_format.figure`) read
     from ``store``."""
     from dateeval.results import robust_format

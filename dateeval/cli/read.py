@@ -179,9 +179,9 @@ def cmd_summary(args: argparse.Namespace) -> int:
         records = table.to_dict(orient="records")
         # What to report (``dateeval robust``'s numbers for each entry, over the same dates); None under two dates.
         robust = {
-            (entry["entry"], dataset): entry
+            (entry.entry, dataset): entry.to_json()
             for dataset in dict.fromkeys(table["dataset"])
-            for entry in found.robust_record(dataset, args.dates)["entries"]
+            for entry in found.robust_record(dataset, args.dates).entries
         }
         for record in records:
             mine = factors[(factors["entry"] == record["entry"]) & (factors["dataset"] == record["dataset"])]
@@ -242,7 +242,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_robust(args: argparse.Namespace) -> int:
-    import pandas as pd
 
     from dateeval.cli.outputs import write_figure
     from dateeval.results import robust_format
@@ -257,38 +256,36 @@ def cmd_robust(args: argparse.Namespace) -> int:
     if unknown:
         raise DateEvalError(f"no dataset {unknown[0]!r} in {args.store} (it holds: {', '.join(datasets) or 'nothing'})")
     records = [found.robust_record(name, args.dates, half_width=args.half_width) for name in args.dataset or datasets]
-    records = [record for record in records if record["entries"]]
+    records = [record for record in records if record.entries]
     if not records:
         raise DateEvalError(
             f"nothing to report in {args.store}: a date-robust number needs a graded entry with two or more dates and items"
         )
     if args.figure and len(records) > 1:
         raise DateEvalError(
-            f"--figure draws one dataset: add --dataset (one of {', '.join(record['dataset'] for record in records)})"
+            f"--figure draws one dataset: add --dataset (one of {', '.join(record.dataset for record in records)})"
         )
     if args.json:
-        print(json.dumps(_json_safe(records), indent=2))
+        print(json.dumps(_json_safe([record.to_json() for record in records]), indent=2))
     for record in records if not args.json else ():
-        board = pd.DataFrame(record["entries"])
-        shown = robust_format.display(board, record["dataset"], args.half_width)
-        sentences = [f"{entry['entry']}: {entry['sentence']}. {entry['advice']}" for entry in record["entries"]]
-        unresolved = [f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]]
+        board = record.board()
+        shown = robust_format.display(board, record.dataset, args.half_width)
+        sentences = [f"{entry.entry}: {entry.sentence}. {entry.advice}" for entry in record.entries]
+        unresolved = record.unresolved()
         if args.latex:
             print(
                 robust_format.latex(
                     shown,
-                    robust_format.caption(record["dataset"], board) + " " + record["entries"][0]["sentence"] + ".",
+                    robust_format.caption(record.dataset, board) + " " + record.entries[0].sentence + ".",
                 )
             )
         elif args.markdown:
             print(
-                f"### {record['dataset']}\n\n{robust_format.markdown(shown)}\n"
+                f"### {record.dataset}\n\n{robust_format.markdown(shown)}\n"
                 + "".join(f"- {line}\n" for line in sentences)
             )
         else:
-            print(
-                f"{record['dataset']}:\n{shown.to_string(index=False)}\n" + "".join(f"  {line}\n" for line in sentences)
-            )
+            print(f"{record.dataset}:\n{shown.to_string(index=False)}\n" + "".join(f"  {line}\n" for line in sentences))
         if unresolved and not args.latex:
             print(
                 ("- " if args.markdown else "  ")

@@ -21,6 +21,7 @@ from dateeval.explorer.state import Selection, current_store, results_store
 from dateeval.results import bands as result_bands
 from dateeval.results import descriptive, sql
 from dateeval.results.headline import Headline
+from dateeval.results.robust_record import RobustRecord
 from dateeval.results.view import PER_DATE_COLUMNS
 from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
 from dateeval.store import Store
@@ -179,7 +180,7 @@ def estimates(view: results.Results, selection: Selection) -> pd.DataFrame:
 
 
 @cached(spinner="Bootstrapping over questions and dates...")
-def robust(view: results.Results, selection: Selection, half_width: float) -> dict:
+def robust(view: results.Results, selection: Selection, half_width: float) -> RobustRecord:
     """``Results.robust_record`` of the selection (entries, dataset, dates): what `dateeval robust` prints and the report shows."""
     return view.robust_record(selection.dataset, selection.period, selection.entries, half_width)
 

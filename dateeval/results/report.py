@@ -143,19 +143,17 @@ def _robust_section(results: Results, files: dict[str, str], half_width: float =
     parts = []
     for dataset in sorted(results.metrics["dataset"].unique()) if len(results.metrics) else []:
         record = results.robust_record(dataset, half_width=half_width)
-        if not record["entries"]:
+        if not record.entries:
             continue
-        board = pd.DataFrame(record["entries"])
+        board = record.board()
         files[f"robust-{dataset}.csv"] = to_csv(
             board.drop(columns=["identity", "dates", "per_date", "sentence", "advice"])
         )
         sentences = "".join(
-            f"<li><b>{html.escape(entry['entry'])}</b>: {html.escape(entry['sentence'])}. {html.escape(entry['advice'])}</li>"
-            for entry in record["entries"]
+            f"<li><b>{html.escape(entry.entry)}</b>: {html.escape(entry.sentence)}. {html.escape(entry.advice)}</li>"
+            for entry in record.entries
         )
-        unresolved = "; ".join(
-            f"{pair['entry_a']} and {pair['entry_b']}" for pair in record["pairs"] if pair["unresolved"]
-        )
+        unresolved = "; ".join(record.unresolved())
         shown = robust_format.display(board, dataset, half_width).to_html(index=False, border=0)
         parts.append(
             f"<h2>What to report: {html.escape(dataset)}</h2><p>{html.escape(robust_format.caption(dataset, board))}</p>{shown}<ul>{sentences}</ul>"

@@ -11,6 +11,7 @@ import pandas as pd
 from dateeval.errors import DateEvalError
 from dateeval.metrics import METRICS, missing, point_decimals
 from dateeval.results import robust
+from dateeval.results.robust_record import RobustRecord
 
 FIGURE_FORMATS = (".svg", ".pdf", ".png")
 
@@ -145,7 +146,7 @@ def caption(dataset: str, board: pd.DataFrame) -> str:
     )
 
 
-def figure(record: dict, suffix: str) -> bytes:
+def figure(record: RobustRecord, suffix: str) -> bytes:
     """A two-panel figure of a ``Results.robust_record`` for a paper, as the bytes of an SVG, PDF or PNG file (by
     ``suffix``; ``dateeval.cli.outputs.write_figure`` writes it): (a) each entry's date-marginal score with its 95% interval
     over items and dates, beside the range of its per-date scores; (b) the predicted half-width against the number of
@@ -164,14 +165,14 @@ def figure(record: dict, suffix: str) -> bytes:
     matplotlib.rcParams.update(
         {"svg.hashsalt": "dateeval", "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
     )
-    board, dataset, half_width = record["entries"], record["dataset"], record["half_width_target"]
+    board, dataset, half_width = record.entries, record.dataset, record.half_width_target
     name = METRICS["accuracy"].axis_label(dataset)
     fig, (left, right) = pyplot.subplots(
         1, 2, figsize=(7.2, 1.6 + 0.4 * max(len(board), 2)), gridspec_kw={"width_ratios": [3, 2]}
     )
     positions = list(range(len(board)))[::-1]
     for y, row in zip(positions, board):
-        per_date = [100 * value for value in row["per_date"]]
+        per_date = [100 * value for value in row.per_date]
         left.plot(
             [min(per_date), max(per_date)],
             [y, y],
@@ -181,18 +182,17 @@ def figure(record: dict, suffix: str) -> bytes:
             label="per-date range" if y == positions[0] else None,
         )
         left.errorbar(
-            100 * row["score"],
+            100 * row.score,
             y,
-            xerr=[[100 * (row["score"] - row["low"])], [100 * (row["high"] - row["score"])]],
+            xerr=[[100 * (row.score - row.low)], [100 * (row.high - row.score)]],
             fmt="o",
             color="C0",
             capsize=3,
             label="mean over dates, 95% CI" if y == positions[0] else None,
         )
-        components = robust.components_of(row)
-        plan = robust.plan(components)
-        right.plot(plan["dates"], 100 * plan["half_width"], marker=".", label=row["entry"])
-    left.set_yticks(positions, [f"{row['rank']}. {row['entry']}" for row in board])
+        plan = robust.plan(row.components)
+        right.plot(plan["dates"], 100 * plan["half_width"], marker=".", label=row.entry)
+    left.set_yticks(positions, [f"{row.rank}. {row.entry}" for row in board])
     left.set_xlabel(name)
     left.set_ylim(-0.6, len(board) - 0.4)
     left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.3), ncol=2, fontsize=7, frameon=False)
@@ -220,7 +220,7 @@ def figure(record: dict, suffix: str) -> bytes:
     return drawn.getvalue()
 
 
-def _rendered(record: dict, suffix: str) -> bytes | None:
+def _rendered(record: RobustRecord, suffix: str) -> bytes | None:
     """:func:`figure` in memory as ``suffix`` (".svg", ".png"); None without matplotlib (the page then shows no figure)."""
     import importlib.util
 
@@ -229,7 +229,7 @@ def _rendered(record: dict, suffix: str) -> bytes | None:
     return figure(record, suffix)
 
 
-def svg(record: dict) -> str | None:
+def svg(record: RobustRecord) -> str | None:
     """:func:`figure` as an ``<svg>`` element (no XML prologue), for embedding in the HTML report (None without matplotlib)."""
     found = _rendered(record, ".svg")
     if found is None:
@@ -238,6 +238,6 @@ def svg(record: dict) -> str | None:
     return text[text.index("<svg") :]
 
 
-def png(record: dict) -> bytes | None:
+def png(record: RobustRecord) -> bytes | None:
     """:func:`figure` as PNG bytes at 200 dpi, for slides and documents that take no SVG (None without matplotlib)."""
     return _rendered(record, ".png")

@@ -77,7 +77,7 @@ class RobustReads(EntryData):
 
     def robust_record(
         self, dataset: str, period: Period | None = None, entries: Sequence[str] | None = None, half_width: float = 0.01
-    ) -> dict:
+    ) -> robust_record.RobustRecord:
         """``robust_record.record``: the numbers, sentences and what produced them, machine-readable."""
         rows = self._robust_rows(dataset, period, entries)
         return robust_record.record(

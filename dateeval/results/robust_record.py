@@ -6,14 +6,116 @@ needs and why few dates give a wide interval, model against model in words, and 
 from __future__ import annotations
 
 import math
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import pandas as pd
 
 from dateeval.metrics import METRICS, point_decimals
-from dateeval.results.inference import Z95
+from dateeval.results.inference import Z95, Components
 from dateeval.results.ranks import leaderboard, pairs
 from dateeval.results.robust import N_BOOT, components_of, dates_needed, interval_text
+
+
+@dataclass(frozen=True)
+class RobustEntry:
+    """One entry's line of a :class:`RobustRecord`: its rank and date-robust figures (``ranks.BOARD_COLUMNS``, in that
+    order; NaN as None), what produced them, its dates and score on each, the dates a target width needs, and the
+    sentence and advice a researcher pastes."""
+
+    rank: int
+    entry: str
+    dataset: str
+    score: float
+    low: float | None
+    high: float | None
+    half_width: float | None
+    df: float | None
+    bootstrap_low: float | None
+    bootstrap_high: float | None
+    bootstrap_low_mc_error: float | None
+    bootstrap_high_mc_error: float | None
+    anova_half_width: float | None
+    item_only_half_width: float | None
+    var_item: float
+    var_date: float
+    var_residual: float
+    sd_date: float | None
+    sd_date_low: float | None
+    sd_date_high: float | None
+    share_item: float | None
+    share_date: float | None
+    share_residual: float | None
+    n_dates: int
+    n_items: int
+    share_scored: float
+    first_date: str
+    last_date: str
+    rank_best: float | None
+    rank_worst: float | None
+    rank_low: float | None
+    rank_high: float | None
+    first_share: float | None
+    n_ranked_dates: float | None
+    identity: dict
+    dates: list[str]
+    per_date: list[float]
+    dates_needed: int | None
+    half_width_with_dates_needed: float | None
+    sentence: str
+    advice: str
+
+    def to_json(self) -> dict:
+        """The line as JSON-ready values, keys in field order (``summary --json``'s ``robust``)."""
+        return asdict(self)
+
+    @property
+    def components(self) -> Components:
+        """The variance components the planning figures read (``robust.components_of`` of this line)."""
+        return Components(self.var_item, self.var_date, self.var_residual, int(self.n_dates), int(self.n_items))
+
+
+@dataclass(frozen=True)
+class ReorderedPair:
+    """Two entries of a :class:`RobustRecord` (``ranks.PAIR_COLUMNS``): on how many dates each is ahead, and whether
+    the date reorders them while their intervals overlap (``unresolved``: no date-robust ranking of the two)."""
+
+    entry_a: str
+    entry_b: str
+    a_ahead: int
+    b_ahead: int
+    tied: int
+    flips: bool
+    intervals_overlap: bool
+    unresolved: bool
+
+
+@dataclass(frozen=True)
+class RobustRecord:
+    """One dataset's date-robust numbers as every reader gets them (``Results.robust_record``): ``dateeval robust``,
+    What to report, the report and ``summary --json`` read its fields; :meth:`to_json` is ``robust --json``."""
+
+    dataset: str
+    metric: str
+    half_width_target: float
+    confidence_level: float
+    interval: str
+    components: str
+    dateeval_version: str
+    entries: list[RobustEntry]
+    pairs: list[ReorderedPair]
+
+    def to_json(self) -> dict:
+        """The record as JSON-ready values, keys in field order (what ``robust --json`` prints and the page downloads)."""
+        return asdict(self)
+
+    def board(self) -> pd.DataFrame:
+        """The entries as a table, one row an entry (what ``robust_format.display`` and the report's CSV read)."""
+        return pd.DataFrame([entry.to_json() for entry in self.entries])
+
+    def unresolved(self) -> list[str]:
+        """The pairs the date reorders while their intervals overlap, as "A and B"."""
+        return [f"{pair.entry_a} and {pair.entry_b}" for pair in self.pairs if pair.unresolved]
 
 
 def _pp(value: float, decimals: int = 1) -> str:
@@ -163,7 +265,9 @@ def _dates_advice(metric: str, row: dict, half_width: float, first: str, last: s
     )
 
 
-def record(dataset: str, rows: list[dict], identities: dict[str, dict], half_width: float, version: str) -> dict:
+def record(
+    dataset: str, rows: list[dict], identities: dict[str, dict], half_width: float, version: str
+) -> RobustRecord:
     """The machine-readable account of one dataset's date-robust numbers: what produced each (model identity,
     task settings, rendered prompts' digest, dates, items, dateeval's version), the numbers, and the sentences."""
     metric = METRICS["accuracy"].name_on(dataset)
@@ -174,31 +278,31 @@ def record(dataset: str, rows: list[dict], identities: dict[str, dict], half_wid
         decimals = max(1, point_decimals(int(row["n_items"])))
         needed = dates_needed(components_of(row), half_width)
         entries.append(
-            {
+            RobustEntry(
                 **_plain(line),
-                "identity": identities.get(line["entry"], {}),
-                "dates": [str(day) for day in row["dates"]],
-                "per_date": list(row["per_date"]),
-                "dates_needed": needed,
-                "half_width_with_dates_needed": None if needed is None else components_of(row).half_width(needed),
-                "sentence": sentence(metric, row, decimals),
-                "advice": advice(metric, row, half_width, row["first_date"], row["last_date"], decimals),
-            }
+                identity=identities.get(line["entry"], {}),
+                dates=[str(day) for day in row["dates"]],
+                per_date=list(row["per_date"]),
+                dates_needed=needed,
+                half_width_with_dates_needed=None if needed is None else components_of(row).half_width(needed),
+                sentence=sentence(metric, row, decimals),
+                advice=advice(metric, row, half_width, row["first_date"], row["last_date"], decimals),
+            )
         )
-    return {
-        "dataset": dataset,
-        "metric": metric,
-        "half_width_target": half_width,
-        "confidence_level": 0.95,
-        "interval": "Korn-Graubard: Clopper-Pearson at the effective sample size p(1-p)/Var, Var from the variance components "
+    return RobustRecord(
+        dataset=dataset,
+        metric=metric,
+        half_width_target=half_width,
+        confidence_level=0.95,
+        interval="Korn-Graubard: Clopper-Pearson at the effective sample size p(1-p)/Var, Var from the variance components "
         "(unbiased, Satterthwaite df), widened to hold the same interval with one question right and one wrong on every date "
         "added (plus-two questions); bootstrap_low/high: percentile two-way bootstrap over items and dates "
         f"(Owen 2007), {N_BOOT} resamples, seed 0, with the Monte-Carlo error of each end",
-        "components": "two-way random-effects ANOVA (items x dates, one grade per cell), method of moments, negatives set to 0",
-        "dateeval_version": version,
-        "entries": entries,
-        "pairs": [_plain(pair) for pair in pairs(rows).to_dict("records")],
-    }
+        components="two-way random-effects ANOVA (items x dates, one grade per cell), method of moments, negatives set to 0",
+        dateeval_version=version,
+        entries=entries,
+        pairs=[ReorderedPair(**_plain(pair)) for pair in pairs(rows).to_dict("records")],
+    )
 
 
 def _plain(row: dict) -> dict:
