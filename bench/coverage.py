@@ -472,7 +472,7 @@ def compare_cells(n_items: int, n_dates: int, reps: int, seed: int = 0) -> dict:
         a, b, c = draw(0.4), draw(0.3), draw(0.3)
         _, low, high = robust.paired_difference(a, b)
         covered += low <= 0.1 <= high
-        rejected += robust.sensitivity_difference(b, c, seed=int(rng.integers(1 << 31)))["p_value"] < 0.05
+        rejected += robust.sensitivity_difference(b, c, seed=int(rng.integers(1 << 31))).p_value < 0.05
     return {
         "items": n_items,
         "dates": n_dates,

@@ -10,7 +10,7 @@ import oracles
 import pytest
 
 from dateeval import stats
-from dateeval.results import bands, robust, robust_record
+from dateeval.results import bands, estimated, robust, robust_record
 
 
 def test_date_variances_under_resampling_equal_the_loop_anova_of_the_resampled_matrix():
@@ -35,12 +35,12 @@ def test_the_sensitivity_test_finds_a_date_sensitive_model_and_holds_its_size():
     moving = (rng.random((12, 200)) < np.clip(skill + swing, 0, 1)).astype(float)
     steady = (rng.random((12, 200)) < skill).astype(float)
     found = robust.sensitivity_difference(moving, steady, n_boot=400)
-    assert found["p_value"] < 0.05 and found["a_date_sd"] > found["b_date_sd"] and found["low"] > 0, found
+    assert found.p_value < 0.05 and found.a_date_sd > found.b_date_sd and found.low > 0, found
     rejections = 0
     for _ in range(150):
         skill = rng.uniform(0.2, 0.8, 30)
         a, b = ((rng.random((8, 30)) < skill).astype(float) for _ in range(2))
-        rejections += robust.sensitivity_difference(a, b, n_boot=200, seed=int(rng.integers(1 << 31)))["p_value"] < 0.05
+        rejections += robust.sensitivity_difference(a, b, n_boot=200, seed=int(rng.integers(1 << 31))).p_value < 0.05
     assert rejections / 150 <= 0.05 + 3 * math.sqrt(0.05 * 0.95 / 150), rejections
 
 
@@ -49,11 +49,11 @@ def test_compare_prints_what_stats_gives():
     skill = rng.uniform(0.2, 0.8, 40)
     a, b = ((rng.random((6, 40)) < np.clip(skill + lift, 0, 1)).astype(float) for lift in (0.2, 0.0))
     found = robust.compare(a, b)
-    assert found["difference"] == tuple(stats.paired_difference(a, b)) and found["a"] == tuple(stats.robust_score(a))
+    assert found.difference == tuple(stats.paired_difference(a, b)) and found.a == tuple(stats.robust_score(a))
     lines = robust_record.compare_lines("A", "B", found)
-    assert lines[1].startswith(f"A - B: {100 * found['difference'][0]:+.1f} pp") and (
+    assert lines[1].startswith(f"A - B: {100 * found.difference[0]:+.1f} pp") and (
         "A scores higher whatever the date" in lines[1]
-    ) == (found["difference"][1] > 0)
+    ) == (found.difference[1] > 0)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -135,3 +135,21 @@ def test_entries_on_different_questions_are_not_paired(tmp_path):
     view, _ = results.open(store)
     assert view.aligned("mmlu", ["smollm2-135m (bfloat16, cpu)", "smollm2-135m (float32, cpu)"])[1] is None
     assert view.aligned("mmlu", ["smollm2-135m (bfloat16, cpu)", "smollm2-135m (float16, cpu)"])[1] is not None
+
+
+def test_a_sample_drawn_with_certainty_compares_as_the_dense_grid_does():
+    """``estimated.compare`` of two samples with every inclusion probability 1 gives ``robust.compare``'s scores and
+    difference; its date sensitivity is not estimated, and the lines say so."""
+    rng = np.random.default_rng(3)
+    skill = rng.uniform(0.2, 0.8, 30)
+    a, b = ((rng.random((5, 30)) < np.clip(skill + lift, 0, 1)).astype(float) for lift in (0.15, 0.0))
+    days, items = [f"2024-01-0{day}" for day in range(1, 6)], [str(item) for item in range(30)]
+    found = estimated.compare(estimated.dense_sample(days, items, a), estimated.dense_sample(days, items, b))
+    dense = robust.compare(a, b)
+    assert found.a == pytest.approx(dense.a) and found.b == pytest.approx(dense.b)
+    assert found.difference == pytest.approx(dense.difference) and (found.n_dates, found.n_items) == (5, 30)
+    assert found.sensitivity == robust.NO_SENSITIVITY or all(
+        math.isnan(value) for value in vars(found.sensitivity).values()
+    )
+    lines = robust_record.compare_lines("A", "B", found)
+    assert "sparse samples" in lines[1] and lines[2] == f"date sensitivity: {robust_record.NOT_SAMPLED}"

@@ -285,7 +285,7 @@ def dense_sample(dates: list, items: list, correct: np.ndarray) -> Sample:
     )
 
 
-def compare(a: Sample, b: Sample) -> dict | None:
+def compare(a: Sample, b: Sample) -> robust.Comparison | None:
     """``robust.compare``'s findings for two entries of which one or both were swept sparsely, on the dates they share
     (None where fewer than two, or not the same questions): each one's :func:`sparse_robust`, their
     :func:`paired_difference`; the date sensitivity needs every grade and is not estimated (NaN)."""
@@ -295,14 +295,14 @@ def compare(a: Sample, b: Sample) -> dict | None:
     a, b = (sample.of_dates(np.isin(sample.dates, common)) for sample in (a, b))
     score_a, low_a, high_a, _ = sparse_robust(a.values, a.inclusion, a.predictor)
     score_b, low_b, high_b, _ = sparse_robust(b.values, b.inclusion, b.predictor)
-    return {
-        "a": (score_a, low_a, high_a),
-        "b": (score_b, low_b, high_b),
-        "difference": paired_difference(a, b),
-        "sensitivity": robust.NO_SENSITIVITY,
-        "n_dates": len(common),
-        "n_items": len(a.items),
-    }
+    return robust.Comparison(
+        a=(score_a, low_a, high_a),
+        b=(score_b, low_b, high_b),
+        difference=paired_difference(a, b),
+        sensitivity=robust.NO_SENSITIVITY,
+        n_dates=len(common),
+        n_items=len(a.items),
+    )
 
 
 def paired_difference(a: Sample, b: Sample) -> tuple[float, float, float]:

@@ -32,6 +32,7 @@ correction): conservative when a sweep covers every day of its range.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -314,7 +315,37 @@ def _sd(variance: np.ndarray | float) -> np.ndarray:
     return np.sqrt(np.maximum(variance, 0.0))
 
 
-def sensitivity_difference(a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> dict[str, float]:
+@dataclass(frozen=True)
+class Sensitivity:
+    """Whether A moves more with the date than B (:func:`sensitivity_difference`): each one's date SD without counting
+    noise, A's less B's with its 95% interval, and the p-value of "equal date variance" (NaN where not estimated)."""
+
+    a_date_sd: float
+    b_date_sd: float
+    value: float
+    low: float
+    high: float
+    p_value: float
+
+
+# A sparse sample cannot estimate the date sensitivity: it needs every grade.
+NO_SENSITIVITY = Sensitivity(*[math.nan] * 6)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Model A against model B (:func:`compare`): each one's date-robust score with its interval, A's less B's
+    clustered by question (value, low, high), their date sensitivity, and the dates and questions they share."""
+
+    a: tuple[float, float, float]
+    b: tuple[float, float, float]
+    difference: tuple[float, float, float]
+    sensitivity: Sensitivity
+    n_dates: int
+    n_items: int
+
+
+def sensitivity_difference(a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> Sensitivity:
     """Is A more date-sensitive than B on these dates? The noise-free date standard deviation of each (the date
     variance component, without the counting noise that inflates the spread of per-date scores with few questions),
     their difference with a 95% percentile interval, and a two-sided p-value of "equal date variance", from resampling
@@ -326,33 +357,30 @@ def sensitivity_difference(a: np.ndarray, b: np.ndarray, n_boot: int = N_BOOT, s
     low, high = np.percentile(_sd(drawn_a) - _sd(drawn_b), [2.5, 97.5])
     difference = drawn_a - drawn_b
     p_value = min(1.0, 2 * (1 + min(np.sum(difference <= 0), np.sum(difference >= 0))) / (n_boot + 1))
-    return {
-        "a_date_sd": float(_sd(observed[0])),
-        "b_date_sd": float(_sd(observed[1])),
-        "value": float(_sd(observed[0]) - _sd(observed[1])),
-        "low": float(low),
-        "high": float(high),
-        "p_value": float(p_value),
-    }
+    return Sensitivity(
+        a_date_sd=float(_sd(observed[0])),
+        b_date_sd=float(_sd(observed[1])),
+        value=float(_sd(observed[0]) - _sd(observed[1])),
+        low=float(low),
+        high=float(high),
+        p_value=float(p_value),
+    )
 
 
-def compare(a: np.ndarray, b: np.ndarray) -> dict:
+def compare(a: np.ndarray, b: np.ndarray) -> Comparison:
     """Model A against model B on the same dates and questions (dates x questions 0/1 each): each one's date-robust
     score and interval, their paired difference clustered by question (:func:`paired_difference`), and whether one
     moves more with the date (:func:`sensitivity_difference`): what ``dateeval compare`` and the Leaderboard print."""
     (score_a, low_a, high_a, _), (score_b, low_b, high_b, _) = date_robust(a), date_robust(b)
     value, low, high = paired_difference(a, b)
-    return {
-        "a": (score_a, low_a, high_a),
-        "b": (score_b, low_b, high_b),
-        "difference": (value, low, high),
-        "sensitivity": sensitivity_difference(a, b),
-        "n_dates": int(np.shape(a)[0]),
-        "n_items": int(np.shape(a)[1]),
-    }
-
-
-NO_SENSITIVITY = dict.fromkeys(["a_date_sd", "b_date_sd", "value", "low", "high", "p_value"], math.nan)
+    return Comparison(
+        a=(score_a, low_a, high_a),
+        b=(score_b, low_b, high_b),
+        difference=(value, low, high),
+        sensitivity=sensitivity_difference(a, b),
+        n_dates=int(np.shape(a)[0]),
+        n_items=int(np.shape(a)[1]),
+    )
 
 
 def components_of(row: dict) -> Components:

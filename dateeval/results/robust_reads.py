@@ -133,7 +133,7 @@ class RobustReads(EntryData):
             self._kept("identity", entry, dataset, (min(dates), max(dates), len(dates)), (), compute)[0]["identity"]
         )
 
-    def compared(self, dataset: str, a: str, b: str, period: Period | None = None) -> dict | None:
+    def compared(self, dataset: str, a: str, b: str, period: Period | None = None) -> robust.Comparison | None:
         """``robust.compare`` of entries ``a`` and ``b`` on the dates of ``period`` they share (None where fewer than
         two, or not the same questions); where either was swept sparsely, ``estimated.compare`` of their samples."""
         sparse = self.sparse_entries()

@@ -14,7 +14,7 @@ import pandas as pd
 from dateeval.metrics import METRICS, point_decimals
 from dateeval.results.inference import Z95, Components
 from dateeval.results.ranks import leaderboard, pairs
-from dateeval.results.robust import N_BOOT, components_of, dates_needed, interval_text
+from dateeval.results.robust import N_BOOT, Comparison, components_of, dates_needed, interval_text
 
 
 @dataclass(frozen=True)
@@ -126,30 +126,30 @@ NO_SPREAD = "every question differs by the same amount on every date, so there i
 NOT_SAMPLED = "not estimated from a sparse sweep's sample"
 
 
-def compare_cells(found: dict) -> dict[str, str]:
+def compare_cells(found: Comparison) -> dict[str, str]:
     """:func:`compare`'s numbers as text, the digits :func:`compare_lines` and :func:`compare_table` both print:
     differences to 0.1 pp (the scores' own digits), date SDs to 0.01 pp."""
-    (value, low, high), sense = found["difference"], found["sensitivity"]
+    (value, low, high), sense = found.difference, found.sensitivity
     bounds = f"[{_pp(low)}, {_pp(high)}]" if math.isfinite(low) else f"[no interval: {NO_SPREAD}]"
     return {
-        "a": interval_text(*found["a"], 1),
-        "b": interval_text(*found["b"], 1),
+        "a": interval_text(*found.a, 1),
+        "b": interval_text(*found.b, 1),
         "difference": _pp(value),
         "difference_interval": bounds,
         "better": "a" if low > 0 else "b" if high < 0 else "",
-        "a_sd": f"{100 * sense['a_date_sd']:.2f}" if math.isfinite(sense["a_date_sd"]) else "-",
-        "b_sd": f"{100 * sense['b_date_sd']:.2f}" if math.isfinite(sense["b_date_sd"]) else "-",
-        "sd_difference": _pp(sense["value"], 2) if math.isfinite(sense["value"]) else "-",
-        "sd_interval": f"[{_pp(sense['low'], 2)}, {_pp(sense['high'], 2)}]"
-        if math.isfinite(sense["low"])
+        "a_sd": f"{100 * sense.a_date_sd:.2f}" if math.isfinite(sense.a_date_sd) else "-",
+        "b_sd": f"{100 * sense.b_date_sd:.2f}" if math.isfinite(sense.b_date_sd) else "-",
+        "sd_difference": _pp(sense.value, 2) if math.isfinite(sense.value) else "-",
+        "sd_interval": f"[{_pp(sense.low, 2)}, {_pp(sense.high, 2)}]"
+        if math.isfinite(sense.low)
         else f"[no interval: {NOT_SAMPLED}]",
-        "p": f"{sense['p_value']:.3f}" if math.isfinite(sense["p_value"]) else "-",
-        "moves_more": ("a" if sense["value"] > 0 else "b") if sense["p_value"] < 0.05 else "",
-        "size": f"{found['n_items']} questions x {found['n_dates']} dates",
+        "p": f"{sense.p_value:.3f}" if math.isfinite(sense.p_value) else "-",
+        "moves_more": ("a" if sense.value > 0 else "b") if sense.p_value < 0.05 else "",
+        "size": f"{found.n_items} questions x {found.n_dates} dates",
     }
 
 
-def compare_lines(name_a: str, name_b: str, found: dict) -> list[str]:
+def compare_lines(name_a: str, name_b: str, found: Comparison) -> list[str]:
     """:func:`compare` in words, one finding a line (percentage points)."""
     cells, names = compare_cells(found), {"a": name_a, "b": name_b}
     verdict = (
@@ -157,7 +157,7 @@ def compare_lines(name_a: str, name_b: str, found: dict) -> list[str]:
         if cells["better"]
         else "no difference shown: the interval holds 0"
     )
-    verdict = verdict if math.isfinite(found["difference"][1]) else "not decided by an interval"
+    verdict = verdict if math.isfinite(found.difference[1]) else "not decided by an interval"
     moved = (
         f"{names[cells['moves_more']]} moves more with the date"
         if cells["moves_more"]
@@ -166,18 +166,18 @@ def compare_lines(name_a: str, name_b: str, found: dict) -> list[str]:
     sensitivity = (
         f"date sensitivity (date SD without counting noise): A {cells['a_sd']} pp, B {cells['b_sd']} pp; "
         f"A - B {cells['sd_difference']} pp {cells['sd_interval']}, p = {cells['p']} (questions resampled, these dates): {moved}"
-        if math.isfinite(found["sensitivity"]["value"])
+        if math.isfinite(found.sensitivity.value)
         else f"date sensitivity: {NOT_SAMPLED}"
     )
     return [
         f"A = {name_a}: date-robust score {cells['a']}; B = {name_b}: {cells['b']} ({cells['size']} both have)",
         f"A - B: {cells['difference']} pp {cells['difference_interval']} (95%, clustered by question"
-        f"{', sparse samples' if not math.isfinite(found['sensitivity']['value']) else ''}): {verdict}",
+        f"{', sparse samples' if not math.isfinite(found.sensitivity.value) else ''}): {verdict}",
         sensitivity,
     ]
 
 
-def compare_table(pairs: list[tuple[str, str, dict]]) -> pd.DataFrame:
+def compare_table(pairs: list[tuple[str, str, Comparison]]) -> pd.DataFrame:
     """:func:`compare`'s findings of pairs of entries (A, B, found: ``Results.compared``), one row a pair, in
     :func:`compare_cells`' digits: the report's model-against-model table."""
     rows = []
