@@ -29,7 +29,8 @@ import pytest
 from conftest import ROOT, run_cli
 
 from dateeval.backends.base import CONTINUATION_LOGPROBS, BackendOptions, ContinuationRequest, Label, LabelRequest
-from dateeval.backends.openai_api import OpenAIBackend, parse_endpoint, server_date
+from dateeval.backends.openai_api import OpenAIBackend, parse_endpoint
+from dateeval.backends.openai_transport import server_date
 from dateeval.errors import DateEvalError
 from dateeval.probe import CONTROL_DATE, Reply, ServerDay, find_dates, server_day, verdict
 from dateeval.prompting import ChatTemplate

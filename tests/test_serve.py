@@ -27,7 +27,7 @@ import torch
 
 from dateeval.backends.base import Generation, GenerationSettings
 from dateeval.backends.interrupt import abandoned_when
-from dateeval.backends.openai_api import MAX_API_STOPS
+from dateeval.backends.openai_transport import MAX_API_STOPS
 from dateeval.serve import (
     BODY_BUDGET,
     MAX_BODY,

@@ -20,7 +20,7 @@ How much of the date a study controls depends on who renders the chat template, 
   server's HTTP ``Date`` header, so daily runs build a longitudinal series.
 
 Requests run concurrently (bounded), are retried with exponential backoff and
-jitter on 408/409/429/5xx, timeouts and dropped connections, and every answer
+jitter on 408/409/429/5xx, timeouts and dropped connections (``openai_transport``), and every answer
 is checked field by field: a malformed one ends the unit with one clear
 error before anything is stored. The API key is read from the environment
 variable the user names; it is never stored, logged or shown in an error.
@@ -28,15 +28,11 @@ variable the user names; it is never stored, logged or shown in an error.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-import email.utils
-import os
-import random
 import sys
 import urllib.parse
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -57,11 +53,12 @@ from dateeval.backends.base import (
     continuation_tokens,
     register_backend,
 )
+from dateeval.backends.openai_transport import TOP_K, Answer, Endpoint, Refused, Transport, parse_endpoint
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI
+    pass
 
 # The API modes, each with who renders the chat template and whose date the model reads (the CLI, Run and Prompt pages show these).
 MODES = {
@@ -69,80 +66,8 @@ MODES = {
     "chat": "chat: the messages, with our date line; the server applies its template",
     "server-clock": "server-clock: the messages, no date of ours (an empty system prompt, as in the paper's §5.2); the provider's own date",
 }
-TOP_K = 20  # alternatives asked for per scored token: OpenAI's chat maximum and vLLM's default --max-logprobs
-MAX_API_STOPS = 4  # OpenAI accepts at most four stop strings; the rest are cut here
-BACKOFF_BASE_S, BACKOFF_CAP_S, RETRY_AFTER_CAP_S = 0.5, 30.0, 120.0
-_RETRY_STATUS = frozenset({408, 409, 429})
 _DATE_CONTROL = {"completions": "full", "chat": "system-line", "server-clock": "server-clock"}
-_NO_KEY = "not-needed"  # what a local server gets when no --api-key-env is given (the client insists on some key)
 PROBE_TEXT = "The date today is"  # what the echo check asks the server to score when the backend opens
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where the model is served: the API's base URL (``…/v1``) and the model name the server knows it by."""
-
-    url: str
-    model: str
-
-
-def parse_endpoint(spec: str) -> Endpoint:
-    """``URL#MODEL`` → :class:`Endpoint`; checked before anything connects."""
-    url, hash_sign, model = spec.rpartition("#")
-    example = "openai:http://127.0.0.1:8000/v1#smollm2-135m"
-    if not hash_sign or not url or not model.strip():
-        raise DateEvalError(f"model openai:{spec} names no model: write openai:URL#MODEL, e.g. {example}")
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise DateEvalError(f"openai:{url} is not an http(s) URL: write openai:URL#MODEL, e.g. {example}")
-    if parts.username or parts.password:
-        raise DateEvalError(
-            "the endpoint URL carries credentials: give the URL without them and the key's variable name with --api-key-env"
-        )
-    return Endpoint(url.rstrip("/"), model.strip())
-
-
-def api_key(variable: str | None) -> str:
-    """The key from the environment variable *named* by the user (a local server needs none)."""
-    if variable is None:
-        return _NO_KEY
-    value = os.environ.get(variable, "")
-    if not value:
-        raise DateEvalError(
-            f"environment variable {variable} (--api-key-env) is not set or empty: export the API key in it"
-        )
-    return value
-
-
-def _retryable(status: int) -> bool:
-    return status in _RETRY_STATUS or status >= 500
-
-
-def backoff_delay(attempt: int, base: float = BACKOFF_BASE_S) -> float:
-    """Exponential backoff with full jitter: many workers hitting a rate limit do not retry in lockstep."""
-    return random.uniform(0, min(BACKOFF_CAP_S, base * 2**attempt))
-
-
-def _retry_after(headers: Any) -> float | None:
-    """The server's ``Retry-After`` in seconds, where it sends one we may honour."""
-    try:
-        seconds = float(headers.get("retry-after", ""))
-    except (TypeError, ValueError):
-        return None
-    return seconds if 0 <= seconds <= RETRY_AFTER_CAP_S else None
-
-
-def server_date(headers: Any) -> str | None:
-    """The HTTP ``Date`` header as ISO 8601 UTC (the provider's own clock), or None when absent or malformed."""
-    value = headers.get("date")
-    try:
-        return (
-            email.utils.parsedate_to_datetime(value).astimezone(dt.timezone.utc).isoformat(timespec="seconds")
-            if value
-            else None
-        )
-    except (TypeError, ValueError):
-        return None
 
 
 def _field(body: Any, *path: str | int) -> Any:
@@ -159,14 +84,6 @@ def _field(body: Any, *path: str | int) -> Any:
 
 class MalformedAnswer(Exception):
     """An answer that parsed as JSON but lacks what the request asked for."""
-
-
-class Refused(DateEvalError):
-    """The server answered a request with a status that retrying cannot change (400, 404, 422...); ``reason`` is the status and its message."""
-
-    def __init__(self, message: str, reason: str) -> None:
-        super().__init__(message)
-        self.reason = reason
 
 
 def _text(value: Any, what: str) -> str:
@@ -210,25 +127,6 @@ def _echoed(body: Any, prompt: list[int]) -> list[float]:
         got = len(values) if isinstance(values, list) else "no"
         raise MalformedAnswer(f"echo returned {got} prompt log-probabilities for a prompt of {len(prompt)} tokens")
     return [_logprob(value, f"prompt token {i}") for i, value in enumerate(values[1:], start=1)]
-
-
-def _usage(body: Any) -> dict:
-    """Token counts as the server billed them (None where it reports none)."""
-    usage = body.get("usage") if isinstance(body, dict) else None
-    usage = usage if isinstance(usage, dict) else {}
-
-    def count(name: str) -> int | None:
-        return usage.get(name) if isinstance(usage.get(name), int) else None
-
-    return {"api_prompt_tokens": count("prompt_tokens"), "api_completion_tokens": count("completion_tokens")}
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One answered request: its JSON body and what every row records about it."""
-
-    body: Any
-    record: dict  # request_utc, server_date, api token counts
 
 
 def _local_template(name: str) -> tuple[Any, ChatTemplate]:
@@ -275,7 +173,7 @@ class OpenAIBackend(Backend):
         self.template, self.tokenizer = None, None
         if not self.chat:
             self.tokenizer, self.template = self._completions_template(options.tokenizer or endpoint.model)
-        self._key = api_key(options.api_key_env)
+        self.transport = Transport(endpoint, options)
         self.capabilities = Capabilities(
             frozenset({LABEL_LOGPROBS, GENERATE}),
             renders_locally=not self.chat,
@@ -293,8 +191,6 @@ class OpenAIBackend(Backend):
             backend=self.name,
             versions={"openai": openai.__version__},
         )
-        self._loop = asyncio.new_event_loop()
-        self._client = self._loop.run_until_complete(self._connect())
         if not self.chat:
             self.capabilities = self._echo_capabilities()
 
@@ -315,7 +211,7 @@ class OpenAIBackend(Backend):
         """One small echo request: None when the server scores the prompt's own tokens, else why not (other failures end the run)."""
         prompt = self.encode([PROBE_TEXT])[0]
         try:
-            _echoed(self._echo_answers([prompt])[0].body, prompt)
+            _echoed(self.transport.echo([prompt])[0].body, prompt)
         except Refused as error:
             return error.reason
         except MalformedAnswer as error:
@@ -332,19 +228,6 @@ class OpenAIBackend(Backend):
                 "give --tokenizer NAME_OR_FOLDER, or use --api-mode chat"
             ) from None
 
-    async def _connect(self) -> AsyncOpenAI:  # bound to this backend's event loop
-        import openai
-
-        self._slots = asyncio.Semaphore(self.options.concurrency)
-        return openai.AsyncOpenAI(
-            base_url=self.endpoint.url, api_key=self._key, timeout=self.options.timeout_s, max_retries=0
-        )
-
-    def close(self) -> None:
-        if not self._loop.is_closed():
-            self._loop.run_until_complete(self._client.close())
-            self._loop.close()
-
     # Requests
 
     def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[np.ndarray]:
@@ -355,7 +238,7 @@ class OpenAIBackend(Backend):
     ) -> tuple[list[np.ndarray], list[dict]]:
         """One max_tokens=1 request per prompt reads the labels among the top-k alternatives; an echo request scores each other one."""
         self._warn_bare_labels(requests)
-        answers = self._all([lambda r=r: self._score(r.prompt) for r in requests])
+        answers = self.transport.all([lambda r=r: self.transport.score(r.prompt, self.chat) for r in requests])
         tops = [self._checked(lambda answer=answer: _alternatives(answer.body, self.chat)) for answer in answers]
         scores = [
             np.array([best.get(label.text, np.nan) for label in r.labels], dtype=np.float64)
@@ -380,7 +263,7 @@ class OpenAIBackend(Backend):
         return [float(sum(values[first - 1 :])) for (_, first), values in zip(splits, echoed)]
 
     def generate(self, requests: list[GenerationRequest], batch_size: int) -> list[Generation]:
-        answers = self._all([lambda r=r: self._generate(r) for r in requests])
+        answers = self.transport.all([lambda r=r: self.transport.generate(r, self.chat) for r in requests])
         return [self._generation(request, answer) for request, answer in zip(requests, answers)]
 
     def _warn_bare_labels(self, requests: list[LabelRequest]) -> None:
@@ -409,19 +292,12 @@ class OpenAIBackend(Backend):
         )
 
     def server_now(self) -> dt.datetime | None:
-        """The server's clock, from the HTTP ``Date`` header of one ``GET /models`` (an error answer carries it too); None without one."""
-        import openai
-
-        async def ask() -> Any:
-            try:
-                return (await self._client.models.with_raw_response.list()).headers
-            except openai.APIStatusError as error:
-                return error.response.headers
-            except openai.APIConnectionError as error:
-                raise self._failure(_connection_problem(error), 0) from None
-
-        stamp = server_date(self._loop.run_until_complete(ask()))
+        """The server's clock, from the HTTP ``Date`` header of one ``GET /models``; None without one."""
+        stamp = self.transport.server_clock()
         return dt.datetime.fromisoformat(stamp) if stamp else None
+
+    def close(self) -> None:
+        self.transport.close()
 
     def _unreadable(self, best: dict[str, float], label: Label) -> DateEvalError:
         """A label outside the top-k, on a server that cannot score it otherwise: one clear error rather than a guessed row."""
@@ -452,121 +328,10 @@ class OpenAIBackend(Backend):
         except MalformedAnswer as error:
             raise DateEvalError(f"{self.endpoint.url} sent a malformed answer ({error})") from None
 
-    # Transport
-
-    def _score(self, prompt: Any) -> Awaitable[Any]:
-        model = self.endpoint.model
-        if self.chat:
-            return self._client.chat.completions.with_raw_response.create(
-                model=model,
-                messages=list(prompt),
-                max_completion_tokens=1,
-                temperature=0,
-                logprobs=True,
-                top_logprobs=TOP_K,
-            )
-        return self._client.completions.with_raw_response.create(
-            model=model, prompt=prompt, max_tokens=1, temperature=0, logprobs=TOP_K
-        )
-
     def _echo_all(self, prompts: list[list[int]]) -> list[list[float]]:
         """Per token-id prompt, the log-probability of each of its tokens after the ones before it (from the second on)."""
-        answers = self._echo_answers(prompts)
+        answers = self.transport.echo(prompts)
         return [
             self._checked(lambda answer=answer, prompt=prompt: _echoed(answer.body, prompt))
             for answer, prompt in zip(answers, prompts)
         ]
-
-    def _echo_answers(self, prompts: list[list[int]]) -> list[Answer]:
-        """Token ids in (the server must not re-tokenise), the prompt echoed with each token's log-probability, nothing generated."""
-        create = self._client.completions.with_raw_response.create
-        return self._all(
-            [
-                lambda p=p: create(
-                    model=self.endpoint.model, prompt=p, echo=True, max_tokens=0, logprobs=1, temperature=0
-                )
-                for p in prompts
-            ]
-        )
-
-    def _generate(self, request: GenerationRequest) -> Awaitable[Any]:
-        settings = request.settings
-        # Greedy is temperature 0; sampling keeps the provider's own temperature/top-p, made repeatable by the seed.
-        decoding = {"seed": settings.seed} if settings.sample else {"temperature": 0}
-        common = {"model": self.endpoint.model, "stop": list(settings.stop[:MAX_API_STOPS]) or None, **decoding}
-        if self.chat:
-            create = self._client.chat.completions.with_raw_response.create
-            return create(messages=list(request.prompt), max_completion_tokens=settings.max_new_tokens, **common)
-        return self._client.completions.with_raw_response.create(
-            prompt=request.prompt, max_tokens=settings.max_new_tokens, **common
-        )
-
-    def _all(self, sends: list[Callable[[], Awaitable[Any]]]) -> list[Answer]:
-        """Every request, at most ``concurrency`` in flight, answers in order; the first failure ends them all."""
-
-        async def run() -> list[Answer]:
-            tasks = [asyncio.ensure_future(self._ask(send)) for send in sends]
-            try:
-                return await asyncio.gather(*tasks)
-            finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-
-        return self._loop.run_until_complete(run())
-
-    async def _ask(self, send: Callable[[], Awaitable[Any]]) -> Answer:
-        """One request, retried on transient failures; the key never reaches a message."""
-        import openai
-
-        for attempt in range(self.options.retries + 1):
-            asked = dt.datetime.now(dt.timezone.utc)
-            try:
-                async with self._slots:
-                    raw = await send()
-                body = raw.http_response.json()
-            except openai.APIStatusError as error:
-                what = f"HTTP {error.status_code}: {_server_message(error)}"
-                if not _retryable(error.status_code):
-                    raise Refused(str(self._failure(what, attempt)), self._redacted(what)) from None
-                if attempt == self.options.retries:
-                    raise self._failure(what, attempt) from None
-                delay = _retry_after(error.response.headers) or backoff_delay(attempt)
-            except openai.APIConnectionError as error:  # timeouts, refused and dropped connections
-                if attempt == self.options.retries:
-                    raise self._failure(_connection_problem(error), attempt) from None
-                delay = backoff_delay(attempt)
-            except ValueError:
-                raise self._failure("the answer is not JSON", attempt) from None
-            else:
-                record = {
-                    "request_utc": asked.isoformat(timespec="seconds"),
-                    "server_date": server_date(raw.headers),
-                    **_usage(body),
-                }
-                return Answer(body, record)
-            await asyncio.sleep(delay)
-        raise AssertionError("unreachable")
-
-    def _failure(self, what: str, attempt: int) -> DateEvalError:
-        tries = f" after {attempt + 1} attempts" if attempt else ""
-        return DateEvalError(self._redacted(f"{self.endpoint.url} ({self.endpoint.model}) {what}{tries}"))
-
-    def _redacted(self, text: str) -> str:
-        """The text with the key, should a server echo it, replaced by ***."""
-        return text.replace(self._key, "***") if self._key != _NO_KEY else text
-
-
-def _connection_problem(error: Any) -> str:
-    """What went wrong with an ``openai.APIConnectionError``, in words."""
-    import openai
-
-    return "timed out" if isinstance(error, openai.APITimeoutError) else f"connection failed ({error.message})"
-
-
-def _server_message(error: Any) -> str:
-    """The server's own error message (short), else the client's."""
-    body = error.body
-    message = body.get("message") if isinstance(body, dict) else None
-    text = message if isinstance(message, str) and message else error.message
-    return " ".join(str(text).split())[:300]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from dateeval.backends.base import GenerationSettings
-from dateeval.backends.openai_api import MAX_API_STOPS
+from dateeval.backends.openai_transport import MAX_API_STOPS
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.errors import DateEvalError
 from dateeval.limits import MAX_STOP_CHARS
