@@ -38,7 +38,7 @@ sys.path.insert(0, {root!r})
 def peak():
     return int(next(line for line in open("/proc/self/status") if line.startswith("VmHWM")).split()[1])
 from dateeval.tasks import build_task, resolve
-from dateeval.tasks.custom import Grading, extract_answer
+from dateeval.tasks.grading import Grading, extract_answer
 from dateeval.tasks.humaneval import Problem, extract_completion
 print(f"imports: peak {{peak() / 2**10:.0f}} MiB", file=sys.stderr)
 start, cpu = time.perf_counter(), time.process_time()

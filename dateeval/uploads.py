@@ -5,7 +5,7 @@ names: a dataset comes as uploaded bytes (a data file, or a spec with the
 files it names), is checked in a staging folder, and only then kept in
 ``STORE/.datasets``. An uploaded spec may name only files uploaded beside it
 (or a Hub dataset): ``data = "/etc/passwd"`` or ``"../x.jsonl"`` is refused
-before any path is looked at (``custom.read_spec(confined=True)``). Kept in
+before any path is looked at (``specs.read_spec(confined=True)``). Kept in
 the store, the dataset is found again by its stored name (the explorer's
 item text, ``regrade``) through ``custom.register_kept``.
 """

@@ -71,7 +71,7 @@ middle.download_button(
     "Table (LaTeX)", robust_format.latex(shown, caption), f"robust-{selection.dataset}.tex", "text/x-tex"
 )
 right.download_button(
-    "Record (JSON)", json.dumps(record.to_json(), indent=2), f"robust-{selection.dataset}.json", "application/json"
+    "Record (JSON)", json.dumps(record.as_json(), indent=2), f"robust-{selection.dataset}.json", "application/json"
 )
 if figure is not None:
     last.download_button("Figure (SVG)", figure, f"robust-{selection.dataset}.svg", "image/svg+xml")

@@ -23,7 +23,7 @@ from dateeval.errors import DateEvalError
 from dateeval.limits import REGEX_SECONDS
 from dateeval.store import Store
 from dateeval.tasks import BENCHMARKS, GENERATION_BENCHMARKS, build_task, parse_name, resolve
-from dateeval.tasks.custom import GRADERS, Grading, extract_answer
+from dateeval.tasks.grading import GRADERS, Grading, extract_answer
 from dateeval.tasks.registry import REGISTRY
 
 EXAMPLES = ROOT / "docs" / "examples"

@@ -227,7 +227,7 @@ def test_the_layer_gives_every_graded_dataset_and_its_record(layer):
     )
     # a typed line: its fields are the leaderboard's columns in order, then what produced it and its words
     assert [field.name for field in dataclasses.fields(entry)][: len(ranks.BOARD_COLUMNS)] == ranks.BOARD_COLUMNS
-    assert list(entry.to_json()) == [field.name for field in dataclasses.fields(entry)]
+    assert list(entry.as_json()) == [field.name for field in dataclasses.fields(entry)]
     assert record.unresolved() == [f"{pair.entry_a} and {pair.entry_b}" for pair in record.pairs if pair.unresolved]
     for row in board.to_dict("records"):  # the date effect's SD: dateeval_stats.date_spread of the entry's own grid
         _, correct, _ = layer.matrices(row["entry"], "mmlu", None, "condition")
@@ -245,7 +245,7 @@ def test_cli_json_equals_the_layer_to_the_last_digit(store, layer):
     records = {record["dataset"]: record for record in json.loads(done.stdout)}
     assert set(records) == {"gsm8k", "humaneval", "mmlu", "mmlu_cot"}
     for dataset, record in records.items():
-        assert _same(layer.robust_record(dataset, half_width=0.25).to_json(), record), dataset
+        assert _same(layer.robust_record(dataset, half_width=0.25).as_json(), record), dataset
 
 
 def test_summary_json_carries_each_entrys_robust_record(store, layer):
@@ -254,7 +254,7 @@ def test_summary_json_carries_each_entrys_robust_record(store, layer):
     rows = json.loads(done.stdout)
     for row in rows:
         expected = next(
-            (entry.to_json() for entry in layer.robust_record(row["dataset"]).entries if entry.entry == row["entry"]),
+            (entry.as_json() for entry in layer.robust_record(row["dataset"]).entries if entry.entry == row["entry"]),
             None,
         )
         assert _same(expected, row["robust"]), (row["entry"], row["dataset"])

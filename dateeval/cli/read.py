@@ -179,7 +179,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         records = table.to_dict(orient="records")
         # What to report (``dateeval robust``'s numbers for each entry, over the same dates); None under two dates.
         robust = {
-            (entry.entry, dataset): entry.to_json()
+            (entry.entry, dataset): entry.as_json()
             for dataset in dict.fromkeys(table["dataset"])
             for entry in found.robust_record(dataset, args.dates).entries
         }
@@ -266,7 +266,7 @@ def cmd_robust(args: argparse.Namespace) -> int:
             f"--figure draws one dataset: add --dataset (one of {', '.join(record.dataset for record in records)})"
         )
     if args.json:
-        print(json.dumps(_json_safe([record.to_json() for record in records]), indent=2))
+        print(json.dumps(_json_safe([record.as_json() for record in records]), indent=2))
     for record in records if not args.json else ():
         board = record.board()
         shown = robust_format.display(board, record.dataset, args.half_width)

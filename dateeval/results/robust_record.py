@@ -65,7 +65,7 @@ class RobustEntry:
     sentence: str
     advice: str
 
-    def to_json(self) -> dict:
+    def as_json(self) -> dict:
         """The line as JSON-ready values, keys in field order (``summary --json``'s ``robust``)."""
         return asdict(self)
 
@@ -93,7 +93,7 @@ class ReorderedPair:
 @dataclass(frozen=True)
 class RobustRecord:
     """One dataset's date-robust numbers as every reader gets them (``Results.robust_record``): ``dateeval robust``,
-    What to report, the report and ``summary --json`` read its fields; :meth:`to_json` is ``robust --json``."""
+    What to report, the report and ``summary --json`` read its fields; :meth:`as_json` is ``robust --json``."""
 
     dataset: str
     metric: str
@@ -105,13 +105,13 @@ class RobustRecord:
     entries: list[RobustEntry]
     pairs: list[ReorderedPair]
 
-    def to_json(self) -> dict:
+    def as_json(self) -> dict:
         """The record as JSON-ready values, keys in field order (what ``robust --json`` prints and the page downloads)."""
         return asdict(self)
 
     def board(self) -> pd.DataFrame:
         """The entries as a table, one row an entry (what ``robust_format.display`` and the report's CSV read)."""
-        return pd.DataFrame([entry.to_json() for entry in self.entries])
+        return pd.DataFrame([entry.as_json() for entry in self.entries])
 
     def unresolved(self) -> list[str]:
         """The pairs the date reorders while their intervals overlap, as "A and B"."""
