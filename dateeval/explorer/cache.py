@@ -20,9 +20,9 @@ from dateeval import results
 from dateeval.explorer.state import Selection, current_store, results_store
 from dateeval.results import bands as result_bands
 from dateeval.results import descriptive, sql
+from dateeval.results.band_reads import PER_DATE_COLUMNS
 from dateeval.results.headline import Headline
 from dateeval.results.robust_record import RobustRecord
-from dateeval.results.view import PER_DATE_COLUMNS
 from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
 from dateeval.store import Store
 from dateeval.tasks import build_task, custom

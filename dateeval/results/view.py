@@ -16,71 +16,21 @@ import numpy as np
 import pandas as pd
 
 from dateeval import schema
-from dateeval.metrics import METRICS, dataset_metrics
+from dateeval.metrics import dataset_metrics
 from dateeval.names import FEWSHOT_FORMATS, TURNS  # TURNS: the name suffix of each format
-from dateeval.results import bands, chance, descriptive, estimated, inference, paper, sql
+from dateeval.results import chance, descriptive, estimated, inference, paper
+from dateeval.results.band_reads import BandReads
 from dateeval.results.chance_reads import ChanceReads
 from dateeval.results.entries import Period
 from dateeval.results.flip_reads import FlipReads
 from dateeval.results.robust_reads import RobustReads
 from dateeval.schema import OUTCOME_COLUMNS
 
-PER_DATE_COLUMNS = ["entry", "dataset", "date", "metric", "value", "low", "high", "n_scored", "n_items", "estimated"]
 
-
-class Results(ChanceReads, RobustReads, FlipReads):
+class Results(ChanceReads, RobustReads, FlipReads, BandReads):
     """One state of a store with every statistic a page, a command or the report reads (``entries.EntryData``), each
-    concern's readers in its own class (chance, the robust number, flips), and here the tables that join them:
-    the summary, the accuracy per date, Table 5 and the bands."""
-
-    def per_date(self, period: Period | None = None) -> pd.DataFrame:
-        """Each entry's share graded right on each date of its sweep and on its no-date baseline (``PER_DATE_COLUMNS``;
-        ``date`` None for the baseline), with the Curves band's exact interval (``bands.clopper_pearson``) of its
-        ``n_scored`` graded questions out of the ``n_items`` it answered: ``summary --json --per-date``. Every question
-        of a stored condition is scored, so ``estimated`` is False; the metric is "accuracy" (pass@1 for HumanEval,
-        exact match for GSM8K: each is the share right)."""
-        graded = self.sums[self.sums["factor"].isin(["date", "no-date"]) & (self.sums["n_graded"] > 0)]
-        if period is not None:
-            graded = graded[(graded["factor"] != "date") | period.holds(graded["date"])]
-        if graded.empty:
-            return pd.DataFrame(columns=PER_DATE_COLUMNS)
-        graded = graded.assign(
-            n_items=graded["items"].str.partition(":")[0].astype(int),
-            date=graded["date"].where(graded["factor"] == "date"),
-        )
-        cells = graded.groupby(["entry", "dataset", "condition_key"], sort=False, dropna=False).agg(
-            date=("date", "first"),
-            right=("sum_correct", "sum"),
-            n_scored=("n_graded", "sum"),
-            n_items=("n_items", "sum"),
-        )  # a condition resumed or grown spans files of disjoint items
-        low, high = bands.clopper_pearson(np.rint(cells["right"].to_numpy()), cells["n_scored"].to_numpy())
-        table = cells.reset_index().assign(
-            metric="accuracy",
-            value=cells["right"].to_numpy() / cells["n_scored"].to_numpy(),
-            low=low,
-            high=high,
-            estimated=False,
-        )
-        table["date"] = (
-            pd.to_datetime(table["date"], format="mixed")
-            .dt.strftime("%Y-%m-%d")
-            .astype(object)
-            .where(table["date"].notna(), None)
-        )
-        table = pd.concat([table, *self._estimated(period)], ignore_index=True) if len(self.drawn) else table
-        order = table.assign(_baseline=table["date"].notna()).sort_values(
-            ["entry", "dataset", "_baseline", "date"], kind="stable", na_position="first"
-        )
-        return order[PER_DATE_COLUMNS].reset_index(drop=True)
-
-    def _estimated(self, period: Period | None) -> list[pd.DataFrame]:
-        """The per-date rows of sparse entries' drawn dates (``PER_DATE_COLUMNS``), estimated."""
-        tables = []
-        for entry, dataset in self.sparse_entries():
-            found = estimated.estimates_table(self.sparse_sample(entry, dataset, period))
-            tables.append(found[found["estimated"]].assign(entry=entry, dataset=dataset, metric="accuracy"))
-        return tables
+    concern's readers in its own class (chance, the robust number, flips, bands), and here the tables that join
+    them: the summary, the accuracy per date and Table 5."""
 
     def sparse_note(self) -> str | None:
         """What a reader of a sparse entry must know (every page and read command says it): where its drawn dates are
@@ -141,24 +91,6 @@ class Results(ChanceReads, RobustReads, FlipReads):
             ]
             table = table.assign(ece_delta_low=[low for low, _ in ends], ece_delta_high=[high for _, high in ends])
         return table
-
-    def ece_delta_interval(
-        self, entry: str, dataset: str, worst: str | None, best: str | None, n_items: int
-    ) -> tuple[float, float]:
-        """Table 8's uncertainty (kept): ``bands.ece_difference_interval`` of the ECE on the entry's worst date less
-        its best, paired over the questions; NaN without two such dates or below ``bands.ECE_BAND_MIN_ITEMS``
-        questions (no matrices are read then)."""
-        if not isinstance(worst, str) or not isinstance(best, str) or n_items < bands.ECE_BAND_MIN_ITEMS:
-            return float("nan"), float("nan")
-
-        def compute() -> list[dict]:
-            dates, correct, confidence = self.matrices(entry, dataset, None, "date")
-            pair = [list(map(str, dates)).index(worst), list(map(str, dates)).index(best)]
-            low, high = bands.ece_difference_interval(confidence[pair], correct[pair])
-            return [{"low": low, "high": high}]
-
-        found = self._kept("ece_delta", entry, dataset, (worst, best), (), compute)[0]
-        return float(found["low"]), float(found["high"])
 
     def fewshot_formats(self, period: Period | None = None) -> pd.DataFrame:
         """The date effect under each few-shot format, side by side (paper §5.4 asks whether few-shot helps): every
@@ -222,33 +154,6 @@ class Results(ChanceReads, RobustReads, FlipReads):
         return self._kept(
             "factors", entry, dataset, (), (), lambda: inference.entry_factors(entry, dataset, conditions, keyed)
         )
-
-    def band(self, entry: str, dataset: str, metric: str) -> pd.DataFrame:
-        """``bands.date_band`` of one entry's date sweep (kept): the Curves page's 95% interval per date."""
-
-        def compute() -> list[dict]:
-            if METRICS[metric].per_item:
-                return bands.date_band(entry, *self.matrices(entry, dataset, None, "date"), metric).to_dict("records")
-            return bands.corpus_band(entry, *self.segment_stats(entry, dataset, metric), metric).to_dict("records")
-
-        band = pd.DataFrame(self._kept("band", entry, dataset, (metric,), (), compute), columns=bands.BAND_COLUMNS)
-        return band.assign(
-            date=pd.to_datetime(band["date"])
-        )  # as ``date_band`` gives them (kept rows read back as datetimes)
-
-    def segment_stats(self, entry: str, dataset: str, metric: str) -> tuple[list, np.ndarray]:
-        """One entry's dates and its segments' sufficient statistics of a corpus metric on each (dates x segments x
-        statistics, NaN where absent), read from its verified files: the per-item sidecars keep only their sums."""
-        rows = sql.rows(*self.sources(self._of(entry, dataset)), ["factor", "date", "item_id", f"{metric}_stats"])
-        rows = rows[(rows["factor"] == "date") & rows[f"{metric}_stats"].notna()]
-        if rows.empty:
-            return [], np.empty((0, 0, 0))
-        dates, date_index = np.unique(rows["date"].astype(str), return_inverse=True)
-        items, item_index = np.unique(rows["item_id"].astype(str), return_inverse=True)
-        values = np.vstack(rows[f"{metric}_stats"].to_numpy()).astype(float)
-        stats = np.full((len(dates), len(items), values.shape[1]), np.nan)
-        stats[date_index, item_index] = values
-        return list(dates), stats
 
     def entry_statistics(self) -> tuple[list[dict], list[dict]]:
         """Table 5 rows of every graded entry and null-band rows of those with two or more dates (each kept): only
