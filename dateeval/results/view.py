@@ -30,7 +30,7 @@ from dateeval.schema import OUTCOME_COLUMNS
 class Results(ChanceReads, RobustReads, FlipReads, BandReads):
     """One state of a store with every statistic a page, a command or the report reads (``entries.EntryData``), each
     concern's readers in its own class (chance, the robust number, flips, bands), and here the tables that join
-    them: the summary, the accuracy per date and Table 5."""
+    them: the summary, the few-shot formats side by side, the paper beside yours and Table 5."""
 
     def sparse_note(self) -> str | None:
         """What a reader of a sparse entry must know (every page and read command says it): where its drawn dates are
