@@ -242,7 +242,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_robust(args: argparse.Namespace) -> int:
-
     from dateeval.cli.outputs import write_figure
     from dateeval.results import robust_format
 

@@ -72,7 +72,7 @@ class RobustEntry:
     @property
     def components(self) -> Components:
         """The variance components the planning figures read (``robust.components_of`` of this line)."""
-        return Components(self.var_item, self.var_date, self.var_residual, int(self.n_dates), int(self.n_items))
+        return components_of(vars(self))
 
 
 @dataclass(frozen=True)
@@ -276,7 +276,8 @@ def record(
     for line in board.to_dict("records"):
         row = found[line["entry"]]
         decimals = max(1, point_decimals(int(row["n_items"])))
-        needed = dates_needed(components_of(row), half_width)
+        components = components_of(row)
+        needed = dates_needed(components, half_width)
         entries.append(
             RobustEntry(
                 **_plain(line),
@@ -284,7 +285,7 @@ def record(
                 dates=[str(day) for day in row["dates"]],
                 per_date=list(row["per_date"]),
                 dates_needed=needed,
-                half_width_with_dates_needed=None if needed is None else components_of(row).half_width(needed),
+                half_width_with_dates_needed=None if needed is None else components.half_width(needed),
                 sentence=sentence(metric, row, decimals),
                 advice=advice(metric, row, half_width, row["first_date"], row["last_date"], decimals),
             )
