@@ -33,7 +33,7 @@ import sys
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -56,9 +56,6 @@ from dateeval.backends.base import (
 from dateeval.backends.openai_transport import TOP_K, Answer, Endpoint, Refused, Transport, parse_endpoint
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
-
-if TYPE_CHECKING:
-    pass
 
 # The API modes, each with who renders the chat template and whose date the model reads (the CLI, Run and Prompt pages show these).
 MODES = {
