@@ -33,7 +33,7 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dateeval.metrics import ece_rows
+from dateeval.calibration import ece_rows
 from dateeval.results import bands, chance, inference, robust
 from dateeval.results.chance_reads import N_PERM
 
@@ -199,7 +199,7 @@ def _ece_draw(
 def ece_truth(accuracy: float, power: float) -> float:
     """The population ECE (10 bins): sum over bins of |E[1{bin} (p - confidence)]|, from 2,000,000 questions' p (no
     grading noise); exactly 0 for the calibrated model."""
-    from dateeval.metrics import ece_bin_sums, ece_from_sums
+    from dateeval.calibration import ece_bin_sums, ece_from_sums
 
     confidence, right = _ece_draw(np.random.default_rng(12345), (2_000_000,), accuracy, power)
     return float(

@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from dateeval.metrics import METRICS, ece_by_code
+from dateeval.calibration import ece_by_code
+from dateeval.metrics import METRICS
 from dateeval.results.bands import BAND_COLUMNS, date_band
 from dateeval.results.chance import (
     SIGNIFICANCE_COLUMNS,

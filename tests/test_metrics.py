@@ -4,19 +4,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dateeval.calibration import ece, ece_by_code, ece_resampled, ece_rows
+from dateeval.columns import column, for_display, formatted
 from dateeval.errors import DateEvalError
-from dateeval.metrics import (
-    METRICS,
-    column,
-    dataset_metrics,
-    ece,
-    ece_by_code,
-    ece_resampled,
-    ece_rows,
-    for_display,
-    formatted,
-    percent,
-)
+from dateeval.metrics import METRICS, dataset_metrics, percent
 from dateeval.tasks.registry import MULTIPLE_CHOICE, Benchmark, register
 
 

@@ -2,7 +2,7 @@
 
 The explorer runs on a copy of the demo store (every task kind: MCQA, chain of thought, GSM8K, HumanEval, WMT16; three
 precisions), through Streamlit's AppTest, for several selections. Every comparison is exact: the page, the CLI and the
-report read one implementation (``dateeval.results.Results``), and the page applies only ``metrics.on_screen``.
+report read one implementation (``dateeval.results.Results``), and the page applies only ``shown_columns.on_screen``.
 """
 
 import datetime as dt
@@ -16,6 +16,7 @@ import pytest
 from conftest import ROOT, run_cli
 from streamlit.testing.v1 import AppTest
 
+from dateeval import columns as shown_columns
 from dateeval import metrics, results
 
 JANUARY = results.Period(dt.date(2024, 1, 1), dt.date(2024, 1, 31))
@@ -67,11 +68,13 @@ def _assert_rows_equal(expected: pd.DataFrame, records: list[dict]) -> None:
 
 
 def _assert_page_table(shown: pd.DataFrame, expected: pd.DataFrame, dataset: str) -> None:
-    """A table on a page equals ``metrics.on_screen`` of the results layer's rows, column by column."""
+    """A table on a page equals ``shown_columns.on_screen`` of the results layer's rows, column by column."""
     columns: dict[str, str] = {}  # label -> the results layer's column (a table shows a subset; the entry is its Model)
     for name in ["entry", *expected.columns]:
-        columns.setdefault(metrics.column(name, dataset).label, name)
-    reference = metrics.on_screen(expected[[columns[label] for label in shown.columns]], dataset).set_index("Model")
+        columns.setdefault(shown_columns.column(name, dataset).label, name)
+    reference = shown_columns.on_screen(expected[[columns[label] for label in shown.columns]], dataset).set_index(
+        "Model"
+    )
     shown = shown.set_index("Model")
     assert set(shown.index) == set(reference.index)
     for label in shown.columns:
@@ -148,7 +151,9 @@ def test_flips_table7_equals_the_layer_for_the_selected_dates(page, layer):
     flips, table7 = layer.flips(entry, "mmlu", dt.date(2024, 3, 1), dt.date(2024, 5, 31))
     shown = next(table.value for table in at.dataframe if "Confidence, inconsistent (%)" in table.value)
     pd.testing.assert_frame_equal(
-        shown.reset_index(drop=True), metrics.on_screen(table7.drop(columns=["dataset"]), "mmlu"), check_dtype=False
+        shown.reset_index(drop=True),
+        shown_columns.on_screen(table7.drop(columns=["dataset"]), "mmlu"),
+        check_dtype=False,
     )
 
 

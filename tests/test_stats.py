@@ -8,7 +8,7 @@ from oracles import condition_metrics
 from scipy import stats as scipy_stats
 
 from dateeval import stats
-from dateeval.metrics import ece, ece_rows
+from dateeval.calibration import ece, ece_rows
 from dateeval.results import bands, chance, inference
 
 

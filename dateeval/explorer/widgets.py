@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
-from dateeval import metrics, viewstate
+from dateeval import viewstate
+from dateeval.columns import column, on_screen
 from dateeval.errors import DateEvalError
 from dateeval.explorer import cache
 from dateeval.explorer.state import DEMO_STORE, Selection, current_store, data_dir, remember_selection, switch_to
@@ -206,10 +207,10 @@ def show_table(table: pd.DataFrame, dataset: str = "", **kwargs: object) -> None
     Numbers stay numbers (sortable) where every row has one; a column with gaps is shown as text so a gap reads ``-``,
     not "None".
     """
-    shown = metrics.on_screen(table, dataset)
+    shown = on_screen(table, dataset)
     config = {}
     for name in table.columns:
-        spec = metrics.column(name, dataset)
+        spec = column(name, dataset)
         if shown[spec.label].dtype.kind == "f":
             config[spec.label] = st.column_config.NumberColumn(format="%.3f" if spec.kind == "p" else "%.2f")
     st.dataframe(shown, hide_index=True, width="stretch", column_config=config, **kwargs)

@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pandas as pd
 
-from dateeval.metrics import METRICS, ece_bin_sums, ece_from_sums, resampled_bin_sums
+from dateeval.calibration import ece_bin_sums, ece_from_sums, resampled_bin_sums
+from dateeval.metrics import METRICS
 
 
 def resample_weights(n_items: int, n_boot: int, seed: int = 0) -> np.ndarray:

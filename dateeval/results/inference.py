@@ -26,7 +26,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from dateeval.metrics import ece_rows
+from dateeval.calibration import ece_rows
 from dateeval.results.descriptive import entry_label
 from dateeval.rows import predictions, with_factor
 

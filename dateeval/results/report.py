@@ -15,6 +15,7 @@ from itertools import combinations
 import pandas as pd
 
 from dateeval import metrics, names, plots
+from dateeval.columns import formatted
 from dateeval.results import descriptive
 from dateeval.results.export import to_csv
 from dateeval.results.headline import headline_sentence, reorder_sentence, verdict_power
@@ -206,7 +207,7 @@ def build_report(results: Results) -> dict[str, str]:
     for number, (title, table) in enumerate(tables.items(), 1):
         files[f"table-{number}.csv"] = to_csv(table)
         parts.append(
-            f"<h2>{html.escape(title)}</h2>{metrics.formatted(table).to_html(index=False, border=0)}<p><a href='table-{number}.csv'>CSV</a></p>"
+            f"<h2>{html.escape(title)}</h2>{formatted(table).to_html(index=False, border=0)}<p><a href='table-{number}.csv'>CSV</a></p>"
         )
     per_condition = results.metrics
     dated = descriptive.dated(per_condition)
