@@ -20,7 +20,7 @@ from dateeval.results.entries import Period
 from dateeval.results.report import build_report
 from dateeval.results.robust_record import RobustRecord
 from dateeval.results.view import Results
-from dateeval.store import arrow_table
+from dateeval.store.text import arrow_table
 
 
 def check_outside(out: Path, store: Path) -> None:

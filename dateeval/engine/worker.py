@@ -27,7 +27,8 @@ from dateeval.engine.answers import Asked
 from dateeval.engine.plan import Candidate, Description, SweepSpec, Unit
 from dateeval.errors import DateEvalError
 from dateeval.prompting import dated_messages
-from dateeval.store import Store, arrow_table
+from dateeval.store import Store
+from dateeval.store.text import arrow_table
 from dateeval.tasks import mcqa
 from dateeval.tasks.base import GenerationTask, Prompt, Task
 

@@ -6,7 +6,7 @@ in. The export is one file of the rows a read of the store gives (verified, dupl
 them), with the explorer's ``entry`` label, in Parquet, CSV or JSON Lines by the file's suffix.
 
 A reply holding a lone surrogate (which UTF-8 cannot encode) is kept as the store keeps it: in Parquet its column is
-escaped and named in the file's metadata (``store.ESCAPED_KEY``); in the text formats the surrogate is written as the
+escaped and named in the file's metadata (``store.text.ESCAPED_KEY``); in the text formats the surrogate is written as the
 six characters ``\\udXXXX`` (Python's ``backslashreplace``).
 
 Every CSV dateeval writes (this export, ``regrade --csv``, the report's tables, the explorer's downloads) goes through
@@ -28,7 +28,7 @@ from dateeval.results import descriptive
 from dateeval.results.entries import Period
 from dateeval.results.view import Results
 from dateeval.rows import with_factor
-from dateeval.store import has_surrogates
+from dateeval.store.text import has_surrogates
 
 FORMATS = (".parquet", ".csv", ".jsonl")
 # What a spreadsheet reads as the start of a formula (OWASP), and a plain number, which it reads as a number instead.

@@ -23,13 +23,12 @@ A reply is stored as the model sent it. Arrow text is UTF-8, which cannot
 hold a lone surrogate (an API's JSON may send one); a column holding one,
 in its text or in the text of its lists and structs, is stored escaped and
 named in the file's metadata, and :meth:`Store.read` gives back exactly what
-was written (``ESCAPED_KEY``).
+was written (``text.ESCAPED_KEY``); :mod:`dateeval.store.unit_file` reads and verifies one file.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import re
 import uuid
@@ -37,16 +36,15 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dateeval import atomic, leftovers
 from dateeval.errors import DateEvalError
 from dateeval.schema import ROW_KEY
-from dateeval.store import checksums
+from dateeval.store import checksums, unit_file
+from dateeval.store.text import arrow_table, unescaped
 
 # A write's staging file: `.{name}.{host}-{pid}-{hex}.tmp` (files from before the host was recorded lack it).
 _STAGING = re.compile(r"^\..+?\.parquet\.(?:(?P<host>[^-/]+)-)?(?P<pid>\d+)-[0-9a-f]{8}\.tmp$")
@@ -144,22 +142,22 @@ class Store:
         """One file's rows as an Arrow table, every column verified; None when it is damaged or unreadable.
 
         For bulk per-item columns that are used as arrays: no pandas frame, no duplicate removal. Escaped text
-        columns stay escaped (``ESCAPED_KEY``: Arrow cannot hold what they decode to).
+        columns stay escaped (``text.ESCAPED_KEY``: Arrow cannot hold what they decode to).
         """
         try:
-            return _load(path, None, None, full_check=True)
-        except (Foreign, *_READ_ERRORS):
+            return unit_file.load(path, None, None, full_check=True)
+        except (unit_file.Foreign, *unit_file.READ_ERRORS):
             return None
 
     @staticmethod
     def damage(path: Path) -> str | None:
         """Why a unit file cannot be trusted (every column and page verified), or None when it reads intact."""
         try:
-            _load(path, None, None, full_check=True)
-        except Foreign as error:
+            unit_file.load(path, None, None, full_check=True)
+        except unit_file.Foreign as error:
             return str(error)
-        except _READ_ERRORS as error:
-            return _reason(error)
+        except unit_file.READ_ERRORS as error:
+            return unit_file.reason(error)
         return None
 
     def readable(self, path: Path) -> bool:
@@ -250,7 +248,7 @@ class Store:
             target = folder / f"compacted-{digest}.parquet"
             table = arrow_table(frame.sort_values("item_id", kind="stable", ignore_index=True))
             self.write(target, table, COMPACTED_ROW_GROUP)
-            mismatch = _differs(target, table)
+            mismatch = unit_file.differs(target, table)
             if mismatch:
                 if target not in readable:
                     target.unlink(missing_ok=True)
@@ -287,13 +285,13 @@ class Store:
         for path in self.files() if paths is None else paths:
             try:
                 wanted = None if columns is None else [*columns, *optional]
-                table = _load(path, wanted, filters, full_check=full_check)
+                table = unit_file.load(path, wanted, filters, full_check=full_check)
                 if table.num_rows:
-                    frames.append(_unescaped(table))
-            except Foreign as error:
+                    frames.append(unescaped(table))
+            except unit_file.Foreign as error:
                 problems.foreign.append((path, str(error)))
-            except _READ_ERRORS as error:
-                problems.corrupted.append((path, _reason(error)))
+            except unit_file.READ_ERRORS as error:
+                problems.corrupted.append((path, unit_file.reason(error)))
                 if isinstance(error, OSError) and error.errno is not None:
                     problems.unreachable.add(path)
         if not frames:
@@ -313,209 +311,7 @@ class Store:
 # with the item pushed down) skips every other group by its item_id statistics: a paper-scale file's question is read
 # in about 0.1 s instead of 0.4-0.6 s (a date-major file, every group holding every question), for a file about 10% larger.
 COMPACTED_ROW_GROUP = 1 << 16
-# Columns every unit dateeval ever wrote has: a file with neither these nor dateeval's checksums is someone else's.
-IDENTITY = ["model_key", "condition_key", "item_id"]
-
-
-class Foreign(Exception):
-    """A Parquet file in the store that dateeval did not write (a user's own, another tool's): never read, moved or merged."""
-
-
-# What reading a damaged file can raise: the reader's own errors, a failed page checksum (OSError), a
-# mismatched content checksum, undecodable pandas metadata (ValueError).
-_READ_ERRORS = (OSError, pa.ArrowException, ValueError, checksums.Damaged)
-
-
-def arrow_table(rows: list[dict] | pd.DataFrame | pa.Table) -> pa.Table:
-    """Rows as an Arrow table, text columns holding lone surrogates escaped (see ``ESCAPED_KEY``).
-
-    A merged frame holds NaN where a unit lacked a value (e.g. a generated answer
-    nobody could parse): from_pandas reads that as missing, where from_pylist would take the column for a float one.
-    """
-    if isinstance(rows, pa.Table):
-        return rows
-    try:
-        return _arrow(rows)
-    except UnicodeEncodeError:  # only then are the strings searched: no cost to rows that UTF-8 holds
-        pass
-    columns = (
-        rows.columns if isinstance(rows, pd.DataFrame) else list(dict.fromkeys(name for row in rows for name in row))
-    )
-    escaped = [name for name in columns if any(map(_holds_surrogates, _values(rows, name)))]
-    if isinstance(rows, pd.DataFrame):
-        table = _arrow(rows.assign(**{name: rows[name].map(escape_text) for name in escaped}))
-    else:
-        table = _arrow([{**row, **{name: escape_text(row[name]) for name in escaped if name in row}} for row in rows])
-    return table.replace_schema_metadata({**(table.schema.metadata or {}), ESCAPED_KEY: json.dumps(escaped).encode()})
-
-
-# Schema metadata naming the columns stored escaped: in each of their strings (those inside lists and structs too) a
-# backslash is doubled and a lone surrogate written as \udXXXX (lower-case hex), so that UTF-8 holds it. Readers outside
-# the store (DuckDB) see the escapes.
-ESCAPED_KEY = b"dateeval.escaped"
-_SURROGATE = re.compile("[\ud800-\udfff]")
-_ESCAPE = re.compile(r"\\(\\|u(d[89a-f][0-9a-f]{2}))")
-
-
-def _arrow(rows: list[dict] | pd.DataFrame) -> pa.Table:
-    return (
-        pa.Table.from_pandas(rows, preserve_index=False)
-        if isinstance(rows, pd.DataFrame)
-        else pa.Table.from_pylist(rows)
-    )
-
-
-def _values(rows: list[dict] | pd.DataFrame, name: str) -> Iterable[object]:
-    return rows[name] if isinstance(rows, pd.DataFrame) else (row.get(name) for row in rows)
-
-
-def has_surrogates(value: object) -> bool:
-    """Whether ``value`` is text that UTF-8 (so Arrow) cannot hold."""
-    return isinstance(value, str) and _SURROGATE.search(value) is not None
-
-
-def _holds_surrogates(value: object) -> bool:
-    """Whether ``value`` is, or holds anywhere in its lists and structs, text that UTF-8 cannot hold."""
-    if isinstance(value, dict):
-        return any(map(_holds_surrogates, value.keys())) or any(map(_holds_surrogates, value.values()))
-    if isinstance(value, np.ndarray):
-        return value.dtype == object and any(map(_holds_surrogates, value))
-    if isinstance(value, (list, tuple)):
-        return any(map(_holds_surrogates, value))
-    return has_surrogates(value)
-
-
-def escape_text(value: object) -> object:
-    """Text as an escaped column stores it, in lists and structs too (other values unchanged): reversible, so equal
-    exactly where the texts are."""
-    if isinstance(value, str):
-        return _SURROGATE.sub(lambda found: f"\\u{ord(found[0]):04x}", value.replace("\\", "\\\\"))
-    return _mapped(value, escape_text)
-
-
-def _unescape(value: object) -> object:
-    if isinstance(value, str):
-        return _ESCAPE.sub(lambda found: "\\" if found[1] == "\\" else chr(int(found[2], 16)), value)
-    return _mapped(value, _unescape)
-
-
-def _mapped(value: object, convert: Callable[[object], object]) -> object:
-    """``value`` with ``convert`` applied to every element of its lists and structs (keys too), as the same kind of
-    container; a value that is no container unchanged."""
-    if isinstance(value, dict):
-        return {convert(key): convert(item) for key, item in value.items()}
-    if isinstance(value, np.ndarray) and value.dtype == object:  # a list column as pandas reads it
-        converted = np.empty(len(value), dtype=object)
-        for index, item in enumerate(value):  # one by one: numpy would make equal-length lists a second dimension
-            converted[index] = convert(item)
-        return converted
-    if isinstance(value, (list, tuple)):
-        return type(value)(map(convert, value))
-    return value
-
-
-def _unescaped(table: pa.Table) -> pd.DataFrame:
-    """A file's table as pandas, its escaped columns decoded back into exactly the text that was written (as Python
-    objects: pandas' Arrow-backed strings cannot hold a lone surrogate either)."""
-    frame = table.to_pandas()
-    names = json.loads((table.schema.metadata or {}).get(ESCAPED_KEY, b"[]"))
-    for name in (name for name in names if name in frame.columns):
-        frame[name] = pd.Series([_unescape(value) for value in frame[name]], index=frame.index, dtype=object)
-    return frame
-
-
-def _load(path: Path, columns: list[str] | None, filters: list[tuple] | None, full_check: bool) -> pa.Table:
-    """One file's chosen columns (those it has) and rows, verified; raises one of ``_READ_ERRORS`` when damaged.
-
-    Rows are filtered after verification, in memory: a digest covers a whole
-    column, and the footer statistics that would let the reader skip row
-    groups are themselves unprotected.
-    """
-    with pq.ParquetFile(path, page_checksum_verification=True) as file:
-        names = file.schema_arrow.names
-        record = checksums.stored(file.schema_arrow.metadata)
-        if record is None and not set(IDENTITY) <= set(names):
-            raise Foreign(f"no checksums and no {', '.join(sorted(set(IDENTITY) - set(names)))} column")
-        if record is not None:
-            checksums.check_columns(record, names)
-        # Files written before a column existed (e.g. `factor`) still read; the column comes back empty.
-        wanted = names if columns is None else [name for name in dict.fromkeys(columns) if name in names]
-        needed = names if full_check else [name for name in names if name in {*wanted, *_filter_columns(filters)}]
-        table = file.read(columns=needed)
-    if record is not None:
-        checksums.verify(table, record)
-    _check_values(table)
-    if filters:
-        table = table.filter(pq.filters_to_expression(filters))
-    return table.select(wanted)
-
-
-class OutOfRange(ValueError):
-    """A column holding what it cannot hold (a grade of 2, a probability of 1.5, grades as text): the file is not read,
-    checksums or not (a unit written without them, or rewritten with new ones, is caught here)."""
-
-
-_SHARES = ("correct", "confidence", "probs")  # per-item shares in [0, 1] (grades 0/1), NaN or null where absent
-_ROUNDING = 1e-9  # a share computed in floating point may pass 1 by a rounding step
-_TEXT_KEYS = (*IDENTITY, "dataset", "task_key")
-
-
-def _check_values(table: pa.Table) -> None:
-    """Raise :class:`OutOfRange` where a column read holds values outside what dateeval writes there."""
-    for name in set(_TEXT_KEYS) & set(table.column_names):
-        kind = table.schema.field(name).type
-        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-            raise OutOfRange(f"column {name} holds {kind}, not text")
-    for name in _SHARES:
-        if name not in table.column_names:
-            continue
-        column = table[name]
-        if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
-            column = pc.list_flatten(column)
-        kind = column.type
-        if not (
-            pa.types.is_boolean(kind)
-            or pa.types.is_integer(kind)
-            or pa.types.is_floating(kind)
-            or pa.types.is_null(kind)
-        ):
-            raise OutOfRange(f"column {name} holds {kind}, not numbers")
-        if pa.types.is_boolean(kind) or pa.types.is_null(kind) or len(column) == 0:
-            continue
-        values = column.to_numpy(zero_copy_only=False).astype(float)
-        values = values[~np.isnan(values)]
-        bad = values[
-            (values < -_ROUNDING)
-            | (values > 1 + _ROUNDING)
-            | ((values != 0) & (values != 1) if name == "correct" else False)
-        ]
-        if bad.size:
-            raise OutOfRange(f"column {name} holds {bad[0]:g}, outside {'0/1' if name == 'correct' else '[0, 1]'}")
-
-
-def _filter_columns(filters: list[tuple] | list[list[tuple]] | None) -> list[str]:
-    """The columns pyarrow ``filters`` (one conjunction, or a disjunction of them) refer to."""
-    if not filters:
-        return []
-    groups = filters if isinstance(filters[0], list) else [filters]
-    return [term[0] for group in groups for term in group]
-
-
-def _differs(path: Path, table: pa.Table) -> str | None:
-    """Why the file at ``path`` does not hold exactly ``table``'s values, or None when it does."""
-    try:
-        written = _load(path, None, None, full_check=True)
-    except _READ_ERRORS as error:
-        return _reason(error)
-    if checksums.column_digests(written) != checksums.column_digests(table):
-        return "its values differ from the merged rows"
-    return None
 
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:60]
-
-
-def _reason(error: Exception) -> str:
-    text = str(error)
-    return text.splitlines()[0][:160] if text else type(error).__name__

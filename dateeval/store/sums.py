@@ -17,7 +17,7 @@ from dateeval import schema
 from dateeval.metrics import METRICS, Grouped
 from dateeval.rows import group_codes, predictions, with_factor
 from dateeval.schema import CORPUS_COLUMNS, DESCRIPTION, ENTRY, GROUP
-from dateeval.store import escape_text, has_surrogates
+from dateeval.store.text import escape_text, has_surrogates
 
 # Per-item columns the sums are made of (plus the row key, so that a unit's own duplicates are dropped as a read does).
 SOURCE_COLUMNS = [
