@@ -34,7 +34,7 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dateeval.calibration import ece_rows
-from dateeval.results import bands, chance, inference, robust
+from dateeval.results import bands, chance, robust, variation
 from dateeval.results.chance_reads import N_PERM
 
 RATES = (0.02, 0.1, 0.3, 0.5)
@@ -113,7 +113,7 @@ def robust_coverage(n_items: int, n_dates: int, rate: float, scenario: str, reps
         printed += low <= truth <= high
         alone += kg_low <= truth <= kg_high
         width, alone_width = width + (high - low) / reps, alone_width + (kg_high - kg_low) / reps
-        anova += abs(score - truth) <= inference.variance_components(correct).half_width()
+        anova += abs(score - truth) <= variation.variance_components(correct).half_width()
     return {
         "scenario": scenario,
         "items": n_items,
@@ -301,7 +301,7 @@ def ece_delta_coverage(n_items: int, accuracy: float, models: tuple[str, str], r
 
 
 def cv_coverage(n_items: int, n_dates: int, effect: float, reps: int, rate: float = 0.3, seed: int = 0) -> dict:
-    """Coverage of Table 5's CV interval over dates (``inference.bootstrap_cv``: the noise-free CV's noncentral-F
+    """Coverage of Table 5's CV interval over dates (``variation.bootstrap_cv``: the noise-free CV's noncentral-F
     interval) of the CV of the dates' true rates over the question population, with a planted date effect of ``effect``
     (worst to best); beside it, the percentile bootstrap of the measured CV over questions that the page showed before."""
     rng = np.random.default_rng(seed)
@@ -310,15 +310,15 @@ def cv_coverage(n_items: int, n_dates: int, effect: float, reps: int, rate: floa
     hits = old = 0
     for _ in range(reps):
         rates = rate + rng.permutation(np.linspace(-effect / 2, effect / 2, n_dates))
-        truth = float(inference.cv(rates))  # the dates' population rates: Phi(mu_d / scale) = rates
+        truth = float(variation.cv(rates))  # the dates' population rates: Phi(mu_d / scale) = rates
         latent = stats.norm.ppf(rates)[:, None] * scale + sd_item * rng.standard_normal(n_items)[None, :]
         correct = (
             rng.random((n_dates, n_items)) < stats.norm.cdf(latent + sd_cell * rng.standard_normal((n_dates, n_items)))
         ).astype(float)
-        found = inference.bootstrap_cv(correct, np.full(correct.shape, np.nan))
+        found = variation.bootstrap_cv(correct, np.full(correct.shape, np.nan))
         hits += found["accuracy_cv_low"] <= truth <= found["accuracy_cv_high"]
         weights = bands.resample_weights(n_items, 200, int(rng.integers(1 << 31)))
-        low, high = np.percentile(inference.cv(correct @ weights.T / n_items, axis=0), [2.5, 97.5])
+        low, high = np.percentile(variation.cv(correct @ weights.T / n_items, axis=0), [2.5, 97.5])
         old += low <= truth <= high
     return {
         "items": n_items,
@@ -607,7 +607,7 @@ def extremes_section(reps: int) -> str:
     )
 
 
-CV_YEAR_HEADING = "## CV interval over a year of dates (Table 5, Factors, 366 levels): `inference.noise_free_cv`"
+CV_YEAR_HEADING = "## CV interval over a year of dates (Table 5, Factors, 366 levels): `variation.noise_free_cv`"
 
 
 def cv_year_section(reps: int) -> str:
@@ -828,7 +828,7 @@ def main() -> None:
         + _table(bands)
         + bleu_section(small)
         + ece_section(small)
-        + "\n## CV interval over dates (Table 5, Factors): `inference.noise_free_cv`\n\nAgainst the CV of the dates' true rates, a "
+        + "\n## CV interval over dates (Table 5, Factors): `variation.noise_free_cv`\n\nAgainst the CV of the dates' true rates, a "
         "planted date effect of `effect_pp` (worst to best) at a 30% rate. Counting noise inflates a CV measured on few questions "
         "(it is a CV of noisy per-date scores), so the interval is the noise-free CV's: the two-way ANOVA's date variance, its "
         "noncentral F inverted, a continuity correction of half one answer's step on the upper end. `measured_cv_bootstrap` is the interval the "

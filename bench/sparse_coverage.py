@@ -36,7 +36,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dateeval import sparse
-from dateeval.results import chance, estimated, inference, robust, sparse_chance
+from dateeval.results import chance, estimated, robust, sparse_chance, variation
 from dateeval.results.estimated import Z, difference_estimates, sparse_robust
 from dateeval.rows import with_factor
 from dateeval.store import Store
@@ -211,7 +211,7 @@ def robust_study(
 
 def spread_study(n_items: int, n_dates: int, budget: float, reps: int, planted: dict) -> dict:
     """Coverage of the SD of the dates' expected rates on the store's questions (:func:`simulate`'s ``spread``) by the
-    sparse interval (``estimated.sparse_spread``) and by the dense grid's (``inference.level_sd``) of the same stores,
+    sparse interval (``estimated.sparse_spread``) and by the dense grid's (``variation.level_sd``) of the same stores,
     with their mean half-widths, a new simulated store and draw per repetition; and the sparse interval's coverage
     with the sample's noise left out (as if the estimates were the dense values), which the study must fail. The dense
     grid has no interval where no question changes (its SD is then 0 for certain): that share is given apart."""
@@ -224,9 +224,9 @@ def spread_study(n_items: int, n_dates: int, budget: float, reps: int, planted: 
         squares = estimated.mean_squares(values, inclusion, predictor)
         _, low, high = estimated.sparse_spread(values, inclusion, predictor, squares)
         value = estimated.difference_estimates(values, inclusion, predictor).value
-        _, blind_low, blind_high = inference.level_sd(n_items * np.var(value, ddof=1), squares[2], n_dates, n_items)
-        dense = inference.mean_squares(entry["correct"])
-        _, dense_low, dense_high = inference.level_sd(dense[1], dense[2], n_dates, n_items)
+        _, blind_low, blind_high = variation.level_sd(n_items * np.var(value, ddof=1), squares[2], n_dates, n_items)
+        dense = variation.mean_squares(entry["correct"])
+        _, dense_low, dense_high = variation.level_sd(dense[1], dense[2], n_dates, n_items)
         covered += low <= entry["spread"] <= high
         ignored += blind_low <= entry["spread"] <= blind_high
         if np.isnan(dense_low):
@@ -251,8 +251,8 @@ def robust_real(entry: dict, budget: float, draws: int) -> dict:
     """A real dense entry subsampled ``draws`` times: how often the sparse date-robust interval holds the dense grid's
     score, and its mean half-width against the dense interval's (the sample's price)."""
     score, low, high, _ = robust.date_robust(entry["correct"])
-    dense = inference.mean_squares(entry["correct"])
-    sd, sd_low, sd_high = inference.level_sd(dense[1], dense[2], *entry["correct"].shape)
+    dense = variation.mean_squares(entry["correct"])
+    sd, sd_low, sd_high = variation.level_sd(dense[1], dense[2], *entry["correct"].shape)
     covered = sd_covered = 0
     halves, sd_halves = [], []
     for seed in range(draws):

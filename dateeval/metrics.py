@@ -209,8 +209,8 @@ def percent(value: object) -> str:
 
 def cv_text(value: object, low: object, high: object, meaningful: object = True, noise_free: object = None) -> str:
     """A CV as people read it: the measured CV, then (accuracy) the CV without counting noise with its 95% interval
-    (``inference.noise_free_cv``; the interval is that one's, never the measured CV's); no interval where there is
-    none (zero width or missing); said to be not meaningful where its mean is near 0 (``inference.cv_meaningful``)."""
+    (``variation.noise_free_cv``; the interval is that one's, never the measured CV's); no interval where there is
+    none (zero width or missing); said to be not meaningful where its mean is near 0 (``variation.cv_meaningful``)."""
     shown = percent(value)
     interval = "" if missing(low) or missing(high) else f" [{percent(low)}, {percent(high)}]"
     if noise_free is not None and not missing(noise_free):

@@ -343,7 +343,7 @@ def _visible(text: str, special: Sequence[str]) -> str:
 def factor_bars(table: pd.DataFrame, metric: str = "accuracy") -> go.Figure:
     """Table 5 as bars: the measured CV of a metric per factor, one colour per entry. Accuracy adds its CV without
     counting noise as a diamond with that one's 95% interval; ECE's CV (the paper's, of the plug-in ECE) has no interval
-    (``inference.bootstrap_cv`` says why)."""
+    (``variation.bootstrap_cv`` says why)."""
     figure = go.Figure()
     for index, (entry, group) in enumerate(table.groupby("entry", sort=True)):
         figure.add_trace(

@@ -103,7 +103,7 @@ def date_spread(correct: object) -> Estimate:
     the counting noise that inflates the SD of the measured ones (the two-way ANOVA's date component), with its 95%
     interval (the noncentral F's, Steiger 2004): the ``sd_date`` fields of ``dateeval robust --json``. NaN bounds
     where no question changes across dates (the SD is then 0 for certain). Coverage: docs/coverage.md."""
-    from dateeval.results.inference import level_sd, mean_squares
+    from dateeval.results.variation import level_sd, mean_squares
 
     grades = _grades(correct)
     _, ms_date, ms_residual = mean_squares(grades)

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from dateeval.results import bands, chance, descriptive, inference
+from dateeval.results import bands, chance, descriptive, inference, variation
 
 ENTRIES = ["a", "b", "c", "d"]
 
@@ -237,10 +237,10 @@ def test_table_5s_ece_cv_is_the_cv_of_the_plug_in_ece_as_the_paper_computes_it()
         )
 
     by_hand = [plug_in(c, y) for c, y in zip(confidence, correct)]
-    found = inference.bootstrap_cv(correct, confidence)
+    found = variation.bootstrap_cv(correct, confidence)
     assert found["ece_cv"] == pytest.approx(np.std(by_hand, ddof=1) / np.mean(by_hand), rel=1e-9)
     assert "ece_cv_low" not in found and "ece_cv_high" not in found  # no interval whose coverage is unmeasured
-    assert math.isnan(inference.bootstrap_cv(correct, np.full(correct.shape, np.nan))["ece_cv"])
+    assert math.isnan(variation.bootstrap_cv(correct, np.full(correct.shape, np.nan))["ece_cv"])
 
 
 def test_a_cv_near_zero_is_said_to_be_not_meaningful_and_its_interval_is_the_noise_free_ones():
@@ -251,9 +251,9 @@ def test_a_cv_near_zero_is_said_to_be_not_meaningful_and_its_interval_is_the_noi
 
     correct = np.zeros((4, 16))
     correct[0, 3] = 1
-    found = inference.bootstrap_cv(correct, np.full(correct.shape, np.nan))
+    found = variation.bootstrap_cv(correct, np.full(correct.shape, np.nan))
     assert (
-        found["accuracy_cv"] == pytest.approx(inference.cv(correct.mean(1)))
+        found["accuracy_cv"] == pytest.approx(variation.cv(correct.mean(1)))
         and found["accuracy_cv"] > 1
         and not found["accuracy_cv_meaningful"]
     )
@@ -270,7 +270,7 @@ def test_a_cv_near_zero_is_said_to_be_not_meaningful_and_its_interval_is_the_noi
     )
     assert shown.startswith("200.00% (without counting noise ") and shown.endswith(" (not meaningful: mean near 0)")
     rng = np.random.default_rng(0)
-    typical = inference.bootstrap_cv((rng.random((6, 200)) < 0.5).astype(float), np.full((6, 200), np.nan))
+    typical = variation.bootstrap_cv((rng.random((6, 200)) < 0.5).astype(float), np.full((6, 200), np.nan))
     assert typical["accuracy_cv_meaningful"] and typical["accuracy_cv_low"] == 0 < typical["accuracy_cv_high"]
     assert typical["accuracy_cv_noise_free"] < typical["accuracy_cv"]
     assert cv_text(0.0123, 0.01, 0.02) == "1.23% [1.00%, 2.00%]"
@@ -288,7 +288,7 @@ def test_the_noise_free_cv_and_its_interval_equal_their_definitions():
     for group in _matrices(60, seed=11):
         for correct in group if isinstance(group, tuple) else (group,):
             levels, items = correct.shape
-            estimate, low, high = inference.noise_free_cv(correct)
+            estimate, low, high = variation.noise_free_cv(correct)
             if levels < 2 or items < 2 or correct.mean() == 0:
                 assert math.isnan(estimate) and math.isnan(low) and math.isnan(high)
                 continue
@@ -338,13 +338,13 @@ def test_the_date_budget_agrees_with_every_subset_of_dates():
         np.array([0.2, 0.4]),
     ]
     for accuracy in cases:
-        full_delta, full_cv = np.ptp(accuracy), float(inference.cv(accuracy))
+        full_delta, full_cv = np.ptp(accuracy), float(variation.cv(accuracy))
         sizes = tuple(m for m in (2, 3, 4) if m <= len(accuracy))
         found = inference.date_budget(accuracy, sizes=sizes, n_draws=4000, seed=1).set_index("dates")
         for m in sizes:
             subsets = [accuracy[list(pick)] for pick in itertools.combinations(range(len(accuracy)), m)]
             within = np.mean([abs(np.ptp(s) - full_delta) <= 0.2 * full_delta for s in subsets]) if full_delta else 1.0
-            cv_within = np.mean([abs(inference.cv(s) - full_cv) <= 0.2 * full_cv for s in subsets]) if full_cv else 1.0
+            cv_within = np.mean([abs(variation.cv(s) - full_cv) <= 0.2 * full_cv for s in subsets]) if full_cv else 1.0
             for expected, column in ((within, "delta_within"), (cv_within, "cv_within")):
                 assert abs(found.loc[m, column] - expected) <= 4 * math.sqrt(expected * (1 - expected) / 4000) + 1e-9, (
                     accuracy,

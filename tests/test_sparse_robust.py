@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dateeval import stats
-from dateeval.results import estimated, inference, robust
+from dateeval.results import estimated, robust, variation
 
 GRIDS = {
     "mixed": (np.random.default_rng(0).random((5, 30)) < 0.6).astype(float),
@@ -63,7 +63,7 @@ def test_the_mean_squares_and_score_are_unbiased_over_every_sample(grid):
         score += weight * estimated.difference_estimates(values, pi, predictor).value.mean()
         total += weight
     assert total == pytest.approx(1.0)
-    assert squares == pytest.approx(np.array(inference.mean_squares(grid)), abs=1e-12)
+    assert squares == pytest.approx(np.array(variation.mean_squares(grid)), abs=1e-12)
     assert score == pytest.approx(grid.mean(), abs=1e-12)
 
 
@@ -162,7 +162,7 @@ def test_the_paired_difference_is_unbiased_over_every_joint_sample(shared):
         variance_mean += weight * variance.ravel()
     assert cell_mean == pytest.approx((grid_a - grid_b).ravel(), abs=1e-12)
     assert variance_mean == pytest.approx(cell_square - cell_mean**2, abs=1e-12)
-    assert squares == pytest.approx(np.array(inference.mean_squares(grid_a - grid_b)), abs=1e-12)
+    assert squares == pytest.approx(np.array(variation.mean_squares(grid_a - grid_b)), abs=1e-12)
 
 
 def test_with_every_cell_scored_the_paired_difference_is_the_dense_one():

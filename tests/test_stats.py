@@ -9,11 +9,11 @@ from scipy import stats as scipy_stats
 
 from dateeval import stats
 from dateeval.calibration import ece, ece_rows
-from dateeval.results import bands, chance, inference
+from dateeval.results import bands, chance, inference, variation
 
 
 def test_cv_is_sample_std_over_mean():
-    assert inference.cv(np.array([0.5, 0.6, 0.7])) == pytest.approx(0.1 / 0.6)
+    assert variation.cv(np.array([0.5, 0.6, 0.7])) == pytest.approx(0.1 / 0.6)
 
 
 def test_cochran_q_hand_computed():
@@ -180,11 +180,11 @@ def test_factor_table_uses_the_base_condition_and_same_items():
     )
     table = oracles.factor_table(frame).set_index(["entry", "factor"])
     date_row = table.loc[("m (float32, cpu)", "date")]
-    assert date_row["levels"] == 5 and date_row["accuracy_cv"] == pytest.approx(inference.cv(by_date.mean(1)))
+    assert date_row["levels"] == 5 and date_row["accuracy_cv"] == pytest.approx(variation.cv(by_date.mean(1)))
     assert date_row["accuracy_cv_low"] <= date_row["accuracy_cv_noise_free"] <= date_row["accuracy_cv_high"]
     batch = table.loc[("m (float32, cpu)", "batch_size")]
     assert batch["levels"] == 3  # two batch sizes plus the base condition on 2024-01-01
-    expected = inference.cv(np.vstack([by_batch, by_date[:1]]).mean(1))
+    expected = variation.cv(np.vstack([by_batch, by_date[:1]]).mean(1))
     assert batch["accuracy_cv"] == pytest.approx(expected)
     precision = table.loc[("m (cpu)", "precision")]
     assert precision["levels"] == 2 and precision["accuracy_cv"] == 0.0  # identical outcomes in both dtypes
@@ -216,7 +216,7 @@ def test_hardware_factor_and_gpu_entry_labels():
     assert set(entry_label(frame)) == {"m (float32, cuda: NVIDIA A100)", "m (float32, cuda: NVIDIA A40)"}
     table = oracles.factor_table(frame)
     hardware = table[table["factor"] == "hardware"].iloc[0]
-    assert hardware["levels"] == 2 and hardware["accuracy_cv"] == pytest.approx(inference.cv(outcomes.mean(1)))
+    assert hardware["levels"] == 2 and hardware["accuracy_cv"] == pytest.approx(variation.cv(outcomes.mean(1)))
 
 
 def test_largest_of_k_equals_a_plain_loop():

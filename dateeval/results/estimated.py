@@ -25,7 +25,7 @@ import pandas as pd
 
 from dateeval import sparse
 from dateeval.errors import DateEvalError
-from dateeval.results import inference, robust
+from dateeval.results import robust, variation
 
 Z = 1.959963984540054
 PRIOR_CELLS = 1.0  # pseudo-cells per stratum in the pooled variance
@@ -89,7 +89,7 @@ def mean_squares(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarra
 
 def unbiased_squares(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> tuple[float, float, float]:
     """Design-unbiased estimates of the mean squares (items, dates, residual) the dense grid would give
-    (``inference.mean_squares``), from a sample of its cells.
+    (``variation.mean_squares``), from a sample of its cells.
 
     Each sum of squares is |P y|^2 for a projection P of the grid; for uncorrelated cell estimates
     E |P y_hat|^2 = |P y|^2 + sum_c P_cc Var(y_hat_c), so subtracting sum_c P_cc v_c (v: :func:`cells`' variance
@@ -105,7 +105,7 @@ def squares_of(imputed: np.ndarray, variance: np.ndarray) -> tuple[float, float,
     total = float(variance.sum())
     dfs = (n_items - 1, n_dates - 1, (n_items - 1) * (n_dates - 1))
     diagonals = ((1 - 1 / n_items) / n_dates, (1 - 1 / n_dates) / n_items, (1 - 1 / n_dates) * (1 - 1 / n_items))
-    squares = inference.mean_squares(imputed)
+    squares = variation.mean_squares(imputed)
     return tuple(  # type: ignore[return-value]
         (square * df - diagonal * total) / df for square, df, diagonal in zip(squares, dfs, diagonals)
     )
@@ -141,7 +141,7 @@ def _robust_of(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray)
 def sparse_spread(
     values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray, squares: tuple[float, float, float]
 ) -> tuple[float, float, float]:
-    """The SD across dates of the dates' true rates (the date variance component, ``inference.level_sd``) of a sample
+    """The SD across dates of the dates' true rates (the date variance component, ``variation.level_sd``) of a sample
     of a dates x questions grid, with its 95% interval: (estimate, low, high). ``squares``: its :func:`mean_squares`.
 
     The estimate is the square root of the date component of ``squares`` (design-unbiased before the root). The
@@ -157,14 +157,14 @@ def sparse_spread(
     if n_dates < 2 or n_items < 2:
         return float("nan"), float("nan"), float("nan")
     drawn, residual, pi = _residuals(values, inclusion, predictor)
-    estimate = inference.components_from(squares, n_dates, n_items).date ** 0.5
+    estimate = variation.components_from(squares, n_dates, n_items).date ** 0.5
     value = _estimates(predictor, residual, pi)
     design = float(own_variance(drawn, residual, pi).mean() or _pooled(drawn, residual, pi).mean()) / n_items**2
     uncertain = drawn & (pi < 1)
     design_df = max(1, int(uncertain.sum()) - int(np.any(pi < 1, axis=1).sum()))
     step = 1 / float(pi[uncertain].max()) if uncertain.any() else 1.0  # one drawn answer moved, its date's estimate
     ms_level = n_items * float(np.var(value, ddof=1))
-    _, low, high = inference.level_sd(ms_level, squares[2], n_dates, n_items, design, design_df, step)
+    _, low, high = variation.level_sd(ms_level, squares[2], n_dates, n_items, design, design_df, step)
     return estimate, min(low, estimate), max(high, estimate)
 
 
@@ -264,7 +264,7 @@ def sparse_statistics(sample: Sample) -> dict:
     values, inclusion, predictor = sample.values, sample.inclusion, sample.predictor
     found = sparse_robust(values, inclusion, predictor)
     squares = mean_squares(values, inclusion, predictor)
-    components = inference.components_from(squares, *values.shape)
+    components = variation.components_from(squares, *values.shape)
     spread = sparse_spread(values, inclusion, predictor, squares)
     row = robust.statistics_row(found, components, spread, (np.nan,) * 4, sample.share_scored())
     per_date = np.clip(difference_estimates(values, inclusion, predictor).value, 0, 1)

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from dateeval.results.bands import clopper_pearson, resample_weights
-from dateeval.results.inference import Z95, Components, level_sd, mean_squares, variance_components
+from dateeval.results.variation import Z95, Components, level_sd, mean_squares, variance_components
 
 N_BOOT = 1000  # two-way resamples (about 0.2 s of matrix products for 366 dates x 10,000 items)
 # Date counts the planning table and figure show (the paper sweeps up to 366).
@@ -226,7 +226,7 @@ def statistics_row(
 ) -> dict:
     """The row every reader of an entry's date-robust figures gets: ``found`` (score, low, high, df), the
     ``components``, the date effect's ``spread`` (the SD across dates without counting noise, its interval:
-    ``inference.level_sd``), the two-way ``bootstrap``'s (low, high, low's and high's Monte-Carlo errors; NaN where not
+    ``variation.level_sd``), the two-way ``bootstrap``'s (low, high, low's and high's Monte-Carlo errors; NaN where not
     run) and the share of the grid's cells ``scored`` (below 1 for a sparse entry: ``estimated.sparse_statistics``)."""
     score, low, high, df = found
     shares = components.shares()

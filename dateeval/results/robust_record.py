@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from dateeval.metrics import METRICS, point_decimals
-from dateeval.results.inference import Z95, Components
+from dateeval.results.variation import Z95, Components
 from dateeval.results.ranks import leaderboard, pairs
 from dateeval.results.robust import N_BOOT, Comparison, components_of, dates_needed, interval_text
 
