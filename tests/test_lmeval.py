@@ -349,24 +349,26 @@ def test_tasks_dateeval_cannot_run_are_refused_in_one_line(tmp_path, data_dir, c
 
 
 def test_references_and_the_missing_extra(tmp_path, data_dir, monkeypatch):
-    from dateeval.tasks import lmeval
+    from dateeval.tasks import lmeval_source
 
     arc = _choice_yaml(tmp_path, data_dir)
     spec = tmp_path / "mine.yaml"
     spec.write_text("kind: mcqa\ndata: arc.jsonl\n")
     assert (
-        lmeval.is_reference(str(arc)) and lmeval.is_reference("lmeval:arc_easy") and not lmeval.is_reference(str(spec))
+        lmeval_source.is_reference(str(arc))
+        and lmeval_source.is_reference("lmeval:arc_easy")
+        and not lmeval_source.is_reference(str(spec))
     )
     with pytest.raises(DateEvalError, match="needs a task name or a task YAML"):
         resolve("lmeval:")
     with pytest.raises(DateEvalError, match="does not exist"):
         resolve("lmeval:/nowhere/task.yaml")
-    lmeval.load_task.cache_clear()
-    lmeval._manager.cache_clear()
+    lmeval_source.load_task.cache_clear()
+    lmeval_source._manager.cache_clear()
     monkeypatch.setitem(sys.modules, "lm_eval", None)  # as if the extra were not installed
     with pytest.raises(DateEvalError, match="optional extra: ./run.sh setup-lmeval"):
         resolve(f"lmeval:{arc}")
-    lmeval.load_task.cache_clear()
+    lmeval_source.load_task.cache_clear()
 
 
 # ---------------------------------------------------------------- the trust model: which task YAMLs may run code
@@ -475,14 +477,14 @@ def test_a_path_that_is_not_a_yaml_is_no_task_name(tmp_path):
 
 def test_lm_evals_own_task_yamls_may_run_their_helpers(tmp_path):
     """A YAML in lm-eval's installed task folder runs its ``!function`` helpers, also when a user's YAML includes it."""
-    from dateeval.tasks import lmeval
+    from dateeval.tasks import lmeval_config
 
     own = Path(lm_eval.tasks.__file__).parent / "hellaswag" / "hellaswag.yaml"
     assert "!function" in own.read_text()
-    lmeval.check_code(own, trust=False)
+    lmeval_config.check_code(own, trust=False)
     mine = tmp_path / "mine.yaml"
     mine.write_text(f"include: {own}\ntask: my_hellaswag\n")
-    lmeval.check_code(mine, trust=False)
+    lmeval_config.check_code(mine, trust=False)
 
 
 def test_a_template_that_reaches_python_runs_nothing(tmp_path):
@@ -687,13 +689,15 @@ def test_a_metric_named_by_path_runs_only_with_trust_task_code(tmp_path):
         refused.stderr
     )
     assert not marker.exists()
-    from dateeval.tasks import lmeval
+    from dateeval.tasks import lmeval_config
 
-    lmeval.check_code(path, trust=True)  # trusted: the check lets it through (lm-eval then imports it, as it would)
+    lmeval_config.check_code(
+        path, trust=True
+    )  # trusted: the check lets it through (lm-eval then imports it, as it would)
     own = Path(lm_eval.tasks.__file__).parent
     mine = tmp_path / "mine.yaml"
     mine.write_text(f"include: {own / 'arc' / 'arc_easy.yaml'}\ntask: my_arc\n")
-    lmeval.check_code(mine, trust=False)  # lm-eval's own metric names pass
+    lmeval_config.check_code(mine, trust=False)  # lm-eval's own metric names pass
 
 
 def test_choices_per_document_are_bounded_before_any_is_scored(tmp_path, monkeypatch):

@@ -22,7 +22,7 @@ from dateeval.data import Subset
 from dateeval.errors import DateEvalError
 from dateeval.names import MULTI_TURN, DatasetName, split
 from dateeval.requests import GenerationSettings
-from dateeval.tasks import custom, gsm8k, humaneval, lmeval, mcqa, translation
+from dateeval.tasks import custom, gsm8k, humaneval, lmeval, lmeval_source, mcqa, translation
 from dateeval.tasks.base import Task
 from dateeval.tasks.registry import (
     GENERATION,
@@ -107,7 +107,7 @@ def resolve(reference: str, data_dir: str | Path | None = None, trust_task_code:
     ``!function`` helpers run only with ``trust_task_code`` (the CLI's
     ``--trust-task-code``: never the explorer's look-ups).
     """
-    if lmeval.is_reference(reference):
+    if lmeval_source.is_reference(reference):
         return lmeval.register_source(reference, trust_task_code)
     if custom.is_reference(reference):
         return custom.register_file(Path(reference))
@@ -116,7 +116,7 @@ def resolve(reference: str, data_dir: str | Path | None = None, trust_task_code:
         found = custom.find(Path(data_dir), base)
         if found is not None:
             custom.register_file(found)
-    if base and base not in REGISTRY and (source := lmeval.find(Path(data_dir) if data_dir else None, base)):
+    if base and base not in REGISTRY and (source := lmeval_source.find(Path(data_dir) if data_dir else None, base)):
         lmeval.register_source(source, trust_task_code)
     return reference
 
@@ -162,7 +162,7 @@ class TaskSource:
         process has it already, and does not read the file again)."""
         if self.source is None or (self.name.base in REGISTRY and self.benchmark.source == self.source):
             return
-        if lmeval.is_reference(self.source):
+        if lmeval_source.is_reference(self.source):
             lmeval.register_source(self.source, self.trust_task_code)
         else:
             custom.register_file(Path(self.source))
