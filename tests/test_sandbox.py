@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from dateeval import sandbox
-from dateeval.sandbox import Check, Limits, cgroups, run_check, run_many
+from dateeval.sandbox import Check, Limits, bwrap, cgroups, run_check, run_many
 from dateeval.tasks import humaneval
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap (bwrap) is not installed")
@@ -306,8 +306,11 @@ def test_programs_run_unprivileged_and_filtered():
 
 
 def test_nothing_is_left_running():
-    program("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n")
-    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and "solution.py" in _cmdline(p)]
+    """No process of this program outlives it. The program's code is an argument of its processes (``_argument``), so
+    a mark in it finds them, and only them: another test's sandboxes may be running beside it (pytest -n 2)."""
+    mark = f"left-running-{uuid.uuid4().hex}"
+    program(f"# {mark}\nimport os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n")
+    assert not [p for p in Path("/proc").iterdir() if p.name.isdigit() and mark in _cmdline(p)]
 
 
 def _cmdline(proc: Path) -> str:
@@ -354,13 +357,13 @@ def test_completions_as_body_or_whole_function_both_run(data_dir):
 
 
 def test_missing_bubblewrap_is_one_clear_error(monkeypatch):
-    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
-    sandbox._base_command.cache_clear()
+    monkeypatch.setattr(bwrap.shutil, "which", lambda name: None)
+    bwrap._base_command.cache_clear()
     try:
-        with pytest.raises(sandbox.SandboxUnavailable, match="apt-get install -y bubblewrap"):
-            sandbox.bwrap_path()
+        with pytest.raises(bwrap.SandboxUnavailable, match="apt-get install -y bubblewrap"):
+            bwrap.bwrap_path()
     finally:
-        sandbox._base_command.cache_clear()
+        bwrap._base_command.cache_clear()
 
 
 # Issue 18: memory and identity per program, grades equal to OpenAI's harness, io_uring refused.
