@@ -104,7 +104,8 @@ class BandReads(EntryData):
 
         def compute() -> list[dict]:
             dates, correct, confidence = self.matrices(entry, dataset, None, "date")
-            pair = [list(map(str, dates)).index(worst), list(map(str, dates)).index(best)]
+            names = list(map(str, dates))
+            pair = [names.index(worst), names.index(best)]
             low, high = bands.ece_difference_interval(confidence[pair], correct[pair])
             return [{"low": low, "high": high}]
 

@@ -19,11 +19,10 @@ values (``dateeval.store.checksums``); every read verifies both for what it read
 so a damaged file is reported and its rows left out rather than read as
 different numbers. Files from before checksums existed read unverified.
 
-A reply is stored as the model sent it. Arrow text is UTF-8, which cannot
-hold a lone surrogate (an API's JSON may send one); a column holding one,
-in its text or in the text of its lists and structs, is stored escaped and
-named in the file's metadata, and :meth:`Store.read` gives back exactly what
-was written (``text.ESCAPED_KEY``); :mod:`dateeval.store.unit_file` reads and verifies one file.
+A reply is stored as the model sent it, lone surrogates included, and
+:meth:`Store.read` gives back exactly what was written
+(:mod:`dateeval.store.text` says how); :mod:`dateeval.store.unit_file`
+reads and verifies one file.
 """
 
 from __future__ import annotations
