@@ -341,10 +341,10 @@ def test_rejections(
         shift = rng.permutation(np.linspace(-effect / 2, effect / 2, n_dates)) if effect else None
         correct, _ = simulate(rng, n_dates, n_items, rate, scenario, shift)
         found = chance.significance("e", "d", correct, N_PERM)
-        delta += found["p_value"] < 0.05
-        cochran += found["cochran_p"] < 0.05
-        permuted += found["cochran_permutation_p"] < 0.05
-        left += np.abs(correct.mean(1) - found["mean_accuracy"]).max() > found["chance_half_width"] + 1e-12
+        delta += found.p_value < 0.05
+        cochran += found.cochran_p < 0.05
+        permuted += found.cochran_permutation_p < 0.05
+        left += np.abs(correct.mean(1) - found.mean_accuracy).max() > found.chance_half_width + 1e-12
     return {
         "items": n_items,
         "dates": n_dates,
@@ -401,7 +401,7 @@ def family_rejections(
         if with_delta:
             rows = [chance.significance("e", "d", m, N_PERM) for m in matrices]
             largest += (
-                chance.largest_of([row["delta"] for row in rows], [row["null_draws"] for row in rows])["p_value"] < 0.05
+                chance.largest_of([row.delta for row in rows], [row.null_draws for row in rows])["p_value"] < 0.05
             )
     return {
         "items": n_items,

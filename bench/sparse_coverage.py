@@ -287,9 +287,9 @@ def verdict_study(n_items: int, n_dates: int, budget: float, reps: int, planted:
         found = sampled(entry, budget, seed)
         pilot = sparse.pilot_indices(n_dates)
         sample = as_sample(entry, found, seed)
-        sparse_hits += sparse_chance.significance("e", "d", sample, n_perm)["cochran_permutation_p"] < 0.05
-        dense_hits += chance.significance("e", "d", entry["correct"], n_perm)["cochran_permutation_p"] < 0.05
-        pilot_hits += chance.significance("e", "d", entry["correct"][pilot], n_perm)["cochran_permutation_p"] < 0.05
+        sparse_hits += sparse_chance.significance("e", "d", sample, n_perm).cochran_permutation_p < 0.05
+        dense_hits += chance.significance("e", "d", entry["correct"], n_perm).cochran_permutation_p < 0.05
+        pilot_hits += chance.significance("e", "d", entry["correct"][pilot], n_perm).cochran_permutation_p < 0.05
     return {"sparse": sparse_hits / reps, "dense": dense_hits / reps, "pilot": pilot_hits / reps, "reps": reps}
 
 
@@ -553,7 +553,7 @@ def family_study(
             if n_dense
             else []
         )
-        hits += chance.bonferroni(dense + [part["cochran_permutation_p"] for part in parts]) < 0.05
+        hits += chance.bonferroni(dense + [part.cochran_permutation_p for part in parts]) < 0.05
     return hits / reps
 
 

@@ -170,7 +170,7 @@ def significance_rows(frame: pd.DataFrame, n_perm: int = 200) -> pd.DataFrame:
     for (entry, dataset), group in frame.assign(entry=entry_label(frame)).groupby(["entry", "dataset"]):
         dated = group[group["factor"] == "date"]
         if dated["condition_key"].nunique() >= 2:
-            rows.append(significance(entry, dataset, outcome_matrices(dated, "condition_key")[1], n_perm))
+            rows.append(significance(entry, dataset, outcome_matrices(dated, "condition_key")[1], n_perm).record())
     return pd.DataFrame(rows)
 
 

@@ -216,10 +216,10 @@ def test_curves_draw_each_models_chance_band_from_its_significance(page, layer):
         trace["y"][0] for trace in lines if trace["name"] == "smollm2-135m (float32, cpu): chance band (no date effect)"
     )
     expected = [
-        100 * (found["mean_accuracy"] - found["chance_half_width"]),
-        100 * (found["mean_accuracy"] + found["chance_half_width"]),
+        100 * (found.mean_accuracy - found.chance_half_width),
+        100 * (found.mean_accuracy + found.chance_half_width),
     ]
-    assert edges == pytest.approx(expected) and found["chance_half_width"] > 0
+    assert edges == pytest.approx(expected) and found.chance_half_width > 0
     assert len(lines) == 6 and "Whether the date matters is the permutation test" in " ".join(
         c.value for c in at.caption
     )

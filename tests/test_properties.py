@@ -168,11 +168,11 @@ def test_cochran_q_equals_its_definition_on_every_entry(stores):
     for generated, view in stores:
         for model, correct in generated.correct.items():
             found = view.significance(_entry(view, model), "d")
-            assert found["cochran_q"] == pytest.approx(_cochran_by_loops(correct), abs=1e-9)
-            assert found["delta"] == pytest.approx(max(correct.mean(1)) - min(correct.mean(1)), abs=1e-12)
-            assert 0 < found["p_value"] <= 1 and 0 < found["cochran_permutation_p"] <= 1
+            assert found.cochran_q == pytest.approx(_cochran_by_loops(correct), abs=1e-9)
+            assert found.delta == pytest.approx(max(correct.mean(1)) - min(correct.mean(1)), abs=1e-12)
+            assert 0 < found.p_value <= 1 and 0 < found.cochran_permutation_p <= 1
             if np.ptp(correct.mean(1)) == 0:  # no date differs: nothing can be more extreme than what was seen
-                assert found["p_value"] == 1 and found["cochran_permutation_p"] == 1
+                assert found.p_value == 1 and found.cochran_permutation_p == 1
 
 
 def _components_by_loops(matrix: list[list[float]]) -> tuple[float, float, float]:

@@ -72,7 +72,7 @@ def test_with_every_cell_drawn_it_is_cochrans_q_by_permutation():
     correct[:6, :10] = 1  # a date effect on 10 questions
     sample = _sample(correct, np.ones(correct.shape), np.zeros(12, dtype=bool))
     found = sparse_chance.shuffles(sample, 4000, seed=2)
-    dense = chance.significance("e", "d", correct, 4000)["cochran_permutation_p"]
+    dense = chance.significance("e", "d", correct, 4000).cochran_permutation_p
     assert chance.permutation_p(found.statistic - 1e-9, found.null) == pytest.approx(dense, abs=0.01)
 
 
@@ -82,7 +82,7 @@ def test_a_sample_where_nothing_varies_is_within_chance():
     row = sparse_chance.significance(
         "e", "d", _sample(values, np.full((5, 4), 0.5), np.eye(5, 1, dtype=bool)[:, 0]), 50
     )
-    assert row["delta"] == 0 and not row["exceeds_chance"] and row["cochran_permutation_p"] == pytest.approx(1.0)
+    assert row.delta == 0 and not row.exceeds_chance and row.cochran_permutation_p == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize(

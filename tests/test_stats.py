@@ -231,11 +231,9 @@ def test_the_headline_test_holds_its_level_where_picking_the_largest_does_not():
     naive = family = 0
     for trial in range(60):
         rows = [chance.significance("e", "d", _synthetic(12, 30, seed=100 * trial + entry), 100) for entry in range(7)]
-        top = max(rows, key=lambda row: row["delta"])
-        naive += top["p_value"] < 0.05
-        family += (
-            chance.largest_of([row["delta"] for row in rows], [row["null_draws"] for row in rows])["p_value"] < 0.05
-        )
+        top = max(rows, key=lambda row: row.delta)
+        naive += top.p_value < 0.05
+        family += chance.largest_of([row.delta for row in rows], [row.null_draws for row in rows])["p_value"] < 0.05
     assert family <= 6 and naive >= 10, (naive, family)  # measured: 12 vs 3 of 60
 
 
@@ -245,7 +243,7 @@ def test_the_verdict_holds_its_level_where_the_smallest_of_k_does_not():
     naive = family = 0
     for trial in range(60):
         matrices = [_synthetic(12, 30, seed=100 * trial + entry) for entry in range(7)]
-        naive += min(chance.significance("e", "d", m, 100)["cochran_permutation_p"] for m in matrices) < 0.05
+        naive += min(chance.significance("e", "d", m, 100).cochran_permutation_p for m in matrices) < 0.05
         family += chance.date_effect_family([[m] for m in matrices], n_perm=100, seed=trial) < 0.05
     assert family <= 6 and naive >= 10, (naive, family)
 

@@ -136,8 +136,8 @@ def chance_bands(view: results.Results, selection: Selection) -> pd.DataFrame:
             rows.append(
                 {
                     "entry": entry,
-                    "low": found["mean_accuracy"] - found["chance_half_width"],
-                    "high": found["mean_accuracy"] + found["chance_half_width"],
+                    "low": found.mean_accuracy - found.chance_half_width,
+                    "high": found.mean_accuracy + found.chance_half_width,
                 }
             )
     return pd.DataFrame(rows, columns=["entry", "low", "high"])

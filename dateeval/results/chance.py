@@ -15,6 +15,7 @@ the functions that need it, not here (the explorer's first render needs none of 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 
@@ -298,25 +299,64 @@ SIGNIFICANCE_COLUMNS = [
 ]
 
 
-def significance(entry: str, dataset: str, correct: np.ndarray, n_perm: int) -> dict:
-    """One entry's row of ``date_significance`` (a test oracle) from its dates x items outcome matrix (by condition key)."""
+@dataclass(frozen=True)
+class Significance:
+    """One entry's date effect against chance: the Factors page's row, the summary's chance columns and what the
+    headline and the verdict read. ``delta`` is the worst-to-best delta, ``null_median``/``null_upper``/``p_value``
+    its null band (:func:`against`), ``cochran_*`` Cochran's Q by its chi-square and by permutation (the verdict's test,
+    ``exceeds_chance`` at 5%), ``chance_half_width`` the Curves page's chance band around ``mean_accuracy``, and
+    ``null_draws`` the shuffled deltas the headline's largest-of-K null draws from.
+
+    Kept with the store as one row (``dateeval.results.stored``): :meth:`record` and :meth:`from_record` are its only
+    way in and out; the fields keep the order the row was written in, so kept files do not change."""
+
+    entry: str
+    dataset: str
+    n_dates: int
+    n_items: int
+    delta: float
+    null_median: float
+    null_upper: float
+    p_value: float
+    exceeds_chance: bool
+    cochran_q: float
+    cochran_p: float
+    cochran_permutation_p: float
+    mean_accuracy: float
+    chance_half_width: float
+    null_draws: list[float]
+
+    def record(self) -> dict:
+        """The row this significance is kept as (and a row of the significance table)."""
+        return asdict(self)
+
+    @classmethod
+    def from_record(cls, record: dict) -> Significance:
+        """A kept row back as a significance."""
+        names = {field.name for field in fields(cls)}
+        return cls(**{name: value for name, value in record.items() if name in names})
+
+
+def significance(entry: str, dataset: str, correct: np.ndarray, n_perm: int) -> Significance:
+    """One entry's :class:`Significance` (``date_significance``'s row, a test oracle) from its dates x items outcome
+    matrix (by condition key)."""
     draws, spreads, observed, half_width = null_tests(correct, n_perm)
     band, q, permuted = (
         against(float(np.ptp(correct.mean(1))), draws),
         cochran_q(correct),
         permutation_p(observed, spreads),
     )
-    return {
-        "entry": entry,
-        "dataset": dataset,
-        "n_dates": correct.shape[0],
-        "n_items": correct.shape[1],
+    return Significance(
+        entry=entry,
+        dataset=dataset,
+        n_dates=correct.shape[0],
+        n_items=correct.shape[1],
         **band,
-        "exceeds_chance": permuted < 0.05,
-        "cochran_q": q["q"],
-        "cochran_p": q["p_value"],
-        "cochran_permutation_p": permuted,
-        "mean_accuracy": float(correct.mean()),
-        "chance_half_width": half_width,
-        "null_draws": draws.tolist(),
-    }
+        exceeds_chance=permuted < 0.05,
+        cochran_q=q["q"],
+        cochran_p=q["p_value"],
+        cochran_permutation_p=permuted,
+        mean_accuracy=float(correct.mean()),
+        chance_half_width=half_width,
+        null_draws=draws.tolist(),
+    )

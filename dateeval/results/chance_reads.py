@@ -86,22 +86,25 @@ class ChanceReads(EntryData):
         return chance.reorder_chance(group, observed)
 
     def significance_table(self, period: Period | None = None) -> pd.DataFrame:
-        """``chance.significance`` of every graded entry with two or more dates in ``period`` (kept), with its null draws."""
-        rows = [self.significance(entry, dataset, period) for entry, dataset in self.dated_entries(period)]
+        """Every graded entry's :meth:`significance` with two or more dates in ``period`` (kept), with its null draws."""
+        rows = [self.significance(entry, dataset, period).record() for entry, dataset in self.dated_entries(period)]
         return pd.DataFrame(
             rows, columns=[*chance.SIGNIFICANCE_COLUMNS, "mean_accuracy", "chance_half_width", "null_draws"]
         )
 
-    def significance(self, entry: str, dataset: str, period: Period | None = None) -> dict:
+    def significance(self, entry: str, dataset: str, period: Period | None = None) -> chance.Significance:
         """``chance.significance`` of one entry's date sweep, or of its dates in ``period`` (kept): the Factors
         page's row, the summary's chance columns and the headline's null draws."""
         keys = self._date_keys(entry, dataset, period)
 
         def compute() -> list[dict]:
             if (entry, dataset) in self.sparse_entries():  # every date, drawn ones estimated: the design's null
-                return [sparse_chance.significance(entry, dataset, self.sparse_sample(entry, dataset, period), N_PERM)]
-            return [
-                chance.significance(entry, dataset, self.matrices(entry, dataset, keys, "condition_key")[1], N_PERM)
-            ]
+                found = sparse_chance.significance(entry, dataset, self.sparse_sample(entry, dataset, period), N_PERM)
+            else:
+                found = chance.significance(
+                    entry, dataset, self.matrices(entry, dataset, keys, "condition_key")[1], N_PERM
+                )
+            return [found.record()]
 
-        return self._kept("significance", entry, dataset, () if keys is None else (str(period),), (N_PERM,), compute)[0]
+        kept = self._kept("significance", entry, dataset, () if keys is None else (str(period),), (N_PERM,), compute)
+        return chance.Significance.from_record(kept[0])

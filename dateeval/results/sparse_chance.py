@@ -76,8 +76,8 @@ def shuffles(sample: Sample, n_perm: int, seed: int = 0) -> Shuffles:
     return Shuffles(observed, shuffled, statistic, ((counts - expected) ** 2 * scale).sum(1))
 
 
-def significance(entry: str, dataset: str, sample: Sample, n_perm: int) -> dict:
-    """A sparse entry's row of the significance table (``chance.significance``'s fields): the worst-to-best delta of
+def significance(entry: str, dataset: str, sample: Sample, n_perm: int) -> chance.Significance:
+    """A sparse entry's :class:`~dateeval.results.chance.Significance`: the worst-to-best delta of
     its per-date values (estimated where drawn, shares as shown) against its shuffles, the permutation p-value of
     :func:`shuffles`' statistic, and the chance band's half-width. Cochran's Q's chi-square needs every grade: NaN."""
     found = shuffles(sample, n_perm)
@@ -85,26 +85,26 @@ def significance(entry: str, dataset: str, sample: Sample, n_perm: int) -> dict:
     p_value = combined(chance.permutation_p(found.statistic - 1e-9, found.null), _exact_p(sample, n_perm))
     deviation = np.abs(shuffled - shuffled.mean(1, keepdims=True)).max(1)
     draws = np.ptp(shuffled, axis=1)
-    return {
-        "entry": entry,
-        "dataset": dataset,
-        "n_dates": len(observed),
-        "n_items": len(sample.items),
+    return chance.Significance(
+        entry=entry,
+        dataset=dataset,
+        n_dates=len(observed),
+        n_items=len(sample.items),
         **chance.against(float(np.ptp(observed)), draws),
-        "exceeds_chance": p_value < 0.05,
-        "cochran_q": float("nan"),
-        "cochran_p": float("nan"),
-        "cochran_permutation_p": p_value,
-        "mean_accuracy": float(observed.mean()),
-        "chance_half_width": float(np.quantile(deviation, 0.95)),
-        "null_draws": draws.tolist(),
-    }
+        exceeds_chance=p_value < 0.05,
+        cochran_q=float("nan"),
+        cochran_p=float("nan"),
+        cochran_permutation_p=p_value,
+        mean_accuracy=float(observed.mean()),
+        chance_half_width=float(np.quantile(deviation, 0.95)),
+        null_draws=draws.tolist(),
+    )
 
 
 def _exact_p(sample: Sample, n_perm: int) -> float:
     """Cochran's Q by permutation on the dates scored in full (1 where fewer than two)."""
     exact = np.asarray(sample.values)[np.asarray(sample.exact)]
-    return chance.significance("", "", exact, n_perm)["cochran_permutation_p"] if len(exact) >= 2 else 1.0
+    return chance.significance("", "", exact, n_perm).cochran_permutation_p if len(exact) >= 2 else 1.0
 
 
 def combined(drawn: float, exact: float) -> float:

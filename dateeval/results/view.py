@@ -155,7 +155,7 @@ class Results(ChanceReads, RobustReads, FlipReads, BandReads):
             "factors", entry, dataset, (), (), lambda: inference.entry_factors(entry, dataset, conditions, keyed)
         )
 
-    def entry_statistics(self) -> tuple[list[dict], list[dict]]:
+    def entry_statistics(self) -> tuple[list[dict], list[chance.Significance]]:
         """Table 5 rows of every graded entry and null-band rows of those with two or more dates (each kept): only
         entries whose units changed compute."""
         factors = []
@@ -181,7 +181,9 @@ class Results(ChanceReads, RobustReads, FlipReads, BandReads):
         factors += inference.across_factors(across.assign(entry=descriptive.entry_label(across))) if len(across) else []
         return {
             "factors": pd.DataFrame(factors, columns=inference.FACTOR_COLUMNS),
-            "significance": pd.DataFrame(significance, columns=chance.SIGNIFICANCE_COLUMNS),
+            "significance": pd.DataFrame(
+                [found.record() for found in significance], columns=chance.SIGNIFICANCE_COLUMNS
+            ),
             "run_to_run": inference.run_to_run(
                 self.outcome_rows(repeated) if repeated.any() else pd.DataFrame(columns=OUTCOME_COLUMNS)
             ),
