@@ -220,7 +220,7 @@ def test_the_layer_gives_every_graded_dataset_and_its_record(layer):
     assert (board["low"] <= board["score"]).all() and (board["score"] <= board["high"]).all()
     record = layer.robust_record("mmlu", half_width=0.25)
     entry = record.entries[0]
-    assert entry.identity["model_revision"] and len(entry.identity["prompts_digest"]) == 32 and record.dateeval_version
+    assert entry.identity.model_revision and len(entry.identity.prompts_digest) == 32 and record.dateeval_version
     assert (
         entry.sentence.startswith(f"accuracy {100 * entry.score:.1f} ")
         and "all 366 days of 2024-01-01..2024-12-31" in entry.sentence

@@ -3,15 +3,13 @@ report, the report, ``compare``) calls these."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
-import xxhash
 
 from dateeval import __version__
-from dateeval.results import estimated, ranks, robust, robust_record, sql
+from dateeval.results import estimated, identity, ranks, robust, robust_record, sql
+from dateeval.results.identity import Identity
 from dateeval.results.entries import EntryData, Period
 
 
@@ -88,49 +86,19 @@ class RobustReads(EntryData):
             __version__,
         )
 
-    def identity(self, entry: str, dataset: str, dates: Sequence[str]) -> dict:
-        """What produced an entry's results on ``dates`` (kept): each recorded setting's value (a list where runs
-        differ), and a digest of every rendered prompt (date, item, prompt hash), which fixes template and wording."""
-        columns = [
-            "model",
-            "model_key",
-            "model_source",
-            "model_revision",
-            "dtype",
-            "device",
-            "hardware",
-            "torch_version",
-            "transformers_version",
-            "task",
-            "task_key",
-            "prompt_version",
-            "shots",
-            "subset",
-            "decoding",
-            "template_date_kind",
-            "date_line",
-            "date_format",
-            "date_position",
-            "system_prompt",
-        ]
+    def identity(self, entry: str, dataset: str, dates: Sequence[str]) -> Identity:
+        """What produced an entry's results on ``dates`` (kept): ``identity.of_rows`` of its date rows there."""
 
         def compute() -> list[dict]:
             rows = sql.rows(
-                *self.sources(self._of(entry, dataset)),
-                [*columns, "factor", "date", "item_id", "prompt_hash"],
-                (min(dates), max(dates)),
+                *self.sources(self._of(entry, dataset)), [*identity.COLUMNS, "factor"], (min(dates), max(dates))
             )
-            rows = rows[(rows["factor"] == "date") & rows["date"].astype(str).isin(set(dates))]
-            found = {name: sorted({str(value) for value in rows[name].dropna().unique()}) for name in columns}
-            # one hash per (date, item, prompt hash), by value (not by row order or text encoding), sorted: a digest of the set
-            prompts = np.sort(
-                pd.util.hash_pandas_object(rows[["date", "item_id", "prompt_hash"]].astype(str), index=False).to_numpy()
-            )
-            found = {name: values[0] if len(values) == 1 else (values or None) for name, values in found.items()}
-            return [{"identity": json.dumps({**found, "prompts_digest": xxhash.xxh3_128_hexdigest(prompts.tobytes())})}]
+            return [
+                identity.of_rows(rows[(rows["factor"] == "date") & rows["date"].astype(str).isin(set(dates))]).record()
+            ]
 
-        return json.loads(
-            self._kept("identity", entry, dataset, (min(dates), max(dates), len(dates)), (), compute)[0]["identity"]
+        return Identity.from_record(
+            self._kept("identity", entry, dataset, (min(dates), max(dates), len(dates)), (), compute)[0]
         )
 
     def compared(self, dataset: str, a: str, b: str, period: Period | None = None) -> robust.Comparison | None:

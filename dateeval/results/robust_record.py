@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from dateeval.metrics import METRICS, point_decimals
+from dateeval.results.identity import Identity
 from dateeval.results.variation import Z95, Components
 from dateeval.results.ranks import leaderboard, pairs
 from dateeval.results.robust import N_BOOT, Comparison, components_of, dates_needed, interval_text
@@ -57,7 +58,7 @@ class RobustEntry:
     rank_high: float | None
     first_share: float | None
     n_ranked_dates: float | None
-    identity: dict
+    identity: Identity
     dates: list[str]
     per_date: list[float]
     dates_needed: int | None
@@ -266,7 +267,7 @@ def _dates_advice(metric: str, row: dict, half_width: float, first: str, last: s
 
 
 def record(
-    dataset: str, rows: list[dict], identities: dict[str, dict], half_width: float, version: str
+    dataset: str, rows: list[dict], identities: dict[str, Identity], half_width: float, version: str
 ) -> RobustRecord:
     """The machine-readable account of one dataset's date-robust numbers: what produced each (model identity,
     task settings, rendered prompts' digest, dates, items, dateeval's version), the numbers, and the sentences."""
@@ -281,7 +282,7 @@ def record(
         entries.append(
             RobustEntry(
                 **_plain(line),
-                identity=identities.get(line["entry"], {}),
+                identity=identities[line["entry"]],
                 dates=[str(day) for day in row["dates"]],
                 per_date=list(row["per_date"]),
                 dates_needed=needed,
