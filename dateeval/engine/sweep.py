@@ -4,8 +4,8 @@ A work unit is one (model, precision, dataset, condition) with the items the
 store does not hold yet. The driver (:class:`Sweep`) plans units from what a
 loaded model renders (``dateeval.engine.worker``) and the rows already stored, takes
 a lease on each unit before it runs (``dateeval.store.leases``: several drivers can
-share one store), hands units to an executor, and writes each returned unit
-atomically. Executors run units on workers: :class:`LocalExecutor` in this
+share one store), hands units to an executor, and has each returned unit written
+atomically (``dateeval.engine.commits``). Executors run units on workers: :class:`LocalExecutor` in this
 process (the CLI default; the app runs it in a background thread), and
 ``dateeval.engine.ray_executor.RayExecutor`` on a Ray cluster. A sweep killed at any
 point resumes where it stopped; a run never reports success while a unit it
@@ -20,17 +20,17 @@ import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
 from dateeval.backends import locate
 from dateeval.engine import drawn
+from dateeval.engine.commits import Commits
 from dateeval.engine.missing import missing_units
 from dateeval.engine.plan import Description, Progress, SweepSpec, Unit
 from dateeval.engine.worker import UnitResult, Worker
 from dateeval.errors import DateEvalError
-from dateeval.store import Store, StoreProblems, runs, sidecars
+from dateeval.store import Store, StoreProblems, runs
 from dateeval.store.leases import DEFAULT_TTL_S, Leases, holder
 
 __all__ = ["Executor", "LocalExecutor", "Progress", "Sweep", "SweepCancelled", "SweepSpec"]
@@ -150,11 +150,8 @@ class Sweep:
         self.wait, self.poll_s = wait, poll_s
         self.leases = Leases(ttl_s=lease_ttl_s, wait=wait)
         self.run_id = uuid.uuid4().hex[:12]
-        self._lock = threading.Lock()
-        # Units are written by a few threads (each file is independent): one driver's writes keep up with more workers.
-        self._writers = ThreadPoolExecutor(max_workers=writers, thread_name_prefix="dateeval-write")
-        self._writes: list[Future] = []
-        self._sampled: drawn.Sampled = {}  # each drawn cell's design (``drawn.with_design``)
+        self._lock = threading.Lock()  # one unit leased at a time, whichever worker thread asks
+        self.commits = Commits(store, self.leases, self._report, writers)
 
     def run(self) -> Progress:
         """Execute every missing unit; returns the final progress (what ran, what was already there).
@@ -169,9 +166,8 @@ class Sweep:
         if self.spec.budget is not None:
             drawn.check_affordable(self.spec)
         self.store.ensure_writable()
-        self.spec = (
-            self.spec.resolved()
-        )  # each dataset resolved here, once, for every worker (a spec from ``build_spec`` is already)
+        # each dataset resolved here, once, for every worker (a spec from ``build_spec`` is already)
+        self.spec = self.spec.resolved()
         for model in self.spec.models:
             locate(model, self.spec.backend)  # an unknown model or backend fails here, before anything loads
         progress = Progress(
@@ -189,9 +185,8 @@ class Sweep:
     def _execute(self, progress: Progress) -> None:
         """Every model at every precision, then the explorer's statistics (skipped when cancelled)."""
         progress.messages += StoreProblems(removed=self.store.remove_leftovers()).messages()
-        progress.messages += [
-            f"lease: {note}" for note in self.leases.remove_expired(self.store.root)
-        ]  # left by killed drivers
+        # leases left by killed drivers
+        progress.messages += [f"lease: {note}" for note in self.leases.remove_expired(self.store.root)]
         self._started = time.perf_counter()
         try:
             for model in self.spec.models:
@@ -207,12 +202,11 @@ class Sweep:
                     finally:
                         self.executor.stop()
         finally:
-            self._writers.shutdown(wait=True)
+            self.commits.close()
             self.leases.close()
             self.executor.close()
-            progress.messages += [
-                f"lease: {note}" for note in dict.fromkeys(self.leases.notes)
-            ]  # malformed leases taken over
+            # malformed leases taken over
+            progress.messages += [f"lease: {note}" for note in dict.fromkeys(self.leases.notes)]
         if self.keep is not None and progress.units_done > progress.units_skipped and not self.cancel.is_set():
             self._keep_statistics(progress, self.keep)
 
@@ -247,12 +241,12 @@ class Sweep:
             try:
                 self.executor.run(
                     lambda: self._next(queue, held),
-                    lambda unit, result: self._done(unit, result, progress),
+                    lambda unit, result: self.commits.submit(unit, result, progress),
                     self.cancel,
                     progress,
                 )
             finally:
-                self._flush()
+                self.commits.flush()
             if self.cancel.is_set() or not held:
                 stalled = not held and not self.cancel.is_set()
                 continue
@@ -281,7 +275,7 @@ class Sweep:
             n_dense = sum(candidate.dataset == dataset for candidate in dense)
             chosen, sampled, note = drawn.draw(self.spec, w, pilot, of_dataset, n_dense)
             candidates += chosen
-            self._sampled.update(sampled)
+            self.commits.sampled.update(sampled)
             progress.notes.append(note)
         self._run_model(replace(description, candidates=tuple(candidates)), progress)
 
@@ -304,34 +298,6 @@ class Sweep:
             return self.leases.acquire(path)
         except OSError as error:
             raise DateEvalError(f"cannot write to the store {self.store.root}: {error.strerror or error}") from None
-
-    def _done(self, unit: Unit, result: UnitResult, progress: Progress) -> None:
-        """Hand a computed unit to the writers: workers go on computing while it is stored (a failed write stops them)."""
-        failed = next((write.exception() for write in self._writes if write.done() and write.exception()), None)
-        if failed is not None:
-            raise failed
-        self._writes.append(self._writers.submit(self._commit, unit, result, progress))
-
-    def _flush(self) -> None:
-        """Wait for every pending write; the first that failed ends the sweep (its lease is already released)."""
-        writes, self._writes = self._writes, []
-        for write in writes:
-            write.result()
-
-    def _commit(self, unit: Unit, result: UnitResult, progress: Progress) -> None:
-        """Write one unit (the only place rows reach the store), then give its lease back."""
-        path = self.store.root / unit.path
-        try:
-            sidecars.write_unit(self.store, path, drawn.with_design(result.rows, self._sampled))
-        finally:
-            self.leases.release(path)
-        with self._lock:
-            progress.units_done += 1
-            progress.items_scored += result.items
-            progress.tokens_scored += result.tokens_scored
-            progress.tokens_generated += result.tokens_generated
-            progress.current = unit.label
-            self._report(progress)
 
     def _report(self, progress: Progress) -> None:
         progress.seconds = time.perf_counter() - self._started
