@@ -568,7 +568,7 @@ def test_a_shared_prefix_runs_once_across_calls_and_changes_no_value(backend, da
     """Two scoring calls on one date's MMLU prompts: the second runs no prefix forward and gives identical probabilities;
     the kept caches stay within their byte budget."""
     from dateeval.backends.scheduler.plans import common_prefix_length
-    from dateeval.backends.transformers import runner
+    from dateeval.backends.transformers import prefixes
     from dateeval.conditions import Condition
     from dateeval.engine.worker import prompt_input
     from dateeval.tasks import build_task
@@ -588,9 +588,9 @@ def test_a_shared_prefix_runs_once_across_calls_and_changes_no_value(backend, da
     again = backend.next_token_logprobs(encoded, labels, 3)
     assert prefix_runs == 1 and len([s for s in shapes if s[0] == 1 and s[1] == common_prefix_length(encoded)]) == 1
     assert all((a == b).all() for a, b in zip(first, again))
-    monkeypatch.setattr(runner, "PREFIX_CACHE_BYTES", 1)  # nothing fits: the next prefix is run and not kept
+    monkeypatch.setattr(prefixes, "PREFIX_CACHE_BYTES", 1)  # nothing fits: the next prefix is run and not kept
     backend.next_token_logprobs(encoded[:2], labels[:2], 2)
-    assert backend.runner.prefixes == {}
+    assert backend.runner.prefixes.kept == {}
 
 
 def test_roomy_cache_layer_holds_what_a_dynamic_layer_holds():

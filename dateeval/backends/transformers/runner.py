@@ -2,7 +2,7 @@
 
 Within one date every prompt starts with the same tokens (chat header,
 system message, the date), so that shared prefix runs once and its KV cache
-is kept for reuse (``prefix_cache``); the item-specific suffixes run after
+is kept for reuse (``prefixes``); the item-specific suffixes run after
 it, packed end to end (``packing``) or right-padded, and only the positions
 whose logits are read go through the output layer. Generation prefills
 admitted prompts into a running batch of cache rows (``roomy_cache``) and
@@ -23,20 +23,16 @@ from dateeval.backends import interrupt, packing
 from dateeval.backends.base import Generation, GenerationSettings
 from dateeval.backends.devices import free_memory
 from dateeval.backends.transformers.decoding import Decoding, continuous_batching_fits, rows_stopping
+from dateeval.backends.transformers.prefixes import PrefixCaches, cache_of
 
 if TYPE_CHECKING:
     import torch
     from transformers import Cache, PreTrainedModel, PreTrainedTokenizerBase
-    from transformers.utils import ModelOutput
 
     from dateeval.backends.roomy_cache import RunningBatch
 
-MEMORY_SHARE = (
-    0.5  # of the memory free when a unit is scored, what one scoring forward may hold (batches are split to fit)
-)
-PREFIX_CACHE_BYTES = (
-    256 << 20
-)  # KV caches of recent shared prefixes kept for reuse (SmolLM2-135M float32: 5,500 tokens)
+# of the memory free when a unit is scored, what one scoring forward may hold (batches are split to fit)
+MEMORY_SHARE = 0.5
 
 
 class ModelRunner(Decoding):
@@ -49,7 +45,7 @@ class ModelRunner(Decoding):
         self.batches_continuously = continuous_batching_fits(model)
         # On CUDA the per-prompt attention would launch kernels per prompt and layer: batches by length there (``packing``).
         self.packs = device == "cpu" and packing.install(model)
-        self.prefixes: dict[tuple[int, ...], tuple[object, int]] = {}  # kept prefix caches and bytes, oldest first
+        self.prefixes = PrefixCaches(model, device)
 
     def inference(self) -> torch.inference_mode:
         import torch
@@ -158,7 +154,7 @@ class ModelRunner(Decoding):
             logits_to_keep=1,
             **cache,
         )
-        batch.cache = _cache_of(out)
+        batch.cache = cache_of(out)
         return out.logits[:, -1].float()
 
     def drop(self, batch: RunningBatch, keep: list[int]) -> RunningBatch:
@@ -166,28 +162,8 @@ class ModelRunner(Decoding):
         return batch
 
     def prefix_cache(self, prefix: list[int]) -> Cache | None:
-        """The KV cache of a shared prefix, kept for the next call that shares it (``PREFIX_CACHE_BYTES`` of the latest).
-
-        A server's batches of one date, or a unit scored again for its
-        answers' confidence, share their prefix; one row run on the same
-        tokens gives the same cache, so reusing it changes no value. Callers copy it before they extend it.
-        """
-        import torch
-
-        if not prefix:
-            return None
-        key = tuple(prefix)
-        kept = self.prefixes.pop(key, None)
-        if kept is None:
-            # only the cache is read: no logits over the whole prefix (an 8,191-token prefix held 1.6 GB of them)
-            cache = _cache_of(
-                self.model(input_ids=torch.tensor([prefix], device=self.device), use_cache=True, logits_to_keep=1)
-            )
-            kept = (cache, sum(layer.keys.nbytes + layer.values.nbytes for layer in cache.layers))
-        self.prefixes[key] = kept  # the latest last
-        while sum(size for _, size in self.prefixes.values()) > PREFIX_CACHE_BYTES:
-            del self.prefixes[next(iter(self.prefixes))]
-        return kept[0]
+        """The KV cache of a shared prefix, kept for the next call that shares it (``prefixes.PrefixCaches``)."""
+        return self.prefixes.get(prefix)
 
     def _run_suffixes(
         self, suffixes: list[list[int]], prefix_cache: Cache | None, prefix_len: int, *, keep_cache: bool = False
@@ -219,7 +195,7 @@ class ModelRunner(Decoding):
         )
         column = torch.searchsorted(keep, last)
         logits = out.logits[torch.arange(len(suffixes)), column.to(self.device)].float()
-        return logits, mask, _cache_of(out) if keep_cache else None
+        return logits, mask, cache_of(out) if keep_cache else None
 
     def _packed_logits(
         self, suffixes: list[list[int]], prefix_cache: Cache | None, prefix_len: int, *, every_position: bool = False
@@ -286,8 +262,3 @@ def _pad(sequences: list[list[int]], pad_id: int, *, left: bool) -> tuple[torch.
         ids[row, span] = torch.tensor(tokens)
         mask[row, span] = 1
     return ids, mask
-
-
-def _cache_of(out: ModelOutput) -> Cache:
-    """transformers 5.x names the returned cache ``cache``, 4.x ``past_key_values``."""
-    return out.cache if hasattr(out, "cache") else out.past_key_values
