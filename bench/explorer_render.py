@@ -57,7 +57,8 @@ PAGES = ["overview", "curves", "leaderboard", "flips", "factors"]
 def build(root: Path, n_items: int, n_models: int, n_dates: int = 366) -> None:
     """One compacted, checksummed file per model (with its aggregates), as `dateeval compact` would leave it: rows by
     question, ``COMPACTED_ROW_GROUP`` rows per row group."""
-    from dateeval.store import COMPACTED_ROW_GROUP, Store, sidecars
+    from dateeval.store import Store, sidecars
+    from dateeval.store.upkeep import COMPACTED_ROW_GROUP
 
     store = Store(root)
     rng = np.random.default_rng(0)

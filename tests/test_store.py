@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 
 from dateeval import leftovers
 from dateeval.schema import ROW_KEY
-from dateeval.store import Store
+from dateeval.store import Store, upkeep
 
 
 def _rows(n, condition="c1", start=0):
@@ -60,7 +60,7 @@ def test_compact_merges_and_keeps_every_row(tmp_path):
     for day in range(3):
         store.write(store.unit_path("model", "data", f"2024-01-0{day + 1}", str(day)), _rows(2, condition=f"c{day}"))
     before, _ = store.read()
-    folders, removed, _ = store.compact()
+    folders, removed, _ = upkeep.compact(store)
     after, _ = store.read()
     assert (folders, removed) == (1, 3) and len(store.files()) == 1
     assert sorted(map(tuple, before[ROW_KEY].values)) == sorted(map(tuple, after[ROW_KEY].values))
@@ -69,11 +69,11 @@ def test_compact_merges_and_keeps_every_row(tmp_path):
 
 def test_a_compacted_question_is_read_from_its_own_row_groups(tmp_path, monkeypatch):
     """Rows by question in small row groups, whose item_id statistics then name one question: a per-item read skips the rest."""
-    monkeypatch.setattr("dateeval.store.COMPACTED_ROW_GROUP", 3)
+    monkeypatch.setattr("dateeval.store.upkeep.COMPACTED_ROW_GROUP", 3)
     store = Store(tmp_path)
     for day in range(3):
         store.write(store.unit_path("model", "data", f"2024-01-0{day + 1}", str(day)), _rows(4, condition=f"c{day}"))
-    store.compact()
+    upkeep.compact(store)
     (merged,) = store.files()
     groups = pq.ParquetFile(merged).metadata
     ranges = [
@@ -102,7 +102,7 @@ def test_compaction_keeps_text_columns_with_missing_values(tmp_path):
         [{**row, "parsed": p, "probs": None} for row, p in zip(_rows(2, "c3"), [None, "B"])],
     )
     before, _ = store.read()
-    folders, removed, problems = store.compact()
+    folders, removed, problems = upkeep.compact(store)
     after, _ = store.read()
     assert (folders, removed) == (1, 3) and not problems.corrupted and len(store.files()) == 1
     assert sorted(after["parsed"].dropna()) == ["B", "D", "D"] and after["parsed"].isna().sum() == 3
@@ -144,7 +144,7 @@ def test_replies_with_lone_surrogates_are_stored_and_read_back_exactly(tmp_path)
         assert (frame.loc[frame["condition_key"] == "c2", "output"] == "\\ud800").all()
         chosen, _ = store.read(columns=["item_id", "output"], filters=[("condition_key", "==", "c1")])
         assert sorted(chosen["output"].dropna()) == sorted(REPLIES[:-1])
-        assert store.compact()[2].messages() == []
+        assert upkeep.compact(store)[2].messages() == []
     assert len(store.files()) == 1
 
 
@@ -170,7 +170,7 @@ def test_lone_surrogates_inside_list_and_struct_columns_are_stored_and_read_back
         assert [None if value is None else list(value) for value in written["stops"]] == lists
         assert [None if value is None else [list(inner) for inner in value] for value in written["nested"]] == nested
         assert written["meta"].tolist() == structs
-        assert store.compact()[2].messages() == []
+        assert upkeep.compact(store)[2].messages() == []
     assert len(store.files()) == 1
 
 
@@ -266,7 +266,7 @@ def test_compact_leaves_a_damaged_file_in_place(tmp_path):
         store.write(path, [{**row, "condition_key": f"c{day}"} for row in _unit_rows(5)])
     _flip_inside_page(paths[1], "probs")
     damaged = paths[1].read_bytes()
-    folders, removed, problems = store.compact()
+    folders, removed, problems = upkeep.compact(store)
     assert (folders, removed) == (1, 2) and [path for path, _ in problems.corrupted] == [paths[1]]
     assert paths[1].read_bytes() == damaged and not paths[0].exists() and not paths[2].exists()
     frame, problems = store.read(paths=[p for p in store.files() if p != paths[1]])
@@ -287,7 +287,7 @@ def test_compact_keeps_the_originals_when_the_merged_file_reads_back_wrong(tmp_p
             [{**row, "condition_key": f"c{day}"} for row in _unit_rows(5)],
         )
     before = store.files()
-    folders, removed, problems = store.compact()
+    folders, removed, problems = upkeep.compact(store)
     assert removed == 0 and store.files() == before and "did not read back as written" in problems.messages()[0]
 
 
@@ -307,7 +307,7 @@ def test_staging_files_of_killed_writes_are_removed_and_live_ones_kept(tmp_path)
     for path in (dead, live, elsewhere, old):
         path.write_bytes(b"partial")
     os.utime(old, (time.time() - 2 * 86400,) * 2)
-    _, _, problems = store.compact()
+    _, _, problems = upkeep.compact(store)
     assert not dead.exists() and not old.exists() and live.exists() and elsewhere.exists()
     assert sorted(problems.removed) == sorted([dead, old]) and any(
         "left by a killed write" in m for m in problems.messages()

@@ -160,7 +160,7 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
 def cmd_compact(args: argparse.Namespace) -> int:
     from dateeval.keeping import keep
-    from dateeval.store import Store, sidecars
+    from dateeval.store import Store, sidecars, upkeep
 
     store = Store(args.store)
     if not store.root.is_dir():
@@ -170,7 +170,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         store.root / ".compact.lock",
         f"store {store.root} is being compacted by another process: wait until it finishes",
     ):
-        folders, removed, problems = store.compact(sidecars.merged(store))
+        folders, removed, problems = upkeep.compact(store, sidecars.merged(store))
     # The merged files are new units: statistics kept on the old ones no longer apply, so they are computed now.
     for message in dict.fromkeys(problems.messages() + keep(store)):
         print(f"dateeval: warning: {message}", file=sys.stderr)

@@ -20,7 +20,7 @@ from dateeval.conditions import Condition
 from dateeval.engine.plan import Candidate, Description, SweepSpec
 from dateeval.errors import DateEvalError
 from dateeval.schema import ROW_KEY
-from dateeval.store import Store
+from dateeval.store import Store, upkeep
 
 Sampled = dict[tuple, tuple[str, float, float]]  # (identity, item) -> a drawn cell's design, propensity, inclusion
 
@@ -83,7 +83,7 @@ def pilot_propensity(store: Store, description: Description, pilot: list[Candida
     """``sparse.pilot_propensity`` of one dataset's questions from the pilot dates' rows as stored."""
     paths = store.unit_files(description.model_dir, pilot[0].dataset)
     frame, problems = store.read(columns=[*ROW_KEY, "correct"], paths=paths, optional=["probs"], full_check=True)
-    damaged = store.set_aside_damaged(problems)
+    damaged = upkeep.set_aside_damaged(problems)
     if damaged:
         raise DateEvalError(
             f"the pilot dates' rows are damaged ({damaged[0]}); run the same command again to score them anew"

@@ -10,7 +10,7 @@ import hashlib
 
 from dateeval.engine.plan import Description, SweepSpec, Unit
 from dateeval.schema import ROW_KEY
-from dateeval.store import Store
+from dateeval.store import Store, upkeep
 
 
 def missing_units(store: Store, spec: SweepSpec, description: Description, run_id: str) -> tuple[list[Unit], list[str]]:
@@ -22,7 +22,7 @@ def missing_units(store: Store, spec: SweepSpec, description: Description, run_i
         # aside and counts as missing, so it runs again (a later read would reject the whole file).
         paths = store.unit_files(description.model_dir, dataset)
         existing, problems = store.read(columns=ROW_KEY, paths=paths, full_check=True)
-        messages += store.set_aside_damaged(problems)
+        messages += upkeep.set_aside_damaged(problems)
         if len(existing):
             done |= set(map(tuple, existing[ROW_KEY].itertuples(index=False)))
     units = []

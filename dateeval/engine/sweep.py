@@ -30,7 +30,7 @@ from dateeval.engine.missing import missing_units
 from dateeval.engine.plan import Description, Progress, SweepSpec, Unit
 from dateeval.engine.worker import UnitResult, Worker
 from dateeval.errors import DateEvalError
-from dateeval.store import Store, StoreProblems, runs
+from dateeval.store import Store, StoreProblems, runs, upkeep
 from dateeval.store.leases import DEFAULT_TTL_S, Leases, holder
 
 __all__ = ["Executor", "LocalExecutor", "Progress", "Sweep", "SweepCancelled", "SweepSpec"]
@@ -184,7 +184,7 @@ class Sweep:
 
     def _execute(self, progress: Progress) -> None:
         """Every model at every precision, then the explorer's statistics (skipped when cancelled)."""
-        progress.messages += StoreProblems(removed=self.store.remove_leftovers()).messages()
+        progress.messages += StoreProblems(removed=upkeep.remove_leftovers(self.store.root)).messages()
         # leases left by killed drivers
         progress.messages += [f"lease: {note}" for note in self.leases.remove_expired(self.store.root)]
         self._started = time.perf_counter()
