@@ -21,10 +21,12 @@ from dateeval.backends.transformers import TransformersBackend
 from dateeval.errors import DateEvalError
 from dateeval.limits import MAX_STOP_CHARS
 from dateeval.prompting import ChatTemplate
-from dateeval.serve.queue import BATCH_TOKENS, MAX_ECHO_POSITIONS, Best, Busy, Job, RequestQueue
+from dateeval.serve.queue import BATCH_TOKENS, MAX_ECHO_POSITIONS, Busy, Job, RequestQueue
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
+
+    from dateeval.backends.transformers.top import TopTokens
 
 MAX_LOGPROBS = 20  # the most alternatives a request may ask for (vLLM's default, OpenAI's chat limit)
 WAIT_S = 60.0  # how long a request may wait for the model before it is answered 503 (clients retry those)
@@ -135,7 +137,7 @@ def _settings(body: dict, max_tokens: int) -> GenerationSettings:
     return GenerationSettings(max_new_tokens=max_tokens, stop=_stops(body), sample=temperature > 0, seed=seed)
 
 
-def _top(tokenizer: PreTrainedTokenizerBase, best: Best) -> dict[str, float]:
+def _top(tokenizer: PreTrainedTokenizerBase, best: TopTokens) -> dict[str, float]:
     """The most likely tokens as text; a text two tokens share keeps the likelier."""
     named: dict[str, float] = {}
     for token, value in zip(best.tokens, best.values):
@@ -164,14 +166,17 @@ class Echo:
 def score_prompt(served: Served, client: Caller, prompt: list[int], k: int) -> Echo:
     """Every token's log-probability after the ones before it, and the next token's top-k (one row of a batch's forward pass)."""
     tokenizer = served.backend.tokenizer
-    chosen, bests, following = served.submit(
-        Job("echo", None, len(prompt), prompt, client.gone, client.connection, k=k)
-    )
+    scores = served.submit(Job("echo", None, len(prompt), prompt, client.gone, client.connection, k=k))
     tops = [None] + [
         {tokenizer.decode([token]): value, **_top(tokenizer, best)}
-        for token, value, best in zip(prompt[1:], chosen, bests)
+        for token, value, best in zip(prompt[1:], scores.chosen, scores.positions)
     ]
-    return Echo([tokenizer.decode([token]) for token in prompt], [None, *chosen], tops, _top(tokenizer, following))
+    return Echo(
+        [tokenizer.decode([token]) for token in prompt],
+        [None, *scores.chosen],
+        tops,
+        _top(tokenizer, scores.following),
+    )
 
 
 def _usage(prompt_tokens: int, completion_tokens: int) -> dict:

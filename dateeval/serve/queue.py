@@ -22,25 +22,22 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sized
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from dateeval.backends.base import Generation, GenerationSettings
+    from dateeval.backends.transformers.top import PromptScores, TopTokens
 
 MAX_BATCH = 32  # requests one batch may hold
 BATCH_TOKENS = 8192  # rows x longest prompt (and reply) one batch may hold: the memory of one full SmolLM2 context
-MAX_ECHO_POSITIONS = (
-    2048  # the most prompt tokens an echo scores: each holds a full-vocabulary row of logits (2,000 tokens: 1.4 GB)
-)
+# the most prompt tokens an echo scores: each holds a full-vocabulary row of logits (2,000 tokens: 1.4 GB)
+MAX_ECHO_POSITIONS = 2048
 POLL_S = 0.2  # how often a waiting request looks whether its caller is still there
-GATHER_S = (
-    0.01  # a batch starts once no request arrived for this long (or it is full), and none is expected back (REJOIN_S)
-)
+# a batch starts once no request arrived for this long (or it is full), and none is expected back (REJOIN_S)
+GATHER_S = 0.01
 REJOIN_S = 0.25  # how long after its answer a caller counts as sending its next request: a batch waits that long at most for it
 
 
@@ -70,24 +67,12 @@ class Job:
     done: threading.Event = field(default_factory=threading.Event)
 
 
-@dataclass(frozen=True)
-class Best:
-    """One position's most likely tokens, likeliest first: all of its full-vocabulary row an answer reads."""
-
-    values: list[float]
-    tokens: list[int]
-
-
 class ServingBackend(Protocol):
-    """What the queue computes with (``TransformersBackend``): its tokenizer's size and the serving primitives."""
-
-    tokenizer: Sized
+    """What the queue computes with (``TransformersBackend``): the serving primitives, answered in plain values."""
 
     def interruptible(self, stop: Callable[[], bool], error: type[BaseException]) -> AbstractContextManager[None]: ...
-    def next_token_logprobs(
-        self, encoded: list[list[int]], token_ids: list[list[int]], batch_size: int = ...
-    ) -> list[np.ndarray]: ...
-    def echo_logprobs(self, prompts: list[list[int]]) -> Any: ...  # a torch tensor, opaque here
+    def top_next_tokens(self, encoded: list[list[int]], ks: list[int]) -> list[TopTokens]: ...
+    def score_prompts(self, prompts: list[list[int]], ks: list[int]) -> list[PromptScores]: ...
     def generate_texts(
         self,
         prompts: list[str],
@@ -196,43 +181,16 @@ class RequestQueue:
                 job.done.set()
 
 
-def _bests(logprobs: Any, k: int) -> list[Best]:  # logprobs: a torch tensor, opaque here
-    """Each row's ``k`` most likely tokens."""
-    values, tokens = logprobs.topk(k)
-    return [Best(v, t) for v, t in zip(values.tolist(), tokens.tolist())]
-
-
-def _next_tokens(backend: ServingBackend, batch: list[Job]) -> list[Best]:
+def _next_tokens(backend: ServingBackend, batch: list[Job]) -> list[TopTokens]:
     """Each prompt's ``k`` most likely next tokens, scored as the scheduler batches a sweep's prompts."""
-    import torch
-
-    vocabulary = list(range(len(backend.tokenizer)))
-    arrays = backend.next_token_logprobs([job.work for job in batch], [vocabulary] * len(batch), batch_size=len(batch))
-    return [_bests(torch.from_numpy(array)[None], job.k)[0] for array, job in zip(arrays, batch)]
+    return backend.top_next_tokens([job.work for job in batch], [job.k for job in batch])
 
 
-def _echoes(backend: ServingBackend, batch: list[Job]) -> list[tuple[list[float], list[Best], Best]]:
-    """Each prompt's tokens' log-probabilities and every position's top ``k`` (the next token's at least one), one forward pass.
-
-    The batch's full-vocabulary log-probabilities (up to
-    :data:`MAX_ECHO_POSITIONS` rows of them) are dropped before the next
-    batch computes: the model thread holds one batch's at a time.
-    """
-    logprobs = backend.echo_logprobs([job.work for job in batch])
-    return [_echo_scores(logprobs[row, : len(job.work)], job.work, job.k) for row, job in enumerate(batch)]
-
-
-def _echo_scores(
-    logprobs: Any,  # a torch tensor, opaque here
-    prompt: list[int],
-    k: int,
-) -> tuple[list[float], list[Best], Best]:
-    """What an echo answer reads of its prompt's rows: each token's log-probability after those before it, each position's top ``k``."""
-    import torch
-
-    following = torch.tensor(prompt[1:], dtype=torch.long, device=logprobs.device)
-    chosen = logprobs[torch.arange(len(prompt) - 1, device=logprobs.device), following].tolist()
-    return chosen, _bests(logprobs[:-1], k), _bests(logprobs[-1:], max(k, 1))[0]
+def _echoes(backend: ServingBackend, batch: list[Job]) -> list[PromptScores]:
+    """Each prompt's tokens' log-probabilities and every position's top ``k`` (the next token's at least one), one
+    forward pass. The batch's full-vocabulary log-probabilities (up to :data:`MAX_ECHO_POSITIONS` rows of them) are
+    dropped before the next batch computes: the model thread holds one batch's at a time."""
+    return backend.score_prompts([job.work for job in batch], [job.k for job in batch])
 
 
 def _generations(backend: ServingBackend, batch: list[Job]) -> list:

@@ -34,6 +34,7 @@ from dateeval.backends.base import (
 from dateeval.backends.scheduler import Scheduler
 from dateeval.backends.transformers.load import context_length, load
 from dateeval.backends.transformers.runner import ModelRunner
+from dateeval.backends.transformers.top import PromptScores, TopTokens, prompt_scores, top_tokens
 from dateeval.models import ModelSource, resolve
 from dateeval.prompting import ChatTemplate
 
@@ -121,6 +122,23 @@ class TransformersBackend(Backend):
     def echo_logprobs(self, prompts: list[list[int]]) -> torch.Tensor:  # float32 [prompts, longest, vocabulary]
         """Log-softmax at every position of the prompts, one forward pass (a server's ``echo``)."""
         return self.scheduler.echo_logprobs(prompts)
+
+    def top_next_tokens(self, encoded: list[list[int]], ks: list[int]) -> list[TopTokens]:
+        """Each prompt's ``ks[i]`` most likely next tokens over the full vocabulary, the prompts scored as one batch of
+        the scheduler's (a server's batch of next-token requests)."""
+        import torch
+
+        vocabulary = list(range(len(self.tokenizer)))
+        arrays = self.next_token_logprobs(encoded, [vocabulary] * len(encoded), batch_size=len(encoded))
+        return [top_tokens(torch.from_numpy(array)[None], k)[0] for array, k in zip(arrays, ks)]
+
+    def score_prompts(self, prompts: list[list[int]], ks: list[int]) -> list[PromptScores]:
+        """Each prompt scored token by token with every position's top ``ks[i]``, in one forward pass (a server's
+        ``echo``); the batch's full-vocabulary rows are dropped on return (the caller sizes the batch)."""
+        logprobs = self.echo_logprobs(prompts)
+        return [
+            prompt_scores(logprobs[row, : len(prompt)], prompt, k) for row, (prompt, k) in enumerate(zip(prompts, ks))
+        ]
 
     def generate_texts(
         self,
