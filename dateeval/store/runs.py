@@ -37,7 +37,7 @@ STALE_AFTER_S = 30.0
 STATUSES = ("running", "succeeded", "cancelled", "failed", "interrupted")
 
 
-class Sweep(Protocol):
+class RecordedSpec(Protocol):
     """What the record needs of a sweep's spec (``plan.SweepSpec``; the store does not import the engine)."""
 
     def describe(self) -> str: ...
@@ -154,7 +154,7 @@ class Recorder:
         self,
         store_root: str | Path,
         run_id: str,
-        spec: Sweep,
+        spec: RecordedSpec,
         progress: Progress,
         cancel: threading.Event,
         heartbeat_s: float = HEARTBEAT_S,
