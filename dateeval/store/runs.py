@@ -44,7 +44,7 @@ class RecordedSpec(Protocol):
     def key(self) -> str: ...
 
 
-class Progress(Protocol):
+class RecordedProgress(Protocol):
     """What the record copies from a sweep's progress (``plan.Progress``)."""
 
     units_total: int
@@ -155,7 +155,7 @@ class Recorder:
         store_root: str | Path,
         run_id: str,
         spec: RecordedSpec,
-        progress: Progress,
+        progress: RecordedProgress,
         cancel: threading.Event,
         heartbeat_s: float = HEARTBEAT_S,
     ) -> None:
@@ -224,7 +224,7 @@ class Recorder:
         self.log.write(self.record)
 
 
-def _ending(kind: type[BaseException] | None, cancelled: bool, progress: Progress) -> str:
+def _ending(kind: type[BaseException] | None, cancelled: bool, progress: RecordedProgress) -> str:
     """An error is a failure; Ctrl-C (or another exit that is not an error) an interruption."""
     if kind is not None:
         return "failed" if issubclass(kind, Exception) else "interrupted"
