@@ -15,7 +15,7 @@ the functions that need it, not here (the explorer's first render needs none of 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -332,9 +332,8 @@ class Significance:
 
     @classmethod
     def from_record(cls, record: dict) -> Significance:
-        """A kept row back as a significance."""
-        names = {field.name for field in fields(cls)}
-        return cls(**{name: value for name, value in record.items() if name in names})
+        """A kept row back as a significance (a kept row holds exactly its fields)."""
+        return cls(**record)
 
 
 def significance(entry: str, dataset: str, correct: np.ndarray, n_perm: int) -> Significance:
