@@ -1,6 +1,6 @@
 """What the rendering limits cost: every shared chat template rendered bare (transformers' own environment) and guarded.
 
-Every prompt of a sweep is rendered, so the limits of ``dateeval/render_limits.py``
+Every prompt of a sweep is rendered, so the limits of ``dateeval/prompting/render_limits.py``
 must cost next to nothing. Both columns render the same messages through
 transformers' ``render_jinja_template``; the guarded one compiles the template
 in :class:`GuardedEnvironment` and renders it under the limits (sizing the
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from transformers.utils import chat_template_utils
 
-from dateeval import render_limits
+from dateeval.prompting import render_limits
 from dateeval.prompting import ChatTemplate, _rendering
 
 TEMPLATES = Path(os.environ.get("DATEEVAL_SHARED", Path(__file__).resolve().parents[2] / "shared")) / "templates"

@@ -10,7 +10,7 @@ is 1.9 MB, 1,534 rows of 6 fields), and is named in its message.
 
 A Jinja template (a model's chat template, an lm-eval task's ``doc_to_text``)
 is code from whoever wrote it: Jinja's sandbox keeps it from the machine, not
-from ``'a' * 10**10``, so ``dateeval.render_limits`` counts what a render does
+from ``'a' * 10**10``, so ``dateeval.prompting.render_limits`` counts what a render does
 and sizes each value before it is made, against the ``RENDER_`` bounds.
 """
 

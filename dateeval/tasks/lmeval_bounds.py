@@ -12,7 +12,7 @@ from types import ModuleType
 
 import regex
 
-from dateeval import render_limits
+from dateeval.prompting import render_limits
 from dateeval.errors import DateEvalError
 from dateeval.limits import LMEVAL_MAX_LITERAL_CHARS, REGEX_SECONDS
 

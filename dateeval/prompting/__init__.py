@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -35,22 +34,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import jinja2
-import jinja2.meta
-from jinja2 import nodes
 
-from dateeval import render_limits
 from dateeval.data.files import read_bytes
 from dateeval.errors import DateEvalError
+from dateeval.prompting import render_limits
+from dateeval.prompting.files import TEMPLATE_FILES, check_template_name, template_file, tokenizer_config
+from dateeval.prompting.support import DateSupport, analyse
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
 DATE_MODES = ("date", "none", "default")
 POSITIONS = ("system_start", "system_end", "user_start")
-# The files in a model folder that hold its chat template, in the order they are looked for.
-TEMPLATE_FILES = ("chat_template.jinja", "tokenizer_config.json")
-# Formats tried, in order, to read the format of a template's default date string.
-_KNOWN_FORMATS = ("%d %b %Y", "%d %B %Y", "%Y-%m-%d", "%B %d, %Y", "%b %d, %Y", "%m/%d/%Y", "%d/%m/%Y")
 _SENTINEL = "DATEEVALSENTINEL"
 # The longest text kept on a line beside the date that we still treat as the date's label
 # ("Today Date: ", "Current date: "); longer lines only lose the date itself.
@@ -82,26 +77,6 @@ class DateInjection:
 
     def text(self, day: dt.date) -> str:
         return self.line.replace("{date}", day.strftime(self.format))
-
-
-@dataclass(frozen=True)
-class DateSupport:
-    """How a template injects a date: ``variable``, ``clock`` or ``none``."""
-
-    kind: str
-    variable: str | None = None
-    format: str | None = None
-    default: str | None = None
-
-    def describe(self) -> str:
-        if self.kind == "variable":
-            return (
-                f"sets the date from the variable `{self.variable}` (format `{self.format}`, "
-                f"default {self.default!r} when the caller does not set it)"
-            )
-        if self.kind == "clock":
-            return f"reads the machine's clock with strftime_now(`{self.format}`): the date changes every day"
-        return "has no date of its own: dateeval injects one into the messages"
 
 
 @dataclass(frozen=True)
@@ -145,51 +120,6 @@ def _rendering(pinned: dt.date | str | None, source: str, compiled: jinja2.Templ
             chat_template_utils.datetime, chat_template_utils._compile_jinja_template = original_clock, original_compile
 
 
-def _infer_format(text: str) -> str | None:
-    for fmt in _KNOWN_FORMATS:
-        try:
-            if dt.datetime.strptime(text, fmt).strftime(fmt) == text:
-                return fmt
-        except ValueError:
-            continue
-    return None
-
-
-def _analyse(source: str, name: str) -> DateSupport:
-    """Find the template's date mechanism by reading its Jinja syntax tree.
-
-    Parsed in the guarded environment: ``find_undeclared_variables`` runs
-    Jinja's compiler, whose constant folding would otherwise compute
-    ``'a' * 10**10`` before anything is rendered.
-    """
-    try:
-        tree = render_limits.parse(source)
-    except jinja2.TemplateSyntaxError as error:
-        raise DateEvalError(f"chat template {name} does not parse: {error}") from None
-    for call in tree.find_all(nodes.Call):
-        if isinstance(call.node, nodes.Name) and call.node.name == "strftime_now":
-            fmt = call.args[0].value if call.args and isinstance(call.args[0], nodes.Const) else "%Y-%m-%d"
-            if not isinstance(fmt, str):
-                raise DateEvalError(
-                    f"chat template {name} calls strftime_now({fmt!r}): the format must be a string such as '%d %b %Y'"
-                )
-            return DateSupport("clock", format=fmt)
-    free = jinja2.meta.find_undeclared_variables(tree)
-    # A variable the caller may set, whose fallback is a literal date ("26 Jul 2024").
-    for assign in tree.find_all(nodes.Assign):
-        target, value = assign.target, assign.node
-        if (
-            isinstance(target, nodes.Name)
-            and target.name in free
-            and isinstance(value, nodes.Const)
-            and isinstance(value.value, str)
-        ):
-            fmt = _infer_format(value.value)
-            if fmt:
-                return DateSupport("variable", variable=target.name, format=fmt, default=value.value)
-    return DateSupport("none")
-
-
 def _remove_date(text: str, date_text: str) -> str:
     """Remove the date from a rendered prompt, with its label line when it has one."""
     start = text.index(date_text)
@@ -221,52 +151,6 @@ def _inject(messages: list[dict], date_line: str, position: str) -> list[dict]:
     return out
 
 
-def _check_template_name(filename: str) -> None:
-    """Refuse, by its name alone, a file that cannot be a chat template (the app shows what it reads)."""
-    if Path(filename).suffix != ".jinja" and Path(filename).name != "tokenizer_config.json":
-        raise DateEvalError(
-            f"{filename} is not a chat template: give a .jinja file, a tokenizer_config.json or a model folder"
-        )
-
-
-def template_file(path: Path) -> Path:
-    """The chat-template file ``path`` names: itself (a .jinja or tokenizer_config.json) or the one in a model folder.
-
-    Checked before anything is read, so that no other file on disk (a
-    password file, a key) is ever opened, let alone displayed.
-    """
-    if path.is_dir():
-        found = next((path / name for name in TEMPLATE_FILES if (path / name).is_file()), None)
-        if found is None:
-            raise DateEvalError(f"folder {path} holds no chat template ({' or '.join(TEMPLATE_FILES)})")
-        return found
-    _check_template_name(str(path))
-    if not path.is_file():
-        raise DateEvalError(f"chat template {path} does not exist")
-    return path
-
-
-def _tokenizer_config(text: str, filename: str) -> tuple[str, str, str]:
-    """(template, BOS, EOS) of a tokenizer_config.json; named templates give their ``default``."""
-    try:
-        config = json.loads(text)
-    except ValueError:
-        raise DateEvalError(f"{filename} is not JSON") from None
-    source = config.get("chat_template") if isinstance(config, dict) else None
-    if isinstance(source, list):
-        source = next(
-            (entry.get("template") for entry in source if isinstance(entry, dict) and entry.get("name") == "default"),
-            None,
-        )
-    if not isinstance(source, str) or not source:
-        raise DateEvalError(f"{filename} has no chat_template")
-
-    def token(value: object) -> str:  # a plain string, or an AddedToken written out as {"content": ...}
-        return value.get("content", "") if isinstance(value, dict) else value if isinstance(value, str) else ""
-
-    return source, token(config.get("bos_token")), token(config.get("eos_token"))
-
-
 class ChatTemplate:
     """A chat template (from a tokenizer or a file) rendered with a controlled date."""
 
@@ -296,14 +180,14 @@ class ChatTemplate:
         A tokenizer config brings its own BOS/EOS tokens; the arguments are the
         fallback for a bare ``.jinja``, which names none.
         """
-        _check_template_name(filename)
+        check_template_name(filename)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise DateEvalError(f"chat template {filename} is not UTF-8 text") from None
         if Path(filename).suffix == ".jinja":
             return cls(text, bos_token=bos_token, eos_token=eos_token, name=name)
-        source, bos, eos = _tokenizer_config(text, filename)
+        source, bos, eos = tokenizer_config(text, filename)
         return cls(source, bos_token=bos or bos_token, eos_token=eos or eos_token, name=name)
 
     @classmethod
@@ -318,7 +202,7 @@ class ChatTemplate:
     @cached_property
     def support(self) -> DateSupport:
         """How this template dates its prompts, verified by rendering a sentinel."""
-        support = _analyse(self.source, self.name)
+        support = analyse(self.source, self.name)
         if support.kind != "none":
             probe = [{"role": "system", "content": "x"}, {"role": "user", "content": "y"}]
             text = self._render(
@@ -329,7 +213,7 @@ class ChatTemplate:
         return support
 
     def _render(self, messages: list[dict], *, variables: dict[str, str], clock: dt.date | str | None) -> str:
-        """The prompt, rendered by transformers under the limits of :mod:`dateeval.render_limits` (time, steps, memory)."""
+        """The prompt, rendered by transformers under the limits of :mod:`dateeval.prompting.render_limits` (time, steps, memory)."""
         from transformers.utils.chat_template_utils import render_jinja_template
 
         try:
