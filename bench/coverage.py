@@ -33,7 +33,7 @@ from scipy import stats
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from dateeval.calibration import ece_rows
+from dateeval.metrics.calibration import ece_rows
 from dateeval.results import bands, chance, robust, variation
 from dateeval.results.chance_reads import N_PERM
 
@@ -159,7 +159,7 @@ SEGMENTS = {"bleu": _segments, "chrf": _chrf_segments}
 def bleu_band_coverage(n_items: int, reps: int, n_dates: int = 3, seed: int = 0, metric: str = "bleu") -> dict:
     """Coverage of the Curves page's per-date BLEU or chrF band (``bands.corpus_band``: the log-scale jackknife-t over
     segments) of the corpus score of the segment population (from 200,000 segments' summed statistics)."""
-    from dateeval.corpus import score_from_stats
+    from dateeval.metrics.corpus import score_from_stats
 
     rng, draw = np.random.default_rng(seed), SEGMENTS[metric]
     truth = score_from_stats(metric, [draw(np.random.default_rng(12345), 200_000).sum(0)])
@@ -199,7 +199,7 @@ def _ece_draw(
 def ece_truth(accuracy: float, power: float) -> float:
     """The population ECE (10 bins): sum over bins of |E[1{bin} (p - confidence)]|, from 2,000,000 questions' p (no
     grading noise); exactly 0 for the calibrated model."""
-    from dateeval.calibration import ece_bin_sums, ece_from_sums
+    from dateeval.metrics.calibration import ece_bin_sums, ece_from_sums
 
     confidence, right = _ece_draw(np.random.default_rng(12345), (2_000_000,), accuracy, power)
     return float(

@@ -146,7 +146,7 @@ def ece(confidence: object, correct: object) -> Estimate:
     models, accuracy 0.02-0.98; docs/coverage.md). ``low``/``high`` are NaN below 50 questions, and with fewer than 3
     right or 3 wrong answers (accuracy near 1 or 0), where no bound held: at confidence 0.99 and accuracy 0.97 on 50
     questions an interval read from the sample covered 0.77."""
-    from dateeval.calibration import ece as debiased
+    from dateeval.metrics.calibration import ece as debiased
     from dateeval.results.bands import ece_interval
 
     confidence, correct = _floats(confidence, "confidence"), _floats(correct, "correct")

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from dateeval.calibration import ece_by_code
+from dateeval.metrics.calibration import ece_by_code
 from dateeval.metrics import METRICS
 from dateeval.results.bands import BAND_COLUMNS, date_band
 from dateeval.results.chance import (
@@ -304,8 +304,8 @@ def _mean_by_code(codes: np.ndarray, values: np.ndarray, groups: int) -> np.ndar
 
 def _corpus_scores(frame: pd.DataFrame, codes: np.ndarray, groups: int) -> dict[str, np.ndarray]:
     """Corpus BLEU and chrF per group from the rows' stored sufficient statistics (NaN where a group has none)."""
-    from dateeval.corpus import METRICS as MT_METRICS
-    from dateeval.corpus import score_from_stats
+    from dateeval.metrics.corpus import METRICS as MT_METRICS
+    from dateeval.metrics.corpus import score_from_stats
 
     out = {}
     for name in MT_METRICS:

@@ -3,7 +3,7 @@ import pandas as pd
 import pytest
 from oracles import condition_metrics
 
-from dateeval.calibration import ece
+from dateeval.metrics.calibration import ece
 from dateeval.results.descriptive import summarize
 
 
@@ -147,7 +147,7 @@ def test_ranks_and_kendall_tau_against_scipy():
 
 
 def test_vectorised_ece_matches_the_reference():
-    from dateeval.calibration import ece_by_code
+    from dateeval.metrics.calibration import ece_by_code
 
     rng = np.random.default_rng(1)
     codes, confidence, correct = (

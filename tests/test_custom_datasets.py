@@ -20,7 +20,7 @@ from conftest import ROOT, run_cli
 from dateeval import cli
 from dateeval.data import Subset
 from dateeval.errors import DateEvalError
-from dateeval.limits import REGEX_SECONDS
+from dateeval.data.limits import REGEX_SECONDS
 from dateeval.store import Store
 from dateeval.tasks import BENCHMARKS, GENERATION_BENCHMARKS, build_task, parse_name, resolve
 from dateeval.tasks.grading import GRADERS, Grading, extract_answer

@@ -2,7 +2,7 @@ import datetime as dt
 
 import pytest
 
-from dateeval.dates import parse_dates
+from dateeval.conditions.dates import parse_dates
 from dateeval.errors import DateEvalError
 
 

@@ -17,7 +17,7 @@ from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
 from dateeval import plots, uploads
-from dateeval.columns import for_display
+from dateeval.metrics.columns import for_display
 
 
 @pytest.fixture

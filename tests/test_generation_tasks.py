@@ -9,7 +9,7 @@ import oracles
 import pandas as pd
 import pytest
 
-from dateeval import corpus
+from dateeval.metrics import corpus
 from dateeval.conditions import Condition
 from dateeval.data import Subset, load_exemplars
 from dateeval.data.items import MCItem

@@ -754,7 +754,7 @@ def _generation_task_yaml(folder: Path, task: str, question: str, extra: str) ->
 def test_a_filter_regex_that_backtracks_is_bounded_like_a_specs(tmp_path):
     """A ``filter_list`` regex that backtracks for ever on a reply (``(a|aa)+$`` on 36 a's and a '!': 14 s in re, the
     issue's ``(\\s*\\S*\\s*\\S*)*X`` 300 s) stops at dateeval's regex bound and the reply takes the filter's fallback."""
-    from dateeval.limits import REGEX_SECONDS
+    from dateeval.data.limits import REGEX_SECONDS
 
     extra = (
         "doc_to_text: '{{question}}'\nfilter_list:\n  - name: strict\n    filter:\n      - function: regex\n"

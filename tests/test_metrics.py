@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dateeval.calibration import ece, ece_by_code, ece_resampled, ece_rows
-from dateeval.columns import column, for_display, formatted
+from dateeval.metrics.calibration import ece, ece_by_code, ece_resampled, ece_rows
+from dateeval.metrics.columns import column, for_display, formatted
 from dateeval.errors import DateEvalError
 from dateeval.metrics import METRICS, dataset_metrics, percent
 from dateeval.tasks.registry import MULTIPLE_CHOICE, Benchmark, register

@@ -16,7 +16,7 @@ import pytest
 from conftest import ROOT, run_cli
 from streamlit.testing.v1 import AppTest
 
-from dateeval import columns as shown_columns
+from dateeval.metrics import columns as shown_columns
 from dateeval import metrics, results
 
 JANUARY = results.Period(dt.date(2024, 1, 1), dt.date(2024, 1, 31))

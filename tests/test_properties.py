@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from dateeval import results
-from dateeval.calibration import ECE_BINS
+from dateeval.metrics.calibration import ECE_BINS
 from dateeval.results import descriptive
 from dateeval.store import Store, sidecars
 from tests.oracles import debiased_ece_by_loops

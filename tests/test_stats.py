@@ -8,7 +8,7 @@ from oracles import condition_metrics
 from scipy import stats as scipy_stats
 
 from dateeval import stats
-from dateeval.calibration import ece, ece_rows
+from dateeval.metrics.calibration import ece, ece_rows
 from dateeval.results import bands, chance, inference, variation
 
 
@@ -295,7 +295,7 @@ def test_the_verdict_can_reject_with_fifty_entries():
 def test_corpus_band_is_the_log_jackknife_t_of_the_segments_in_a_loop():
     """BLEU's per-date interval: each leave-one-segment-out corpus score from the other segments' statistics (a loop),
     their jackknife SE on the log scale, score x exp(-+ t_{n-1} SE); a date with a leave-one-out BLEU of 0 gets none."""
-    from dateeval.corpus import score_from_stats, segment_stats
+    from dateeval.metrics.corpus import score_from_stats, segment_stats
 
     hypotheses = [
         [

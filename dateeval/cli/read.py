@@ -43,7 +43,7 @@ def add_summary(commands: argparse._SubParsersAction) -> argparse.ArgumentParser
 
 def _period(text: str) -> Period:
     """``START..END`` as a :class:`dateeval.results.Period` (argparse reports a bad one in one line)."""
-    from dateeval.dates import parse_date
+    from dateeval.conditions.dates import parse_date
     from dateeval.results.entries import Period
 
     start, separator, end = text.partition("..")

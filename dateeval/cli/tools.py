@@ -108,7 +108,7 @@ def cmd_regrade(args: argparse.Namespace) -> int:
 
 
 def cmd_template(args: argparse.Namespace) -> int:
-    from dateeval.dates import parse_date
+    from dateeval.conditions.dates import parse_date
     from dateeval.prompting import ChatTemplate
 
     day = parse_date(args.date) if args.date else None

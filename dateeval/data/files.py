@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Protocol, TypeVar
 
 from dateeval.errors import DateEvalError
-from dateeval.limits import (
+from dateeval.data.limits import (
     MAX_CELLS,
     MAX_FIELDS,
     MAX_ROW_CHARS,
@@ -209,7 +209,7 @@ def _decoded_bytes(array: pa.Array) -> int:
 
 
 class _YAMLBound(Exception):
-    """A YAML document past a bound of :mod:`dateeval.limits` (the caller names the file)."""
+    """A YAML document past a bound of :mod:`dateeval.data.limits` (the caller names the file)."""
 
 
 @functools.cache

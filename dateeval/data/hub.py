@@ -1,7 +1,7 @@
 """Loading from the Hugging Face Hub with errors a user can act on, within the bounds of a local data file.
 
 A Hub dataset is data someone uploaded, as a local file is: it gets the
-same bounds (``dateeval.limits``: rows, fields, cells, decoded bytes). The
+same bounds (``dateeval.data.limits``: rows, fields, cells, decoded bytes). The
 split's size is checked twice: as its card declares it, before anything is
 downloaded (a dataset of millions of rows is refused before gigabytes reach
 the disk), and as ``datasets`` prepared it, on its memory-mapped Arrow table
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from dateeval.data.files import check_table, read_parquet
 from dateeval.errors import DateEvalError
-from dateeval.limits import MAX_ROWS, MAX_TEXT_BYTES, mib
+from dateeval.data.limits import MAX_ROWS, MAX_TEXT_BYTES, mib
 
 if TYPE_CHECKING:
     from datasets import DatasetBuilder, DownloadManager, SplitDict

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from dateeval.backends.base import BackendOptions
 from dateeval.conditions import Condition, expand
 from dateeval.data import Subset
-from dateeval.dates import parse_date, parse_dates
+from dateeval.conditions.dates import parse_date, parse_dates
 from dateeval.errors import DateEvalError
 from dateeval.tasks import GenerationOptions, TaskSource, resolve_all, variants
 

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from dateeval import viewstate
-from dateeval.columns import column, on_screen
+from dateeval.metrics.columns import column, on_screen
 from dateeval.errors import DateEvalError
 from dateeval.explorer import cache
 from dateeval.explorer.state import DEMO_STORE, Selection, current_store, data_dir, remember_selection, switch_to

@@ -12,7 +12,7 @@ a child process per prompt.
 environment (same options, filters, globals and extensions, so the text is
 the same), and :func:`rebuild` makes lm-eval's template environment a
 :class:`GuardedSandbox` the same way, with every step that can take time or
-make a value counted (the bounds are in :mod:`dateeval.limits`):
+make a value counted (the bounds are in :mod:`dateeval.data.limits`):
 
 * every loop iteration, call, filter and arithmetic operation is a **step**;
   a render takes at most ``RENDER_MAX_STEPS`` and ``RENDER_MAX_SECONDS``;
@@ -47,7 +47,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment, SandboxedEnvironment
 from jinja2.utils import Namespace
 from jinja2.visitor import NodeTransformer
 
-from dateeval.limits import (
+from dateeval.data.limits import (
     RENDER_ALLOCATION_PER_INPUT_CHAR,
     RENDER_BASE_ALLOCATION,
     RENDER_MAX_CHARS,

@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from dateeval.calibration import ece_bin_sums, ece_from_sums, resampled_bin_sums
+from dateeval.metrics.calibration import ece_bin_sums, ece_from_sums, resampled_bin_sums
 from dateeval.metrics import METRICS
 
 
@@ -159,7 +159,7 @@ def corpus_band(entry: str, dates: list, stats: np.ndarray, metric: str) -> pd.D
     """
     from scipy import stats as scipy_stats
 
-    from dateeval.corpus import score_from_stats
+    from dateeval.metrics.corpus import score_from_stats
 
     if stats.size == 0:
         return pd.DataFrame(columns=BAND_COLUMNS)

@@ -15,7 +15,7 @@ from itertools import combinations
 import pandas as pd
 
 from dateeval import metrics, names, plots
-from dateeval.columns import formatted
+from dateeval.metrics.columns import formatted
 from dateeval.results import descriptive
 from dateeval.results.export import to_csv
 from dateeval.results.headline import headline_sentence, reorder_sentence, verdict_power

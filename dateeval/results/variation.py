@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dateeval.calibration import ece_rows
+from dateeval.metrics.calibration import ece_rows
 
 Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: a 95% interval is mean +- Z95 x standard error
 

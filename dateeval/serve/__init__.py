@@ -56,7 +56,7 @@ connection closed, so that a keep-alive client's next request is read as a
 request. Every response carries the HTTP ``Date`` header, as providers' do.
 """
 
-from dateeval.limits import MAX_STOP_CHARS
+from dateeval.data.limits import MAX_STOP_CHARS
 from dateeval.serve.protocol import MAX_ECHO_POSITIONS, UNSTATED_CONTEXT, WAIT_S, RequestError, Served, load
 from dateeval.serve.bodies import BODY_BUDGET, MAX_BODY, SMALL_BODY, BodyBudget
 from dateeval.serve.transport import Client, Server, banner, make_server

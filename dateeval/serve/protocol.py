@@ -19,7 +19,7 @@ from dateeval.backends.base import GenerationSettings
 from dateeval.backends.openai_transport import MAX_API_STOPS
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.errors import DateEvalError
-from dateeval.limits import MAX_STOP_CHARS
+from dateeval.data.limits import MAX_STOP_CHARS
 from dateeval.prompting import ChatTemplate
 from dateeval.serve.queue import BATCH_TOKENS, MAX_ECHO_POSITIONS, Busy, Job, RequestQueue
 

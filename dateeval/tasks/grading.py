@@ -11,7 +11,7 @@ from decimal import Decimal
 
 import regex
 
-from dateeval.limits import REGEX_SECONDS
+from dateeval.data.limits import REGEX_SECONDS
 from dateeval.tasks.parsing import gsm8k_reference, normalize_number, parse_number
 
 _ANSWER_LINE = re.compile(r"answer\s*[:=]\s*(.*)", re.IGNORECASE)

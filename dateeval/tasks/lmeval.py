@@ -75,7 +75,7 @@ import numpy as np
 from dateeval.conditions import Condition
 from dateeval.data.files import check_table
 from dateeval.errors import DateEvalError
-from dateeval.limits import (
+from dateeval.data.limits import (
     LMEVAL_MAX_CHOICES,
     MAX_STOP_CHARS,
     MAX_TASK_STOPS,

@@ -14,7 +14,7 @@ import regex
 
 from dateeval.prompting import render_limits
 from dateeval.errors import DateEvalError
-from dateeval.limits import LMEVAL_MAX_LITERAL_CHARS, REGEX_SECONDS
+from dateeval.data.limits import LMEVAL_MAX_LITERAL_CHARS, REGEX_SECONDS
 
 INSTALL = "lm-eval tasks need the optional extra: ./run.sh setup-lmeval (or pip install -r requirements-lmeval.txt)"
 

@@ -11,7 +11,7 @@ import yaml
 
 from dateeval.data.files import load_yaml, read_bytes
 from dateeval.errors import DateEvalError
-from dateeval.limits import MAX_SPEC_BYTES, TASK_YAML_MAX_FILES
+from dateeval.data.limits import MAX_SPEC_BYTES, TASK_YAML_MAX_FILES
 from dateeval.tasks.lmeval_bounds import lm_eval_module
 
 TRUST_FLAG = "--trust-task-code"
@@ -29,7 +29,7 @@ _InertLoader.add_constructor("!function", lambda loader, node: _Function(loader.
 
 
 def _as_data(path: Path) -> dict:
-    """One task YAML read as data, within the bounds of :mod:`dateeval.limits` (lm-eval parses it again, and hashes
+    """One task YAML read as data, within the bounds of :mod:`dateeval.data.limits` (lm-eval parses it again, and hashes
     and copies what it builds: an alias bomb must end here), refused in one line when it is past them, unreadable,
     or not a mapping."""
     try:

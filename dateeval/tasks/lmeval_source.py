@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from dateeval.errors import DateEvalError
-from dateeval.limits import MAX_SPEC_BYTES
+from dateeval.data.limits import MAX_SPEC_BYTES
 from dateeval.names import SUFFIXES, ends_like_variant
 from dateeval.tasks.lmeval_bounds import lm_eval_module
 from dateeval.tasks.lmeval_config import check_code, read_config

@@ -33,7 +33,7 @@ from dateeval.data.custom import (
 from dateeval.data.files import load_yaml, read_text
 from dateeval.data.items import MCItem
 from dateeval.errors import DateEvalError
-from dateeval.limits import MAX_SPEC_BYTES
+from dateeval.data.limits import MAX_SPEC_BYTES
 from dateeval.names import FEWSHOT_FORMATS, MULTI_TURN, SINGLE_TURN, SUFFIXES, DatasetName, ends_like_variant
 from dateeval.tasks.grading import GRADERS, Grading
 from dateeval.tasks.registry import GENERATION

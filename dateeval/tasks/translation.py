@@ -5,7 +5,7 @@ recomputed per date over whatever items a comparison keeps. So each stored
 row carries sacrebleu's *sufficient statistics* for its segment (n-gram
 matches and totals, lengths); summing them over any set of segments and
 scoring the sums gives exactly sacrebleu's corpus score
-(:func:`dateeval.corpus.score_from_stats`), without storing the references.
+(:func:`dateeval.metrics.corpus.score_from_stats`), without storing the references.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dateeval.conditions import Condition
-from dateeval.corpus import segment_stats, sentence_chrf, signatures
+from dateeval.metrics.corpus import segment_stats, sentence_chrf, signatures
 from dateeval.data.files import read_text
 from dateeval.errors import DateEvalError
 from dateeval.metrics import KIND_METRICS

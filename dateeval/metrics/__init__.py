@@ -3,8 +3,8 @@
 Stored values keep their natural unit (rates in [0, 1], BLEU and chrF on
 0-100); what a person reads is decided here once: rates as percentages with
 two decimals, corpus scores as points, differences at the digits their
-question count supports. ECE's arithmetic is :mod:`dateeval.calibration`'s;
-table columns' headings and units are :mod:`dateeval.columns`'.
+question count supports. ECE's arithmetic is :mod:`dateeval.metrics.calibration`'s;
+table columns' headings and units are :mod:`dateeval.metrics.columns`'.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dateeval.calibration import ece_bin_sums, ece_from_sums
+from dateeval.metrics.calibration import ece_bin_sums, ece_from_sums
 
 
 @dataclass(frozen=True)
@@ -151,7 +151,7 @@ def _corpus(name: str) -> Callable[[pd.DataFrame], dict[str, object]]:
     """The corpus score (sacrebleu's own) of each group's summed statistics."""
 
     def finish(sums: pd.DataFrame) -> dict[str, object]:
-        from dateeval.corpus import score_from_stats
+        from dateeval.metrics.corpus import score_from_stats
 
         column = sums[f"{name}_stats"] if f"{name}_stats" in sums else pd.Series([None] * len(sums))
         return {
