@@ -200,16 +200,19 @@ def test_the_robust_number_and_its_decomposition_equal_their_definitions(stores)
                 continue
             seen += 1
             item, date, residual = _components_by_loops(correct.tolist())
-            assert (row["var_item"], row["var_date"], row["var_residual"]) == pytest.approx(
+            assert (row.statistics.var_item, row.statistics.var_date, row.statistics.var_residual) == pytest.approx(
                 (item, date, residual), abs=1e-12
             )
-            assert row["score"] == pytest.approx(correct.mean(), abs=1e-12)
-            assert 0 <= row["low"] <= row["score"] <= row["high"] <= 1
-            assert row["high"] > row["low"]  # an interval, even when every cell is 0 or every cell is 1
+            assert row.statistics.score == pytest.approx(correct.mean(), abs=1e-12)
+            assert 0 <= row.statistics.low <= row.statistics.score <= row.statistics.high <= 1
+            assert row.statistics.high > row.statistics.low  # an interval, even when every cell is 0 or every cell is 1
             total = item + date + residual
             if total > 0:
-                assert row["share_item"] + row["share_date"] + row["share_residual"] == pytest.approx(1, abs=1e-12)
-                assert row["share_date"] == pytest.approx(date / total, abs=1e-12)
+                assert (
+                    row.statistics.share_item + row.statistics.share_date + row.statistics.share_residual
+                    == pytest.approx(1, abs=1e-12)
+                )
+                assert row.statistics.share_date == pytest.approx(date / total, abs=1e-12)
     assert seen >= 20
 
 

@@ -15,6 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from dateeval import stats as dateeval_stats
 from dateeval.results import ranks, robust, robust_format, robust_record
+from dateeval.results.robust_row import RobustRow
 
 
 def _binary(dates: int, items: int, seed: int) -> np.ndarray:
@@ -98,25 +99,27 @@ def test_flipping_pairs_recount_who_is_ahead():
     assert not pairs.loc[("a", "c"), "flips"] and not pairs.loc[("b", "c"), "intervals_overlap"]
 
 
+def _row(score: float, low: float, high: float, n_items: int, dates: list[str]) -> RobustRow:
+    """A robust row with these figures (the rest a real entry's, which the sentence does not read)."""
+    figures = dataclasses.replace(
+        robust.entry_statistics(np.eye(2), n_boot=2), score=score, low=low, high=high, n_items=n_items
+    )
+    return RobustRow("model", "mmlu", figures, dates, [score] * len(dates))
+
+
 def test_sentence_names_the_dates_and_the_interval():
-    row = {
-        "score": 0.6123,
-        "low": 0.6042,
-        "high": 0.6204,
-        "n_items": 1000,
-        "dates": [f"2024-01-{d:02d}" for d in range(1, 32)],
-    }
+    row = _row(0.6123, 0.6042, 0.6204, 1000, [f"2024-01-{d:02d}" for d in range(1, 32)])
     assert robust_record.sentence("accuracy", row) == (
         "accuracy 61.2 ± 0.8 pp, mean over all 31 days of 2024-01-01..2024-01-31, 95% CI over items and "
         "dates (1000 items)"
     )
-    monthly = {**row, "dates": [f"2024-{month:02d}-01" for month in range(1, 13)]}
+    monthly = dataclasses.replace(row, dates=[f"2024-{month:02d}-01" for month in range(1, 13)])
     assert "mean over 12 dates in 2024-01-01..2024-12-01," in robust_record.sentence("accuracy", monthly)
 
 
 def test_an_asymmetric_interval_is_stated_as_it_is():
     """The issue's GSM8K case: 1.0 with [0.0, 4.7] is not "1.0 ± 2.3" (below zero)."""
-    row = {"score": 0.010, "low": 0.0, "high": 0.047, "n_items": 16, "dates": ["2024-01-01", "2024-01-02"]}
+    row = _row(0.010, 0.0, 0.047, 16, ["2024-01-01", "2024-01-02"])
     assert robust_record.sentence("accuracy", row).startswith("accuracy 1.0 [0.0, 4.7], mean over")
 
 
@@ -168,12 +171,12 @@ def test_the_interval_is_korn_graubard_from_the_variance_components_with_two_que
             korn_graubard(correct),
             korn_graubard(np.hstack([correct, np.ones((n_dates, 1)), np.zeros((n_dates, 1))])),
         )
-        assert row["low"] <= correct.mean() <= row["high"] and row["high"] > row["low"]
-        assert (row["low"], row["high"]) == pytest.approx((min(low, padded_low), max(high, padded_high)))
+        assert row.low <= correct.mean() <= row.high and row.high > row.low
+        assert (row.low, row.high) == pytest.approx((min(low, padded_low), max(high, padded_high)))
     zero = robust.entry_statistics(np.zeros((12, 16)), n_boot=50)
     alone = 1 - 0.025 ** (1 / (16 * (robust.Z95 / stats.t.ppf(0.975, 15)) ** 2))  # Clopper-Pearson of 0 of the items
     padded = korn_graubard(np.hstack([np.zeros((12, 16)), np.ones((12, 1)), np.zeros((12, 1))]))[1]
-    assert zero["low"] == 0 and zero["high"] == pytest.approx(max(alone, padded))
+    assert zero.low == 0 and zero.high == pytest.approx(max(alone, padded))
 
 
 def test_the_seed_error_of_the_ends_is_what_other_seeds_give():
@@ -195,9 +198,9 @@ def test_adding_a_source_of_variation_never_narrows_a_planned_interval():
             float
         )
         row = robust.entry_statistics(correct, n_boot=50)
-        assert row["anova_half_width"] >= row["item_only_half_width"]
-        widths = robust.plan(robust.components_of(row))["half_width"].to_numpy()
-        assert np.all(widths >= row["item_only_half_width"]) and np.all(np.diff(widths) <= 1e-15)
+        assert row.anova_half_width >= row.item_only_half_width
+        widths = robust.plan(row.components)["half_width"].to_numpy()
+        assert np.all(widths >= row.item_only_half_width) and np.all(np.diff(widths) <= 1e-15)
 
 
 # --- every reader equals the results layer ------------------------------------------------------------------------

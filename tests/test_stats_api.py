@@ -79,7 +79,7 @@ def test_robust_score_equals_the_loop_anova_and_the_printed_interval(seed, dates
     found = stats.robust_score(matrix)
     assert tuple(found) == pytest.approx(_loop_robust(matrix), abs=1e-9)
     row = robust.entry_statistics(matrix, n_boot=50)  # what `dateeval robust` and What to report print
-    assert (row["score"], row["low"], row["high"]) == tuple(found)
+    assert (row.score, row.low, row.high) == tuple(found)
 
 
 def test_robust_score_does_not_jump_between_no_right_answer_and_one():

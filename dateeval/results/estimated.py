@@ -26,6 +26,7 @@ import pandas as pd
 from dateeval import sparse
 from dateeval.errors import DateEvalError
 from dateeval.results import robust, variation
+from dateeval.results.robust_row import EntryStatistics
 
 Z = 1.959963984540054
 PRIOR_CELLS = 1.0  # pseudo-cells per stratum in the pooled variance
@@ -257,8 +258,8 @@ def sample_of(rows: pd.DataFrame, column: str = "correct") -> Sample:
     return Sample(list(table.index), list(dates), items, drawn, inclusion, np.nan_to_num(predictor), exact, design.seed)
 
 
-def sparse_statistics(sample: Sample) -> dict:
-    """``robust.statistics_row`` of a sample with its ``per_date`` estimates: :func:`sparse_robust`'s score and
+def sparse_statistics(sample: Sample) -> tuple[EntryStatistics, list[float]]:
+    """The :class:`EntryStatistics` of a sample and its ``per_date`` estimates: :func:`sparse_robust`'s score and
     interval, the components of :func:`mean_squares`, the cells' share scored. The two-way bootstrap resamples a dense
     grid, so it is not run (NaN)."""
     values, inclusion, predictor = sample.values, sample.inclusion, sample.predictor
@@ -266,9 +267,9 @@ def sparse_statistics(sample: Sample) -> dict:
     squares = mean_squares(values, inclusion, predictor)
     components = variation.components_from(squares, *values.shape)
     spread = sparse_spread(values, inclusion, predictor, squares)
-    row = robust.statistics_row(found, components, spread, (np.nan,) * 4, sample.share_scored())
+    statistics = EntryStatistics.of(found, components, spread, (np.nan,) * 4, sample.share_scored())
     per_date = np.clip(difference_estimates(values, inclusion, predictor).value, 0, 1)
-    return {**row, "per_date": per_date.tolist()}
+    return statistics, per_date.tolist()
 
 
 def dense_sample(dates: list, items: list, correct: np.ndarray) -> Sample:

@@ -1,13 +1,18 @@
 """The leaderboard by date-robust score: each entry's range of ranks over dates, how often it is first, and the pairs
-of entries the date reorders. Pure functions of the entries' ``robust.entry_statistics`` rows (with their per-date
+of entries the date reorders. Pure functions of the entries' ``robust_row.RobustRow``s (their figures and per-date
 scores), so the CLI, the report and the explorer rank the same way."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from itertools import combinations
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from dateeval.results.robust_row import RobustRow
 
 
 RANK_COLUMNS = ["rank_best", "rank_worst", "rank_low", "rank_high", "first_share", "n_ranked_dates"]
@@ -101,21 +106,19 @@ ENTRY_ROW_COLUMNS = [
 BOARD_COLUMNS = ["rank", *ENTRY_ROW_COLUMNS[:2], *ENTRY_ROW_COLUMNS[2:], *RANK_COLUMNS]
 
 
-def date_scores(rows: list[dict]) -> pd.DataFrame:
-    """Per-date scores (dates x entries) of entries' :func:`entry_statistics` rows (with ``dates`` and ``per_date``),
-    on the dates every entry has: ranks compare entries on one date."""
-    series = {
-        row["entry"]: pd.Series(row["per_date"], index=[str(day) for day in row["dates"]], dtype=float) for row in rows
-    }
+def date_scores(rows: Sequence[RobustRow]) -> pd.DataFrame:
+    """Per-date scores (dates x entries) of entries' rows, on the dates every entry has: ranks compare entries on one
+    date."""
+    series = {row.entry: pd.Series(row.per_date, index=row.dates, dtype=float) for row in rows}
     return pd.DataFrame(series).dropna().sort_index()
 
 
-def leaderboard(rows: list[dict]) -> pd.DataFrame:
+def leaderboard(rows: Sequence[RobustRow]) -> pd.DataFrame:
     """Entries ordered by date-marginal score (``rank``: 1 = best, ties share the best), with each one's interval,
     variance components and rank interval over the dates they all have (missing where they share none)."""
     if not rows:
         return pd.DataFrame(columns=BOARD_COLUMNS)
-    board = pd.DataFrame(rows)[ENTRY_ROW_COLUMNS]
+    board = pd.DataFrame([row.record() for row in rows])[ENTRY_ROW_COLUMNS]
     scores = date_scores(rows)
     ranks = (
         rank_intervals(scores)
@@ -129,11 +132,11 @@ def leaderboard(rows: list[dict]) -> pd.DataFrame:
     return board[BOARD_COLUMNS]
 
 
-def pairs(rows: list[dict]) -> pd.DataFrame:
-    """:func:`flipping_pairs` of entries' :func:`entry_statistics` rows, on the dates they all have."""
+def pairs(rows: Sequence[RobustRow]) -> pd.DataFrame:
+    """:func:`flipping_pairs` of entries' rows, on the dates they all have."""
     scores = date_scores(rows)
     return (
-        flipping_pairs(scores, pd.DataFrame(rows))
+        flipping_pairs(scores, pd.DataFrame([row.record() for row in rows]))
         if len(rows) >= 2 and len(scores)
         else pd.DataFrame(columns=PAIR_COLUMNS)
     )

@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from dateeval.results.bands import clopper_pearson, resample_weights
+from dateeval.results.robust_row import EntryStatistics
 from dateeval.results.variation import Z95, Components, level_sd, mean_squares, variance_components
 
 N_BOOT = 1000  # two-way resamples (about 0.2 s of matrix products for 366 dates x 10,000 items)
@@ -206,55 +207,15 @@ def date_robust(correct: np.ndarray) -> tuple[float, float, float, float]:
     return widened(_korn_graubard_of(correct), _korn_graubard_of(plus_two(correct)))
 
 
-def entry_statistics(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> dict:
+def entry_statistics(correct: np.ndarray, n_boot: int = N_BOOT, seed: int = 0) -> EntryStatistics:
     """One entry's date-robust figures from its dates x items matrix: score, its interval (:func:`date_robust`), the
     variance components, and the two-way bootstrap's interval as a cross-check (``n_boot``, ``seed``)."""
     samples = two_way_bootstrap(correct, n_boot, seed)
     squares = mean_squares(correct)
     spread = level_sd(squares[1], squares[2], *np.shape(correct))
-    return statistics_row(
+    return EntryStatistics.of(
         date_robust(correct), variance_components(correct), spread, (*interval(samples), *end_errors(samples))
     )
-
-
-def statistics_row(
-    found: tuple[float, float, float, float],
-    components: Components,
-    spread: tuple[float, float, float],
-    bootstrap: tuple[float, ...],
-    scored: float = 1.0,
-) -> dict:
-    """The row every reader of an entry's date-robust figures gets: ``found`` (score, low, high, df), the
-    ``components``, the date effect's ``spread`` (the SD across dates without counting noise, its interval:
-    ``variation.level_sd``), the two-way ``bootstrap``'s (low, high, low's and high's Monte-Carlo errors; NaN where not
-    run) and the share of the grid's cells ``scored`` (below 1 for a sparse entry: ``estimated.sparse_statistics``)."""
-    score, low, high, df = found
-    shares = components.shares()
-    return {
-        "score": score,
-        "low": low,
-        "high": high,
-        "half_width": (high - low) / 2,
-        "df": df,
-        "bootstrap_low": bootstrap[0],
-        "bootstrap_high": bootstrap[1],
-        "bootstrap_low_mc_error": bootstrap[2],
-        "bootstrap_high_mc_error": bootstrap[3],
-        "anova_half_width": components.half_width(),
-        "item_only_half_width": Z95 * math.sqrt(components.item / components.n_items),
-        "var_item": components.item,
-        "var_date": components.date,
-        "var_residual": components.residual,
-        "sd_date": spread[0],
-        "sd_date_low": spread[1],
-        "sd_date_high": spread[2],
-        "share_item": shares["item"],
-        "share_date": shares["date"],
-        "share_residual": shares["residual"],
-        "n_dates": components.n_dates,
-        "n_items": components.n_items,
-        "share_scored": scored,
-    }
 
 
 def paired_difference(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
@@ -381,8 +342,3 @@ def compare(a: np.ndarray, b: np.ndarray) -> Comparison:
         n_dates=int(np.shape(a)[0]),
         n_items=int(np.shape(a)[1]),
     )
-
-
-def components_of(row: dict) -> Components:
-    """The :class:`Components` an :func:`entry_statistics` row holds."""
-    return Components(row["var_item"], row["var_date"], row["var_residual"], int(row["n_dates"]), int(row["n_items"]))

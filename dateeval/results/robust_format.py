@@ -10,7 +10,7 @@ import pandas as pd
 
 from dateeval.errors import DateEvalError
 from dateeval.metrics import METRICS, missing, point_decimals
-from dateeval.results import robust
+from dateeval.results import robust, robust_row
 from dateeval.results.robust_record import RobustRecord
 
 FIGURE_FORMATS = (".svg", ".pdf", ".png")
@@ -56,7 +56,7 @@ def display(board: pd.DataFrame, dataset: str, half_width: float) -> pd.DataFram
     target = f"{100 * half_width:.{decimals}f}"
     rows = []
     for row in board.to_dict("records"):
-        needed = robust.dates_needed(robust.components_of(row), half_width)
+        needed = robust.dates_needed(robust_row.components_of(row), half_width)
         rows.append(
             {
                 "Rank": str(row["rank"]),

@@ -10,6 +10,7 @@ import pandas as pd
 from dateeval import __version__
 from dateeval.results import estimated, identity, ranks, robust, robust_record, sql
 from dateeval.results.identity import Identity
+from dateeval.results.robust_row import RobustRow
 from dateeval.results.entries import EntryData, Period
 
 
@@ -17,7 +18,7 @@ class RobustReads(EntryData):
     """The robust-number readers of :class:`~dateeval.results.view.Results`: each entry's row (kept), the leaderboard,
     its pairs, the machine-readable record with what produced each entry, and model against model."""
 
-    def robust_entry(self, entry: str, dataset: str, period: Period | None = None) -> dict | None:
+    def robust_entry(self, entry: str, dataset: str, period: Period | None = None) -> RobustRow | None:
         """``robust.entry_statistics`` of one entry's dates in ``period`` (kept: the two-way bootstrap and its
         matrices cost seconds at paper scale), with its ``dates`` and ``per_date`` scores; None under two dates or items."""
         keys = self._date_keys(entry, dataset, period)
@@ -30,32 +31,21 @@ class RobustReads(EntryData):
                 return []
             dates = [str(day) for day in dates]
             return [
-                {
-                    "entry": entry,
-                    "dataset": dataset,
-                    **robust.entry_statistics(correct),
-                    "first_date": dates[0],
-                    "last_date": dates[-1],
-                    "dates": dates,
-                    "per_date": correct.mean(1).tolist(),
-                }
+                RobustRow(entry, dataset, robust.entry_statistics(correct), dates, correct.mean(1).tolist()).record()
             ]
 
         found = self._kept("robust", entry, dataset, () if keys is None else (str(period),), (robust.N_BOOT,), compute)
-        return found[0] if found else None
+        return RobustRow.from_record(found[0]) if found else None
 
     def _sparse_robust(self, entry: str, dataset: str, period: Period | None) -> list[dict]:
         """A sparse entry's :meth:`robust_entry` row: ``estimated.sparse_statistics`` of its dates in ``period``."""
         sample = self.sparse_sample(entry, dataset, period)
         if len(sample.dates) < 2 or len(sample.items) < 2:
             return []
-        found = estimated.sparse_statistics(sample)
-        first, last = sample.dates[0], sample.dates[-1]
-        return [
-            {"entry": entry, "dataset": dataset, **found, "first_date": first, "last_date": last, "dates": sample.dates}
-        ]
+        statistics, per_date = estimated.sparse_statistics(sample)
+        return [RobustRow(entry, dataset, statistics, [str(day) for day in sample.dates], per_date).record()]
 
-    def _robust_rows(self, dataset: str, period: Period | None, entries: Sequence[str] | None) -> list[dict]:
+    def _robust_rows(self, dataset: str, period: Period | None, entries: Sequence[str] | None) -> list[RobustRow]:
         rows = [
             self.robust_entry(entry, dataset, period)
             for entry, name in self.dated_entries(period)
@@ -81,7 +71,7 @@ class RobustReads(EntryData):
         return robust_record.record(
             dataset,
             rows,
-            {row["entry"]: self.identity(row["entry"], dataset, row["dates"]) for row in rows},
+            {row.entry: self.identity(row.entry, dataset, row.dates) for row in rows},
             half_width,
             __version__,
         )

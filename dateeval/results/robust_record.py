@@ -15,7 +15,8 @@ from dateeval.metrics import METRICS, point_decimals
 from dateeval.results.identity import Identity
 from dateeval.results.variation import Z95, Components
 from dateeval.results.ranks import leaderboard, pairs
-from dateeval.results.robust import N_BOOT, Comparison, components_of, dates_needed, interval_text
+from dateeval.results.robust import N_BOOT, Comparison, dates_needed, interval_text
+from dateeval.results.robust_row import EntryStatistics, RobustRow, components_of
 
 
 @dataclass(frozen=True)
@@ -72,7 +73,7 @@ class RobustEntry:
 
     @property
     def components(self) -> Components:
-        """The variance components the planning figures read (``robust.components_of`` of this line)."""
+        """The variance components the planning figures read (``robust_row.components_of`` of this line)."""
         return components_of(vars(self))
 
 
@@ -210,21 +211,24 @@ def describe_dates(dates: list[str]) -> str:
     return f"all {len(days)} days of {first}..{last}" if every_day else f"{len(days)} dates in {first}..{last}"
 
 
-def sentence(metric: str, row: dict, decimals: int = 1) -> str:
+def sentence(metric: str, row: RobustRow, decimals: int = 1) -> str:
     """The one sentence a researcher pastes: the date-marginal score, its 95% interval as it is, the dates it is the mean over."""
-    shown = interval_text(row["score"], row["low"], row["high"], decimals)
-    sampled = row.get("share_scored", 1.0) < 1
-    estimated = f", estimated from {100 * row['share_scored']:.0f}% of its item-dates (sparse sweep)" if sampled else ""
+    figures = row.statistics
+    shown = interval_text(figures.score, figures.low, figures.high, decimals)
+    sampled = figures.share_scored < 1
+    estimated = (
+        f", estimated from {100 * figures.share_scored:.0f}% of its item-dates (sparse sweep)" if sampled else ""
+    )
     return (
-        f"{metric} {shown}, mean over {describe_dates(row['dates'])}, 95% CI over items and dates "
-        f"({int(row['n_items'])} items){estimated}"
+        f"{metric} {shown}, mean over {describe_dates(row.dates)}, 95% CI over items and dates "
+        f"({int(figures.n_items)} items){estimated}"
     )
 
 
 FEW_DF = 4  # below this many degrees of freedom, t_0.975 is over 2.7 (12.7 at 1): the interval says why it is wide
 
 
-def width_reason(row: dict) -> str:
+def width_reason(figures: EntryStatistics) -> str:
     """Why an interval from few dates is wide, when it is: the spread between dates rests on ``n_dates - 1``
     differences, so the interval must allow for a date effect as large as those few are consistent with (Student's t
     at Satterthwaite's df in place of 1.96). Two dates give an honest interval, not a usable one: ``docs/coverage.md``
@@ -232,10 +236,10 @@ def width_reason(row: dict) -> str:
     few and the dates' part of the mean's variance outweighs the questions'."""
     from scipy import stats as scipy_stats
 
-    df, components = float(row["df"]), components_of(row)
+    df, components = float(figures.df), figures.components
     if df >= FEW_DF or components.date / components.n_dates <= components.item / components.n_items:
         return ""  # many df, or the questions' share of the mean's variance is the larger: not the dates' doing
-    differences = int(row["n_dates"]) - 1
+    differences = int(figures.n_dates) - 1
     return (
         f"Wide because the dates' spread rests on {differences} difference{'s' if differences != 1 else ''} between dates "
         f"({df:.1f} degrees of freedom: Student's t {scipy_stats.t.ppf(0.975, df):.1f} in place of 1.96); more dates, not more "
@@ -243,14 +247,13 @@ def width_reason(row: dict) -> str:
     )
 
 
-def advice(metric: str, row: dict, half_width: float, first: str, last: str, decimals: int = 1) -> str:
+def advice(metric: str, figures: EntryStatistics, half_width: float, first: str, last: str, decimals: int = 1) -> str:
     """How many dates, drawn how and from which range, give a +-``half_width`` interval (from the variance components),
     after :func:`width_reason` where few dates make the interval wide."""
-    return width_reason(row) + _dates_advice(metric, row, half_width, first, last, decimals)
+    return width_reason(figures) + _dates_advice(metric, figures.components, half_width, first, last, decimals)
 
 
-def _dates_advice(metric: str, row: dict, half_width: float, first: str, last: str, decimals: int) -> str:
-    components = components_of(row)
+def _dates_advice(metric: str, components: Components, half_width: float, first: str, last: str, decimals: int) -> str:
     needed = dates_needed(components, half_width)
     target = f"±{100 * half_width:.{decimals}f} pp"
     if needed is None:
@@ -267,28 +270,28 @@ def _dates_advice(metric: str, row: dict, half_width: float, first: str, last: s
 
 
 def record(
-    dataset: str, rows: list[dict], identities: dict[str, Identity], half_width: float, version: str
+    dataset: str, rows: list[RobustRow], identities: dict[str, Identity], half_width: float, version: str
 ) -> RobustRecord:
     """The machine-readable account of one dataset's date-robust numbers: what produced each (model identity,
     task settings, rendered prompts' digest, dates, items, dateeval's version), the numbers, and the sentences."""
     metric = METRICS["accuracy"].name_on(dataset)
-    board, found = leaderboard(rows), {row["entry"]: row for row in rows}
+    board, found = leaderboard(rows), {row.entry: row for row in rows}
     entries = []
     for line in board.to_dict("records"):
         row = found[line["entry"]]
-        decimals = max(1, point_decimals(int(row["n_items"])))
-        components = components_of(row)
+        decimals = max(1, point_decimals(int(row.statistics.n_items)))
+        components = row.statistics.components
         needed = dates_needed(components, half_width)
         entries.append(
             RobustEntry(
                 **_plain(line),
                 identity=identities[line["entry"]],
-                dates=[str(day) for day in row["dates"]],
-                per_date=list(row["per_date"]),
+                dates=row.dates,
+                per_date=row.per_date,
                 dates_needed=needed,
                 half_width_with_dates_needed=None if needed is None else components.half_width(needed),
                 sentence=sentence(metric, row, decimals),
-                advice=advice(metric, row, half_width, row["first_date"], row["last_date"], decimals),
+                advice=advice(metric, row.statistics, half_width, row.first_date, row.last_date, decimals),
             )
         )
     return RobustRecord(
