@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from dateeval import cli, uploads
 from dateeval.errors import DateEvalError
-from dateeval.tasks import build_task, custom, described, resolve, specs
+from dateeval.tasks import build_task, custom, described, resolve, spec_keys, specs
 from dateeval.tasks.mcqa import label_tokens
 from dateeval.tasks.registry import REGISTRY
 
@@ -55,7 +55,7 @@ def test_every_spec_key_but_data_is_one_flag_and_the_reader_knows_no_other_key(t
         for action in cli.parser()._subparsers._group_actions[0].choices["run"]._actions
         for flag in action.option_strings
     }
-    assert {key.flag for key in specs.KEYS if key.name != "data"} <= run_flags
+    assert {key.flag for key in spec_keys.KEYS if key.name != "data"} <= run_flags
     spec = tmp_path / "x.toml"
     spec.write_text('data = "x.jsonl"\nshots = 2\n')
     with pytest.raises(

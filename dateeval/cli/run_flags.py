@@ -1,7 +1,7 @@
 """``dateeval run``'s flags: what a sweep varies (models, datasets, dates and other factors), how it runs, where it stores.
 
 Kept apart from the command (``cli.run``), which reads them, because they are most of its length; the ``--spec-*``
-flags are generated from the spec keys (``tasks.specs.KEYS``).
+flags are generated from the spec keys (``tasks.spec_keys.KEYS``).
 """
 
 from __future__ import annotations
@@ -195,8 +195,8 @@ def add(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
 
 
 def _add_spec_flags(run: argparse.ArgumentParser) -> None:
-    """One flag per spec key (``specs.KEYS``): what a spec says, said for the data files given as ``--dataset``."""
-    from dateeval.tasks.specs import KEYS
+    """One flag per spec key (``spec_keys.KEYS``): what a spec says, said for the data files given as ``--dataset``."""
+    from dateeval.tasks.spec_keys import KEYS
     from dateeval.tasks.described import dest
 
     spec = run.add_argument_group(

@@ -2,7 +2,7 @@
 
 ``--dataset bench.jsonl --spec-kind generation --spec-grading-method numeric``
 says what ``kind = "generation"`` and ``[grading] method = "numeric"`` say in
-a spec: every spec key is one flag (:data:`dateeval.tasks.specs.KEYS`), so
+a spec: every spec key is one flag (:data:`dateeval.tasks.spec_keys.KEYS`), so
 the two cannot drift apart. The spec the flags make is checked key by key
 (a mistake names its flag), then written to ``STORE/.specs/<name>.toml`` and
 registered like a spec a user wrote: worker processes and Ray workers
@@ -20,7 +20,8 @@ from dateeval import atomic
 from dateeval.data.custom import HUB_PREFIX, is_data_file
 from dateeval.errors import DateEvalError
 from dateeval.tasks.custom import SPECS_DIR, is_reference, register_file
-from dateeval.tasks.specs import KEYS, SPEC_SUFFIXES, FlagNames, Key, Spec, dataset_name, spec_from
+from dateeval.tasks.spec_keys import KEYS, FlagNames, Key
+from dateeval.tasks.specs import SPEC_SUFFIXES, Spec, dataset_name, spec_from
 
 
 def dest(key: Key) -> str:
