@@ -60,3 +60,15 @@ def test_the_contract_fails_on_an_upward_import_or_a_circle(tmp_path, module, li
     assert checked.returncode != 0 and next(line for line in verdicts if line.startswith(broken)).endswith("BROKEN"), (
         checked.stdout
     )
+
+
+def test_the_architecture_page_names_every_module():
+    """docs/architecture.md draws the folders as they are: every module of dateeval is named there (a package by its
+    folder, ``engine/``), so a module added or moved without its line in the layout fails here."""
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    unnamed = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "dateeval").rglob("*.py"))
+        if (f"{path.parent.name}/" if path.name == "__init__.py" else path.name) not in page
+    ]
+    assert not unnamed, f"docs/architecture.md does not name {unnamed}"
