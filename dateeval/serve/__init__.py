@@ -57,7 +57,8 @@ request. Every response carries the HTTP ``Date`` header, as providers' do.
 """
 
 from dateeval.data.limits import MAX_STOP_CHARS
-from dateeval.serve.protocol import MAX_ECHO_POSITIONS, UNSTATED_CONTEXT, WAIT_S, RequestError, Served, load
+from dateeval.serve.fields import RequestError
+from dateeval.serve.protocol import MAX_ECHO_POSITIONS, UNSTATED_CONTEXT, WAIT_S, Served, load
 from dateeval.serve.bodies import BODY_BUDGET, MAX_BODY, SMALL_BODY, BodyBudget
 from dateeval.serve.transport import Client, Server, banner, make_server
 

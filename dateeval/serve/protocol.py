@@ -15,12 +15,11 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from dateeval.backends.base import GenerationSettings
-from dateeval.backends.openai_transport import MAX_API_STOPS
 from dateeval.backends.transformers import TransformersBackend
 from dateeval.errors import DateEvalError
-from dateeval.data.limits import MAX_STOP_CHARS
 from dateeval.prompting import ChatTemplate
+from dateeval.serve import fields
+from dateeval.serve.fields import RequestError
 from dateeval.serve.queue import BATCH_TOKENS, MAX_ECHO_POSITIONS, Busy, Job, RequestQueue
 
 if TYPE_CHECKING:
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
 
     from dateeval.backends.transformers.top import TopTokens
 
-MAX_LOGPROBS = 20  # the most alternatives a request may ask for (vLLM's default, OpenAI's chat limit)
 WAIT_S = 60.0  # how long a request may wait for the model before it is answered 503 (clients retry those)
 UNSTATED_CONTEXT = BATCH_TOKENS  # prompt plus reply, in tokens, for a model whose config states no context length
 
@@ -39,14 +37,6 @@ class Caller(Protocol):
     connection: object
 
     def gone(self) -> bool: ...
-
-
-class RequestError(Exception):
-    """A request the server refuses: answered with ``status`` and an OpenAI-style error body."""
-
-    def __init__(self, status: int, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code = status, code
 
 
 @dataclass
@@ -100,41 +90,6 @@ class Served:
             for token in self.backend.tokenizer.convert_ids_to_tokens(list(range(len(self.backend.tokenizer))))
             if token
         )
-
-
-def _number(body: dict, name: str, default: float, low: float, high: float) -> float:
-    value = body.get(name, default)
-    if value is None:
-        return default
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high:
-        raise RequestError(400, f"{name} must be a number between {low} and {high}")
-    return value
-
-
-def _stops(body: dict) -> tuple[str, ...]:
-    """At most OpenAI's four stop strings, each short: their preprocessing runs before any forward pass, where a hang-up cannot stop it."""
-    stop = body.get("stop") or ()
-    stop = (stop,) if isinstance(stop, str) else stop
-    if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
-        raise RequestError(400, "stop must be a string or a list of strings")
-    if len(stop) > MAX_API_STOPS:
-        raise RequestError(
-            400,
-            f"stop holds {len(stop):,} strings: this server takes at most {MAX_API_STOPS} stop strings, as OpenAI does",
-        )
-    if not all(0 < len(s) <= MAX_STOP_CHARS for s in stop):
-        raise RequestError(400, f"each stop string must be non-empty and at most {MAX_STOP_CHARS} characters")
-    return tuple(stop)
-
-
-def _settings(body: dict, max_tokens: int) -> GenerationSettings:
-    """Greedy at temperature 0; otherwise the model's own sampling settings with the request's seed.
-
-    Read for every request, scored ones included: a value this server would refuse for a generation is refused everywhere.
-    """
-    temperature = _number(body, "temperature", 1.0, 0.0, 2.0)
-    seed = int(_number(body, "seed", 0, 0, 2**63 - 1))
-    return GenerationSettings(max_new_tokens=max_tokens, stop=_stops(body), sample=temperature > 0, seed=seed)
 
 
 def _top(tokenizer: PreTrainedTokenizerBase, best: TopTokens) -> dict[str, float]:
@@ -200,21 +155,12 @@ def _envelope(kind: str, served: Served, choice: dict, usage: dict) -> dict:
 
 def _finish(completion_tokens: int, body: dict, *names: str) -> str:
     """``length`` when the reply used its whole budget, else ``stop`` (end of sequence or a stop string)."""
-    return "length" if completion_tokens >= _max_tokens(body, *names) else "stop"
+    return "length" if completion_tokens >= fields.max_tokens(body, *names) else "stop"
 
 
 def _check_model(served: Served, body: dict) -> None:
     if body.get("model") != served.name:
         raise RequestError(404, f"The model `{body.get('model')}` does not exist: this server serves `{served.name}`")
-
-
-def _check_supported(body: dict) -> None:
-    """Refuse what this server does not do, rather than answer something else (an empty stream, one choice of two)."""
-    if body.get("stream"):
-        raise RequestError(400, "stream is not supported: this server answers each request whole (stream=false)")
-    for name in ("n", "best_of"):
-        if body.get(name) not in (None, 1) or isinstance(body.get(name), bool):
-            raise RequestError(400, f"{name} must be 1: this server returns one choice per request")
 
 
 def _encode(served: Served, text: str, max_tokens: int) -> list[int]:
@@ -245,26 +191,13 @@ def _check_context(served: Served, prompt_tokens: int, max_tokens: int) -> None:
         )
 
 
-def _max_tokens(body: dict, *names: str) -> int:
-    value = next((body[name] for name in names if body.get(name) is not None), 16)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise RequestError(400, f"{names[0]} must be a whole number of at least 1")
-    return value
-
-
-def _top_k(value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_LOGPROBS:
-        raise RequestError(400, f"logprobs must be a whole number between 0 and {MAX_LOGPROBS}")
-    return value
-
-
 def _generate_or_score(
     served: Served, client: Caller, prompt: str, body: dict, max_tokens: int, k: int | None
 ) -> tuple[str, int, int, dict | None]:
     """(text, prompt tokens, completion tokens, first token's alternatives): one token scored, or a decoded reply."""
     if k is not None and max_tokens != 1:
         raise RequestError(400, "this server returns logprobs for max_tokens=1 only")
-    settings = _settings(body, max_tokens)
+    settings = fields.settings(body, max_tokens)
     encoded = _encode(served, prompt, max_tokens)
     if k is not None:
         best = top_logprobs(served, client, encoded, max(k, 1))
@@ -310,7 +243,7 @@ def _echo(
     max_tokens = body.get("max_tokens")
     if k is None or max_tokens not in (0, 1) or isinstance(max_tokens, bool):
         raise RequestError(400, "this server echoes the prompt with logprobs and max_tokens 0 or 1 only")
-    _settings(body, 1)
+    fields.settings(body, 1)
     ids = _encode(served, prompt, max_tokens) if isinstance(prompt, str) else prompt
     _check_context(served, len(ids), max_tokens)
     if len(ids) > MAX_ECHO_POSITIONS:
@@ -332,9 +265,9 @@ def _echo(
 def completions(served: Served, body: dict, client: Caller) -> dict:
     """``/v1/completions``: the prompt is text (or token ids) the client rendered; ``logprobs=k`` scores the next token."""
     _check_model(served, body)
-    _check_supported(body)
+    fields.check_supported(body)
     prompt = _prompt(served, body)
-    k = None if body.get("logprobs") is None else _top_k(body["logprobs"])
+    k = None if body.get("logprobs") is None else fields.top_k(body["logprobs"])
     if body.get("echo"):
         text, logprobs, prompt_tokens, completion_tokens = _echo(served, client, prompt, body, k)
         choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": "length"}
@@ -342,7 +275,7 @@ def completions(served: Served, body: dict, client: Caller) -> dict:
     if not isinstance(prompt, str):
         raise RequestError(400, "this server takes token-id prompts with echo only")
     text, prompt_tokens, completion_tokens, best = _generate_or_score(
-        served, client, prompt, body, _max_tokens(body, "max_tokens"), k
+        served, client, prompt, body, fields.max_tokens(body, "max_tokens"), k
     )
     logprobs = None
     if best is not None:
@@ -361,31 +294,16 @@ def completions(served: Served, body: dict, client: Caller) -> dict:
     return _envelope("text_completion", served, choice, _usage(prompt_tokens, completion_tokens))
 
 
-def _messages(body: dict) -> list[dict]:
-    messages = body.get("messages")
-    valid = (
-        isinstance(messages, list)
-        and messages
-        and all(
-            isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)
-            for m in messages
-        )
-    )
-    if not valid:
-        raise RequestError(400, "messages must be a non-empty list of {role, content} objects with text content")
-    return [{"role": m["role"], "content": m["content"]} for m in messages]
-
-
 def chat_completions(served: Served, body: dict, client: Caller) -> dict:
     """``/v1/chat/completions``: the server's own template, rendered as a provider would (the real clock, today)."""
     _check_model(served, body)
-    _check_supported(body)
+    fields.check_supported(body)
     try:
-        prompt = served.template.render(_messages(body), mode="default").text
+        prompt = served.template.render(fields.messages(body), mode="default").text
     except DateEvalError as error:
         raise RequestError(400, str(error)) from None
-    k = _top_k(body.get("top_logprobs") or 0) if body.get("logprobs") else None
-    max_tokens = _max_tokens(body, "max_completion_tokens", "max_tokens")
+    k = fields.top_k(body.get("top_logprobs") or 0) if body.get("logprobs") else None
+    max_tokens = fields.max_tokens(body, "max_completion_tokens", "max_tokens")
     text, prompt_tokens, completion_tokens, best = _generate_or_score(served, client, prompt, body, max_tokens, k)
     logprobs = None
     if best is not None:

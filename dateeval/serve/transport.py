@@ -20,7 +20,8 @@ from http.server import ThreadingHTTPServer
 
 from dateeval.errors import DateEvalError
 from dateeval.serve.bodies import BODY_BUDGET, BODY_READ_S, BODY_WAIT_S, BodyBudget, BodyReader
-from dateeval.serve.protocol import ROUTES, RequestError, Served
+from dateeval.serve.fields import RequestError
+from dateeval.serve.protocol import ROUTES, Served
 from dateeval.serve.queue import Cancelled as ClientGone  # a request whose client hung up
 
 BACKLOG = 1024  # connections the kernel queues before the server accepts them (the standard library's 5 drops a burst of clients)
