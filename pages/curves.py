@@ -3,7 +3,8 @@
 import pandas as pd
 import streamlit as st
 
-from dateeval import explorer, plots, viewstate
+from dateeval import explorer, plots
+from dateeval.explorer import viewstate
 from dateeval.metrics import EXPLAIN, METRICS, dataset_metrics, points
 from dateeval.results import descriptive, paper
 

@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
-from dateeval import explorer, plots, viewstate
+from dateeval import explorer, plots
+from dateeval.explorer import viewstate
 from dateeval.data.items import LABELS
 from dateeval.errors import DateEvalError
 from dateeval.metrics import counted

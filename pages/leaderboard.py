@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 from pandas.io.formats.style import Styler
 
-from dateeval import explorer, plots, viewstate
+from dateeval import explorer, plots
+from dateeval.explorer import viewstate
 from dateeval.metrics import EXPLAIN, METRICS, counted, dataset_metrics, percent
 from dateeval.results import descriptive
 

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import streamlit as st
 
-from dateeval import explorer, plots, sent, viewstate
+from dateeval import explorer, plots
+from dateeval.explorer import sent, viewstate
 from dateeval.conditions import Condition
 from dateeval.errors import DateEvalError
 from dateeval.metrics import counted

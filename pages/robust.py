@@ -4,7 +4,8 @@ import json
 
 import streamlit as st
 
-from dateeval import explorer, viewstate
+from dateeval import explorer
+from dateeval.explorer import viewstate
 from dateeval.results import robust_format
 
 st.title("What to report")

@@ -5,10 +5,11 @@ import datetime as dt
 import pandas as pd
 import streamlit as st
 
-from dateeval import explorer, uploads
+from dateeval import explorer
+from dateeval.explorer import uploads
 from dateeval.backends import BackendOptions, openai_api
 from dateeval.backends.devices import DTYPES
-from dateeval.background import BackgroundSweep
+from dateeval.explorer.background import BackgroundSweep
 from dateeval.conditions import DEFAULT_SYSTEM_PROMPT
 from dateeval.engine.plan import build_spec, dated_conditions
 from dateeval.engine.ray_executor import RayExecutor

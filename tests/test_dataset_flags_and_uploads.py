@@ -1,5 +1,5 @@
 """A user's dataset without a spec file of theirs: described by ``run`` flags (``dateeval.tasks.described``), or uploaded
-on the Run page (``dateeval.uploads``). Both become a spec kept in the store and rebuilt from there by name."""
+on the Run page (``dateeval.explorer.uploads``). Both become a spec kept in the store and rebuilt from there by name."""
 
 import json
 
@@ -13,7 +13,8 @@ import pytest
 from conftest import ROOT, sweep_finishes
 from streamlit.testing.v1 import AppTest
 
-from dateeval import cli, uploads
+from dateeval import cli
+from dateeval.explorer import uploads
 from dateeval.errors import DateEvalError
 from dateeval.tasks import build_task, custom, described, resolve, spec_keys, specs
 from dateeval.tasks.mcqa import label_tokens

@@ -16,7 +16,8 @@ import pytest
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
-from dateeval import plots, uploads
+from dateeval import plots
+from dateeval.explorer import uploads
 from dateeval.metrics.columns import for_display
 
 

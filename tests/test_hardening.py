@@ -12,7 +12,8 @@ import pytest
 from conftest import ROOT, demo_copy, run_cli
 from streamlit.testing.v1 import AppTest
 
-from dateeval import explorer, uploads
+from dateeval import explorer
+from dateeval.explorer import uploads
 from dateeval.errors import DateEvalError
 from dateeval.store import Store
 

@@ -34,7 +34,7 @@ from dateeval.backends.openai_transport import server_date
 from dateeval.errors import DateEvalError
 from dateeval.probe import CONTROL_DATE, Reply, ServerDay, find_dates, server_day, verdict
 from dateeval.prompting import ChatTemplate
-from dateeval.sent import explain
+from dateeval.explorer.sent import explain
 from dateeval.store import Store
 
 if TYPE_CHECKING:

@@ -14,7 +14,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from dateeval import bundle, results, viewstate
+from dateeval import bundle, results
+from dateeval.explorer import viewstate
 from dateeval.errors import DateEvalError
 from dateeval.models import cache_dir
 from dateeval.store import Store

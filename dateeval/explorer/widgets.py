@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import streamlit as st
 
-from dateeval import viewstate
+from dateeval.explorer import viewstate
 from dateeval.metrics.columns import column, on_screen
 from dateeval.errors import DateEvalError
 from dateeval.explorer import cache
