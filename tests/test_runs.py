@@ -1,4 +1,4 @@
-"""The store's record of its sweeps (``dateeval.runs``): every tab lists them, any tab cancels one, partial results say so."""
+"""The store's record of its sweeps (``dateeval.store.runs``): every tab lists them, any tab cancels one, partial results say so."""
 
 import contextlib
 import datetime as dt
