@@ -14,7 +14,7 @@ from conftest import run_cli
 
 from dateeval import sparse
 from dateeval.results import Results
-from dateeval.results.estimated import design_of
+from dateeval.results.estimated import design_of, sample_of, sparse_statistics
 from dateeval.store import Store
 
 DATES = "2024-01-01..2024-01-10"  # 10 dates: 3 pilot dates, 7 drawn
@@ -143,6 +143,21 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
     record = json.loads(run_cli("robust", "--store", str(store), "--dataset", "mmlu", "--json").stdout)[0]
     (entry,) = record["entries"]
     assert entry["n_dates"] == 10 and 0.2 < entry["share_scored"] < 1, entry  # every date, estimated from its sample
+    assert entry["dates"] == sorted(entry["dates"]) and (entry["first_date"], entry["last_date"]) == (
+        "2024-01-01",
+        "2024-01-10",
+    )  # in date order: the advice's range is the swept one
+    sparse_rows = results._sparse_rows("smollm2-135m (float32, cpu)", "mmlu")
+    shuffled = sparse_rows.assign(
+        **{
+            column: sparse_rows[column].cat.reorder_categories(sparse_rows[column].cat.categories[::-1])
+            for column in ("condition_key", "date")
+        }
+    )  # the rows' categories in another read order: the same sample, the same figures to the last digit
+    read = sample_of(sparse_rows)
+    for sample in (read, sample_of(shuffled)):
+        assert sample.dates == sorted(sample.dates) and len(sample.dates) == 10
+        assert repr(sparse_statistics(sample)) == repr(sparse_statistics(read))  # bit for bit (NaN where not run)
     assert entry["low"] <= entry["score"] <= entry["high"] and "sparse sweep" in entry["sentence"], entry
     assert entry["sd_date_low"] <= entry["sd_date"] <= entry["sd_date_high"], entry  # the date effect's SD
     assert entry["score"] == pytest.approx(

@@ -234,7 +234,10 @@ def sample_of(rows: pd.DataFrame, column: str = "correct") -> Sample:
     """The :class:`Sample` of one sparse entry's rows (``item_id``, ``condition_key``, ``date``, ``factor``, ``design``,
     ``probs``, ``column``). Its drawn cells are those the design draws (every one must be stored)."""
     design = design_of(rows["design"])
+    # As text: a read's dictionary-encoded columns are categories in the order the files were read, which would
+    # order the dates (and each sum over them) differently from one read to the next.
     dated = rows[rows["factor"].eq("date")].drop_duplicates(["condition_key", "item_id"])
+    dated = dated.astype({"condition_key": str, "date": str})
     keys = list(design.pilot)
     items = sorted(dated.loc[dated["condition_key"].isin(keys), "item_id"].astype(str).unique())
     try:
