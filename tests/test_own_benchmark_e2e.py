@@ -7,6 +7,7 @@ Needs Debian's chromium for the browser part (``.ci/run`` installs it); skips wi
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pandas as pd
@@ -78,6 +79,9 @@ def own_browser(own_server):
     yield from chromium()
 
 
+SHOWS_A_DATASET = "() => ['geography', 'arithmetic'].some(name => document.documentElement.outerHTML.includes(name))"
+
+
 @pytest.mark.parametrize("name", [name for name in PAGES if name != "run"])
 def test_every_page_shows_the_researchers_datasets(own_browser, own_server, name):
     page, errors = _open(own_browser, f"{own_server}/{PAGES[name]}?store=mine")
@@ -86,7 +90,13 @@ def test_every_page_shows_the_researchers_datasets(own_browser, own_server, name
         "[data-testid='stAlertContentError']"
     ).all_inner_texts()
     assert not errors, errors
-    shown = page.content()  # the page's text and its widgets' chosen values
     if name in ("overview", "curves", "robust", "flips", "factors"):
+        # The page's text and its widgets' chosen values, waited for (up to 60 s): under the suite's load a page that
+        # reruns itself may read as finished between its runs, before the dataset's name is drawn again.
+        from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+        with contextlib.suppress(PlaywrightTimeout):
+            page.wait_for_function(SHOWS_A_DATASET, timeout=60_000)
+        shown = page.content()
         assert "geography" in shown or "arithmetic" in shown, page.inner_text("body")[-2000:]
     page.close()
