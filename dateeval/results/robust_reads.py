@@ -43,7 +43,7 @@ class RobustReads(EntryData):
         if len(sample.dates) < 2 or len(sample.items) < 2:
             return []
         statistics, per_date = estimated.sparse_statistics(sample)
-        return [RobustRow(entry, dataset, statistics, [str(day) for day in sample.dates], per_date).record()]
+        return [RobustRow(entry, dataset, statistics, list(sample.dates), per_date).record()]
 
     def _robust_rows(self, dataset: str, period: Period | None, entries: Sequence[str] | None) -> list[RobustRow]:
         rows = [

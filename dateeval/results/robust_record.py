@@ -221,7 +221,7 @@ def sentence(metric: str, row: RobustRow, decimals: int = 1) -> str:
     )
     return (
         f"{metric} {shown}, mean over {describe_dates(row.dates)}, 95% CI over items and dates "
-        f"({int(figures.n_items)} items){estimated}"
+        f"({figures.n_items} items){estimated}"
     )
 
 
@@ -236,10 +236,10 @@ def width_reason(figures: EntryStatistics) -> str:
     few and the dates' part of the mean's variance outweighs the questions'."""
     from scipy import stats as scipy_stats
 
-    df, components = float(figures.df), figures.components
+    df, components = figures.df, figures.components
     if df >= FEW_DF or components.date / components.n_dates <= components.item / components.n_items:
         return ""  # many df, or the questions' share of the mean's variance is the larger: not the dates' doing
-    differences = int(figures.n_dates) - 1
+    differences = figures.n_dates - 1
     return (
         f"Wide because the dates' spread rests on {differences} difference{'s' if differences != 1 else ''} between dates "
         f"({df:.1f} degrees of freedom: Student's t {scipy_stats.t.ppf(0.975, df):.1f} in place of 1.96); more dates, not more "
@@ -279,7 +279,7 @@ def record(
     entries = []
     for line in board.to_dict("records"):
         row = found[line["entry"]]
-        decimals = max(1, point_decimals(int(row.statistics.n_items)))
+        decimals = max(1, point_decimals(row.statistics.n_items))
         components = row.statistics.components
         needed = dates_needed(components, half_width)
         entries.append(
