@@ -3,7 +3,8 @@
 A clone serves ``app.py``, ``pages/``, ``demo/store`` and ``.streamlit/config.toml`` from its top level (the design
 card's layout). A wheel holds only packages, so setup.py's build hook copies them into ``dateeval/_explorer/``; an
 install serves that copy, and opens the demo from a writable copy in the user's cache (``dateeval app`` makes it):
-site-packages may be read-only, and the demo's statistics are kept beside the store.
+site-packages may be read-only, and the demo's statistics are kept beside the store. Where there is no copy, or a link
+stands on its way, the install opens the shipped demo and writes nothing into it.
 """
 
 from __future__ import annotations
@@ -47,4 +48,12 @@ def demo_store() -> Path:
     if not installed():
         return packaged_demo()
     copy = demo_copy()
-    return copy if copy.is_dir() else packaged_demo()
+    return copy if copy.is_dir() and planted_link(copy) is None else packaged_demo()
+
+
+def planted_link(copy: Path) -> Path | None:
+    """The first link on the way to the demo's copy under the cache (``demo/<digest>/store``), or None. dateeval makes
+    none there, so a link leads to another store or folder: opened as the demo, its files would be read and written.
+    The cache folder itself may be a link (a cache on another disk)."""
+    owned = (copy.parent.parent, copy.parent, copy)
+    return next((path for path in owned if path.is_symlink()), None)
