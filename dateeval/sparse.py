@@ -35,6 +35,9 @@ MARGIN_SCALE = (
     0.05  # a top-two probability margin this small makes a choice question about 1/e as likely to move as a coin
 )
 MARGIN_WEIGHT = 0.5  # the propensity a zero margin implies (a question that moves on half its dates has spread 0.5)
+# The smallest inclusion probability a design draws with (and a reader accepts): a cell drawn at 1e-6 weighs a
+# million, so one drawn answer already moves an estimate past any bound; below it a weight's square leaves float range.
+MIN_INCLUSION = 1e-6
 DESIGN_COLUMNS = ("design", "propensity", "inclusion")  # what a drawn row carries beyond a dense one
 VERSION = 1
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
@@ -72,7 +75,8 @@ class Design:
             )
         except (TypeError, ValueError, KeyError, json.JSONDecodeError):
             raise DateEvalError(f"a stored sparse design is not readable: {str(text)[:80]!r}") from None
-        if not (0 < design.budget <= 1 and 0 < design.floor <= 1 and design.scale > 0 and math.isfinite(design.scale)):
+        in_range = MIN_INCLUSION <= design.floor <= 1 and design.scale > 0 and math.isfinite(design.scale)
+        if not (0 < design.budget <= 1 and in_range and len(set(design.pilot)) == len(design.pilot)):
             raise DateEvalError(f"a stored sparse design is out of range: {str(text)[:80]!r}")
         return design
 
@@ -178,11 +182,11 @@ def solve(
     if n == 0 or sparse_dates == 0:
         return Design(seed, budget, pilot, 1.0, 1.0)
     mean = min(1.0, cells / (n * sparse_dates))
-    floor = max(FLOOR_SHARE * mean, 1e-6)
+    floor = max(FLOOR_SHARE * mean, MIN_INCLUSION)
     if mean >= 1.0:
         return Design(seed, budget, pilot, 1.0, 1.0)
     if not (w > 0).any():
-        return Design(seed, budget, pilot, 1.0, mean)  # nothing moved in the pilot: every cell alike
+        return Design(seed, budget, pilot, 1.0, max(mean, MIN_INCLUSION))  # nothing moved in the pilot: cells alike
     target = mean * n
     moving = int((w > 0).sum())
     if target >= moving + floor * (n - moving):  # every question that moved is certain; the steady share the rest

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from dateeval.errors import DateEvalError
+from dateeval.sparse import MIN_INCLUSION
 
 
 class UsageError(DateEvalError, ValueError):
@@ -179,7 +180,7 @@ def sparse_estimates(values: object, inclusion: object, predictor: object) -> li
 
     ``values`` is dates x questions (grades, confidences: any value in [0, 1]) with NaN where a cell was not sampled;
     ``inclusion`` each cell's known probability of having been sampled (same shape, or one per question), every one in
-    (0, 1] and independent of the cells' values (Poisson sampling); ``predictor`` one value per question fixed before
+    [1e-6, 1] (``dateeval.sparse.MIN_INCLUSION``) and independent of the cells' values (Poisson sampling); ``predictor`` one value per question fixed before
     the sample (e.g. its mean over a few dates scored in full; zeros give Horvitz-Thompson). The estimate is
     design-unbiased for the mean over every question, so it is not cut to [0, 1]; the interval is. Coverage against
     dense sweeps: docs/coverage.md ("Sparse sweeps")."""
@@ -249,9 +250,10 @@ def _sample(values: object, inclusion: object, predictor: object) -> tuple[np.nd
         raise UsageError(
             f"inclusion must have the shape of values {found.shape} or one entry per question; got {pi.shape}"
         )
-    if not ((pi > 0) & (pi <= 1)).all():
+    if not ((pi >= MIN_INCLUSION) & (pi <= 1)).all():
         raise UsageError(
-            "inclusion probabilities must lie in (0, 1]: a cell that could not be drawn cannot be estimated"
+            f"inclusion probabilities must lie in [{MIN_INCLUSION:g}, 1]: a cell that could not be drawn cannot be "
+            "estimated, and one drawn with a smaller probability weighs so much that no estimate bounds it"
         )
     if m.shape != found.shape[1:] or ((m < 0) | (m > 1)).any():
         raise UsageError(

@@ -11,6 +11,7 @@ inclusion probability (:func:`with_design`), so every estimate is design-based a
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -20,22 +21,33 @@ from dateeval.conditions import Condition
 from dateeval.engine.plan import Candidate, Description, SweepSpec
 from dateeval.errors import DateEvalError
 from dateeval.schema import ROW_KEY
-from dateeval.store import Store, upkeep
+from dateeval.store import Store, designs, upkeep
 
 Sampled = dict[tuple, tuple[str, float, float]]  # (identity, item) -> a drawn cell's design, propensity, inclusion
 
 
 def check_affordable(spec: SweepSpec) -> None:
-    """Refuse, before any model loads, a budget that the dense conditions (baselines, factors, pilot dates) spend alone."""
+    """Refuse, before any model loads, a budget that the dense conditions (baselines, factors, pilot dates) spend alone.
+
+    The advice is always a value ``--budget`` takes: the least two-decimal budget that leaves cells to draw (1 included:
+    every cell drawn, the dense grid with its design stored), or, where the dense conditions are the whole grid (no more
+    dates than pilots), a dense sweep: no budget in (0, 1] could draw anything there."""
     sparse.check_budget(spec.budget)
-    dated = sum(map(_plain_date, spec.conditions))
-    dense = len(spec.conditions) - dated + len(sparse.pilot_indices(dated))
-    if dense >= spec.budget * len(spec.conditions):
-        share = dense / len(spec.conditions)
+    total, dated = len(spec.conditions), sum(map(_plain_date, spec.conditions))
+    pilots = len(sparse.pilot_indices(dated))
+    dense = total - dated + pilots
+    if dense < spec.budget * total:
+        return
+    if dense == total:
         raise DateEvalError(
-            f"--budget {spec.budget:g} is spent by the {dense} condition(s) scored in full (baselines, factors and "
-            f"{len(sparse.pilot_indices(dated))} pilot dates: {share:.0%} of the grid): ask for more than {share:.2f}, or sweep more dates"
+            f"--budget {spec.budget:g}: with {dated} date(s) every condition is scored in full (baselines, factors and "
+            f"{pilots} pilot dates): sweep densely (drop --budget) or sweep more than {sparse.PILOT} dates"
         )
+    least = (100 * dense // total + 1) / 100  # above dense / total, and at most 1 since dense < total
+    raise DateEvalError(
+        f"--budget {spec.budget:g} is spent by the {dense} of {total} conditions scored in full (baselines, factors and "
+        f"{pilots} pilot dates): ask for at least {least:.2f}, or sweep more dates"
+    )
 
 
 def split(description: Description, spec: SweepSpec) -> tuple[tuple, tuple, set]:
@@ -47,9 +59,9 @@ def split(description: Description, spec: SweepSpec) -> tuple[tuple, tuple, set]
 
 def draw(
     spec: SweepSpec, w: np.ndarray, pilot: list[Candidate], drawn: list[Candidate], n_dense: int
-) -> tuple[list[Candidate], Sampled, str]:
+) -> tuple[list[Candidate], Sampled, str, str]:
     """The drawn candidates of one dataset, each keeping the items whose uniform falls below their inclusion
-    probability; the design of each kept cell (to store with its row); a note of the share expected."""
+    probability; the design of each kept cell (to store with its row); a note of the share expected; the design."""
     items = list(drawn[0].item_ids)
     grid = len(items) * (n_dense + len(drawn))
     left = spec.budget * grid - len(items) * n_dense
@@ -76,7 +88,7 @@ def draw(
         f"{drawn[0].dataset}: sparse sweep at budget {spec.budget:g}: {expected / grid:.1%} of {grid} item-dates expected "
         f"({n_dense} dense condition(s), {len(drawn)} drawn date(s))"
     )
-    return out, sampled, note
+    return out, sampled, note, text
 
 
 def pilot_propensity(store: Store, description: Description, pilot: list[Candidate], items: list[str]) -> np.ndarray:
@@ -96,6 +108,72 @@ def pilot_propensity(store: Store, description: Description, pilot: list[Candida
         raise DateEvalError(
             f"{pilot[0].dataset}: the pilot dates are not all in the store; run the same command again"
         ) from None
+
+
+def _record_path(store: Store, description: Description, candidate: Candidate) -> Path:
+    """Where the design record of a candidate's entry (its model, hardware, task and dataset) lives."""
+    model_key, hardware, task_key, _ = candidate.identity
+    return designs.path_of(store.root / description.model_dir / candidate.dataset, model_key, hardware, task_key)
+
+
+def _swept(spec: SweepSpec, dated: list[Candidate]) -> tuple[tuple[str, str], ...]:
+    """The plain dates of one dataset's sweep as a record keeps them: (condition key, ISO date), in date order."""
+    pairs = [(c.identity[3], spec.conditions[c.condition_index].date.isoformat()) for c in dated]
+    return tuple(sorted(pairs, key=lambda pair: pair[1]))
+
+
+def check_records(store: Store, description: Description, spec: SweepSpec) -> None:
+    """Refuse, before any unit runs, a sparse sweep whose seed or dates differ from what an entry of the store was
+    swept with: its cells would not be one sample with the stored ones, and the entry could no longer be read.
+    A larger or smaller budget with the same seed and dates is the same sample grown (or already held)."""
+    for dataset in dict.fromkeys(c.dataset for c in description.candidates if _is_drawn(spec, c)):
+        dated = [c for c in description.candidates if c.dataset == dataset and _is_drawn(spec, c)]
+        path = _record_path(store, description, dated[0])
+        if not path.exists():
+            continue
+        record = designs.read(path)
+        swept = _swept(spec, dated)
+        if record.seed != spec.budget_seed or record.dates != swept:
+            raise DateEvalError(
+                f"{description.model_dir}/{dataset} in {store.root} was swept sparsely with --budget-seed "
+                f"{record.seed} over {_span(record.dates)}; this sweep asks for --budget-seed {spec.budget_seed} over "
+                f"{_span(swept)}: repeat that seed and those dates, or sweep into a new store (--store NEW)"
+            )
+
+
+def _span(dates: tuple[tuple[str, str], ...]) -> str:
+    return f"{len(dates)} date(s), {dates[0][1]}..{dates[-1][1]}" if dates else "no dates"
+
+
+def keep_record(
+    store: Store,
+    description: Description,
+    spec: SweepSpec,
+    pilot: list[Candidate],
+    drawn: list[Candidate],
+    n_dense: int,
+    design: str,
+) -> None:
+    """Record (or extend) the entry's design before its drawn cells run: the dates swept, the pilot, and this budget's
+    design, so a reader estimates every swept date (``dateeval.store.designs``)."""
+    path = _record_path(store, description, pilot[0])
+    model_key, hardware, task_key, _ = pilot[0].identity
+    record = (
+        designs.read(path)
+        if path.exists()
+        else designs.DesignRecord(
+            model_key,
+            hardware,
+            task_key,
+            spec.budget_seed,
+            _swept(spec, [*pilot, *drawn]),
+            tuple(c.identity[3] for c in pilot),
+            n_dense,
+            len(pilot[0].item_ids),
+            (),
+        )
+    )
+    designs.write(path, record.with_design(design))
 
 
 def with_design(rows: pa.Table, sampled: Sampled) -> pa.Table:

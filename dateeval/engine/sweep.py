@@ -264,6 +264,7 @@ class Sweep:
         """A budgeted sweep (``dateeval.sparse``): the dense conditions (baselines, other factors, the pilot dates) first,
         then, from what the pilot shows of each question, the drawn cells of every other date."""
         dense, dated, pilots = drawn.split(description, self.spec)
+        drawn.check_records(self.store, description, self.spec)
         self._run_model(replace(description, candidates=dense), progress)
         if self.cancel.is_set():
             return
@@ -273,7 +274,8 @@ class Sweep:
             pilot = [candidate for candidate in dense if candidate.dataset == dataset and candidate in pilots]
             w = drawn.pilot_propensity(self.store, description, pilot, list(of_dataset[0].item_ids))
             n_dense = sum(candidate.dataset == dataset for candidate in dense)
-            chosen, sampled, note = drawn.draw(self.spec, w, pilot, of_dataset, n_dense)
+            chosen, sampled, note, design = drawn.draw(self.spec, w, pilot, of_dataset, n_dense)
+            drawn.keep_record(self.store, description, self.spec, pilot, of_dataset, n_dense, design)
             candidates += chosen
             self.commits.sampled.update(sampled)
             progress.notes.append(note)

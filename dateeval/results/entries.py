@@ -20,7 +20,8 @@ import pandas as pd
 from dateeval import schema
 from dateeval.results import descriptive, estimated, inference, item_matrices, sql, stored, unit_sums
 from dateeval.schema import OUTCOME_COLUMNS
-from dateeval.store import Store, StoreProblems
+from dateeval.errors import DateEvalError
+from dateeval.store import Store, StoreProblems, designs
 
 # Entries whose matrices one view holds at once (each is tens of MB at paper scale).
 HELD_ENTRIES = 6
@@ -61,7 +62,10 @@ class EntryData:
         # A sparse entry's drawn dates (``dateeval.sparse``): a sample of questions each, so they are kept out of ``sums``
         # (whose statistics need every question) and read only through ``estimated``.
         self.drawn = sums.iloc[:0] if drawn is None else drawn
-        self._sparse = sorted(set(zip(self.drawn["entry"], self.drawn["dataset"])))
+        # An entry is sparse where it has drawn rows or a design record (whose draw may have chosen no cell at all).
+        entries = sums[["entry", "dataset"]].drop_duplicates() if len(sums) else []
+        recorded = {pair for pair in map(tuple, np.asarray(entries)) if self._record_path(*pair) is not None}
+        self._sparse = sorted(set(zip(self.drawn["entry"], self.drawn["dataset"])) | recorded)
         self.entry_outcomes = functools.lru_cache(maxsize=HELD_ENTRIES)(self._entry_outcomes)
         self._whole_sample = functools.lru_cache(maxsize=HELD_ENTRIES)(self._sample_of)
 
@@ -122,9 +126,21 @@ class EntryData:
         return tuple(sorted(self.outcome_rows(self._of(entry, dataset))["item_id"].astype(str).unique()))
 
     def entry_units(self, entry: str, dataset: str) -> list[Path]:
-        """The unit files holding one entry's results on one dataset (what its kept statistics are keyed on)."""
+        """The unit files holding one entry's results on one dataset, and its design record where it was swept
+        sparsely (what its kept statistics are keyed on)."""
         sources = self._with_drawn(entry, dataset)["source"]
-        return [self.store.root / source for source in sources.unique()]
+        record = self._record_path(entry, dataset)
+        return [self.store.root / source for source in sources.unique()] + ([record] if record else [])
+
+    def _record_path(self, entry: str, dataset: str) -> Path | None:
+        """The design record of an entry swept sparsely (``dateeval.store.designs``), None where it has none."""
+        picked = self._with_drawn(entry, dataset)
+        if not len(picked):
+            return None
+        first = picked.iloc[0]
+        folder = (self.store.root / first["source"]).parent
+        path = designs.path_of(folder, first["model_key"], first["hardware"], first["task_key"])
+        return path if path.is_file() else None
 
     def _with_drawn(self, entry: str, dataset: str) -> pd.DataFrame:
         """One entry's sums, its drawn dates' included where it was swept sparsely."""
@@ -189,7 +205,8 @@ class EntryData:
         picked = self._with_drawn(entry, dataset)
         keys = picked[[*schema.ENTRY_KEY, "entry"]].drop_duplicates(ignore_index=True)
         paths = [self.store.root / source for source in dict.fromkeys(picked["source"])]
-        return sql.rows(paths, keys, True, ["item_id", "condition_key", "date", "factor", "design", "probs", "correct"])
+        columns = ["item_id", "condition_key", "date", "factor", "design", "inclusion", "probs", "correct"]
+        return sql.rows(paths, keys, True, columns)
 
     def sparse_sample(self, entry: str, dataset: str, period: Period | None = None) -> estimated.Sample:
         """One sparse entry's ``estimated.Sample`` of its dates in ``period`` (dates as YYYY-MM-DD)."""
@@ -197,7 +214,11 @@ class EntryData:
         return sample if period is None else sample.of_dates(period.holds(pd.Series(sample.dates)).to_numpy())
 
     def _sample_of(self, entry: str, dataset: str) -> estimated.Sample:
-        sample = estimated.sample_of(self._sparse_rows(entry, dataset))
+        record = self._record_path(entry, dataset)
+        try:
+            sample = estimated.sample_of(self._sparse_rows(entry, dataset), designs.read(record) if record else None)
+        except DateEvalError as error:
+            raise DateEvalError(f"{entry} on {dataset} (a sparse sweep): {error}") from None
         dates = pd.to_datetime(pd.Series(sample.dates), format="mixed").dt.strftime("%Y-%m-%d")
         return sample._replace(dates=list(dates))
 

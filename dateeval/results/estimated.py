@@ -27,6 +27,7 @@ from dateeval import sparse
 from dateeval.errors import DateEvalError
 from dateeval.results import robust, variation
 from dateeval.results.robust_row import EntryStatistics
+from dateeval.store.designs import DesignRecord
 
 Z = 1.959963984540054
 PRIOR_CELLS = 1.0  # pseudo-cells per stratum in the pooled variance
@@ -49,7 +50,7 @@ def difference_estimates(values: np.ndarray, inclusion: np.ndarray, predictor: n
     ``values`` is dates x questions with NaN where a cell was not drawn, ``inclusion`` the cells' probabilities
     (dates x questions, or one per question), ``predictor`` one value per question fixed before the draw."""
     value, variance, drawn = _per_date(values, inclusion, predictor)
-    half = Z * np.sqrt(variance)
+    half = np.where(np.isfinite(variance), Z * np.sqrt(variance), np.inf)  # a weight past float's range: no bound
     return Estimates(value, np.clip(value - half, 0, 1), np.clip(value + half, 0, 1), drawn.sum(1))
 
 
@@ -132,11 +133,20 @@ def sparse_robust(
 
 
 def _robust_of(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> tuple[float, float, float, float]:
+    """Korn-Graubard's interval at the score cut to [0, 1]; where the cut moved it (a rare draw of heavy cells), widened
+    to hold the normal one around the mean as estimated, which would otherwise read as certain near 0 or 1."""
     value, variance, _ = _per_date(values, inclusion, predictor)
-    score = float(np.clip(value.mean(), 0, 1))
+    raw = float(value.mean())
+    score = float(np.clip(raw, 0, 1))
     n_dates, n_items = values.shape
     squares = mean_squares(values, inclusion, predictor)
-    return robust.korn_graubard_from(score, squares, n_dates, n_items, float(variance.sum()) / n_dates**2)
+    design = float(variance.sum()) / n_dates**2
+    _, low, high, df = robust.korn_graubard_from(score, squares, n_dates, n_items, design)
+    total = max(0.0, (squares[1] + squares[0] - squares[2]) / (n_dates * n_items)) + design
+    if raw == score and np.isfinite(total):
+        return score, low, high, df
+    half = Z * np.sqrt(total) if np.isfinite(total) else np.inf
+    return score, min(low, float(np.clip(raw - half, 0, 1))), max(high, float(np.clip(raw + half, 0, 1))), df
 
 
 def sparse_spread(
@@ -188,15 +198,24 @@ def _pooled(drawn: np.ndarray, residual: np.ndarray, pi: np.ndarray) -> np.ndarr
     return per_cell.sum(1)
 
 
-def design_of(texts: pd.Series) -> sparse.Design:
+def design_of(texts: pd.Series, record: DesignRecord | None = None) -> sparse.Design:
     """The design an entry's drawn rows were drawn under: the largest budget's (a larger budget's draw holds every
-    smaller one's cells). Designs of different seeds or pilots in one entry cannot be read as one sample."""
-    designs = [sparse.Design.from_json(text) for text in texts.dropna().unique()]
+    smaller one's cells), of those its design record holds where it has one (every drawn row's must be among them).
+    Designs of different seeds or pilots in one entry cannot be read as one sample."""
+    designs = {sparse.Design.from_json(text) for text in texts.dropna().unique()}
+    if record is not None:
+        held = {sparse.Design.from_json(text) for text in record.designs}
+        if not designs <= held:
+            raise DateEvalError("its drawn rows carry a design its design record does not hold (the store was altered)")
+        designs = held
     if len({(design.seed, design.pilot) for design in designs}) > 1:
+        seeds = sorted({design.seed for design in designs})
         raise DateEvalError(
-            "an entry holds sparse draws of different seeds or pilot dates: they are not one sample "
-            "(sweep it again with one --budget-seed, into a new store)"
+            f"it holds sparse draws of --budget-seed {', '.join(map(str, seeds))} or of different pilot dates: they "
+            "are not one sample (sweep it again with one --budget-seed, into a new store)"
         )
+    if not designs:
+        raise DateEvalError("it holds no sparse design")
     return max(designs, key=lambda design: design.budget)
 
 
@@ -230,10 +249,17 @@ class Sample(NamedTuple):
         )
 
 
-def sample_of(rows: pd.DataFrame, column: str = "correct") -> Sample:
+def sample_of(rows: pd.DataFrame, record: DesignRecord | None = None, column: str = "correct") -> Sample:
     """The :class:`Sample` of one sparse entry's rows (``item_id``, ``condition_key``, ``date``, ``factor``, ``design``,
-    ``probs``, ``column``). Its drawn cells are those the design draws (every one must be stored)."""
-    design = design_of(rows["design"])
+    ``probs``, ``column`` and, where read, ``inclusion``) and its design record (``dateeval.store.designs``; None for
+    a store from before records, whose dates are the ones its rows hold).
+
+    Every date the record says was swept is in the sample, a date whose draw chose no cell included (estimated from the
+    pilot, with the interval that implies). What the design claims is checked against what is stored, or the entry is
+    refused in one line: the pilot (distinct dates, where the record puts them), each design (recomputed from the
+    pilot, the budget and the grid), each drawn row's stored inclusion probability, every stored cell drawn by it
+    (``u < pi``), and every cell it drew stored (a missing one is named by its date)."""
+    design = design_of(rows["design"], record)
     # As text: a read's dictionary-encoded columns are categories in the order the files were read, which would
     # order the dates (and each sum over them) differently from one read to the next.
     dated = rows[rows["factor"].eq("date")].drop_duplicates(["condition_key", "item_id"])
@@ -241,24 +267,70 @@ def sample_of(rows: pd.DataFrame, column: str = "correct") -> Sample:
     keys = list(design.pilot)
     items = sorted(dated.loc[dated["condition_key"].isin(keys), "item_id"].astype(str).unique())
     try:
-        pi = design.inclusion(sparse.pilot_propensity(dated, keys, items))
+        w = sparse.pilot_propensity(dated, keys, items)
     except sparse.PilotIncomplete:
-        raise DateEvalError(
-            "a sparse entry's pilot dates are incomplete in the store: run its sweep again to finish them"
-        ) from None
-    dates = dated.groupby("condition_key")["date"].first().sort_values(kind="stable")
+        raise DateEvalError("its pilot dates are incomplete in the store: run its sweep again to finish them") from None
+    if record is not None:
+        _check_record(record, design, w)
+    _check_inclusion(dated, w, items)
+    pi = design.inclusion(w)
+    dates = dated.groupby("condition_key")["date"].first()
+    if record is not None:
+        dates = dates.combine_first(pd.Series(dict(record.dates), dtype=str))
+    dates = dates.sort_values(kind="stable")
     table = dated.pivot(index="condition_key", columns="item_id", values=column).reindex(dates.index, columns=items)
     values = table.astype(float).to_numpy()
     predictor = np.nanmean(table.loc[keys].astype(float).to_numpy(), 0)  # NaN: a question graded on no pilot date
     exact = np.isfinite(values).all(1) | table.index.isin(keys)
-    chosen = np.where(exact[:, None], True, sparse.uniforms(design.seed, items, list(table.index)) < pi)
-    if (chosen & ~np.isfinite(values) & np.isfinite(predictor)).any():
-        raise DateEvalError(
-            "a sparse entry's drawn cells are not all in the store (a sweep stopped early): run it again to finish them"
-        )
+    under = sparse.uniforms(design.seed, items, list(table.index)) < pi
+    if (~exact[:, None] & ~under & np.isfinite(values)).any():
+        raise DateEvalError("it holds cells its design did not draw (the store was altered, or mixes two sweeps)")
+    chosen = np.where(exact[:, None], True, under)
+    _check_complete(chosen & ~np.isfinite(values) & np.isfinite(predictor), list(dates))
     inclusion = np.where(exact[:, None], 1.0, np.broadcast_to(pi, values.shape))
     drawn = np.where(chosen, values, np.nan)
     return Sample(list(table.index), list(dates), items, drawn, inclusion, np.nan_to_num(predictor), exact, design.seed)
+
+
+def _check_record(record: DesignRecord, design: sparse.Design, w: np.ndarray) -> None:
+    """The record's pilot is the design's, at the places ``sparse.pilot_indices`` puts it among the swept dates, on
+    its questions; each of its designs is the one ``sparse.solve`` gives for that budget from this pilot."""
+    keys = [key for key, _ in record.dates]
+    placed = tuple(keys[i] for i in sparse.pilot_indices(len(keys)))
+    if record.pilot != design.pilot or placed != design.pilot or record.n_items != len(w) or record.seed != design.seed:
+        raise DateEvalError("its design record does not match its pilot dates (the store was altered)")
+    drawn = len(keys) - len(record.pilot)
+    grid = record.n_items * (record.n_dense + drawn)
+    for held in map(sparse.Design.from_json, record.designs):
+        left = held.budget * grid - record.n_items * record.n_dense
+        solved = sparse.solve(w, drawn, left, seed=held.seed, budget=held.budget, pilot=held.pilot)
+        if not (np.isclose(solved.scale, held.scale, rtol=1e-6) and np.isclose(solved.floor, held.floor, rtol=1e-6)):
+            raise DateEvalError(
+                f"its design at budget {held.budget:g} is not the one its pilot gives (the store was altered)"
+            )
+
+
+def _check_inclusion(dated: pd.DataFrame, w: np.ndarray, items: list) -> None:
+    """Each drawn row's stored inclusion probability is the one its own design gives its question."""
+    if "inclusion" not in dated:
+        return
+    stored = dated[dated["design"].notna()]
+    where = pd.Index(items).get_indexer(stored["item_id"].astype(str))
+    for text, part in stored.groupby(stored["design"].astype(str)):
+        index = where[stored["design"].astype(str).eq(text).to_numpy()]
+        expected = sparse.Design.from_json(text).inclusion(w)[np.clip(index, 0, None)]
+        if (index < 0).any() or not np.allclose(part["inclusion"].astype(float), expected, rtol=1e-9, atol=0):
+            raise DateEvalError("its stored inclusion probabilities are not its design's (the store was altered)")
+
+
+def _check_complete(missing: np.ndarray, dates: list) -> None:
+    """Name the dates whose drawn cells are not stored (a unit file deleted, a sweep stopped early)."""
+    if not missing.any():
+        return
+    named = ", ".join(f"{dates[row]} ({count})" for row, count in enumerate(missing.sum(1)) if count)
+    raise DateEvalError(
+        f"its drawn cells are not all in the store: missing on {named}; run its sweep again to score them"
+    )
 
 
 def sparse_statistics(sample: Sample) -> tuple[EntryStatistics, list[float]]:

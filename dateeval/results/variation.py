@@ -171,9 +171,17 @@ def level_sd(
     the F is 0 and the upper end would be 0 too: the upper end takes a continuity correction, half the smallest step
     the levels' sum of squares can take (one answer moved: (1 - 1/L) step^2 / I, where one answer moves a level's rate
     by ``step`` / I: 1 in a dense grid, 1 / pi for a cell a sparse sweep drew with probability pi).
-    No interval (NaN) where nothing is left to set the levels against (no residual variation, no design noise)."""
+    No interval (NaN) where nothing is left to set the levels against (no residual variation, no design noise).
+
+    Two guards keep the interval a promise. Where the F falls below what even no effect gives 97.5% of the time, the
+    inversion's upper end is 0: an interval that looks certain, which no finite sample supports. There, and wherever a
+    sample's noise is part of the noise (``design``: the sample cannot rule out what it did not draw), the upper end
+    is at least the one a typical null outcome gives (the F at the central F's median): the effect the data cannot
+    tell from none. And no end goes beyond the largest SD the levels' rates in [0, 1] can have
+    (:func:`largest_sd`)."""
     noise = ms_residual + design * items
-    estimate = math.sqrt(max(0.0, (ms_level - noise) / items))
+    cap = largest_sd(levels)
+    estimate = min(cap, math.sqrt(max(0.0, (ms_level - noise) / items)))
     if noise <= 1e-12:  # each question has one outcome on every level: no counting noise to set the levels against
         return estimate, float("nan"), float("nan")
     d1, tail = levels - 1, (1 - level) / 2
@@ -182,7 +190,21 @@ def level_sd(
         d2 = noise**2 / (ms_residual**2 / d2 + (design * items) ** 2 / design_df)
     widened = ms_level + 0.5 * (1 - 1 / levels) * step**2 / (items * d1)  # half the levels' SS's smallest step
     low, high = (_noncentrality(f / noise, d1, d2, p) for f, p in ((ms_level, 1 - tail), (widened, tail)))
-    return estimate, *(math.sqrt(value * noise / (items * d1)) for value in (low, high))
+    if design or high <= 0:
+        high = max(high, _noncentrality(_central_median(d1, d2), d1, d2, tail))
+    return estimate, *(min(cap, math.sqrt(value * noise / (items * d1))) for value in (low, high))
+
+
+def largest_sd(levels: int) -> float:
+    """The largest SD (with ``levels`` - 1 degrees of freedom, as the date component is) that ``levels`` rates in
+    [0, 1] can have: half of them at 0, the rest at 1. Two levels: 0.707."""
+    return math.sqrt((levels // 2) * (levels - levels // 2) / (levels * (levels - 1)))
+
+
+def _central_median(d1: int, d2: float) -> float:
+    from scipy import stats
+
+    return float(stats.f.ppf(0.5, d1, d2))
 
 
 def bootstrap_cv(correct: np.ndarray, confidence: np.ndarray) -> dict[str, float]:

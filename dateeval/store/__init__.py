@@ -43,7 +43,7 @@ import pyarrow.parquet as pq
 from dateeval import atomic
 from dateeval.errors import DateEvalError
 from dateeval.schema import ROW_KEY
-from dateeval.store import checksums, unit_file
+from dateeval.store import checksums, designs, unit_file
 from dateeval.store.text import arrow_table, unescaped
 
 
@@ -54,7 +54,8 @@ class StoreProblems:
     ``unreachable`` are those that failed with an operating-system error
     (permissions, a vanished network mount): maybe transient, so never
     treated as damaged content. ``removed`` are leftovers of killed writes
-    that were cleaned up.
+    that were cleaned up. ``unread_sidecars`` are sidecar folders this user
+    may not read: their units were read instead, as in a store without them.
     """
 
     corrupted: list[tuple[Path, str]] = field(default_factory=list)
@@ -62,6 +63,7 @@ class StoreProblems:
     foreign: list[tuple[Path, str]] = field(default_factory=list)
     unreachable: set[Path] = field(default_factory=set)
     removed: list[Path] = field(default_factory=list)
+    unread_sidecars: set[Path] = field(default_factory=set)
 
     def messages(self) -> list[str]:
         unread = [
@@ -71,6 +73,11 @@ class StoreProblems:
         unread += [
             f"store: {path} was not written by dateeval ({reason}); left alone and not read"
             for path, reason in self.foreign
+        ]
+        unread += [
+            f"store: cannot read {folder} (permission denied): the units are read instead of the sums and statistics kept "
+            "there (the same numbers, more slowly)"
+            for folder in sorted(self.unread_sidecars)
         ]
         return unread + [f"store: removed {path}, a staging file left by a killed write" for path in self.removed]
 
@@ -97,8 +104,12 @@ class Store:
         return sorted(self.root.glob("*/*/*.parquet"))
 
     def fingerprint(self) -> tuple:
-        """Changes whenever a file is added or replaced: the cache key for the app's aggregates."""
-        return tuple((str(path), path.stat().st_mtime_ns, path.stat().st_size) for path in self.files())
+        """Changes whenever a file is added or replaced (units and sparse design records): the cache key for the app's
+        aggregates."""
+        return tuple(
+            (str(path), path.stat().st_mtime_ns, path.stat().st_size)
+            for path in [*self.files(), *designs.records(self.root)]
+        )
 
     @staticmethod
     def model_dir(model: str, dtype: str, model_key: str) -> str:
