@@ -7,9 +7,10 @@ Two promises depend on them (figures: ``docs/benchmarks.md``, "Same numbers, any
   threads, which its default CPU dispatch does not promise: on AVX-512/AMX machines its kernels change with the row
   count. MKL's conditional numerical reproducibility in strict mode (``MKL_CBWR=AUTO,STRICT``: the machine's own code
   branch, AVX2 or AVX-512) makes GEMM's results independent of threads. MKL reads it when it loads, so
-  :func:`configure_environment` runs when ``dateeval`` is imported, before torch; a user's own ``MKL_CBWR`` wins, and one
-  MKL does not know is refused (:func:`check_environment`) rather than silently ignored. :func:`settings` reads back what
-  MKL actually uses, and the backend records it with every row.
+  :func:`configure_environment` runs when ``dateeval`` is imported, before torch; a user's own ``MKL_CBWR`` wins (spelled
+  as MKL reads it: upper case, no spaces), one MKL does not know is refused (:func:`check_environment`) rather than
+  silently ignored, and a branch this CPU cannot run is named in a warning (:func:`cbwr_warning`): MKL runs AUTO then.
+  :func:`settings` reads back what MKL actually uses, and the backend records it with every row.
 * **Half precision keeps its threads.** bfloat16 and float16 matrix products run in oneDNN, not MKL, and oneDNN has no
   strict mode: its AMX kernels (Intel Xeon from Sapphire Rapids on) split a product's reduction differently at another
   thread count, so a bfloat16 score moved by up to 0.04 when the governor went from 2 threads to 1. A model in half
@@ -32,8 +33,10 @@ Figures: ``docs/measurement.md`` ("Same bits at any thread count") and ``docs/be
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -64,12 +67,30 @@ _CBWR_BRANCHES = {
 }
 _CBWR_STRICT = 0x10000
 _CBWR_ALL = -1
+# The /proc/cpuinfo flags each branch needs (oneMKL's "Specifying Code Branches"), lowest first: the last one a CPU
+# has is its best. AVX512_MIC and AVX512_MIC_E1 (Xeon Phi) are deprecated and run as AVX2; AUTO needs nothing.
+_AVX2 = frozenset({"avx2", "fma"})
+_AVX512 = frozenset({"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"})
+_CBWR_NEEDS = {
+    "COMPATIBLE": frozenset(),
+    "SSE2": frozenset({"sse2"}),
+    "SSSE3": frozenset({"ssse3"}),
+    "SSE4_1": frozenset({"sse4_1"}),
+    "SSE4_2": frozenset({"sse4_2"}),
+    "AVX": frozenset({"avx"}),
+    "AVX2": _AVX2,
+    "AVX512": _AVX512,
+    "AVX512_E1": _AVX512 | {"avx512_vnni"},
+    "AVX512_MIC": _AVX2,
+    "AVX512_MIC_E1": _AVX2,
+}
+_ANY_VENDOR = ("AUTO", "COMPATIBLE")  # the branches MKL runs on a CPU not made by Intel; others fall back to AUTO
 
 
 def configure_environment() -> None:
     """Set MKL's reproducibility before any library loads it; ``import dateeval`` calls this, a user's settings win."""
     os.environ.setdefault("MKL_DYNAMIC", "FALSE")  # MKL would otherwise take fewer threads when the machine is busy
-    os.environ.setdefault("MKL_CBWR", DEFAULT_CBWR)
+    os.environ["MKL_CBWR"] = _spelled(os.environ.get("MKL_CBWR", DEFAULT_CBWR))
     if "OMP_WAIT_POLICY" not in os.environ:  # a user's wait policy wins (libgomp would let GOMP_SPINCOUNT override it)
         os.environ.setdefault("GOMP_SPINCOUNT", SPIN_COUNT)
 
@@ -99,20 +120,69 @@ def requested_threads() -> int | None:
 _CBWR_WORDS = {name for name in _CBWR_BRANCHES.values() if name not in ("OFF", "UNSET")}
 
 
+def _cbwr_words(value: str) -> list[str] | None:
+    """An ``MKL_CBWR`` value's branch and optional ``STRICT``, in MKL's spelling; None where MKL knows no such mode."""
+    words = [word.strip().upper() for word in value.split(",")]
+    return words if words[0] in _CBWR_WORDS and words[1:] in ([], ["STRICT"]) else None
+
+
+def _spelled(value: str) -> str:
+    """A known mode as MKL reads it: MKL ignores ``avx2`` or ``AUTO,strict`` (it runs plain AUTO), so a user's
+    ``avx2`` is written ``AVX2`` before MKL loads; an unknown value is left for :func:`check_environment` to refuse."""
+    words = _cbwr_words(value)
+    return value if words is None else ",".join(words)
+
+
+def cbwr_warning(value: str, vendor: str, flags: set[str]) -> str | None:
+    """Why MKL will not run the branch ``MKL_CBWR`` names on a CPU of this vendor and these ``/proc/cpuinfo`` flags
+    (None where it will): MKL then runs AUTO without a word, so the mode a user asked for would not be what ran."""
+    words = _cbwr_words(value)
+    if words is None or words[0] == "AUTO":
+        return None
+    runs = ",".join(["AUTO", *words[1:]])
+    if vendor != "GenuineIntel" and words[0] not in _ANY_VENDOR:
+        return (
+            f"MKL_CBWR={value!r}: MKL runs a branch other than {' or '.join(_ANY_VENDOR)} only on Intel CPUs (this one "
+            f"is {vendor}), so it runs {runs} instead"
+        )
+    if not _CBWR_NEEDS[words[0]] <= flags:
+        best = [branch for branch, needs in _CBWR_NEEDS.items() if needs <= flags and "MIC" not in branch][-1]
+        return f"MKL_CBWR={value!r}: this CPU has no {words[0]} branch (its best: {best}), so MKL runs {runs} instead"
+    return None
+
+
+def _cpu_flags() -> tuple[str, set[str]] | None:
+    """The CPU's vendor and instruction-set flags from ``/proc/cpuinfo``; None where it has none (not Linux x86)."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return None
+    fields = {name.strip(): text.strip() for name, _, text in (line.partition(":") for line in lines)}
+    return (fields["vendor_id"], set(fields["flags"].split())) if {"vendor_id", "flags"} <= fields.keys() else None
+
+
+@functools.cache
+def _warn(message: str) -> None:
+    """One warning line on stderr, once per process: every model's load checks the environment."""
+    print(f"dateeval: warning: {message}", file=sys.stderr, flush=True)
+
+
 def check_environment() -> None:
     """Refuse a thread or MKL setting that MKL or OpenMP would ignore or choke on, with one line, before a model
     loads: MKL silently runs its default for a word it does not know, so the mode recorded with the rows would not be
-    what ran."""
+    what ran. A branch this CPU cannot run is a warning: MKL runs AUTO instead, and the rows record that."""
     from dateeval.errors import DateEvalError
 
     requested_threads()
     cbwr = os.environ.get("MKL_CBWR")
     if cbwr is not None:
-        words = [word.strip().upper() for word in cbwr.split(",")]
-        if words[0] not in _CBWR_WORDS or words[1:] not in ([], ["STRICT"]):
+        if _cbwr_words(cbwr) is None:
             raise DateEvalError(
                 f"MKL_CBWR={cbwr!r}: give a branch ({', '.join(sorted(_CBWR_WORDS))}), optionally with ',STRICT' (default {DEFAULT_CBWR})"
             )
+        cpu = _cpu_flags()
+        if cpu is not None and (message := cbwr_warning(cbwr, *cpu)):
+            _warn(message)
     omp = os.environ.get("OMP_NUM_THREADS")
     if omp is not None and omp.strip() and _count(omp) is None:
         raise DateEvalError(f"OMP_NUM_THREADS={omp!r}: give a number of threads from 1 to {MAX_THREADS}")

@@ -1,7 +1,11 @@
 """Sums kept beside the store and DuckDB per-item reads give exactly what the per-item analysis gives."""
 
 import datetime as dt
+import errno
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import oracles
@@ -330,6 +334,77 @@ def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
     frame, _ = demo.read(columns=[*SUMMARY_COLUMNS, "n_options"], optional=GENERATION_COLUMNS)
     rows = frame[(descriptive.entry_label(frame) == chosen["entry"].iloc[0]) & (frame["dataset"] == "mmlu")]
     pd.testing.assert_frame_equal(flips, oracles.item_flips(rows), check_dtype=False, check_exact=False)
+
+
+def _deny(monkeypatch, folder: Path) -> None:
+    """``chmod 000`` on ``folder`` as a process that is not root meets it (root reads through any mode): listing the
+    folder, or reaching anything in it, is refused."""
+    for name in ("stat", "scandir", "listdir"):
+        real = getattr(os, name)
+
+        def refused(path=".", *args, real=real, name=name, **kwargs):
+            text = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else ""
+            if text.startswith(f"{folder}{os.sep}") or (name != "stat" and text == str(folder)):
+                raise PermissionError(errno.EACCES, "Permission denied", text)
+            return real(path, *args, **kwargs)
+
+        monkeypatch.setattr(os, name, refused)
+
+
+UNREAD = (
+    "dateeval: warning: store: cannot read {} (permission denied): the units are read instead of the sums and "
+    "statistics kept there (the same numbers, more slowly)"
+)
+
+
+def test_a_sidecar_folder_the_reader_may_not_read_reads_as_an_absent_one(demo, monkeypatch, capsys):
+    """Issue 62 §6: ``chmod 000`` on ``.aggregates`` was a PermissionError traceback in ``summary`` and ``robust``.
+    The units are read as where the folder is absent: the same output, and one warning line naming the folder."""
+    from dateeval.cli import main
+
+    def said(command: str) -> tuple[str, str]:
+        _new_process()
+        assert main([command, "--json", "--store", str(demo.root)]) == 0
+        return tuple(capsys.readouterr())
+
+    absent = {command: said(command)[0] for command in ("summary", "robust")}
+    assert keep(demo) == [] and (demo.root / sidecars.FOLDER / stored.FOLDER / "robust").is_dir()
+    _deny(monkeypatch, demo.root / sidecars.FOLDER)
+    for command, out in absent.items():
+        found, err = said(command)
+        assert found == out and err.splitlines() == [UNREAD.format(demo.root / sidecars.FOLDER)], err
+
+
+def _modes_hold() -> list[str]:
+    """A command prefix under which file modes are enforced: none for a user; for root, ``setpriv`` without the
+    capabilities that read through them (skipped where it is not installed)."""
+    if os.geteuid() != 0:
+        return []
+    if shutil.which("setpriv") is None:
+        pytest.skip("root reads through chmod 000, and setpriv (to drop that power) is not installed")
+    return ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+
+
+def test_a_sidecar_folder_chmod_000_reads_as_an_absent_one(demo):
+    """The same with the folder's mode itself: ``summary`` and ``robust`` as a user runs them, rc 0, the same output."""
+    prefix = _modes_hold()
+
+    def run(command: str) -> subprocess.CompletedProcess:
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+        args = [*prefix, sys.executable, "-m", "dateeval", command, "--json", "--store", str(demo.root)]
+        return subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+
+    absent = {command: run(command).stdout for command in ("summary", "robust")}
+    assert keep(demo) == []
+    folder = demo.root / sidecars.FOLDER
+    folder.chmod(0)
+    try:
+        for command, out in absent.items():
+            found = run(command)
+            assert found.returncode == 0 and found.stdout == out, found.stderr
+            assert found.stderr.splitlines() == [UNREAD.format(folder)], found.stderr
+    finally:
+        folder.chmod(0o755)
 
 
 def test_kept_rows_held_in_memory_are_bounded(demo, monkeypatch):

@@ -234,3 +234,56 @@ def test_a_thread_or_mkl_setting_nothing_would_honour_is_refused_before_a_model_
 def test_every_mkl_branch_mkl_knows_is_taken(monkeypatch, value):
     monkeypatch.setenv("MKL_CBWR", value)
     numerics.check_environment()
+
+
+AVX2_CPU = {"sse2", "ssse3", "sse4_1", "sse4_2", "avx", "avx2", "fma"}  # Intel Haswell to Comet Lake
+AVX512_CPU = AVX2_CPU | {"avx512f", "avx512cd", "avx512bw", "avx512dq", "avx512vl"}  # Intel Skylake-SP
+
+
+@pytest.mark.parametrize(
+    ("value", "vendor", "flags", "says"),
+    [
+        ("AVX512,STRICT", "GenuineIntel", AVX2_CPU, "no AVX512 branch (its best: AVX2), so MKL runs AUTO,STRICT"),
+        ("AVX512_E1", "GenuineIntel", AVX2_CPU, "no AVX512_E1 branch (its best: AVX2), so MKL runs AUTO instead"),
+        ("AVX2,STRICT", "GenuineIntel", AVX2_CPU, None),
+        ("AVX512_MIC,STRICT", "GenuineIntel", AVX2_CPU, None),  # deprecated: runs as AVX2
+        ("SSE4_2", "GenuineIntel", AVX2_CPU, None),
+        ("AVX512,STRICT", "GenuineIntel", AVX512_CPU, None),
+        ("AVX512_E1,STRICT", "GenuineIntel", AVX512_CPU, "no AVX512_E1 branch (its best: AVX512), so MKL runs AUTO"),
+        ("AVX512_E1,STRICT", "GenuineIntel", AVX512_CPU | {"avx512_vnni"}, None),
+        ("AVX2,STRICT", "AuthenticAMD", AVX512_CPU, "only on Intel CPUs (this one is AuthenticAMD), so it runs AUTO"),
+        ("COMPATIBLE", "AuthenticAMD", AVX2_CPU, None),
+        ("AUTO,STRICT", "GenuineIntel", {"sse2"}, None),
+    ],
+)
+def test_a_branch_the_cpu_cannot_run_is_named(value, vendor, flags, says):
+    """MKL runs AUTO, without a word, for a branch the CPU lacks (and for any but AUTO and COMPATIBLE on a CPU not made
+    by Intel): the mode asked for is then not the one that ran, so it is said, as an unknown value is."""
+    found = numerics.cbwr_warning(value, vendor, flags)
+    assert found == says if says is None else (found.startswith(f"MKL_CBWR={value!r}: ") and says in found), found
+
+
+def test_a_branch_the_cpu_cannot_run_is_one_warning_line_and_the_load_goes_on(monkeypatch, capsys):
+    monkeypatch.setattr(numerics, "_cpu_flags", lambda: ("GenuineIntel", AVX2_CPU))
+    monkeypatch.setenv("MKL_CBWR", "AVX512,STRICT")
+    numerics._warn.cache_clear()
+    numerics.check_environment()
+    numerics.check_environment()  # a second model's load: said once
+    said = capsys.readouterr().err.splitlines()
+    assert said == [
+        "dateeval: warning: MKL_CBWR='AVX512,STRICT': this CPU has no AVX512 branch (its best: AVX2), so MKL runs "
+        "AUTO,STRICT instead"
+    ]
+
+
+@pytest.mark.parametrize("value", ["COMPATIBLE", "compatible", "AVX2,STRICT", "AVX512_E1,STRICT", "AUTO,strict"])
+def test_the_mode_mkl_reports_is_the_one_the_warning_foretells(value):
+    """On this machine's CPU, MKL itself runs the branch asked for exactly where no warning is given (else AUTO, with
+    STRICT kept); a branch in other case is spelled as MKL reads it (MKL ran plain AUTO for ``compatible`` or
+    ``AUTO,strict``)."""
+    code = "import dateeval, dateeval.numerics as n; print(n.settings('float32')['mkl_cbwr'])"
+    env = {**os.environ, "MKL_CBWR": value, "PYTHONPATH": str(ROOT)}
+    ran = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    words = value.upper().split(",")
+    warned = numerics.cbwr_warning(value, *numerics._cpu_flags())
+    assert ran.stdout.strip() == ",".join(["AUTO", *words[1:]] if warned else words), warned

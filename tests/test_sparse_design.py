@@ -4,13 +4,18 @@ possible sample (ties, 0/1 values, one question, two dates); bad arrays get one 
 
 from __future__ import annotations
 
+import datetime as dt
 import itertools
+import re
 
 import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
 from dateeval import sparse, stats
+from dateeval.conditions import Condition
+from dateeval.engine.drawn import check_affordable
+from dateeval.engine.plan import SweepSpec
 from dateeval.errors import DateEvalError
 from dateeval.results.estimated import difference_estimates, own_variance
 
@@ -43,6 +48,43 @@ def test_a_larger_budget_raises_every_probability_and_spends_what_it_says(seed):
     assert sparse.solve(np.zeros(10), 5, 10, seed=0, budget=0.5, pilot=()).inclusion(np.zeros(10)) == pytest.approx(
         np.full(10, 0.2)
     )
+
+
+def _spec(dates: int, others: int, budget: float) -> SweepSpec:
+    """A sweep of ``dates`` plain dates and ``others`` conditions scored in full (option orders: a factor)."""
+    day = dt.date(2024, 1, 1)
+    conditions = [Condition(date=day + dt.timedelta(days=i)) for i in range(dates)]
+    conditions += [Condition(date=day, option_order=k + 1) for k in range(others)]
+    return SweepSpec(models=("m",), datasets=("mmlu",), conditions=tuple(conditions), budget=budget)
+
+
+@pytest.mark.parametrize(
+    ("dates", "others"), [(d, o) for d in range(1, 9) for o in (0, 1, 2, 7)] + [(4, 300), (5, 997)]
+)
+def test_a_refused_budget_advises_only_a_budget_that_is_taken(dates, others):
+    """Issue 62 §6: with 3 dates the advice was "ask for more than 1.00", and 300 factors beside 4 dates (99.7% dense)
+    rounded to it too: ``--budget`` refuses anything above 1. Where the dense conditions are the whole grid, no budget
+    can be sparse and the advice says so; elsewhere the budget advised is taken, 1 included (every cell drawn)."""
+    with pytest.raises(DateEvalError) as refused:
+        check_affordable(_spec(dates, others, 0.01))
+    said = str(refused.value)
+    assert "1.00" not in said or dates > sparse.PILOT
+    if dates <= sparse.PILOT:  # no date is drawn: only a dense sweep or more dates helps
+        assert f"with {dates} date(s) every condition is scored in full" in said and "drop --budget" in said
+        assert "ask for" not in said
+        return
+    least = float(re.search(r"ask for at least (\d\.\d\d)", said).group(1))
+    assert 0 < least <= 1
+    check_affordable(_spec(dates, others, least))  # the advice is taken ...
+    check_affordable(_spec(dates, others, 1.0))  # ... and so is the whole budget
+    with pytest.raises(DateEvalError):
+        check_affordable(_spec(dates, others, round(least - 0.01, 2)))  # ... and it is the least such
+
+
+def test_the_whole_budget_draws_every_cell():
+    """``--budget 1`` where dates are drawn: every cell's probability is 1, the dense grid with its design stored."""
+    w = np.array([0.0, 0.3, 0.9, 0.0])
+    assert (sparse.solve(w, 7, 4 * 7, seed=0, budget=1.0, pilot=("a",)).inclusion(w) == 1).all()
 
 
 def test_a_design_reads_back_and_damage_is_named():

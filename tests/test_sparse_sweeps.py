@@ -190,7 +190,7 @@ def test_a_budget_the_dense_conditions_spend_is_refused_before_any_work(data_dir
         result.returncode != 0
         and result.stderr.count("\n") == 1
         and "pilot dates" in result.stderr
-        and "0.36" in result.stderr
+        and "ask for at least 0.37" in result.stderr  # 4 of 11 conditions dense: 0.37 is the least budget taken
     ), result.stderr
     assert not (tmp_path / "store").exists() or not Store(tmp_path / "store").files()
     for bad in ("0", "1.5", "nan", "x"):
@@ -198,3 +198,28 @@ def test_a_budget_the_dense_conditions_spend_is_refused_before_any_work(data_dir
         assert result.returncode == 2 and "--budget" in result.stderr and "Traceback" not in result.stderr, (
             result.stderr
         )
+
+
+def test_a_sweep_of_no_more_dates_than_pilots_is_told_to_sweep_densely(data_dir, tmp_path):
+    """Issue 62 §6: with 3 dates (all pilots) ``--budget 1`` was told to "ask for more than 1.00", a value ``--budget``
+    refuses; no budget can be sparse there, and the line says what can be done instead."""
+    result = run_cli(
+        "run",
+        "--dataset",
+        "mmlu",
+        "--data-dir",
+        str(data_dir),
+        "--limit",
+        "2",
+        "--dates",
+        "2024-01-01..2024-01-03",
+        "--no-date",
+        "--budget",
+        "1",
+        "--store",
+        str(tmp_path / "store"),
+    )
+    said = result.stderr.strip()
+    assert result.returncode != 0 and len(said.splitlines()) == 1 and "1.00" not in said, said
+    assert "with 3 date(s) every condition is scored in full" in said and "sweep densely (drop --budget)" in said, said
+    assert not (tmp_path / "store").exists() or not Store(tmp_path / "store").files()

@@ -163,7 +163,7 @@ def _items_table(store: Store, unit: Path) -> pa.Table | None:
         return None
     if path in unit_sums._ITEMS:
         return unit_sums._ITEMS[path]
-    table = store.read_table(path) if path.exists() else None
+    table = store.read_table(path) if sidecars.on_disk(store.root, path) else None
     if table is None:
         unit_sums.summed(store, unit)
         table = unit_sums._ITEMS.get(path)

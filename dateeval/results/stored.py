@@ -60,7 +60,7 @@ def rows(
         if path in _KEPT:
             _KEPT.move_to_end(path)
             return _KEPT[path]
-    table = store.read_table(path) if path.exists() else None
+    table = store.read_table(path) if sidecars.on_disk(store.root, path) else None
     found = table.to_pylist() if table is not None else compute()
     with _LOCK:
         for collection in _COLLECTING if table is None else []:

@@ -60,7 +60,7 @@ def load(store: Store) -> tuple[pd.DataFrame, StoreProblems]:
         except FileNotFoundError:
             continue  # compacted away since it was listed
         sums = _READ.get(path)
-        if sums is None and path.exists():
+        if sums is None and sidecars.on_disk(store.root, path, problems):
             sums = _read_sidecar(store, path)
         if sums is None:
             sums, found = summed(store, unit)

@@ -60,6 +60,18 @@ def sidecar(root: Path, unit: Path, stat: os.stat_result) -> Path:
     return root / FOLDER / relative.parent / f"{unit.name}.{stat.st_size}-{stat.st_mtime_ns}.v{FORMAT}.parquet"
 
 
+def on_disk(root: Path, path: Path, problems: StoreProblems | None = None) -> bool:
+    """Whether a sidecar (or a statistic kept beside them) is on disk to read. One in a folder this user may not read
+    (``chmod 000``) counts as absent: its unit is read instead, as in a store without sidecars (the same numbers, more
+    slowly), and the folder is named in ``problems`` for the reader's warning rather than ending it in a traceback."""
+    try:
+        return path.exists()
+    except PermissionError:
+        if problems is not None:
+            problems.unread_sidecars.add(root / FOLDER)
+        return False
+
+
 def items_sidecar(sums: Path) -> Path:
     """Where the per-item sidecar kept beside the sums sidecar ``sums`` is."""
     return sums.with_suffix(".items.parquet")
