@@ -192,3 +192,4 @@ def test_the_explorers_streamlit_settings_travel_as_options() -> None:
     assert len(pairs) == len(options) // 2 == sum(len(values) for values in config.values())
     assert pairs["--server.fileWatcherType"] == "none" and pairs["--browser.gatherUsageStats"] == "false"
     assert pairs["--server.maxUploadSize"] == "50"
+    assert pairs["--client.toolbarMode"] == "minimal"  # no Deploy button or main menu, installed or not (issue 64 §3)
