@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for people and CI:
-#   ./run.sh app    set everything up and open the explorer on the built-in demo (`dateeval app`; --port N)
+#   ./run.sh app    set everything up and open the explorer on the built-in demo (`dateeval app`; --port N,
+#                   --store PATH: open that store, beside the demo)
 #   ./run.sh test   set everything up and run the test suite
 #   ./run.sh setup-vllm  the optional vLLM extra (requirements-vllm.txt) in its own .venv-vllm
 #   ./run.sh test-vllm   the vLLM backend's tests there
@@ -127,7 +128,7 @@ case "${1:-}" in
     check
     ;;
   *)
-    echo "usage: ./run.sh app [--port N] [--no-browser] | test [pytest args] | check | setup-vllm | test-vllm [pytest args] | setup-lmeval | test-lmeval [pytest args]" >&2
+    echo "usage: ./run.sh app [--port N] [--no-browser] [--store PATH] | test [pytest args] | check | setup-vllm | test-vllm [pytest args] | setup-lmeval | test-lmeval [pytest args]" >&2
     exit 2
     ;;
 esac

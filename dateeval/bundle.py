@@ -18,6 +18,9 @@ PACKAGE = Path(__file__).resolve().parent
 PACKAGED = PACKAGE / "_explorer"
 CLONE = PACKAGE.parent
 DEMO = Path("demo") / "store"
+# Set by `dateeval app --store PATH` (dateeval.cli.launch) for the explorer it serves in the same process: the store
+# the explorer opens on, beside the demo, and the one its Run page writes into.
+OPENED_STORE = "DATEEVAL_APP_STORE"
 
 
 def folder() -> Path:

@@ -185,3 +185,52 @@ def test_a_link_planted_at_the_demo_copy_is_neither_opened_nor_written_through(l
     assert launch.prepare_demo() == shipped and bundle.demo_store() == shipped
     assert _files(other.parent) == others and _files(shipped) == shipped_before and planted.is_symlink()
     assert f"{planted} is a link" in capsys.readouterr().err
+
+
+# Issue 64 §4: `dateeval app --store PATH` opens the store `dateeval run --store PATH` wrote, beside the demo; a path
+# that holds no results is one line before any work.
+
+
+@pytest.fixture
+def unopened(monkeypatch) -> None:
+    """No store opened by `dateeval app --store` (the variable it sets, put back as it was after the test)."""
+    monkeypatch.setenv(bundle.OPENED_STORE, "")  # recorded, so the delete below is undone
+    monkeypatch.delenv(bundle.OPENED_STORE)
+
+
+@pytest.mark.parametrize("kind", ["missing", "file", "empty folder", "folder of other files"])
+def test_a_store_that_is_no_store_is_one_line_before_any_work(kind, tmp_path, started, capsys, unopened):
+    """Opened as it was, each showed an empty explorer ("My results" with no dataset), as if the sweep were lost."""
+    path = tmp_path / "store"
+    if kind == "file":
+        path.write_text("")
+    elif kind != "missing":
+        path.mkdir()
+    if kind == "folder of other files":
+        (path / "notes").mkdir()
+        (path / "notes" / "read.me").write_text("")
+    assert _app("--store", str(path)) == cli.EXIT_ERROR
+    error = capsys.readouterr().err.splitlines()
+    assert len(error) == 1 and error[0].startswith(f"dateeval: error: --store {path}"), error
+    assert started == [] and bundle.OPENED_STORE not in os.environ
+
+
+def test_a_store_opens_beside_the_demo_and_the_run_page_writes_into_it(tmp_path, started, monkeypatch, unopened):
+    """The explorer (served in this process) opens on the store, "My results", and its Run page writes there, whatever
+    `DATEEVAL_STORE` says; a relative path is taken from where the command ran."""
+    from dateeval.explorer import state
+
+    store = demo_copy(tmp_path / "mine")
+    monkeypatch.setenv("DATEEVAL_STORE", str(tmp_path / "elsewhere"))
+    monkeypatch.chdir(tmp_path)
+    assert _app("--store", "mine/store") == 0 and started[0] == "demo"
+    assert os.environ[bundle.OPENED_STORE] == str(store)
+    assert state.results_store() == store and state.default_store() == "mine"
+    assert state.store_choices() == {"Built-in demo": state.DEMO_STORE, "My results": store}
+
+
+def test_without_a_store_the_explorer_opens_on_the_demo(monkeypatch, tmp_path, unopened):
+    from dateeval.explorer import state
+
+    monkeypatch.setenv("DATEEVAL_STORE", str(tmp_path))
+    assert state.default_store() == "demo" and state.results_store() == tmp_path

@@ -28,6 +28,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from dateeval import atomic, bundle
 from dateeval.errors import DateEvalError
+from dateeval.store import Store
 
 # The demo's statistics are kept in a process of their own before the server starts, so the first screen reads them.
 _KEEP = (
@@ -83,13 +84,18 @@ def _copy(source: Path, target: Path) -> Path:
     return target
 
 
-def serve(port: int, host: str, browser: bool) -> int:
-    """``dateeval app``: check where it is to listen and Streamlit's settings folder, keep the demo's statistics, then
-    serve the explorer on ``host:port`` until stopped. The checks come first, so a mistake costs no work."""
+def serve(port: int, host: str, browser: bool, store: str | None = None) -> int:
+    """``dateeval app``: check where it is to listen, Streamlit's settings folder and the ``--store`` to open, keep the
+    demo's statistics, then serve the explorer on ``host:port`` until stopped. The checks come first, so a mistake
+    costs no work."""
     if not (bundle.folder() / "app.py").is_file():
         raise DateEvalError(f"the explorer's app.py is missing from {bundle.folder()}: reinstall dateeval")
     address = listening(host, port)
     streamlit_home()
+    if store is not None:
+        os.environ[bundle.OPENED_STORE] = str(
+            results_in(store)
+        )  # the server runs in this process, and its pages read it
     prepare_demo()
     main(["--server.port", str(port), "--server.address", address, "--server.headless", str(not browser).lower()])
     return 0
@@ -141,6 +147,24 @@ def _bind(address: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv
 def _netloc(address: str, port: int) -> str:
     """``address:port`` as a URL writes it: an IPv6 address in brackets."""
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+
+
+def results_in(path: str) -> Path:
+    """``--store path`` as the explorer opens it (absolute), refused in one line where it holds no results: a path that
+    does not exist, a file, or a folder with no unit files would open as an empty store and look like a lost sweep."""
+    root = Path(path).expanduser().absolute()
+    if not root.exists():
+        raise DateEvalError(f"--store {path}: no such folder; give the folder `dateeval run --store` wrote")
+    if not root.is_dir():
+        raise DateEvalError(
+            f"--store {path} is a file, not a results store: give the folder `dateeval run --store` wrote"
+        )
+    if not Store(root).files():
+        raise DateEvalError(
+            f"--store {path} holds no results (no model/dataset/*.parquet files): give the folder `dateeval run "
+            "--store` wrote, or leave --store out and run a sweep from the Run page"
+        )
+    return root
 
 
 def streamlit_home() -> None:

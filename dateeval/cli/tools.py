@@ -79,6 +79,11 @@ def add_app(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     app.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     app.add_argument("--port", type=arguments.integer(1, 65535), default=8501, help="port (default 8501)")
     app.add_argument("--no-browser", action="store_true", help="serve only; do not open a browser tab")
+    app.add_argument(
+        "--store",
+        help="a results store (what `dateeval run --store PATH` wrote) to open beside the demo, as 'My results': the "
+        "explorer opens on it and the Run page writes into it (default: $DATEEVAL_STORE, else cache/results)",
+    )
     return app
 
 
@@ -141,7 +146,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_app(args: argparse.Namespace) -> int:
     from dateeval.cli import launch
 
-    return launch.serve(args.port, args.host, browser=not args.no_browser)
+    return launch.serve(args.port, args.host, browser=not args.no_browser, store=args.store)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:

@@ -30,8 +30,15 @@ PER_DATASET = "_selection_per_dataset"
 
 
 def results_store() -> Path:
-    """Where the Run page writes (``DATEEVAL_STORE`` overrides ``cache/results``)."""
-    return Path(os.environ.get("DATEEVAL_STORE", cache_dir() / "results"))
+    """Where the Run page writes, shown as "My results": the store ``dateeval app --store`` opened, else
+    ``DATEEVAL_STORE``, else ``cache/results``."""
+    return Path(os.environ.get(bundle.OPENED_STORE) or os.environ.get("DATEEVAL_STORE", cache_dir() / "results"))
+
+
+def default_store() -> str:
+    """The store a new session opens on (a URL value of :data:`STORE_PARAMS`): the one ``dateeval app --store`` was
+    given, which its user came to read, else the demo."""
+    return "mine" if os.environ.get(bundle.OPENED_STORE) else "demo"
 
 
 def store_choices() -> dict[str, Path]:
@@ -40,7 +47,7 @@ def store_choices() -> dict[str, Path]:
 
 def current_store() -> Store:
     choices = store_choices()
-    return Store(choices.get(st.session_state.get("store_choice", ""), next(iter(choices.values()))))
+    return Store(choices.get(st.session_state.get("store_choice", ""), choices[STORE_PARAMS[default_store()]]))
 
 
 def app_settings() -> None:
@@ -51,13 +58,13 @@ def app_settings() -> None:
     (``?store=mine``), so a shared link opens the same store.
     """
     names = list(store_choices())
-    viewstate.seed("store", list(STORE_PARAMS), next(iter(STORE_PARAMS)))
+    viewstate.seed("store", list(STORE_PARAMS), default_store())
     st.sidebar.selectbox(
         "Results store",
         list(STORE_PARAMS),
         key="store",
         format_func=STORE_PARAMS.get,
-        help="Where results are read from; the Run page writes to 'My results'.",
+        help=f"Where results are read from; the Run page writes to 'My results' (`{results_store()}`).",
     )
     st.session_state["store_choice"] = names[list(STORE_PARAMS).index(st.session_state["store"])]
     viewstate.publish("store", st.session_state["store"])
