@@ -283,3 +283,36 @@ def test_the_sparse_spread_interval_covers_the_true_sd(sparse_study, n_items, n_
     assert found["coverage"] >= 0.95 - 2 * np.sqrt(0.95 * 0.05 / 300), found
     if n_items >= 50:
         assert found["ignored"] < 0.8, found
+
+
+def test_the_date_sd_interval_never_leaves_the_range_rates_can_take():
+    """Issue 62 §3, oracle by enumeration: over every 0/1 grid of 2-3 dates and 2-3 questions, no end of the date SD's
+    interval exceeds the largest SD (ddof 1, as the date component) the dates' rates in [0, 1] can have, found by
+    trying every vector of rates on the grid's steps; ``[[1, 0], [0, 1]]`` gave 1.53 (the largest is 0.707)."""
+    for n_dates, n_items in itertools.product((2, 3), (2, 3)):
+        rates = np.array(list(itertools.product(np.linspace(0, 1, n_items + 1), repeat=n_dates)))
+        largest = float(np.std(rates, axis=1, ddof=1).max())
+        assert variation.largest_sd(n_dates) == pytest.approx(largest, abs=1e-12)
+        for cells in itertools.product((0.0, 1.0), repeat=n_dates * n_items):
+            found = stats.date_spread(np.reshape(cells, (n_dates, n_items)))
+            assert all(not value > largest + 1e-12 for value in found), (cells, found)
+    assert stats.date_spread([[1, 0], [0, 1]]).high == pytest.approx(0.5**0.5, abs=1e-12)
+
+
+def test_a_sample_never_gives_an_interval_that_looks_certain():
+    """Issue 62 §3: ``sparse_date_spread`` gave (0, 0, 0) in 4 of 200 draws where 20-28 drawn cells moved, and with no
+    cell drawn at all: the sample cannot rule out a change it did not see, so the upper end is never 0 (at least the
+    one a typical null outcome gives), in any of 200 draws, and with no cell drawn."""
+    rng = np.random.default_rng(62)
+    grid = (rng.random((21, 40)) < 0.5).astype(float)
+    grid[3:, :8] = rng.random((18, 8)) < 0.5  # 8 questions move with the date
+    pi = np.full(grid.shape, 0.15)
+    pi[[0, 10, 20]] = 1.0  # pilot dates
+    predictor = grid[[0, 10, 20]].mean(0)
+    for _ in range(200):
+        values = np.where(rng.random(grid.shape) < pi, grid, np.nan)
+        estimate, low, high = stats.sparse_date_spread(values, pi, predictor)
+        assert low <= estimate <= high and high > 0.005, (estimate, low, high)
+    nothing = np.where(pi == 1, grid, np.nan)
+    estimate, low, high = stats.sparse_date_spread(nothing, pi, predictor)
+    assert high > 0.05, (estimate, low, high)

@@ -34,7 +34,7 @@ import xxhash
 
 from dateeval.store import Store, sidecars
 
-VERSION = 14
+VERSION = 15  # 15: a sparse entry read against its design record (every swept date); date SD ends capped
 FOLDER = "derived"
 # Results read or computed in this process, by path (a path's name fixes its content), the most recent HELD.
 _KEPT: OrderedDict[Path, list[dict]] = OrderedDict()
