@@ -170,6 +170,21 @@ def margins(probs: np.ndarray) -> np.ndarray:
     return ordered[..., -1] - ordered[..., -2]
 
 
+def design_for(
+    propensities: np.ndarray, sparse_dates: int, n_dense: int, *, seed: int, budget: float, pilot: tuple[str, ...]
+) -> Design:
+    """:func:`solve` for a budget, a share of the grid of these questions on ``n_dense`` conditions scored in full and
+    ``sparse_dates`` drawn dates: what ``dateeval run --budget`` draws with, and what a reader recomputes to check it."""
+    n = len(propensities)
+    cells = budget * n * (n_dense + sparse_dates) - n * n_dense
+    return solve(propensities, sparse_dates, cells, seed=seed, budget=budget, pilot=pilot)
+
+
+def chosen(design: Design, propensities: np.ndarray, items: list[str], conditions: list[str]) -> np.ndarray:
+    """Which cells of the drawn ``conditions`` x ``items`` the design draws: each one's uniform below its probability."""
+    return uniforms(design.seed, items, conditions) < design.inclusion(propensities)
+
+
 def solve(
     propensities: np.ndarray, sparse_dates: int, cells: float, *, seed: int, budget: float, pilot: tuple[str, ...]
 ) -> Design:

@@ -174,8 +174,10 @@ def test_the_public_estimator_equals_the_one_the_pages_read():
     "values,inclusion,predictor,match",
     [
         (np.ma.masked_array([[1.0, 0.0]], mask=[[0, 1]]), [0.5, 0.5], [0.5, 0.5], "masked"),
-        ([[1.0, 0.0]], [0.0, 0.5], [0.5, 0.5], r"\(0, 1\]"),
-        ([[1.0, 0.0]], [0.5, 1.5], [0.5, 0.5], r"\(0, 1\]"),
+        ([[1.0, 0.0]], [0.0, 0.5], [0.5, 0.5], r"\[1e-06, 1\]"),
+        ([[1.0, 0.0]], [0.5, 1.5], [0.5, 0.5], r"\[1e-06, 1\]"),
+        ([[1.0, 0.0]], [1e-300, 0.5], [0.5, 0.5], r"\[1e-06, 1\]"),
+        ([[1.0, 0.0]], [5e-324, 0.5], [0.5, 0.5], r"\[1e-06, 1\]"),
         ([[1.0, np.nan]], [0.5, 1.0], [0.5, 0.5], "probability 1"),
         ([[1.0, 0.0]], [0.5, 0.5, 0.5], [0.5, 0.5], "shape"),
         ([[2.0, 0.0]], [0.5, 0.5], [0.5, 0.5], r"\[0, 1\]"),
@@ -188,3 +190,50 @@ def test_the_public_estimator_equals_the_one_the_pages_read():
 def test_bad_arrays_get_one_message_naming_the_problem(values, inclusion, predictor, match):
     with pytest.raises(stats.UsageError, match=match):
         stats.sparse_estimates(values, inclusion, predictor)
+
+
+def test_the_replay_estimates_every_date_as_the_readers_do():
+    """Issue 63 §2: ``stats.sparse_replay`` against loops: the pilot dates exact with their Clopper-Pearson band, each
+    drawn date the difference estimate of its drawn cells (cut to [0, 1]) with the readers' interval; the cells
+    counted with the baseline; with the whole budget every date exact and every cell scored."""
+    from dateeval.results.replay import replay
+
+    rng = np.random.default_rng(63)
+    grades = (rng.random((12, 40)) < 0.4).astype(float)
+    grades[:, :6] = rng.random((12, 6)) < 0.5  # movers
+    margins = rng.random(grades.shape)
+    found = stats.sparse_replay(grades, budget=0.4, seed=3, margins=margins, baseline=np.ones(40))
+    sample = replay(grades, 0.4, 3, margins, True).sample
+    assert found.grid == 13 * 40 and found.cells == int(np.isfinite(sample.values).sum()) + 40
+    pilot = sparse.pilot_indices(12)
+    for d, (estimate, estimated) in enumerate(zip(found.estimates, found.estimated)):
+        if d in pilot:
+            assert not estimated and estimate == stats.rate_interval(int(grades[d].sum()), 40)
+            continue
+        total = sum(
+            sample.predictor[i]
+            + (0.0 if np.isnan(sample.values[d, i]) else (grades[d, i] - sample.predictor[i]) / sample.inclusion[d, i])
+            for i in range(40)
+        )
+        direct = difference_estimates(sample.values, sample.inclusion, sample.predictor)  # pooled over every date
+        assert estimated and estimate.value == pytest.approx(min(1.0, max(0.0, total / 40)), abs=1e-12)
+        assert (estimate.low, estimate.high) == (direct.low[d], direct.high[d])
+    whole = stats.sparse_replay(grades, budget=1.0)
+    assert whole.cells == whole.grid and not any(whole.estimated)
+
+
+@pytest.mark.parametrize(
+    "arguments, match",
+    [
+        ({"grades": np.ones((3, 4)), "budget": 0.5}, "more than 3 dates"),
+        ({"grades": np.full((8, 4), 0.5), "budget": 0.5}, "0/1"),
+        ({"grades": np.ones((8, 4)), "budget": 0.3}, "spent"),
+        ({"grades": np.ones((8, 4)), "budget": 1.5}, "budget"),
+        ({"grades": np.ones((8, 4)), "budget": 0.5, "baseline": np.ones(3)}, "baseline"),
+        ({"grades": np.ones((8, 4)), "budget": 0.5, "margins": np.ones((8, 3))}, "margins"),
+        ({"grades": np.ones((8, 4)), "budget": 0.5, "seed": 0.5}, "seed"),
+    ],
+)
+def test_a_replay_of_bad_arguments_is_one_message(arguments, match):
+    with pytest.raises(stats.UsageError, match=match):
+        stats.sparse_replay(arguments.pop("grades"), **arguments)

@@ -138,3 +138,26 @@ def test_a_record_that_does_not_match_its_pilot_or_is_not_json_is_refused(swept,
     path.write_text("{" * 10_000)
     status, _, err = _read(capsys, "summary", "--store", str(store))
     assert status != 0 and str(path) in err and "Traceback" not in err, err
+
+
+def test_the_replay_draws_the_cells_the_sweep_drew(swept):
+    """Issue 63 §2: ``results.replay`` runs what ``dateeval run --budget`` draws: given the sweep's condition keys and
+    question ids, its pilot grades and margins, and the baseline, it picks exactly the cells the real sweep stored."""
+    import numpy as np
+
+    from dateeval import sparse
+    from dateeval.results.replay import replay
+
+    rows, _ = Store(swept).read(columns=["condition_key", "date", "factor", "item_id", "correct", "probs"])
+    dated = rows[rows["factor"].eq("date")]
+    keys = [key for key, _ in designs.read(designs.records(swept)[0]).dates]  # a date with no drawn cell included
+    items = sorted(dated["item_id"].unique())
+    grid = dated.pivot(index="condition_key", columns="item_id", values="correct").reindex(keys, columns=items)
+    probs = dated.set_index(["condition_key", "item_id"])["probs"]
+    margins = np.ones(grid.shape)
+    for (key, item), found in probs.items():
+        margins[keys.index(key), items.index(item)] = sparse.margins(np.asarray(found, dtype=float))
+    found = replay(grid.astype(float).fillna(0).to_numpy(), 0.3, 0, margins, True, keys, items)
+    assert np.array_equal(np.isfinite(found.sample.values), grid.notna().to_numpy())
+    assert found.cells == int(grid.notna().to_numpy().sum()) + len(items) and found.grid == 22 * len(items)
+    assert len(keys) == 21 and grid.notna().sum(1).eq(0).any()

@@ -64,16 +64,15 @@ def draw(
     probability; the design of each kept cell (to store with its row); a note of the share expected; the design."""
     items = list(drawn[0].item_ids)
     grid = len(items) * (n_dense + len(drawn))
-    left = spec.budget * grid - len(items) * n_dense
-    design = sparse.solve(
-        w, len(drawn), left, seed=spec.budget_seed, budget=spec.budget, pilot=tuple(c.identity[3] for c in pilot)
+    design = sparse.design_for(
+        w, len(drawn), n_dense, seed=spec.budget_seed, budget=spec.budget, pilot=tuple(c.identity[3] for c in pilot)
     )
     pi = design.inclusion(w)
-    u = sparse.uniforms(design.seed, items, [candidate.identity[3] for candidate in drawn])
+    picked = sparse.chosen(design, w, items, [candidate.identity[3] for candidate in drawn])
     text = design.to_json()
     out, sampled = [], {}
-    for candidate, row in zip(drawn, u):
-        keep = np.flatnonzero(row < pi)
+    for candidate, row in zip(drawn, picked):
+        keep = np.flatnonzero(row)
         for index in keep:
             sampled[(candidate.identity, items[index])] = (text, float(w[index]), float(pi[index]))
         out.append(

@@ -282,7 +282,7 @@ def sample_of(rows: pd.DataFrame, record: DesignRecord | None = None, column: st
     values = table.astype(float).to_numpy()
     predictor = np.nanmean(table.loc[keys].astype(float).to_numpy(), 0)  # NaN: a question graded on no pilot date
     exact = np.isfinite(values).all(1) | table.index.isin(keys)
-    under = sparse.uniforms(design.seed, items, list(table.index)) < pi
+    under = sparse.chosen(design, w, items, list(table.index))
     if (~exact[:, None] & ~under & np.isfinite(values)).any():
         raise DateEvalError("it holds cells its design did not draw (the store was altered, or mixes two sweeps)")
     chosen = np.where(exact[:, None], True, under)
@@ -300,10 +300,8 @@ def _check_record(record: DesignRecord, design: sparse.Design, w: np.ndarray) ->
     if record.pilot != design.pilot or placed != design.pilot or record.n_items != len(w) or record.seed != design.seed:
         raise DateEvalError("its design record does not match its pilot dates (the store was altered)")
     drawn = len(keys) - len(record.pilot)
-    grid = record.n_items * (record.n_dense + drawn)
     for held in map(sparse.Design.from_json, record.designs):
-        left = held.budget * grid - record.n_items * record.n_dense
-        solved = sparse.solve(w, drawn, left, seed=held.seed, budget=held.budget, pilot=held.pilot)
+        solved = sparse.design_for(w, drawn, record.n_dense, seed=held.seed, budget=held.budget, pilot=held.pilot)
         if not (np.isclose(solved.scale, held.scale, rtol=1e-6) and np.isclose(solved.floor, held.floor, rtol=1e-6)):
             raise DateEvalError(
                 f"its design at budget {held.budget:g} is not the one its pilot gives (the store was altered)"
