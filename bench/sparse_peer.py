@@ -25,11 +25,11 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import prompteval  # noqa: E402  (bench/ beside this script)
-import sparse_coverage  # noqa: E402
+import prompteval
+import sparse_coverage
 
-from dateeval import stats  # noqa: E402
-from dateeval.store import Store  # noqa: E402
+from dateeval import stats
+from dateeval.store import Store
 
 
 def baselines(root: str, dataset: str | None) -> dict[tuple[str, str], dict[str, float]]:
