@@ -1,5 +1,6 @@
 """Flips: which questions change answer when only the date changes (paper Table 7), and how generated outputs diverge (§5.3)."""
 
+import datetime as dt
 from dataclasses import replace
 
 import pandas as pd
@@ -7,11 +8,11 @@ import streamlit as st
 from streamlit.delta_generator import DeltaGenerator
 
 from dateeval import explorer, plots
-from dateeval.explorer import viewstate
+from dateeval.explorer import sent, viewstate
 from dateeval.data.items import LABELS
 from dateeval.errors import DateEvalError
 from dateeval.metrics import counted
-from dateeval.results import descriptive
+from dateeval.results import descriptive, flip_reads
 from dateeval.schema import GENERATION_KINDS
 
 st.title("Questions that flip with the date")
@@ -21,7 +22,8 @@ explorer.intro(
     "and its confidence. Fragile answers are the low-confidence ones (paper Table 7): accuracy alone hides them. Pick a "
     "question to read it, see its options' probabilities across the dates (two models side by side), and for generated "
     "answers read two dates' outputs side by side: where they first diverge is where the date started a different "
-    "reasoning path (§5.3)."
+    "reasoning path (§5.3). Between two dates: the questions right on one and wrong on the other, every model's answers "
+    "side by side."
 )
 _, chosen, selection = explorer.page_data(multi_entry=False)
 generated = chosen["task"].isin(GENERATION_KINDS).any()  # by the rows' task kind: a user's own dataset too
@@ -33,6 +35,113 @@ if flips.empty:
 if table7["consistent_confidence"].notna().any() or table7["inconsistent_confidence"].notna().any():
     st.subheader("Confidence of consistent vs inconsistent predictions (Table 7)")
     explorer.show_table(table7.drop(columns=["dataset"]), selection.dataset)
+SHOWN_IN_FULL = 10  # questions per direction drawn with their prompts and answers; the table lists every one
+
+
+def answered(pred: object, parsed: object, right: bool) -> str:
+    """One model's answer on one date as the regressions show it: the option's letter (a generated answer's parsed
+    text on one line, cut at 40 characters), and whether it was right."""
+    text = LABELS[int(pred)] if not pd.isna(pred) else "-" if pd.isna(parsed) else " ".join(str(parsed).split())
+    return f"{text if len(text) <= 40 else text[:39] + '…'} {'✓' if right else '✗'}"
+
+
+def sides(found: pd.DataFrame, a: dt.date, b: dt.date) -> pd.DataFrame:
+    """Every model's answer on each date to the questions in ``found`` (one row per model and question)."""
+    return pd.DataFrame(
+        {
+            "item_id": found["item_id"],
+            "Model": found["entry"],
+            str(a): [answered(*row) for row in zip(found["pred_a"], found["parsed_a"], found["correct_a"])],
+            str(b): [answered(*row) for row in zip(found["pred_b"], found["parsed_b"], found["correct_b"])],
+        }
+    )
+
+
+def prompt_text(item_id: str, system_prompt: str, day: dt.date) -> str:
+    """What the sweep sent for the question on ``day``; the system message alone where the benchmark's text is not in
+    the sidebar's data folder."""
+    try:
+        found = explorer.prompt_on(selection.dataset, explorer.data_dir(), item_id, system_prompt, day)
+    except DateEvalError:
+        found = None
+    return found or sent.on_date([{"role": "system", "content": system_prompt}], day)
+
+
+def perturbation(row: pd.Series, answers: pd.DataFrame, a: dt.date, b: dt.date) -> None:
+    """One question as HELM shows a perturbation: the two dates' prompts, the characters that differ highlighted, and
+    every model's answer on both dates."""
+    texts = [prompt_text(row["item_id"], row[f"system_prompt_{side}"], day) for side, day in (("a", a), ("b", b))]
+    for column, html, day in zip(st.columns(2), plots.highlighted_diff(*texts), (a, b)):
+        column.markdown(f"**{day}**")
+        column.html(html)
+    carried = [str(row[f"date_text_{side}"]) for side in "ab"]
+    if any(date_text not in text for date_text, text in zip(carried, texts)):
+        st.caption(f"Shown with the default date line; the run's prompts carried the dates as {' and '.join(carried)}.")
+    st.dataframe(answers.drop(columns="item_id"), hide_index=True, width="stretch")
+    st.page_link(
+        "pages/prompt.py",
+        label="The text the model reads on these two dates (Prompt)",
+        icon=":material/search:",
+        query_params={
+            "store": st.query_params.get("store", "demo"),
+            "real_item": "True",
+            "dataset": selection.dataset,
+            "question": row["item_id"],
+            "first": str(a),
+            "second": str(b),
+        },
+    )
+
+
+def between_dates() -> None:
+    """Regressions between two dates (defaults: the model's best and worst): the questions it answers right on date A
+    and wrong on date B, and the reverse, each with every model's answers side by side."""
+    dated = chosen[(chosen["factor"] == "date") & selection.period.holds(chosen["date"])]
+    days = sorted({dt.date.fromisoformat(str(day)) for day in dated["date"]})
+    if len(days) < 2 or dated["accuracy"].isna().all():  # right and wrong need a grade (a translation has none)
+        return
+    best, worst = (
+        dt.date.fromisoformat(str(dated.loc[pick(), "date"]))
+        for pick in (dated["accuracy"].idxmax, dated["accuracy"].idxmin)
+    )
+    st.subheader("Regressions between two dates")
+    st.caption(
+        f"The date as a perturbation: the questions {selection.entries[0]} answers right on date A and wrong on date B, "
+        "and the reverse, with the two prompts (the characters that differ highlighted) and every model's answers on "
+        "both dates. A and B start at its best and worst date."
+    )
+    left, right = st.columns(2)
+    a = explorer.date_picker("Date A", days, "between_a", best if best != worst else days[0], where=left)
+    b = explorer.date_picker("Date B", days, "between_b", worst if best != worst else days[-1], where=right)
+    found = explorer.between(store, selection.dataset, a, b)
+    answers = sides(found, a, b)
+    mine = found[found["entry"] == selection.entries[0]]
+    changes = (flip_reads.RIGHT_TO_WRONG, flip_reads.WRONG_TO_RIGHT)
+    labels = [f"Right on {a}, wrong on {b}", f"Wrong on {a}, right on {b}"]
+    for tab, change, label in zip(
+        st.tabs([f"{label} ({(mine['change'] == change).sum()})" for change, label in zip(changes, labels)]),
+        changes,
+        labels,
+    ):
+        moved = mine[mine["change"] == change]
+        with tab:
+            if moved.empty:
+                st.caption(f"No question: {selection.entries[0]} is not {label[0].lower() + label[1:]}.")
+                continue
+            table = answers[answers["item_id"].isin(moved["item_id"])]
+            wide = table.assign(change=table[str(a)] + " → " + table[str(b)]).pivot(
+                index="item_id", columns="Model", values="change"
+            )
+            st.dataframe(wide.reset_index(names="Question"), hide_index=True, width="stretch")
+            if len(moved) > SHOWN_IN_FULL:
+                st.caption(f"The first {SHOWN_IN_FULL} of {len(moved)} questions in full; the table lists all.")
+            for index, (_, row) in enumerate(moved.head(SHOWN_IN_FULL).iterrows()):
+                with st.expander(f"Question {row['item_id']}", expanded=index == 0):
+                    perturbation(row, table[table["item_id"] == row["item_id"]], a, b)
+    st.divider()
+
+
+between_dates()
 SHOW = {"changes": "Answer changes across dates", "right-wrong": "Right ↔ wrong changes only", "all": "All questions"}
 show = explorer.picker(
     "Show", list(SHOW), "show", default="right-wrong" if generated else "changes", format_func=SHOW.get

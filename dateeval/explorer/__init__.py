@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dateeval.explorer.cache import (
     bands,
+    between,
     chance_bands,
     compare,
     estimates,
@@ -21,6 +22,7 @@ from dateeval.explorer.cache import (
     item_rows,
     item_table,
     paper_beside,
+    prompt_on,
     reorder_chance,
     robust,
     statistics,
@@ -59,6 +61,7 @@ __all__ = [
     "about_demo",
     "app_settings",
     "bands",
+    "between",
     "chance_bands",
     "check_offered",
     "compare",
@@ -81,6 +84,7 @@ __all__ = [
     "load",
     "page_data",
     "paper_beside",
+    "prompt_on",
     "picker",
     "reorder_chance",
     "results_store",

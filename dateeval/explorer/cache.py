@@ -8,6 +8,7 @@ per-item views from DuckDB reads of verified files (``dateeval.results.sql``).
 
 from __future__ import annotations
 
+import datetime as dt
 import functools
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +18,8 @@ import pandas as pd
 import streamlit as st
 
 from dateeval import results
+from dateeval.conditions import Condition
+from dateeval.explorer import sent
 from dateeval.explorer.state import Selection, current_store, results_store
 from dateeval.results import bands as result_bands
 from dateeval.results import descriptive, sql
@@ -123,6 +126,12 @@ def statistics(view: results.Results) -> dict[str, pd.DataFrame]:
 def flips(view: results.Results, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-question flip counts and Table 7 of the selection (``Results.flips_of``; each entry's kept with the store)."""
     return view.flips_of(selection.entries, selection.dataset, selection.start.date(), selection.end.date())
+
+
+@cached(spinner="Comparing the two dates...")
+def between(view: results.Results, dataset: str, a: dt.date, b: dt.date) -> pd.DataFrame:
+    """Every entry's answers on two dates side by side, per question graded on both (``Results.between``)."""
+    return view.between(dataset, a, b)
 
 
 @cached(spinner="Shuffling answers across the dates...")
@@ -269,6 +278,18 @@ def task_for(dataset: str, folder: str) -> Task:
     the Run page's store keeps (uploaded, or described by ``run`` flags) from the store."""
     custom.register_kept(results_store(), dataset)
     return build_task(dataset, folder or None)
+
+
+@st.cache_data(max_entries=64)
+def prompt_on(dataset: str, folder: str, item_id: str, system_prompt: str, day: dt.date) -> str | None:
+    """What a date sweep sends for one question on ``day`` (``sent.on_date``), built from the benchmark's text in
+    ``folder`` as a sweep builds it: the store keeps ids and answers, not the prompts. None where the question is not
+    in the folder's copy."""
+    task = task_for(dataset, folder)
+    item = next((item for item in task.items if item.id == item_id), None)
+    if item is None:
+        return None
+    return sent.on_date(task.prompt(item, Condition(date_mode="none", system_prompt=system_prompt)).messages, day)
 
 
 @st.cache_data(max_entries=8)

@@ -62,6 +62,13 @@ def request(
     return Sent(json.dumps(dated, indent=2, ensure_ascii=False), rendered)
 
 
+def on_date(messages: list[dict], day: dt.date) -> str:
+    """The messages a date sweep sends on ``day`` (its default date line added as the worker adds it), each turn under
+    its role: two dates' texts side by side show what the date changed in a question's prompt."""
+    dated, _ = dated_messages(messages, mode="date", day=day, injection=DateInjection())
+    return "\n\n".join(f"[{message['role']}]\n{message['content']}" for message in dated)
+
+
 def sweep_condition(mode: str, day: dt.date, injection: DateInjection) -> Condition:
     """The condition a sweep in ``mode`` runs on ``day``: our date (completions, chat), or the provider's (server-clock)."""
     return (

@@ -9,8 +9,15 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from dateeval.results import descriptive, item_matrices
+from dateeval.results import descriptive, item_matrices, sql
 from dateeval.results.entries import HELD_ENTRIES, EntryData
+
+# What :meth:`FlipReads.between` gives: one row per entry and question graded on both dates, each date's side
+# suffixed ``_a`` / ``_b``; ``answer`` is the reference (a choice task's option index), ``pred`` a choice task's chosen
+# option, ``parsed`` a generated answer, ``date_text`` the date as the prompt carried it.
+SIDES = ["correct", "pred", "parsed", "confidence", "system_prompt", "date_text"]
+BETWEEN_COLUMNS = ["entry", "item_id", "answer", "change", *(f"{c}_{side}" for side in "ab" for c in SIDES)]
+RIGHT_TO_WRONG, WRONG_TO_RIGHT = "right → wrong", "wrong → right"
 
 
 class FlipReads(EntryData):
@@ -74,6 +81,21 @@ class FlipReads(EntryData):
             ["changes", "mean_confidence"], ascending=[False, True], kind="stable", ignore_index=True
         ), table7
 
+    def between(self, dataset: str, a: dt.date, b: dt.date) -> pd.DataFrame:
+        """Every entry's answers to the dataset's questions on date ``a`` and on date ``b`` side by side
+        (:data:`BETWEEN_COLUMNS`), for the questions an entry answered with a grade on both: the date as a perturbation,
+        as HELM shows one. ``change`` says :data:`RIGHT_TO_WRONG` (a regression from ``a`` to ``b``),
+        :data:`WRONG_TO_RIGHT`, or ``""`` where the grade stayed. Read from the two dates' rows alone (the questions
+        pushed down to two conditions per entry); a sparse entry's drawn dates are not among them (their sample's cells
+        are estimates' inputs, not a date scored in full)."""
+        sides = [_on(self, dataset, day).add_suffix(f"_{side}") for side, day in (("a", a), ("b", b))]
+        both = sides[0].merge(sides[1], left_on=["entry_a", "item_id_a"], right_on=["entry_b", "item_id_b"])
+        both = both.rename(columns={"entry_a": "entry", "item_id_a": "item_id"})
+        both["answer"] = both["answer_a"].where(both["answer_a"].notna(), both["answer_b"])
+        right_a, right_b = both["correct_a"].astype(bool), both["correct_b"].astype(bool)
+        both["change"] = np.select([right_a & ~right_b, ~right_a & right_b], [RIGHT_TO_WRONG, WRONG_TO_RIGHT], "")
+        return both[BETWEEN_COLUMNS].sort_values(["item_id", "entry"], ignore_index=True)
+
     def table7(self, dataset: str | None = None) -> pd.DataFrame:
         """Table 7 (confidence of answers that stay vs change with the date) over each entry's whole stored range."""
         parts = [
@@ -83,6 +105,18 @@ class FlipReads(EntryData):
         ]
         parts = [part for part in parts if len(part)]
         return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=item_matrices.TABLE7_COLUMNS)
+
+
+def _on(reads: EntryData, dataset: str, day: dt.date) -> pd.DataFrame:
+    """Every entry's graded rows of the dataset on ``day`` (its date condition only), one per question: the first of a
+    question's rows in file order, as a read of the store keeps it."""
+    wanted = ["item_id", "factor", "date", "answer", *SIDES]
+    dated = reads.sums["dataset"].eq(dataset) & reads.sums["factor"].eq("date")
+    chosen = dated & pd.to_datetime(reads.sums["date"], errors="coerce", format="mixed").eq(pd.Timestamp(day))
+    rows = sql.rows(*reads.sources(chosen), wanted, (day, day)) if chosen.any() else pd.DataFrame(columns=wanted)
+    rows = rows.astype({"item_id": str, "entry": str}) if len(rows) else rows.assign(entry=pd.Series(dtype=str))
+    rows = rows[rows["factor"].astype(object).eq("date") & rows["correct"].notna()]
+    return rows.drop_duplicates(["entry", "item_id"])[["entry", "item_id", "answer", *SIDES]].reset_index(drop=True)
 
 
 def _records(table: pd.DataFrame) -> list[dict]:

@@ -26,7 +26,7 @@ from dateeval.schema import ENTRY_KEY, ROW_KEY
 def _connect(
     paths: Sequence[Path], keys: pd.DataFrame, dedup: bool
 ) -> tuple[duckdb.DuckDBPyConnection, dict[str, str]]:
-    """A connection with the files as view ``rows`` (joined to the chosen entries' ``keys``) and their column types.
+    """A connection with the files as view ``rows`` (joined to the chosen entries' ``keys``) and its column types.
 
     With ``dedup`` a row key seen twice keeps its first row in file order, as
     ``Store.read`` does; only needed where one entry x condition spans files.
@@ -42,7 +42,8 @@ def _connect(
     con.execute(f"""CREATE VIEW rows AS SELECT f.*, c.* EXCLUDE ({", ".join(ENTRY_KEY)}) FROM files f JOIN chosen c
                     ON f.model_key = c.model_key AND f.dataset = c.dataset AND f.task_key = c.task_key AND {hardware}
                     {first if dedup else ""}""")
-    return con, types
+    # the view's columns: the files' and the chosen entries' labels (``entry``), which no file holds
+    return con, dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE rows)").fetchall())
 
 
 def _column(types: dict[str, str], name: str, cast: str | None = None) -> str:
