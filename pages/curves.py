@@ -48,6 +48,14 @@ show_band = right.toggle(
     "summed sampling error below), drawn from 50 questions, where they covered at least 93% in every simulated "
     "cell (calibrated and miscalibrated, accuracy 10-90%; docs/coverage.md). With fewer than 50 questions no ECE band is drawn.",
 )
+viewstate.seed("panels", [True, False], True)
+panels = right.toggle(
+    "One panel per model",
+    key="panels",
+    help="Each model in its own panel, on one scale: its band and line are not covered by another model's. Off: "
+    "every model in one plot, to compare the lines directly.",
+)
+viewstate.publish("panels", panels)
 store = explorer.current_store()
 band = explorer.bands(store, selection, metric) if show_band else None
 chance = explorer.chance_bands(store, selection) if metric == "accuracy" else None
@@ -75,14 +83,14 @@ if overlay != "(none)":
     chance = tag(chance, selection.dataset) if chance is not None else None
 estimated = explorer.estimates(store, selection) if metric == "accuracy" and overlay == "(none)" else None
 if estimated is not None and len(estimated):
-    st.info(
-        "Sparse sweep: open circles are **estimated** dates ("
+    st.caption(
+        "Open circles: **estimated** dates ("
         + "; ".join(
             f"{entry}: estimated from {share:.0%} of the grid"
             for entry, share in estimated.groupby("entry")["share"].first().items()
         )
-        + "), each with its 95% interval for the value a full sweep would give on "
-        "these questions (docs/sparse.md); the line joins the dates scored in full."
+        + "), each with its 95% interval for what a full sweep would give on these questions; the line joins the "
+        "dates scored in full (docs/sparse.md)."
     )
 figure = plots.curves(
     dated,
@@ -94,6 +102,7 @@ figure = plots.curves(
     band=band,
     chance=chance,
     estimated=estimated,
+    panels=panels,
 )
 clicked = st.plotly_chart(
     figure, width="stretch", config=plots.CHART_CONFIG, on_select="rerun", selection_mode="points", key="curve_click"

@@ -14,7 +14,8 @@ from dateeval.results import descriptive
 st.title("Leaderboard by date")
 explorer.app_settings()
 explorer.intro(
-    "Models ranked by accuracy on each date. If the date did not matter the lines would never cross. Below: the "
+    "Models ranked by accuracy on each date: lines over a month or less (if the date did not matter they would never "
+    "cross), a heatmap over more (one row per model; if the date did not matter each row would keep one colour). Below: the "
     "leaderboard on two dates side by side, how often consecutive dates reorder the top k, and Kendall tau between the "
     "rankings of every pair of dates (1 = identical order)."
 )
@@ -35,7 +36,7 @@ if ranked["entry"].nunique() < 2:
         "A leaderboard needs at least two models with results on this dataset: select more in the sidebar or run another model."
     )
     st.stop()
-st.plotly_chart(plots.bump(ranked), width="stretch", config=plots.CHART_CONFIG)
+st.plotly_chart(plots.ranking(ranked), width="stretch", config=plots.CHART_CONFIG)
 dates = sorted(ranked["date"].dt.date.unique())
 left, right = st.columns(2)
 first = explorer.date_picker("First date", dates, "a", dates[0], where=left)

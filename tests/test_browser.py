@@ -368,6 +368,33 @@ def test_the_sidebar_chips_tell_the_models_apart_on_a_laptop_screen(browser, ser
     flips.close()
 
 
+# A Plotly figure's geometry as drawn: its height, its plot areas' (one per panel) and its legend's entries' texts.
+_FIGURE_GEOMETRY = """chart => ({
+    height: chart.querySelector('.main-svg').getBoundingClientRect().height,
+    plotted: [...chart.querySelectorAll('.nsewdrag')].reduce((sum, area) => sum + area.getBoundingClientRect().height, 0),
+    legend: [...chart.querySelectorAll('.legend .traces .legendtext')].map(text => text.textContent),
+})"""
+
+
+@pytest.mark.parametrize("panels", ["True", "False"])
+def test_curves_read_at_a_glance_on_a_laptop_screen(browser, server, panels):
+    """Issue 64 §1: at 1280 x 800 the Curves figure of the demo's three models (one panel per model, or one plot)
+    gives the plot at least 60% of its height (182 of 520 px before, under 18 legend entries) and names each model
+    once in its legend, the styles in a key under the plot (at most two more legend entries allowed)."""
+    page, errors = _open(browser, f"{server}/curves?store=demo&dataset=mmlu&panels={panels}", LAPTOP)
+    chart = page.locator("[data-testid=stPlotlyChart] .js-plotly-plot").first
+    chart.locator(".legend .traces").first.wait_for(timeout=60_000)
+    chart.scroll_into_view_if_needed()
+    drawn = chart.evaluate(_FIGURE_GEOMETRY)
+    page.screenshot(path=str(ARTIFACTS / f"curves-laptop-panels-{panels}.png"))
+    models = ["smollm2-135m (bfloat16, cpu)", "smollm2-135m (float16, cpu)", "smollm2-135m (float32, cpu)"]
+    assert drawn["plotted"] >= 0.6 * drawn["height"], drawn
+    assert all(drawn["legend"].count(model) == 1 for model in models) and len(drawn["legend"]) <= len(models) + 2, drawn
+    assert page.get_by_text("▲▼ best, worst date").count() == 1  # the key, once
+    assert page.locator("[data-testid='stException']").count() == 0 and not errors, errors
+    page.close()
+
+
 def test_what_to_report_plans_in_view_on_a_laptop_screen(browser, server):
     """Issue 23 §3: at 1280 x 800 What to report's table showed the ranks but not the dates needed or the variance
     shares; the columns a reader plans with now come first, whole, without scrolling sideways."""

@@ -18,6 +18,7 @@ from dateeval.explorer import cache
 from dateeval.explorer.state import DEMO_STORE, Selection, current_store, data_dir, remember_selection, switch_to
 from dateeval.results import descriptive, unit_sums
 from dateeval.results.export import to_csv
+from dateeval.results.view import SPARSE_READS
 from dateeval.store import runs
 
 if TYPE_CHECKING:
@@ -40,8 +41,9 @@ def load() -> tuple[pd.DataFrame, pd.DataFrame]:
         st.info(note)
     for note in unit_sums.label_notes(sums):
         st.warning(note)
-    if note := view.sparse_note():
-        st.info(note[0].upper() + note[1:], icon=":material/grain:")
+    if named := view.sparse_named():  # one line; what is estimated, and what is not, one click away
+        with st.expander(f"Swept sparsely (--budget): {named}. What is estimated?", icon=":material/grain:"):
+            st.markdown(SPARSE_READS)
     if per_condition.empty:
         empty_state()
         st.stop()

@@ -27,6 +27,15 @@ from dateeval.results.robust_reads import RobustReads
 from dateeval.schema import OUTCOME_COLUMNS
 
 
+# What a sparse entry's readers estimate and what they read from its dates scored in full (``Results.sparse_note``).
+SPARSE_READS = (
+    "Their drawn dates are estimated in the accuracy per date (`summary`, Curves), its worst-to-best delta and chance "
+    "test (joined to the store's verdict by Bonferroni), the date-robust score and date SD (`robust`, What to report) "
+    "and model against model (`compare`); Flips reads every cell scored; per-date ranks, Table 7, the CV, ECE and "
+    "BLEU/chrF read only their dates scored in full (the baselines and pilot dates); docs/sparse.md"
+)
+
+
 class Results(ChanceReads, RobustReads, FlipReads, BandReads):
     """One state of a store with every statistic a page, a command or the report reads (``entries.EntryData``), each
     concern's readers in its own class (chance, the robust number, flips, bands), and here the tables that join
@@ -35,18 +44,17 @@ class Results(ChanceReads, RobustReads, FlipReads, BandReads):
     def sparse_note(self) -> str | None:
         """What a reader of a sparse entry must know (every page and read command says it): where its drawn dates are
         estimated, and that every other statistic reads only its dates scored in full."""
+        named = self.sparse_named()
+        return None if named is None else f"swept sparsely (--budget): {named}. {SPARSE_READS}"
+
+    def sparse_named(self) -> str | None:
+        """The entries swept sparsely, named (the first three, then how many more): the line a page shows, its
+        ``SPARSE_READS`` one click away; None when there are none."""
         found = self.sparse_entries()
         if not found:
             return None
-        named = ", ".join(f"{entry} on {dataset}" for entry, dataset in found[:3]) + (
+        return ", ".join(f"{entry} on {dataset}" for entry, dataset in found[:3]) + (
             f" and {len(found) - 3} more" if len(found) > 3 else ""
-        )
-        return (
-            f"swept sparsely (--budget): {named}. Their drawn dates are estimated in the accuracy per date (`summary`, "
-            "Curves), its worst-to-best delta and chance test (joined to the store's verdict by Bonferroni), the "
-            "date-robust score and date SD (`robust`, What to report) and model against model (`compare`); Flips "
-            "reads every cell scored; per-date ranks, Table 7, the CV, ECE and BLEU/chrF read only their dates scored "
-            "in full (the baselines and pilot dates); docs/sparse.md"
         )
 
     def summary(self, period: Period | None = None) -> pd.DataFrame:
