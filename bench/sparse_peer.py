@@ -106,6 +106,35 @@ def shrunk(sample, value: np.ndarray) -> dict:
     return {"value": out, "low": np.clip(out - half, 0, 1), "high": np.clip(out + half, 0, 1), "estimated": drawn}
 
 
+def cheaper_pilot(
+    grades: np.ndarray, margins: np.ndarray | None, baseline: np.ndarray, budget: float, seed: int
+) -> dict:
+    """An experiment (not what dateeval draws): one pilot date (the first) instead of three, with the no-date baseline,
+    scored in full anyway, joining it in each question's propensity and predictor (its margins unknown here: 1). The
+    budget the two pilot dates left goes to the drawn cells; the estimator and its interval are the readers'."""
+    from dateeval import sparse
+    from dateeval.results import estimated
+
+    n_dates, n_items = grades.shape
+    rest = list(range(1, n_dates))
+    pilot = np.vstack([grades[:1], baseline[None]])
+    margin = None if margins is None else np.vstack([margins[:1], np.ones((1, n_items))])
+    w = sparse.propensity(pilot, margin)
+    design = sparse.design_for(w, len(rest), 2, seed=seed, budget=budget, pilot=("date0",))
+    drawn = np.ones(grades.shape, dtype=bool)
+    drawn[rest] = sparse.chosen(design, w, [f"q{i}" for i in range(n_items)], [f"date{i}" for i in rest])
+    exact = drawn.all(1)
+    inclusion = np.where(exact[:, None], 1.0, np.broadcast_to(design.inclusion(w), grades.shape))
+    found = estimated.difference_estimates(np.where(drawn, grades, np.nan), inclusion, pilot.mean(0))
+    value = np.where(exact, grades.mean(1), np.clip(found.value, 0, 1))
+    return {
+        "value": value,
+        "low": np.where(exact, value, found.low),
+        "high": np.where(exact, value, found.high),
+        "estimated": ~exact,
+    }
+
+
 def one_seed(entry: dict, baseline: np.ndarray | None, budget: float, seed: int) -> dict[str, dict]:
     """Each method's per-date estimates on one seed, with dateeval's intervals and which dates it estimated."""
     grades, margins = entry["correct"], entry["margin"]
@@ -126,6 +155,11 @@ def one_seed(entry: dict, baseline: np.ndarray | None, budget: float, seed: int)
     return {
         "dateeval": {"value": value, "low": low, "high": high, "estimated": np.array(found.estimated)},
         "dateeval shrunk (experiment)": shrunk(replayed.sample, replayed.value),
+        **(
+            {"one pilot date + baseline (experiment)": cheaper_pilot(grades, margins, baseline, budget, seed)}
+            if baseline is not None
+            else {}
+        ),
         "rasch, balanced": {"value": prompteval.rasch_estimates(rows, balanced)[: len(grades)]},
         "rasch, design's cells": {"value": prompteval.rasch_estimates(rows, design_rows)[: len(grades)]},
         "share": {"value": found.cells / found.grid},

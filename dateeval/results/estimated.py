@@ -296,7 +296,7 @@ def _check_record(record: DesignRecord, design: sparse.Design, w: np.ndarray) ->
     """The record's pilot is the design's, at the places ``sparse.pilot_indices`` puts it among the swept dates, on
     its questions; each of its designs is the one ``sparse.solve`` gives for that budget from this pilot."""
     keys = [key for key, _ in record.dates]
-    placed = tuple(keys[i] for i in sparse.pilot_indices(len(keys)))
+    placed = tuple(keys[i] for i in sparse.pilot_indices(len(keys), len(record.pilot)))
     if record.pilot != design.pilot or placed != design.pilot or record.n_items != len(w) or record.seed != design.seed:
         raise DateEvalError("its design record does not match its pilot dates (the store was altered)")
     drawn = len(keys) - len(record.pilot)
