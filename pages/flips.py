@@ -35,7 +35,6 @@ if flips.empty:
 if table7["consistent_confidence"].notna().any() or table7["inconsistent_confidence"].notna().any():
     st.subheader("Confidence of consistent vs inconsistent predictions (Table 7)")
     explorer.show_table(table7.drop(columns=["dataset"]), selection.dataset)
-SHOWN_IN_FULL = 10  # questions per direction drawn with their prompts and answers; the table lists every one
 
 
 def answered(pred: object, parsed: object, right: bool) -> str:
@@ -77,7 +76,7 @@ def perturbation(row: pd.Series, answers: pd.DataFrame, a: dt.date, b: dt.date) 
     carried = [str(row[f"date_text_{side}"]) for side in "ab"]
     if any(date_text not in text for date_text, text in zip(carried, texts)):
         st.caption(f"Shown with the default date line; the run's prompts carried the dates as {' and '.join(carried)}.")
-    st.dataframe(answers.drop(columns="item_id"), hide_index=True, width="stretch")
+    st.table(answers.drop(columns="item_id"), hide_index=True)
     st.page_link(
         "pages/prompt.py",
         label="The text the model reads on these two dates (Prompt)",
@@ -94,8 +93,9 @@ def perturbation(row: pd.Series, answers: pd.DataFrame, a: dt.date, b: dt.date) 
 
 
 def between_dates() -> None:
-    """Regressions between two dates (defaults: the model's best and worst): the questions it answers right on date A
-    and wrong on date B, and the reverse, each with every model's answers side by side."""
+    """Regressions between two dates (defaults: the model's best and worst in the selected range): the questions it
+    answers right on date A and wrong on date B, or the reverse, with every model's answers side by side, and one
+    question at a time in full (a page that drew every question's prompts and tables took a second longer to show)."""
     dated = chosen[(chosen["factor"] == "date") & selection.period.holds(chosen["date"])]
     days = sorted({dt.date.fromisoformat(str(day)) for day in dated["date"]})
     if len(days) < 2 or dated["accuracy"].isna().all():  # right and wrong need a grade (a translation has none)
@@ -107,37 +107,42 @@ def between_dates() -> None:
     st.subheader("Regressions between two dates")
     st.caption(
         f"The date as a perturbation: the questions {selection.entries[0]} answers right on date A and wrong on date B, "
-        "and the reverse, with the two prompts (the characters that differ highlighted) and every model's answers on "
+        "or the reverse, with the two prompts (the characters that differ highlighted) and every model's answers on "
         "both dates. A and B start at its best and worst date."
     )
     left, right = st.columns(2)
     a = explorer.date_picker("Date A", days, "between_a", best if best != worst else days[0], where=left)
     b = explorer.date_picker("Date B", days, "between_b", worst if best != worst else days[-1], where=right)
     found = explorer.between(store, selection.dataset, a, b)
-    answers = sides(found, a, b)
     mine = found[found["entry"] == selection.entries[0]]
-    changes = (flip_reads.RIGHT_TO_WRONG, flip_reads.WRONG_TO_RIGHT)
-    labels = [f"Right on {a}, wrong on {b}", f"Wrong on {a}, right on {b}"]
-    for tab, change, label in zip(
-        st.tabs([f"{label} ({(mine['change'] == change).sum()})" for change, label in zip(changes, labels)]),
-        changes,
-        labels,
-    ):
-        moved = mine[mine["change"] == change]
-        with tab:
-            if moved.empty:
-                st.caption(f"No question: {selection.entries[0]} is not {label[0].lower() + label[1:]}.")
-                continue
-            table = answers[answers["item_id"].isin(moved["item_id"])]
-            wide = table.assign(change=table[str(a)] + " → " + table[str(b)]).pivot(
-                index="item_id", columns="Model", values="change"
-            )
-            st.dataframe(wide.reset_index(names="Question"), hide_index=True, width="stretch")
-            if len(moved) > SHOWN_IN_FULL:
-                st.caption(f"The first {SHOWN_IN_FULL} of {len(moved)} questions in full; the table lists all.")
-            for index, (_, row) in enumerate(moved.head(SHOWN_IN_FULL).iterrows()):
-                with st.expander(f"Question {row['item_id']}", expanded=index == 0):
-                    perturbation(row, table[table["item_id"] == row["item_id"]], a, b)
+    counts = mine["change"].value_counts()
+    named = {
+        flip_reads.RIGHT_TO_WRONG: f"Right on {a}, wrong on {b}",
+        flip_reads.WRONG_TO_RIGHT: f"Wrong on {a}, right on {b}",
+    }
+    viewstate.seed("between", list(named), flip_reads.RIGHT_TO_WRONG)
+    change = st.radio(
+        "Questions",
+        list(named),
+        key="between",
+        horizontal=True,
+        format_func=lambda c: f"{named[c]} ({counts.get(c, 0)})",
+    )
+    viewstate.publish("between", change)
+    moved = mine[mine["change"] == change]
+    if moved.empty:
+        st.caption(f"No question is {named[change][0].lower() + named[change][1:]} for {selection.entries[0]}.")
+    else:
+        answers = sides(found[found["item_id"].isin(moved["item_id"])], a, b)
+        wide = answers.assign(change=answers[str(a)] + " → " + answers[str(b)])
+        wide = wide.pivot(index="item_id", columns="Model", values="change").reset_index(names="Question")
+        if len(wide) > 10:  # a grid scrolls; a few rows read as a plain table, which draws much faster
+            st.dataframe(wide, hide_index=True, width="stretch")
+        else:
+            st.table(wide, hide_index=True)
+        item_id = explorer.picker("Question", moved["item_id"].tolist(), "between_question")
+        row = moved[moved["item_id"] == item_id].iloc[0]
+        perturbation(row, answers[answers["item_id"] == item_id], a, b)
     st.divider()
 
 

@@ -113,10 +113,16 @@ def test_the_two_dates_start_at_the_best_and_worst_of_the_selected_range(flips, 
     assert days == [spring.idxmax(), spring.idxmin()], (days, spring.max(), spring.min())
 
 
+def _listed(at: AppTest, lost: pd.DataFrame) -> pd.DataFrame:
+    """The section's table of the questions that moved (one row per question, a column per model)."""
+    tables = [*at.table, *at.dataframe]
+    return next(t.value for t in tables if "Question" in t.value and set(t.value["Question"]) == set(lost["item_id"]))
+
+
 def test_the_flips_page_shows_the_regressions_between_two_dates(flips, layer, data_dir):
     """On the demo's MMLU (the page opens on it), A and B start at the model's best and worst dates; each direction
-    is a tab counting its questions, a table of every model's answers, and each question with its two prompts, the
-    date's characters highlighted, and the models' answers."""
+    says how many questions it holds, lists them with every model's answers on both dates, and shows the question
+    picked with its two prompts (the date's characters highlighted) and the models' answers."""
     at = flips  # its questions' text from ../shared/data (``data_dir`` skips the test without it)
     assert "Regressions between two dates" in [h.value for h in at.subheader]
     a, b = at.date_input(key="between_a").value, at.date_input(key="between_b").value
@@ -124,21 +130,29 @@ def test_the_flips_page_shows_the_regressions_between_two_dates(flips, layer, da
     found = layer.between("mmlu", a, b)
     mine = found[found["entry"] == entry]
     lost = mine[mine["change"] == flip_reads.RIGHT_TO_WRONG]
-    tabs = [tab.label for tab in at.tabs]
-    assert f"Right on {a}, wrong on {b} ({len(lost)})" in tabs, tabs
-    assert len(lost) >= 1
-    wide = next(
-        t.value for t in at.dataframe if "Question" in t.value and t.value["Question"].isin(lost["item_id"]).all()
-    )
-    assert len(wide) == len(lost) and len(wide.columns) == 1 + 3  # the question, then each model's A → B
+    options = at.radio(key="between").options
+    assert options[0] == f"Right on {a}, wrong on {b} ({len(lost)})" and len(lost) >= 1, options
+    listed = _listed(at, lost)
+    assert list(listed.columns) == ["Question", *sorted(found["entry"].unique())]  # each model's A → B
+    first = listed.iloc[0]
+    for model in found["entry"].unique():
+        both = found[(found["entry"] == model) & (found["item_id"] == first["Question"])].iloc[0]
+        assert first[model].split(" → ")[0].endswith("✓" if both["correct_a"] else "✗"), (model, first[model])
+    assert at.selectbox(key="between_question").value == lost["item_id"].iloc[0]
     prompts = [block.proto.body for block in at.get("html") if block.proto.body.count("<mark") >= 1]
     shown = [re.sub("<[^>]+>", "", body) for body in prompts]  # the text, the highlights' tags left out
     for day in (a, b):  # the prompt of each date: its date line, the question below it
         assert any(f"Today Date: {day:%d %b %Y}" in text and "[user]" in text for text in shown), shown[:2]
-    # Another pair of dates: the same count as the results layer gives.
+    answers = next(t.value for t in at.table if "Model" in t.value)
+    assert list(answers.columns) == ["Model", str(a), str(b)] and len(answers) == found["entry"].nunique()
+    # Another pair of dates, and the other direction: the counts the results layer gives.
     at.date_input(key="between_a").set_value(dt.date(2024, 1, 1)).run()
     at.date_input(key="between_b").set_value(dt.date(2024, 12, 31)).run()
+    at.radio(key="between").set_value(flip_reads.WRONG_TO_RIGHT).run()
     assert not at.exception, [e.message for e in at.exception]
     found = layer.between("mmlu", dt.date(2024, 1, 1), dt.date(2024, 12, 31))
-    count = int((found[found["entry"] == entry]["change"] == flip_reads.RIGHT_TO_WRONG).sum())
-    assert f"Right on 2024-01-01, wrong on 2024-12-31 ({count})" in [tab.label for tab in at.tabs]
+    counts = found[found["entry"] == entry]["change"].value_counts()
+    assert at.radio(key="between").options == [
+        f"Right on 2024-01-01, wrong on 2024-12-31 ({counts.get(flip_reads.RIGHT_TO_WRONG, 0)})",
+        f"Wrong on 2024-01-01, right on 2024-12-31 ({counts.get(flip_reads.WRONG_TO_RIGHT, 0)})",
+    ]
