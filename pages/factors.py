@@ -4,7 +4,7 @@ import streamlit as st
 
 from dateeval import explorer, plots
 from dateeval.metrics import EXPLAIN, METRICS, dataset_metrics, percent
-from dateeval.results import descriptive, inference
+from dateeval.results import descriptive
 
 st.title("Is the date effect real, and how big is it next to the rest?")
 explorer.app_settings()
@@ -43,9 +43,9 @@ else:
         )
     figure = plots.factor_bars(factors, metric)
     st.plotly_chart(figure, width="stretch", config=plots.CHART_CONFIG)
-    st.download_button(
+    st.download_button(  # the page's HTML made on a click, not on every visit
         "Download figure (HTML, works offline; its camera saves PNG)",
-        plots.standalone_html(figure),
+        lambda: plots.standalone_html(figure),
         "factors.html",
         "text/html",
     )
@@ -98,7 +98,7 @@ if len(dated) < 2 or not scored:
 else:
     budget_metric = scored[0]
     tolerance = st.slider("Tolerance (relative to the full-range value)", 5, 50, 20, 5, format="%d%%") / 100
-    budget = inference.date_budget(dated[budget_metric].to_numpy(), tolerance=tolerance)
+    budget = explorer.date_budget(tuple(dated[budget_metric].to_numpy()), tolerance)
     st.caption(
         f"From {len(dated)} dates ({plots.axis_label(budget_metric, dataset)}): share of random samples of m dates whose delta / CV "
         f"is within {percent(tolerance)} of the full value. Worst-to-best grows with the number of dates, so a few dates understate it."

@@ -60,7 +60,7 @@ if unresolved:
         + "; ".join(unresolved)
         + "."
     )
-figure = robust_format.svg(record)
+figure = explorer.robust_figure(record)
 if figure is not None:
     st.image(figure, width="stretch")
 left, middle, right, last = st.columns(4)

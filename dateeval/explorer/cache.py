@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -22,7 +23,7 @@ from dateeval.conditions import Condition
 from dateeval.explorer import sent
 from dateeval.explorer.state import Selection, current_store, results_store
 from dateeval.results import bands as result_bands
-from dateeval.results import descriptive, sql
+from dateeval.results import descriptive, inference, robust_format, sql
 from dateeval.results.band_reads import PER_DATE_COLUMNS
 from dateeval.results.headline import Headline
 from dateeval.results.robust_record import RobustRecord
@@ -192,6 +193,20 @@ def estimates(view: results.Results, selection: Selection) -> pd.DataFrame:
 def robust(view: results.Results, selection: Selection, half_width: float) -> RobustRecord:
     """``Results.robust_record`` of the selection (entries, dataset, dates): what `dateeval robust` prints and the report shows."""
     return view.robust_record(selection.dataset, selection.period, selection.entries, half_width)
+
+
+@st.cache_data(max_entries=16)
+def robust_figure(record: RobustRecord) -> str | None:
+    """``robust_format.svg`` of a record (:func:`robust`'s), drawn once: matplotlib took a sixth of a second of every
+    visit to What to report. The same record draws the same bytes (the SVG's ids are salted, its date left out)."""
+    return robust_format.svg(record)
+
+
+@st.cache_data(max_entries=16)
+def date_budget(scores: tuple[float, ...], tolerance: float) -> pd.DataFrame:
+    """``inference.date_budget`` of one entry's per-date scores, computed once per scores and tolerance (its draws of
+    date samples took a tenth of Factors' script run on every visit)."""
+    return inference.date_budget(np.asarray(scores), tolerance=tolerance)
 
 
 @cached(max_entries=64)
