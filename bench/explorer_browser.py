@@ -152,9 +152,7 @@ def table(results: dict[str, tuple[dict[str, list[float]], str]], opening: float
     lines = [head, "|---|" + "---|" * (len(conditions) + 1)]
     lines.append(f"| the server's first page (imports, first read), once | {opening:.2f} s |" + " |" * len(conditions))
     for name in results[conditions[0]][0]:
-        cells = [
-            f"{statistics.median(results[c][0][name]):.2f} s ({max(results[c][0][name]):.2f})" for c in conditions
-        ]
+        cells = [f"{statistics.median(results[c][0][name]):.2f} s ({max(results[c][0][name]):.2f})" for c in conditions]
         quiet = results.get("quiet")
         verdict = "" if quiet is None else ("yes" if statistics.median(quiet[0][name]) <= TARGET_S else "**no**")
         lines.append(f"| {PAGES[name][0]} | " + " | ".join(cells) + f" | {verdict} |")
