@@ -209,6 +209,9 @@ def date_budget(scores: tuple[float, ...], tolerance: float) -> pd.DataFrame:
     return inference.date_budget(np.asarray(scores), tolerance=tolerance)
 
 
+_CACHES += [robust_figure, date_budget]  # :func:`clear` forgets them too, as a new process would
+
+
 @cached(max_entries=64)
 def item_history(
     view: results.Results, model_key: str, dataset: str, item_id: str, columns: tuple[str, ...]
