@@ -56,6 +56,13 @@ def sides(found: pd.DataFrame, a: dt.date, b: dt.date) -> pd.DataFrame:
     )
 
 
+def prompt_link(label: str, item_id: str, **dates: str) -> None:
+    """A link to the Prompt page on this store, dataset and question (``first``/``second``: the dates it compares)."""
+    store = st.query_params.get("store", "demo")
+    params = {"store": store, "real_item": "True", "dataset": selection.dataset, "question": item_id, **dates}
+    st.page_link("pages/prompt.py", label=label, icon=":material/search:", query_params=params)
+
+
 def prompt_text(item_id: str, system_prompt: str, day: dt.date) -> str:
     """What the sweep sent for the question on ``day``; the system message alone where the benchmark's text is not in
     the sidebar's data folder."""
@@ -77,19 +84,7 @@ def perturbation(row: pd.Series, answers: pd.DataFrame, a: dt.date, b: dt.date) 
     if any(date_text not in text for date_text, text in zip(carried, texts)):
         st.caption(f"Shown with the default date line; the run's prompts carried the dates as {' and '.join(carried)}.")
     st.table(answers.drop(columns="item_id"), hide_index=True)
-    st.page_link(
-        "pages/prompt.py",
-        label="The text the model reads on these two dates (Prompt)",
-        icon=":material/search:",
-        query_params={
-            "store": st.query_params.get("store", "demo"),
-            "real_item": "True",
-            "dataset": selection.dataset,
-            "question": row["item_id"],
-            "first": str(a),
-            "second": str(b),
-        },
-    )
+    prompt_link("The text the model reads on these two dates (Prompt)", row["item_id"], first=str(a), second=str(b))
 
 
 def between_dates() -> None:
@@ -191,17 +186,7 @@ if shown.empty:
 item_id = explorer.picker("Question", shown["item_id"].tolist(), "question")
 st.subheader(f"Question {item_id}")
 explorer.describe_item(selection.dataset, item_id)
-st.page_link(
-    "pages/prompt.py",
-    label="The prompt of this question (Prompt)",
-    icon=":material/search:",
-    query_params={
-        "store": st.query_params.get("store", "demo"),
-        "real_item": "True",
-        "dataset": selection.dataset,
-        "question": item_id,
-    },
-)
+prompt_link("The prompt of this question (Prompt)", item_id)
 everything = explorer.store_metrics()
 others = sorted(set(everything.loc[everything["dataset"] == selection.dataset, "entry"]) - set(selection.entries))
 compare = explorer.picker("Side by side with", ["(none)", *others], "compare")

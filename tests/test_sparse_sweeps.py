@@ -169,8 +169,9 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
     )  # with the weights
 
 
-def test_a_budget_the_dense_conditions_spend_is_refused_before_any_work(data_dir, tmp_path):
-    result = run_cli(
+def _refused(data_dir, tmp_path, dates: str, budget: str):
+    """A 2-question sparse sweep of ``dates`` at ``budget`` (refused before any work in both tests below)."""
+    return run_cli(
         "run",
         "--dataset",
         "mmlu",
@@ -179,13 +180,17 @@ def test_a_budget_the_dense_conditions_spend_is_refused_before_any_work(data_dir
         "--limit",
         "2",
         "--dates",
-        DATES,
+        dates,
         "--no-date",
         "--budget",
-        "0.3",
+        budget,
         "--store",
         str(tmp_path / "store"),
     )
+
+
+def test_a_budget_the_dense_conditions_spend_is_refused_before_any_work(data_dir, tmp_path):
+    result = _refused(data_dir, tmp_path, DATES, "0.3")
     assert (
         result.returncode != 0
         and result.stderr.count("\n") == 1
@@ -203,22 +208,7 @@ def test_a_budget_the_dense_conditions_spend_is_refused_before_any_work(data_dir
 def test_a_sweep_of_no_more_dates_than_pilots_is_told_to_sweep_densely(data_dir, tmp_path):
     """Issue 62 §6: with 3 dates (all pilots) ``--budget 1`` was told to "ask for more than 1.00", a value ``--budget``
     refuses; no budget can be sparse there, and the line says what can be done instead."""
-    result = run_cli(
-        "run",
-        "--dataset",
-        "mmlu",
-        "--data-dir",
-        str(data_dir),
-        "--limit",
-        "2",
-        "--dates",
-        "2024-01-01..2024-01-03",
-        "--no-date",
-        "--budget",
-        "1",
-        "--store",
-        str(tmp_path / "store"),
-    )
+    result = _refused(data_dir, tmp_path, "2024-01-01..2024-01-03", "1")
     said = result.stderr.strip()
     assert result.returncode != 0 and len(said.splitlines()) == 1 and "1.00" not in said, said
     assert "with 3 date(s) every condition is scored in full" in said and "sweep densely (drop --budget)" in said, said
