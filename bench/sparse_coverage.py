@@ -1,7 +1,7 @@
 """Sparse sweeps against dense ones (issue 46): coverage, half-width and cost of the per-date estimates, on real stores.
 
 Each dense entry (every question on every date) is the known truth. Many times over, the sparse design
-(``dateeval.sparse``: the no-date baseline and the pilot dates dense, the other cells drawn with probabilities that follow
+(``dateeval.sparse``: the no-date baseline dense and the design's pilot, the other cells drawn with probabilities that follow
 each question's propensity) is drawn from it with a new seed, exactly as ``dateeval run --budget`` draws, and the
 estimator ``dateeval.results.estimated.difference_estimates`` gives each drawn date's value and interval. Reported per
 entry and budget: the share of (date, draw) pairs whose interval covers the dense value, the median and largest
@@ -38,12 +38,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from dateeval import sparse
 from dateeval.results import chance, estimated, robust, sparse_chance, variation
 from dateeval.results.estimated import Z, difference_estimates, sparse_robust
+from dateeval.results.replay import replay
 from dateeval.rows import with_factor
 from dateeval.store import Store
 
 
 def dense_entries(root: str, dataset: str | None) -> dict[tuple[str, str], dict]:
-    """Every entry of the store with its date grid: keys (sorted by date), items, correct and margin matrices."""
+    """Every entry of the store with its date grid: keys (sorted by date), items, correct and margin matrices, and
+    where it was swept, its no-date baseline's grades and margins (``baseline``, ``baseline_margin``; else None)."""
     store, parts = Store(root), []
     for path in store.files():  # file by file: each entry's rows whole, whatever the others hold
         part, problems = store.read(
@@ -55,35 +57,47 @@ def dense_entries(root: str, dataset: str | None) -> dict[tuple[str, str], dict]
             raise SystemExit(f"damaged units: {problems.corrupted[:2]}")
         parts.append(part)
     frame = with_factor(pd.concat(parts, ignore_index=True))  # units written before the factor column have it derived
-    frame = frame[frame["factor"].eq("date")]
     entries = {}
     for (model, dtype, name), rows in frame.groupby(["model", "dtype", "dataset"]):
         if dataset and name != dataset:
             continue
-        dates = rows.groupby("condition_key")["date"].first().sort_values()
-        items = sorted(rows["item_id"].unique())
-        grid = (
-            rows.drop_duplicates(["condition_key", "item_id"])
-            .set_index(["condition_key", "item_id"])
-            .reindex(pd.MultiIndex.from_product([dates.index, items]))
-        )
-        if grid["correct"].isna().any() or len(dates) <= 2 * sparse.PILOT:
+        dated = rows[rows["factor"].eq("date")]
+        dates = dated.groupby("condition_key")["date"].first().sort_values()
+        items = sorted(dated["item_id"].unique())
+        correct, margin = _grid(dated, list(dates.index), items)
+        if correct is None or len(dates) <= 2 * sparse.PILOT + 1:
             print(f"skipped {model} {dtype} {name}: not dense", file=sys.stderr)
             continue
-        shape = (len(dates), len(items))
-        correct = grid["correct"].astype(float).to_numpy().reshape(shape)
-        margin = (
-            np.array([sparse.margins(np.asarray(p, dtype=float)) for p in grid["probs"]]).reshape(shape)
-            if grid["probs"].notna().all()
-            else None
-        )
+        none = rows[rows["factor"].eq("no-date")]
+        baseline, baseline_margin = _grid(none, list(none["condition_key"].unique()[:1]), items)
         entries[(f"{model} {dtype}", name)] = {
             "keys": list(dates.index),
             "items": items,
             "correct": correct,
             "margin": margin,
+            "baseline": None if baseline is None else baseline[0],
+            "baseline_margin": None if baseline_margin is None else baseline_margin[0],
         }
     return entries
+
+
+def _grid(rows: pd.DataFrame, keys: list, items: list) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The conditions ``keys`` x ``items`` grades and top-two margins of ``rows`` (None where a cell is missing;
+    margins None where an answer has no option probabilities)."""
+    grid = (
+        rows.drop_duplicates(["condition_key", "item_id"])
+        .set_index(["condition_key", "item_id"])
+        .reindex(pd.MultiIndex.from_product([keys, items]))
+    )
+    if not keys or grid["correct"].isna().any():
+        return None, None
+    shape = (len(keys), len(items))
+    margin = (
+        np.array([sparse.margins(np.asarray(p, dtype=float)) for p in grid["probs"]]).reshape(shape)
+        if grid["probs"].notna().all()
+        else None
+    )
+    return grid["correct"].astype(float).to_numpy().reshape(shape), margin
 
 
 def simulate(
@@ -103,17 +117,20 @@ def simulate(
     move rarely (probability 0.02) behind a wide margin (mean 0.3, as every steady question), which the pilot misses;
     ``date_effect`` makes every mover right on a random half of the dates with that extra probability. ``flip_seed``:
     the same questions (grades, kinds, flip rates from ``seed``) with their dates drawn anew, a twin entry (another
-    precision of one model, say) whose population score is the same."""
+    precision of one model, say) whose population score is the same. One more condition, drawn as the dates are (a
+    date of its own: what a question does without one), is the no-date ``baseline`` with its ``baseline_margin``."""
     rng = np.random.default_rng(seed)
     base = rng.random(n_items) < rate
     kind = rng.random(n_items)
     flip = np.where(kind < movers, rng.uniform(0.05, 0.5, n_items), np.where(kind < movers + hidden, 0.02, 0.0))
     rng = rng if flip_seed is None else np.random.default_rng(flip_seed)
+    n_dates += 1  # the last row: the baseline
     flips = rng.random((n_dates, n_items)) < flip
     correct = np.where(flips, ~base, base)
     lifted = np.zeros(n_dates, dtype=bool)
     if date_effect:
         lifted = rng.random(n_dates) < 0.5
+        lifted[-1] = False  # the baseline has no date to lift it
         correct = correct | (
             lifted[:, None] & (kind < movers)[None, :] & (rng.random((n_dates, n_items)) < date_effect)
         )
@@ -126,41 +143,41 @@ def simulate(
     chance = np.where(base, 1 - flip, flip)  # each question's chance to be right on a date, before any lift
     lift = np.mean((kind < movers) * (1 - chance)) * date_effect  # a lifted date's rate above an unlifted one's
     return {
-        "keys": [f"day{i:04d}" for i in range(n_dates)],
+        "keys": [f"day{i:04d}" for i in range(n_dates - 1)],
         "items": [f"q{i}" for i in range(n_items)],
-        "correct": correct.astype(float),
-        "margin": margin,
+        "correct": correct[:-1].astype(float),
+        "margin": np.minimum(margin[:-1], 1.0),
+        "baseline": correct[-1].astype(float),
+        "baseline_margin": np.minimum(margin[-1], 1.0),
         "truth": truth,  # the date-marginal score over the populations of questions and dates
-        "spread": float(np.std(lift * lifted, ddof=1)),  # the SD of these dates' expected rates on these questions
+        "spread": float(np.std(lift * lifted[:-1], ddof=1)),  # the SD of these dates' expected rates on these questions
     }
 
 
 def sampled(entry: dict, budget: float, seed: int, uniform: bool = False) -> dict:
-    """One sparse draw of an entry as ``dateeval run --budget`` makes it (the no-date baseline counted as one more dense
-    condition): its dates x questions ``values`` with NaN where a cell was not drawn, the cells' ``inclusion`` (1 on the
-    pilot dates), the pilot's ``predictor``, the drawn dates' indices ``rest``, the cells scored and the grid's size."""
-    correct, margin, keys = entry["correct"], entry["margin"], entry["keys"]
-    n_dates, n = correct.shape
-    pilot = sparse.pilot_indices(n_dates)
-    rest = [i for i in range(n_dates) if i not in pilot]
-    n_dense = len(pilot) + 1  # + the no-date baseline
-    grid = n * (n_dense + len(rest))
-    w = np.ones(n) if uniform else sparse.propensity(correct[pilot], None if margin is None else margin[pilot])
-    design = sparse.solve(
-        w, len(rest), budget * grid - n * n_dense, seed=seed, budget=budget, pilot=tuple(keys[i] for i in pilot)
+    """One sparse draw of an entry as ``dateeval run --budget`` makes it (``replay``: its no-date baseline, where it has
+    one, is the pilot and scored in full): the readers' ``sample``, the drawn dates' indices ``rest``, the cells
+    scored and the grid's size. ``uniform``: the drawn cells' probabilities all equal (the pilot's margins unseen)."""
+    if uniform and entry.get("baseline") is None:
+        raise SystemExit("uniform draws need a baseline pilot (whose grades alone give every question one probability)")
+    found = replay(
+        entry["correct"],
+        budget,
+        seed,
+        None if uniform else entry["margin"],
+        entry.get("baseline"),
+        None if uniform else entry.get("baseline_margin"),
+        entry["keys"],
+        entry["items"],
     )
-    pi = design.inclusion(w)
-    chosen = np.ones(correct.shape, dtype=bool)
-    chosen[rest] = sparse.uniforms(seed, entry["items"], [keys[i] for i in rest]) < pi
-    inclusion = np.ones(correct.shape)
-    inclusion[rest] = pi
     return {
-        "values": np.where(chosen, correct, np.nan),
-        "inclusion": inclusion,
-        "predictor": correct[pilot].mean(0),
-        "rest": rest,
-        "cells": n * n_dense + chosen[rest].sum(),
-        "grid": grid,
+        "sample": found.sample,
+        "values": found.sample.values,
+        "inclusion": found.sample.inclusion,
+        "predictor": found.sample.predictor,
+        "rest": list(np.flatnonzero(found.estimated)),
+        "cells": found.cells,
+        "grid": found.grid,
     }
 
 
@@ -168,11 +185,11 @@ def draw(entry: dict, budget: float, seed: int, uniform: bool = False) -> dict:
     """One sparse draw (:func:`sampled`): per drawn date the estimate, interval, truth; and the cells scored."""
     found = sampled(entry, budget, seed, uniform)
     rest = found["rest"]
-    estimates = difference_estimates(found["values"][rest], found["inclusion"][rest], found["predictor"])
+    estimates = difference_estimates(found["values"], found["inclusion"], found["predictor"])
     return {
-        "value": estimates.value,
-        "low": estimates.low,
-        "high": estimates.high,
+        "value": estimates.value[rest],
+        "low": estimates.low[rest],
+        "high": estimates.high[rest],
         "truth": entry["correct"][rest].mean(1),
         "cells": found["cells"],
         "grid": found["grid"],
@@ -279,26 +296,21 @@ def robust_real(entry: dict, budget: float, draws: int) -> dict:
 def verdict_study(n_items: int, n_dates: int, budget: float, reps: int, planted: dict, n_perm: int = 200) -> dict:
     """How often each date-effect test rejects at 0.05 on simulated stores (a new store and draw per repetition): the
     sparse design's permutation test (``sparse_chance``) on the drawn sample, Cochran's Q by permutation on the dense
-    grid (what a dense sweep would test) and on the pilot dates alone (what a sparse entry had before). With
+    grid (what a dense sweep would test). With
     ``date_effect`` 0 the null holds, so the rates are the tests' sizes; above 0, their power."""
-    sparse_hits = dense_hits = pilot_hits = 0
+    sparse_hits = dense_hits = 0
     for seed in range(reps):
         entry = simulate(n_items, n_dates, seed=seed, **planted)
         found = sampled(entry, budget, seed)
-        pilot = sparse.pilot_indices(n_dates)
         sample = as_sample(entry, found, seed)
         sparse_hits += sparse_chance.significance("e", "d", sample, n_perm).cochran_permutation_p < 0.05
         dense_hits += chance.significance("e", "d", entry["correct"], n_perm).cochran_permutation_p < 0.05
-        pilot_hits += chance.significance("e", "d", entry["correct"][pilot], n_perm).cochran_permutation_p < 0.05
-    return {"sparse": sparse_hits / reps, "dense": dense_hits / reps, "pilot": pilot_hits / reps, "reps": reps}
+    return {"sparse": sparse_hits / reps, "dense": dense_hits / reps, "reps": reps}
 
 
 def as_sample(entry: dict, found: dict, seed: int | None) -> estimated.Sample:
-    """A :func:`sampled` draw as the readers' :class:`estimated.Sample` (the pilot dates exact)."""
-    exact = np.zeros(len(entry["keys"]), dtype=bool)
-    exact[sparse.pilot_indices(len(entry["keys"]))] = True
-    keys, items = entry["keys"], entry["items"]
-    return estimated.Sample(keys, keys, items, found["values"], found["inclusion"], found["predictor"], exact, seed)
+    """A :func:`sampled` draw as the readers' :class:`estimated.Sample`."""
+    return found["sample"]
 
 
 def compare_study(n_items: int, n_dates: int, budget: float, reps: int, pair: str, planted: dict) -> dict:
@@ -338,9 +350,8 @@ def uniform_questions(entry: dict, budget: float, seed: int) -> dict:
     """Each drawn date scores the same number of cells at random questions: plain mean, finite-population Wilson."""
     correct = entry["correct"]
     n_dates, n = correct.shape
-    pilot = sparse.pilot_indices(n_dates)
-    rest = [i for i in range(n_dates) if i not in pilot]
-    k = max(1, round((budget * n * (len(pilot) + 1 + len(rest)) - n * (len(pilot) + 1)) / len(rest)))
+    rest = list(range(n_dates))  # the baseline, scored in full, is the only dense condition
+    k = max(1, round((budget * n * (1 + len(rest)) - n) / len(rest)))
     rng = np.random.default_rng(seed)
     values, lows, highs = [], [], []
     for i in rest:
@@ -381,21 +392,24 @@ def study(entry: dict, budget: float, draws: int, method: str) -> dict:
 
 
 def paper_scale(entry: dict, n_items: int = 14_042, n_dates: int = 366, seed: int = 0) -> dict:
-    """A paper-scale entry resampled from a dense one's questions (see the module's docstring)."""
+    """A paper-scale entry resampled from a dense one's questions (see the module's docstring), with one more
+    condition drawn as the dates are for its no-date baseline."""
     rng = np.random.default_rng(seed)
     correct, margin = entry["correct"], entry["margin"]
     modal = (correct.mean(0) >= 0.5).astype(float)
     moves = (correct != modal).mean(0)
     picked = rng.integers(0, correct.shape[1], n_items)
-    flips = rng.random((n_dates, n_items)) < moves[picked]
+    flips = rng.random((n_dates + 1, n_items)) < moves[picked]
     grades = np.where(flips, 1 - modal[picked], modal[picked])
-    days = rng.integers(0, correct.shape[0], (n_dates, n_items))
+    days = rng.integers(0, correct.shape[0], (n_dates + 1, n_items))
     margins = None if margin is None else margin[days, picked[None, :]]
     return {
         "keys": [f"day{i:04d}" for i in range(n_dates)],
         "items": [f"q{i}" for i in range(n_items)],
-        "correct": grades,
-        "margin": margins,
+        "correct": grades[:-1],
+        "margin": None if margins is None else margins[:-1],
+        "baseline": grades[-1],
+        "baseline_margin": None if margins is None else margins[-1],
     }
 
 
@@ -505,15 +519,15 @@ VERDICT_SIMULATED = (  # (questions, dates, budget, planted): the null in the fi
 
 
 def verdict_simulated(reps: int) -> None:
-    """The sparse verdict's rejection rate at 0.05 in every :data:`VERDICT_SIMULATED` cell, beside the dense grid's and
-    the pilot dates' Cochran's Q by permutation (200 shuffles each)."""
-    print("| questions | dates | budget | planted | sparse (± SE at 0.05) | dense grid | pilot dates alone |")
-    print("|---:|---:|---:|---|---|---:|---:|")
+    """The sparse verdict's rejection rate at 0.05 in every :data:`VERDICT_SIMULATED` cell, beside the dense grid's
+    Cochran's Q by permutation (200 shuffles each)."""
+    print("| questions | dates | budget | planted | sparse (± SE at 0.05) | dense grid |")
+    print("|---:|---:|---:|---|---|---:|")
     for n_items, n_dates, budget, planted in VERDICT_SIMULATED:
         found = verdict_study(n_items, n_dates, budget, reps, planted)
         print(
             f"| {n_items} | {n_dates} | {budget:g} | {planted or 'default'} | {found['sparse']:.3f} ± {np.sqrt(0.0475 / reps):.3f} "
-            f"| {found['dense']:.3f} | {found['pilot']:.3f} |",
+            f"| {found['dense']:.3f} |",
             flush=True,
         )
 
@@ -627,7 +641,7 @@ def simulated(draws: int) -> None:
                 for seed in range(10)
             ]
             covered = float(np.mean([part["coverage"] for part in parts]))
-            total = 10 * max(1, draws // 10) * (n_dates - sparse.PILOT)
+            total = 10 * max(1, draws // 10) * n_dates
             print(
                 f"| {n_items} | {n_dates} | {budget:g} | {planted or 'default'} | {method} | {np.mean([part['share'] for part in parts]):.3f} "
                 f"| {covered:.3f} ± {np.sqrt(covered * (1 - covered) / total):.3f} | {np.median([part['median_half'] for part in parts]):.2f} "

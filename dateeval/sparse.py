@@ -4,17 +4,20 @@ Why: most questions never move with the date (docs/coverage.md, "Sparse sweeps")
 date buys little. The design, which the sweep (``dateeval.engine.sweep``) draws and the results layer reads back to estimate:
 
 * **dense conditions** score every question: every condition that is not a date (the no-date baseline, other
-  factors) and :data:`PILOT` pilot dates spread over the sweep's dates (:func:`pilot_indices`);
+  factors). The **pilot** is the no-date baseline where the sweep has one (it is scored in full anyway, so the pilot
+  costs nothing), else :data:`PILOT` date(s) (:func:`pilot_indices`), scored in full;
 * every other (question, date) cell is drawn by Poisson sampling with probability
-  ``pi = clip(scale * w, floor, 1)``, where ``w`` is the question's propensity to move seen on the pilot dates
+  ``pi = clip(scale * w, floor, 1)``, where ``w`` is the question's propensity to move seen on the pilot
   (:func:`propensity`: its grade's spread there and, for choice tasks, how near its top two options came), and the
-  floor lets every cell be drawn, so the estimate is design-unbiased;
+  floor (:data:`FLOOR_SHARE` of the mean probability) lets every cell be drawn often enough that an effect the pilot
+  did not foresee is seen and the weights stay bounded;
 * a cell is drawn when its uniform ``u`` (:func:`uniforms`: a hash of the seed, the question and the date, the same for
   every model, so entries are sampled on common cells) is below ``pi``. A rerun draws the same cells, a killed sweep
   resumes, and a larger budget raises ``scale`` and ``floor`` (so every ``pi``): it adds cells and discards none.
 
 Every drawn row records its design (:class:`Design`, as JSON), its propensity and its inclusion probability. This
 module is pure arithmetic: no store, no model, so the driver that draws and the readers that estimate share it.
+Why these constants: docs/coverage.md ("Against the best peer at the same cells") measures the choices.
 """
 
 from __future__ import annotations
@@ -29,8 +32,12 @@ import pandas as pd
 
 from dateeval.errors import DateEvalError
 
-PILOT = 3  # pilot dates scored densely: enough to see most movers, a small share of a long sweep's budget
-FLOOR_SHARE = 0.25  # the floor probability as a share of the sparse cells' mean probability
+PILOT = 1  # pilot dates scored in full where the sweep has no no-date baseline to be its pilot
+# The floor probability as a share of the sparse cells' mean probability: high enough that effects on questions the
+# pilot calls steady keep their coverage and no drawn cell outweighs ~1.3 mean ones; 0.25 (designs of version 1) left
+# dates with such effects covered 86% of the time.
+FLOOR_SHARE = 0.75
+FIRST_FLOOR_SHARE = 0.25  # what designs of version 1 (which do not say) were drawn with
 MARGIN_SCALE = (
     0.05  # a top-two probability margin this small makes a choice question about 1/e as likely to move as a coin
 )
@@ -39,20 +46,22 @@ MARGIN_WEIGHT = 0.5  # the propensity a zero margin implies (a question that mov
 # million, so one drawn answer already moves an estimate past any bound; below it a weight's square leaves float range.
 MIN_INCLUSION = 1e-6
 DESIGN_COLUMNS = ("design", "propensity", "inclusion")  # what a drawn row carries beyond a dense one
-VERSION = 1
+VERSION = 2  # 2: the floor share is part of the design
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
 @dataclass(frozen=True)
 class Design:
-    """One budget's draw: its seed and budget, the pilot dates' condition keys, and the inclusion probability's
-    ``scale`` and ``floor`` (:meth:`inclusion`). Stored as JSON in every drawn row."""
+    """One budget's draw: its seed and budget, the pilot's condition keys, the inclusion probability's ``scale`` and
+    ``floor`` (:meth:`inclusion`) and the floor's share of the mean probability it was solved with. Stored as JSON in
+    every drawn row."""
 
     seed: int
     budget: float
     pilot: tuple[str, ...]
     scale: float
     floor: float
+    floor_share: float = FIRST_FLOOR_SHARE
 
     def inclusion(self, propensity: np.ndarray) -> np.ndarray:
         """Each cell's probability of being drawn, from its question's propensity."""
@@ -72,10 +81,12 @@ class Design:
                 tuple(str(key) for key in found["pilot"]),
                 float(found["scale"]),
                 float(found["floor"]),
+                float(found.get("floor_share", FIRST_FLOOR_SHARE)),
             )
-        except (TypeError, ValueError, KeyError, json.JSONDecodeError):
+        except (TypeError, ValueError, KeyError, AttributeError, json.JSONDecodeError):
             raise DateEvalError(f"a stored sparse design is not readable: {str(text)[:80]!r}") from None
         in_range = MIN_INCLUSION <= design.floor <= 1 and design.scale > 0 and math.isfinite(design.scale)
+        in_range = in_range and 0 < design.floor_share <= 1
         if not (0 < design.budget <= 1 and in_range and len(set(design.pilot)) == len(design.pilot)):
             raise DateEvalError(f"a stored sparse design is out of range: {str(text)[:80]!r}")
         return design
@@ -171,13 +182,20 @@ def margins(probs: np.ndarray) -> np.ndarray:
 
 
 def design_for(
-    propensities: np.ndarray, sparse_dates: int, n_dense: int, *, seed: int, budget: float, pilot: tuple[str, ...]
+    propensities: np.ndarray,
+    sparse_dates: int,
+    n_dense: int,
+    *,
+    seed: int,
+    budget: float,
+    pilot: tuple[str, ...],
+    floor_share: float = FLOOR_SHARE,
 ) -> Design:
     """:func:`solve` for a budget, a share of the grid of these questions on ``n_dense`` conditions scored in full and
     ``sparse_dates`` drawn dates: what ``dateeval run --budget`` draws with, and what a reader recomputes to check it."""
     n = len(propensities)
     cells = budget * n * (n_dense + sparse_dates) - n * n_dense
-    return solve(propensities, sparse_dates, cells, seed=seed, budget=budget, pilot=pilot)
+    return solve(propensities, sparse_dates, cells, seed=seed, budget=budget, pilot=pilot, floor_share=floor_share)
 
 
 def chosen(design: Design, propensities: np.ndarray, items: list[str], conditions: list[str]) -> np.ndarray:
@@ -186,32 +204,41 @@ def chosen(design: Design, propensities: np.ndarray, items: list[str], condition
 
 
 def solve(
-    propensities: np.ndarray, sparse_dates: int, cells: float, *, seed: int, budget: float, pilot: tuple[str, ...]
+    propensities: np.ndarray,
+    sparse_dates: int,
+    cells: float,
+    *,
+    seed: int,
+    budget: float,
+    pilot: tuple[str, ...],
+    floor_share: float = FLOOR_SHARE,
 ) -> Design:
     """The design that draws ``cells`` cells in expectation over ``sparse_dates`` dates of these questions.
 
-    The floor is :data:`FLOOR_SHARE` of the mean probability; ``scale`` is found by bisection (the expected draw grows
+    The floor is ``floor_share`` of the mean probability; ``scale`` is found by bisection (the expected draw grows
     with it). Both grow with ``cells``, so a larger budget's probabilities are never smaller than a smaller one's."""
     w = np.asarray(propensities, dtype=float)
     n = len(w)
+
+    def made(scale: float, floor: float) -> Design:
+        return Design(seed, budget, pilot, scale, floor, floor_share)
+
     if n == 0 or sparse_dates == 0:
-        return Design(seed, budget, pilot, 1.0, 1.0)
+        return made(1.0, 1.0)
     mean = min(1.0, cells / (n * sparse_dates))
-    floor = max(FLOOR_SHARE * mean, MIN_INCLUSION)
+    floor = max(floor_share * mean, MIN_INCLUSION)
     if mean >= 1.0:
-        return Design(seed, budget, pilot, 1.0, 1.0)
+        return made(1.0, 1.0)
     if not (w > 0).any():
-        return Design(seed, budget, pilot, 1.0, max(mean, MIN_INCLUSION))  # nothing moved in the pilot: cells alike
+        return made(1.0, max(mean, MIN_INCLUSION))  # nothing moved in the pilot: cells alike
     target = mean * n
     moving = int((w > 0).sum())
     if target >= moving + floor * (n - moving):  # every question that moved is certain; the steady share the rest
-        return Design(
-            seed, budget, pilot, 1.0 / float(w[w > 0].min()), min(1.0, (target - moving) / max(n - moving, 1))
-        )
+        return made(1.0 / float(w[w > 0].min()), min(1.0, (target - moving) / max(n - moving, 1)))
     low, high = 0.0, 1.0
     while np.clip(high * w, floor, 1).sum() < target:
         high *= 2
     for _ in range(100):
         middle = (low + high) / 2
         low, high = (middle, high) if np.clip(middle * w, floor, 1).sum() < target else (low, middle)
-    return Design(seed, budget, pilot, high, floor)
+    return made(high, floor)

@@ -230,41 +230,59 @@ class SparseReplay(NamedTuple):
 
 
 def sparse_replay(
-    grades: object, *, budget: float, seed: int = 0, margins: object = None, baseline: object = None
+    grades: object,
+    *,
+    budget: float,
+    seed: int = 0,
+    margins: object = None,
+    baseline: object = None,
+    baseline_margins: object = None,
 ) -> SparseReplay:
     """What ``dateeval run --budget`` would score of a dense dates x questions 0/1 grid (date order) and what its
-    readers would show: each date's estimate (exact on the pilot dates) with its 95% interval, from the cells the
+    readers would show: each date's estimate (exact where scored in full) with its 95% interval, from the cells the
     design draws at ``budget`` with ``seed`` (``--budget-seed``). ``margins``: the same shape's top-two option
     probability margins (None for generated answers); ``baseline``: the no-date grades, scored in full (one per
-    question; they count toward the budget as the sweep's baseline does). The draw's uniforms hash each cell's
-    position, not a store's condition keys, so the cells are the design's but not the same ones a sweep picks.
-    With one dense run, the figures each budget would give the next models (docs/sparse.md)."""
+    question; they count toward the budget as the sweep's baseline does) and the design's pilot, with their
+    ``baseline_margins`` (one per question; without them the pilot sees only the grades). Without a baseline the
+    first date is the pilot. The draw's uniforms hash each cell's position, not a store's condition keys, so the cells
+    are the design's but not the same ones a sweep picks. With one dense run, the figures each budget would give the
+    next models (docs/sparse.md)."""
     from dateeval import sparse
     from dateeval.results.replay import replay
 
     found = _grades(grades, "grades")
     if found.ndim != 2 or found.shape[0] <= sparse.PILOT or found.shape[1] < 1:
-        raise UsageError(f"grades must be dates x questions with more than {sparse.PILOT} dates; got {found.shape}")
+        raise UsageError(f"grades must be dates x questions with more than {sparse.PILOT} date(s); got {found.shape}")
     budget = float(budget) if isinstance(budget, (int, float)) and not isinstance(budget, bool) else float("nan")
     try:
         sparse.check_budget(budget)
     except DateEvalError as error:
         raise UsageError(str(error).replace("--budget", "budget")) from None
+    grades_of = None
     if baseline is not None:
         grades_of = _floats(baseline, "baseline")
         if grades_of.shape != found.shape[1:] or not np.isin(grades_of, (0.0, 1.0)).all():
             raise UsageError(f"baseline must hold one 0/1 grade per question ({found.shape[1]})")
-    dense = sparse.PILOT + (baseline is not None)
+    dense = 1 if baseline is not None else sparse.PILOT
     if dense >= budget * (found.shape[0] + (baseline is not None)):
         raise UsageError(f"budget {budget:g} is spent by the {dense} condition(s) scored in full: ask for more")
-    margin = None if margins is None else _floats(margins, "margins")
-    if margin is not None and (margin.shape != found.shape or ((margin < 0) | (margin > 1)).any()):
-        raise UsageError(f"margins must be in [0, 1] with the shape of grades {found.shape}")
+    margin = _margins(margins, found.shape, "margins")
+    if baseline_margins is not None and baseline is None:
+        raise UsageError("baseline_margins need the baseline's grades (baseline)")
+    pilot_margin = _margins(baseline_margins, found.shape[1:], "baseline_margins")
     if not (isinstance(seed, int) and not isinstance(seed, bool)):
         raise UsageError(f"seed must be a whole number; got {seed!r}")
-    found = replay(found, budget, seed, margin, baseline is not None)
+    found = replay(found, budget, seed, margin, grades_of, pilot_margin)
     estimates = [Estimate(*map(float, row)) for row in zip(found.value, found.low, found.high)]
     return SparseReplay(estimates, [bool(flag) for flag in found.estimated], found.cells, found.grid)
+
+
+def _margins(margins: object, shape: tuple, name: str) -> np.ndarray | None:
+    """Top-two margins as given (None stays None), checked: in [0, 1], of ``shape``."""
+    margin = None if margins is None else _floats(margins, name)
+    if margin is not None and (margin.shape != shape or ((margin < 0) | (margin > 1)).any()):
+        raise UsageError(f"{name} must be in [0, 1] with shape {shape}")
+    return margin
 
 
 def _graded_sample(values: object, inclusion: object, predictor: object) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -17,6 +17,7 @@ from dateeval.conditions import Condition
 from dateeval.engine.drawn import check_affordable
 from dateeval.engine.plan import SweepSpec
 from dateeval.errors import DateEvalError
+from dateeval.results import estimated
 from dateeval.results.estimated import difference_estimates, own_variance
 
 
@@ -193,44 +194,83 @@ def test_bad_arrays_get_one_message_naming_the_problem(values, inclusion, predic
 
 
 def test_the_replay_estimates_every_date_as_the_readers_do():
-    """Issue 63 §2: ``stats.sparse_replay`` against loops: the pilot dates exact with their Clopper-Pearson band, each
-    drawn date the difference estimate of its drawn cells (cut to [0, 1]) with the readers' interval; the cells
-    counted with the baseline; with the whole budget every date exact and every cell scored."""
+    """Issue 63 §2: ``stats.sparse_replay`` against loops: with a baseline every date drawn (the baseline is the
+    pilot), each the difference estimate of its drawn cells against the cross-fitted predictor (cut to [0, 1]) with the
+    readers' interval; without one the first date is the pilot, exact with its Clopper-Pearson band; the cells counted
+    with the baseline; with the whole budget every date exact and every cell scored."""
     from dateeval.results.replay import replay
 
     rng = np.random.default_rng(63)
     grades = (rng.random((12, 40)) < 0.4).astype(float)
     grades[:, :6] = rng.random((12, 6)) < 0.5  # movers
     margins = rng.random(grades.shape)
-    found = stats.sparse_replay(grades, budget=0.4, seed=3, margins=margins, baseline=np.ones(40))
-    sample = replay(grades, 0.4, 3, margins, True).sample
-    assert found.grid == 13 * 40 and found.cells == int(np.isfinite(sample.values).sum()) + 40
-    pilot = sparse.pilot_indices(12)
-    for d, (estimate, estimated) in enumerate(zip(found.estimates, found.estimated)):
-        if d in pilot:
-            assert not estimated and estimate == stats.rate_interval(int(grades[d].sum()), 40)
-            continue
-        total = sum(
-            sample.predictor[i]
-            + (0.0 if np.isnan(sample.values[d, i]) else (grades[d, i] - sample.predictor[i]) / sample.inclusion[d, i])
-            for i in range(40)
-        )
-        direct = difference_estimates(sample.values, sample.inclusion, sample.predictor)  # pooled over every date
-        assert estimated and estimate.value == pytest.approx(min(1.0, max(0.0, total / 40)), abs=1e-12)
-        assert (estimate.low, estimate.high) == (direct.low[d], direct.high[d])
+    for baseline in (np.ones(40), None):
+        found = stats.sparse_replay(grades, budget=0.4, seed=3, margins=margins, baseline=baseline)
+        sample = replay(grades, 0.4, 3, margins, baseline).sample
+        assert found.grid == (12 + (baseline is not None)) * 40
+        assert found.cells == int(np.isfinite(sample.values).sum()) + 40 * (baseline is not None)
+        pilot = [] if baseline is not None else sparse.pilot_indices(12)
+        for d, (estimate, drawn) in enumerate(zip(found.estimates, found.estimated)):
+            if d in pilot:
+                assert not drawn and estimate == stats.rate_interval(int(grades[d].sum()), 40)
+                continue
+            m = sample.predictor[d]
+            total = sum(
+                m[i] + (0.0 if np.isnan(sample.values[d, i]) else (grades[d, i] - m[i]) / sample.inclusion[d, i])
+                for i in range(40)
+            )
+            direct = difference_estimates(sample.values, sample.inclusion, sample.predictor)  # pooled over every date
+            assert drawn and estimate.value == pytest.approx(min(1.0, max(0.0, total / 40)), abs=1e-12)
+            assert (estimate.low, estimate.high) == (direct.low[d], direct.high[d])
     whole = stats.sparse_replay(grades, budget=1.0)
     assert whole.cells == whole.grid and not any(whole.estimated)
+
+
+def test_the_cross_fitted_predictor_is_each_question_s_mean_over_the_other_dates():
+    """A loop's oracle: each cell's predictor is its question's mean over every other date's scored cells and the
+    prior at its weight; a question seen nowhere else gets the other dates' mean over every question, else 0. So no
+    date's predictor moves with its own draw (what keeps each date's estimate design-unbiased)."""
+    rng = np.random.default_rng(5)
+    values = np.where(rng.random((6, 7)) < 0.5, (rng.random((6, 7)) < 0.4).astype(float), np.nan)
+    values[:, 0] = np.nan  # scored nowhere
+    values[:, 1] = np.nan
+    values[2, 1] = 1.0  # scored on one date only
+    prior = rng.random(7)
+    for weight, given in ((0.0, None), (1.0, prior), (2.5, prior)):
+        found = estimated.cross_fitted(values, given, weight)
+        for d in range(6):
+            others = np.delete(values, d, axis=0)
+            for q in range(7):
+                seen = others[:, q][np.isfinite(others[:, q])]
+                total, count = (
+                    seen.sum() + (weight * prior[q] if given is not None else 0),
+                    len(seen) + weight * (given is not None),
+                )
+                everything = others[np.isfinite(others)]
+                fallback = everything.mean() if len(everything) else 0.0
+                assert found[d, q] == pytest.approx(total / count if count else fallback, abs=1e-12)
+        changed = values.copy()
+        changed[3] = np.where(np.isfinite(changed[3]), 1 - changed[3], np.nan)  # a date's own draw and grades
+        assert np.allclose(estimated.cross_fitted(changed, given, weight)[3], found[3], rtol=0, atol=1e-12)
+    assert np.array_equal(estimated.cross_fitted(np.full((2, 3), np.nan)), np.zeros((2, 3)))
 
 
 @pytest.mark.parametrize(
     "arguments, match",
     [
-        ({"grades": np.ones((3, 4)), "budget": 0.5}, "more than 3 dates"),
+        ({"grades": np.ones((1, 4)), "budget": 0.5}, "two or more"),
+        ({"grades": np.ones((1, 4)), "budget": 0.5, "baseline": np.ones(4)}, "two or more"),
         ({"grades": np.full((8, 4), 0.5), "budget": 0.5}, "0/1"),
-        ({"grades": np.ones((8, 4)), "budget": 0.3}, "spent"),
+        ({"grades": np.ones((8, 4)), "budget": 0.12}, "spent"),
+        ({"grades": np.ones((8, 4)), "budget": 0.1, "baseline": np.ones(4)}, "spent"),
         ({"grades": np.ones((8, 4)), "budget": 1.5}, "budget"),
         ({"grades": np.ones((8, 4)), "budget": 0.5, "baseline": np.ones(3)}, "baseline"),
         ({"grades": np.ones((8, 4)), "budget": 0.5, "margins": np.ones((8, 3))}, "margins"),
+        ({"grades": np.ones((8, 4)), "budget": 0.5, "baseline_margins": np.ones(4)}, "baseline's grades"),
+        (
+            {"grades": np.ones((8, 4)), "budget": 0.5, "baseline": np.ones(4), "baseline_margins": np.ones(3)},
+            "baseline_margins",
+        ),
         ({"grades": np.ones((8, 4)), "budget": 0.5, "seed": 0.5}, "seed"),
     ],
 )

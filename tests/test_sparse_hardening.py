@@ -1,5 +1,5 @@
 """A sparse store as a careless or hostile user leaves it (issue 62 §1-4), on a real sweep of the real model: a swept
-date whose draw chose no cell is still read (estimated from the pilot), a deleted drawn unit is named, a rerun with
+date whose draw chose no cell is still read (estimated from the other dates), a deleted drawn unit is named, a rerun with
 another seed or other dates is refused before any work, and a design altered in the store (checksums stripped) is
 refused rather than read as other numbers."""
 
@@ -15,7 +15,7 @@ from conftest import run_cli
 from dateeval import cli
 from dateeval.store import Store, designs
 
-DATES = "2024-01-01..2024-01-21"  # 21 dates: 3 pilot dates, 18 drawn from 10 questions at budget 0.3 (about 26 cells)
+DATES = "2024-01-01..2024-01-21"  # 21 dates, all drawn (the no-date baseline is the pilot) from 10 questions at 0.3
 SWEEP = ("run", "--dataset", "mmlu", "--sample", "10", "--no-date", "--dtype", "float32", "--budget", "0.3")
 
 pytestmark = pytest.mark.model
@@ -57,9 +57,9 @@ def test_every_swept_date_is_read_even_where_the_draw_chose_no_cell(swept, capsy
     dated = [row for row in json.loads(out) if row.get("date")]
     assert len({row["date"] for row in dated}) == 21
     empty = [row for row in dated if row.get("estimated") and row["n_scored"] == 0]
-    assert 0 < len(empty) < 18 and len(_drawn_units(swept)) == 18 - len(empty)  # the draw left some dates with no cell
-    for row in empty:  # estimated from the pilot alone: an interval that says how little is known
-        assert row["low"] <= row["value"] <= row["high"] and row["high"] - row["low"] > 0.1, row
+    assert 0 < len(empty) < 21 and len(_drawn_units(swept)) == 21 - len(empty)  # the draw left some dates with no cell
+    for row in empty:  # estimated from the other dates alone, with the pooled variance of every question's residuals
+        assert row["low"] < row["value"] < row["high"], row
     status, out, err = _read(capsys, "robust", "--store", str(swept), "--json")
     assert status == 0, err
     ((entry,),) = [found["entries"] for found in json.loads(out)]
@@ -142,7 +142,8 @@ def test_a_record_that_does_not_match_its_pilot_or_is_not_json_is_refused(swept,
 
 def test_the_replay_draws_the_cells_the_sweep_drew(swept):
     """Issue 63 §2: ``results.replay`` runs what ``dateeval run --budget`` draws: given the sweep's condition keys and
-    question ids, its pilot grades and margins, and the baseline, it picks exactly the cells the real sweep stored."""
+    question ids and its pilot (the no-date baseline's grades and margins), it picks exactly the cells the real sweep
+    stored."""
     import numpy as np
 
     from dateeval import sparse
@@ -153,11 +154,10 @@ def test_the_replay_draws_the_cells_the_sweep_drew(swept):
     keys = [key for key, _ in designs.read(designs.records(swept)[0]).dates]  # a date with no drawn cell included
     items = sorted(dated["item_id"].unique())
     grid = dated.pivot(index="condition_key", columns="item_id", values="correct").reindex(keys, columns=items)
-    probs = dated.set_index(["condition_key", "item_id"])["probs"]
-    margins = np.ones(grid.shape)
-    for (key, item), found in probs.items():
-        margins[keys.index(key), items.index(item)] = sparse.margins(np.asarray(found, dtype=float))
-    found = replay(grid.astype(float).fillna(0).to_numpy(), 0.3, 0, margins, True, keys, items)
+    none = rows[rows["factor"].eq("no-date")].set_index("item_id").reindex(items)
+    baseline = none["correct"].astype(float).to_numpy()
+    baseline_margins = np.array([sparse.margins(np.asarray(found, dtype=float)) for found in none["probs"]])
+    found = replay(grid.astype(float).fillna(0).to_numpy(), 0.3, 0, None, baseline, baseline_margins, keys, items)
     assert np.array_equal(np.isfinite(found.sample.values), grid.notna().to_numpy())
     assert found.cells == int(grid.notna().to_numpy().sum()) + len(items) and found.grid == 22 * len(items)
     assert len(keys) == 21 and grid.notna().sum(1).eq(0).any()

@@ -17,7 +17,7 @@ from dateeval.results import Results
 from dateeval.results.estimated import design_of, sample_of, sparse_statistics
 from dateeval.store import Store
 
-DATES = "2024-01-01..2024-01-10"  # 10 dates: 3 pilot dates, 7 drawn
+DATES = "2024-01-01..2024-01-10"  # 10 dates, all drawn where the no-date baseline is the pilot
 SWEEP = (
     "--dataset",
     "mmlu",
@@ -169,7 +169,7 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
     )  # with the weights
 
 
-def _refused(data_dir, tmp_path, dates: str, budget: str):
+def _refused(data_dir, tmp_path, dates: str, budget: str, *extra: str):
     """A 2-question sparse sweep of ``dates`` at ``budget`` (refused before any work in both tests below)."""
     return run_cli(
         "run",
@@ -181,7 +181,7 @@ def _refused(data_dir, tmp_path, dates: str, budget: str):
         "2",
         "--dates",
         dates,
-        "--no-date",
+        *extra,
         "--budget",
         budget,
         "--store",
@@ -190,13 +190,17 @@ def _refused(data_dir, tmp_path, dates: str, budget: str):
 
 
 def test_a_budget_the_dense_conditions_spend_is_refused_before_any_work(data_dir, tmp_path):
-    result = _refused(data_dir, tmp_path, DATES, "0.3")
+    result = _refused(data_dir, tmp_path, DATES, "0.09", "--no-date")
     assert (
         result.returncode != 0
         and result.stderr.count("\n") == 1
-        and "pilot dates" in result.stderr
-        and "ask for at least 0.37" in result.stderr  # 4 of 11 conditions dense: 0.37 is the least budget taken
+        and "baselines and factors" in result.stderr
+        and "ask for at least 0.10" in result.stderr  # the baseline (the pilot) of 11 conditions: 0.10 is the least
     ), result.stderr
+    result = _refused(data_dir, tmp_path, DATES, "0.1")  # no baseline: the first date is the pilot, 1 of 10
+    assert result.returncode != 0 and "1 pilot date(s)" in result.stderr and "at least 0.11" in result.stderr, (
+        result.stderr
+    )
     assert not (tmp_path / "store").exists() or not Store(tmp_path / "store").files()
     for bad in ("0", "1.5", "nan", "x"):
         result = run_cli("run", "--dataset", "mmlu", "--budget", bad, "--store", str(tmp_path / "store"))
@@ -206,10 +210,10 @@ def test_a_budget_the_dense_conditions_spend_is_refused_before_any_work(data_dir
 
 
 def test_a_sweep_of_no_more_dates_than_pilots_is_told_to_sweep_densely(data_dir, tmp_path):
-    """Issue 62 §6: with 3 dates (all pilots) ``--budget 1`` was told to "ask for more than 1.00", a value ``--budget``
-    refuses; no budget can be sparse there, and the line says what can be done instead."""
-    result = _refused(data_dir, tmp_path, "2024-01-01..2024-01-03", "1")
+    """Issue 62 §6: a sweep whose dates are all pilots (one date, no baseline) was told to "ask for more than 1.00",
+    a value ``--budget`` refuses; no budget can be sparse there, and the line says what can be done instead."""
+    result = _refused(data_dir, tmp_path, "2024-01-01..2024-01-01", "1")
     said = result.stderr.strip()
     assert result.returncode != 0 and len(said.splitlines()) == 1 and "1.00" not in said, said
-    assert "with 3 date(s) every condition is scored in full" in said and "sweep densely (drop --budget)" in said, said
+    assert "with 1 date(s) every condition is scored in full" in said and "sweep densely (drop --budget)" in said, said
     assert not (tmp_path / "store").exists() or not Store(tmp_path / "store").files()

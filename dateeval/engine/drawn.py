@@ -1,7 +1,8 @@
 """A budgeted sweep's cells (``dateeval.sparse``): which conditions run in full, which dates are drawn, and what each
 drawn row carries so an estimate can weigh it.
 
-The dense conditions (baselines, other factors and the pilot dates) run first; from the pilot's answers each question
+The dense conditions (baselines, other factors and the pilot: the no-date baseline, else a date) run first; from the
+pilot's answers each question
 gets a propensity to move with the date, the design (``sparse.solve``) turns propensities into inclusion
 probabilities within the budget, and a seeded uniform per cell decides which cells of every other date run. The
 driver (``engine.sweep``) runs what these functions choose; each drawn row is stored with its design, propensity and
@@ -27,26 +28,27 @@ Sampled = dict[tuple, tuple[str, float, float]]  # (identity, item) -> a drawn c
 
 
 def check_affordable(spec: SweepSpec) -> None:
-    """Refuse, before any model loads, a budget that the dense conditions (baselines, factors, pilot dates) spend alone.
+    """Refuse, before any model loads, a budget that the dense conditions (baselines, factors, the pilot) spend alone.
 
     The advice is always a value ``--budget`` takes: the least two-decimal budget that leaves cells to draw (1 included:
     every cell drawn, the dense grid with its design stored), or, where the dense conditions are the whole grid (no more
     dates than pilots), a dense sweep: no budget in (0, 1] could draw anything there."""
     sparse.check_budget(spec.budget)
     total, dated = len(spec.conditions), sum(map(_plain_date, spec.conditions))
-    pilots = len(sparse.pilot_indices(dated))
+    pilots = 0 if any(map(_baseline, spec.conditions)) else len(sparse.pilot_indices(dated))
     dense = total - dated + pilots
     if dense < spec.budget * total:
         return
+    scored = f"baselines, factors and {pilots} pilot date(s)" if pilots else "baselines and factors"
     if dense == total:
         raise DateEvalError(
-            f"--budget {spec.budget:g}: with {dated} date(s) every condition is scored in full (baselines, factors and "
-            f"{pilots} pilot dates): sweep densely (drop --budget) or sweep more than {sparse.PILOT} dates"
+            f"--budget {spec.budget:g}: with {dated} date(s) every condition is scored in full ({scored}): sweep "
+            f"densely (drop --budget) or sweep more than {pilots} date(s)"
         )
     least = (100 * dense // total + 1) / 100  # above dense / total, and at most 1 since dense < total
     raise DateEvalError(
-        f"--budget {spec.budget:g} is spent by the {dense} of {total} conditions scored in full (baselines, factors and "
-        f"{pilots} pilot dates): ask for at least {least:.2f}, or sweep more dates"
+        f"--budget {spec.budget:g} is spent by the {dense} of {total} conditions scored in full ({scored}): ask for at "
+        f"least {least:.2f}, or sweep more dates"
     )
 
 
@@ -165,7 +167,7 @@ def keep_record(
             hardware,
             task_key,
             spec.budget_seed,
-            _swept(spec, [*pilot, *drawn]),
+            _swept(spec, [c for c in (*pilot, *drawn) if _is_drawn(spec, c)]),
             tuple(c.identity[3] for c in pilot),
             n_dense,
             len(pilot[0].item_ids),
@@ -199,13 +201,21 @@ def _plain_date(condition: Condition) -> bool:
     return condition.factor == "date" and condition.date_mode == "date"
 
 
+def _baseline(condition: Condition) -> bool:
+    """The no-date baseline, the pilot of a sweep that has one: scored in full anyway, nearest to every date's prompt."""
+    return condition.factor == "no-date"
+
+
 def _pilots(description: Description, spec: SweepSpec) -> set:
-    """The pilot candidates: per dataset, :data:`dateeval.sparse.PILOT` dates spread over its sorted date conditions."""
+    """The pilot candidates, per dataset: its no-date baseline where the sweep has one, else
+    :data:`dateeval.sparse.PILOT` date(s) spread over its sorted date conditions."""
     chosen = set()
     for dataset in {candidate.dataset for candidate in description.candidates}:
-        dated = sorted(
-            (c for c in description.candidates if c.dataset == dataset and _is_drawn(spec, c)),
-            key=lambda c: spec.conditions[c.condition_index].date,
-        )
+        of = [c for c in description.candidates if c.dataset == dataset]
+        baselines = [c for c in of if _baseline(spec.conditions[c.condition_index])]
+        if baselines:
+            chosen.add(baselines[0])
+            continue
+        dated = sorted((c for c in of if _is_drawn(spec, c)), key=lambda c: spec.conditions[c.condition_index].date)
         chosen |= {dated[i] for i in sparse.pilot_indices(len(dated))}
     return chosen

@@ -32,9 +32,7 @@ class ChanceReads(EntryData):
             found = find_headline(self.significance_table(), self.metrics, self.verdict())
             if found is None:
                 return []
-            correct = self.matrices(found.entry, found.dataset, None, "condition_key")[
-                1
-            ]  # its date sweep, as its significance
+            correct = self.matrices(found.entry, found.dataset, None, "condition_key")[1]  # its dates scored in full
             if found.reorder_dataset is not None:
                 shuffled = self.reorder_chance(found.reorder_dataset, None, found.reorder)
                 found = found.with_(
@@ -42,7 +40,10 @@ class ChanceReads(EntryData):
                     reorder_chance_upper=shuffled["chance_upper"],
                     reorder_p_value=shuffled["p_value"],
                 )
-            return [found.with_(power_effect=POWER_EFFECT, power=chance.power(correct, POWER_EFFECT)).record()]
+            # The power is simulated on a dense grid: a sparse entry's (a sample, its dates perhaps none in full) is not one.
+            dense = (found.entry, found.dataset) not in self.sparse_entries() and len(correct) >= 2
+            power = chance.power(correct, POWER_EFFECT) if dense else float("nan")
+            return [found.with_(power_effect=POWER_EFFECT, power=power).record()]
 
         found = stored.rows(
             self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (N_PERM,), compute

@@ -158,8 +158,10 @@ class EntryData:
         )
 
     def _dated(self, period: Period | None) -> pd.DataFrame:
-        """The sums of graded date conditions in ``period`` (all of them without one)."""
-        dated = self.sums[(self.sums["factor"] == "date") & (self.sums["n_graded"] > 0)]
+        """The sums of graded date conditions in ``period`` (all of them without one), a sparse entry's drawn dates
+        included (its dates need not include any scored in full: its pilot may be the no-date baseline)."""
+        both = pd.concat([self.sums, self.drawn]) if len(self.drawn) else self.sums
+        dated = both[(both["factor"] == "date") & (both["n_graded"] > 0)]
         return dated if period is None else dated[period.holds(dated["date"])]
 
     def dated_entries(self, period: Period | None = None) -> list[tuple[str, str]]:

@@ -1,19 +1,26 @@
 """Per-date values of a sparse sweep (``dateeval.sparse``), estimated from its drawn cells with design-based intervals.
 
-A sparse entry's dense conditions (baselines, pilot dates, any date scored in full) are exact. Every other date's mean
-over the N questions (accuracy, mean confidence: any per-question value) is the **difference estimator** against the
-pilot: each question's predictor ``m`` is its mean over the pilot dates, and
+A sparse entry's dense conditions (the pilot, any date scored in full) are exact. Every other date's mean over the N
+questions (accuracy, mean confidence: any per-question value) is the **difference estimator** against a predictor:
 
     value = (sum_i m_i + sum_{i drawn} (y_i - m_i) / pi_i) / N
 
-which is design-unbiased for the value a dense sweep would give on those N questions, whatever the predictor
-(Sarndal, Swensson and Wretman, *Model Assisted Survey Sampling*, 6.3). Most questions never move, so most residuals
-are 0 and the estimate is close to exact from few cells. Its variance under Poisson sampling is estimated two ways and
-the larger is used: the date's own Horvitz-Thompson variance estimate, and one that pools the squared residuals of
-every date's drawn cells within strata of equal inclusion probability (with one pseudo-cell of squared residual 1/4
-per stratum, so a stratum where nothing moved in the sample still admits that something might). The date's own
-estimate is unbiased but, with few moving cells, often zero; the pooled one is stable. The interval is the normal one,
-value +- 1.96 SE, cut to [0, 1]. Coverage against dense sweeps: docs/coverage.md ("Sparse sweeps").
+which is design-unbiased for the value a dense sweep would give on those N questions whatever the predictor, so long
+as the predictor of a date's cells does not depend on that date's draw (Sarndal, Swensson and Wretman, *Model
+Assisted Survey Sampling*, 6.3). The predictor is **cross-fitted over dates** (:func:`cross_fitted`): each question's
+mean over every *other* date's scored cells, with the pilot's grade as one more observation. Cells are drawn
+independently, so conditional on the other dates' draws each date's estimate is unbiased with the usual Poisson
+variance; a question that moves on a third of its dates is predicted near 1/3 instead of by one pilot grade, which
+halves its squared residuals, and most questions never move, so most residuals are 0 and the estimate is close to
+exact from few cells (docs/coverage.md, "Against the best peer at the same cells").
+
+The variance is estimated two ways and the larger is used: the date's own Horvitz-Thompson estimate (unbiased, and the
+only one that sees an effect on this date alone, but often 0 from few moving cells), and one that gives each question
+the mean of its squared residuals over every date it was drawn on (:func:`_pooled`: a question's residuals have the
+same expectation on every date unless the date itself moves it), shrunk by one pseudo-cell toward its stratum of equal
+inclusion probability, whose mean carries one pseudo-cell of squared residual 1/4 (a stratum where nothing moved in
+the sample still admits that something might). The interval is the normal one, value +- 1.96 SE, cut to [0, 1].
+Coverage against dense sweeps: docs/coverage.md ("Sparse sweeps").
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from dateeval.store.designs import DesignRecord
 Z = 1.959963984540054
 PRIOR_CELLS = 1.0  # pseudo-cells per stratum in the pooled variance
 PRIOR_SQUARE = 0.25  # their squared residual: a cell that moves half the time
+UNSEEN = 0.5  # the predictor of a question scored on no other date: the value nearest every 0/1 grade at worst
 
 
 class Estimates(NamedTuple):
@@ -48,7 +56,8 @@ def difference_estimates(values: np.ndarray, inclusion: np.ndarray, predictor: n
     """Each date's mean over the questions from its drawn cells.
 
     ``values`` is dates x questions with NaN where a cell was not drawn, ``inclusion`` the cells' probabilities
-    (dates x questions, or one per question), ``predictor`` one value per question fixed before the draw."""
+    (dates x questions, or one per question), ``predictor`` one value per question fixed before the draw, or one per
+    cell (dates x questions) where no date's row depends on that date's own draw (:func:`cross_fitted`)."""
     value, variance, drawn = _per_date(values, inclusion, predictor)
     half = np.where(np.isfinite(variance), Z * np.sqrt(variance), np.inf)  # a weight past float's range: no bound
     return Estimates(value, np.clip(value - half, 0, 1), np.clip(value + half, 0, 1), drawn.sum(1))
@@ -65,7 +74,41 @@ def _per_date(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) 
 
 def _estimates(predictor: np.ndarray, residual: np.ndarray, pi: np.ndarray) -> np.ndarray:
     """Per date the difference estimate, (sum of the predictor + the residuals' weighted total) / questions."""
-    return (np.sum(predictor) + (residual / pi).sum(1)) / residual.shape[1]
+    return (np.broadcast_to(predictor, residual.shape).sum(1) + (residual / pi).sum(1)) / residual.shape[1]
+
+
+def cross_fitted(values: np.ndarray, prior: np.ndarray | None = None, weight: float = 0.0) -> np.ndarray:
+    """Each cell's predictor, dates x questions: its question's mean over the scored cells of every other date
+    (``values``: dates x questions, NaN where not scored), with ``prior`` (one value per question: the pilot's, where
+    the pilot is not among the dates) counted as ``weight`` more cells.
+
+    Why: a date's difference estimate stays design-unbiased with any predictor its own draw did not shape, and the
+    other dates' cells are drawn independently of it; the question's rate over many dates predicts a cell better than
+    one pilot grade. A question scored on no other date (and without a prior) gets :data:`UNSEEN`, a constant, so
+    each date's estimate stays linear in its own drawn values (``sparse_chance`` shuffles them)."""
+    values = np.asarray(values, dtype=float)
+    seen = np.isfinite(values)
+    y = np.where(seen, values, 0.0)
+    total, count = y.sum(0), seen.sum(0).astype(float)
+    if prior is not None and weight > 0:
+        total, count = total + weight * np.nan_to_num(np.asarray(prior, dtype=float)), count + weight
+    others, counted = total[None, :] - y, count[None, :] - seen
+    return np.divide(others, counted, out=np.full(y.shape, UNSEEN), where=counted > 0)
+
+
+def own_weight(sample: Sample) -> np.ndarray:
+    """Per question, how much one drawn value moves its own date's estimate x questions: 1 / pi for a predictor fixed
+    before the draw; with :func:`cross_fitted`'s, less its share in its own date's predictor, which drops it,
+    1 / pi + (1 / pi - 1) / (cells of the question elsewhere, the prior's included). Where its probability differs by
+    date the weight is its smallest's (a design's drawn dates share one per question)."""
+    values = np.asarray(sample.values, dtype=float)
+    free = np.isfinite(values) & ~np.asarray(sample.exact)[:, None]
+    pi = np.where(free, sample.inclusion, np.inf).min(0)
+    pi = np.where(np.isfinite(pi), pi, 1.0)
+    if sample.prior_cells is None:
+        return 1 / pi
+    elsewhere = sample.prior_cells + np.isfinite(values).sum(0) - 1
+    return 1 / pi + np.divide(1 / pi - 1, elsewhere, out=np.zeros(len(pi)), where=elsewhere > 0)
 
 
 def _residuals(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -126,9 +169,11 @@ def sparse_robust(
     variance; with every cell scored it is ``date_robust``'s, exactly. Coverage: docs/coverage.md ("Sparse sweeps")."""
     values = np.asarray(values, dtype=float)
     inclusion = np.broadcast_to(np.asarray(inclusion, dtype=float), values.shape)
-    predictor = np.asarray(predictor, dtype=float)
+    predictor = np.broadcast_to(np.asarray(predictor, dtype=float), values.shape)
     scored = np.ones((len(values), 2))  # the plus-two questions are scored on every date
-    padded = _robust_of(robust.plus_two(values), np.hstack([inclusion, scored]), np.append(predictor, [1.0, 0.0]))
+    padded = _robust_of(
+        robust.plus_two(values), np.hstack([inclusion, scored]), np.hstack([predictor, scored * [1, 0]])
+    )
     return robust.widened(_robust_of(values, inclusion, predictor), padded)
 
 
@@ -186,16 +231,21 @@ def own_variance(drawn: np.ndarray, residual: np.ndarray, pi: np.ndarray) -> np.
 
 
 def _pooled(drawn: np.ndarray, residual: np.ndarray, pi: np.ndarray) -> np.ndarray:
-    """Per date, sum over its uncertain cells of (1 - pi) / pi times its stratum's mean squared residual, where a
-    stratum is the cells whose probabilities lie within a factor of 2 (over every date)."""
+    """Per date, sum over its uncertain cells of (1 - pi) / pi times its question's mean squared residual over the
+    dates it was drawn on, shrunk by one pseudo-cell toward the mean of the cells whose probabilities lie within a
+    factor of 2 of its own (a stratum, over every date and question; with its own pseudo-cell of 1/4)."""
     uncertain = pi < 1
-    stratum = np.where(uncertain, np.floor(-np.log2(np.where(uncertain, pi, 1.0))), -1).astype(int)
-    size = stratum.max() + 1 if uncertain.any() else 0
-    seen = np.bincount(stratum[drawn & uncertain], minlength=size)
-    squares = np.bincount(stratum[drawn & uncertain], weights=residual[drawn & uncertain] ** 2, minlength=size)
-    mean_square = (squares + PRIOR_SQUARE * PRIOR_CELLS) / (seen + PRIOR_CELLS)
-    per_cell = np.where(uncertain, (1 - pi) / pi * mean_square[np.clip(stratum, 0, None)] if size else 0.0, 0.0)
-    return per_cell.sum(1)
+    if not uncertain.any():
+        return np.zeros(len(pi))
+    sampled = drawn & uncertain
+    stratum = np.where(uncertain, np.floor(-np.log2(np.where(uncertain, pi, 1.0))), 0).astype(int)
+    size = stratum.max() + 1
+    seen = np.bincount(stratum[sampled], minlength=size)
+    squares = np.bincount(stratum[sampled], weights=residual[sampled] ** 2, minlength=size)
+    stratum_square = (squares + PRIOR_SQUARE * PRIOR_CELLS) / (seen + PRIOR_CELLS)
+    own_squares = np.where(sampled, residual**2, 0.0).sum(0)
+    mean_square = (own_squares[None, :] + stratum_square[stratum]) / (sampled.sum(0)[None, :] + 1)
+    return np.where(uncertain, (1 - pi) / np.where(uncertain, pi, 1.0) * mean_square, 0.0).sum(1)
 
 
 def design_of(texts: pd.Series, record: DesignRecord | None = None) -> sparse.Design:
@@ -221,8 +271,9 @@ def design_of(texts: pd.Series, record: DesignRecord | None = None) -> sparse.De
 
 class Sample(NamedTuple):
     """One sparse entry's date conditions as a sample of its dense grid, in date order: ``values`` (dates x questions,
-    NaN where a cell was not drawn), ``inclusion`` (the cells' probabilities, 1 on dates scored in full), the pilot's
-    ``predictor`` per question, and which dates are ``exact`` (scored in full)."""
+    NaN where a cell was not drawn), ``inclusion`` (the cells' probabilities, 1 on dates scored in full), the
+    ``predictor`` (per cell, :func:`cross_fitted`; or one per question), and which dates are ``exact`` (scored in
+    full)."""
 
     keys: list
     dates: list
@@ -232,6 +283,7 @@ class Sample(NamedTuple):
     predictor: np.ndarray
     exact: np.ndarray
     seed: int | None = None  # the design's, which fixes each cell's uniform; None for a dense entry
+    prior_cells: float | None = None  # the predictor's prior weight where it is cross-fitted; None: fixed before
 
     def share_scored(self) -> float:
         """The share of the grid's cells that were scored."""
@@ -245,6 +297,7 @@ class Sample(NamedTuple):
             dates=[self.dates[i] for i in picked],
             values=self.values[picked],
             inclusion=self.inclusion[picked],
+            predictor=self.predictor[picked] if np.ndim(self.predictor) == 2 else self.predictor,
             exact=self.exact[picked],
         )
 
@@ -255,23 +308,25 @@ def sample_of(rows: pd.DataFrame, record: DesignRecord | None = None, column: st
     a store from before records, whose dates are the ones its rows hold).
 
     Every date the record says was swept is in the sample, a date whose draw chose no cell included (estimated from the
-    pilot, with the interval that implies). What the design claims is checked against what is stored, or the entry is
+    other dates' cells, with the interval that implies). The pilot is the no-date baseline where the sweep has one
+    (``sparse``), so it is read from the rows of any factor. What the design claims is checked against what is stored, or the entry is
     refused in one line: the pilot (distinct dates, where the record puts them), each design (recomputed from the
     pilot, the budget and the grid), each drawn row's stored inclusion probability, every stored cell drawn by it
     (``u < pi``), and every cell it drew stored (a missing one is named by its date)."""
     design = design_of(rows["design"], record)
     # As text: a read's dictionary-encoded columns are categories in the order the files were read, which would
     # order the dates (and each sum over them) differently from one read to the next.
-    dated = rows[rows["factor"].eq("date")].drop_duplicates(["condition_key", "item_id"])
-    dated = dated.astype({"condition_key": str, "date": str})
+    rows = rows.drop_duplicates(["condition_key", "item_id"]).astype({"condition_key": str, "date": str})
     keys = list(design.pilot)
-    items = sorted(dated.loc[dated["condition_key"].isin(keys), "item_id"].astype(str).unique())
+    piloted = rows[rows["condition_key"].isin(keys)]
+    items = sorted(piloted["item_id"].astype(str).unique())
     try:
-        w = sparse.pilot_propensity(dated, keys, items)
+        w = sparse.pilot_propensity(piloted, keys, items)
     except sparse.PilotIncomplete:
-        raise DateEvalError("its pilot dates are incomplete in the store: run its sweep again to finish them") from None
+        raise DateEvalError("its pilot is incomplete in the store: run its sweep again to finish it") from None
     if record is not None:
         _check_record(record, design, w)
+    dated = rows[rows["factor"].eq("date")]
     _check_inclusion(dated, w, items)
     pi = design.inclusion(w)
     dates = dated.groupby("condition_key")["date"].first()
@@ -280,28 +335,37 @@ def sample_of(rows: pd.DataFrame, record: DesignRecord | None = None, column: st
     dates = dates.sort_values(kind="stable")
     table = dated.pivot(index="condition_key", columns="item_id", values=column).reindex(dates.index, columns=items)
     values = table.astype(float).to_numpy()
-    predictor = np.nanmean(table.loc[keys].astype(float).to_numpy(), 0)  # NaN: a question graded on no pilot date
+    pilot = piloted.pivot(index="condition_key", columns="item_id", values=column).reindex(keys, columns=items)
+    graded = np.isfinite(pilot.astype(float).to_numpy()).any(0)  # not: a question graded on no pilot condition
     exact = np.isfinite(values).all(1) | table.index.isin(keys)
     under = sparse.chosen(design, w, items, list(table.index))
     if (~exact[:, None] & ~under & np.isfinite(values)).any():
         raise DateEvalError("it holds cells its design did not draw (the store was altered, or mixes two sweeps)")
     chosen = np.where(exact[:, None], True, under)
-    _check_complete(chosen & ~np.isfinite(values) & np.isfinite(predictor), list(dates))
+    _check_complete(chosen & ~np.isfinite(values) & graded, list(dates))
     inclusion = np.where(exact[:, None], 1.0, np.broadcast_to(pi, values.shape))
     drawn = np.where(chosen, values, np.nan)
-    return Sample(list(table.index), list(dates), items, drawn, inclusion, np.nan_to_num(predictor), exact, design.seed)
+    outside = pilot.loc[[key for key in keys if key not in table.index]].astype(float).to_numpy()
+    prior = np.nanmean(outside, 0) if len(outside) else None  # the pilot's mean where it is not a swept date
+    weight = float(len(outside))
+    predictor = cross_fitted(drawn, prior, weight)
+    return Sample(list(table.index), list(dates), items, drawn, inclusion, predictor, exact, design.seed, weight)
 
 
 def _check_record(record: DesignRecord, design: sparse.Design, w: np.ndarray) -> None:
-    """The record's pilot is the design's, at the places ``sparse.pilot_indices`` puts it among the swept dates, on
-    its questions; each of its designs is the one ``sparse.solve`` gives for that budget from this pilot."""
+    """The record's pilot is the design's: the dates where ``sparse.pilot_indices`` puts them among the swept dates, or
+    one condition that is not a swept date (the no-date baseline); on its questions; each of its designs is the one ``sparse.solve`` gives for that budget from this pilot."""
     keys = [key for key, _ in record.dates]
-    placed = tuple(keys[i] for i in sparse.pilot_indices(len(keys), len(record.pilot)))
-    if record.pilot != design.pilot or placed != design.pilot or record.n_items != len(w) or record.seed != design.seed:
-        raise DateEvalError("its design record does not match its pilot dates (the store was altered)")
-    drawn = len(keys) - len(record.pilot)
+    dated = [key for key in record.pilot if key in keys]
+    placed = tuple(keys[i] for i in sparse.pilot_indices(len(keys), len(dated))) if dated else ()
+    where = placed == tuple(dated) and (len(dated) == len(record.pilot) or len(record.pilot) == 1)
+    if record.pilot != design.pilot or not where or record.n_items != len(w) or record.seed != design.seed:
+        raise DateEvalError("its design record does not match its pilot (the store was altered)")
+    drawn = len(keys) - len(dated)
     for held in map(sparse.Design.from_json, record.designs):
-        solved = sparse.design_for(w, drawn, record.n_dense, seed=held.seed, budget=held.budget, pilot=held.pilot)
+        solved = sparse.design_for(
+            w, drawn, record.n_dense, seed=held.seed, budget=held.budget, pilot=held.pilot, floor_share=held.floor_share
+        )
         if not (np.isclose(solved.scale, held.scale, rtol=1e-6) and np.isclose(solved.floor, held.floor, rtol=1e-6)):
             raise DateEvalError(
                 f"its design at budget {held.budget:g} is not the one its pilot gives (the store was altered)"
@@ -415,11 +479,12 @@ def estimates_table(sample: Sample) -> pd.DataFrame:
     ``n_items``, ``estimated``. Exact dates have NaN bounds here (the caller gives them their dense interval); an
     estimate is shown as a share, cut to [0, 1]."""
     found = difference_estimates(sample.values, sample.inclusion, sample.predictor)
+    exact = np.nanmean(np.where(sample.exact[:, None], sample.values, 0.0), 1)  # a date scored in full: its mean
     return pd.DataFrame(
         {
             "condition_key": sample.keys,
             "date": sample.dates,
-            "value": np.clip(found.value, 0, 1),
+            "value": np.where(sample.exact, exact, np.clip(found.value, 0, 1)),
             "low": np.where(sample.exact, np.nan, found.low),
             "high": np.where(sample.exact, np.nan, found.high),
             "n_scored": found.n_scored,

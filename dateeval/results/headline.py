@@ -185,6 +185,8 @@ def verdict_power(top: Headline | None) -> str:
         if top.k_entries > 1
         else "Cochran's Q by permutation"
     )
+    if not math.isfinite(top.power):  # a sparse entry's: its power is measured by simulation in docs/coverage.md
+        return f"p from {tested} (a sparse sweep's: its drawn grades shuffled among their dates; docs/coverage.md)."
     return (
         f"p from {tested}. With {int(top.n_items)} questions x {top.n_dates} dates this test finds a "
         f"{100 * top.power_effect:.0f} pp date effect {100 * top.power:.0f}% of the time (simulated on these questions; "

@@ -37,31 +37,41 @@ def replay(
     budget: float,
     seed: int = 0,
     margins: np.ndarray | None = None,
-    baseline: bool = False,
+    baseline: np.ndarray | None = None,
+    baseline_margins: np.ndarray | None = None,
     keys: list[str] | None = None,
     items: list[str] | None = None,
 ) -> Replay:
     """Draw ``grades`` (dates x questions, 0/1, date order) as a sweep at ``budget`` would, with the top-two
-    ``margins`` of the same shape (None for generated answers) and, where ``baseline``, a no-date condition scored in
-    full beside the dates. ``keys`` and ``items`` fix each cell's uniform as the sweep's condition keys and question
-    ids do (default: the rows' and columns' positions)."""
+    ``margins`` of the same shape (None for generated answers) and, where given, the no-date ``baseline`` grades (one
+    per question, with their ``baseline_margins``), scored in full beside the dates and the design's pilot; without
+    one the pilot is the first date. ``keys`` and ``items`` fix each cell's uniform as the sweep's condition keys and
+    question ids do (default: the rows' and columns' positions)."""
     grades = np.asarray(grades, dtype=float)
     n_dates, n_items = grades.shape
     keys = keys or [f"date{index}" for index in range(n_dates)]
     items = items or [f"q{index}" for index in range(n_items)]
-    pilot = sparse.pilot_indices(n_dates)
+    if baseline is None:
+        pilot = sparse.pilot_indices(n_dates)
+        seen = grades[pilot]
+        seen_margins = None if margins is None else np.asarray(margins, dtype=float)[pilot]
+        pilot_keys, prior = tuple(keys[index] for index in pilot), None
+    else:
+        pilot, seen, prior = [], np.asarray(baseline, dtype=float)[None], np.asarray(baseline, dtype=float)
+        seen_margins = None if baseline_margins is None else np.asarray(baseline_margins, dtype=float)[None]
+        pilot_keys = ("no-date",)
     rest = [index for index in range(n_dates) if index not in pilot]
-    w = sparse.propensity(grades[pilot], None if margins is None else np.asarray(margins, dtype=float)[pilot])
-    n_dense = len(pilot) + int(baseline)
-    design = sparse.design_for(
-        w, len(rest), n_dense, seed=seed, budget=budget, pilot=tuple(keys[index] for index in pilot)
-    )
+    w = sparse.propensity(seen, seen_margins)
+    n_dense = len(pilot) + int(baseline is not None)
+    design = sparse.design_for(w, len(rest), n_dense, seed=seed, budget=budget, pilot=pilot_keys)
     drawn = np.ones(grades.shape, dtype=bool)
     drawn[rest] = sparse.chosen(design, w, items, [keys[index] for index in rest])
     exact = drawn.all(1)
     inclusion = np.where(exact[:, None], 1.0, np.broadcast_to(design.inclusion(w), grades.shape))
     values = np.where(drawn, grades, np.nan)
-    sample = estimated.Sample(keys, keys, items, values, inclusion, grades[pilot].mean(0), exact, design.seed)
+    weight = float(prior is not None)
+    predictor = estimated.cross_fitted(values, prior, weight)
+    sample = estimated.Sample(keys, keys, items, values, inclusion, predictor, exact, design.seed, weight)
     table = estimated.estimates_table(sample)
     right = np.rint(np.where(exact[:, None], grades, 0).sum(1))
     exact_low, exact_high = bands.clopper_pearson(right, n_items)
@@ -70,7 +80,7 @@ def replay(
         np.where(exact, exact_low, table["low"].to_numpy()),
         np.where(exact, exact_high, table["high"].to_numpy()),
         ~exact,
-        int(drawn.sum()) + n_items * int(baseline),
-        n_items * (n_dates + int(baseline)),
+        int(drawn.sum()) + n_items * int(baseline is not None),
+        n_items * (n_dates + int(baseline is not None)),
         sample,
     )

@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from dateeval.results import chance
-from dateeval.results.estimated import Sample, difference_estimates
+from dateeval.results.estimated import Sample, difference_estimates, own_weight
 
 
 class Shuffles(NamedTuple):
@@ -54,7 +54,7 @@ def shuffles(sample: Sample, n_perm: int, seed: int = 0) -> Shuffles:
     n_dates, n_items = values.shape
     if not varying.any():
         return Shuffles(observed, np.broadcast_to(observed, (n_perm, n_dates)).copy(), 0.0, np.zeros(n_perm))
-    weight = 1 / np.where(free, sample.inclusion, np.inf).min(0)[varying]  # one probability per question off the pilot
+    weight = own_weight(sample)[varying]  # each date's estimate is linear in its drawn grades, the rest held
     fixed = observed - (grades[:, varying] * weight).sum(1) / n_items
     share = right[varying] / slots[varying]
     here_all = free[:, varying]
@@ -82,7 +82,9 @@ def significance(entry: str, dataset: str, sample: Sample, n_perm: int) -> chanc
     :func:`shuffles`' statistic, and the chance band's half-width. Cochran's Q's chi-square needs every grade: NaN."""
     found = shuffles(sample, n_perm)
     observed, shuffled = np.clip(found.observed, 0, 1), np.clip(found.shuffled, 0, 1)
-    p_value = combined(chance.permutation_p(found.statistic - 1e-9, found.null), _exact_p(sample, n_perm))
+    p_value = chance.permutation_p(found.statistic - 1e-9, found.null)
+    if np.count_nonzero(sample.exact) >= 2:  # dates scored in full have a test of their own to join
+        p_value = combined(p_value, _exact_p(sample, n_perm))
     deviation = np.abs(shuffled - shuffled.mean(1, keepdims=True)).max(1)
     draws = np.ptp(shuffled, axis=1)
     return chance.Significance(
@@ -102,9 +104,9 @@ def significance(entry: str, dataset: str, sample: Sample, n_perm: int) -> chanc
 
 
 def _exact_p(sample: Sample, n_perm: int) -> float:
-    """Cochran's Q by permutation on the dates scored in full (1 where fewer than two)."""
+    """Cochran's Q by permutation on the dates scored in full (two or more)."""
     exact = np.asarray(sample.values)[np.asarray(sample.exact)]
-    return chance.significance("", "", exact, n_perm).cochran_permutation_p if len(exact) >= 2 else 1.0
+    return chance.significance("", "", exact, n_perm).cochran_permutation_p
 
 
 def combined(drawn: float, exact: float) -> float:

@@ -34,7 +34,7 @@ import xxhash
 
 from dateeval.store import Store, sidecars
 
-VERSION = 15  # 15: a sparse entry read against its design record (every swept date); date SD ends capped
+VERSION = 16  # 16: sparse entries: the cross-fitted predictor, per-question pooled variance, baseline pilot
 FOLDER = "derived"
 # Results read or computed in this process, by path (a path's name fixes its content), the most recent HELD.
 _KEPT: OrderedDict[Path, list[dict]] = OrderedDict()

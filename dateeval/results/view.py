@@ -32,7 +32,7 @@ SPARSE_READS = (
     "Their drawn dates are estimated in the accuracy per date (`summary`, Curves), its worst-to-best delta and chance "
     "test (joined to the store's verdict by Bonferroni), the date-robust score and date SD (`robust`, What to report) "
     "and model against model (`compare`); Flips reads every cell scored; per-date ranks, Table 7, the CV, ECE and "
-    "BLEU/chrF read only their dates scored in full (the baselines and pilot dates); docs/sparse.md"
+    "BLEU/chrF read only their conditions scored in full (the no-date baseline and any pilot date); docs/sparse.md"
 )
 
 
