@@ -154,6 +154,33 @@ def simulate(
     }
 
 
+def plant(entry: dict, share: float, n_dates: int, seed: int) -> dict:
+    """The entry with a date effect where the pilot does not look: on ``n_dates`` dates picked at random, ``share`` of
+    the questions (picked at random among those wrong that date, steady ones included) made right. Its ``planted``
+    holds those dates' indices."""
+    rng = np.random.default_rng(seed)
+    correct = entry["correct"].copy()
+    planted = rng.choice(len(correct), n_dates, replace=False)
+    for day in planted:
+        wrong = np.flatnonzero(correct[day] == 0)
+        correct[day, rng.choice(wrong, int(round(share * correct.shape[1])), replace=False)] = 1.0
+    return {**entry, "correct": correct, "planted": planted}
+
+
+def planted_study(entry: dict, budget: float, draws: int) -> dict:
+    """Over ``draws`` draws of the design: how often the per-date intervals of the planted dates cover their dense
+    values, and their mean absolute error there."""
+    covered, errors = [], []
+    for seed in range(draws):
+        found = draw(entry, budget, seed)
+        rest = list(sampled(entry, budget, seed)["rest"])
+        at = [rest.index(day) for day in entry["planted"] if day in rest]
+        truth, value = found["truth"][at], found["value"][at]
+        covered += list((found["low"][at] <= truth + 1e-12) & (truth - 1e-12 <= found["high"][at]))
+        errors += list(np.abs(value - truth))
+    return {"coverage": float(np.mean(covered)), "error": float(np.mean(errors)), "n": len(covered)}
+
+
 def sampled(entry: dict, budget: float, seed: int, uniform: bool = False) -> dict:
     """One sparse draw of an entry as ``dateeval run --budget`` makes it (``replay``: its no-date baseline, where it has
     one, is the pilot and scored in full): the readers' ``sample``, the drawn dates' indices ``rest``, the cells

@@ -107,11 +107,7 @@ def main() -> None:
     if args.simulate:  # 41 simulated dates and the no-date baseline
         sim = sparse_coverage.simulate(300, 41, seed=1)
         if args.planted:  # a few points on a few dates, on questions picked at random (steady ones included)
-            rng = np.random.default_rng(2)
-            sim["planted"] = rng.choice(41, PLANTED_DATES, replace=False)
-            for day in sim["planted"]:
-                wrong = np.flatnonzero(sim["correct"][day] == 0)
-                sim["correct"][day, rng.choice(wrong, int(args.planted * 300), replace=False)] = 1.0
+            sim = sparse_coverage.plant(sim, args.planted, PLANTED_DATES, seed=2)
         entries = {("simulated", "planted flips"): sim}
     elif args.store:
         entries = sparse_coverage.dense_entries(args.store, args.dataset)

@@ -228,8 +228,8 @@ def test_the_replay_estimates_every_date_as_the_readers_do():
 
 def test_the_cross_fitted_predictor_is_each_question_s_mean_over_the_other_dates():
     """A loop's oracle: each cell's predictor is its question's mean over every other date's scored cells and the
-    prior at its weight; a question seen nowhere else gets the other dates' mean over every question, else 0. So no
-    date's predictor moves with its own draw (what keeps each date's estimate design-unbiased)."""
+    prior at its weight; a question seen nowhere else gets a constant (``UNSEEN``). So no date's predictor moves with
+    its own draw (what keeps each date's estimate design-unbiased)."""
     rng = np.random.default_rng(5)
     values = np.where(rng.random((6, 7)) < 0.5, (rng.random((6, 7)) < 0.4).astype(float), np.nan)
     values[:, 0] = np.nan  # scored nowhere
@@ -246,13 +246,11 @@ def test_the_cross_fitted_predictor_is_each_question_s_mean_over_the_other_dates
                     seen.sum() + (weight * prior[q] if given is not None else 0),
                     len(seen) + weight * (given is not None),
                 )
-                everything = others[np.isfinite(others)]
-                fallback = everything.mean() if len(everything) else 0.0
-                assert found[d, q] == pytest.approx(total / count if count else fallback, abs=1e-12)
+                assert found[d, q] == pytest.approx(total / count if count else estimated.UNSEEN, abs=1e-12)
         changed = values.copy()
         changed[3] = np.where(np.isfinite(changed[3]), 1 - changed[3], np.nan)  # a date's own draw and grades
         assert np.allclose(estimated.cross_fitted(changed, given, weight)[3], found[3], rtol=0, atol=1e-12)
-    assert np.array_equal(estimated.cross_fitted(np.full((2, 3), np.nan)), np.zeros((2, 3)))
+    assert np.array_equal(estimated.cross_fitted(np.full((2, 3), np.nan)), np.full((2, 3), estimated.UNSEEN))
 
 
 @pytest.mark.parametrize(
