@@ -46,6 +46,9 @@ MARGIN_WEIGHT = 0.5  # the propensity a zero margin implies (a question that mov
 # million, so one drawn answer already moves an estimate past any bound; below it a weight's square leaves float range.
 MIN_INCLUSION = 1e-6
 DESIGN_COLUMNS = ("design", "propensity", "inclusion")  # what a drawn row carries beyond a dense one
+# The budgets a ``--target-width`` sweep may stop at (each below its cap, then the cap): pre-declared, so the stop,
+# which depends on the data, is one of a few looks whose intervals are joined by Bonferroni (:func:`critical`).
+LOOKS = (0.06, 0.12, 0.25, 0.5, 1.0)
 VERSION = 2  # 2: the floor share is part of the design
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
@@ -53,8 +56,8 @@ _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 @dataclass(frozen=True)
 class Design:
     """One budget's draw: its seed and budget, the pilot's condition keys, the inclusion probability's ``scale`` and
-    ``floor`` (:meth:`inclusion`) and the floor's share of the mean probability it was solved with. Stored as JSON in
-    every drawn row."""
+    ``floor`` (:meth:`inclusion`), the floor's share of the mean probability it was solved with, and the looks of the
+    ``--target-width`` sweep it is one of (1 for a plain budget). Stored as JSON in every drawn row."""
 
     seed: int
     budget: float
@@ -62,6 +65,7 @@ class Design:
     scale: float
     floor: float
     floor_share: float = FIRST_FLOOR_SHARE
+    looks: int = 1  # how many budgets its sweep could have stopped at (``--target-width``): its intervals' Bonferroni
 
     def inclusion(self, propensity: np.ndarray) -> np.ndarray:
         """Each cell's probability of being drawn, from its question's propensity."""
@@ -82,14 +86,35 @@ class Design:
                 float(found["scale"]),
                 float(found["floor"]),
                 float(found.get("floor_share", FIRST_FLOOR_SHARE)),
+                _count(found.get("looks", 1)),
             )
         except (TypeError, ValueError, KeyError, AttributeError, json.JSONDecodeError):
             raise DateEvalError(f"a stored sparse design is not readable: {str(text)[:80]!r}") from None
         in_range = MIN_INCLUSION <= design.floor <= 1 and design.scale > 0 and math.isfinite(design.scale)
-        in_range = in_range and 0 < design.floor_share <= 1
+        in_range = in_range and 0 < design.floor_share <= 1 and 1 <= design.looks <= len(LOOKS)
         if not (0 < design.budget <= 1 and in_range and len(set(design.pilot)) == len(design.pilot)):
             raise DateEvalError(f"a stored sparse design is out of range: {str(text)[:80]!r}")
         return design
+
+
+def _count(value: object) -> int:
+    """A whole count as JSON holds it (``true`` and ``2.0`` are not one)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{value!r} is not a whole number")
+    return value
+
+
+def looks(cap: float) -> tuple[float, ...]:
+    """The budgets a ``--target-width`` sweep capped at ``cap`` may stop at: :data:`LOOKS` below the cap, then the cap."""
+    return (*(budget for budget in LOOKS if budget < cap), cap)
+
+
+def critical(looks: int) -> float:
+    """The normal quantile of a 95% interval that holds at whichever of ``looks`` pre-declared looks a sweep stopped:
+    Bonferroni over the looks (1.96 for one)."""
+    from scipy.stats import norm
+
+    return float(norm.ppf(1 - 0.025 / looks))
 
 
 def check_budget(budget: float) -> float:
@@ -190,12 +215,15 @@ def design_for(
     budget: float,
     pilot: tuple[str, ...],
     floor_share: float = FLOOR_SHARE,
+    looks: int = 1,
 ) -> Design:
     """:func:`solve` for a budget, a share of the grid of these questions on ``n_dense`` conditions scored in full and
     ``sparse_dates`` drawn dates: what ``dateeval run --budget`` draws with, and what a reader recomputes to check it."""
     n = len(propensities)
     cells = budget * n * (n_dense + sparse_dates) - n * n_dense
-    return solve(propensities, sparse_dates, cells, seed=seed, budget=budget, pilot=pilot, floor_share=floor_share)
+    return solve(
+        propensities, sparse_dates, cells, seed=seed, budget=budget, pilot=pilot, floor_share=floor_share, looks=looks
+    )
 
 
 def chosen(design: Design, propensities: np.ndarray, items: list[str], conditions: list[str]) -> np.ndarray:
@@ -212,6 +240,7 @@ def solve(
     budget: float,
     pilot: tuple[str, ...],
     floor_share: float = FLOOR_SHARE,
+    looks: int = 1,
 ) -> Design:
     """The design that draws ``cells`` cells in expectation over ``sparse_dates`` dates of these questions.
 
@@ -221,7 +250,7 @@ def solve(
     n = len(w)
 
     def made(scale: float, floor: float) -> Design:
-        return Design(seed, budget, pilot, scale, floor, floor_share)
+        return Design(seed, budget, pilot, scale, floor, floor_share, looks)
 
     if n == 0 or sparse_dates == 0:
         return made(1.0, 1.0)

@@ -221,60 +221,79 @@ def sparse_date_spread(values: object, inclusion: object, predictor: object) -> 
 
 class SparseReplay(NamedTuple):
     """What :func:`sparse_replay` gives: per date row an :class:`Estimate` (shares) and whether it was ``estimated``
-    (not scored in full); the ``cells`` scored (the dense conditions and the baseline included) and the ``grid``'s."""
+    (not scored in full); the ``cells`` scored (the dense conditions and the baseline included) and the ``grid``'s;
+    the ``budget`` drawn at (a ``target_width`` replay's stop) and whether its target was ``reached`` (True for a
+    plain budget)."""
 
     estimates: list[Estimate]
     estimated: list[bool]
     cells: int
     grid: int
+    budget: float
+    reached: bool
 
 
 def sparse_replay(
     grades: object,
     *,
-    budget: float,
+    budget: float | None = None,
+    target_width: float | None = None,
     seed: int = 0,
     margins: object = None,
     baseline: object = None,
     baseline_margins: object = None,
 ) -> SparseReplay:
-    """What ``dateeval run --budget`` would score of a dense dates x questions 0/1 grid (date order) and what its
-    readers would show: each date's estimate (exact where scored in full) with its 95% interval, from the cells the
-    design draws at ``budget`` with ``seed`` (``--budget-seed``). ``margins``: the same shape's top-two option
-    probability margins (None for generated answers); ``baseline``: the no-date grades, scored in full (one per
-    question; they count toward the budget as the sweep's baseline does) and the design's pilot, with their
-    ``baseline_margins`` (one per question; without them the pilot sees only the grades). Without a baseline the
-    first date is the pilot. The draw's uniforms hash each cell's position, not a store's condition keys, so the cells
-    are the design's but not the same ones a sweep picks. With one dense run, the figures each budget would give the
-    next models (docs/sparse.md)."""
+    """What ``dateeval run --budget`` (or ``--target-width``) would score of a dense dates x questions 0/1 grid (date
+    order) and what its readers would show: each date's estimate (exact where scored in full) with its 95% interval,
+    from the cells the design draws at ``budget`` with ``seed`` (``--budget-seed``); with ``target_width`` (a share,
+    e.g. 0.03 for +-3 points), at the first of the pre-declared budgets up to ``budget`` (default 1) where every
+    estimated date is within the width, its intervals widened for that data-dependent stop (``sparse.critical``).
+    ``margins``: the same shape's top-two option probability margins (None for generated answers); ``baseline``: the
+    no-date grades, scored in full (one per question; they count toward the budget as the sweep's baseline does) and
+    the design's pilot, with their ``baseline_margins`` (one per question; without them the pilot sees only the
+    grades). Without a baseline the first date is the pilot. The draw's uniforms hash each cell's position, not a
+    store's condition keys, so the cells are the design's but not the same ones a sweep picks. With one dense run, the
+    figures each budget or width would give the next models (docs/sparse.md)."""
     from dateeval import sparse
-    from dateeval.results.replay import replay
+    from dateeval.results.replay import replay, to_width
 
     found = _grades(grades, "grades")
     if found.ndim != 2 or found.shape[0] <= sparse.PILOT or found.shape[1] < 1:
         raise UsageError(f"grades must be dates x questions with more than {sparse.PILOT} date(s); got {found.shape}")
-    budget = float(budget) if isinstance(budget, (int, float)) and not isinstance(budget, bool) else float("nan")
-    try:
-        sparse.check_budget(budget)
-    except DateEvalError as error:
-        raise UsageError(str(error).replace("--budget", "budget")) from None
+    if budget is None and target_width is None:
+        raise UsageError("give a budget, a target_width, or both (the width's cap)")
+    cap = _share(1.0 if budget is None else budget, "budget")
+    width = None if target_width is None else _share(target_width, "target_width")
     grades_of = None
     if baseline is not None:
         grades_of = _floats(baseline, "baseline")
         if grades_of.shape != found.shape[1:] or not np.isin(grades_of, (0.0, 1.0)).all():
             raise UsageError(f"baseline must hold one 0/1 grade per question ({found.shape[1]})")
     dense = 1 if baseline is not None else sparse.PILOT
-    if dense >= budget * (found.shape[0] + (baseline is not None)):
-        raise UsageError(f"budget {budget:g} is spent by the {dense} condition(s) scored in full: ask for more")
+    first = sparse.looks(cap)[0] if width is not None else cap
+    if dense >= first * (found.shape[0] + (baseline is not None)):
+        raise UsageError(f"budget {first:g} is spent by the {dense} condition(s) scored in full: ask for more")
     margin = _margins(margins, found.shape, "margins")
     if baseline_margins is not None and baseline is None:
         raise UsageError("baseline_margins need the baseline's grades (baseline)")
     pilot_margin = _margins(baseline_margins, found.shape[1:], "baseline_margins")
     if not (isinstance(seed, int) and not isinstance(seed, bool)):
         raise UsageError(f"seed must be a whole number; got {seed!r}")
-    found = replay(found, budget, seed, margin, grades_of, pilot_margin)
-    estimates = [Estimate(*map(float, row)) for row in zip(found.value, found.low, found.high)]
-    return SparseReplay(estimates, [bool(flag) for flag in found.estimated], found.cells, found.grid)
+    draw = {"seed": seed, "margins": margin, "baseline": grades_of, "baseline_margins": pilot_margin}
+    done, reached = (replay(found, cap, **draw), True) if width is None else to_width(found, width, cap, **draw)
+    estimates = [Estimate(*map(float, row)) for row in zip(done.value, done.low, done.high)]
+    return SparseReplay(estimates, [bool(flag) for flag in done.estimated], done.cells, done.grid, done.budget, reached)
+
+
+def _share(value: object, name: str) -> float:
+    """A budget or width as the replay takes it: a number in (0, 1]."""
+    from dateeval import sparse
+
+    found = float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else float("nan")
+    try:
+        return sparse.check_budget(found)
+    except DateEvalError:
+        raise UsageError(f"{name} is a share in (0, 1], e.g. 0.2; got {value!r}") from None
 
 
 def _margins(margins: object, shape: tuple, name: str) -> np.ndarray | None:

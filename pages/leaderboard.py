@@ -26,6 +26,33 @@ metric = (
     if scores
     else "accuracy"
 )
+
+
+def model_against_model() -> None:
+    """Two models' date-robust scores and their difference (``dateeval compare``): also where the per-date ranks have
+    fewer than two models (a sparse entry's drawn dates are not ranked)."""
+    if metric != "accuracy" or len(selection.entries) < 2:
+        return
+    st.subheader("Model against model, across dates")
+    names = sorted(selection.entries)
+    left, right = st.columns(2)
+    a = left.selectbox("Model A", names, index=0, key="compare_a")
+    b = right.selectbox("Model B", names, index=1, key="compare_b")
+    store = explorer.current_store()
+    lines = explorer.compare(store, selection, a, b) if a != b else []
+    if a == b:
+        st.info("Pick two different models.")
+    elif not lines:
+        st.info(f"{a} and {b} do not share two dates and the same questions in this range.")
+    else:
+        st.markdown(
+            "\n".join(f"- {line}" for line in lines),
+            help="The same as `dateeval compare`: A - B is the difference of the date-robust "
+            "scores, its 95% interval clustered by question; date sensitivity is each model's date SD without counting noise, "
+            "the questions resampled (paired) for the interval and p.",
+        )
+
+
 in_range = descriptive.dated(chosen)
 in_range = in_range[
     in_range["date"].between(selection.start, selection.end)
@@ -35,6 +62,7 @@ if ranked["entry"].nunique() < 2:
     st.info(
         "A leaderboard needs at least two models with results on this dataset: select more in the sidebar or run another model."
     )
+    model_against_model()
     st.stop()
 st.plotly_chart(plots.ranking(ranked), width="stretch", config=plots.CHART_CONFIG)
 dates = sorted(ranked["date"].dt.date.unique())
@@ -101,25 +129,7 @@ if len(taus):
         f"{mean}{percent(found['share'])} of date pairs rank the models differently: {descriptive.reordering_words(found)}{chance}",
         help=EXPLAIN["tau"],
     )
-if metric == "accuracy" and len(selection.entries) >= 2:
-    st.subheader("Model against model, across dates")
-    names = sorted(selection.entries)
-    left, right = st.columns(2)
-    a = left.selectbox("Model A", names, index=0, key="compare_a")
-    b = right.selectbox("Model B", names, index=1, key="compare_b")
-    store = explorer.current_store()
-    lines = explorer.compare(store, selection, a, b) if a != b else []
-    if a == b:
-        st.info("Pick two different models.")
-    elif not lines:
-        st.info(f"{a} and {b} do not share two dates and the same questions in this range.")
-    else:
-        st.markdown(
-            "\n".join(f"- {line}" for line in lines),
-            help="The same as `dateeval compare`: A - B is the difference of the date-robust "
-            "scores, its 95% interval clustered by question; date sensitivity is each model's date SD without counting noise, "
-            "the questions resampled (paired) for the interval and p.",
-        )
+model_against_model()
 leaderboard = (
     ranked.pivot_table(index="entry", columns="date", values="rank")
     .rename(columns=lambda day: f"{day:%Y-%m-%d}")

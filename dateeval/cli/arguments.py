@@ -25,7 +25,7 @@ class Parser(argparse.ArgumentParser):
 
 
 def share(text: str) -> float:
-    """An argparse type for ``--budget``: a share of the dense grid in (0, 1]."""
+    """An argparse type for ``--budget`` and ``--target-width``: a share in (0, 1]."""
     try:
         return check_budget(float(text))
     except (ValueError, DateEvalError):

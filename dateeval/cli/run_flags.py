@@ -57,8 +57,14 @@ def add(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--budget",
         type=arguments.share,
         help="sweep sparsely: score this share of the dense grid's item-dates (e.g. 0.2), the "
-        "no-date baseline and 3 pilot dates in full and the other cells drawn where questions move; per-date values "
-        "are then estimated with intervals (docs/sparse.md)",
+        "no-date baseline (the pilot; else the first date) in full and the other cells drawn where questions move; "
+        "per-date values are then estimated with intervals (docs/sparse.md); with --target-width, its cap",
+    )
+    run.add_argument(
+        "--target-width",
+        type=arguments.share,
+        help="sweep sparsely until every estimated date's 95%% interval is within +- this share (0.01: one point), "
+        "drawing in pre-declared looks up to the --budget cap (default 1) (docs/sparse.md)",
     )
     run.add_argument(
         "--budget-seed",

@@ -34,9 +34,8 @@ def check_affordable(spec: SweepSpec) -> None:
     every cell drawn, the dense grid with its design stored), or, where the dense conditions are the whole grid (no more
     dates than pilots), a dense sweep: no budget in (0, 1] could draw anything there."""
     sparse.check_budget(spec.budget)
-    total, dated = len(spec.conditions), sum(map(_plain_date, spec.conditions))
-    pilots = 0 if any(map(_baseline, spec.conditions)) else len(sparse.pilot_indices(dated))
-    dense = total - dated + pilots
+    total, dense, pilots = _dense(spec)
+    dated = total - dense + pilots
     if dense < spec.budget * total:
         return
     scored = f"baselines, factors and {pilots} pilot date(s)" if pilots else "baselines and factors"
@@ -50,6 +49,19 @@ def check_affordable(spec: SweepSpec) -> None:
         f"--budget {spec.budget:g} is spent by the {dense} of {total} conditions scored in full ({scored}): ask for at "
         f"least {least:.2f}, or sweep more dates"
     )
+
+
+def dense_share(spec: SweepSpec) -> float:
+    """The share of the grid the conditions scored in full take (a budget must be above it)."""
+    total, dense, _ = _dense(spec)
+    return dense / total
+
+
+def _dense(spec: SweepSpec) -> tuple[int, int, int]:
+    """The sweep's conditions, how many are scored in full (baselines, factors, pilot dates) and of them pilot dates."""
+    total, dated = len(spec.conditions), sum(map(_plain_date, spec.conditions))
+    pilots = 0 if any(map(_baseline, spec.conditions)) else len(sparse.pilot_indices(dated))
+    return total, total - dated + pilots, pilots
 
 
 def split(description: Description, spec: SweepSpec) -> tuple[tuple, tuple, set]:
@@ -67,7 +79,13 @@ def draw(
     items = list(drawn[0].item_ids)
     grid = len(items) * (n_dense + len(drawn))
     design = sparse.design_for(
-        w, len(drawn), n_dense, seed=spec.budget_seed, budget=spec.budget, pilot=tuple(c.identity[3] for c in pilot)
+        w,
+        len(drawn),
+        n_dense,
+        seed=spec.budget_seed,
+        budget=spec.budget,
+        pilot=tuple(c.identity[3] for c in pilot),
+        looks=spec.looks,
     )
     pi = design.inclusion(w)
     picked = sparse.chosen(design, w, items, [candidate.identity[3] for candidate in drawn])
@@ -154,9 +172,9 @@ def keep_record(
     drawn: list[Candidate],
     n_dense: int,
     design: str,
-) -> None:
+) -> Path:
     """Record (or extend) the entry's design before its drawn cells run: the dates swept, the pilot, and this budget's
-    design, so a reader estimates every swept date (``dateeval.store.designs``)."""
+    design, so a reader estimates every swept date (``dateeval.store.designs``); the record's path."""
     path = _record_path(store, description, pilot[0])
     model_key, hardware, task_key, _ = pilot[0].identity
     record = (
@@ -175,6 +193,7 @@ def keep_record(
         )
     )
     designs.write(path, record.with_design(design))
+    return path
 
 
 def with_design(rows: pa.Table, sampled: Sampled) -> pa.Table:

@@ -43,6 +43,7 @@ class SweepSpec:
         None  # a sparse sweep's share of the dense grid's item-dates (``dateeval.sparse``); None: dense
     )
     budget_seed: int = 0  # the sparse draw's seed: the same seed draws the same cells
+    looks: int = 1  # the budgets a ``--target-width`` sweep may stop at, of which this budget is one (``sparse.LOOKS``)
     # ``datasets`` resolved once by the driver (:func:`build_spec`, else ``Sweep.run``): what workers build tasks from
     tasks: tuple[TaskSource, ...] = ()
 
@@ -171,6 +172,7 @@ class Progress:
     current: str = ""
     messages: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what a sweep says that is not a warning (a sparse sweep's draw)
+    records: list[str] = field(default_factory=list)  # the design records of the entries it drew sparsely
     workers: dict[str, str] = field(default_factory=dict)  # worker -> the unit it runs now
     held_elsewhere: list[str] = field(default_factory=list)  # units another driver holds, waited for
 

@@ -275,7 +275,8 @@ class Sweep:
             w = drawn.pilot_propensity(self.store, description, pilot, list(of_dataset[0].item_ids))
             n_dense = sum(candidate.dataset == dataset for candidate in dense)
             chosen, sampled, note, design = drawn.draw(self.spec, w, pilot, of_dataset, n_dense)
-            drawn.keep_record(self.store, description, self.spec, pilot, of_dataset, n_dense, design)
+            record = drawn.keep_record(self.store, description, self.spec, pilot, of_dataset, n_dense, design)
+            progress.records.append(str(record))
             candidates += chosen
             self.commits.sampled.update(sampled)
             progress.notes.append(note)

@@ -52,14 +52,19 @@ class Estimates(NamedTuple):
     n_scored: np.ndarray
 
 
-def difference_estimates(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) -> Estimates:
+def difference_estimates(
+    values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray, critical: float = Z
+) -> Estimates:
     """Each date's mean over the questions from its drawn cells.
 
     ``values`` is dates x questions with NaN where a cell was not drawn, ``inclusion`` the cells' probabilities
     (dates x questions, or one per question), ``predictor`` one value per question fixed before the draw, or one per
-    cell (dates x questions) where no date's row depends on that date's own draw (:func:`cross_fitted`)."""
+    cell (dates x questions) where no date's row depends on that date's own draw (:func:`cross_fitted`); ``critical``
+    the normal quantile (``sparse.critical``: wider after a ``--target-width`` sweep's data-dependent stop)."""
     value, variance, drawn = _per_date(values, inclusion, predictor)
-    half = np.where(np.isfinite(variance), Z * np.sqrt(variance), np.inf)  # a weight past float's range: no bound
+    half = np.where(
+        np.isfinite(variance), critical * np.sqrt(variance), np.inf
+    )  # a weight past float's range: no bound
     return Estimates(value, np.clip(value - half, 0, 1), np.clip(value + half, 0, 1), drawn.sum(1))
 
 
@@ -284,6 +289,7 @@ class Sample(NamedTuple):
     exact: np.ndarray
     seed: int | None = None  # the design's, which fixes each cell's uniform; None for a dense entry
     prior_cells: float | None = None  # the predictor's prior weight where it is cross-fitted; None: fixed before
+    critical: float = Z  # the per-date intervals' normal quantile (``sparse.critical`` of the design's looks)
 
     def share_scored(self) -> float:
         """The share of the grid's cells that were scored."""
@@ -349,7 +355,10 @@ def sample_of(rows: pd.DataFrame, record: DesignRecord | None = None, column: st
     prior = np.nanmean(outside, 0) if len(outside) else None  # the pilot's mean where it is not a swept date
     weight = float(len(outside))
     predictor = cross_fitted(drawn, prior, weight)
-    return Sample(list(table.index), list(dates), items, drawn, inclusion, predictor, exact, design.seed, weight)
+    critical = sparse.critical(design.looks)
+    return Sample(
+        list(table.index), list(dates), items, drawn, inclusion, predictor, exact, design.seed, weight, critical
+    )
 
 
 def _check_record(record: DesignRecord, design: sparse.Design, w: np.ndarray) -> None:
@@ -364,7 +373,14 @@ def _check_record(record: DesignRecord, design: sparse.Design, w: np.ndarray) ->
     drawn = len(keys) - len(dated)
     for held in map(sparse.Design.from_json, record.designs):
         solved = sparse.design_for(
-            w, drawn, record.n_dense, seed=held.seed, budget=held.budget, pilot=held.pilot, floor_share=held.floor_share
+            w,
+            drawn,
+            record.n_dense,
+            seed=held.seed,
+            budget=held.budget,
+            pilot=held.pilot,
+            floor_share=held.floor_share,
+            looks=held.looks,
         )
         if not (np.isclose(solved.scale, held.scale, rtol=1e-6) and np.isclose(solved.floor, held.floor, rtol=1e-6)):
             raise DateEvalError(
@@ -478,7 +494,7 @@ def estimates_table(sample: Sample) -> pd.DataFrame:
     """Per date condition of a sample: ``condition_key``, ``date``, ``value``, ``low``, ``high``, ``n_scored``,
     ``n_items``, ``estimated``. Exact dates have NaN bounds here (the caller gives them their dense interval); an
     estimate is shown as a share, cut to [0, 1]."""
-    found = difference_estimates(sample.values, sample.inclusion, sample.predictor)
+    found = difference_estimates(sample.values, sample.inclusion, sample.predictor, sample.critical)
     exact = np.nanmean(np.where(sample.exact[:, None], sample.values, 0.0), 1)  # a date scored in full: its mean
     return pd.DataFrame(
         {
@@ -492,6 +508,14 @@ def estimates_table(sample: Sample) -> pd.DataFrame:
             "estimated": ~sample.exact,
         }
     )
+
+
+def widest(value: np.ndarray, low: np.ndarray, high: np.ndarray, estimated: np.ndarray) -> float:
+    """The largest distance from an estimated date's value to either end of its interval (as shown, cut to [0, 1]):
+    what ``--target-width`` holds every date within; 0 where no date is estimated."""
+    ends = np.maximum(np.asarray(value) - np.asarray(low), np.asarray(high) - np.asarray(value))
+    picked = ends[np.asarray(estimated, dtype=bool)]
+    return float(picked.max()) if len(picked) else 0.0
 
 
 def drawn(sums: pd.DataFrame) -> pd.Series:

@@ -1,5 +1,5 @@
-"""A sparse design replayed on a dense grid: which cells ``dateeval run --budget`` would score and what the readers
-would estimate from them, computed from grades already known (``dateeval.stats.sparse_replay``).
+"""A sparse design replayed on a dense grid: which cells ``dateeval run --budget`` (or ``--target-width``) would score
+and what the readers would estimate from them, computed from grades already known (``dateeval.stats.sparse_replay``).
 
 Why: with one dense run in hand, a user can see what each budget would give the next models before sweeping them, and
 a bench can hold the design against the dense truth (and against a peer at the same cells) without running a model.
@@ -30,6 +30,11 @@ class Replay:
     cells: int
     grid: int
     sample: estimated.Sample
+    budget: float
+
+    def widest(self) -> float:
+        """The largest distance from an estimated date's value to its interval's ends (0 where none is estimated)."""
+        return estimated.widest(self.value, self.low, self.high, self.estimated)
 
 
 def replay(
@@ -41,12 +46,14 @@ def replay(
     baseline_margins: np.ndarray | None = None,
     keys: list[str] | None = None,
     items: list[str] | None = None,
+    looks: int = 1,
 ) -> Replay:
     """Draw ``grades`` (dates x questions, 0/1, date order) as a sweep at ``budget`` would, with the top-two
     ``margins`` of the same shape (None for generated answers) and, where given, the no-date ``baseline`` grades (one
     per question, with their ``baseline_margins``), scored in full beside the dates and the design's pilot; without
     one the pilot is the first date. ``keys`` and ``items`` fix each cell's uniform as the sweep's condition keys and
-    question ids do (default: the rows' and columns' positions)."""
+    question ids do (default: the rows' and columns' positions). ``looks``: the design is one of a ``--target-width``
+    sweep's (:func:`to_width`), its intervals widened for the stop."""
     grades = np.asarray(grades, dtype=float)
     n_dates, n_items = grades.shape
     keys = keys or [f"date{index}" for index in range(n_dates)]
@@ -63,7 +70,7 @@ def replay(
     rest = [index for index in range(n_dates) if index not in pilot]
     w = sparse.propensity(seen, seen_margins)
     n_dense = len(pilot) + int(baseline is not None)
-    design = sparse.design_for(w, len(rest), n_dense, seed=seed, budget=budget, pilot=pilot_keys)
+    design = sparse.design_for(w, len(rest), n_dense, seed=seed, budget=budget, pilot=pilot_keys, looks=looks)
     drawn = np.ones(grades.shape, dtype=bool)
     drawn[rest] = sparse.chosen(design, w, items, [keys[index] for index in rest])
     exact = drawn.all(1)
@@ -71,7 +78,8 @@ def replay(
     values = np.where(drawn, grades, np.nan)
     weight = float(prior is not None)
     predictor = estimated.cross_fitted(values, prior, weight)
-    sample = estimated.Sample(keys, keys, items, values, inclusion, predictor, exact, design.seed, weight)
+    critical = sparse.critical(looks)
+    sample = estimated.Sample(keys, keys, items, values, inclusion, predictor, exact, design.seed, weight, critical)
     table = estimated.estimates_table(sample)
     right = np.rint(np.where(exact[:, None], grades, 0).sum(1))
     exact_low, exact_high = bands.clopper_pearson(right, n_items)
@@ -83,4 +91,17 @@ def replay(
         int(drawn.sum()) + n_items * int(baseline is not None),
         n_items * (n_dates + int(baseline is not None)),
         sample,
+        budget,
     )
+
+
+def to_width(grades: np.ndarray, width: float, cap: float = 1.0, **draw: object) -> tuple[Replay, bool]:
+    """What ``dateeval run --target-width`` stops at: :func:`replay` at each of ``sparse.looks(cap)`` in turn (each
+    draw holds the one before), until every estimated date is within +- ``width`` of its interval's ends; the replay it
+    stopped at and whether the width was reached (else the cap's). ``draw``: :func:`replay`'s other arguments."""
+    budgets = sparse.looks(cap)
+    for budget in budgets:
+        found = replay(grades, budget, looks=len(budgets), **draw)  # type: ignore[arg-type]
+        if found.widest() <= width:
+            return found, True
+    return found, False
