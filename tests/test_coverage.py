@@ -162,3 +162,31 @@ def test_a_date_effect_where_the_pilot_does_not_look_keeps_its_coverage(sparse_s
     entry = sparse_study.plant(sparse_study.simulate(300, 40, seed=seed), 0.03, 8, seed=seed)
     found = sparse_study.planted_study(entry, 0.2, 40)
     assert found["coverage"] >= 0.93 - 2 * (0.93 * 0.07 / found["n"]) ** 0.5 and found["error"] < 0.03, found
+
+
+def test_a_target_width_sweep_covers_at_its_stop(sparse_study):
+    """Issue 63 §4: the stop depends on the data (the intervals' widths), so its intervals are Bonferroni's over the
+    pre-declared looks: replayed on a planted flip structure with known truth (the dense grid), the per-date intervals
+    at the stop cover at least 0.93 of (date, draw) pairs, and every stop that says it reached the width did."""
+    import numpy as np
+
+    from dateeval import stats
+
+    entry = sparse_study.simulate(300, 41, seed=4)
+    truth = entry["correct"].mean(1)
+    covered = []
+    for seed in range(20):
+        found = stats.sparse_replay(
+            entry["correct"],
+            target_width=0.05,
+            seed=seed,
+            margins=entry["margin"],
+            baseline=entry["baseline"],
+            baseline_margins=entry["baseline_margin"],
+        )
+        drawn = np.array(found.estimated)
+        value, low, high = (np.array([getattr(e, end) for e in found.estimates]) for end in ("value", "low", "high"))
+        assert found.reached and (np.maximum(value - low, high - value)[drawn] <= 0.05 + 1e-12).all()
+        covered += list(((low <= truth + 1e-12) & (truth - 1e-12 <= high))[drawn])
+    share = float(np.mean(covered))
+    assert share >= 0.93 - 2 * (0.93 * 0.07 / len(covered)) ** 0.5, share

@@ -275,3 +275,31 @@ def test_the_cross_fitted_predictor_is_each_question_s_mean_over_the_other_dates
 def test_a_replay_of_bad_arguments_is_one_message(arguments, match):
     with pytest.raises(stats.UsageError, match=match):
         stats.sparse_replay(arguments.pop("grades"), **arguments)
+
+
+def test_a_target_width_replay_stops_at_the_first_look_within_it():
+    """Issue 63 §4: ``sparse_replay(target_width=W)`` is the replay at the first of ``sparse.looks(cap)`` where every
+    estimated date is within +-W (a loop over the looks as the oracle), its intervals at Bonferroni's critical value
+    over the looks; where no look reaches W it stops at the cap and says so."""
+    from dateeval.results.replay import replay
+
+    rng = np.random.default_rng(7)
+    grades = (rng.random((20, 60)) < 0.4).astype(float)
+    grades[:, :12] = rng.random((20, 12)) < 0.5  # movers
+    baseline = (rng.random(60) < 0.4).astype(float)
+    budgets = sparse.looks(1.0)
+    for width in (0.3, 0.12, 0.05):
+        found = stats.sparse_replay(grades, target_width=width, seed=2, baseline=baseline)
+        drawn = [replay(grades, budget, 2, None, baseline, looks=len(budgets)) for budget in budgets]
+        stop = next((d for d in drawn if d.widest() <= width), drawn[-1])
+        assert found.budget == stop.budget and found.reached == (stop.widest() <= width)
+        assert [e.value for e in found.estimates] == pytest.approx(list(stop.value), abs=1e-12)
+        assert stop.sample.critical == pytest.approx(scipy_stats.norm.ppf(1 - 0.025 / len(budgets)))
+    capped = stats.sparse_replay(grades, target_width=0.01, budget=0.25, seed=2, baseline=baseline)
+    assert capped.budget == 0.25 and not capped.reached
+    assert sparse.looks(0.25) == (0.06, 0.12, 0.25) and sparse.looks(0.3) == (0.06, 0.12, 0.25, 0.3)
+    assert sparse.critical(1) == pytest.approx(1.959963984540054)
+    with pytest.raises(stats.UsageError, match="target_width"):
+        stats.sparse_replay(grades, target_width=0.0)
+    with pytest.raises(stats.UsageError, match="budget, a target_width"):
+        stats.sparse_replay(grades)

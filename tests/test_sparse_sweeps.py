@@ -217,3 +217,30 @@ def test_a_sweep_of_no_more_dates_than_pilots_is_told_to_sweep_densely(data_dir,
     assert result.returncode != 0 and len(said.splitlines()) == 1 and "1.00" not in said, said
     assert "with 1 date(s) every condition is scored in full" in said and "sweep densely (drop --budget)" in said, said
     assert not (tmp_path / "store").exists() or not Store(tmp_path / "store").files()
+
+
+def test_a_target_width_sweep_stops_within_it_and_resumes_after_a_kill(data_dir, tmp_path):
+    """Issue 63 §4: ``--target-width`` on the real model draws look after look until every estimated date is within
+    the width (said so), its design recording the looks; a sweep killed between two commits (a drawn unit lost) reruns
+    to the same store, as an uninterrupted one."""
+    width = "0.3"
+    sweep = ("run", "--dataset", "mmlu", "--data-dir", str(data_dir), "--limit", "6", "--dates", "2024-01-01..2024-01-08")
+    sweep = (*sweep, "--no-date", "--dtype", "float32", "--target-width", width)
+    first = run_cli(*sweep, "--store", str(tmp_path / "a"))
+    assert first.returncode == 0 and "--target-width 0.3: stopped at budget" in first.stdout, first.stderr
+    per_date = json.loads(run_cli("summary", "--store", str(tmp_path / "a"), "--json", "--per-date").stdout)
+    for record in per_date:
+        if record["estimated"]:
+            assert max(record["value"] - record["low"], record["high"] - record["value"]) <= 0.3 + 1e-9, record
+    rows = _rows(tmp_path / "a")
+    design = design_of(rows["design"])
+    assert design.looks == len(sparse.looks(1.0)) - 1  # 1 of 9 conditions in full: the first look, 0.06, is spent
+    assert design.budget == float(first.stdout.split("stopped at budget ")[1].split(",")[0])
+
+    second = run_cli(*sweep, "--store", str(tmp_path / "b"))
+    assert second.returncode == 0, second.stderr
+    lost = next(path for path in Store(tmp_path / "b").files() if "design" in pd.read_parquet(path).columns)
+    lost.unlink()  # killed before this drawn unit was committed
+    again = run_cli(*sweep, "--store", str(tmp_path / "b"))
+    assert again.returncode == 0 and again.stdout.splitlines()[-2] == first.stdout.splitlines()[-2], again.stdout
+    assert _drawn(_rows(tmp_path / "b"), "mmlu") == _drawn(rows, "mmlu")

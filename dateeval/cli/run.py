@@ -151,11 +151,14 @@ def _to_width(args: argparse.Namespace, spec: SweepSpec, sweep: Callable[[SweepS
     for budget in budgets:
         final = sweep(replace(spec, budget=budget, looks=len(budgets)), None)
         store = Store(args.store)
-        widest, held = Results.open(store)[0].widest_estimated({Path(path) for path in final.records})
-        if widest <= args.target_width:  # ``held``: a resumed sweep's store may hold a later look already
+        records = {Path(path) for path in final.records}
+        if _held(records) > budget < budgets[-1]:  # resumed: a later look was drawn before the kill, cells to score
+            continue
+        widest = Results.open(store)[0].widest_estimated(records)
+        if widest <= args.target_width:
             final.notes.append(
-                f"--target-width {args.target_width:g}: stopped at budget {max(budget, held):g}, every estimated date "
-                f"within +-{100 * widest:.2f} points"
+                f"--target-width {args.target_width:g}: stopped at budget {budget:g}, every estimated date within "
+                f"+-{100 * widest:.2f} points"
             )
             break
     else:
@@ -165,6 +168,15 @@ def _to_width(args: argparse.Namespace, spec: SweepSpec, sweep: Callable[[SweepS
         )
     final.messages += keep(store)
     return final
+
+
+def _held(records: set[Path]) -> float:
+    """The largest budget the design records hold (a look drawn before, if the sweep was killed and resumed)."""
+    from dateeval import sparse
+    from dateeval.store import designs
+
+    held = [sparse.Design.from_json(text).budget for path in records for text in designs.read(path).designs]
+    return max(held, default=0.0)
 
 
 def _described(args: argparse.Namespace) -> list[str]:

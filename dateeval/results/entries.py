@@ -17,7 +17,7 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 
-from dateeval import schema, sparse
+from dateeval import schema
 from dateeval.results import descriptive, estimated, inference, item_matrices, sql, stored, unit_sums
 from dateeval.schema import OUTCOME_COLUMNS
 from dateeval.errors import DateEvalError
@@ -215,19 +215,15 @@ class EntryData:
         sample = self._whole_sample(entry, dataset)
         return sample if period is None else sample.of_dates(period.holds(pd.Series(sample.dates)).to_numpy())
 
-    def widest_estimated(self, records: set[Path]) -> tuple[float, float]:
+    def widest_estimated(self, records: set[Path]) -> float:
         """The largest distance from an estimated date's value to its interval's ends over the sparse entries whose
-        design records are ``records`` (``estimated.widest``), and the largest budget those records hold (what the
-        readers estimate from): what a ``--target-width`` sweep checks after each look."""
-        found, budget = 0.0, 0.0
+        design records are ``records`` (``estimated.widest``): what a ``--target-width`` sweep checks after each look."""
+        found = 0.0
         for entry, dataset in self.sparse_entries():
-            record = self._record_path(entry, dataset)
-            if record in records:
+            if self._record_path(entry, dataset) in records:
                 table = estimated.estimates_table(self.sparse_sample(entry, dataset))
                 found = max(found, estimated.widest(table["value"], table["low"], table["high"], table["estimated"]))
-                held = designs.read(record).designs
-                budget = max(budget, *(sparse.Design.from_json(text).budget for text in held))
-        return found, budget
+        return found
 
     def _sample_of(self, entry: str, dataset: str) -> estimated.Sample:
         record = self._record_path(entry, dataset)
