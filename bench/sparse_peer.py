@@ -11,6 +11,7 @@ dateeval the coverage of its 95% intervals pooled over the dates it estimated an
     .venv/bin/python bench/sparse_peer.py STORE [--budgets 0.12,0.2,0.3] [--seeds 50] [--dataset mmlu]
     .venv/bin/python bench/sparse_peer.py --simulate [--seeds 50] [--planted 0.03]   # sparse_coverage.simulate's flips;
                                     # --planted: that share of each of 4 dates' wrong answers made right, at random
+    .venv/bin/python bench/sparse_peer.py [STORE | --simulate] --widths 0.03,0.05 [--cap 1]   # --target-width replayed
 """
 
 from __future__ import annotations
@@ -95,6 +96,39 @@ def study(entry: dict, budget: float, seeds: int) -> list[dict]:
     return rows
 
 
+def to_width(entry: dict, width: float, cap: float, seeds: int) -> dict:
+    """``--target-width`` replayed over ``seeds`` draws: where it stopped (the share of the grid scored, median and
+    largest), how often it reached the width before the cap, the widest date at the stop and its intervals' coverage
+    of the dense values there (pooled over estimated dates and seeds)."""
+    truth = entry["correct"].mean(1)
+    shares, reached, widest, covered = [], [], [], []
+    for seed in range(seeds):
+        found = stats.sparse_replay(
+            entry["correct"],
+            budget=cap,
+            target_width=width,
+            seed=seed,
+            margins=entry["margin"],
+            baseline=entry.get("baseline"),
+            baseline_margins=entry.get("baseline_margin") if entry.get("baseline") is not None else None,
+        )
+        drawn = np.array(found.estimated)
+        value, low, high = (np.array([getattr(e, end) for e in found.estimates]) for end in ("value", "low", "high"))
+        shares.append(found.cells / found.grid)
+        reached.append(found.reached)
+        widest.append(float(np.max(np.maximum(value - low, high - value)[drawn], initial=0.0)))
+        covered += list(((low <= truth + 1e-12) & (truth - 1e-12 <= high))[drawn])
+    return {
+        "target width (pp)": 100 * width,
+        "cap": cap,
+        "share scored, median": float(np.median(shares)),
+        "largest": float(np.max(shares)),
+        "reached": float(np.mean(reached)),
+        "widest at the stop (pp)": 100 * float(np.max(widest)),
+        "coverage at the stop": float(np.mean(covered)) if covered else float("nan"),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("store", nargs="?")
@@ -103,6 +137,8 @@ def main() -> None:
     parser.add_argument("--budgets", default="0.12,0.2,0.3")
     parser.add_argument("--seeds", type=int, default=50)
     parser.add_argument("--planted", type=float, default=0.0, help="with --simulate: this share lifted on 4 dates")
+    parser.add_argument("--widths", help="--target-width replayed instead, e.g. 0.03,0.05 (cap: --cap, default 1)")
+    parser.add_argument("--cap", type=float, default=1.0)
     args = parser.parse_args()
     if args.simulate:  # 41 simulated dates and the no-date baseline
         sim = sparse_coverage.simulate(300, 41, seed=1)
@@ -114,7 +150,10 @@ def main() -> None:
     else:
         parser.error("give a dense STORE or --simulate")
     for key, entry in entries.items():
-        rows = [row for budget in map(float, args.budgets.split(",")) for row in study(entry, budget, args.seeds)]
+        if args.widths:
+            rows = [to_width(entry, float(width), args.cap, args.seeds) for width in args.widths.split(",")]
+        else:
+            rows = [row for budget in map(float, args.budgets.split(",")) for row in study(entry, budget, args.seeds)]
         print(
             f"\n{key[0]} on {key[1]}: {entry['correct'].shape[1]} questions x {len(entry['keys'])} dates"
             f"{' + no-date' if entry.get('baseline') is not None else ''}, {args.seeds} seeds"

@@ -89,9 +89,18 @@ with st.form("sweep"):
         max_value=1.0,
         value=1.0,
         step=0.05,
-        help="Below 1 the sweep is sparse (as `dateeval run --budget`): the baseline and 3 pilot dates score every "
-        "question, the other cells are drawn where questions move, and each other date's accuracy is estimated "
-        "with its 95% interval (docs/sparse.md). Worth it from about 20 dates.",
+        help="Below 1 the sweep is sparse (as `dateeval run --budget`): the no-date baseline (else the first date) "
+        "scores every question, the other cells are drawn where questions move, and each date's accuracy is "
+        "estimated with its 95% interval (docs/sparse.md). Worth it from about 20 dates. With a target width, its cap.",
+    )
+    width = right.number_input(
+        "Target width: every date within ± this many points (0: off)",
+        min_value=0.0,
+        max_value=100.0,
+        value=0.0,
+        step=0.5,
+        help="As `dateeval run --target-width`: the sparse sweep draws in a few pre-declared looks, up to the budget, "
+        "until every estimated date's 95% interval is within ± this (docs/sparse.md).",
     )
     own = st.file_uploader(
         "Or your own dataset: a data file, or a spec with the files it names (docs/own-benchmark.md)",
@@ -168,7 +177,7 @@ if submitted:
                 batch_size=int(batch_size),
                 generation=GenerationOptions(max_new_tokens=int(max_new_tokens) or None, sample=sampling),
                 options=BackendOptions(api_key_env=key_env.strip() or None, mode=api_mode),
-                budget=float(budget) if budget < 1 else None,
+                budget=float(budget) if budget < 1 or width else None,
             )
             name = spec.datasets[0]
             executor = (
@@ -177,7 +186,7 @@ if submitted:
                 else LocalExecutor()
             )
             state["background_sweep"] = BackgroundSweep(
-                spec, Store(explorer.results_store()), executor=executor, keep=keep
+                spec, Store(explorer.results_store()), executor=executor, keep=keep, target_width=width / 100 or None
             ).start()
             st.toast(f"Sweep started: {name}. Its progress is at the top of this page.", icon=":material/play_arrow:")
         except DateEvalError as error:
@@ -212,6 +221,8 @@ def progress_panel() -> None:
             st.info(f"Waiting for a unit another run holds: {held}")
         for message in progress.messages:
             st.warning(message)
+        for note in progress.notes:  # a sparse sweep's draw, a target width's stop
+            st.caption(note)
     elif sweep.running:
         st.caption("Loading model and data...")
     if sweep.error:

@@ -227,7 +227,7 @@ def test_a_target_width_sweep_stops_within_it_and_resumes_after_a_kill(data_dir,
     sweep = ("run", "--dataset", "mmlu", "--data-dir", str(data_dir), "--limit", "6", "--dates", "2024-01-01..2024-01-08")
     sweep = (*sweep, "--no-date", "--dtype", "float32", "--target-width", width)
     first = run_cli(*sweep, "--store", str(tmp_path / "a"))
-    assert first.returncode == 0 and "--target-width 0.3: stopped at budget" in first.stdout, first.stderr
+    assert first.returncode == 0 and "target width 0.3: stopped at budget" in first.stdout, first.stderr
     per_date = json.loads(run_cli("summary", "--store", str(tmp_path / "a"), "--json", "--per-date").stdout)
     for record in per_date:
         if record["estimated"]:

@@ -8,16 +8,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dateeval.errors import DateEvalError
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from dateeval.engine.plan import Progress, SweepSpec
-    from dateeval.engine.sweep import Executor
+    from dateeval.engine.sweep import Executor, Keep
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -32,6 +31,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from dateeval.prompting import DateInjection
     from dateeval.store import Store
     from dateeval.tasks import GenerationOptions
+    from dateeval.widths import to_width
 
     if not args.dataset:
         raise DateEvalError("give at least one --dataset (e.g. --dataset arc_challenge)")
@@ -106,13 +106,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
         bar.refresh()
 
-    def sweep(spec: SweepSpec, keeping: object) -> Progress:
+    def sweep(spec: SweepSpec, keeping: Keep | None = None) -> Progress:
         return Sweep(
             spec, Store(args.store), on_progress=show, executor=_executor(args), wait=not args.no_wait, keep=keeping
         ).run()
 
     try:
-        final = sweep(spec, keep) if args.target_width is None else _to_width(args, spec, sweep)
+        if args.target_width is None:
+            final = sweep(spec, keep)
+        else:
+            final = to_width(replace(spec, budget=args.budget), Store(args.store), args.target_width, sweep)
     finally:
         if bar is not None:
             bar.close()
@@ -125,58 +128,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         f"{final.items_scored} item-dates scored in {final.seconds:.1f}s -> {args.store}"
     )
     return 0
-
-
-def _to_width(args: argparse.Namespace, spec: SweepSpec, sweep: Callable[[SweepSpec, object], Progress]) -> Progress:
-    """``--target-width W``: the sparse sweep at each of its pre-declared budgets in turn (``sparse.looks`` of the
-    ``--budget`` cap, those the dense conditions leave room for), each drawing the cells of the one before and more,
-    until every estimated date of the entries it drew is within +- W of its interval's ends, or the cap is reached
-    (said so). Each look's design says how many looks there were, so the readers' intervals hold at whichever it
-    stopped (``sparse.critical``). A killed run resumes: the looks already scored are read back from the store."""
-    from dataclasses import replace
-
-    from dateeval import sparse
-    from dateeval.engine.drawn import dense_share
-    from dateeval.keeping import keep
-    from dateeval.results import Results
-    from dateeval.store import Store
-
-    cap = 1.0 if args.budget is None else args.budget
-    budgets = [budget for budget in sparse.looks(cap) if budget > dense_share(spec)]
-    if not budgets:
-        raise DateEvalError(
-            f"--target-width: the cap --budget {cap:g} is spent by the conditions scored in full: raise it, or sweep "
-            "more dates"
-        )
-    for budget in budgets:
-        final = sweep(replace(spec, budget=budget, looks=len(budgets)), None)
-        store = Store(args.store)
-        records = {Path(path) for path in final.records}
-        if _held(records) > budget < budgets[-1]:  # resumed: a later look was drawn before the kill, cells to score
-            continue
-        widest = Results.open(store)[0].widest_estimated(records)
-        if widest <= args.target_width:
-            final.notes.append(
-                f"--target-width {args.target_width:g}: stopped at budget {budget:g}, every estimated date within "
-                f"+-{100 * widest:.2f} points"
-            )
-            break
-    else:
-        final.notes.append(
-            f"--target-width {args.target_width:g}: the cap --budget {cap:g} was reached with a date at "
-            f"+-{100 * widest:.2f} points; raise --budget to go on"
-        )
-    final.messages += keep(store)
-    return final
-
-
-def _held(records: set[Path]) -> float:
-    """The largest budget the design records hold (a look drawn before, if the sweep was killed and resumed)."""
-    from dateeval import sparse
-    from dateeval.store import designs
-
-    held = [sparse.Design.from_json(text).budget for path in records for text in designs.read(path).designs]
-    return max(held, default=0.0)
 
 
 def _described(args: argparse.Namespace) -> list[str]:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from dateeval.engine.sweep import Executor, Keep, LocalExecutor, Progress, Sweep, SweepSpec
 from dateeval.errors import DateEvalError
 from dateeval.store import Store
+from dateeval.widths import to_width
 
 
 @dataclass
@@ -26,6 +27,7 @@ class BackgroundSweep:
     cancel: threading.Event = field(default_factory=threading.Event)
     executor: Executor = field(default_factory=LocalExecutor)  # or a RayExecutor: the thread then drives a cluster
     keep: Keep | None = None  # the statistics kept at the sweep's end (the Run page passes ``dateeval.keeping.keep``)
+    target_width: float | None = None  # sweep in looks until every date is within +- this (``dateeval.widths``)
 
     def start(self) -> BackgroundSweep:
         threading.Thread(target=self._run, daemon=True, name="dateeval-sweep").start()
@@ -34,18 +36,17 @@ class BackgroundSweep:
     def _update(self, progress: Progress) -> None:
         self.progress = replace(progress, messages=list(progress.messages), workers=dict(progress.workers))
 
+    def _sweep(self, spec: SweepSpec, keep: Keep | None = None) -> Progress:
+        return Sweep(
+            spec, self.store, on_progress=self._update, cancel=self.cancel, executor=self.executor, keep=keep
+        ).run()
+
     def _run(self) -> None:
         try:
-            self._update(
-                Sweep(
-                    self.spec,
-                    self.store,
-                    on_progress=self._update,
-                    cancel=self.cancel,
-                    executor=self.executor,
-                    keep=self.keep,
-                ).run()
-            )
+            if self.target_width is None:
+                self._update(self._sweep(self.spec, self.keep))
+            else:
+                self._update(to_width(self.spec, self.store, self.target_width, self._sweep))
         except DateEvalError as error:
             self.error = str(error)
         except MemoryError:
