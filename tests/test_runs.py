@@ -210,3 +210,20 @@ def test_a_finished_sweep_shows_succeeded_with_its_duration_and_no_partial_note(
     second.sidebar.selectbox(key="store").set_value("mine").run()
     second.switch_page("pages/overview.py").run()
     assert not any("Partial results" in w.value for w in second.warning) and second.subheader
+
+
+def test_the_run_page_sweeps_to_a_target_width(tab, data_dir, tmp_path):
+    """Issue 63 §4: the Run page's target width runs ``dateeval.widths`` as ``run --target-width`` does: the sweep
+    draws in looks and says where it stopped; its entry is sparse, its design recording the looks."""
+    from dateeval import sparse
+    from dateeval.results.estimated import design_of
+    from dateeval.store import Store
+
+    first = tab()
+    by_label(first.number_input, "Target width: every date within ± this many points (0: off)").set_value(30.0)
+    _start(first, data_dir, dt.date(2024, 1, 8))
+    rows = _until(first, lambda rows: bool(first.success), seconds=300)  # each look is a run of its own in the list
+    assert rows["Status"].str.endswith("succeeded").all() and len(rows) >= 2, rows
+    assert any("target width 0.3: stopped at budget" in caption.value for caption in first.caption)
+    rows, _ = Store(tmp_path / "results").read(columns=["design"])
+    assert design_of(rows["design"]).looks == len(sparse.looks(1.0)) - 1  # 0.06 is spent by the baseline of 9

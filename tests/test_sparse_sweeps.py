@@ -224,7 +224,17 @@ def test_a_target_width_sweep_stops_within_it_and_resumes_after_a_kill(data_dir,
     the width (said so), its design recording the looks; a sweep killed between two commits (a drawn unit lost) reruns
     to the same store, as an uninterrupted one."""
     width = "0.3"
-    sweep = ("run", "--dataset", "mmlu", "--data-dir", str(data_dir), "--limit", "6", "--dates", "2024-01-01..2024-01-08")
+    sweep = (
+        "run",
+        "--dataset",
+        "mmlu",
+        "--data-dir",
+        str(data_dir),
+        "--limit",
+        "6",
+        "--dates",
+        "2024-01-01..2024-01-08",
+    )
     sweep = (*sweep, "--no-date", "--dtype", "float32", "--target-width", width)
     first = run_cli(*sweep, "--store", str(tmp_path / "a"))
     assert first.returncode == 0 and "target width 0.3: stopped at budget" in first.stdout, first.stderr
