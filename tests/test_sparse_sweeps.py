@@ -246,6 +246,15 @@ def test_a_target_width_sweep_stops_within_it_and_resumes_after_a_kill(data_dir,
     design = design_of(rows["design"])
     assert design.looks == len(sparse.looks(1.0)) - 1  # 1 of 9 conditions in full: the first look, 0.06, is spent
     assert design.budget == float(first.stdout.split("stopped at budget ")[1].split(",")[0])
+    # Each drawn row carries the design of the look that first drew it (its phase, as `export` writes it).
+    drawn_rows = rows[rows["design"].notna()]
+    phases = drawn_rows["design"].map(sparse.Design.from_json)
+    assert len({phase.budget for phase in phases}) >= 2
+    looks = sorted({phase.budget: phase for phase in phases}.values(), key=lambda phase: phase.budget)
+    for (_, row), phase in zip(drawn_rows.iterrows(), phases):
+        u = sparse.uniforms(design.seed, [row["item_id"]], [row["condition_key"]])[0, 0]
+        first_look = next(look for look in looks if u < look.inclusion([row["propensity"]])[0])
+        assert first_look.budget == phase.budget, (row["condition_key"], row["item_id"])
 
     second = run_cli(*sweep, "--store", str(tmp_path / "b"))
     assert second.returncode == 0, second.stderr
