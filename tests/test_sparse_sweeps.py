@@ -169,24 +169,15 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
     )  # with the weights
 
 
+def _mmlu(data_dir, store, limit: int, dates: str, *extra: str):
+    """``dateeval run`` of the first ``limit`` MMLU questions on ``dates`` into ``store``, with ``extra`` flags."""
+    flags = ("--dataset", "mmlu", "--data-dir", str(data_dir), "--limit", str(limit), "--dates", dates)
+    return run_cli("run", *flags, *extra, "--store", str(store))
+
+
 def _refused(data_dir, tmp_path, dates: str, budget: str, *extra: str):
     """A 2-question sparse sweep of ``dates`` at ``budget`` (refused before any work in both tests below)."""
-    return run_cli(
-        "run",
-        "--dataset",
-        "mmlu",
-        "--data-dir",
-        str(data_dir),
-        "--limit",
-        "2",
-        "--dates",
-        dates,
-        *extra,
-        "--budget",
-        budget,
-        "--store",
-        str(tmp_path / "store"),
-    )
+    return _mmlu(data_dir, tmp_path / "store", 2, dates, *extra, "--budget", budget)
 
 
 def test_a_budget_the_dense_conditions_spend_is_refused_before_any_work(data_dir, tmp_path):
@@ -223,20 +214,8 @@ def test_a_target_width_sweep_stops_within_it_and_resumes_after_a_kill(data_dir,
     """Issue 63 §4: ``--target-width`` on the real model draws look after look until every estimated date is within
     the width (said so), its design recording the looks; a sweep killed between two commits (a drawn unit lost) reruns
     to the same store, as an uninterrupted one."""
-    width = "0.3"
-    sweep = (
-        "run",
-        "--dataset",
-        "mmlu",
-        "--data-dir",
-        str(data_dir),
-        "--limit",
-        "6",
-        "--dates",
-        "2024-01-01..2024-01-08",
-    )
-    sweep = (*sweep, "--no-date", "--dtype", "float32", "--target-width", width)
-    first = run_cli(*sweep, "--store", str(tmp_path / "a"))
+    sweep = ("2024-01-01..2024-01-08", "--no-date", "--dtype", "float32", "--target-width", "0.3")
+    first = _mmlu(data_dir, tmp_path / "a", 6, *sweep)
     assert first.returncode == 0 and "target width 0.3: stopped at budget" in first.stdout, first.stderr
     per_date = json.loads(run_cli("summary", "--store", str(tmp_path / "a"), "--json", "--per-date").stdout)
     for record in per_date:
@@ -256,10 +235,10 @@ def test_a_target_width_sweep_stops_within_it_and_resumes_after_a_kill(data_dir,
         first_look = next(look for look in looks if u < look.inclusion([row["propensity"]])[0])
         assert first_look.budget == phase.budget, (row["condition_key"], row["item_id"])
 
-    second = run_cli(*sweep, "--store", str(tmp_path / "b"))
+    second = _mmlu(data_dir, tmp_path / "b", 6, *sweep)
     assert second.returncode == 0, second.stderr
     lost = next(path for path in Store(tmp_path / "b").files() if "design" in pd.read_parquet(path).columns)
     lost.unlink()  # killed before this drawn unit was committed
-    again = run_cli(*sweep, "--store", str(tmp_path / "b"))
+    again = _mmlu(data_dir, tmp_path / "b", 6, *sweep)
     assert again.returncode == 0 and again.stdout.splitlines()[-2] == first.stdout.splitlines()[-2], again.stdout
     assert _drawn(_rows(tmp_path / "b"), "mmlu") == _drawn(rows, "mmlu")
