@@ -83,7 +83,7 @@ def test_no_deploy_button_or_main_menu_on_any_page(browser, served, name):
 def test_downloads_are_kept(browser, served):
     """The Overview's download button, and a table's own toolbar with its CSV download."""
     page, errors = _open(browser, f"{served}/?store=demo", LAPTOP)
-    assert page.locator("[data-testid=stDownloadButton]").count() >= 1
+    page.locator("[data-testid=stDownloadButton]").first.wait_for(timeout=60_000)  # below the charts: drawn after them
     table = page.locator("[data-testid=stDataFrame]").first
     table.hover()
     page.locator("[data-testid=stElementToolbar]").first.get_by_role("button", name="Download as CSV").wait_for(
