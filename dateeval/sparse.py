@@ -104,9 +104,13 @@ def _count(value: object) -> int:
     return value
 
 
-def looks(cap: float) -> tuple[float, ...]:
-    """The budgets a ``--target-width`` sweep capped at ``cap`` may stop at: :data:`LOOKS` below the cap, then the cap."""
-    return (*(budget for budget in LOOKS if budget < cap), cap)
+def looks(cap: float, above: float = 0.0) -> tuple[float, ...]:
+    """The budgets a ``--target-width`` sweep capped at ``cap`` may stop at: :data:`LOOKS` below the cap, then the cap;
+    only those above ``above``, the share of the grid its conditions scored in full take (a look at or below it would
+    draw nothing, and would widen every interval for nothing). None where the cap is not above it."""
+    if cap <= above:
+        return ()
+    return (*(budget for budget in LOOKS if above < budget < cap), cap)
 
 
 def critical(looks: int) -> float:
@@ -221,9 +225,7 @@ def design_for(
     ``sparse_dates`` drawn dates: what ``dateeval run --budget`` draws with, and what a reader recomputes to check it."""
     n = len(propensities)
     cells = budget * n * (n_dense + sparse_dates) - n * n_dense
-    return solve(
-        propensities, sparse_dates, cells, seed=seed, budget=budget, pilot=pilot, floor_share=floor_share, looks=looks
-    )
+    return Design(seed, budget, pilot, *solve(propensities, sparse_dates, cells, floor_share), floor_share, looks)
 
 
 def chosen(design: Design, propensities: np.ndarray, items: list[str], conditions: list[str]) -> np.ndarray:
@@ -232,42 +234,31 @@ def chosen(design: Design, propensities: np.ndarray, items: list[str], condition
 
 
 def solve(
-    propensities: np.ndarray,
-    sparse_dates: int,
-    cells: float,
-    *,
-    seed: int,
-    budget: float,
-    pilot: tuple[str, ...],
-    floor_share: float = FLOOR_SHARE,
-    looks: int = 1,
-) -> Design:
-    """The design that draws ``cells`` cells in expectation over ``sparse_dates`` dates of these questions.
+    propensities: np.ndarray, sparse_dates: int, cells: float, floor_share: float = FLOOR_SHARE
+) -> tuple[float, float]:
+    """The ``scale`` and ``floor`` of the probabilities (:meth:`Design.inclusion`) that draw ``cells`` cells in
+    expectation over ``sparse_dates`` dates of these questions.
 
     The floor is ``floor_share`` of the mean probability; ``scale`` is found by bisection (the expected draw grows
     with it). Both grow with ``cells``, so a larger budget's probabilities are never smaller than a smaller one's."""
     w = np.asarray(propensities, dtype=float)
     n = len(w)
-
-    def made(scale: float, floor: float) -> Design:
-        return Design(seed, budget, pilot, scale, floor, floor_share, looks)
-
     if n == 0 or sparse_dates == 0:
-        return made(1.0, 1.0)
+        return 1.0, 1.0
     mean = min(1.0, cells / (n * sparse_dates))
     floor = max(floor_share * mean, MIN_INCLUSION)
     if mean >= 1.0:
-        return made(1.0, 1.0)
+        return 1.0, 1.0
     if not (w > 0).any():
-        return made(1.0, max(mean, MIN_INCLUSION))  # nothing moved in the pilot: cells alike
+        return 1.0, max(mean, MIN_INCLUSION)  # nothing moved in the pilot: cells alike
     target = mean * n
     moving = int((w > 0).sum())
     if target >= moving + floor * (n - moving):  # every question that moved is certain; the steady share the rest
-        return made(1.0 / float(w[w > 0].min()), min(1.0, (target - moving) / max(n - moving, 1)))
+        return 1.0 / float(w[w > 0].min()), min(1.0, (target - moving) / max(n - moving, 1))
     low, high = 0.0, 1.0
     while np.clip(high * w, floor, 1).sum() < target:
         high *= 2
     for _ in range(100):
         middle = (low + high) / 2
         low, high = (middle, high) if np.clip(middle * w, floor, 1).sum() < target else (low, middle)
-    return made(high, floor)
+    return high, floor

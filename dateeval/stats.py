@@ -255,7 +255,7 @@ def sparse_replay(
     store's condition keys, so the cells are the design's but not the same ones a sweep picks. With one dense run, the
     figures each budget or width would give the next models (docs/sparse.md)."""
     from dateeval import sparse
-    from dateeval.results.replay import replay, to_width
+    from dateeval.results.replay import dense_share, replay, to_width
 
     found = _grades(grades, "grades")
     if found.ndim != 2 or found.shape[0] <= sparse.PILOT or found.shape[1] < 1:
@@ -269,10 +269,9 @@ def sparse_replay(
         grades_of = _floats(baseline, "baseline")
         if grades_of.shape != found.shape[1:] or not np.isin(grades_of, (0.0, 1.0)).all():
             raise UsageError(f"baseline must hold one 0/1 grade per question ({found.shape[1]})")
-    dense = 1 if baseline is not None else sparse.PILOT
-    first = sparse.looks(cap)[0] if width is not None else cap
-    if dense >= first * (found.shape[0] + (baseline is not None)):
-        raise UsageError(f"budget {first:g} is spent by the {dense} condition(s) scored in full: ask for more")
+    if not sparse.looks(cap, dense_share(found.shape[0], baseline is not None)):
+        dense = 1 if baseline is not None else sparse.PILOT
+        raise UsageError(f"budget {cap:g} is spent by the {dense} condition(s) scored in full: ask for more")
     margin = _margins(margins, found.shape, "margins")
     if baseline_margins is not None and baseline is None:
         raise UsageError("baseline_margins need the baseline's grades (baseline)")

@@ -3,7 +3,7 @@ pre-declared looks until every estimated date is within +-W.
 
 Why here, above the results layer and the engine: after each look the store is read as every reader reads it
 (``Results.widest_estimated``), and the engine, which draws and runs, does not read results. Each look is a sweep at
-one of ``sparse.looks(cap)``; a larger budget's draw holds every smaller one's cells, so no cell is discarded, and each
+one of ``sparse.looks(cap, dense share)``; a larger budget's draw holds every smaller one's cells, so no cell is discarded, and each
 look's design records how many looks there were, so the readers' intervals hold at whichever look the data stopped at
 (``sparse.critical``: Bonferroni over the looks). Coverage at the stop: docs/coverage.md ("Sparse sweeps").
 """
@@ -29,7 +29,7 @@ def to_width(spec: SweepSpec, store: Store, width: float, sweep: Callable[[Sweep
     drew is within +- ``width`` of its interval's ends, or the cap is reached (a note says which); then keep the
     store's statistics. A killed run resumes: a look drawn before the kill is completed before the width is checked."""
     cap = 1.0 if spec.budget is None else spec.budget
-    budgets = [budget for budget in sparse.looks(cap) if budget > dense_share(spec)]
+    budgets = sparse.looks(cap, dense_share(spec))
     if not budgets:
         raise DateEvalError(
             f"target width: the cap (budget {cap:g}) is spent by the conditions scored in full: raise it, or sweep "

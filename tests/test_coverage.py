@@ -4,6 +4,7 @@ pages print covers less than nominal - 3 Monte-Carlo standard errors, or a test 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import bench_module
 
@@ -140,17 +141,25 @@ def test_a_sparse_sweeps_per_date_intervals_cover_the_dense_values(sparse_study,
     assert abs(found["share"] - budget) < 0.02, found
 
 
-def test_the_sparse_check_has_teeth(sparse_study):
+def test_the_sparse_check_has_teeth(sparse_study, monkeypatch):
     """The same check fails an interval that ignores the unseen cells: the date's own variance alone (no pooling)."""
     from dateeval.results import estimated
 
     entry = sparse_study.simulate(300, 40, seed=3, movers=0.02, hidden=0.3)
-    pooled = estimated._pooled
-    try:
-        estimated._pooled = lambda drawn, residual, pi: 0.0 * pi.sum(1)
-        found = sparse_study.study(entry, 0.2, 30, "sparse")
-    finally:
-        estimated._pooled = pooled
+    monkeypatch.setattr(estimated, "_pooled", estimated.own_variance)
+    monkeypatch.setattr(estimated, "_excess", lambda drawn, residual, pi: np.ones(len(pi)))
+    found = sparse_study.study(entry, 0.2, 30, "sparse")
+    assert found["coverage"] < 0.93, found
+
+
+def test_the_planted_check_has_teeth(sparse_study, monkeypatch):
+    """The planted-effect check below fails the pooled variance without its date's excess (a date that moves
+    questions on its own is then read as steady as the others)."""
+    from dateeval.results import estimated
+
+    monkeypatch.setattr(estimated, "_excess", lambda drawn, residual, pi: np.ones(len(pi)))
+    entry = sparse_study.plant(sparse_study.simulate(300, 40, seed=1), 0.03, 8, seed=1)
+    found = sparse_study.planted_study(entry, 0.2, 40)
     assert found["coverage"] < 0.93, found
 
 

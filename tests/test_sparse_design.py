@@ -40,13 +40,13 @@ def test_a_larger_budget_raises_every_probability_and_spends_what_it_says(seed):
     w = np.where(rng.random(500) < 0.7, 0.0, rng.random(500))  # most questions never moved in the pilot
     previous = np.zeros(500)
     for share in (0.01, 0.05, 0.1, 0.3, 0.6, 0.95):
-        design = sparse.solve(w, 40, share * 500 * 40, seed=0, budget=share, pilot=("a",))
+        design = sparse.design_for(w, 40, 0, seed=0, budget=share, pilot=("a",))
         pi = design.inclusion(w)
         assert (pi > 0).all() and (pi <= 1).all()  # every cell can be drawn
         assert (pi >= previous - 1e-12).all()  # nested: a larger budget discards no cell
         assert pi.sum() * 40 == pytest.approx(share * 500 * 40, rel=1e-6)
         previous = pi
-    assert sparse.solve(np.zeros(10), 5, 10, seed=0, budget=0.5, pilot=()).inclusion(np.zeros(10)) == pytest.approx(
+    assert sparse.design_for(np.zeros(10), 5, 0, seed=0, budget=0.2, pilot=()).inclusion(np.zeros(10)) == pytest.approx(
         np.full(10, 0.2)
     )
 
@@ -85,11 +85,11 @@ def test_a_refused_budget_advises_only_a_budget_that_is_taken(dates, others):
 def test_the_whole_budget_draws_every_cell():
     """``--budget 1`` where dates are drawn: every cell's probability is 1, the dense grid with its design stored."""
     w = np.array([0.0, 0.3, 0.9, 0.0])
-    assert (sparse.solve(w, 7, 4 * 7, seed=0, budget=1.0, pilot=("a",)).inclusion(w) == 1).all()
+    assert (sparse.design_for(w, 7, 0, seed=0, budget=1.0, pilot=("a",)).inclusion(w) == 1).all()
 
 
 def test_a_design_reads_back_and_damage_is_named():
-    design = sparse.solve(np.array([0.0, 0.5, 0.2]), 4, 5, seed=3, budget=0.4, pilot=("a", "b"))
+    design = sparse.design_for(np.array([0.0, 0.5, 0.2]), 4, 0, seed=3, budget=0.4, pilot=("a", "b"))
     assert sparse.Design.from_json(design.to_json()) == design
     for text in ("", "{}", '{"seed": 0}', design.to_json().replace('"budget": 0.4', '"budget": 7')):
         with pytest.raises(DateEvalError, match="sparse design"):
@@ -298,6 +298,15 @@ def test_a_target_width_replay_stops_at_the_first_look_within_it():
     capped = stats.sparse_replay(grades, target_width=0.01, budget=0.25, seed=2, baseline=baseline)
     assert capped.budget == 0.25 and not capped.reached
     assert sparse.looks(0.25) == (0.06, 0.12, 0.25) and sparse.looks(0.3) == (0.06, 0.12, 0.25, 0.3)
+    assert sparse.looks(1.0, 0.1) == (0.12, 0.25, 0.5, 1.0) and sparse.looks(0.1, 0.1) == ()
+    few = stats.sparse_replay(grades[:10], target_width=0.01, seed=2, baseline=baseline)  # 1 of 11 rows in full
+    assert few.budget == 1.0 and few.estimated == [False] * 10  # the cap scores every cell
+    short = stats.sparse_replay(grades[:10], target_width=0.3, seed=2, baseline=baseline)
+    looks = sparse.looks(1.0, 1 / 11)  # 0.06 is spent by the baseline: not a look, and not in the critical value
+    drawn = [replay(grades[:10], budget, 2, None, baseline, looks=len(looks)) for budget in looks]
+    stop = next(d for d in drawn if d.widest() <= 0.3)
+    assert len(looks) == 4 and short.budget == stop.budget
+    assert [e.value for e in short.estimates] == pytest.approx(list(stop.value), abs=1e-12)
     assert sparse.critical(1) == pytest.approx(1.959963984540054)
     with pytest.raises(stats.UsageError, match="target_width"):
         stats.sparse_replay(grades, target_width=0.0)

@@ -95,11 +95,19 @@ def replay(
     )
 
 
+def dense_share(n_dates: int, baseline: bool) -> float:
+    """The share of a grid of ``n_dates`` dates (and the no-date ``baseline``, where swept) that the replay scores in
+    full: the baseline, else the pilot dates (as ``engine.drawn.dense_share`` counts a sweep's)."""
+    dense = 1 if baseline else len(sparse.pilot_indices(n_dates))
+    return dense / (n_dates + int(baseline))
+
+
 def to_width(grades: np.ndarray, width: float, cap: float = 1.0, **draw: object) -> tuple[Replay, bool]:
-    """What ``dateeval run --target-width`` stops at: :func:`replay` at each of ``sparse.looks(cap)`` in turn (each
-    draw holds the one before), until every estimated date is within +- ``width`` of its interval's ends; the replay it
-    stopped at and whether the width was reached (else the cap's). ``draw``: :func:`replay`'s other arguments."""
-    budgets = sparse.looks(cap)
+    """What ``dateeval run --target-width`` stops at: :func:`replay` at each of ``sparse.looks(cap, dense share)`` in
+    turn (each draw holds the one before), until every estimated date is within +- ``width`` of its interval's ends;
+    the replay it stopped at and whether the width was reached (else the cap's). ``draw``: :func:`replay`'s other
+    arguments."""
+    budgets = sparse.looks(cap, dense_share(len(grades), draw.get("baseline") is not None))
     for budget in budgets:
         found = replay(grades, budget, looks=len(budgets), **draw)  # type: ignore[arg-type]
         if found.widest() <= width:
