@@ -282,6 +282,12 @@ def outputs_side_by_side(rows: pd.DataFrame) -> None:
 
 chosen_rows = {entry: item_rows(entry) for entry in entries}
 chosen_rows = {entry: rows for entry, rows in chosen_rows.items() if len(rows)}
+for entry, rows in chosen_rows.items():
+    if unscored := explorer.unscored_dates(selection, entry, rows):
+        st.caption(
+            f"{entry} scored this question on {len(rows)} of {len(rows) + len(unscored)} dates (a sparse sweep); on "
+            f"the others its answer was not drawn and those dates' values are estimated: {', '.join(unscored)}."
+        )
 first_rows = next(iter(chosen_rows.values()))
 if (
     first_rows["n_options"].notna().any() and first_rows["confidence"].notna().any()

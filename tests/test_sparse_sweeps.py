@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 from dateeval import sparse
 from dateeval.results import Results
@@ -79,7 +79,7 @@ def _drawn(rows: pd.DataFrame, dataset: str) -> set:
     return set(zip(mine["condition_key"], mine["item_id"]))
 
 
-def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, tmp_path):
+def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, tmp_path, monkeypatch):
     store = tmp_path / "store"
     said = _run(data_dir, store, "0.6")
     assert "sparse sweep at budget 0.6" in said
@@ -140,6 +140,7 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
     assert (flips["share_observed"] == flips["n_dates"] / 10).all() and flips["share_observed"].lt(1).any()
     assert flips["n_dates"].sum() == len(grown[grown["dataset"].eq("mmlu") & grown["factor"].eq("date")])  # every cell
     assert table7["n_items"].iloc[0] == 6
+    _flips_names_the_unscored_dates(store, flips, monkeypatch)
     record = json.loads(run_cli("robust", "--store", str(store), "--dataset", "mmlu", "--json").stdout)[0]
     (entry,) = record["entries"]
     assert entry["n_dates"] == 10 and 0.2 < entry["share_scored"] < 1, entry  # every date, estimated from its sample
@@ -167,6 +168,23 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
     assert (
         len(exported) == len(_rows(store)) and exported["inclusion"].notna().sum() == grown["inclusion"].notna().sum()
     )  # with the weights
+
+
+def _flips_names_the_unscored_dates(store, flips: pd.DataFrame, monkeypatch) -> None:
+    """Issue 63 §5: the Flips page says, for a question a sparse sweep drew on some dates, on how many it was scored
+    and which dates' values are estimated instead."""
+    from streamlit.testing.v1 import AppTest
+
+    item = flips.loc[flips["share_observed"].lt(1), "item_id"].iloc[0]
+    monkeypatch.setenv("DATEEVAL_STORE", str(store))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=180)
+    query = {"store": "mine", "dataset": "mmlu", "from": "2024-01-01", "to": "2024-01-10", "show": "all"}
+    at.query_params.update({**query, "question": item})
+    at.run()
+    at.switch_page("pages/flips.py").run()
+    said = [caption.value for caption in at.caption if "scored this question on" in caption.value]
+    n_dates = int(flips.set_index("item_id").loc[item, "n_dates"])
+    assert not at.exception and len(said) == 1 and f"on {n_dates} of 10 dates" in said[0], said
 
 
 def _mmlu(data_dir, store, limit: int, dates: str, *extra: str):

@@ -8,6 +8,7 @@ per-item views from DuckDB reads of verified files (``dateeval.results.sql``).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 from collections.abc import Callable
@@ -216,11 +217,11 @@ _CACHES += [robust_figure, date_budget]  # :func:`clear` forgets them too, as a 
 def item_history(
     view: results.Results, model_key: str, dataset: str, item_id: str, columns: tuple[str, ...]
 ) -> pd.DataFrame:
-    """Chosen columns of one item on every condition, read by DuckDB with the item pushed into the scan (option
-    probabilities and outputs are the store's bulk, so they are never loaded with everything else)."""
-    return sql.item_rows(
-        *view.sources((view.sums["model_key"] == model_key) & (view.sums["dataset"] == dataset)), item_id, columns
-    )
+    """Chosen columns of one item on every condition (a sparse sweep's drawn dates too), read by DuckDB with the item
+    pushed into the scan (option probabilities and outputs are the store's bulk, so they are never loaded with
+    everything else)."""
+    mine = [part["model_key"].eq(model_key) & part["dataset"].eq(dataset) for part in (view.sums, view.drawn)]
+    return sql.item_rows(*view.sources(*mine), item_id, columns)
 
 
 def _chosen(view: results.Results, selection: Selection) -> tuple[list[Path], pd.DataFrame, bool]:
@@ -240,7 +241,12 @@ _CACHES.append(_selected)
 
 @cached(max_entries=64)
 def _item_rows(view: results.Results, selection: Selection, item_id: str) -> pd.DataFrame:
-    return sql.item_rows(*_chosen(view, selection), item_id, ITEM_COLUMNS)
+    """One question's rows on the selection's entries' conditions, a sparse sweep's drawn dates included."""
+    chosen = [
+        part["dataset"].eq(selection.dataset) & part["entry"].isin(selection.entries)
+        for part in (view.sums, view.drawn)
+    ]
+    return sql.item_rows(*view.sources(*chosen), item_id, ITEM_COLUMNS)
 
 
 def item_rows(selection: Selection, item_id: str) -> pd.DataFrame:
@@ -250,6 +256,15 @@ def item_rows(selection: Selection, item_id: str) -> pd.DataFrame:
         (rows["factor"] == "date")
         & pd.to_datetime(rows["date"], errors="coerce").between(selection.start, selection.end)
     ]
+
+
+def unscored_dates(selection: Selection, entry: str, rows: pd.DataFrame) -> list[str]:
+    """The dates in the selection's period where ``entry`` is a sparse sweep's estimate and one question's ``rows``
+    (:func:`item_rows`) hold nothing: the sweep did not draw the question there, so those dates' values are estimated
+    from other cells. Empty for a dense entry."""
+    estimated = estimates(current_store(), dataclasses.replace(selection, entries=(entry,)))
+    scored = set(pd.to_datetime(rows["date"], errors="coerce").dropna().dt.date)
+    return [str(day) for day in sorted(set(estimated["date"].dt.date) - scored)]
 
 
 def template_default_dates(selection: Selection) -> dict[str, pd.Timestamp]:

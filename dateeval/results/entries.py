@@ -83,10 +83,13 @@ class EntryData:
         problems.unreachable |= more.unreachable
         return cls(store, fingerprint, sums, metrics, drawn), problems
 
-    def sources(self, chosen: pd.Series) -> tuple[list[Path], pd.DataFrame, bool]:
-        """The verified files holding the chosen sums, the entries' keys and labels, and whether rows must be
-        de-duplicated (an entry x condition spread over several files, which a read would de-duplicate)."""
+    def sources(self, chosen: pd.Series, drawn: pd.Series | None = None) -> tuple[list[Path], pd.DataFrame, bool]:
+        """The verified files holding the chosen sums (and the ``drawn`` ones: a mask over a sparse sweep's drawn
+        dates' sums), the entries' keys and labels, and whether rows must be de-duplicated (an entry x condition
+        spread over several files, which a read would de-duplicate)."""
         picked = self.sums[chosen.to_numpy()]
+        if drawn is not None:
+            picked = pd.concat([picked, self.drawn[drawn.to_numpy()]])
         keys = picked[[*schema.ENTRY_KEY, "entry"]].drop_duplicates(ignore_index=True)
         dedup = bool(picked.groupby(schema.GROUP, dropna=False)["source"].nunique().gt(1).any())
         return [self.store.root / source for source in dict.fromkeys(picked["source"])], keys, dedup
