@@ -182,18 +182,16 @@ def planted_study(entry: dict, budget: float, draws: int) -> dict:
 
 
 def sampled(entry: dict, budget: float, seed: int, uniform: bool = False) -> dict:
-    """One sparse draw of an entry as ``dateeval run --budget`` makes it (``replay``: its no-date baseline, where it has
-    one, is the pilot and scored in full): the readers' ``sample``, the drawn dates' indices ``rest``, the cells
-    scored and the grid's size. ``uniform``: the drawn cells' probabilities all equal (the pilot's margins unseen)."""
-    if uniform and entry.get("baseline") is None:
-        raise SystemExit("uniform draws need a baseline pilot (whose grades alone give every question one probability)")
+    """One sparse draw of an entry as ``dateeval run --budget`` makes it (``replay``: the first date is the pilot, its
+    no-date baseline, where it has one, scored in full): the readers' ``sample``, the drawn dates' indices ``rest``,
+    the cells scored and the grid's size. ``uniform``: the drawn cells' probabilities all equal (the pilot's margins
+    unseen: one date's grades alone give every question one probability)."""
     found = replay(
         entry["correct"],
         budget,
         seed,
         None if uniform else entry["margin"],
         entry.get("baseline"),
-        None if uniform else entry.get("baseline_margin"),
         entry["keys"],
         entry["items"],
     )

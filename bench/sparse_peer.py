@@ -43,7 +43,6 @@ def one_seed(entry: dict, budget: float, seed: int) -> dict[str, dict]:
         seed=seed,
         margins=entry["margin"],
         baseline=baseline,
-        baseline_margins=entry.get("baseline_margin") if baseline is not None else None,
     )
     value = np.array([estimate.value for estimate in found.estimates])
     low = np.array([estimate.low for estimate in found.estimates])
@@ -110,7 +109,6 @@ def to_width(entry: dict, width: float, cap: float, seeds: int) -> dict:
             seed=seed,
             margins=entry["margin"],
             baseline=entry.get("baseline"),
-            baseline_margins=entry.get("baseline_margin") if entry.get("baseline") is not None else None,
         )
         drawn = np.array(found.estimated)
         value, low, high = (np.array([getattr(e, end) for e in found.estimates]) for end in ("value", "low", "high"))

@@ -4,8 +4,10 @@ Why: most questions never move with the date (docs/coverage.md, "Sparse sweeps")
 date buys little. The design, which the sweep (``dateeval.engine.sweep``) draws and the results layer reads back to estimate:
 
 * **dense conditions** score every question: every condition that is not a date (the no-date baseline, other
-  factors). The **pilot** is the no-date baseline where the sweep has one (it is scored in full anyway, so the pilot
-  costs nothing), else :data:`PILOT` date(s) (:func:`pilot_indices`), scored in full;
+  factors), and the **pilot**, :data:`PILOT` date(s) (:func:`pilot_indices`). A date, not the no-date baseline
+  although that is scored anyway: a date's prompt moves the same questions the other dates move, the baseline's does
+  not (on the real stores the baseline as pilot gave per-date errors 1.1-1.4 times a date pilot's at the same cells,
+  docs/coverage.md); the baseline is the predictor's prior instead;
 * every other (question, date) cell is drawn by Poisson sampling with probability
   ``pi = clip(scale * w, floor, 1)``, where ``w`` is the question's propensity to move seen on the pilot
   (:func:`propensity`: its grade's spread there and, for choice tasks, how near its top two options came), and the
@@ -32,7 +34,7 @@ import pandas as pd
 
 from dateeval.errors import DateEvalError
 
-PILOT = 1  # pilot dates scored in full where the sweep has no no-date baseline to be its pilot
+PILOT = 1  # pilot dates scored in full
 # The floor probability as a share of the sparse cells' mean probability: high enough that effects on questions the
 # pilot calls steady keep their coverage and no drawn cell outweighs ~1.3 mean ones; 0.25 (designs of version 1) left
 # dates with such effects covered 86% of the time.

@@ -241,17 +241,16 @@ def sparse_replay(
     seed: int = 0,
     margins: object = None,
     baseline: object = None,
-    baseline_margins: object = None,
 ) -> SparseReplay:
     """What ``dateeval run --budget`` (or ``--target-width``) would score of a dense dates x questions 0/1 grid (date
     order) and what its readers would show: each date's estimate (exact where scored in full) with its 95% interval,
     from the cells the design draws at ``budget`` with ``seed`` (``--budget-seed``); with ``target_width`` (a share,
     e.g. 0.03 for +-3 points), at the first of the pre-declared budgets up to ``budget`` (default 1) where every
     estimated date is within the width, its intervals widened for that data-dependent stop (``sparse.critical``).
-    ``margins``: the same shape's top-two option probability margins (None for generated answers); ``baseline``: the
-    no-date grades, scored in full (one per question; they count toward the budget as the sweep's baseline does) and
-    the design's pilot, with their ``baseline_margins`` (one per question; without them the pilot sees only the
-    grades). Without a baseline the first date is the pilot. The draw's uniforms hash each cell's position, not a
+    ``margins``: the same shape's top-two option probability margins (None for generated answers; the pilot date's are
+    what the design reads); ``baseline``: the no-date grades, scored in full (one per question; they count toward the
+    budget as the sweep's baseline does) and the predictor's prior. The first date is the pilot. The draw's uniforms
+    hash each cell's position, not a
     store's condition keys, so the cells are the design's but not the same ones a sweep picks. With one dense run, the
     figures each budget or width would give the next models (docs/sparse.md)."""
     from dateeval import sparse
@@ -270,15 +269,12 @@ def sparse_replay(
         if grades_of.shape != found.shape[1:] or not np.isin(grades_of, (0.0, 1.0)).all():
             raise UsageError(f"baseline must hold one 0/1 grade per question ({found.shape[1]})")
     if not sparse.looks(cap, dense_share(found.shape[0], baseline is not None)):
-        dense = 1 if baseline is not None else sparse.PILOT
+        dense = sparse.PILOT + int(baseline is not None)
         raise UsageError(f"budget {cap:g} is spent by the {dense} condition(s) scored in full: ask for more")
     margin = _margins(margins, found.shape, "margins")
-    if baseline_margins is not None and baseline is None:
-        raise UsageError("baseline_margins need the baseline's grades (baseline)")
-    pilot_margin = _margins(baseline_margins, found.shape[1:], "baseline_margins")
     if not (isinstance(seed, int) and not isinstance(seed, bool)):
         raise UsageError(f"seed must be a whole number; got {seed!r}")
-    draw = {"seed": seed, "margins": margin, "baseline": grades_of, "baseline_margins": pilot_margin}
+    draw = {"seed": seed, "margins": margin, "baseline": grades_of}
     done, reached = (replay(found, cap, **draw), True) if width is None else to_width(found, width, cap, **draw)
     estimates = [Estimate(*map(float, row)) for row in zip(done.value, done.low, done.high)]
     return SparseReplay(estimates, [bool(flag) for flag in done.estimated], done.cells, done.grid, done.budget, reached)

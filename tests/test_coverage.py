@@ -191,7 +191,6 @@ def test_a_target_width_sweep_covers_at_its_stop(sparse_study):
             seed=seed,
             margins=entry["margin"],
             baseline=entry["baseline"],
-            baseline_margins=entry["baseline_margin"],
         )
         drawn = np.array(found.estimated)
         value, low, high = (np.array([getattr(e, end) for e in found.estimates]) for end in ("value", "low", "high"))

@@ -226,4 +226,4 @@ def test_the_run_page_sweeps_to_a_target_width(tab, data_dir, tmp_path):
     assert rows["Status"].str.endswith("succeeded").all() and len(rows) >= 2, rows
     assert any("target width 0.3: stopped at budget" in caption.value for caption in first.caption)
     rows, _ = Store(tmp_path / "results").read(columns=["design"])
-    assert design_of(rows["design"]).looks == len(sparse.looks(1.0)) - 1  # 0.06 is spent by the baseline of 9
+    assert design_of(rows["design"]).looks == len(sparse.looks(1.0, 2 / 9)) == 3  # the baseline and the pilot of 9

@@ -15,7 +15,7 @@ from conftest import run_cli
 from dateeval import cli
 from dateeval.store import Store, designs
 
-DATES = "2024-01-01..2024-01-21"  # 21 dates, all drawn (the no-date baseline is the pilot) from 10 questions at 0.3
+DATES = "2024-01-01..2024-01-21"  # 21 dates, all but the pilot (the first) drawn from 10 questions at 0.3
 SWEEP = ("run", "--dataset", "mmlu", "--sample", "10", "--no-date", "--dtype", "float32", "--budget", "0.3")
 
 pytestmark = pytest.mark.model
@@ -57,7 +57,8 @@ def test_every_swept_date_is_read_even_where_the_draw_chose_no_cell(swept, capsy
     dated = [row for row in json.loads(out) if row.get("date")]
     assert len({row["date"] for row in dated}) == 21
     empty = [row for row in dated if row.get("estimated") and row["n_scored"] == 0]
-    assert 0 < len(empty) < 21 and len(_drawn_units(swept)) == 21 - len(empty)  # the draw left some dates with no cell
+    assert 0 < len(empty) < 20 and len(_drawn_units(swept)) == 20 - len(empty)  # the draw left some dates with no cell
+    assert not any(row["estimated"] for row in dated if row["date"] == "2024-01-01")  # the pilot, scored in full
     for row in empty:  # estimated from the other dates alone, with the pooled variance of every question's residuals
         assert row["low"] < row["value"] < row["high"], row
     status, out, err = _read(capsys, "robust", "--store", str(swept), "--json")
@@ -142,8 +143,8 @@ def test_a_record_that_does_not_match_its_pilot_or_is_not_json_is_refused(swept,
 
 def test_the_replay_draws_the_cells_the_sweep_drew(swept):
     """Issue 63 §2: ``results.replay`` runs what ``dateeval run --budget`` draws: given the sweep's condition keys and
-    question ids and its pilot (the no-date baseline's grades and margins), it picks exactly the cells the real sweep
-    stored."""
+    question ids and its pilot date's margins (the no-date baseline's grades as the prior), it picks exactly the cells
+    the real sweep stored."""
     import numpy as np
 
     from dateeval import sparse
@@ -156,8 +157,10 @@ def test_the_replay_draws_the_cells_the_sweep_drew(swept):
     grid = dated.pivot(index="condition_key", columns="item_id", values="correct").reindex(keys, columns=items)
     none = rows[rows["factor"].eq("no-date")].set_index("item_id").reindex(items)
     baseline = none["correct"].astype(float).to_numpy()
-    baseline_margins = np.array([sparse.margins(np.asarray(found, dtype=float)) for found in none["probs"]])
-    found = replay(grid.astype(float).fillna(0).to_numpy(), 0.3, 0, None, baseline, baseline_margins, keys, items)
+    margin = dated.assign(margin=[sparse.margins(np.asarray(probs, dtype=float)) for probs in dated["probs"]])
+    margins = margin.pivot(index="condition_key", columns="item_id", values="margin").reindex(keys, columns=items)
+    grades, margins = (frame.astype(float).fillna(0).to_numpy() for frame in (grid, margins))
+    found = replay(grades, 0.3, 0, margins, baseline, keys, items)
     assert np.array_equal(np.isfinite(found.sample.values), grid.notna().to_numpy())
     assert found.cells == int(grid.notna().to_numpy().sum()) + len(items) and found.grid == 22 * len(items)
     assert len(keys) == 21 and grid.notna().sum(1).eq(0).any()

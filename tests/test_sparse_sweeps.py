@@ -17,7 +17,7 @@ from dateeval.results import Results
 from dateeval.results.estimated import design_of, sample_of, sparse_statistics
 from dateeval.store import Store
 
-DATES = "2024-01-01..2024-01-10"  # 10 dates, all drawn where the no-date baseline is the pilot
+DATES = "2024-01-01..2024-01-10"  # 10 dates, all but the pilot (the first) drawn
 SWEEP = (
     "--dataset",
     "mmlu",
@@ -203,8 +203,8 @@ def test_a_budget_the_dense_conditions_spend_is_refused_before_any_work(data_dir
     assert (
         result.returncode != 0
         and result.stderr.count("\n") == 1
-        and "baselines and factors" in result.stderr
-        and "ask for at least 0.10" in result.stderr  # the baseline (the pilot) of 11 conditions: 0.10 is the least
+        and "baselines, factors and 1 pilot date(s)" in result.stderr
+        and "ask for at least 0.19" in result.stderr  # the baseline and the pilot date, 2 of 11 conditions: 0.19
     ), result.stderr
     result = _refused(data_dir, tmp_path, DATES, "0.1")  # no baseline: the first date is the pilot, 1 of 10
     assert result.returncode != 0 and "1 pilot date(s)" in result.stderr and "at least 0.11" in result.stderr, (
@@ -241,7 +241,7 @@ def test_a_target_width_sweep_stops_within_it_and_resumes_after_a_kill(data_dir,
             assert max(record["value"] - record["low"], record["high"] - record["value"]) <= 0.3 + 1e-9, record
     rows = _rows(tmp_path / "a")
     design = design_of(rows["design"])
-    assert design.looks == len(sparse.looks(1.0)) - 1  # 1 of 9 conditions in full: the first look, 0.06, is spent
+    assert design.looks == len(sparse.looks(1.0, 2 / 9)) == 3  # 2 of 9 conditions in full: 0.06 and 0.12 are spent
     assert design.budget == float(first.stdout.split("stopped at budget ")[1].split(",")[0])
     # Each drawn row carries the design of the look that first drew it (its phase, as `export` writes it).
     drawn_rows = rows[rows["design"].notna()]

@@ -57,7 +57,7 @@ def add(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
         "--budget",
         type=arguments.share,
         help="sweep sparsely: score this share of the dense grid's item-dates (e.g. 0.2), the "
-        "no-date baseline (the pilot; else the first date) in full and the other cells drawn where questions move; "
+        "baselines and the pilot (the first date) in full and the other cells drawn where questions move; "
         "per-date values are then estimated with intervals (docs/sparse.md); with --target-width, its cap",
     )
     run.add_argument(

@@ -1,8 +1,7 @@
 """A budgeted sweep's cells (``dateeval.sparse``): which conditions run in full, which dates are drawn, and what each
 drawn row carries so an estimate can weigh it.
 
-The dense conditions (baselines, other factors and the pilot: the no-date baseline, else a date) run first; from the
-pilot's answers each question
+The dense conditions (baselines, other factors and the pilot date) run first; from the pilot's answers each question
 gets a propensity to move with the date, the design (``sparse.solve``) turns propensities into inclusion
 probabilities within the budget, and a seeded uniform per cell decides which cells of every other date run. The
 driver (``engine.sweep``) runs what these functions choose; each drawn row is stored with its design, propensity and
@@ -60,7 +59,7 @@ def dense_share(spec: SweepSpec) -> float:
 def _dense(spec: SweepSpec) -> tuple[int, int, int]:
     """The sweep's conditions, how many are scored in full (baselines, factors, pilot dates) and of them pilot dates."""
     total, dated = len(spec.conditions), sum(map(_plain_date, spec.conditions))
-    pilots = 0 if any(map(_baseline, spec.conditions)) else len(sparse.pilot_indices(dated))
+    pilots = len(sparse.pilot_indices(dated))
     return total, total - dated + pilots, pilots
 
 
@@ -220,21 +219,12 @@ def _plain_date(condition: Condition) -> bool:
     return condition.factor == "date" and condition.date_mode == "date"
 
 
-def _baseline(condition: Condition) -> bool:
-    """The no-date baseline, the pilot of a sweep that has one: scored in full anyway, nearest to every date's prompt."""
-    return condition.factor == "no-date"
-
-
 def _pilots(description: Description, spec: SweepSpec) -> set:
-    """The pilot candidates, per dataset: its no-date baseline where the sweep has one, else
-    :data:`dateeval.sparse.PILOT` date(s) spread over its sorted date conditions."""
+    """The pilot candidates, per dataset: :data:`dateeval.sparse.PILOT` date(s) spread over its sorted date
+    conditions."""
     chosen = set()
     for dataset in {candidate.dataset for candidate in description.candidates}:
         of = [c for c in description.candidates if c.dataset == dataset]
-        baselines = [c for c in of if _baseline(spec.conditions[c.condition_index])]
-        if baselines:
-            chosen.add(baselines[0])
-            continue
         dated = sorted((c for c in of if _is_drawn(spec, c)), key=lambda c: spec.conditions[c.condition_index].date)
         chosen |= {dated[i] for i in sparse.pilot_indices(len(dated))}
     return chosen

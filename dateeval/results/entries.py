@@ -162,7 +162,7 @@ class EntryData:
 
     def _dated(self, period: Period | None) -> pd.DataFrame:
         """The sums of graded date conditions in ``period`` (all of them without one), a sparse entry's drawn dates
-        included (its dates need not include any scored in full: its pilot may be the no-date baseline)."""
+        included (its dates need not include any scored in full: a design of round 2 had the no-date baseline as its pilot)."""
         both = pd.concat([self.sums, self.drawn]) if len(self.drawn) else self.sums
         dated = both[(both["factor"] == "date") & (both["n_graded"] > 0)]
         return dated if period is None else dated[period.holds(dated["date"])]

@@ -335,8 +335,9 @@ def sample_of(rows: pd.DataFrame, record: DesignRecord | None = None, column: st
     a store from before records, whose dates are the ones its rows hold).
 
     Every date the record says was swept is in the sample, a date whose draw chose no cell included (estimated from the
-    other dates' cells, with the interval that implies). The pilot is the no-date baseline where the sweep has one
-    (``sparse``), so it is read from the rows of any factor. What the design claims is checked against what is stored, or the entry is
+    other dates' cells, with the interval that implies). The pilot is read from the rows of any factor (a design of
+    round 2 had the no-date baseline as its pilot); the baseline is the predictor's prior. What the design claims is
+    checked against what is stored, or the entry is
     refused in one line: the pilot (distinct dates, where the record puts them), each design (recomputed from the
     pilot, the budget and the grid), each drawn row's stored inclusion probability, every stored cell drawn by it
     (``u < pi``), and every cell it drew stored (a missing one is named by its date)."""
@@ -372,14 +373,25 @@ def sample_of(rows: pd.DataFrame, record: DesignRecord | None = None, column: st
     _check_complete(chosen & ~np.isfinite(values) & graded, list(dates))
     inclusion = np.where(exact[:, None], 1.0, np.broadcast_to(pi, values.shape))
     drawn = np.where(chosen, values, np.nan)
-    outside = pilot.loc[[key for key in keys if key not in table.index]].astype(float).to_numpy()
-    prior = np.nanmean(outside, 0) if len(outside) else None  # the pilot's mean where it is not a swept date
-    weight = float(len(outside))
+    prior, weight = _prior(rows, pilot.loc[[key for key in keys if key not in table.index]], items, column)
     predictor = cross_fitted(drawn, prior, weight)
     critical = sparse.critical(design.looks)
     return Sample(
         list(table.index), list(dates), items, drawn, inclusion, predictor, exact, design.seed, weight, critical
     )
+
+
+def _prior(rows: pd.DataFrame, outside: pd.DataFrame, items: list, column: str) -> tuple[np.ndarray | None, float]:
+    """The predictor's prior (each question's mean grade) and its weight in cells: the no-date baseline's grades
+    where the entry has one (scored in full beside the dates); where a design's pilot is not a swept date (round 2's
+    designs, whose pilot was the baseline: ``outside``), that pilot's."""
+    baseline = rows[rows["factor"].eq("no-date")]
+    if len(outside) or baseline.empty:
+        found = outside
+    else:
+        found = baseline.pivot(index="condition_key", columns="item_id", values=column).reindex(columns=items)
+    values = found.astype(float).to_numpy()
+    return (np.nanmean(values, 0) if len(values) else None), float(len(values))
 
 
 def _check_record(record: DesignRecord, design: sparse.Design, w: np.ndarray) -> None:

@@ -43,33 +43,27 @@ def replay(
     seed: int = 0,
     margins: np.ndarray | None = None,
     baseline: np.ndarray | None = None,
-    baseline_margins: np.ndarray | None = None,
     keys: list[str] | None = None,
     items: list[str] | None = None,
     looks: int = 1,
 ) -> Replay:
     """Draw ``grades`` (dates x questions, 0/1, date order) as a sweep at ``budget`` would, with the top-two
     ``margins`` of the same shape (None for generated answers) and, where given, the no-date ``baseline`` grades (one
-    per question, with their ``baseline_margins``), scored in full beside the dates and the design's pilot; without
-    one the pilot is the first date. ``keys`` and ``items`` fix each cell's uniform as the sweep's condition keys and
+    per question), scored in full beside the dates and the predictor's prior; the pilot is the first date. ``keys`` and
+    ``items`` fix each cell's uniform as the sweep's condition keys and
     question ids do (default: the rows' and columns' positions). ``looks``: the design is one of a ``--target-width``
     sweep's (:func:`to_width`), its intervals widened for the stop."""
     grades = np.asarray(grades, dtype=float)
     n_dates, n_items = grades.shape
     keys = keys or [f"date{index}" for index in range(n_dates)]
     items = items or [f"q{index}" for index in range(n_items)]
-    if baseline is None:
-        pilot = sparse.pilot_indices(n_dates)
-        seen = grades[pilot]
-        seen_margins = None if margins is None else np.asarray(margins, dtype=float)[pilot]
-        pilot_keys, prior = tuple(keys[index] for index in pilot), None
-    else:
-        pilot, seen, prior = [], np.asarray(baseline, dtype=float)[None], np.asarray(baseline, dtype=float)
-        seen_margins = None if baseline_margins is None else np.asarray(baseline_margins, dtype=float)[None]
-        pilot_keys = ("no-date",)
+    pilot = sparse.pilot_indices(n_dates)
+    seen_margins = None if margins is None else np.asarray(margins, dtype=float)[pilot]
+    prior = None if baseline is None else np.asarray(baseline, dtype=float)
     rest = [index for index in range(n_dates) if index not in pilot]
-    w = sparse.propensity(seen, seen_margins)
+    w = sparse.propensity(grades[pilot], seen_margins)
     n_dense = len(pilot) + int(baseline is not None)
+    pilot_keys = tuple(keys[index] for index in pilot)
     design = sparse.design_for(w, len(rest), n_dense, seed=seed, budget=budget, pilot=pilot_keys, looks=looks)
     drawn = np.ones(grades.shape, dtype=bool)
     drawn[rest] = sparse.chosen(design, w, items, [keys[index] for index in rest])
@@ -97,8 +91,8 @@ def replay(
 
 def dense_share(n_dates: int, baseline: bool) -> float:
     """The share of a grid of ``n_dates`` dates (and the no-date ``baseline``, where swept) that the replay scores in
-    full: the baseline, else the pilot dates (as ``engine.drawn.dense_share`` counts a sweep's)."""
-    dense = 1 if baseline else len(sparse.pilot_indices(n_dates))
+    full: the pilot dates and the baseline (as ``engine.drawn.dense_share`` counts a sweep's)."""
+    dense = len(sparse.pilot_indices(n_dates)) + int(baseline)
     return dense / (n_dates + int(baseline))
 
 

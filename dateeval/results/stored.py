@@ -34,7 +34,7 @@ import xxhash
 
 from dateeval.store import Store, sidecars
 
-VERSION = 16  # 16: sparse entries: the cross-fitted predictor, per-question pooled variance, baseline pilot
+VERSION = 17  # 17: sparse entries: a date pilot, the baseline as the prior, the ratio-scaled pooled variance
 FOLDER = "derived"
 # Results read or computed in this process, by path (a path's name fixes its content), the most recent HELD.
 _KEPT: OrderedDict[Path, list[dict]] = OrderedDict()

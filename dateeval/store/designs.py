@@ -1,5 +1,5 @@
-"""A sparse entry's design record: which dates its sweep covered, its pilot (the no-date baseline, or the dates scored in
-full), and every budget's design, kept beside its units as ``STORE/<model>/<dataset>/design-<entry digest>.json``.
+"""A sparse entry's design record: which dates its sweep covered, its pilot (the dates scored in full, or in
+designs of round 2 the no-date baseline), and every budget's design, kept beside its units as ``STORE/<model>/<dataset>/design-<entry digest>.json``.
 
 Why a file of its own: the drawn rows carry their design, but a date whose draw chose no cell has no row, and a unit
 file that was deleted takes its date with it; a reader that knew the sweep's dates only from the rows it found would
@@ -31,7 +31,7 @@ PREFIX = "design-"
 @dataclass(frozen=True)
 class DesignRecord:
     """One sparse entry's sweep: its identity, the seed, the plain dates swept (condition key -> ISO date, in date
-    order, pilot dates included), the pilot's keys (a baseline's, or dates'), how many conditions of the dataset were scored in full, how many
+    order, pilot dates included), the pilot's keys (dates', or a baseline's in designs of round 2), how many conditions of the dataset were scored in full, how many
     questions, and every budget's design as the drawn rows store it (``sparse.Design.to_json``), smallest first."""
 
     model_key: str
@@ -112,7 +112,7 @@ def _parsed(found: dict) -> DesignRecord:
         tuple(str(text) for text in found["designs"]),
     )
     keys = [key for key, _ in dates]
-    outside = set(pilot) - set(keys)  # the no-date baseline, the pilot of a sweep that has one
+    outside = set(pilot) - set(keys)  # the no-date baseline, the pilot of round 2's designs
     if len(set(keys)) != len(keys) or len(set(pilot)) != len(pilot) or not pilot or (outside and len(pilot) > 1):
         raise ValueError("its dates repeat, or its pilot is empty, repeats a key, or mixes dates and a baseline")
     if [day for _, day in dates] != sorted(day for _, day in dates) or not record.designs:
