@@ -134,7 +134,7 @@ def test_the_sparse_verdict_holds_its_size(sparse_study, n_items, n_dates, budge
 
 def test_the_sparse_verdict_finds_a_planted_effect(sparse_study):
     """A planted date effect: the drawn cells alone (one date, the pilot, is scored in full) find
-    it more often than not at a fifth of the dense grid's cost (measured: 0.60 against the dense grid's 1.00)."""
+    it more often than not at a fifth of the dense grid's cost (measured: 0.51 against the dense grid's 1.00)."""
     found = sparse_study.verdict_study(300, 40, 0.2, 200, {"date_effect": 0.3}, n_perm=100)
     assert found["sparse"] > 0.4, found
 
