@@ -10,7 +10,8 @@ date buys little. The design, which the sweep (``dateeval.engine.sweep``) draws 
   docs/coverage.md); the baseline is the predictor's prior instead;
 * every other (question, date) cell is drawn by Poisson sampling with probability
   ``pi = clip(scale * w, floor, 1)``, where ``w`` is the question's propensity to move seen on the pilot
-  (:func:`propensity`: its grade's spread there and, for choice tasks, how near its top two options came), and the
+  (:func:`propensity`: its grade's spread there and beside the no-date baseline where one is swept, and, for choice
+  tasks, how near its top two options came on the pilot), and the
   floor (:data:`FLOOR_SHARE` of the mean probability) lets every cell be drawn often enough that an effect the pilot
   did not foresee is seen and the weights stay bounded;
 * a cell is drawn when its uniform ``u`` (:func:`uniforms`: a hash of the seed, the question and the date, the same for
@@ -51,7 +52,7 @@ DESIGN_COLUMNS = ("design", "propensity", "inclusion")  # what a drawn row carri
 # The budgets a ``--target-width`` sweep may stop at (each below its cap, then the cap): pre-declared, so the stop,
 # which depends on the data, is one of a few looks whose intervals are joined by Bonferroni (:func:`critical`).
 LOOKS = (0.06, 0.12, 0.25, 0.5, 1.0)
-VERSION = 2  # 2: the floor share is part of the design
+VERSION = 3  # 2: the floor share is part of the design; 3: so is the baseline the propensity read
 _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 
 
@@ -59,7 +60,8 @@ _MASK = np.uint64(0xFFFFFFFFFFFFFFFF)
 class Design:
     """One budget's draw: its seed and budget, the pilot's condition keys, the inclusion probability's ``scale`` and
     ``floor`` (:meth:`inclusion`), the floor's share of the mean probability it was solved with, and the looks of the
-    ``--target-width`` sweep it is one of (1 for a plain budget). Stored as JSON in every drawn row."""
+    ``--target-width`` sweep it is one of (1 for a plain budget), and the no-date condition whose grades joined the
+    pilot's in the propensity (None: none did, as in designs before version 3). Stored as JSON in every drawn row."""
 
     seed: int
     budget: float
@@ -68,6 +70,7 @@ class Design:
     floor: float
     floor_share: float = FIRST_FLOOR_SHARE
     looks: int = 1  # how many budgets its sweep could have stopped at (``--target-width``): its intervals' Bonferroni
+    baseline: str | None = None
 
     def inclusion(self, propensity: np.ndarray) -> np.ndarray:
         """Each cell's probability of being drawn, from its question's propensity."""
@@ -89,6 +92,7 @@ class Design:
                 float(found["floor"]),
                 float(found.get("floor_share", FIRST_FLOOR_SHARE)),
                 _count(found.get("looks", 1)),
+                _key(found.get("baseline")),
             )
         except (TypeError, ValueError, KeyError, AttributeError, json.JSONDecodeError):
             raise DateEvalError(f"a stored sparse design is not readable: {str(text)[:80]!r}") from None
@@ -97,6 +101,13 @@ class Design:
         if not (0 < design.budget <= 1 and in_range and len(set(design.pilot)) == len(design.pilot)):
             raise DateEvalError(f"a stored sparse design is out of range: {str(text)[:80]!r}")
         return design
+
+
+def _key(value: object) -> str | None:
+    """A condition key as JSON holds it, or None."""
+    if value is not None and not isinstance(value, str):
+        raise ValueError(f"{value!r} is not a condition key")
+    return value
 
 
 def _count(value: object) -> int:
@@ -163,15 +174,21 @@ def uniforms(seed: int, item_ids: list[str], conditions: list[str]) -> np.ndarra
     return (mixed >> np.uint64(11)).astype(np.float64) / float(1 << 53)
 
 
-def propensity(correct: np.ndarray, margin: np.ndarray | None = None) -> np.ndarray:
+def propensity(correct: np.ndarray, margin: np.ndarray | None = None, baseline: np.ndarray | None = None) -> np.ndarray:
     """Each question's propensity to move, from its pilot: ``correct`` is pilot dates x questions (0/1), ``margin``
-    the same shape's top-two probability margins (None for generated answers).
+    the same shape's top-two probability margins (None for generated answers), ``baseline`` the no-date grades (one
+    per question; None where the sweep has no baseline).
 
-    The grade's standard deviation over the pilot dates (0 where it never moved there), raised for choice questions
-    whose top two options came close on some pilot date (``MARGIN_WEIGHT * exp(-margin / MARGIN_SCALE)``): a question
-    that changed on a pilot date is likely to change again; one with a near tie may change on a date the pilot missed.
-    The sampling is unbiased whatever these weights are; good ones only narrow the intervals."""
+    The grade's standard deviation over the pilot dates and the baseline (0 where it never moved there), raised for
+    choice questions whose top two options came close on some pilot date (``MARGIN_WEIGHT * exp(-margin /
+    MARGIN_SCALE)``): a question whose answer changes when the date line is added to the prompt, or between pilot
+    dates, is likely to change again; one with a near tie may change on a date the pilot missed. The baseline's own
+    margins are not read: its prompt has no date line, and its near ties are not the ones dates move (on the real
+    bfloat16 store they cost 2-11% more error at the same cells; its grade beside the pilot's saved 1-7%,
+    docs/coverage.md). The sampling is unbiased whatever these weights are; good ones only narrow the intervals."""
     grades = np.asarray(correct, dtype=float)
+    if baseline is not None:
+        grades = np.vstack([grades, np.asarray(baseline, dtype=float)[None, :]])
     seen = np.isfinite(grades).sum(0)
     rate = np.divide(np.nansum(grades, 0), seen, out=np.zeros(grades.shape[1]), where=seen > 0)
     spread = np.sqrt(rate * (1 - rate))  # 0 for ungraded answers (a translation's): the floor samples them
@@ -185,10 +202,16 @@ class PilotIncomplete(DateEvalError):
     """The pilot dates do not hold every question: the draw (and a reader's estimate) cannot be fixed from them."""
 
 
-def pilot_propensity(rows: pd.DataFrame, keys: list[str], items: list[str]) -> np.ndarray:
+def pilot_propensity(rows: pd.DataFrame, keys: list[str], items: list[str], baseline: str | None = None) -> np.ndarray:
     """:func:`propensity` of each of ``items`` from its stored pilot rows (``condition_key``, ``item_id``, ``correct``
-    and, for choice tasks, ``probs``) on the pilot conditions ``keys``: what the driver draws from and every reader
-    recomputes, so both see the same probabilities."""
+    and, for choice tasks, ``probs``) on the pilot conditions ``keys`` and, where given, the ``baseline`` condition's
+    grades: what the driver draws from and every reader recomputes, so both see the same probabilities."""
+    no_date = None
+    if baseline is not None:
+        found = rows[rows["condition_key"].eq(baseline)].drop_duplicates("item_id").set_index("item_id")
+        if not pd.Index(items).isin(found.index).all():
+            raise PilotIncomplete("the no-date baseline does not hold every question")
+        no_date = found["correct"].reindex(items).astype(float).to_numpy()
     grid = (
         rows[rows["condition_key"].isin(keys)]
         .drop_duplicates(["condition_key", "item_id"])
@@ -201,9 +224,9 @@ def pilot_propensity(rows: pd.DataFrame, keys: list[str], items: list[str]) -> n
     shape = (len(keys), len(items))
     correct = grid["correct"].astype(float).to_numpy().reshape(shape)
     if "probs" not in grid or grid["probs"].isna().any():
-        return propensity(correct)
+        return propensity(correct, baseline=no_date)
     margin = [margins(np.asarray(probs, dtype=float)) if len(probs) > 1 else 1.0 for probs in grid["probs"]]
-    return propensity(correct, np.array(margin).reshape(shape))
+    return propensity(correct, np.array(margin).reshape(shape), no_date)
 
 
 def margins(probs: np.ndarray) -> np.ndarray:
@@ -222,12 +245,14 @@ def design_for(
     pilot: tuple[str, ...],
     floor_share: float = FLOOR_SHARE,
     looks: int = 1,
+    baseline: str | None = None,
 ) -> Design:
     """:func:`solve` for a budget, a share of the grid of these questions on ``n_dense`` conditions scored in full and
     ``sparse_dates`` drawn dates: what ``dateeval run --budget`` draws with, and what a reader recomputes to check it."""
     n = len(propensities)
     cells = budget * n * (n_dense + sparse_dates) - n * n_dense
-    return Design(seed, budget, pilot, *solve(propensities, sparse_dates, cells, floor_share), floor_share, looks)
+    scale, floor = solve(propensities, sparse_dates, cells, floor_share)
+    return Design(seed, budget, pilot, scale, floor, floor_share, looks, baseline)
 
 
 def chosen(design: Design, propensities: np.ndarray, items: list[str], conditions: list[str]) -> np.ndarray:

@@ -91,7 +91,12 @@ def test_the_whole_budget_draws_every_cell():
 def test_a_design_reads_back_and_damage_is_named():
     design = sparse.design_for(np.array([0.0, 0.5, 0.2]), 4, 0, seed=3, budget=0.4, pilot=("a", "b"))
     assert sparse.Design.from_json(design.to_json()) == design
-    for text in ("", "{}", '{"seed": 0}', design.to_json().replace('"budget": 0.4', '"budget": 7')):
+    with_baseline = sparse.design_for(np.array([0.5]), 4, 2, seed=3, budget=0.4, pilot=("a",), baseline="none")
+    assert sparse.Design.from_json(with_baseline.to_json()).baseline == "none"
+    older = design.to_json().replace('"baseline": null, ', "").replace('"version": 3', '"version": 2')
+    assert sparse.Design.from_json(older) == design  # a design before version 3 read no baseline
+    bad = with_baseline.to_json().replace('"baseline": "none"', '"baseline": 7')
+    for text in ("", "{}", '{"seed": 0}', design.to_json().replace('"budget": 0.4', '"budget": 7'), bad):
         with pytest.raises(DateEvalError, match="sparse design"):
             sparse.Design.from_json(text)
 
@@ -106,6 +111,13 @@ def test_propensity_follows_the_pilots_changes_and_near_ties():
     )  # a near tie
     assert w[3] < 1e-6 and sparse.propensity(correct)[0] == 0  # steady, wide margin / no probabilities
     assert sparse.propensity(np.full((3, 2), np.nan)).tolist() == [0, 0]  # ungraded answers: the floor samples them
+    # the no-date baseline's grade joins the pilot's (the date line moved it), its margins do not
+    w = sparse.propensity(correct[:1], margin[:1], baseline=np.array([0, 0, 1, 0]))
+    assert (
+        w[0] == pytest.approx(0.5)
+        and w[1] == pytest.approx(sparse.MARGIN_WEIGHT * np.exp(-0.5 / sparse.MARGIN_SCALE))
+        and w[3] < 1e-6
+    )
 
 
 CASES = {

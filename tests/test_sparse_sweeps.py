@@ -66,7 +66,7 @@ def _expected(rows: pd.DataFrame, dataset: str) -> set:
     mine = rows[rows["dataset"] == dataset]
     design = design_of(mine["design"])
     items = sorted(mine.loc[mine["condition_key"].isin(design.pilot), "item_id"].unique())
-    pi = design.inclusion(sparse.pilot_propensity(mine, list(design.pilot), items))
+    pi = design.inclusion(sparse.pilot_propensity(mine, list(design.pilot), items, design.baseline))
     drawn = sorted(
         set(mine.loc[mine["factor"].eq("date") & ~mine["condition_key"].isin(design.pilot), "condition_key"])
     )

@@ -71,10 +71,16 @@ def split(description: Description, spec: SweepSpec) -> tuple[tuple, tuple, set]
 
 
 def draw(
-    spec: SweepSpec, w: np.ndarray, pilot: list[Candidate], drawn: list[Candidate], n_dense: int
+    spec: SweepSpec,
+    w: np.ndarray,
+    pilot: list[Candidate],
+    drawn: list[Candidate],
+    n_dense: int,
+    baseline: str | None = None,
 ) -> tuple[list[Candidate], Sampled, str, str]:
     """The drawn candidates of one dataset, each keeping the items whose uniform falls below their inclusion
-    probability; the design of each kept cell (to store with its row); a note of the share expected; the design."""
+    probability; the design of each kept cell (to store with its row); a note of the share expected; the design.
+    ``baseline``: the no-date condition ``w`` read (:func:`baseline_of`)."""
     items = list(drawn[0].item_ids)
     grid = len(items) * (n_dense + len(drawn))
     design = sparse.design_for(
@@ -85,6 +91,7 @@ def draw(
         budget=spec.budget,
         pilot=tuple(c.identity[3] for c in pilot),
         looks=spec.looks,
+        baseline=baseline,
     )
     pi = design.inclusion(w)
     picked = sparse.chosen(design, w, items, [candidate.identity[3] for candidate in drawn])
@@ -109,8 +116,23 @@ def draw(
     return out, sampled, note, text
 
 
-def pilot_propensity(store: Store, description: Description, pilot: list[Candidate], items: list[str]) -> np.ndarray:
-    """``sparse.pilot_propensity`` of one dataset's questions from the pilot dates' rows as stored."""
+def baseline_of(store: Store, description: Description, spec: SweepSpec, dense: list[Candidate]) -> str | None:
+    """The condition key of the no-date baseline whose grades join the pilot's in the propensity of one dataset's
+    questions (``dense``: its conditions scored in full): the plain no-date condition where the sweep
+    has one, unless its entry's record already holds designs, whose baseline (or none) a grown budget keeps, so the
+    propensities and the sample stay the same."""
+    path = _record_path(store, description, dense[0])
+    if path.exists() and (held := designs.read(path).designs):
+        return sparse.Design.from_json(held[0]).baseline
+    plain = [c for c in dense if _plain_baseline(spec.conditions[c.condition_index])]
+    return plain[0].identity[3] if plain else None
+
+
+def pilot_propensity(
+    store: Store, description: Description, pilot: list[Candidate], items: list[str], baseline: str | None = None
+) -> np.ndarray:
+    """``sparse.pilot_propensity`` of one dataset's questions from the pilot dates' (and the ``baseline``'s) rows as
+    stored."""
     paths = store.unit_files(description.model_dir, pilot[0].dataset)
     frame, problems = store.read(columns=[*ROW_KEY, "correct"], paths=paths, optional=["probs"], full_check=True)
     damaged = upkeep.set_aside_damaged(problems)
@@ -121,7 +143,7 @@ def pilot_propensity(store: Store, description: Description, pilot: list[Candida
     model_key, hardware, task_key, _ = pilot[0].identity
     frame = frame[(frame["model_key"] == model_key) & (frame["hardware"] == hardware) & (frame["task_key"] == task_key)]
     try:
-        return sparse.pilot_propensity(frame, [candidate.identity[3] for candidate in pilot], items)
+        return sparse.pilot_propensity(frame, [candidate.identity[3] for candidate in pilot], items, baseline)
     except sparse.PilotIncomplete:
         raise DateEvalError(
             f"{pilot[0].dataset}: the pilot dates are not all in the store; run the same command again"
@@ -217,6 +239,11 @@ def _is_drawn(spec: SweepSpec, candidate: Candidate) -> bool:
 
 def _plain_date(condition: Condition) -> bool:
     return condition.factor == "date" and condition.date_mode == "date"
+
+
+def _plain_baseline(condition: Condition) -> bool:
+    """The no-date baseline with every other factor at its default."""
+    return condition.date_mode == "none" and not condition.varied()
 
 
 def _pilots(description: Description, spec: SweepSpec) -> set:

@@ -272,10 +272,11 @@ class Sweep:
         for dataset in dict.fromkeys(candidate.dataset for candidate in dated):
             of_dataset = [candidate for candidate in dated if candidate.dataset == dataset]
             pilot = [candidate for candidate in dense if candidate.dataset == dataset and candidate in pilots]
-            w = drawn.pilot_propensity(self.store, description, pilot, list(of_dataset[0].item_ids))
-            n_dense = sum(candidate.dataset == dataset for candidate in dense)
-            chosen, sampled, note, design = drawn.draw(self.spec, w, pilot, of_dataset, n_dense)
-            record = drawn.keep_record(self.store, description, self.spec, pilot, of_dataset, n_dense, design)
+            own = [candidate for candidate in dense if candidate.dataset == dataset]
+            baseline = drawn.baseline_of(self.store, description, self.spec, own)
+            w = drawn.pilot_propensity(self.store, description, pilot, list(of_dataset[0].item_ids), baseline)
+            chosen, sampled, note, design = drawn.draw(self.spec, w, pilot, of_dataset, len(own), baseline)
+            record = drawn.keep_record(self.store, description, self.spec, pilot, of_dataset, len(own), design)
             progress.records.append(str(record))
             candidates += chosen
             self.commits.sampled.update(sampled)

@@ -277,14 +277,14 @@ def _mean_squares(drawn: np.ndarray, residual: np.ndarray, pi: np.ndarray) -> np
 def design_of(texts: pd.Series, record: DesignRecord | None = None) -> sparse.Design:
     """The design an entry's drawn rows were drawn under: the largest budget's (a larger budget's draw holds every
     smaller one's cells), of those its design record holds where it has one (every drawn row's must be among them).
-    Designs of different seeds or pilots in one entry cannot be read as one sample."""
+    Designs of different seeds, pilots or baselines in one entry cannot be read as one sample."""
     designs = {sparse.Design.from_json(text) for text in texts.dropna().unique()}
     if record is not None:
         held = {sparse.Design.from_json(text) for text in record.designs}
         if not designs <= held:
             raise DateEvalError("its drawn rows carry a design its design record does not hold (the store was altered)")
         designs = held
-    if len({(design.seed, design.pilot) for design in designs}) > 1:
+    if len({(design.seed, design.pilot, design.baseline) for design in designs}) > 1:
         seeds = sorted({design.seed for design in designs})
         raise DateEvalError(
             f"it holds sparse draws of --budget-seed {', '.join(map(str, seeds))} or of different pilot dates: they "
@@ -349,9 +349,12 @@ def sample_of(rows: pd.DataFrame, record: DesignRecord | None = None, column: st
     piloted = rows[rows["condition_key"].isin(keys)]
     items = sorted(piloted["item_id"].astype(str).unique())
     try:
-        w = sparse.pilot_propensity(piloted, keys, items)
+        w = sparse.pilot_propensity(rows, keys, items, design.baseline)
     except sparse.PilotIncomplete:
-        raise DateEvalError("its pilot is incomplete in the store: run its sweep again to finish it") from None
+        raise DateEvalError(
+            "its pilot (or the no-date baseline its design read) is incomplete in the store: run its sweep again to "
+            "finish it"
+        ) from None
     if record is not None:
         _check_record(record, design, w)
     dated = rows[rows["factor"].eq("date")]

@@ -16,6 +16,8 @@ import numpy as np
 from dateeval import sparse
 from dateeval.results import bands, estimated
 
+BASELINE = "no-date"  # the replayed baseline's condition key in its design
+
 
 @dataclass(frozen=True)
 class Replay:
@@ -49,7 +51,8 @@ def replay(
 ) -> Replay:
     """Draw ``grades`` (dates x questions, 0/1, date order) as a sweep at ``budget`` would, with the top-two
     ``margins`` of the same shape (None for generated answers) and, where given, the no-date ``baseline`` grades (one
-    per question), scored in full beside the dates and the predictor's prior; the pilot is the first date. ``keys`` and
+    per question), scored in full beside the dates, read beside the pilot for each question's propensity and the
+    predictor's prior; the pilot is the first date. ``keys`` and
     ``items`` fix each cell's uniform as the sweep's condition keys and
     question ids do (default: the rows' and columns' positions). ``looks``: the design is one of a ``--target-width``
     sweep's (:func:`to_width`), its intervals widened for the stop."""
@@ -61,10 +64,19 @@ def replay(
     seen_margins = None if margins is None else np.asarray(margins, dtype=float)[pilot]
     prior = None if baseline is None else np.asarray(baseline, dtype=float)
     rest = [index for index in range(n_dates) if index not in pilot]
-    w = sparse.propensity(grades[pilot], seen_margins)
+    w = sparse.propensity(grades[pilot], seen_margins, prior)
     n_dense = len(pilot) + int(baseline is not None)
     pilot_keys = tuple(keys[index] for index in pilot)
-    design = sparse.design_for(w, len(rest), n_dense, seed=seed, budget=budget, pilot=pilot_keys, looks=looks)
+    design = sparse.design_for(
+        w,
+        len(rest),
+        n_dense,
+        seed=seed,
+        budget=budget,
+        pilot=pilot_keys,
+        looks=looks,
+        baseline=None if baseline is None else BASELINE,
+    )
     drawn = np.ones(grades.shape, dtype=bool)
     drawn[rest] = sparse.chosen(design, w, items, [keys[index] for index in rest])
     exact = drawn.all(1)
