@@ -108,7 +108,13 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
     grown = _rows(store)
     for dataset in ("mmlu", "mmlu_cot", "gsm8k"):
         assert _drawn(grown, dataset) >= _drawn(rows, dataset) and _drawn(grown, dataset) == _expected(grown, dataset)
-        assert design_of(grown.loc[grown["dataset"] == dataset, "design"]).budget == 0.9
+        design = design_of(grown.loc[grown["dataset"] == dataset, "design"])
+        assert (
+            design.budget == 0.9
+            and design.baseline == design_of(rows.loc[rows["dataset"] == dataset, "design"]).baseline
+        )
+        no_date = set(grown.loc[(grown["dataset"] == dataset) & grown["factor"].eq("no-date"), "condition_key"])
+        assert {design.baseline} == no_date  # the propensity read the baseline's grades, and the grown draw kept it
     assert all(path.read_bytes() == content for path, content in before.items())  # cells added, none replaced
 
     per_date = json.loads(run_cli("summary", "--store", str(store), "--json", "--per-date").stdout)
