@@ -146,8 +146,7 @@ def test_the_sparse_check_has_teeth(sparse_study, monkeypatch):
     from dateeval.results import estimated
 
     entry = sparse_study.simulate(300, 40, seed=3, movers=0.02, hidden=0.3)
-    monkeypatch.setattr(estimated, "_pooled", estimated.own_variance)
-    monkeypatch.setattr(estimated, "_excess", lambda drawn, residual, pi: np.ones(len(pi)))
+    monkeypatch.setattr(estimated, "_variance", estimated.own_variance)
     found = sparse_study.study(entry, 0.2, 30, "sparse")
     assert found["coverage"] < 0.93, found
 
@@ -157,7 +156,8 @@ def test_the_planted_check_has_teeth(sparse_study, monkeypatch):
     questions on its own is then read as steady as the others)."""
     from dateeval.results import estimated
 
-    monkeypatch.setattr(estimated, "_excess", lambda drawn, residual, pi: np.ones(len(pi)))
+    pooled = estimated._pooled
+    monkeypatch.setattr(estimated, "_variance", lambda *cells: pooled(cells[2], estimated._mean_squares(*cells)))
     entry = sparse_study.plant(sparse_study.simulate(300, 40, seed=1), 0.03, 8, seed=1)
     found = sparse_study.planted_study(entry, 0.2, 40)
     assert found["coverage"] < 0.93, found
@@ -177,7 +177,6 @@ def test_a_target_width_sweep_covers_at_its_stop(sparse_study):
     """Issue 63 §4: the stop depends on the data (the intervals' widths), so its intervals are Bonferroni's over the
     pre-declared looks: replayed on a planted flip structure with known truth (the dense grid), the per-date intervals
     at the stop cover at least 0.93 of (date, draw) pairs, and every stop that says it reached the width did."""
-    import numpy as np
 
     from dateeval import stats
 

@@ -21,7 +21,6 @@ from dateeval.explorer.cache import (
     item_descriptions,
     item_history,
     item_rows,
-    unscored_dates,
     item_table,
     paper_beside,
     prompt_on,
@@ -33,6 +32,7 @@ from dateeval.explorer.cache import (
     summary,
     task_for,
     template_default_dates,
+    unscored_dates,
 )
 from dateeval.explorer.state import (
     DEMO_STORE,
@@ -84,7 +84,6 @@ __all__ = [
     "item_descriptions",
     "item_history",
     "item_rows",
-    "unscored_dates",
     "item_table",
     "load",
     "page_data",
@@ -102,4 +101,5 @@ __all__ = [
     "task_for",
     "template_default_dates",
     "templates_dir",
+    "unscored_dates",
 ]

@@ -220,8 +220,8 @@ def item_history(
     """Chosen columns of one item on every condition (a sparse sweep's drawn dates too), read by DuckDB with the item
     pushed into the scan (option probabilities and outputs are the store's bulk, so they are never loaded with
     everything else)."""
-    mine = [part["model_key"].eq(model_key) & part["dataset"].eq(dataset) for part in (view.sums, view.drawn)]
-    return sql.item_rows(*view.sources(*mine), item_id, columns)
+    sources = view.sources_where(lambda sums: sums["model_key"].eq(model_key) & sums["dataset"].eq(dataset))
+    return sql.item_rows(*sources, item_id, columns)
 
 
 def _chosen(view: results.Results, selection: Selection) -> tuple[list[Path], pd.DataFrame, bool]:
@@ -242,11 +242,10 @@ _CACHES.append(_selected)
 @cached(max_entries=64)
 def _item_rows(view: results.Results, selection: Selection, item_id: str) -> pd.DataFrame:
     """One question's rows on the selection's entries' conditions, a sparse sweep's drawn dates included."""
-    chosen = [
-        part["dataset"].eq(selection.dataset) & part["entry"].isin(selection.entries)
-        for part in (view.sums, view.drawn)
-    ]
-    return sql.item_rows(*view.sources(*chosen), item_id, ITEM_COLUMNS)
+    sources = view.sources_where(
+        lambda sums: sums["dataset"].eq(selection.dataset) & sums["entry"].isin(selection.entries)
+    )
+    return sql.item_rows(*sources, item_id, ITEM_COLUMNS)
 
 
 def item_rows(selection: Selection, item_id: str) -> pd.DataFrame:

@@ -94,6 +94,11 @@ class EntryData:
         dedup = bool(picked.groupby(schema.GROUP, dropna=False)["source"].nunique().gt(1).any())
         return [self.store.root / source for source in dict.fromkeys(picked["source"])], keys, dedup
 
+    def sources_where(self, where: Callable[[pd.DataFrame], pd.Series]) -> tuple[list[Path], pd.DataFrame, bool]:
+        """:meth:`sources` of the sums ``where`` picks (a mask of a sums table), a sparse sweep's drawn dates' included:
+        one question's history reads every date it was scored on."""
+        return self.sources(where(self.sums), where(self.drawn))
+
     def outcome_rows(self, chosen: pd.Series) -> pd.DataFrame:
         """Per-item outcomes (``OUTCOME_COLUMNS``) of the chosen sums' entries and conditions, read by DuckDB."""
         return sql.rows(*self.sources(chosen), OUTCOME_COLUMNS)

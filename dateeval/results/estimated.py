@@ -14,7 +14,7 @@ variance; a question that moves on a third of its dates is predicted near 1/3 in
 halves its squared residuals, and most questions never move, so most residuals are 0 and the estimate is close to
 exact from few cells (docs/coverage.md, "Against the best peer at the same cells").
 
-The variance is the pooled one (:func:`_pooled`): each question gets the mean of its squared residuals over every
+The variance (:func:`_variance`) is the pooled one (:func:`_pooled`): each question gets the mean of its squared residuals over every
 date it was drawn on (a question's residuals have the same expectation on every date unless the date itself moves it),
 shrunk by one pseudo-cell toward its stratum of equal inclusion probability, whose mean carries one pseudo-cell of
 squared residual 1/4 (a stratum where nothing moved in the sample still admits that something might). A date that moves
@@ -76,7 +76,7 @@ def _per_date(values: np.ndarray, inclusion: np.ndarray, predictor: np.ndarray) 
     cells were drawn. A date scored in full (every probability 1) gets its exact value and variance 0."""
     drawn, residual, pi = _residuals(values, inclusion, predictor)
     n = drawn.shape[1]
-    variance = _pooled(drawn, residual, pi) * _excess(drawn, residual, pi) / n**2
+    variance = _variance(drawn, residual, pi) / n**2
     return _estimates(predictor, residual, pi), variance, drawn
 
 
@@ -223,7 +223,8 @@ def sparse_spread(
     drawn, residual, pi = _residuals(values, inclusion, predictor)
     estimate = variation.components_from(squares, n_dates, n_items).date ** 0.5
     value = _estimates(predictor, residual, pi)
-    design = float(own_variance(drawn, residual, pi).mean() or _pooled(drawn, residual, pi).mean()) / n_items**2
+    pooled = _pooled(pi, _mean_squares(drawn, residual, pi))
+    design = float(own_variance(drawn, residual, pi).mean() or pooled.mean()) / n_items**2
     uncertain = drawn & (pi < 1)
     design_df = max(1, int(uncertain.sum()) - int(np.any(pi < 1, axis=1).sum()))
     step = 1 / float(pi[uncertain].max()) if uncertain.any() else 1.0  # one drawn answer moved, its date's estimate
@@ -238,20 +239,26 @@ def own_variance(drawn: np.ndarray, residual: np.ndarray, pi: np.ndarray) -> np.
     return np.where(drawn, (1 - pi) * residual**2 / pi**2, 0.0).sum(1)
 
 
-def _pooled(drawn: np.ndarray, residual: np.ndarray, pi: np.ndarray) -> np.ndarray:
-    """Per date, sum over its uncertain cells of (1 - pi) / pi times their :func:`_mean_squares`."""
+def _variance(drawn: np.ndarray, residual: np.ndarray, pi: np.ndarray) -> np.ndarray:
+    """Per date, the variance of the residuals' weighted total: the pooled one scaled by the date's excess."""
+    squares = _mean_squares(drawn, residual, pi)
+    return _pooled(pi, squares) * _excess(drawn, residual, pi, squares)
+
+
+def _pooled(pi: np.ndarray, squares: np.ndarray) -> np.ndarray:
+    """Per date, sum over its uncertain cells of (1 - pi) / pi times their mean squares (:func:`_mean_squares`)."""
     uncertain = pi < 1
-    return np.where(uncertain, (1 - pi) / np.where(uncertain, pi, 1.0) * _mean_squares(drawn, residual, pi), 0.0).sum(1)
+    return np.where(uncertain, (1 - pi) / np.where(uncertain, pi, 1.0) * squares, 0.0).sum(1)
 
 
-def _excess(drawn: np.ndarray, residual: np.ndarray, pi: np.ndarray) -> np.ndarray:
+def _excess(drawn: np.ndarray, residual: np.ndarray, pi: np.ndarray, squares: np.ndarray) -> np.ndarray:
     """Per date, how much its own drawn cells' residuals exceed what the pooled mean squares predict for them: the
     Horvitz-Thompson variance (:func:`own_variance`) over the same sum with each cell's squared residual replaced by
-    its :func:`_mean_squares` (both unbiased for their totals, and correlated through the cells drawn, so their ratio
-    is steadier than either), at least 1; 1 where no uncertain cell was drawn."""
+    its mean squares ``squares`` (:func:`_mean_squares`; both unbiased for their totals, and correlated through the
+    cells drawn, so their ratio is steadier than either), at least 1; 1 where no uncertain cell was drawn."""
     uncertain = drawn & (pi < 1)
     weight = np.where(uncertain, (1 - pi) / np.where(uncertain, pi, 1.0) ** 2, 0.0)
-    expected = (weight * _mean_squares(drawn, residual, pi)).sum(1)
+    expected = (weight * squares).sum(1)
     own = (weight * residual**2).sum(1)
     return np.maximum(1.0, np.divide(own, expected, out=np.ones(len(pi)), where=expected > 0))
 
@@ -399,7 +406,8 @@ def _prior(rows: pd.DataFrame, outside: pd.DataFrame, items: list, column: str) 
 
 def _check_record(record: DesignRecord, design: sparse.Design, w: np.ndarray) -> None:
     """The record's pilot is the design's: the dates where ``sparse.pilot_indices`` puts them among the swept dates, or
-    one condition that is not a swept date (the no-date baseline); on its questions; each of its designs is the one ``sparse.solve`` gives for that budget from this pilot."""
+    one condition that is not a swept date (round 2's designs, whose pilot was the no-date baseline); on its questions;
+    each of its designs is the one ``sparse.solve`` gives for that budget from this pilot."""
     keys = [key for key, _ in record.dates]
     dated = [key for key in record.pilot if key in keys]
     placed = tuple(keys[i] for i in sparse.pilot_indices(len(keys), len(dated))) if dated else ()
