@@ -184,16 +184,16 @@ def planted_study(entry: dict, budget: float, draws: int) -> dict:
 def sampled(entry: dict, budget: float, seed: int, uniform: bool = False) -> dict:
     """One sparse draw of an entry as ``dateeval run --budget`` makes it (``replay``: the first date is the pilot, its
     no-date baseline, where it has one, scored in full): the readers' ``sample``, the drawn dates' indices ``rest``,
-    the cells scored and the grid's size. ``uniform``: the drawn cells' probabilities all equal (the pilot's margins
-    unseen: one date's grades alone give every question one probability)."""
+    the cells scored and the grid's size. ``uniform``: the drawn cells' probabilities all equal (no propensity)."""
     found = replay(
         entry["correct"],
         budget,
         seed,
-        None if uniform else entry["margin"],
+        entry["margin"],
         entry.get("baseline"),
         entry["keys"],
         entry["items"],
+        uniform=uniform,
     )
     return {
         "sample": found.sample,

@@ -48,6 +48,7 @@ def replay(
     keys: list[str] | None = None,
     items: list[str] | None = None,
     looks: int = 1,
+    uniform: bool = False,
 ) -> Replay:
     """Draw ``grades`` (dates x questions, 0/1, date order) as a sweep at ``budget`` would, with the top-two
     ``margins`` of the same shape (None for generated answers) and, where given, the no-date ``baseline`` grades (one
@@ -55,7 +56,8 @@ def replay(
     predictor's prior; the pilot is the first date. ``keys`` and
     ``items`` fix each cell's uniform as the sweep's condition keys and
     question ids do (default: the rows' and columns' positions). ``looks``: the design is one of a ``--target-width``
-    sweep's (:func:`to_width`), its intervals widened for the stop."""
+    sweep's (:func:`to_width`), its intervals widened for the stop. ``uniform``: every drawn cell equally likely (no
+    propensity), what the design is measured against (``bench/sparse_coverage.py``)."""
     grades = np.asarray(grades, dtype=float)
     n_dates, n_items = grades.shape
     keys = keys or [f"date{index}" for index in range(n_dates)]
@@ -64,7 +66,7 @@ def replay(
     seen_margins = None if margins is None else np.asarray(margins, dtype=float)[pilot]
     prior = None if baseline is None else np.asarray(baseline, dtype=float)
     rest = [index for index in range(n_dates) if index not in pilot]
-    w = sparse.propensity(grades[pilot], seen_margins, prior)
+    w = np.zeros(n_items) if uniform else sparse.propensity(grades[pilot], seen_margins, prior)
     n_dense = len(pilot) + int(baseline is not None)
     pilot_keys = tuple(keys[index] for index in pilot)
     design = sparse.design_for(
