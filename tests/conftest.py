@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import os
 import shutil
 import subprocess
@@ -123,8 +125,35 @@ def layer(store: Path):
     return results.open(store)[0]
 
 
-def run_cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run ``python -m dateeval`` as a user would, offline."""
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """Run the CLI in this process (``cli.main`` returns the exit status), offline, from the repository root, its
+    stdout and stderr captured: what a user's ``dateeval ...`` does less the interpreter's start and the imports,
+    which each test worker pays once. The process boundary itself (exit status, one line on stderr, no traceback) is
+    what :func:`run_cli_process` checks, in the tests that are about it, and in those whose own threads (a fake
+    server) write to stderr."""
+    from dateeval import cli
+    from dateeval.tasks.registry import REGISTRY
+
+    out, err = io.StringIO(), io.StringIO()
+    here, known = os.getcwd(), dict(REGISTRY)  # the datasets a user's files register live as long as a process
+    for name in [name for name, benchmark in known.items() if benchmark.source is not None]:
+        del REGISTRY[name]  # as a new process starts: the built-in benchmarks only
+    os.chdir(ROOT)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = cli.main(list(args))
+            except SystemExit as stop:  # argparse's usage errors
+                status = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    finally:
+        os.chdir(here)
+        REGISTRY.clear()
+        REGISTRY.update(known)
+    return subprocess.CompletedProcess(["dateeval", *args], status, out.getvalue(), err.getvalue())
+
+
+def run_cli_process(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run ``python -m dateeval`` as a user would, in a process of its own, offline."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "dateeval", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=timeout

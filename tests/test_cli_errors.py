@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute
 import pytest
-from conftest import ROOT, demo_copy, run_cli
+from conftest import ROOT, demo_copy, run_cli_process
 
 from dateeval.store import Store
 
@@ -52,11 +52,11 @@ def _assert_one_line_error(result, fragment):
 def test_run_rejects_bad_input(args, fragment, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # no cached token
-    _assert_one_line_error(run_cli("run", *args, "--store", str(tmp_path / "store")), fragment)
+    _assert_one_line_error(run_cli_process("run", *args, "--store", str(tmp_path / "store")), fragment)
 
 
 def test_limit_beyond_the_dataset(data_dir, tmp_path):
-    result = run_cli(
+    result = run_cli_process(
         "run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "5000", "--store", str(tmp_path)
     )
     _assert_one_line_error(result, "--limit 5000 is outside 1..1172")
@@ -65,7 +65,7 @@ def test_limit_beyond_the_dataset(data_dir, tmp_path):
 def test_store_that_cannot_be_written(data_dir, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    result = run_cli(
+    result = run_cli_process(
         "run",
         "--dataset",
         "arc_challenge",
@@ -82,7 +82,7 @@ def test_store_that_cannot_be_written(data_dir, tmp_path):
 
 
 def test_summary_of_missing_store(tmp_path):
-    _assert_one_line_error(run_cli("summary", "--store", str(tmp_path / "none")), "does not exist")
+    _assert_one_line_error(run_cli_process("summary", "--store", str(tmp_path / "none")), "does not exist")
 
 
 @pytest.mark.parametrize(
@@ -101,12 +101,12 @@ def test_an_empty_store_is_one_line_for_every_reader(tmp_path, command):
     empty = tmp_path / "empty"
     empty.mkdir()
     args = [arg.replace("{out}", str(tmp_path / "out")).replace("{tmp}", str(tmp_path)) for arg in command]
-    _assert_one_line_error(run_cli(*args[:1], "--store", str(empty), *args[1:]), "holds no readable results")
+    _assert_one_line_error(run_cli_process(*args[:1], "--store", str(empty), *args[1:]), "holds no readable results")
     assert not any(empty.iterdir())
 
 
 def test_unknown_command_is_one_line():
-    _assert_one_line_error(run_cli("frobnicate"), "invalid choice")
+    _assert_one_line_error(run_cli_process("frobnicate"), "invalid choice")
 
 
 @pytest.mark.parametrize(
@@ -114,7 +114,7 @@ def test_unknown_command_is_one_line():
 )
 def test_a_usage_error_names_the_help_to_read(args, helped):
     """The command's own help, named as the console script spells it (it once said `python -m dateeval dateeval --help`)."""
-    _assert_one_line_error(run_cli(*args), f"(see {helped})")
+    _assert_one_line_error(run_cli_process(*args), f"(see {helped})")
 
 
 @pytest.mark.parametrize(
@@ -134,15 +134,16 @@ def test_run_rejects_bad_open_ended_input(args, fragment, data_dir, tmp_path):
     if "--data-dir" not in args:
         args = [*args, "--data-dir", str(data_dir)]
     _assert_one_line_error(
-        run_cli("run", *args, "--limit", "2", "--dates", "2024-01-01", "--store", str(tmp_path / "store")), fragment
+        run_cli_process("run", *args, "--limit", "2", "--dates", "2024-01-01", "--store", str(tmp_path / "store")),
+        fragment,
     )
 
 
 def test_regrade_rejects_bad_input(data_dir, tmp_path):
-    _assert_one_line_error(run_cli("regrade", "--store", str(tmp_path / "none")), "does not exist")
+    _assert_one_line_error(run_cli_process("regrade", "--store", str(tmp_path / "none")), "does not exist")
     (tmp_path / "empty").mkdir()
     _assert_one_line_error(
-        run_cli("regrade", "--store", str(tmp_path / "empty"), "--data-dir", str(data_dir)),
+        run_cli_process("regrade", "--store", str(tmp_path / "empty"), "--data-dir", str(data_dir)),
         "no stored outputs to regrade",
     )
 
@@ -171,7 +172,7 @@ FAST = 180  # seconds: a refusal that takes longer than this counts as a hang
     ],
 )
 def test_run_options_refused_before_any_work(args, fragment, data_dir, tmp_path):
-    result = run_cli(
+    result = run_cli_process(
         "run",
         "--dataset",
         "arc_challenge",
@@ -191,7 +192,7 @@ def test_run_options_refused_before_any_work(args, fragment, data_dir, tmp_path)
     [("mmlu", "1000-shot prompting needs 1000 exemplars; only 5 available"), ("gsm8k", "GSM8K has 8 fixed exemplars")],
 )
 def test_more_shots_than_exemplars(dataset, fragment, data_dir, tmp_path):
-    result = run_cli(
+    result = run_cli_process(
         "run",
         "--dataset",
         dataset,
@@ -295,7 +296,7 @@ def test_bad_data_files_are_named(dataset, relative, content, fragment, tmp_path
     (data / relative).write_bytes(content)
     if dataset == "wmt16_en_de":
         (data / "wmt16/en-de/newstest2016-ende.de").write_bytes(b"Kaffee\n")
-    result = run_cli(
+    result = run_cli_process(
         "run",
         "--dataset",
         dataset,
@@ -349,7 +350,7 @@ def test_damaged_model_files_refused_before_loading(make, fragment, data_dir, tm
     model = tmp_path / "model"
     make(model)
     target = model.with_suffix(".gguf") if model.with_suffix(".gguf").exists() else model
-    result = run_cli(
+    result = run_cli_process(
         "run",
         "--model",
         str(target),
@@ -408,7 +409,7 @@ def _model_folder(folder, damage):
 def test_templates_that_raise_are_named(source, fragment, tmp_path):
     path = tmp_path / "bad.jinja"
     path.write_text(source)
-    result = run_cli("template", str(path), "--date", "2024-01-01", timeout=FAST)
+    result = run_cli_process("template", str(path), "--date", "2024-01-01", timeout=FAST)
     assert result.stderr.count("dateeval: error: chat template") == 1, result.stderr
     assert fragment in result.stderr and "Traceback" not in result.stderr and result.returncode == 2
 
@@ -416,7 +417,7 @@ def test_templates_that_raise_are_named(source, fragment, tmp_path):
 def test_template_that_is_not_utf8(tmp_path):
     (tmp_path / "latin.jinja").write_bytes(b"\xe9t\xe9 {{ messages }}")
     _assert_one_line_error(
-        run_cli("template", str(tmp_path / "latin.jinja"), timeout=FAST), "latin.jinja is not UTF-8 text"
+        run_cli_process("template", str(tmp_path / "latin.jinja"), timeout=FAST), "latin.jinja is not UTF-8 text"
     )
 
 
@@ -468,7 +469,7 @@ def small_store(tmp_path):
 def test_report_out_that_is_a_file(small_store, tmp_path):
     (tmp_path / "report.html").write_text("mine")
     _assert_one_line_error(
-        run_cli("report", "--store", str(small_store), "--out", str(tmp_path / "report.html"), timeout=FAST),
+        run_cli_process("report", "--store", str(small_store), "--out", str(tmp_path / "report.html"), timeout=FAST),
         "is a file, not a folder",
     )
     assert (tmp_path / "report.html").read_text() == "mine"
@@ -477,12 +478,12 @@ def test_report_out_that_is_a_file(small_store, tmp_path):
 def test_report_out_in_an_unwritable_place(small_store, tmp_path, mount):
     (tmp_path / "file").write_text("")
     _assert_one_line_error(
-        run_cli("report", "--store", str(small_store), "--out", str(tmp_path / "file" / "out"), timeout=FAST),
+        run_cli_process("report", "--store", str(small_store), "--out", str(tmp_path / "file" / "out"), timeout=FAST),
         "Not a directory",
     )
     readonly = mount("readonly", "size=64k,ro")
     _assert_one_line_error(
-        run_cli("report", "--store", str(small_store), "--out", str(readonly / "out"), timeout=FAST),
+        run_cli_process("report", "--store", str(small_store), "--out", str(readonly / "out"), timeout=FAST),
         "Read-only file system",
     )
 
@@ -490,7 +491,7 @@ def test_report_out_in_an_unwritable_place(small_store, tmp_path, mount):
 def test_report_on_a_full_disk(small_store, mount):
     full = mount("full", "size=64k")
     _fill(full)
-    result = run_cli("report", "--store", str(small_store), "--out", str(full / "out"), timeout=FAST)
+    result = run_cli_process("report", "--store", str(small_store), "--out", str(full / "out"), timeout=FAST)
     _assert_one_line_error(result, "No space left on device")
 
 
@@ -499,11 +500,12 @@ def test_two_compactions_at_once(small_store):
     with (small_store / ".compact.lock").open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # what a running compaction holds
         _assert_one_line_error(
-            run_cli("compact", "--store", str(small_store), timeout=FAST), "is being compacted by another process"
+            run_cli_process("compact", "--store", str(small_store), timeout=FAST),
+            "is being compacted by another process",
         )
     held_until = time.time()
     assert len(list(small_store.glob("*/mmlu/*.parquet"))) == 2  # nothing merged under the other compaction
-    done = run_cli("compact", "--store", str(small_store), timeout=FAST)
+    done = run_cli_process("compact", "--store", str(small_store), timeout=FAST)
     assert done.returncode == 0 and len(list(small_store.glob("*/mmlu/*.parquet"))) == 1, done.stderr
     kept = sorted(
         (small_store / ".aggregates" / "derived").rglob("*.parquet")
@@ -519,7 +521,7 @@ def test_two_compactions_at_once(small_store):
 def test_run_on_a_full_disk_leaves_no_lease(data_dir, mount):
     full = mount("full", "size=64k")
     _fill(full)
-    result = run_cli(
+    result = run_cli_process(
         "run",
         "--dataset",
         "arc_challenge",
@@ -547,7 +549,7 @@ def test_run_on_a_full_disk_leaves_no_lease(data_dir, mount):
     ],
 )
 def test_prompts_beyond_the_context_are_refused(args, fragment, data_dir, tmp_path):
-    result = run_cli(
+    result = run_cli_process(
         "run",
         "--dataset",
         "arc_challenge",
@@ -567,7 +569,7 @@ def test_prompts_beyond_the_context_are_refused(args, fragment, data_dir, tmp_pa
 
 def test_more_option_orders_than_permutations_are_refused(data_dir, tmp_path):
     """4 options have 24 orders: --option-orders 30 would run 31 units, 7 of them repeats counted as new orders."""
-    result = run_cli(
+    result = run_cli_process(
         "run",
         "--dataset",
         "arc_challenge",
@@ -589,7 +591,7 @@ def test_more_option_orders_than_permutations_are_refused(data_dir, tmp_path):
 def test_dates_next_to_9999_12_31_run(data_dir, tmp_path):
     """Steps that would pass 9999-12-31 end the range; the dates before it run and are stored."""
     dates = "9999-12-25..9999-12-31/7d,9999-11-30..9999-12-31/1m"
-    result = run_cli(
+    result = run_cli_process(
         "run",
         "--dataset",
         "arc_challenge",
@@ -603,7 +605,7 @@ def test_dates_next_to_9999_12_31_run(data_dir, tmp_path):
         str(tmp_path),
     )
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
-    summary = json.loads(run_cli("summary", "--store", str(tmp_path), "--json").stdout)
+    summary = json.loads(run_cli_process("summary", "--store", str(tmp_path), "--json").stdout)
     stored, _ = Store(tmp_path).read(columns=["date"])
     assert summary[0]["n_dates"] == 3 and sorted(set(stored["date"].astype(str))) == [
         "9999-11-30",
@@ -617,8 +619,8 @@ def test_regrade_csv_is_written_whole_or_refused_in_one_line(data_dir, tmp_path)
     is one line (it was a traceback from pandas)."""
     store = demo_copy(tmp_path)
     args = ("regrade", "--store", str(store), "--data-dir", str(data_dir), "--dataset", "gsm8k")
-    _assert_one_line_error(run_cli(*args, "--csv", str(tmp_path / "missing" / "out.csv")), "cannot write")
-    done = run_cli(*args, "--csv", str(tmp_path / "out.csv"))
+    _assert_one_line_error(run_cli_process(*args, "--csv", str(tmp_path / "missing" / "out.csv")), "cannot write")
+    done = run_cli_process(*args, "--csv", str(tmp_path / "out.csv"))
     assert done.returncode == 0, done.stderr
     lines = (tmp_path / "out.csv").read_text().splitlines()
     assert lines[0].startswith("model_key,") and len(lines) == 1 + int(done.stdout.split("gsm8k: ")[1].split()[0])
@@ -633,7 +635,7 @@ def test_the_robust_figure_replaces_a_link_and_never_writes_through_it(tmp_path)
     victim.write_text("keep me")
     link = tmp_path / "link.svg"
     link.symlink_to(victim)
-    result = run_cli("robust", "--store", str(store), "--dataset", "mmlu", "--figure", str(link))
+    result = run_cli_process("robust", "--store", str(store), "--dataset", "mmlu", "--figure", str(link))
     assert result.returncode == 0, result.stderr
     assert victim.read_text() == "keep me" and not link.is_symlink() and link.read_text().lstrip().startswith("<?xml")
     assert not list(tmp_path.glob(".link.svg.*"))
@@ -655,7 +657,7 @@ def test_no_output_lands_inside_the_store_it_reads(tmp_path, command):
     unit = next(store.glob("*/mmlu/*.parquet"))
     before = {path: path.read_bytes() for path in store.rglob("*") if path.is_file()}
     args = [arg.replace("{store}", str(store)).replace("{unit}", str(unit)) for arg in command]
-    _assert_one_line_error(run_cli(args[0], "--store", str(store), *args[1:]), "is inside the store")
+    _assert_one_line_error(run_cli_process(args[0], "--store", str(store), *args[1:]), "is inside the store")
     assert {path: path.read_bytes() for path in store.rglob("*") if path.is_file()} == before
 
 
@@ -742,10 +744,10 @@ def test_a_unit_holding_what_its_columns_cannot_hold_is_named_and_left_out(tmp_p
     store = demo_copy(tmp_path)
     _rewrite_first_unit(store, change, sealed)
     for args in (["summary", "--json"], ["robust", "--dataset", "mmlu"]):
-        result = run_cli(*args, "--store", str(store))
+        result = run_cli_process(*args, "--store", str(store))
         assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
         assert says in result.stderr and "warning" in result.stderr, result.stderr
-    rows = json.loads(run_cli("summary", "--json", "--store", str(store)).stdout)
+    rows = json.loads(run_cli_process("summary", "--json", "--store", str(store)).stdout)
     assert (
         rows
         and all(0 <= row["accuracy_max"] <= 1 for row in rows if row["accuracy_max"] is not None)
@@ -758,4 +760,4 @@ def test_a_unit_holding_what_its_columns_cannot_hold_is_named_and_left_out(tmp_p
     [(["--port", "0"], "must be between 1 and 65535, not 0"), (["--port", "http"], "invalid int value: 'http'")],
 )
 def test_app_rejects_a_bad_port_before_starting_anything(args, fragment):
-    _assert_one_line_error(run_cli("app", *args), fragment)
+    _assert_one_line_error(run_cli_process("app", *args), fragment)

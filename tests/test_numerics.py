@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli_process
 
 from dateeval import numerics
 from dateeval.data import Subset
@@ -191,7 +191,7 @@ def test_every_path_gives_the_same_bits_when_the_load_moves_the_threads_mid_swee
 
 def test_a_bad_thread_setting_is_one_line(data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("DATEEVAL_THREADS", "lots")
-    result = run_cli(
+    result = run_cli_process(
         "run",
         "--dataset",
         "arc_challenge",

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli_process
 
 from dateeval.backends.base import CONTINUATION_LOGPROBS, BackendOptions, ContinuationRequest, Label, LabelRequest
 from dateeval.backends.openai_api import OpenAIBackend, parse_endpoint
@@ -260,10 +260,10 @@ def test_a_failed_unit_stores_nothing_and_never_the_key(
         "--store",
         str(tmp_path / "store"),
     )
-    failed = run_cli("run", "--model", f"openai:{faults}/malformed/v1#m", *common)
+    failed = run_cli_process("run", "--model", f"openai:{faults}/malformed/v1#m", *common)
     assert failed.returncode == 2 and "not JSON" in failed.stderr and "Traceback" not in failed.stderr
     assert not list((tmp_path / "store").rglob("*.parquet"))
-    done = run_cli("run", "--model", f"openai:{faults}/ok/v1#m", *common)
+    done = run_cli_process("run", "--model", f"openai:{faults}/ok/v1#m", *common)
     assert done.returncode == 0, done.stderr
     rows = _rows(tmp_path / "store")
     assert len(rows) == 3 and (rows["date_control"] == "system-line").all() and (rows["api_prompt_tokens"] == 7).all()
@@ -310,7 +310,7 @@ def test_replies_with_nul_bytes_and_lone_surrogates_are_graded_and_stored_as_sen
         str(tmp_path / "store"),
     )
     for attempt in ("run", "resume"):
-        done = run_cli(*command)
+        done = run_cli_process(*command)
         assert done.returncode == 0 and "Traceback" not in done.stderr, (attempt, done.stderr[-2000:])
         rows = _rows(tmp_path / "store").set_index("item_id").loc[[p.task_id for p in problems]]
         assert rows["output"].tolist() == sent, attempt
@@ -491,8 +491,10 @@ def test_completions_mode_matches_the_in_process_backend(
         "--label-style",
         "label",
     )
-    http = run_cli("run", "--model", f"openai:{own_template}#{MODEL}", *dates, "--store", str(tmp_path / "http"))
-    local = run_cli(
+    http = run_cli_process(
+        "run", "--model", f"openai:{own_template}#{MODEL}", *dates, "--store", str(tmp_path / "http")
+    )
+    local = run_cli_process(
         "run", "--model", MODEL, "--dtype", "float32", "--device", "cpu", *dates, "--store", str(tmp_path / "local")
     )
     assert http.returncode == 0 and local.returncode == 0, http.stderr + local.stderr
@@ -528,8 +530,8 @@ def test_labels_outside_the_top_k_are_scored_exactly_over_http(
         "--label-style",
         "space+label",
     )
-    http = run_cli("run", "--model", f"openai:{own_template}#{MODEL}", *args, "--store", str(tmp_path / "http"))
-    local = run_cli(
+    http = run_cli_process("run", "--model", f"openai:{own_template}#{MODEL}", *args, "--store", str(tmp_path / "http"))
+    local = run_cli_process(
         "run", "--model", MODEL, "--dtype", "float32", "--device", "cpu", *args, "--store", str(tmp_path / "local")
     )
     assert http.returncode == 0 and local.returncode == 0, http.stderr + local.stderr
@@ -619,7 +621,7 @@ def test_without_echo_generated_answers_are_stored_without_confidence_and_say_wh
         "2024-01-01",
     )
     for dataset in ("gsm8k", "arc_challenge_cot"):
-        run = run_cli("run", *common, "--dataset", dataset, "--store", str(tmp_path / dataset))
+        run = run_cli_process("run", *common, "--dataset", dataset, "--store", str(tmp_path / dataset))
         assert run.returncode == 0, run.stderr
         rows = _rows(tmp_path / dataset)
         assert len(rows) == 2 and rows["confidence"].isna().all() and rows["parsed"].notna().all(), dataset
@@ -631,7 +633,7 @@ def test_without_echo_generated_answers_are_stored_without_confidence_and_say_wh
             .all()
         )
         _assert_the_explorer_says_why(tmp_path / dataset, dataset)
-    mcqa = run_cli(
+    mcqa = run_cli_process(
         "run", *common, "--dataset", "arc_challenge", "--label-style", "label", "--store", str(tmp_path / "mcqa")
     )
     assert mcqa.returncode == 2 and "option label 'B' is not among" in mcqa.stderr and "Traceback" not in mcqa.stderr
@@ -671,7 +673,7 @@ def test_server_clock_rows_carry_the_request_date_and_repeat_identically(
         "--store",
         str(tmp_path / "store"),
     )
-    first = run_cli("run", *args, "--repeat", "1")
+    first = run_cli_process("run", *args, "--repeat", "1")
     assert first.returncode == 0, first.stderr
     rows = _rows(tmp_path / "store")
     today = dt.datetime.now(dt.timezone.utc).date().isoformat()
@@ -684,15 +686,17 @@ def test_server_clock_rows_carry_the_request_date_and_repeat_identically(
     assert set(rows["system_prompt"]) == {""} and rows["date_text"].isna().all()
     by_run = rows.pivot_table(index="item_id", columns="factor", values="confidence")
     np.testing.assert_array_equal(by_run["date"], by_run["repeat"])  # the paper's check: identical at a fixed date
-    again = run_cli("run", *args, "--repeat", "1")  # a second run on the same day resumes: nothing is asked again
+    again = run_cli_process(
+        "run", *args, "--repeat", "1"
+    )  # a second run on the same day resumes: nothing is asked again
     assert again.returncode == 0 and "0 item-dates" in again.stdout
-    refused = run_cli("run", *args, "--dates", "2024-01-01")
+    refused = run_cli_process("run", *args, "--dates", "2024-01-01")
     assert refused.returncode == 2 and "server-clock mode sends no date of ours" in refused.stderr
 
 
 def test_injecting_provider_server_clock_rows_and_probe(injecting: str, data_dir: Path, tmp_path: Path) -> None:
     store = tmp_path / "store"
-    run = run_cli(
+    run = run_cli_process(
         "run",
         "--model",
         f"openai:{injecting}#{MODEL}",
@@ -717,7 +721,7 @@ def test_injecting_provider_server_clock_rows_and_probe(injecting: str, data_dir
         and rows["request_utc"].str.startswith(today).all()
         and rows["api_completion_tokens"].notna().all()
     )
-    probe = run_cli("probe", "--model", f"openai:{injecting}#{MODEL}", "--json", "--request-timeout", "600")
+    probe = run_cli_process("probe", "--model", f"openai:{injecting}#{MODEL}", "--json", "--request-timeout", "600")
     assert probe.returncode == 0, probe.stderr
     report = json.loads(probe.stdout)
     assert report["injects"] == "yes" and report["matches_today"] is True and report["format"] == "%Y-%m-%d", (
@@ -726,14 +730,14 @@ def test_injecting_provider_server_clock_rows_and_probe(injecting: str, data_dir
 
 
 def test_probe_reports_a_template_without_a_date_as_not_injecting(own_template: str) -> None:
-    probe = run_cli("probe", "--model", f"openai:{own_template}#{MODEL}", "--request-timeout", "600")
+    probe = run_cli_process("probe", "--model", f"openai:{own_template}#{MODEL}", "--request-timeout", "600")
     assert probe.returncode == 0, probe.stderr
     assert "does NOT inject the date" in probe.stdout and f"{CONTROL_DATE:%d %b %Y}" in probe.stdout
 
 
 def test_a_server_clock_run_is_filed_under_the_servers_day(other_clock: str, data_dir: Path, tmp_path: Path) -> None:
     """This machine's clock says today; the server's says 2026-11-30: the rows carry the server's day, and the run says so."""
-    run = run_cli(
+    run = run_cli_process(
         "run",
         "--model",
         f"openai:{other_clock}/v1#m",

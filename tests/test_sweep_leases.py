@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli_process
 
 from dateeval.store.leases import lease_path
 
@@ -38,17 +38,17 @@ def test_units_held_elsewhere_are_waited_for_or_named(data_dir, tmp_path):
         "--store",
         str(store),
     ]
-    assert run_cli(*args).returncode == 0
+    assert run_cli_process(*args).returncode == 0
     unit = next(store.rglob("2024-01-02-*.parquet"))
     unit.unlink()  # as if another driver were computing it right now
     _plant(unit, "other-host", ttl_s=3600)
-    refused = run_cli(*args, "--no-wait")
+    refused = run_cli_process(*args, "--no-wait")
     assert refused.returncode != 0 and "Traceback" not in refused.stderr
     assert "arc_challenge / 2024-01-02" in refused.stderr and "other-host" in refused.stderr and not unit.exists()
 
     _plant(unit, "other-host", ttl_s=8)  # its owner stops beating: the lease expires 8 s from now
     started = time.perf_counter()
-    waited = run_cli(*args)
+    waited = run_cli_process(*args)
     assert waited.returncode == 0, waited.stderr
     assert unit.exists() and "done: 2 units" in waited.stdout
     assert time.perf_counter() - started > 8  # it waited for the lease rather than skipping the unit
@@ -57,7 +57,7 @@ def test_units_held_elsewhere_are_waited_for_or_named(data_dir, tmp_path):
     lease_path(unit).write_text(
         json.dumps({"host": "other-host", "pid": 99999999999999999999, "token": "t", "ttl_s": 60})
     )
-    malformed = run_cli(*args, "--no-wait")
+    malformed = run_cli_process(*args, "--no-wait")
     assert malformed.returncode == 0 and unit.exists(), malformed.stderr
     assert "malformed lease" in malformed.stderr and "Traceback" not in malformed.stderr
 
@@ -85,12 +85,12 @@ def _args(data_dir, store) -> list[str]:
 def test_a_held_guard_ends_a_no_wait_run_in_one_line(data_dir, tmp_path):
     """Another process stuck while holding a folder's ``.leases.guard``: ``--no-wait`` names it rather than waiting on it."""
     store = tmp_path / "store"
-    assert run_cli(*_args(data_dir, store)).returncode == 0
+    assert run_cli_process(*_args(data_dir, store)).returncode == 0
     unit = next(store.rglob("2024-01-01-*.parquet"))
     unit.unlink()
     with (unit.parent / ".leases.guard").open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
-        refused = run_cli(*_args(data_dir, store), "--no-wait", timeout=120)
+        refused = run_cli_process(*_args(data_dir, store), "--no-wait", timeout=120)
     assert refused.returncode != 0 and "Traceback" not in refused.stderr, refused.stderr
     assert ".leases.guard" in refused.stderr and "--no-wait" in refused.stderr and not unit.exists()
 
@@ -123,6 +123,6 @@ def test_a_kill_at_an_fsync_leaves_nothing_after_a_successful_resume(data_dir, t
     )
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     assert list(store.rglob(".*.tmp")) and list(store.rglob(".*.lease"))  # what the kill left
-    resumed = run_cli(*_args(data_dir, store))
+    resumed = run_cli_process(*_args(data_dir, store))
     assert resumed.returncode == 0, resumed.stderr
     assert not list(store.rglob(".*.tmp")) and not list(store.rglob(".*.lease")), sorted(store.rglob(".*"))

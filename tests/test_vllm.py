@@ -15,7 +15,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import ROOT, run_cli
+from conftest import ROOT, run_cli_process
 
 from dateeval.backends import BACKENDS, BackendOptions
 from dateeval.backends.base import FixedBatch, GenerationRequest, GenerationSettings, LabelRequest
@@ -159,7 +159,7 @@ def test_cli_sweep_into_a_store(data_dir, tmp_path):
     from dateeval.store import Store
 
     store = tmp_path / "store"
-    result = run_cli(
+    result = run_cli_process(
         "run",
         "--model",
         "vllm:smollm2-135m",
