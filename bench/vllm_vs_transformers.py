@@ -84,7 +84,9 @@ def main() -> None:
         for name, backend in backends.items():
             backend.label_logprobs(dated[0][:2], 2)  # warm-up
             started = time.perf_counter()
-            scores[name] = [score for requests in dated for score in backend.label_logprobs(requests, args.batch_size)]
+            scores[name] = [
+                score.logprobs for requests in dated for score in backend.label_logprobs(requests, args.batch_size)
+            ]
             scored = time.perf_counter() - started
             started = time.perf_counter()
             replies = backend.generate(generation, args.batch_size)

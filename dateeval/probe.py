@@ -210,15 +210,13 @@ def probe(model: str, options: BackendOptions) -> ProbeReport:
         for (system, question), answer in zip(conversations, answers)
     ]
     first = answers[0].usage
-    asked = dt.datetime.fromisoformat(first["request_utc"])
-    today = {asked.date()} | (
-        {dt.datetime.fromisoformat(first["server_date"]).date()} if first.get("server_date") else set()
-    )
+    asked = dt.datetime.fromisoformat(str(first.request_utc))
+    today = {asked.date()} | ({dt.datetime.fromisoformat(first.server_date).date()} if first.server_date else set())
     injects, fmt, matches, reason = verdict(replies[:-1], replies[-1], today)
     return ProbeReport(
         backend.identity.source,
-        first["request_utc"],
-        first.get("server_date"),
+        str(first.request_utc),
+        first.server_date,
         injects,
         fmt,
         matches,

@@ -27,7 +27,7 @@ template kind keeps full date control) or the chat messages themselves (the
 from __future__ import annotations
 
 from collections.abc import Generator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -48,13 +48,32 @@ class GenerationSettings:
 
 
 @dataclass(frozen=True)
+class Usage:
+    """What a server reported about one request, stored with its row (as Inspect's ``ModelUsage`` travels on its
+    output): when it was asked (UTC, ISO), the server's ``Date`` header, and the tokens it billed (None where it reports
+    none). An answer computed in this process has none of it."""
+
+    request_utc: str | None = None
+    server_date: str | None = None
+    api_prompt_tokens: int | None = None
+    api_completion_tokens: int | None = None
+
+    def columns(self) -> dict[str, Any]:
+        """The row's columns: none for an answer computed in this process, so its rows are as they were."""
+        return {} if self == NO_USAGE else asdict(self)
+
+
+NO_USAGE = Usage()
+
+
+@dataclass(frozen=True)
 class Generation:
     """One generated reply: the text (cut at the first stop sequence), tokens generated, the prompt's length, usage."""
 
     text: str
     n_tokens: int
     prompt_tokens: int
-    usage: dict = field(default_factory=dict)  # what a server reported (tokens, request date), stored with the row
+    usage: Usage = NO_USAGE
 
 
 @dataclass(frozen=True)
@@ -88,7 +107,7 @@ class LabelScores:
     """The answer to a :class:`LabelRequest`: each label's log-probability (NaN where unknown) and what a server reported."""
 
     logprobs: np.ndarray
-    usage: dict
+    usage: Usage = NO_USAGE
 
 
 Request = LabelRequest | GenerationRequest | ContinuationRequest

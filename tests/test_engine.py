@@ -20,6 +20,7 @@ from dateeval.backends import BackendOptions
 from dateeval.conditions import expand
 from dateeval.data import Subset
 from dateeval.engine.sweep import Sweep, SweepSpec
+from dateeval.requests import LabelScores
 from dateeval.schema import ROW_KEY
 from dateeval.store import Store
 from dateeval.tasks import mcqa
@@ -822,7 +823,9 @@ def test_the_batch_size_factor_keeps_its_batches_exact(backend, data_dir, monkey
     monkeypatch.setattr(
         type(backend),
         "label_logprobs",
-        lambda self, requests, batch_size: seen.append(batch_size) or [np.zeros(len(r.labels)) for r in requests],
+        lambda self, requests, batch_size: (
+            seen.append(batch_size) or [LabelScores(np.zeros(len(r.labels))) for r in requests]
+        ),
     )
     spec = _spec(
         data_dir,

@@ -28,7 +28,14 @@ import pandas as pd
 import pytest
 from conftest import ROOT, run_cli_process
 
-from dateeval.backends.base import CONTINUATION_LOGPROBS, BackendOptions, ContinuationRequest, Label, LabelRequest
+from dateeval.backends.base import (
+    CONTINUATION_LOGPROBS,
+    BackendOptions,
+    ContinuationRequest,
+    Label,
+    LabelRequest,
+    LabelScores,
+)
 from dateeval.backends.openai_api import OpenAIBackend, parse_endpoint
 from dateeval.backends.openai_transport import server_date
 from dateeval.errors import DateEvalError
@@ -180,20 +187,20 @@ def _backend(url: str, **options: object) -> OpenAIBackend:
     return OpenAIBackend(parse_endpoint(f"{url}#m"), BackendOptions(**settings))
 
 
-def _labels(backend: OpenAIBackend, n: int = 1) -> tuple[list[np.ndarray], list[dict]]:
+def _labels(backend: OpenAIBackend, n: int = 1) -> list[LabelScores]:
     request = LabelRequest(MESSAGES, tuple(Label(letter) for letter in "ABCD"))
     try:
-        return backend.label_logprobs_with_usage([request] * n, batch_size=n)
+        return backend.label_logprobs([request] * n, batch_size=n)
     finally:
         backend.close()
 
 
 @pytest.mark.parametrize("scenario", ["429-then-ok", "500-then-ok", "hang-then-ok", "drop-then-ok"])
 def test_transient_faults_are_retried(faults: str, scenario: str) -> None:
-    scores, usages = _labels(_backend(f"{faults}/{scenario}/v1"))
-    np.testing.assert_allclose(scores[0], [-0.5, -1.5, -2.5, -3.5])
+    (scores,) = _labels(_backend(f"{faults}/{scenario}/v1"))
+    np.testing.assert_allclose(scores.logprobs, [-0.5, -1.5, -2.5, -3.5])
     assert Faults.seen[scenario] == 2
-    assert usages[0]["api_prompt_tokens"] == 7 and usages[0]["request_utc"] and usages[0]["server_date"]
+    assert scores.usage.api_prompt_tokens == 7 and scores.usage.request_utc and scores.usage.server_date
 
 
 @pytest.mark.parametrize(
@@ -571,7 +578,9 @@ def test_echo_scores_labels_and_continuations_as_the_in_process_backend(
             and http.capabilities.scoring_note is None
         )
         np.testing.assert_allclose(
-            np.stack(http.label_logprobs(letters, 2)), np.stack(backend.label_logprobs(letters, 2)), atol=1e-4
+            np.stack([s.logprobs for s in http.label_logprobs(letters, 2)]),
+            np.stack([s.logprobs for s in backend.label_logprobs(letters, 2)]),
+            atol=1e-4,
         )
         # An echo scores the whole prompt, the in-process path all but its last token: a different forward shape, whose
         # float32 rounding reaches 4.6e-6 of a -32.47 total (1.5e-4) with transformers 5.24; hence the relative bound.

@@ -107,8 +107,8 @@ def test_option_probabilities_match_transformers(engine, backend, arc):
     for day in DATES:
         requests = _label_requests(engine, arc, day)
         assert requests == _label_requests(backend, arc, day)  # the same rendered text and label tokens
-        ours += engine.label_logprobs(requests, 16)
-        theirs += backend.label_logprobs(requests, 16)
+        ours += [scores.logprobs for scores in engine.label_logprobs(requests, 16)]
+        theirs += [scores.logprobs for scores in backend.label_logprobs(requests, 16)]
     answers = [item.answer for item in arc.items] * len(DATES)
     graded_v = [grade(score, answer) for score, answer in zip(ours, answers)]
     graded_t = [grade(score, answer) for score, answer in zip(theirs, answers)]
@@ -126,7 +126,7 @@ def test_option_probabilities_match_transformers(engine, backend, arc):
 def test_same_date_repeats_exactly(engine, arc):
     requests = _label_requests(engine, arc, DATES[0])[:16]
     first, again = engine.label_logprobs(requests, 8), engine.label_logprobs(requests, 8)
-    assert all((a == b).all() for a, b in zip(first, again))
+    assert all((a.logprobs == b.logprobs).all() for a, b in zip(first, again))
     sampled = GenerationSettings(max_new_tokens=24, sample=True, seed=7, stop=("\n\n",))
     prompts = [GenerationRequest(r.prompt, sampled) for r in requests[:4]]
     replies = engine.generate(prompts, 4)
@@ -139,7 +139,7 @@ def test_same_date_repeats_exactly(engine, arc):
     # A FixedBatch (the batch-size factor) runs in the static chunks the scheduler plans, answers in input order.
     assert engine.generate(greedy, FixedBatch(3)) == engine.generate(greedy, 4)
     chunked = engine.label_logprobs(requests, FixedBatch(5))
-    assert all(np.allclose(a, b, atol=1e-4) for a, b in zip(chunked, first))
+    assert all(np.allclose(a.logprobs, b.logprobs, atol=1e-4) for a, b in zip(chunked, first))
 
 
 @needs_vllm

@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-import numpy as np
 
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
@@ -33,7 +32,9 @@ from dateeval.requests import (  # the requests and capabilities, re-exported he
     GenerationSettings as GenerationSettings,
     Label as Label,
     LabelRequest as LabelRequest,
+    LabelScores as LabelScores,
     PromptInput as PromptInput,
+    Usage as Usage,
 )
 
 
@@ -130,15 +131,10 @@ class Backend(ABC):
             raise DateEvalError(f"backend {self.name} has no tokenizer to count prompt tokens with")
         return [self.tokenizer.encode(text, add_special_tokens=False) for text in texts]
 
-    def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[np.ndarray]:
-        """Per request, each label's log-probability under the full next-token distribution (NaN where unknown)."""
+    def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[LabelScores]:
+        """Per request, each label's log-probability under the full next-token distribution (NaN where unknown), with
+        what a server reported about it (:class:`Usage`; none in this process)."""
         raise self._unsupported(LABEL_LOGPROBS)
-
-    def label_logprobs_with_usage(
-        self, requests: list[LabelRequest], batch_size: int
-    ) -> tuple[list[np.ndarray], list[dict]]:
-        """:meth:`label_logprobs` plus, per request, what a server reported about it (request time, tokens), stored with its row."""
-        return self.label_logprobs(requests, batch_size), [{} for _ in requests]
 
     def generate(self, requests: list[GenerationRequest], batch_size: int) -> list[Generation]:
         raise self._unsupported(GENERATE)

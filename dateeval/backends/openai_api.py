@@ -49,6 +49,7 @@ from dateeval.backends.base import (
     GenerationRequest,
     Label,
     LabelRequest,
+    LabelScores,
     ModelIdentity,
     continuation_tokens,
     register_backend,
@@ -227,12 +228,7 @@ class OpenAIBackend(Backend):
 
     # Requests
 
-    def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[np.ndarray]:
-        return self.label_logprobs_with_usage(requests, batch_size)[0]
-
-    def label_logprobs_with_usage(
-        self, requests: list[LabelRequest], batch_size: int
-    ) -> tuple[list[np.ndarray], list[dict]]:
+    def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[LabelScores]:
         """One max_tokens=1 request per prompt reads the labels among the top-k alternatives; an echo request scores each other one."""
         self._warn_bare_labels(requests)
         answers = self.transport.all([lambda r=r: self.transport.score(r.prompt, self.chat) for r in requests])
@@ -249,7 +245,7 @@ class OpenAIBackend(Backend):
         exact = self._echo_all([[*prompts[i], requests[i].labels[j].token_id] for i, j in missing])
         for (i, j), values in zip(missing, exact):
             scores[i][j] = values[-1]
-        return scores, [answer.record for answer in answers]
+        return [LabelScores(score, answer.usage) for score, answer in zip(scores, answers)]
 
     def continuation_logprobs(self, requests: list[ContinuationRequest], batch_size: int) -> list[float]:
         """Each continuation's total log-probability, read from the server's echo of context + continuation as token ids."""
@@ -316,8 +312,8 @@ class OpenAIBackend(Backend):
         text = self._checked(lambda: _text(_field(answer.body, *path), "the reply"))
         cuts = [text.index(stop) for stop in request.settings.stop if stop in text]
         text = text[: min(cuts)] if cuts else text
-        record = answer.record
-        return Generation(text, record["api_completion_tokens"] or 0, record["api_prompt_tokens"], usage=record)
+        usage = answer.usage
+        return Generation(text, usage.api_completion_tokens or 0, usage.api_prompt_tokens, usage=usage)
 
     def _checked(self, read: Callable[[], Any]) -> Any:
         try:

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dateeval.backends.base import BackendOptions, GenerationRequest
+from dateeval.backends.base import BackendOptions, GenerationRequest, Usage
 from dateeval.errors import DateEvalError
 
 if TYPE_CHECKING:
@@ -104,8 +104,8 @@ class Refused(DateEvalError):
         self.reason = reason
 
 
-def usage(body: Any) -> dict:
-    """Token counts as the server billed them (None where it reports none)."""
+def usage(body: Any) -> dict[str, int | None]:
+    """Token counts as the server billed them (None where it reports none), as :class:`Usage` names them."""
     usage = body.get("usage") if isinstance(body, dict) else None
     usage = usage if isinstance(usage, dict) else {}
 
@@ -120,7 +120,7 @@ class Answer:
     """One answered request: its JSON body and what every row records about it."""
 
     body: Any
-    record: dict  # request_utc, server_date, api token counts
+    usage: Usage  # what every row records about it: when it was asked, the server's date, the tokens billed
 
 
 class Transport:
@@ -238,12 +238,7 @@ class Transport:
             except ValueError:
                 raise self.failure("the answer is not JSON", attempt) from None
             else:
-                record = {
-                    "request_utc": asked.isoformat(timespec="seconds"),
-                    "server_date": server_date(raw.headers),
-                    **usage(body),
-                }
-                return Answer(body, record)
+                return Answer(body, Usage(asked.isoformat(timespec="seconds"), server_date(raw.headers), **usage(body)))
             await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 

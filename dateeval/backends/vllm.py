@@ -54,6 +54,7 @@ from dateeval.backends.base import (
     GenerationRequest,
     GenerationSettings,
     LabelRequest,
+    LabelScores,
     ModelIdentity,
     continuation_tokens,
     register_backend,
@@ -217,7 +218,7 @@ class VLLMBackend(Backend):
                 outputs[index] = output
         return outputs
 
-    def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[np.ndarray]:
+    def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[LabelScores]:
         """Full-vocabulary log-probabilities of each request's label tokens at the next position."""
         ids = [[label.token_id for label in request.labels] for request in requests]
         if any(token is None for labels in ids for token in labels):
@@ -231,7 +232,9 @@ class VLLMBackend(Backend):
         for output, labels in zip(outputs, ids):
             found = output.outputs[0].logprobs[0]
             results.append(
-                np.array([found[token].logprob if token in found else np.nan for token in labels], dtype=np.float64)
+                LabelScores(
+                    np.array([found[token].logprob if token in found else np.nan for token in labels], dtype=np.float64)
+                )
             )
         return results
 

@@ -19,7 +19,6 @@ from dateeval.requests import (
     ContinuationRequest,
     GenerationRequest,
     LabelRequest,
-    LabelScores,
     ModelView,
     Request,
     Steps,
@@ -49,8 +48,7 @@ def answer(backend: Backend, requests: list[Request], batch_size: int) -> list[A
     if any(type(request) is not kind for request in requests):
         raise TypeError(f"a batch of requests holds one kind, not {kind.__name__} and others")
     if kind is LabelRequest:
-        scores, usages = backend.label_logprobs_with_usage(requests, batch_size)
-        return [LabelScores(score, usage) for score, usage in zip(scores, usages)]
+        return backend.label_logprobs(requests, batch_size)
     if kind is GenerationRequest:
         return backend.generate(requests, batch_size)
     if kind is ContinuationRequest:

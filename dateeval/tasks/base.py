@@ -174,7 +174,7 @@ class GenerationTask(Task):
                 "output": reply.text,
                 "output_tokens": reply.n_tokens,
                 "confidence": float("nan"),
-                **reply.usage,
+                **reply.usage.columns(),
                 **result,
             }
             for reply, result in zip(replies, graded)

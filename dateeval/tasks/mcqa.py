@@ -267,7 +267,7 @@ class MCQATask(_Choice, Task):
                     "pred": graded.pred,
                     "correct": graded.correct,
                     "confidence": graded.confidence,
-                    **score.usage,
+                    **score.usage.columns(),
                 }
             )
         return results

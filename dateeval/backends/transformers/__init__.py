@@ -28,6 +28,7 @@ from dateeval.backends.base import (
     GenerationRequest,
     GenerationSettings,
     LabelRequest,
+    LabelScores,
     continuation_tokens,
     register_backend,
 )
@@ -76,12 +77,13 @@ class TransformersBackend(Backend):
         """The longest sequence (prompt plus reply) the model was trained on, where its config states it."""
         return context_length(self.model.config)
 
-    def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[np.ndarray]:
-        return self.next_token_logprobs(
+    def label_logprobs(self, requests: list[LabelRequest], batch_size: int) -> list[LabelScores]:
+        scores = self.next_token_logprobs(
             self.encode([r.prompt for r in requests]),
             [[label.token_id for label in r.labels] for r in requests],
             batch_size,
         )
+        return [LabelScores(score) for score in scores]
 
     def generate(self, requests: list[GenerationRequest], batch_size: int) -> list[Generation]:
         """Requests with the same settings are generated together (a task's requests all share theirs)."""
