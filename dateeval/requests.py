@@ -134,7 +134,7 @@ class Capabilities:
 
 @dataclass(frozen=True)
 class Needs:
-    """What a task cannot run without, declared so that the runner refuses a backend before any item (``refusal``:
+    """What a task cannot run without, declared so that the request loop (``engine/answers.py``) refuses a backend before any item (``refusal``:
     the one line it says, with ``{backend}`` for the backend's name)."""
 
     requests: frozenset[str]

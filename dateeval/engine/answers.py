@@ -1,4 +1,5 @@
-"""The runner between tasks and a backend: it answers the requests a task's steps yield, and nothing else.
+"""The request loop between tasks and a backend ("runner" means one thing in dateeval: the model runner that computes a
+scheduler's batches, as in vLLM): it answers the requests a task's steps yield, and nothing else.
 
 A task never calls a backend (``dateeval/requests.py``): it yields a batch
 of requests, is sent their answers, and returns its rows. Here each batch
