@@ -210,12 +210,13 @@ def probe(model: str, options: BackendOptions) -> ProbeReport:
         for (system, question), answer in zip(conversations, answers)
     ]
     first = answers[0].usage
-    asked = dt.datetime.fromisoformat(str(first.request_utc))
+    asked_utc = str(first.request_utc)  # every answer of a server carries it
+    asked = dt.datetime.fromisoformat(asked_utc)
     today = {asked.date()} | ({dt.datetime.fromisoformat(first.server_date).date()} if first.server_date else set())
     injects, fmt, matches, reason = verdict(replies[:-1], replies[-1], today)
     return ProbeReport(
         backend.identity.source,
-        str(first.request_utc),
+        asked_utc,
         first.server_date,
         injects,
         fmt,

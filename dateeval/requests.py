@@ -134,8 +134,8 @@ class Capabilities:
 
 @dataclass(frozen=True)
 class Needs:
-    """What a task cannot run without, declared so that the request loop (``engine/answers.py``) refuses a backend before any item (``refusal``:
-    the one line it says, with ``{backend}`` for the backend's name)."""
+    """What a task cannot run without, declared so that the request loop (``engine/answers.py``) refuses a backend
+    before any item (``refusal``: the one line it says, with ``{backend}`` for the backend's name)."""
 
     requests: frozenset[str]
     refusal: str

@@ -206,27 +206,23 @@ def pilot_propensity(rows: pd.DataFrame, keys: list[str], items: list[str], base
     """:func:`propensity` of each of ``items`` from its stored pilot rows (``condition_key``, ``item_id``, ``correct``
     and, for choice tasks, ``probs``) on the pilot conditions ``keys`` and, where given, the ``baseline`` condition's
     grades: what the driver draws from and every reader recomputes, so both see the same probabilities."""
-    no_date = None
-    if baseline is not None:
-        found = rows[rows["condition_key"].eq(baseline)].drop_duplicates("item_id").set_index("item_id")
-        if not pd.Index(items).isin(found.index).all():
-            raise PilotIncomplete("the no-date baseline does not hold every question")
-        no_date = found["correct"].reindex(items).astype(float).to_numpy()
+    conditions = [*keys, *([] if baseline is None else [baseline])]
     grid = (
-        rows[rows["condition_key"].isin(keys)]
+        rows[rows["condition_key"].isin(conditions)]
         .drop_duplicates(["condition_key", "item_id"])
         .set_index(["condition_key", "item_id"])
     )
-    index = pd.MultiIndex.from_product([list(keys), list(items)])
+    index = pd.MultiIndex.from_product([conditions, list(items)])
     if not index.isin(grid.index).all():
-        raise PilotIncomplete("the pilot dates do not hold every question")
+        raise PilotIncomplete("the pilot dates (or the no-date baseline) do not hold every question")
     grid = grid.reindex(index)
-    shape = (len(keys), len(items))
-    correct = grid["correct"].astype(float).to_numpy().reshape(shape)
-    if "probs" not in grid or grid["probs"].isna().any():
+    graded = grid["correct"].astype(float).to_numpy().reshape(len(conditions), len(items))
+    correct, no_date = graded[: len(keys)], (graded[len(keys)] if baseline is not None else None)
+    probs = grid["probs"].iloc[: correct.size] if "probs" in grid else None  # the baseline's margins are not read
+    if probs is None or probs.isna().any():
         return propensity(correct, baseline=no_date)
-    margin = [margins(np.asarray(probs, dtype=float)) if len(probs) > 1 else 1.0 for probs in grid["probs"]]
-    return propensity(correct, np.array(margin).reshape(shape), no_date)
+    margin = [margins(np.asarray(values, dtype=float)) if len(values) > 1 else 1.0 for values in probs]
+    return propensity(correct, np.array(margin).reshape(correct.shape), no_date)
 
 
 def margins(probs: np.ndarray) -> np.ndarray:

@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -92,15 +93,28 @@ def backend():
     return TransformersBackend(resolve("smollm2-135m"), dtype="float32", device="cpu")
 
 
-@pytest.fixture
-def fresh_registry():
-    """For tests that register users' files and tasks: names one test takes are free again for the next."""
+@contextlib.contextmanager
+def kept_registry(builtin_only: bool = False) -> Iterator[None]:
+    """The dataset registry as it was once the block ends: names taken in it are free again. ``builtin_only``: the
+    block starts as a new process does, with the built-in benchmarks only."""
     from dateeval.tasks.registry import REGISTRY
 
     before = dict(REGISTRY)
-    yield
-    REGISTRY.clear()
-    REGISTRY.update(before)
+    if builtin_only:
+        for name in [name for name, benchmark in before.items() if benchmark.source is not None]:
+            del REGISTRY[name]
+    try:
+        yield
+    finally:
+        REGISTRY.clear()
+        REGISTRY.update(before)
+
+
+@pytest.fixture
+def fresh_registry():
+    """For tests that register users' files and tasks: names one test takes are free again for the next."""
+    with kept_registry():
+        yield
 
 
 def demo_copy(folder: Path) -> Path:
@@ -132,23 +146,18 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     what :func:`run_cli_process` checks, in the tests that are about it, and in those whose own threads (a fake
     server) write to stderr."""
     from dateeval import cli
-    from dateeval.tasks.registry import REGISTRY
 
     out, err = io.StringIO(), io.StringIO()
-    here, known = os.getcwd(), dict(REGISTRY)  # the datasets a user's files register live as long as a process
-    for name in [name for name, benchmark in known.items() if benchmark.source is not None]:
-        del REGISTRY[name]  # as a new process starts: the built-in benchmarks only
+    here = os.getcwd()
     os.chdir(ROOT)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    try:  # the datasets a user's files register live as long as a process
+        with kept_registry(builtin_only=True), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 status = cli.main(list(args))
             except SystemExit as stop:  # argparse's usage errors
                 status = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
     finally:
         os.chdir(here)
-        REGISTRY.clear()
-        REGISTRY.update(known)
     return subprocess.CompletedProcess(["dateeval", *args], status, out.getvalue(), err.getvalue())
 
 

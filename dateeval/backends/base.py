@@ -18,7 +18,6 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-
 from dateeval.errors import DateEvalError
 from dateeval.prompting import ChatTemplate
 from dateeval.requests import (  # the requests and capabilities, re-exported here: the backend interface speaks them

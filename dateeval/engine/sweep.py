@@ -271,8 +271,8 @@ class Sweep:
         candidates = []
         for dataset in dict.fromkeys(candidate.dataset for candidate in dated):
             of_dataset = [candidate for candidate in dated if candidate.dataset == dataset]
-            pilot = [candidate for candidate in dense if candidate.dataset == dataset and candidate in pilots]
             own = [candidate for candidate in dense if candidate.dataset == dataset]
+            pilot = [candidate for candidate in own if candidate in pilots]
             baseline = drawn.baseline_of(self.store, description, self.spec, own)
             w = drawn.pilot_propensity(self.store, description, pilot, list(of_dataset[0].item_ids), baseline)
             chosen, sampled, note, design = drawn.draw(self.spec, w, pilot, of_dataset, len(own), baseline)

@@ -14,11 +14,11 @@ variance; a question that moves on a third of its dates is predicted near 1/3 in
 halves its squared residuals, and most questions never move, so most residuals are 0 and the estimate is close to
 exact from few cells (docs/coverage.md, "Against the best peer at the same cells").
 
-The variance (:func:`_variance`) is the pooled one (:func:`_pooled`): each question gets the mean of its squared residuals over every
-date it was drawn on (a question's residuals have the same expectation on every date unless the date itself moves it),
-shrunk by one pseudo-cell toward its stratum of equal inclusion probability, whose mean carries one pseudo-cell of
-squared residual 1/4 (a stratum where nothing moved in the sample still admits that something might). A date that moves
-questions on its own is seen by its own cells: the pooled variance is scaled up by the ratio of the date's own
+The variance (:func:`_variance`) is the pooled one (:func:`_pooled`): each question gets the mean of its squared
+residuals over every date it was drawn on (a question's residuals have the same expectation on every date unless the
+date itself moves it), shrunk by one pseudo-cell toward its stratum of equal inclusion probability, whose mean carries
+one pseudo-cell of squared residual 1/4 (a stratum where nothing moved in the sample still admits that something
+might). A date that moves questions on its own is seen by its own cells: the pooled variance is scaled up by the ratio of the date's own
 Horvitz-Thompson variance to what the pooled mean squares predict for the same drawn cells (:func:`_excess`; a ratio
 estimator, never below 1). Taking the larger of the two variances instead covered 0.987-0.998 on a real store
 (docs/coverage.md): most dates' own estimate is noise around the pooled one, and the larger of two noisy estimates is
@@ -294,7 +294,7 @@ def design_of(texts: pd.Series, record: DesignRecord | None = None) -> sparse.De
     if len({(design.seed, design.pilot, design.baseline) for design in designs}) > 1:
         seeds = sorted({design.seed for design in designs})
         raise DateEvalError(
-            f"it holds sparse draws of --budget-seed {', '.join(map(str, seeds))} or of different pilot dates: they "
+            f"it holds sparse draws of --budget-seed {', '.join(map(str, seeds))} or of different pilot dates or baselines: they "
             "are not one sample (sweep it again with one --budget-seed, into a new store)"
         )
     if not designs:

@@ -22,7 +22,8 @@ def program(name: str) -> str:
     if not found:
         raise RuntimeError(f"{name}.py does not import the shared code")
     common = (_HERE / "common.py").read_text(encoding="utf-8")
-    return f"{head}\n{common}{tail.partition(chr(10))[2]}"
+    _, _, rest = tail.partition("\n")  # the import line's end
+    return f"{head}\n{common}{rest}"
 
 
 SOLUTION = program("solution")
