@@ -234,7 +234,7 @@ def main() -> None:
         start = time.perf_counter()
         build(root, args.items, args.models)
         print(f"built {root} in {time.perf_counter() - start:.0f}s")
-    # sidecars.FOLDER and stored.FOLDER, spelled out: importing dateeval here would take its imports out of the cold render
+    # sidecars.FOLDER and store.tables.KEPT_FOLDER, spelled out: importing dateeval here would take its imports out of the cold render
     if args.no_sidecars:
         shutil.rmtree(root / ".aggregates", ignore_errors=True)
     if args.fresh_statistics or args.computed_on_render:

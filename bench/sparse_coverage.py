@@ -39,7 +39,7 @@ from dateeval import sparse
 from dateeval.results import chance, estimated, robust, sparse_chance, variation
 from dateeval.results.estimated import Z, difference_estimates, sparse_robust
 from dateeval.results.replay import replay
-from dateeval.rows import with_factor
+from dateeval.schema import with_factor
 from dateeval.store import Store
 
 

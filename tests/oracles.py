@@ -22,8 +22,8 @@ from dateeval.results.chance import (
 )
 from dateeval.results.descriptive import common_items, entry_label
 from dateeval.results.inference import FACTOR_COLUMNS, across_factors, entry_factors, graded, outcome_matrices
-from dateeval.rows import group_codes as _codes
-from dateeval.rows import predictions, with_factor
+from dateeval.schema import group_codes as _codes
+from dateeval.schema import predictions, with_factor
 from dateeval.schema import ENTRY, ENTRY_KEY
 
 

@@ -19,6 +19,7 @@ from dateeval.keeping import keep
 from dateeval.results import descriptive, item_matrices, stored, unit_sums
 from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
 from dateeval.store import Store, sidecars
+from dateeval.store import tables as store_tables
 
 KEY = [*schema.ENTRY, "condition"]
 
@@ -27,8 +28,8 @@ KEY = [*schema.ENTRY, "condition"]
 def demo(tmp_path) -> Store:
     """A copy of the demo store (MCQA, chain of thought, GSM8K, HumanEval, WMT16: every metric), without sidecars."""
     shutil.copytree(ROOT / "demo" / "store", tmp_path / "store", ignore=shutil.ignore_patterns(sidecars.FOLDER))
-    unit_sums._READ.clear()
-    unit_sums._ITEMS.clear()
+    store_tables._READ.clear()
+    store_tables._ITEMS.clear()
     stored._KEPT.clear()
     return Store(tmp_path / "store")
 
@@ -44,7 +45,7 @@ def _same(left: pd.DataFrame, right: pd.DataFrame) -> None:
 
 
 def test_sums_give_the_metrics_of_the_rows_for_every_task(demo):
-    sums, problems = unit_sums.load(demo)
+    sums, problems = store_tables.unit_sums(demo)
     assert not problems.corrupted and unit_sums.inexact_entries(sums).empty
     metrics, _ = unit_sums.condition_metrics(demo, sums)
     _same(metrics, _from_rows(demo))
@@ -54,16 +55,16 @@ def test_sums_give_the_metrics_of_the_rows_for_every_task(demo):
 def test_readers_sum_missing_sidecars_in_memory_and_keep_writes_them_once(demo):
     """Opening a store writes nothing: units without sidecars are summed in memory, with the same numbers. An explicit
     keep writes them (and replaces those of an older format); later readers read them."""
-    sums, problems = unit_sums.load(demo)
+    sums, problems = store_tables.unit_sums(demo)
     assert not problems.corrupted and not (demo.root / sidecars.FOLDER).exists()
     _same(unit_sums.condition_metrics(demo, sums)[0], _from_rows(demo))
     assert keep(demo) == []
     kept = sorted((demo.root / sidecars.FOLDER).rglob("*.parquet"))
-    assert len([path for path in kept if stored.FOLDER not in path.parts]) == 2 * len(
+    assert len([path for path in kept if store_tables.KEPT_FOLDER not in path.parts]) == 2 * len(
         demo.files()
     )  # the sums and the per-item sidecar of every unit
-    unit_sums._READ.clear()
-    again, problems = unit_sums.load(demo)  # from the sidecars, verified on read
+    store_tables._READ.clear()
+    again, problems = store_tables.unit_sums(demo)  # from the sidecars, verified on read
     assert not problems.corrupted and sorted((demo.root / sidecars.FOLDER).rglob("*.parquet")) == kept
     _same(unit_sums.condition_metrics(demo, again)[0], _from_rows(demo))
     items = next(path for path in kept if path.name.endswith(".items.parquet"))
@@ -76,7 +77,7 @@ def test_readers_sum_missing_sidecars_in_memory_and_keep_writes_them_once(demo):
         and not items.exists()
     )
     assert not sidecars.keep_missing(demo).messages() and items.exists()  # what keep writes first
-    shutil.rmtree(demo.root / sidecars.FOLDER / stored.FOLDER)  # below, only the sidecars
+    shutil.rmtree(demo.root / sidecars.FOLDER / store_tables.KEPT_FOLDER)  # below, only the sidecars
     for path in list(
         (demo.root / sidecars.FOLDER).rglob("*.parquet")
     ):  # as the format before per-item sidecars left them
@@ -85,7 +86,7 @@ def test_readers_sum_missing_sidecars_in_memory_and_keep_writes_them_once(demo):
         else:
             path.rename(path.with_name(path.name.replace(f".v{sidecars.FORMAT}.", ".")))
     old = list((demo.root / sidecars.FOLDER).rglob("*.parquet"))
-    unit_sums._READ.clear()
+    store_tables._READ.clear()
     sidecars.keep_missing(demo)
     assert not any(path.exists() for path in old) and len(
         list((demo.root / sidecars.FOLDER).rglob("*.parquet"))
@@ -97,7 +98,7 @@ def test_a_replaced_unit_is_summed_again(demo):
     unit = demo.files()[0]
     frame, _ = demo.read(paths=[unit])
     sidecars.write_unit(demo, unit, frame.assign(correct=~frame["correct"].astype(bool)))
-    sums, _ = unit_sums.load(demo)
+    sums, _ = store_tables.unit_sums(demo)
     _same(unit_sums.condition_metrics(demo, sums)[0], _from_rows(demo))
     assert (
         len(list((demo.root / sidecars.FOLDER).rglob(f"{unit.name}.*"))) == 2
@@ -146,7 +147,7 @@ def test_entries_the_sums_cannot_give_exactly_come_from_their_rows(tmp_path):
         store.unit_path("m", "d", "2024-01-02", "c"),
         _unit("2024-01-02", range(5), [True, True, False, True, False]),
     )
-    sums, _ = unit_sums.load(store)
+    sums, _ = store_tables.unit_sums(store)
     assert len(unit_sums.inexact_entries(sums)) == 1
     _same(unit_sums.condition_metrics(store, sums)[0], _from_rows(store))
     frame, _ = store.read(columns=SUMMARY_COLUMNS)
@@ -162,7 +163,7 @@ def test_a_damaged_unit_is_reported_and_left_out(demo):
     data = bytearray(unit.read_bytes())
     data[len(data) // 3] ^= 0xFF
     unit.write_bytes(bytes(data))
-    sums, problems = unit_sums.load(demo)
+    sums, problems = store_tables.unit_sums(demo)
     assert [path for path, _ in problems.corrupted] == [unit] and str(unit.relative_to(demo.root)) not in set(
         sums["source"]
     )
@@ -173,7 +174,7 @@ def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
     from dateeval import explorer
     from dateeval.results import chance, headline, inference
 
-    sums, _ = unit_sums.load(demo)
+    sums, _ = store_tables.unit_sums(demo)
     sums = sums.assign(entry=descriptive.entry_label(sums))
     frame, _ = demo.read(columns=schema.OUTCOME_COLUMNS, optional=["answer", "score", *GENERATION_COLUMNS])
     frame = frame.assign(entry=descriptive.entry_label(frame))
@@ -228,7 +229,7 @@ def _new_process() -> None:
     from dateeval.explorer import cache
 
     cache.clear()
-    unit_sums._READ.clear()
+    store_tables._READ.clear()
     stored._KEPT.clear()
 
 
@@ -252,7 +253,7 @@ def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed
         pd.testing.assert_frame_equal(kept_table, computed, check_dtype=False)
     assert not (demo.root / sidecars.FOLDER).exists()  # reading wrote nothing
     assert keep(demo) == []
-    kept = sorted((demo.root / sidecars.FOLDER / stored.FOLDER).rglob("*.parquet"))
+    kept = sorted((demo.root / sidecars.FOLDER / store_tables.KEPT_FOLDER).rglob("*.parquet"))
     assert {path.parent.name for path in kept} == {
         "headline",
         "significance",
@@ -315,9 +316,9 @@ def test_kept_rows_round_trip_even_empty_and_live_in_memory_where_the_store_is_r
         assert stored.rows(demo, "numbers", "label", units, (1,), lambda: computed.append(1) or [{"x": 0.5}]) == [
             {"x": 0.5}
         ]
-    assert computed == [1] and not (demo.root / sidecars.FOLDER / stored.FOLDER / "numbers").exists()
+    assert computed == [1] and not (demo.root / sidecars.FOLDER / store_tables.KEPT_FOLDER / "numbers").exists()
     assert ["not kept" in message for message in keep(demo)] == [True]  # a store that cannot take them: one warning
-    assert not (demo.root / sidecars.FOLDER / stored.FOLDER / "numbers").exists()
+    assert not (demo.root / sidecars.FOLDER / store_tables.KEPT_FOLDER / "numbers").exists()
 
 
 def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
@@ -325,7 +326,7 @@ def test_a_read_only_store_keeps_its_sidecars_in_memory(demo, monkeypatch):
         raise DateEvalError(f"cannot write results to {path}: read-only")
 
     monkeypatch.setattr(Store, "write", refuse)
-    sums, problems = unit_sums.load(demo)
+    sums, problems = store_tables.unit_sums(demo)
     assert not problems.corrupted and not (demo.root / sidecars.FOLDER).exists()
     sums = sums.assign(entry=descriptive.entry_label(sums))
     mmlu = sums[sums["dataset"] == "mmlu"]
@@ -368,7 +369,7 @@ def test_a_sidecar_folder_the_reader_may_not_read_reads_as_an_absent_one(demo, m
         return tuple(capsys.readouterr())
 
     absent = {command: said(command)[0] for command in ("summary", "robust")}
-    assert keep(demo) == [] and (demo.root / sidecars.FOLDER / stored.FOLDER / "robust").is_dir()
+    assert keep(demo) == [] and (demo.root / sidecars.FOLDER / store_tables.KEPT_FOLDER / "robust").is_dir()
     _deny(monkeypatch, demo.root / sidecars.FOLDER)
     for command, out in absent.items():
         found, err = said(command)

@@ -23,6 +23,7 @@ from dateeval.engine.sweep import Sweep, SweepSpec
 from dateeval.requests import LabelScores
 from dateeval.schema import ROW_KEY
 from dateeval.store import Store
+from dateeval.store import tables as store_tables
 from dateeval.tasks import mcqa
 
 DATES = "2024-01-01,2024-06-15,2024-12-31"
@@ -123,7 +124,7 @@ def _assert_statistics_kept_by_the_sweep(store: Store, monkeypatch) -> None:
                 len(view.flips(entry, dataset, *descriptive.date_range(view.metrics, dataset))[0]) == 6
             )  # the Flips page's default view
     assert kept[0].n_dates == 3 and kept[0].n_items == 6 and len(kept[1][1]) == 2  # a null band per dataset
-    shutil.rmtree(store.root / ".aggregates" / stored.FOLDER)
+    shutil.rmtree(store.root / ".aggregates" / store_tables.KEPT_FOLDER)
     stored._KEPT.clear()
     fresh = results.open(store)[0]
     for computed, read in zip([[fresh.headline()], *fresh.entry_statistics()], [[kept[0]], *kept[1]], strict=True):

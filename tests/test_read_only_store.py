@@ -22,8 +22,9 @@ from streamlit.testing.v1 import AppTest
 
 from dateeval import results
 from dateeval.keeping import keep
-from dateeval.results import stored, unit_sums
+from dateeval.results import stored
 from dateeval.store import Store, sidecars
+from dateeval.store import tables as store_tables
 
 PAGES = [
     "pages/overview.py",
@@ -65,8 +66,8 @@ def _read_only(root: Path) -> None:
 
 def _forget() -> None:
     """Forget what this process read or computed, as a new process would start."""
-    unit_sums._READ.clear()
-    unit_sums._ITEMS.clear()
+    store_tables._READ.clear()
+    store_tables._ITEMS.clear()
     stored._KEPT.clear()
 
 
@@ -88,7 +89,7 @@ def stores(tmp_path_factory) -> tuple[Path, Path, dict[str, str]]:
     kept, bare = base / "kept", base / "bare"
     shutil.copytree(ROOT / "demo" / "store", kept, ignore=shutil.ignore_patterns(sidecars.FOLDER))
     shutil.copytree(ROOT / "demo" / "store", bare, ignore=shutil.ignore_patterns(sidecars.FOLDER))
-    assert keep(Store(kept)) == [] and (kept / sidecars.FOLDER / stored.FOLDER).is_dir()
+    assert keep(Store(kept)) == [] and (kept / sidecars.FOLDER / store_tables.KEPT_FOLDER).is_dir()
     _read_only(bare)
     out = base / "kept-out"
     out.mkdir()

@@ -15,7 +15,7 @@ from streamlit.testing.v1 import AppTest
 
 from dateeval.results import flip_reads
 from dateeval.results.descriptive import entry_label
-from dateeval.rows import with_factor
+from dateeval.schema import with_factor
 from dateeval.store import Store
 
 PAIRS = [

@@ -14,7 +14,7 @@ import pandas as pd
 
 from dateeval.metrics import METRICS as REGISTRY
 from dateeval.metrics import dataset_metrics
-from dateeval.rows import group_codes as _codes
+from dateeval.schema import group_codes as _codes
 from dateeval.schema import ENTRY, ENTRY_KEY
 
 

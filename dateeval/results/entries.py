@@ -21,7 +21,7 @@ from dateeval import schema
 from dateeval.results import descriptive, estimated, inference, item_matrices, sql, stored, unit_sums
 from dateeval.schema import OUTCOME_COLUMNS
 from dateeval.errors import DateEvalError
-from dateeval.store import Store, StoreProblems, designs
+from dateeval.store import Store, StoreProblems, designs, tables
 
 # Entries whose matrices one view holds at once (each is tens of MB at paper scale).
 HELD_ENTRIES = 6
@@ -73,7 +73,7 @@ class EntryData:
     def open(cls: type[_Read], store: Store) -> tuple[_Read, StoreProblems]:
         """The store as it is now, with what could not be read (damaged units are left out and reported)."""
         fingerprint = store.fingerprint()
-        sums, problems = unit_sums.load(store)
+        sums, problems = tables.unit_sums(store)
         sums = sums.assign(entry=descriptive.entry_label(sums)) if len(sums) else sums.assign(entry=None)
         sampled = estimated.drawn(sums)
         sums, drawn = sums[~sampled.to_numpy()].reset_index(drop=True), sums[sampled.to_numpy()].reset_index(drop=True)

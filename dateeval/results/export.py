@@ -27,7 +27,7 @@ from dateeval.errors import DateEvalError
 from dateeval.results import descriptive
 from dateeval.results.entries import Period
 from dateeval.results.view import Results
-from dateeval.rows import with_factor
+from dateeval.schema import with_factor
 from dateeval.store.text import has_surrogates
 
 FORMATS = (".parquet", ".csv", ".jsonl")

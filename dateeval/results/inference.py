@@ -26,7 +26,7 @@ import pandas as pd
 
 from dateeval.results.descriptive import entry_label
 from dateeval.results.variation import bootstrap_cv, cv
-from dateeval.rows import predictions, with_factor
+from dateeval.schema import predictions, with_factor
 
 # What stays fixed when comparing entries across precisions or across machines.
 SAME_PRECISION_RUN = ["model", "device", "hardware", "dataset", "task_key"]

@@ -21,15 +21,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from dateeval import schema
-from dateeval.results import unit_sums
-from dateeval.store import Store, sidecars
+from dateeval.store import Store, tables
 
 FLIP_COLUMNS = [
     "entry",
@@ -66,7 +64,7 @@ class Outcomes:
 
 
 def load(store: Store, sums: pd.DataFrame) -> Outcomes | None:
-    """The matrices of the conditions in ``sums`` (rows of ``unit_sums.load`` with ``entry``: one entry and dataset).
+    """The matrices of the conditions in ``sums`` (rows of ``store.tables.unit_sums`` with ``entry``: one entry and dataset).
 
     Reads the per-item sidecars of their units, rebuilding any that is missing
     or damaged from its (verified) unit; a (condition, item) with more than one
@@ -78,7 +76,7 @@ def load(store: Store, sums: pd.DataFrame) -> Outcomes | None:
     )
     units = []
     for source, part in sums.groupby("source", sort=True):
-        table = _items_table(store, store.root / source)
+        table = tables.unit_items(store, store.root / source)
         if table is None:
             return None
         rows = row_of.reindex(pd.MultiIndex.from_frame(part[schema.GROUP].astype(object))).to_numpy()
@@ -153,21 +151,6 @@ def _first_of(cells: np.ndarray) -> np.ndarray:
     first = np.zeros(len(cells), dtype=bool)
     first[np.unique(cells, return_index=True)[1]] = True
     return first
-
-
-def _items_table(store: Store, unit: Path) -> pa.Table | None:
-    """A unit's verified per-item sidecar (summed in memory when missing or damaged); None when the unit is unreadable."""
-    try:
-        path = sidecars.items_sidecar(sidecars.sidecar(store.root, unit, unit.stat()))
-    except FileNotFoundError:
-        return None
-    if path in unit_sums._ITEMS:
-        return unit_sums._ITEMS[path]
-    table = store.read_table(path) if sidecars.on_disk(store.root, path) else None
-    if table is None:
-        unit_sums.summed(store, unit)
-        table = unit_sums._ITEMS.get(path)
-    return table
 
 
 def _matrix(shape: tuple[int, int], cells: Sequence[np.ndarray], units: Sequence[_Unit], name: str) -> np.ndarray:

@@ -6,8 +6,8 @@ columns and rows asked for are read (DuckDB's projection and predicate pushdown,
 never loads the store into pandas.
 
 DuckDB does not know the store's checksums. Callers therefore pass only *verified* files: units whose sidecars
-exist for their current size and mtime, which ``unit_sums`` makes only after verifying every column
-(``unit_sums.load`` returns them as ``source``).
+exist for their current size and mtime, which the store makes only after verifying every column
+(``dateeval.store.tables.unit_sums`` returns them as ``source``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ kept, as rows, in::
     STORE/.aggregates/derived/<name>/<label digest>.<key>.parquet
 
 where ``key`` digests the units' paths, sizes and mtimes, the arguments and
-:data:`VERSION`. A new or replaced unit changes the key, so stale results
+:data:`VERSION` (the store names the file: ``dateeval.store.tables.kept_path``). A new or replaced unit changes the key, so stale results
 are never read. They are verified when read: a damaged one is computed
 again. This module only reads: what is not kept is computed and held in
 this process, and an explicit keep (``dateeval.keeping.keep``: a sweep's or
@@ -30,12 +30,9 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-import xxhash
-
-from dateeval.store import Store, sidecars
+from dateeval.store import Store, tables
 
 VERSION = 17  # 17: sparse entries: a date pilot, the baseline as the prior, the ratio-scaled pooled variance
-FOLDER = "derived"
 # Results read or computed in this process, by path (a path's name fixes its content), the most recent HELD.
 _KEPT: OrderedDict[Path, list[dict]] = OrderedDict()
 _LOCK = threading.Lock()
@@ -53,37 +50,22 @@ def rows(
     ``label`` names what the rows are about (an entry and dataset) so that a newer result replaces the older one's file.
     """
     try:
-        path = _path(store, name, label, units, arguments)
+        path = tables.kept_path(store, name, label, units, VERSION, arguments)
     except FileNotFoundError:  # a unit compacted away since the caller listed it: nothing to key the rows on
         return compute()
     with _LOCK:  # the explorer's sessions are threads
         if path in _KEPT:
             _KEPT.move_to_end(path)
             return _KEPT[path]
-    table = store.read_table(path) if sidecars.on_disk(store.root, path) else None
-    found = table.to_pylist() if table is not None else compute()
+    kept = tables.kept_rows(store, path)
+    found = kept if kept is not None else compute()
     with _LOCK:
-        for collection in _COLLECTING if table is None else []:
+        for collection in _COLLECTING if kept is None else []:
             collection.append((path, found))
         _KEPT[path] = found
         while len(_KEPT) > HELD:
             _KEPT.popitem(last=False)
     return found
-
-
-def _path(store: Store, name: str, label: str, units: Sequence[Path], arguments: tuple) -> Path:
-    """Where the rows of ``name`` for these units (as they are now) and arguments are kept."""
-    stats = [(str(unit.relative_to(store.root)), unit.stat()) for unit in sorted(set(units))]
-    material = repr(
-        (VERSION, sidecars.FORMAT, name, arguments, [(path, s.st_size, s.st_mtime_ns) for path, s in stats])
-    )
-    return (
-        store.root
-        / sidecars.FOLDER
-        / FOLDER
-        / name
-        / f"{xxhash.xxh64_hexdigest(label.encode())}.{xxhash.xxh3_128_hexdigest(material.encode())}.parquet"
-    )
 
 
 def held(store: Store) -> list[tuple[Path, list[dict]]]:

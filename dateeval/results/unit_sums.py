@@ -1,9 +1,8 @@
-"""Per-unit sums as the statistics read them: from the sidecars the store keeps, or summed in memory where it lacks them.
+"""Per-condition metrics finished from the per-unit sums the store gives (``dateeval.store.tables.unit_sums``).
 
-The sums and their sidecars are the store's (:mod:`dateeval.store.sidecars`: what they hold, when they are written,
-why a sidecar means "verified"). This module only reads: a unit without a sidecar (a store written before sidecars
-existed, or a read-only one) is summed here, in this process, and held in memory, so a read-only store opens with
-the same numbers and nothing in the folder changes; ``dateeval.keeping.keep`` writes what is missing.
+The sums, their sidecars and their format are the store's (:mod:`dateeval.store.sidecars`: what they hold, when they
+are written, why a sidecar means "verified"; :mod:`dateeval.store.tables`: how a reader gets them, summed in memory
+where a unit has no sidecar). This module only finishes them into metrics and notes.
 
 **Exact, never approximate.** ``of_rows_metrics`` (the same sums over rows) drops rows
 duplicated across files and keeps only the items every condition of an
@@ -17,70 +16,14 @@ rows by ``condition_metrics`` itself.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from dateeval.metrics import METRICS
 from dateeval.results import descriptive
-from dateeval.rows import group_codes, with_factor
-from dateeval.schema import DESCRIPTION, ENTRY, ENTRY_KEY, GROUP
-from dateeval.store import Store, StoreProblems, sidecars
-from dateeval.store.sums import OPTIONAL_COLUMNS, SOURCE_COLUMNS, of_rows
-
-# Sidecars read in this process, by path: a sidecar's name fixes its content, so a live sweep's new units
-# are the only ones read when the store changes.
-_READ: dict[Path, pd.DataFrame] = {}
-# Per-item sidecars summed in this process where the store lacks them (a read-only store, or one written before
-# sidecars existed), as Arrow tables: text stays in Arrow buffers, not Python objects.
-_ITEMS: dict[Path, pa.Table] = {}
-
-
-def summed(store: Store, unit: Path) -> tuple[pd.DataFrame | None, StoreProblems]:
-    """A unit without a sidecar summed in memory (``sidecars.summed``), its sums and per-item table held in this
-    process under the names their sidecars would have; nothing is written."""
-    found, problems = sidecars.summed(store, unit)
-    if found is None:
-        return None, problems
-    if found.path is not None:
-        _ITEMS[sidecars.items_sidecar(found.path)] = found.items
-        _READ[found.path] = found.sums
-    return found.sums, problems
-
-
-def load(store: Store) -> tuple[pd.DataFrame, StoreProblems]:
-    """Every unit's sums, from its sidecar or (once per process) from its rows; damaged units are reported and left out."""
-
-    problems, parts = StoreProblems(), []
-    for unit in store.files():
-        try:
-            path = sidecars.sidecar(store.root, unit, unit.stat())
-        except FileNotFoundError:
-            continue  # compacted away since it was listed
-        sums = _READ.get(path)
-        if sums is None and sidecars.on_disk(store.root, path, problems):
-            sums = _read_sidecar(store, path)
-        if sums is None:
-            sums, found = summed(store, unit)
-            problems.corrupted += found.corrupted
-            problems.foreign += found.foreign
-            problems.unreachable |= found.unreachable
-        if sums is not None:
-            parts.append(sums)
-    return (
-        pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=[*GROUP, *DESCRIPTION, "source"])
-    ), problems
-
-
-def _read_sidecar(store: Store, path: Path) -> pd.DataFrame | None:
-    """A sidecar's sums, verified; None when it is damaged (its unit is then summed again)."""
-    frame, problems = store.read(paths=[path])
-    if problems.corrupted or frame.empty:
-        return None
-    _READ[path] = frame
-    return frame
+from dateeval.schema import group_codes, with_factor
+from dateeval.schema import ENTRY, ENTRY_KEY, GROUP
+from dateeval.store import Store, StoreProblems, tables
 
 
 def inexact_entries(sums: pd.DataFrame) -> pd.DataFrame:
@@ -149,7 +92,7 @@ def of_rows_metrics(frame: pd.DataFrame) -> pd.DataFrame:
     the same sums and finish as the sidecars, over all of a condition's rows at once."""
     if frame.empty:
         return pd.DataFrame(columns=metric_columns())
-    return metrics(of_rows(descriptive.common_items(with_factor(frame)))).sort_values(
+    return metrics(tables.rows_summed(descriptive.common_items(with_factor(frame)))).sort_values(
         ENTRY + ["date_mode", "date"], ignore_index=True
     )
 
@@ -168,7 +111,7 @@ def condition_metrics(store: Store, sums: pd.DataFrame) -> tuple[pd.DataFrame, S
     parts, problems = [metrics(sums[~on_rows])], StoreProblems()
     if on_rows.any():
         paths = [store.root / source for source in dict.fromkeys(sums.loc[on_rows, "source"])]
-        frame, problems = store.read(columns=SOURCE_COLUMNS, paths=paths, optional=OPTIONAL_COLUMNS)
+        frame, problems = tables.source_rows(store, paths)
         parts.append(of_rows_metrics(frame[_in(frame, inexact)]))
     table = (
         pd.concat([part for part in parts if len(part)], ignore_index=True) if any(len(p) for p in parts) else parts[0]

@@ -10,7 +10,7 @@ computed once per unit file and kept in a small sidecar::
 
 Beside it, ``….items.parquet`` keeps what per-item views need, and nothing
 else: per row its sums row (``group``), item, grade, confidence, sentence
-score, answer and the comparable answer it gave (``rows.predictions``
+score, answer and the comparable answer it gave (``schema.predictions``
 as text: numbers tagged ``#``, texts ``=``), so the Flips page and the
 statistics build per-entry matrices (``dateeval.results.item_matrices``) without
 decoding the unit's option probabilities, outputs and repeated labels.

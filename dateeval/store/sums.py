@@ -15,7 +15,7 @@ import xxhash
 
 from dateeval import schema
 from dateeval.metrics import METRICS, Grouped
-from dateeval.rows import group_codes, predictions, with_factor
+from dateeval.schema import group_codes, predictions, with_factor
 from dateeval.schema import CORPUS_COLUMNS, DESCRIPTION, ENTRY, GROUP
 from dateeval.store.text import escape_text, has_surrogates
 
@@ -104,7 +104,7 @@ def _coded(values: pd.Series | np.ndarray) -> tuple[pa.Array, pa.Array]:
 
 
 def prediction_text(frame: pd.DataFrame) -> np.ndarray:
-    """``rows.predictions`` as text that is equal exactly where pandas finds the values equal (1 == 1.0, 1 != '1').
+    """``schema.predictions`` as text that is equal exactly where pandas finds the values equal (1 == 1.0, 1 != '1').
 
     A missing answer is ``schema.UNPARSEABLE``, one value of its own. Values are converted once per distinct value,
     so millions of rows cost one factorisation.
