@@ -34,8 +34,11 @@ from scipy import stats
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dateeval.metrics.calibration import ece_rows
-from dateeval.results import bands, chance, robust, variation
-from dateeval.results.chance_reads import N_PERM
+from dateeval.results.bands import bands
+from dateeval.results.chance import chance
+from dateeval.results.robust import robust
+from dateeval.results import variation
+from dateeval.results.readers.chance import N_PERM
 
 RATES = (0.02, 0.1, 0.3, 0.5)
 ITEMS = (10, 20, 50, 200, 1000)
@@ -552,7 +555,7 @@ def paired_extreme_coverage(rate_a: float, rate_b: float, items: int, dates: int
     """``robust.paired_difference`` (``dateeval compare``, ``stats.paired_difference``) where the rates sit near 0 or 1:
     each question's own chance for A and for B near the rate (sd 0.02), answers drawn per date; the truth is the mean of
     the questions' differences. Coverage among the intervals printed, and how often none is (no spread: NaN bounds)."""
-    from dateeval.results.robust import paired_difference
+    from dateeval.results.robust.robust import paired_difference
 
     rng = np.random.default_rng(seed)
     hits = printed = 0

@@ -21,7 +21,7 @@ their size matters here.
 an old store (written before sidecars existed), which sum its units in memory
 (readers write nothing; ``keeping.keep`` writes the sidecars).
 ``--fresh-statistics`` removes only the statistics kept with the store
-(``dateeval.results.stored``: the headline, null bands, Table 5 rows) and computes
+(``dateeval.results.sources.stored``: the headline, null bands, Table 5 rows) and computes
 them again in a process of their own, as the end of a sweep or of ``compact``
 does (``dateeval.keeping.keep``), printing its time and peak memory; the
 renders then read them, as the first explorer process after a sweep does.

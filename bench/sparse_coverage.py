@@ -3,7 +3,7 @@
 Each dense entry (every question on every date) is the known truth. Many times over, the sparse design
 (``dateeval.sparse``: the no-date baseline dense and the design's pilot, the other cells drawn with probabilities that follow
 each question's propensity) is drawn from it with a new seed, exactly as ``dateeval run --budget`` draws, and the
-estimator ``dateeval.results.estimated.difference_estimates`` gives each drawn date's value and interval. Reported per
+estimator ``dateeval.results.sparse.estimated.difference_estimates`` gives each drawn date's value and interval. Reported per
 entry and budget: the share of (date, draw) pairs whose interval covers the dense value, the median and largest
 half-width, and the share of the grid scored. Beside it, at the same budget:
 
@@ -36,9 +36,12 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from dateeval import sparse
-from dateeval.results import chance, estimated, robust, sparse_chance, variation
-from dateeval.results.estimated import Z, difference_estimates, sparse_robust
-from dateeval.results.replay import replay
+from dateeval.results.chance import chance, sparse_chance
+from dateeval.results.sparse import estimated
+from dateeval.results.robust import robust
+from dateeval.results import variation
+from dateeval.results.sparse.estimated import Z, difference_estimates, sparse_robust
+from dateeval.results.sparse.replay import replay
 from dateeval.schema import with_factor
 from dateeval.store import Store
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from dateeval.errors import DateEvalError
-from dateeval.results import Results, stored
+from dateeval.results import Results
+from dateeval.results.sources import stored
 from dateeval.store import Store, sidecars
 
 

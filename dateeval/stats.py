@@ -1,7 +1,7 @@
 """dateeval's statistics on plain numpy arrays, for results from anywhere (lm-eval ``--log_samples``, Inspect logs).
 
 Each function here is the one the explorer's pages, the CLI and the report print: they call the same implementation
-(``dateeval.results.inference`` and ``dateeval.results.robust``), so a number computed here from a user's own arrays
+(``dateeval.results.inference`` and ``dateeval.results.robust.robust``), so a number computed here from a user's own arrays
 equals the one dateeval shows for the same outcomes. Arrays are 0/1 grades (1 right): a dates x questions matrix holds
 one model's grades on every question on every date of a sweep. Every interval is 95%. Coverage and size of each, in a
 simulation with known truth: docs/coverage.md; how to call them: docs/statistics-api.md.
@@ -84,7 +84,7 @@ def rate_interval(right: int, n: int) -> Estimate:
     Its coverage is at least 95% at every rate and every n; 0 of n gives [0, 1 - 0.025^(1/n)], never zero wide."""
     if not (_whole(n) and _whole(right) and n > 0 and 0 <= right <= n):
         raise UsageError(f"rate_interval needs 0 <= right <= n and n a positive whole number; got right={right}, n={n}")
-    from dateeval.results.bands import clopper_pearson
+    from dateeval.results.bands.bands import clopper_pearson
 
     low, high = clopper_pearson(np.array([right]), n)
     return Estimate(right / n, float(low[0]), float(high[0]))
@@ -94,7 +94,7 @@ def robust_score(correct: object) -> Estimate:
     """The date-robust score (the mean over dates and questions) of a dates x questions 0/1 array, with the interval
     over both questions and dates that ``dateeval robust`` and the What to report page print (Korn-Graubard at the
     effective sample size the two-way variance components give)."""
-    from dateeval.results.robust import date_robust
+    from dateeval.results.robust.robust import date_robust
 
     score, low, high, _ = date_robust(_grades(correct))
     return Estimate(score, low, high)
@@ -135,7 +135,7 @@ def date_effect_test(
         raise UsageError(
             f"every entry must be on the same dates and questions; got shapes {sorted({array.shape for array in arrays})}"
         )
-    from dateeval.results.chance import date_effect_family
+    from dateeval.results.chance.chance import date_effect_family
 
     return date_effect_family([arrays], n_perm=int(shuffles), seed=seed, progress=progress)
 
@@ -149,7 +149,7 @@ def ece(confidence: object, correct: object) -> Estimate:
     right or 3 wrong answers (accuracy near 1 or 0), where no bound held: at confidence 0.99 and accuracy 0.97 on 50
     questions an interval read from the sample covered 0.77."""
     from dateeval.metrics.calibration import ece as debiased
-    from dateeval.results.bands import ece_interval
+    from dateeval.results.bands.bands import ece_interval
 
     confidence, correct = _floats(confidence, "confidence"), _floats(correct, "correct")
     if confidence.ndim != 1 or confidence.shape != correct.shape or confidence.size == 0:
@@ -167,7 +167,7 @@ def paired_difference(a: object, b: object) -> Estimate:
     "is A better than B whatever the date?" (``dateeval compare``, the Leaderboard page). ``low``/``high`` are NaN
     where every question's difference is the same on every date (no spread to read an interval from; a zero-wide
     interval would claim certainty)."""
-    from dateeval.results.robust import paired_difference as difference
+    from dateeval.results.robust.robust import paired_difference as difference
 
     a, b = _grades(a, "a"), _grades(b, "b")
     if a.shape != b.shape:
@@ -177,7 +177,7 @@ def paired_difference(a: object, b: object) -> Estimate:
 
 def sparse_estimates(values: object, inclusion: object, predictor: object) -> list[Estimate]:
     """Each date's mean over the questions from a sample of its cells, with a 95% interval: what ``dateeval run
-    --budget`` stores and ``summary --per-date`` prints (``dateeval.results.estimated``), for cells you sampled yourself.
+    --budget`` stores and ``summary --per-date`` prints (``dateeval.results.sparse.estimated``), for cells you sampled yourself.
 
     ``values`` is dates x questions (grades, confidences: any value in [0, 1]) with NaN where a cell was not sampled;
     ``inclusion`` each cell's known probability of having been sampled (same shape, or one per question), every one in
@@ -185,7 +185,7 @@ def sparse_estimates(values: object, inclusion: object, predictor: object) -> li
     the sample (e.g. its mean over a few dates scored in full; zeros give Horvitz-Thompson). The estimate is
     design-unbiased for the mean over every question, so it is not cut to [0, 1]; the interval is. Coverage against
     dense sweeps: docs/coverage.md ("Sparse sweeps")."""
-    from dateeval.results.estimated import difference_estimates
+    from dateeval.results.sparse.estimated import difference_estimates
 
     found, pi, m = _sample(values, inclusion, predictor)
     estimates = difference_estimates(found, pi, m)
@@ -198,10 +198,10 @@ def sparse_estimates(values: object, inclusion: object, predictor: object) -> li
 def sparse_robust_score(values: object, inclusion: object, predictor: object) -> Estimate:
     """The date-robust score (:func:`robust_score`) of a dates x questions 0/1 array of which only a sample of cells
     was graded, with its 95% interval over questions, dates and the sample: what ``dateeval robust`` prints for an
-    entry swept with ``--budget`` (``dateeval.results.estimated.sparse_robust``). ``values``, ``inclusion`` and
+    entry swept with ``--budget`` (``dateeval.results.sparse.estimated.sparse_robust``). ``values``, ``inclusion`` and
     ``predictor`` as in :func:`sparse_estimates` (grades 0/1, two or more dates and questions); with every cell
     sampled it is :func:`robust_score`. Coverage: docs/coverage.md ("Sparse sweeps")."""
-    from dateeval.results.estimated import sparse_robust
+    from dateeval.results.sparse.estimated import sparse_robust
 
     found, pi, m = _graded_sample(values, inclusion, predictor)
     score, low, high, _ = sparse_robust(found, pi, m)
@@ -211,9 +211,9 @@ def sparse_robust_score(values: object, inclusion: object, predictor: object) ->
 def sparse_date_spread(values: object, inclusion: object, predictor: object) -> Estimate:
     """:func:`date_spread` of a dates x questions 0/1 array of which only a sample of cells was graded, with its 95%
     interval over the counting noise and the sample: what ``dateeval robust --json`` gives an entry swept with
-    ``--budget`` (``dateeval.results.estimated.sparse_spread``). Arguments as in :func:`sparse_robust_score`; with
+    ``--budget`` (``dateeval.results.sparse.estimated.sparse_spread``). Arguments as in :func:`sparse_robust_score`; with
     every cell sampled it is :func:`date_spread`. Coverage: docs/coverage.md ("Sparse sweeps")."""
-    from dateeval.results.estimated import mean_squares, sparse_spread
+    from dateeval.results.sparse.estimated import mean_squares, sparse_spread
 
     found, pi, m = _graded_sample(values, inclusion, predictor)
     return Estimate(*sparse_spread(found, pi, m, mean_squares(found, pi, m)))
@@ -254,7 +254,7 @@ def sparse_replay(
     store's condition keys, so the cells are the design's but not the same ones a sweep picks. With one dense run, the
     figures each budget or width would give the next models (docs/sparse.md)."""
     from dateeval import sparse
-    from dateeval.results.replay import dense_share, replay, to_width
+    from dateeval.results.sparse.replay import dense_share, replay, to_width
 
     found = _grades(grades, "grades")
     if found.ndim != 2 or found.shape[0] <= sparse.PILOT or found.shape[1] < 1:

@@ -12,7 +12,8 @@ from dateeval.explorer import sent, viewstate
 from dateeval.data.items import LABELS
 from dateeval.errors import DateEvalError
 from dateeval.metrics import counted
-from dateeval.results import descriptive, flip_reads
+from dateeval.results import descriptive
+from dateeval.results.readers import flips as flip_reads
 from dateeval.schema import GENERATION_KINDS
 
 st.title("Questions that flip with the date")

@@ -5,8 +5,8 @@ import streamlit as st
 from dateeval import explorer, results
 from dateeval.metrics import EXPLAIN, dataset_metrics, percent
 from dateeval.results import descriptive
-from dateeval.results.export import to_csv
-from dateeval.results.headline import reorder_chance_text
+from dateeval.results.report.export import to_csv
+from dateeval.results.chance.headline import reorder_chance_text
 
 NULL_HELP = (
     EXPLAIN["null"]

@@ -6,7 +6,7 @@ import streamlit as st
 
 from dateeval import explorer
 from dateeval.explorer import viewstate
-from dateeval.results import robust_format
+from dateeval.results.robust import robust_format
 
 st.title("What to report")
 explorer.app_settings()

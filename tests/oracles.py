@@ -11,8 +11,8 @@ import pandas as pd
 
 from dateeval.metrics.calibration import ece_by_code
 from dateeval.metrics import METRICS
-from dateeval.results.bands import BAND_COLUMNS, date_band
-from dateeval.results.chance import (
+from dateeval.results.bands.bands import BAND_COLUMNS, date_band
+from dateeval.results.chance.chance import (
     SIGNIFICANCE_COLUMNS,
     against,
     date_effect_family,

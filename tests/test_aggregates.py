@@ -16,7 +16,8 @@ from conftest import ROOT
 from dateeval import results, schema
 from dateeval.errors import DateEvalError
 from dateeval.keeping import keep
-from dateeval.results import descriptive, item_matrices, stored, unit_sums
+from dateeval.results import descriptive
+from dateeval.results.sources import item_matrices, stored, unit_sums
 from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
 from dateeval.store import Store, sidecars
 from dateeval.store import tables as store_tables
@@ -170,9 +171,10 @@ def test_a_damaged_unit_is_reported_and_left_out(demo):
 
 
 def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
-    """Flips, Table 7, the headline, the bands and the Factors tables from ``dateeval.results.item_matrices`` equal the row-based path."""
+    """Flips, Table 7, the headline, the bands and the Factors tables from ``dateeval.results.sources.item_matrices`` equal the row-based path."""
     from dateeval import explorer
-    from dateeval.results import chance, headline, inference
+    from dateeval.results.chance import chance, headline
+    from dateeval.results import inference
 
     sums, _ = store_tables.unit_sums(demo)
     sums = sums.assign(entry=descriptive.entry_label(sums))
@@ -235,11 +237,13 @@ def _new_process() -> None:
 
 def test_statistics_kept_with_the_store_are_read_by_a_new_process_and_recomputed_when_stale(demo, monkeypatch):
     """What pages compute is held in memory, never written; an explicit keep writes it with what pages open on, and the
-    headline and the Factors tables then come back equal from ``dateeval.results.stored`` without computing anything; a
+    headline and the Factors tables then come back equal from ``dateeval.results.sources.stored`` without computing anything; a
     damaged kept result, or a replaced unit, makes them computed again (and the next keep replaces the stale file)."""
     from dateeval import explorer
     from dateeval.explorer import cache
-    from dateeval.results import bands, chance, inference
+    from dateeval.results.bands import bands
+    from dateeval.results.chance import chance
+    from dateeval.results import inference
 
     _new_process()
     first, tables = explorer.headline(demo), explorer.statistics(demo)
@@ -456,7 +460,7 @@ def test_a_metric_is_added_in_one_place(tmp_path, monkeypatch):
 def test_a_users_generation_dataset_is_reported_by_its_task_kind(tmp_path):
     """A dataset named after a user's file is unknown to the report's process: its rows' task kind puts it in Table 2
     (generation), not Table 1, and Flips treats it as generated."""
-    from dateeval.results import report
+    from dateeval.results.report import report
 
     store = Store(tmp_path)
     for day, correct in (("2024-01-01", [True, False, True]), ("2024-01-02", [False, False, True])):

@@ -10,7 +10,9 @@ import oracles
 import pytest
 
 from dateeval import stats
-from dateeval.results import bands, estimated, robust, robust_record
+from dateeval.results.bands import bands
+from dateeval.results.sparse import estimated
+from dateeval.results.robust import robust, robust_record
 
 
 def test_date_variances_under_resampling_equal_the_loop_anova_of_the_resampled_matrix():
@@ -88,7 +90,7 @@ def test_the_reports_model_against_model_table_is_dateeval_compare_on_every_pair
     import pandas as pd
 
     from dateeval import results
-    from dateeval.results import report
+    from dateeval.results.report import report
 
     view, _ = results.open(store)
     files: dict[str, str] = {}

@@ -143,7 +143,7 @@ def test_a_sparse_sweeps_per_date_intervals_cover_the_dense_values(sparse_study,
 
 def test_the_sparse_check_has_teeth(sparse_study, monkeypatch):
     """The same check fails an interval that ignores the unseen cells: the date's own variance alone (no pooling)."""
-    from dateeval.results import estimated
+    from dateeval.results.sparse import estimated
 
     entry = sparse_study.simulate(300, 40, seed=3, movers=0.02, hidden=0.3)
     monkeypatch.setattr(estimated, "_variance", estimated.own_variance)
@@ -154,7 +154,7 @@ def test_the_sparse_check_has_teeth(sparse_study, monkeypatch):
 def test_the_planted_check_has_teeth(sparse_study, monkeypatch):
     """The planted-effect check below fails the pooled variance without its date's excess (a date that moves
     questions on its own is then read as steady as the others)."""
-    from dateeval.results import estimated
+    from dateeval.results.sparse import estimated
 
     pooled = estimated._pooled
     monkeypatch.setattr(estimated, "_variance", lambda *cells: pooled(cells[2], estimated._mean_squares(*cells)))

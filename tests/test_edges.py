@@ -12,7 +12,9 @@ import pandas as pd
 import pytest
 from scipy import stats as scipy_stats
 
-from dateeval.results import bands, chance, descriptive, inference, variation
+from dateeval.results.bands import bands
+from dateeval.results.chance import chance
+from dateeval.results import descriptive, inference, variation
 
 ENTRIES = ["a", "b", "c", "d"]
 

@@ -108,7 +108,9 @@ def _assert_statistics_kept_by_the_sweep(store: Store, monkeypatch) -> None:
     """The sweep left the explorer's costly statistics with the store: a new view reads them without computing,
     and they equal what a computation from scratch gives."""
     from dateeval import results
-    from dateeval.results import chance, descriptive, inference, item_matrices, stored
+    from dateeval.results.chance import chance
+    from dateeval.results import descriptive, inference
+    from dateeval.results.sources import item_matrices, stored
 
     stored._KEPT.clear()
     with monkeypatch.context() as patched:

@@ -258,7 +258,7 @@ def test_figures_export_as_png_beside_svg(page):
     labels = [button.proto.label for button in at.get("download_button")]
     assert "Figure (SVG)" in labels and "Figure (PNG)" in labels
     from dateeval import results
-    from dateeval.results import robust_format
+    from dateeval.results.robust import robust_format
 
     view, _ = results.open(ROOT / "demo" / "store")
     found = robust_format.png(view.robust_record("mmlu"))

@@ -11,7 +11,8 @@ from streamlit.testing.v1 import AppTest
 
 from dateeval import plots
 from dateeval.explorer import cache
-from dateeval.results import inference, robust_format
+from dateeval.results import inference
+from dateeval.results.robust import robust_format
 
 
 @pytest.fixture

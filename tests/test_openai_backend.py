@@ -335,7 +335,7 @@ def test_replies_with_nul_bytes_and_lone_surrogates_are_graded_and_stored_as_sen
     from dateeval import results
     from dateeval.cli.outputs import write_export
     from dateeval.regrade import regrade
-    from dateeval.results import export
+    from dateeval.results.report import export
 
     store = Store(tmp_path / "store")
     regraded = regrade(store, str(data_dir), ())

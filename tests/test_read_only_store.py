@@ -22,7 +22,7 @@ from streamlit.testing.v1 import AppTest
 
 from dateeval import results
 from dateeval.keeping import keep
-from dateeval.results import stored
+from dateeval.results.sources import stored
 from dateeval.store import Store, sidecars
 from dateeval.store import tables as store_tables
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import ROOT
 from streamlit.testing.v1 import AppTest
 
-from dateeval.results import flip_reads
+from dateeval.results.readers import flips as flip_reads
 from dateeval.results.descriptive import entry_label
 from dateeval.schema import with_factor
 from dateeval.store import Store

@@ -14,8 +14,8 @@ from scipy import stats
 from streamlit.testing.v1 import AppTest
 
 from dateeval import stats as dateeval_stats
-from dateeval.results import ranks, robust, robust_format, robust_record
-from dateeval.results.robust_row import RobustRow
+from dateeval.results.robust import ranks, robust, robust_format, robust_record
+from dateeval.results.robust.robust_row import RobustRow
 
 
 def _binary(dates: int, items: int, seed: int) -> np.ndarray:

@@ -216,7 +216,7 @@ def test_the_run_page_sweeps_to_a_target_width(tab, data_dir, tmp_path):
     """Issue 63 §4: the Run page's target width runs ``dateeval.widths`` as ``run --target-width`` does: the sweep
     draws in looks and says where it stopped; its entry is sparse, its design recording the looks."""
     from dateeval import sparse
-    from dateeval.results.estimated import design_of
+    from dateeval.results.sparse.estimated import design_of
     from dateeval.store import Store
 
     first = tab()

@@ -8,8 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
-from dateeval.results import chance, sparse_chance
-from dateeval.results.estimated import Sample
+from dateeval.results.chance import chance, sparse_chance
+from dateeval.results.sparse.estimated import Sample
 
 
 def _sample(values: np.ndarray, inclusion: np.ndarray, exact: np.ndarray) -> Sample:
@@ -69,7 +69,7 @@ def test_each_shuffle_s_estimates_are_what_the_readers_give_its_grades():
     """With the cross-fitted predictor (each cell's from the other dates and a prior), every shuffle's per-date values
     are the difference estimates of one arrangement of each question's drawn grades, recomputed from scratch (the
     predictor re-fitted on the arranged grid): checked against every arrangement."""
-    from dateeval.results.estimated import cross_fitted, difference_estimates
+    from dateeval.results.sparse.estimated import cross_fitted, difference_estimates
 
     nan = np.nan
     values = np.array([[1, 0, 1], [0, nan, 1], [1, 0, nan], [nan, 1, 0], [1, 1, 0]], dtype=float)

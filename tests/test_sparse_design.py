@@ -1,4 +1,4 @@
-"""The sparse design (``dateeval.sparse``) and its estimator (``dateeval.results.estimated``, ``dateeval.stats.sparse_estimates``):
+"""The sparse design (``dateeval.sparse``) and its estimator (``dateeval.results.sparse.estimated``, ``dateeval.stats.sparse_estimates``):
 the draw is fixed by its seed and nests across budgets; the estimate is design-unbiased, checked against every
 possible sample (ties, 0/1 values, one question, two dates); bad arrays get one message naming the argument."""
 
@@ -17,8 +17,8 @@ from dateeval.conditions import Condition
 from dateeval.engine.drawn import check_affordable
 from dateeval.engine.plan import SweepSpec
 from dateeval.errors import DateEvalError
-from dateeval.results import estimated
-from dateeval.results.estimated import difference_estimates, own_variance
+from dateeval.results.sparse import estimated
+from dateeval.results.sparse.estimated import difference_estimates, own_variance
 
 
 def test_the_draw_is_fixed_by_its_seed_and_uniform():
@@ -210,7 +210,7 @@ def test_the_replay_estimates_every_date_as_the_readers_do():
     difference estimate of its drawn cells against the cross-fitted predictor (cut to [0, 1]; the baseline, where
     given, its prior) with the readers' interval; the pilot exact with its Clopper-Pearson band; the cells counted with
     the baseline; with the whole budget every date exact and every cell scored."""
-    from dateeval.results.replay import replay
+    from dateeval.results.sparse.replay import replay
 
     rng = np.random.default_rng(63)
     grades = (rng.random((12, 40)) < 0.4).astype(float)
@@ -288,7 +288,7 @@ def test_a_target_width_replay_stops_at_the_first_look_within_it():
     """Issue 63 §4: ``sparse_replay(target_width=W)`` is the replay at the first of ``sparse.looks(cap)`` where every
     estimated date is within +-W (a loop over the looks as the oracle), its intervals at Bonferroni's critical value
     over the looks; where no look reaches W it stops at the cap and says so."""
-    from dateeval.results.replay import replay
+    from dateeval.results.sparse.replay import replay
 
     rng = np.random.default_rng(7)
     grades = (rng.random((20, 60)) < 0.4).astype(float)

@@ -148,7 +148,7 @@ def test_the_replay_draws_the_cells_the_sweep_drew(swept):
     import numpy as np
 
     from dateeval import sparse
-    from dateeval.results.replay import replay
+    from dateeval.results.sparse.replay import replay
 
     rows, _ = Store(swept).read(columns=["condition_key", "date", "factor", "item_id", "correct", "probs"])
     dated = rows[rows["factor"].eq("date")]

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from dateeval import stats
-from dateeval.results import estimated, robust, variation
+from dateeval.results.sparse import estimated
+from dateeval.results.robust import robust
+from dateeval.results import variation
 
 GRIDS = {
     "mixed": (np.random.default_rng(0).random((5, 30)) < 0.6).astype(float),

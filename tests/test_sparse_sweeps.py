@@ -14,7 +14,7 @@ from conftest import ROOT, run_cli
 
 from dateeval import sparse
 from dateeval.results import Results
-from dateeval.results.estimated import design_of, sample_of, sparse_statistics
+from dateeval.results.sparse.estimated import design_of, sample_of, sparse_statistics
 from dateeval.store import Store
 
 DATES = "2024-01-01..2024-01-10"  # 10 dates, all but the pilot (the first) drawn

@@ -9,7 +9,9 @@ from scipy import stats as scipy_stats
 
 from dateeval import stats
 from dateeval.metrics.calibration import ece, ece_rows
-from dateeval.results import bands, chance, inference, variation
+from dateeval.results.bands import bands
+from dateeval.results.chance import chance
+from dateeval.results import inference, variation
 
 
 def test_cv_is_sample_std_over_mean():

@@ -11,7 +11,9 @@ from scipy import optimize
 from scipy import stats as scipy_stats
 
 from dateeval import stats
-from dateeval.results import bands, chance, robust
+from dateeval.results.bands import bands
+from dateeval.results.chance import chance
+from dateeval.results.robust import robust
 
 
 def _binomial_ends(right: int, n: int) -> tuple[float, float]:
@@ -196,7 +198,7 @@ def test_table8s_ece_and_its_delta_interval_are_stats_ece_on_the_stores_question
     questions, and its worst-to-best delta carries ``bands.ece_difference_interval`` of those two dates, paired
     over the same questions; the report's Table 8 prints both ends."""
     from dateeval import results
-    from dateeval.results.report import paper_tables
+    from dateeval.results.report.report import paper_tables
     from dateeval.store import Store, sidecars
 
     rng = np.random.default_rng(4)
@@ -269,7 +271,7 @@ def test_the_date_effect_test_takes_a_shuffle_count_and_reports_its_progress():
 
 
 def chance_family(entries: list) -> float:
-    from dateeval.results.chance import date_effect_family
+    from dateeval.results.chance.chance import date_effect_family
 
     return date_effect_family([entries])
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 from conftest import demo_copy, run_cli
 
 from dateeval.results import Headline, headline_sentence, reorder_sentence
-from dateeval.results.summary_row import SummaryRow
+from dateeval.results.report.summary_row import SummaryRow
 from dateeval.store import Store
 
 

@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 
 from dateeval import atomic
 from dateeval.errors import DateEvalError
-from dateeval.results import export
+from dateeval.results.report import export
 from dateeval.results.entries import Period
-from dateeval.results.report import build_report
-from dateeval.results.robust_record import RobustRecord
+from dateeval.results.report.report import build_report
+from dateeval.results.robust.robust_record import RobustRecord
 from dateeval.results.view import Results
 from dateeval.store.text import arrow_table
 
@@ -46,9 +46,9 @@ def write_text(out: Path, text: str) -> None:
 
 
 def write_figure(record: RobustRecord, out: Path, store: Path) -> Path:
-    """``dateeval robust --figure``: the figure of a robust record (:func:`dateeval.results.robust_format.figure`) read
+    """``dateeval robust --figure``: the figure of a robust record (:func:`dateeval.results.robust.robust_format.figure`) read
     from ``store``."""
-    from dateeval.results import robust_format
+    from dateeval.results.robust import robust_format
 
     check_outside(out, store)
     drawn = robust_format.figure(record, out.suffix)
@@ -57,12 +57,12 @@ def write_figure(record: RobustRecord, out: Path, store: Path) -> Path:
 
 
 def write_csv(table: pd.DataFrame, out: Path) -> None:
-    """``table`` to ``out`` through the one CSV writer (:func:`dateeval.results.export.to_csv`)."""
+    """``table`` to ``out`` through the one CSV writer (:func:`dateeval.results.report.export.to_csv`)."""
     write_text(out, export.to_csv(export.as_text(table)))
 
 
 def write_export(results: Results, out: Path, period: Period | None = None) -> int:
-    """Every stored row (:func:`dateeval.results.export.rows`) to ``out``, its format by the suffix; the row count."""
+    """Every stored row (:func:`dateeval.results.report.export.rows`) to ``out``, its format by the suffix; the row count."""
     export.check_target(out)
     check_outside(out, results.store.root)
     table = export.rows(results, period)
@@ -81,7 +81,7 @@ def write_export(results: Results, out: Path, period: Period | None = None) -> i
 
 
 def write_report(results: Results, out: Path) -> Path:
-    """The report (:func:`dateeval.results.report.build_report`) into the folder ``out``; returns its page."""
+    """The report (:func:`dateeval.results.report.report.build_report`) into the folder ``out``; returns its page."""
     check_outside(out, results.store.root)
     out.mkdir(parents=True, exist_ok=True)
     for name, text in build_report(results).items():

@@ -136,7 +136,7 @@ def _json_safe(value: object) -> object:
 def _open_results(path: str) -> Results:
     """The store's results (``dateeval.results.open``, what every page reads), its problems as warnings on stderr."""
     from dateeval import results
-    from dateeval.results import unit_sums
+    from dateeval.results.sources import unit_sums
     from dateeval.store import Store
 
     store = Store(path)
@@ -160,7 +160,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from dateeval.results import headline_sentence, reorder_sentence, verdict_power
-    from dateeval.results.summary_row import SummaryRow, factor_line, precision_line
+    from dateeval.results.report.summary_row import SummaryRow, factor_line, precision_line
 
     if args.per_date and not args.json:
         raise DateEvalError("--per-date prints JSON: add --json")
@@ -232,7 +232,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from dateeval.cli.outputs import write_export
-    from dateeval.results import export
+    from dateeval.results.report import export
 
     out = Path(args.out)
     export.check_target(out)
@@ -243,7 +243,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_robust(args: argparse.Namespace) -> int:
     from dateeval.cli.outputs import write_figure
-    from dateeval.results import robust_format
+    from dateeval.results.robust import robust_format
 
     if args.figure and (args.figure.suffix not in robust_format.FIGURE_FORMATS or not args.figure.parent.is_dir()):
         raise DateEvalError(
@@ -301,7 +301,7 @@ def cmd_robust(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from dateeval.results import robust_record
+    from dateeval.results.robust import robust_record
 
     found = _open_results(args.store)
     dated = found.dated_entries(args.dates)

@@ -2,8 +2,8 @@
 :class:`dateeval.results.Results` on the store's root and fingerprint (files, sizes, mtimes), so pages pass the store
 and a finished run shows up without restarting the app.
 
-Pages never hold the store's per-item rows: curves and tables come from per-unit sums (``dateeval.results.unit_sums``),
-per-item views from DuckDB reads of verified files (``dateeval.results.sql``).
+Pages never hold the store's per-item rows: curves and tables come from per-unit sums (``dateeval.results.sources.unit_sums``),
+per-item views from DuckDB reads of verified files (``dateeval.results.sources.sql``).
 """
 
 from __future__ import annotations
@@ -23,11 +23,13 @@ from dateeval import results
 from dateeval.conditions import Condition
 from dateeval.explorer import sent
 from dateeval.explorer.state import Selection, current_store, results_store
-from dateeval.results import bands as result_bands
-from dateeval.results import descriptive, inference, robust_format, sql
-from dateeval.results.band_reads import PER_DATE_COLUMNS
-from dateeval.results.headline import Headline
-from dateeval.results.robust_record import RobustRecord
+from dateeval.results.bands import bands as result_bands
+from dateeval.results import descriptive, inference
+from dateeval.results.robust import robust_format
+from dateeval.results.sources import sql
+from dateeval.results.readers.bands import PER_DATE_COLUMNS
+from dateeval.results.chance.headline import Headline
+from dateeval.results.robust.robust_record import RobustRecord
 from dateeval.schema import GENERATION_COLUMNS, SUMMARY_COLUMNS
 from dateeval.store import Store
 from dateeval.tasks import build_task, custom
@@ -164,7 +166,7 @@ def reorder_chance(view: results.Results, selection: Selection, observed: float)
 def compare(view: results.Results, selection: Selection, a: str, b: str) -> list[str]:
     """``robust_record.compare_lines`` of two entries over the dates of the selection they share; empty where they share
     fewer than two dates or not their questions."""
-    from dateeval.results import robust_record
+    from dateeval.results.robust import robust_record
 
     found = view.compared(selection.dataset, a, b, selection.period)
     return [] if found is None else robust_record.compare_lines(a, b, found)

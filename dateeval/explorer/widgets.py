@@ -16,8 +16,9 @@ from dateeval.metrics.columns import column, on_screen
 from dateeval.errors import DateEvalError
 from dateeval.explorer import cache
 from dateeval.explorer.state import DEMO_STORE, Selection, current_store, data_dir, remember_selection, switch_to
-from dateeval.results import descriptive, unit_sums
-from dateeval.results.export import to_csv
+from dateeval.results import descriptive
+from dateeval.results.sources import unit_sums
+from dateeval.results.report.export import to_csv
 from dateeval.results.view import SPARSE_READS
 from dateeval.store import runs
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def load() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The chosen store's per-unit sums (``dateeval.results.unit_sums``, with ``entry``) and per-condition metrics (cached).
+    """The chosen store's per-unit sums (``dateeval.results.sources.unit_sums``, with ``entry``) and per-condition metrics (cached).
 
     A store without results stops the page with the empty state.
     """

@@ -18,7 +18,9 @@ import numpy as np
 import pandas as pd
 
 from dateeval import schema
-from dateeval.results import descriptive, estimated, inference, item_matrices, sql, stored, unit_sums
+from dateeval.results import descriptive, inference
+from dateeval.results.sparse import estimated
+from dateeval.results.sources import item_matrices, sql, stored, unit_sums
 from dateeval.schema import OUTCOME_COLUMNS
 from dateeval.errors import DateEvalError
 from dateeval.store import Store, StoreProblems, designs, tables

@@ -2,8 +2,8 @@
 
 Inferential statistics over stored per-item outcomes, kept apart from the
 descriptive metrics in :mod:`dateeval.results.descriptive`, the tests against
-chance in :mod:`dateeval.results.chance`, the per-date intervals in
-:mod:`dateeval.results.bands` and the CVs and variance components in
+chance in :mod:`dateeval.results.chance.chance`, the per-date intervals in
+:mod:`dateeval.results.bands.bands` and the CVs and variance components in
 :mod:`dateeval.results.variation`:
 
 * outcome matrices (levels x items) from per-item rows;
@@ -108,7 +108,7 @@ def entry_factors(
     ``conditions`` are the entry's graded conditions (``factor``, ``date``,
     ``condition_key``) in row order; ``matrices(keys)`` gives
     ``outcome_matrices`` of those conditions' graded rows by condition key,
-    from rows or from ``dateeval.results.item_matrices``, so both give the same numbers.
+    from rows or from ``dateeval.results.sources.item_matrices``, so both give the same numbers.
     """
     out = []
     dated = conditions[conditions["factor"] == "date"]

@@ -18,7 +18,7 @@ import pandas as pd
 from dateeval import names
 from dateeval.metrics import METRICS, cv_text, percent, points
 from dateeval.results import descriptive
-from dateeval.results.chance import largest_of
+from dateeval.results.chance.chance import largest_of
 from dateeval.results.variation import cv, cv_meaningful
 from dateeval.schema import GENERATION_KINDS
 

@@ -2,7 +2,7 @@
 
 * the coefficient of variation, and when a CV of accuracy says something (enough right answers);
 * the two-way ANOVA of a levels x questions matrix: its mean squares and random-effects variance components, which
-  the date-robust interval (:mod:`dateeval.results.robust`) and the sparse estimate read;
+  the date-robust interval (:mod:`dateeval.results.robust.robust`) and the sparse estimate read;
 * the CV without counting noise with its noncentral-F interval, and the levels' standard deviation it rests on;
 * the measured CVs of accuracy and ECE that Table 5 prints (:func:`bootstrap_cv`).
 
@@ -22,7 +22,7 @@ Z95 = 1.959963984540054  # the standard normal's 97.5% quantile: a 95% interval 
 
 
 # scipy is imported by the functions that need it, not here: importing it takes 1-2 s, and the explorer's
-# first render (``paper`` imports ``cv``; the headline read back by ``dateeval.results.stored``) needs none of it.
+# first render (``paper`` imports ``cv``; the headline read back by ``dateeval.results.sources.stored``) needs none of it.
 
 
 def cv(values: np.ndarray, axis: int = -1) -> np.ndarray:

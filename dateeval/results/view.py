@@ -2,7 +2,7 @@
 
 At paper scale these take seconds per entry (permutations and bootstraps
 over 366 dates x 10,000 questions), so they are kept with the store
-(``dateeval.results.stored``) and computed where the cost is expected rather than
+(``dateeval.results.sources.stored``) and computed where the cost is expected rather than
 where a reader waits: at the end of a sweep and of ``compact`` (``dateeval.keeping.keep``, which writes what
 :meth:`Results.compute_kept` computes; this layer never writes).
 The explorer reads them through the same :class:`Results`, so a page finds
@@ -18,12 +18,14 @@ import pandas as pd
 from dateeval import schema
 from dateeval.metrics import dataset_metrics
 from dateeval.names import FEWSHOT_FORMATS, TURNS  # TURNS: the name suffix of each format
-from dateeval.results import chance, descriptive, estimated, inference, paper
-from dateeval.results.band_reads import BandReads
-from dateeval.results.chance_reads import ChanceReads
+from dateeval.results.chance import chance
+from dateeval.results import descriptive, inference, paper
+from dateeval.results.sparse import estimated
+from dateeval.results.readers.bands import BandReads
+from dateeval.results.readers.chance import ChanceReads
 from dateeval.results.entries import Period
-from dateeval.results.flip_reads import FlipReads
-from dateeval.results.robust_reads import RobustReads
+from dateeval.results.readers.flips import FlipReads
+from dateeval.results.readers.robust import RobustReads
 from dateeval.schema import OUTCOME_COLUMNS
 
 

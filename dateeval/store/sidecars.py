@@ -12,7 +12,7 @@ Beside it, ``….items.parquet`` keeps what per-item views need, and nothing
 else: per row its sums row (``group``), item, grade, confidence, sentence
 score, answer and the comparable answer it gave (``schema.predictions``
 as text: numbers tagged ``#``, texts ``=``), so the Flips page and the
-statistics build per-entry matrices (``dateeval.results.item_matrices``) without
+statistics build per-entry matrices (``dateeval.results.sources.item_matrices``) without
 decoding the unit's option probabilities, outputs and repeated labels.
 Item, answer and prediction are int32 codes, each with its distinct values
 kept once in a column of its own (see :data:`CODED`): reading and
@@ -30,7 +30,7 @@ checksummed) and verified whenever they are read.
 column verified against its checksums (``full_check``), and only if the
 unit did not change meanwhile. So a sidecar for a unit's current size and
 mtime is the verdict "this file was verified in full": the per-item DuckDB
-reads of ``dateeval.results.sql`` (DuckDB knows nothing of these checksums)
+reads of ``dateeval.results.sources.sql`` (DuckDB knows nothing of these checksums)
 read only such files. Damage after that verdict without a write (bit rot)
 is caught by the next ``Store.read`` or sweep, not by those reads.
 """

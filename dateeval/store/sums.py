@@ -2,7 +2,7 @@
 views read (the sidecars' contents, :mod:`dateeval.store.sidecars`).
 
 One leaf that both sides import: the store's writers keep these as sidecars beside each unit; the results layer
-(``dateeval.results.unit_sums``) computes the same in memory where a store lacks them (a read-only mount), so a headline
+(``dateeval.results.sources.unit_sums``) computes the same in memory where a store lacks them (a read-only mount), so a headline
 reads the same numbers either way without calling back into the writer's module.
 """
 

@@ -1,7 +1,7 @@
 """The date-robust leaderboard as people read it: one display table (the CLI, the report and the explorer page show
 it), the same table as Markdown and LaTeX for a paper, and a figure (SVG or PDF, by matplotlib).
 
-Formatting only: every number comes from :meth:`dateeval.results.Results.robust` (``dateeval.results.robust``).
+Formatting only: every number comes from :meth:`dateeval.results.Results.robust` (``dateeval.results.robust.robust``).
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pandas as pd
 
 from dateeval.errors import DateEvalError
 from dateeval.metrics import METRICS, missing, point_decimals
-from dateeval.results import robust, robust_row
-from dateeval.results.robust_record import RobustRecord
+from dateeval.results.robust import robust, robust_row
+from dateeval.results.robust.robust_record import RobustRecord
 
 FIGURE_FORMATS = (".svg", ".pdf", ".png")
 

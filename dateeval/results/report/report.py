@@ -17,8 +17,8 @@ import pandas as pd
 from dateeval import metrics, names, plots
 from dateeval.metrics.columns import formatted
 from dateeval.results import descriptive
-from dateeval.results.export import to_csv
-from dateeval.results.headline import headline_sentence, reorder_sentence, verdict_power
+from dateeval.results.report.export import to_csv
+from dateeval.results.chance.headline import headline_sentence, reorder_sentence, verdict_power
 from dateeval.results.view import Results
 from dateeval.schema import GENERATION_KINDS
 
@@ -139,7 +139,7 @@ def paper_tables(results: Results) -> tuple[dict[str, pd.DataFrame], dict[str, s
 def _robust_section(results: Results, files: dict[str, str], half_width: float = 0.01) -> list[str]:
     """What to report, per dataset (``Results.robust_record``, as ``dateeval robust`` prints it): the robust
     leaderboard, the sentences to paste, the pairs the date reorders, the figure; the leaderboard's numbers as CSV."""
-    from dateeval.results import robust_format
+    from dateeval.results.robust import robust_format
 
     parts = []
     for dataset in sorted(results.metrics["dataset"].unique()) if len(results.metrics) else []:
@@ -173,7 +173,7 @@ def _robust_section(results: Results, files: dict[str, str], half_width: float =
 def _compare_section(results: Results, dataset: str, files: dict[str, str]) -> list[str]:
     """Model against model on ``dataset`` (``robust_record.compare_table``, as ``dateeval compare`` prints each pair), for the
     graded entries that share two or more dates and their questions; nothing where fewer do."""
-    from dateeval.results import robust_record
+    from dateeval.results.robust import robust_record
 
     names = sorted({entry for entry, name in results.dated_entries() if name == dataset})
     found = [(a, b, results.compared(dataset, a, b)) for a, b in combinations(names, 2)]

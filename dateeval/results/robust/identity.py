@@ -18,7 +18,7 @@ Setting = str | list[str] | None
 @dataclass(frozen=True)
 class Identity:
     """Each recorded setting of an entry's date rows (:data:`Setting`) and ``prompts_digest``, a digest of the set of
-    (date, item, prompt hash) its rows hold. Kept with the store as one row (``dateeval.results.stored``) of its JSON:
+    (date, item, prompt hash) its rows hold. Kept with the store as one row (``dateeval.results.sources.stored``) of its JSON:
     :meth:`record` and :meth:`from_record` are its only way in and out of that row."""
 
     model: Setting

@@ -4,7 +4,7 @@ At paper scale one entry's permutation null band or bootstrap intervals take
 seconds, and the Overview's first render and the Factors page need them for
 every entry. They depend only on the units they are computed from (whose
 size and modification time fix their content, as for the sidecars of
-``dateeval.results.unit_sums``), on their arguments and on this code, so they are
+``dateeval.results.sources.unit_sums``), on their arguments and on this code, so they are
 kept, as rows, in::
 
     STORE/.aggregates/derived/<name>/<label digest>.<key>.parquet

@@ -307,7 +307,7 @@ class Significance:
     ``exceeds_chance`` at 5%), ``chance_half_width`` the Curves page's chance band around ``mean_accuracy``, and
     ``null_draws`` the shuffled deltas the headline's largest-of-K null draws from.
 
-    Kept with the store as one row (``dateeval.results.stored``): :meth:`record` and :meth:`from_record` are its only
+    Kept with the store as one row (``dateeval.results.sources.stored``): :meth:`record` and :meth:`from_record` are its only
     way in and out; the fields keep the order the row was written in, so kept files do not change."""
 
     entry: str

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from dateeval.results.robust_row import RobustRow
+    from dateeval.results.robust.robust_row import RobustRow
 
 
 RANK_COLUMNS = ["rank_best", "rank_worst", "rank_low", "rank_high", "first_share", "n_ranked_dates"]

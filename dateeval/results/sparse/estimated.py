@@ -35,8 +35,9 @@ import pandas as pd
 
 from dateeval import sparse
 from dateeval.errors import DateEvalError
-from dateeval.results import robust, variation
-from dateeval.results.robust_row import EntryStatistics
+from dateeval.results.robust import robust
+from dateeval.results import variation
+from dateeval.results.robust.robust_row import EntryStatistics
 from dateeval.store.designs import DesignRecord
 
 Z = 1.959963984540054

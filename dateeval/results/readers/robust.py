@@ -8,9 +8,11 @@ from collections.abc import Sequence
 import pandas as pd
 
 from dateeval import __version__
-from dateeval.results import estimated, identity, ranks, robust, robust_record, sql
-from dateeval.results.identity import Identity
-from dateeval.results.robust_row import RobustRow
+from dateeval.results.sparse import estimated
+from dateeval.results.robust import identity, ranks, robust, robust_record
+from dateeval.results.sources import sql
+from dateeval.results.robust.identity import Identity
+from dateeval.results.robust.robust_row import RobustRow
 from dateeval.results.entries import EntryData, Period
 
 

@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dateeval.results import chance, sparse_chance, stored
+from dateeval.results.chance import chance, sparse_chance
+from dateeval.results.sources import stored
 from dateeval.results.entries import EntryData, Period
-from dateeval.results.headline import Headline
-from dateeval.results.headline import headline as find_headline
+from dateeval.results.chance.headline import Headline
+from dateeval.results.chance.headline import headline as find_headline
 
 # Permutations of the date's null band (the explorer's, the same on every page).
 N_PERM = 200

@@ -2,7 +2,7 @@
 and the report read, and one formatter (:func:`headline_sentence`, :func:`verdict_power`, :func:`reorder_sentence`,
 :meth:`Headline.delta_text`...), so a figure prints the same wherever it is shown.
 
-The headline is kept with the store as one row (``dateeval.results.stored``): :meth:`Headline.record` and
+The headline is kept with the store as one row (``dateeval.results.sources.stored``): :meth:`Headline.record` and
 :meth:`Headline.from_record` are its only way in and out of that row.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, fields, replace
 import pandas as pd
 
 from dateeval.metrics import METRICS, percent, points
-from dateeval.results.chance import largest_of
+from dateeval.results.chance.chance import largest_of
 from dateeval.results.descriptive import kendall_taus, reordering, summarize
 
 NAN = float("nan")
@@ -23,7 +23,7 @@ NAN = float("nan")
 
 @dataclass(frozen=True)
 class Headline:
-    """The verdict over a store's K graded entries (``p_value``: the family-wise p of :func:`dateeval.results.chance.
+    """The verdict over a store's K graded entries (``p_value``: the family-wise p of :func:`dateeval.results.chance.chance.
     date_effect_family`), its largest worst-to-best accuracy delta (``entry`` on ``dataset``) against the largest of K
     shuffled deltas, that entry's own null band, how often two dates reorder the models of one dataset (``reorder_*``,
     NaN / None where no dataset has two models) and how often the verdict's test finds a ``power_effect`` date effect

@@ -19,8 +19,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from dateeval.results import chance
-from dateeval.results.estimated import Sample, difference_estimates, own_weight
+from dateeval.results.chance import chance
+from dateeval.results.sparse.estimated import Sample, difference_estimates, own_weight
 
 
 MORE = 20  # shuffles drawn anew where the first ones put the p-value at its floor (4,000 from 200)
@@ -80,7 +80,7 @@ def shuffles(sample: Sample, n_perm: int, seed: int = 0) -> Shuffles:
 
 
 def significance(entry: str, dataset: str, sample: Sample, n_perm: int) -> chance.Significance:
-    """A sparse entry's :class:`~dateeval.results.chance.Significance`: the worst-to-best delta of
+    """A sparse entry's :class:`~dateeval.results.chance.chance.Significance`: the worst-to-best delta of
     its per-date values (estimated where drawn, shares as shown) against its shuffles, the permutation p-value of
     :func:`shuffles`' statistic, and the chance band's half-width. Cochran's Q's chi-square needs every grade: NaN.
 

@@ -8,7 +8,9 @@ import numpy as np
 import pandas as pd
 
 from dateeval.metrics import METRICS
-from dateeval.results import bands, estimated, sql
+from dateeval.results.bands import bands
+from dateeval.results.sparse import estimated
+from dateeval.results.sources import sql
 from dateeval.results.entries import EntryData, Period
 
 PER_DATE_COLUMNS = ["entry", "dataset", "date", "metric", "value", "low", "high", "n_scored", "n_items", "estimated"]

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from dateeval.results import descriptive, item_matrices, sql
+from dateeval.results import descriptive
+from dateeval.results.sources import item_matrices, sql
 from dateeval.results.entries import HELD_ENTRIES, EntryData
 
 # What :meth:`FlipReads.between` gives: one row per entry and question graded on both dates, each date's side

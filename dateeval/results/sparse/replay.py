@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from dateeval import sparse
-from dateeval.results import bands, estimated
+from dateeval.results.bands import bands
+from dateeval.results.sparse import estimated
 
 BASELINE = "no-date"  # the replayed baseline's condition key in its design
 

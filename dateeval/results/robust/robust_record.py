@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 
 from dateeval.metrics import METRICS, point_decimals
-from dateeval.results.identity import Identity
+from dateeval.results.robust.identity import Identity
 from dateeval.results.variation import Z95, Components
-from dateeval.results.ranks import leaderboard, pairs
-from dateeval.results.robust import N_BOOT, Comparison, dates_needed, interval_text
-from dateeval.results.robust_row import EntryStatistics, RobustRow, components_of
+from dateeval.results.robust.ranks import leaderboard, pairs
+from dateeval.results.robust.robust import N_BOOT, Comparison, dates_needed, interval_text
+from dateeval.results.robust.robust_row import EntryStatistics, RobustRow, components_of
 
 
 @dataclass(frozen=True)

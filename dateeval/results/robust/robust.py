@@ -37,8 +37,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from dateeval.results.bands import clopper_pearson, resample_weights
-from dateeval.results.robust_row import EntryStatistics
+from dateeval.results.bands.bands import clopper_pearson, resample_weights
+from dateeval.results.robust.robust_row import EntryStatistics
 from dateeval.results.variation import Z95, Components, level_sd, mean_squares, variance_components
 
 N_BOOT = 1000  # two-way resamples (about 0.2 s of matrix products for 366 dates x 10,000 items)
