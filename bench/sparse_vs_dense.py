@@ -1,11 +1,11 @@
 """A real sparse sweep against the dense sweep of the same questions and dates (issue 46's Done-when).
 
-Both stores are read as a user reads them, through ``dateeval summary --json --per-date`` (``Results.per_date``): for
+Both stores are read as a user reads them, through ``dateeval summary --json --per-date`` (``Results.bands.per_date``): for
 every entry and dataset of the sparse store, each estimated date's interval is checked against the dense store's value
 for that date. Prints per entry: the dates estimated, the share whose interval covers the dense value, the median and
 largest half-width (points), and the share of the dense grid the sparse sweep scored. Then per entry the date-robust
 score of each store (``dateeval robust --json``) and the questions each store's Flips table sees change
-(``Results.flips``): how many the sparse one finds of the dense one's, and how many it names that the dense one does not.
+(``Results.flips.flips``): how many the sparse one finds of the dense one's, and how many it names that the dense one does not.
 
     .venv/bin/python bench/sparse_vs_dense.py DENSE_STORE SPARSE_STORE
 """
@@ -85,8 +85,8 @@ def movers(store: str) -> dict[tuple[str, str], set]:
     results, _ = Results.open(Store(store))
     found = {}
     for entry, dataset in results.dated_entries():
-        days = pd.to_datetime(results.per_date().query("entry == @entry and dataset == @dataset")["date"])
-        flips, _ = results.flips(entry, dataset, days.min().date(), days.max().date())
+        days = pd.to_datetime(results.bands.per_date().query("entry == @entry and dataset == @dataset")["date"])
+        flips, _ = results.flips.flips(entry, dataset, days.min().date(), days.max().date())
         found[entry, dataset] = set(flips.loc[flips["changes"] > 0, "item_id"])
     return found
 

@@ -153,7 +153,7 @@ def test_entries_the_sums_cannot_give_exactly_come_from_their_rows(tmp_path):
     _same(unit_sums.condition_metrics(store, sums)[0], _from_rows(store))
     frame, _ = store.read(columns=SUMMARY_COLUMNS)
     view, _ = results.open(store)
-    flips, _ = view.flips(
+    flips, _ = view.flips.flips(
         view.sums["entry"].iloc[0], "d", dt.date(2024, 1, 1), dt.date(2024, 1, 2)
     )  # the first file's row of a duplicate
     pd.testing.assert_frame_equal(flips, oracles.item_flips(frame), check_dtype=False, check_exact=False)
@@ -211,7 +211,7 @@ def test_matrices_from_the_item_sidecars_equal_the_per_item_analysis(demo):
         "reorder_chance",
         "reorder_chance_upper",
         "reorder_p_value",
-    }  # added by Results.headline
+    }  # added by Results.chance.headline
     assert (
         isinstance(found, headline.Headline)
         and found.with_(**{name: getattr(expected, name) for name in kept}) == expected

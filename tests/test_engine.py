@@ -120,16 +120,18 @@ def _assert_statistics_kept_by_the_sweep(store: Store, monkeypatch) -> None:
             )
         patched.setattr(item_matrices, "flips", lambda *args: pytest.fail("flips computed after the sweep"))
         view = results.open(store)[0]
-        kept = view.headline(), view.entry_statistics()
+        kept = view.chance.headline(), view.entry_statistics()
         for entry, dataset in view.sums[["entry", "dataset"]].drop_duplicates().itertuples(index=False):
             assert (
-                len(view.flips(entry, dataset, *descriptive.date_range(view.metrics, dataset))[0]) == 6
+                len(view.flips.flips(entry, dataset, *descriptive.date_range(view.metrics, dataset))[0]) == 6
             )  # the Flips page's default view
     assert kept[0].n_dates == 3 and kept[0].n_items == 6 and len(kept[1][1]) == 2  # a null band per dataset
     shutil.rmtree(store.root / ".aggregates" / store_tables.KEPT_FOLDER)
     stored._KEPT.clear()
     fresh = results.open(store)[0]
-    for computed, read in zip([[fresh.headline()], *fresh.entry_statistics()], [[kept[0]], *kept[1]], strict=True):
+    for computed, read in zip(
+        [[fresh.chance.headline()], *fresh.entry_statistics()], [[kept[0]], *kept[1]], strict=True
+    ):
         pd.testing.assert_frame_equal(pd.DataFrame(computed), pd.DataFrame(read))
 
 

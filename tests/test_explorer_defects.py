@@ -139,7 +139,7 @@ def _demo_curves(models: int, **options) -> tuple:
     view, _ = results.open(ROOT / "demo" / "store")
     metrics = view.metrics[view.metrics["dataset"] == "mmlu"]
     names = sorted(metrics["entry"].unique())
-    band = pd.concat([view.band(name, "mmlu", "accuracy") for name in names])
+    band = pd.concat([view.bands.band(name, "mmlu", "accuracy") for name in names])
     chance = pd.DataFrame(
         [
             {
@@ -148,7 +148,7 @@ def _demo_curves(models: int, **options) -> tuple:
                 "high": found.mean_accuracy + found.chance_half_width,
             }
             for name in names
-            for found in [view.significance(name, "mmlu")]
+            for found in [view.chance.significance(name, "mmlu")]
         ]
     )
     estimated = band[band["entry"] == names[0]].head(3).assign(value=0.4, share=0.5)
@@ -261,7 +261,7 @@ def test_figures_export_as_png_beside_svg(page):
     from dateeval.results.robust import robust_format
 
     view, _ = results.open(ROOT / "demo" / "store")
-    found = robust_format.png(view.robust_record("mmlu"))
+    found = robust_format.png(view.robust.robust_record("mmlu"))
     assert found.startswith(b"\x89PNG\r\n\x1a\n") and len(found) > 10_000
     figure = plots.go.Figure(plots.go.Scatter(x=[1, 2], y=[0.5, 0.6]))
     offline = plots.standalone_html(figure)

@@ -111,7 +111,7 @@ def test_overview_shows_the_layer_numbers_for_every_task_kind(page, layer):
     assert set(tables) == set(summary["dataset"]) == {"gsm8k", "humaneval", "mmlu", "mmlu_cot", "wmt16_en_de"}
     for dataset, shown in tables.items():
         _assert_page_table(shown, summary[summary["dataset"] == dataset], dataset)
-    headline = layer.headline()
+    headline = layer.chance.headline()
     assert f"by up to **{headline.delta_text()}**" in next(m.value for m in at.markdown if m.value.startswith("####"))
 
 
@@ -122,7 +122,9 @@ def test_the_paper_comparison_reads_table7_and_shows_chance(page, layer):
     beside = [table.value for table in at.dataframe if "Statistic" in table.value]
     mmlu = beside[sorted(layer.summary()["dataset"].unique()).index("mmlu")].set_index("Statistic")
     confidence = mmlu.loc["Confidence of answers that change with the date (accuracy)", "Yours"]
-    assert confidence == metrics.percent(layer.table7("mmlu")["inconsistent_confidence"].max()) and confidence != "-"
+    assert (
+        confidence == metrics.percent(layer.flips.table7("mmlu")["inconsistent_confidence"].max()) and confidence != "-"
+    )
     largest = mmlu.loc["Largest worst-to-best delta (accuracy)"]
     assert (
         largest["Yours"].endswith(" pp")
@@ -148,7 +150,7 @@ def test_curves_table_for_a_date_range_equals_summary_dates(page, layer, store):
 def test_flips_table7_equals_the_layer_for_the_selected_dates(page, layer):
     entry = sorted(layer.summary().query("dataset == 'mmlu'")["entry"])[0]
     at = page("pages/flips.py", dataset="mmlu", entry=entry, **{"from": "2024-03-01", "to": "2024-05-31"})
-    flips, table7 = layer.flips(entry, "mmlu", dt.date(2024, 3, 1), dt.date(2024, 5, 31))
+    flips, table7 = layer.flips.flips(entry, "mmlu", dt.date(2024, 3, 1), dt.date(2024, 5, 31))
     shown = next(table.value for table in at.dataframe if "Confidence, inconsistent (%)" in table.value)
     pd.testing.assert_frame_equal(
         shown.reset_index(drop=True),
@@ -191,13 +193,13 @@ def test_the_leaderboard_and_overview_count_reorders_exactly_and_ties_apart(page
     overview = page("pages/overview.py")
     reorder = [metric for metric in overview.metric if metric.label.startswith("Date pairs that reorder")]
     assert [metric.value for metric in reorder] == ["42.83%"] and "48,074 pairs undefined" in reorder[0].help
-    assert layer.headline().reorder_count == 8019 and layer.headline().reorder_defined == 18721
+    assert layer.chance.headline().reorder_count == 8019 and layer.chance.headline().reorder_defined == 18721
     # Issue 35 §5: beside its chance value (answers shuffled across dates within each question), on every surface
-    chance = layer.headline().reorder_chance
+    chance = layer.chance.headline().reorder_chance
     assert (
         0 < chance < 1
         and reorder[0].delta == f"chance alone {100 * chance:.2f}%"
-        and results.reorder_sentence(layer.headline()) in reorder[0].help
+        and results.reorder_sentence(layer.chance.headline()) in reorder[0].help
     )
     wide = page("pages/leaderboard.py", dataset="mmlu")
     assert any(
@@ -211,7 +213,7 @@ def test_curves_draw_each_models_chance_band_from_its_significance(page, layer):
     at = page("pages/curves.py", dataset="mmlu")
     figure = json.loads(at.get("plotly_chart")[0].proto.spec)
     lines = [trace for trace in figure["data"] if "chance band" in str(trace.get("name"))]
-    found = layer.significance("smollm2-135m (float32, cpu)", "mmlu")
+    found = layer.chance.significance("smollm2-135m (float32, cpu)", "mmlu")
     edges = sorted(
         trace["y"][0] for trace in lines if trace["name"] == "smollm2-135m (float32, cpu): chance band (no date effect)"
     )
@@ -266,7 +268,7 @@ def test_export_refuses_a_bad_target_in_one_line(store, tmp_path):
 
 
 def test_the_headline_is_one_sentence_on_the_page_in_summary_and_in_the_report(page, layer, store, tmp_path):
-    sentence, power = results.headline_sentence(layer.headline()), results.verdict_power(layer.headline())
+    sentence, power = results.headline_sentence(layer.chance.headline()), results.verdict_power(layer.chance.headline())
     assert sentence.startswith(
         "Within chance (p = 0.944)"
     )  # Cochran's Q by joint permutation, min-p over the 6 entries
@@ -280,7 +282,7 @@ def test_the_headline_is_one_sentence_on_the_page_in_summary_and_in_the_report(p
         caption.value for caption in overview.caption
     ]
     printed = run_cli("summary", "--store", str(store))
-    reorder = results.reorder_sentence(layer.headline())
+    reorder = results.reorder_sentence(layer.chance.headline())
     assert reorder.startswith(
         "Date pairs that reorder the 3 models on mmlu: 42.83% (8,019 of 18,721); with the answers shuffled"
     )
@@ -331,7 +333,7 @@ def test_summary_per_date_is_the_curves_band_and_the_stored_rows(store, layer):
         cell = by_cell[(record["entry"], record["dataset"], record["date"])]
         assert record["n_scored"] == len(cell) and record["value"] == cell["correct"].astype(float).sum() / len(cell)
     for entry, dataset in {(record["entry"], record["dataset"]) for record in found}:
-        band = layer.band(entry, dataset, "accuracy")
+        band = layer.bands.band(entry, dataset, "accuracy")
         mine = {
             record["date"]: record
             for record in found

@@ -147,7 +147,7 @@ def test_flips_equal_a_recount_of_each_questions_answers(stores):
     first, last = dt.date(2024, 1, 1), dt.date(2024, 1, 31)
     for generated, view in stores:
         for model, correct in generated.correct.items():
-            flips, _ = view.flips(_entry(view, model), "d", first, last)
+            flips, _ = view.flips.flips(_entry(view, model), "d", first, last)
             flips = flips.set_index("item_id")
             pred, confidence = generated.pred[model], generated.confidence[model]
             assert len(flips) == correct.shape[1]
@@ -167,7 +167,7 @@ def test_flips_equal_a_recount_of_each_questions_answers(stores):
 def test_cochran_q_equals_its_definition_on_every_entry(stores):
     for generated, view in stores:
         for model, correct in generated.correct.items():
-            found = view.significance(_entry(view, model), "d")
+            found = view.chance.significance(_entry(view, model), "d")
             assert found.cochran_q == pytest.approx(_cochran_by_loops(correct), abs=1e-9)
             assert found.delta == pytest.approx(max(correct.mean(1)) - min(correct.mean(1)), abs=1e-12)
             assert 0 < found.p_value <= 1 and 0 < found.cochran_permutation_p <= 1
@@ -194,7 +194,7 @@ def test_the_robust_number_and_its_decomposition_equal_their_definitions(stores)
     seen = 0
     for generated, view in stores:
         for model, correct in generated.correct.items():
-            row = view.robust_entry(_entry(view, model), "d")
+            row = view.robust.robust_entry(_entry(view, model), "d")
             if min(correct.shape) < 2:
                 assert row is None  # no two-way decomposition from one item
                 continue
@@ -218,7 +218,7 @@ def test_the_robust_number_and_its_decomposition_equal_their_definitions(stores)
 
 def test_rank_intervals_equal_a_recount_of_each_dates_ranks(stores):
     for generated, view in stores:
-        board = view.robust("d")
+        board = view.robust.robust("d")
         if board.empty:
             continue
         table = _accuracy_table(generated)

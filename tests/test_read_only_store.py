@@ -104,7 +104,7 @@ def test_a_read_only_store_opens_in_every_command_with_the_kept_numbers_and_noth
     view, problems = results.open(bare)
     _forget()
     other, _ = results.open(kept)
-    assert not problems.messages() and view.headline() == other.headline()
+    assert not problems.messages() and view.chance.headline() == other.chance.headline()
     mine, theirs = view.statistics(), other.statistics()
     for table in ("factors", "significance"):
         pd.testing.assert_frame_equal(mine[table], theirs[table])

@@ -1,5 +1,5 @@
 """Regressions between two dates (issue 64 §5): the questions right on date A and wrong on date B, and the reverse,
-every model's answers side by side. ``Results.between`` against a brute-force read of the store's rows, and the Flips
+every model's answers side by side. ``Results.flips.between`` against a brute-force read of the store's rows, and the Flips
 page's section through AppTest."""
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def brute_force(store: Store, dataset: str, a: dt.date, b: dt.date) -> dict[tupl
 @pytest.mark.parametrize(("dataset", "a", "b"), PAIRS)
 def test_between_two_dates_is_what_the_rows_say(layer, store, dataset, a, b):
     expected = brute_force(Store(store), dataset, a, b)
-    found = layer.between(dataset, a, b)
+    found = layer.flips.between(dataset, a, b)
     assert list(found.columns) == flip_reads.BETWEEN_COLUMNS
     assert len(found) == len(expected) and not found.duplicated(["entry", "item_id"]).any()
     for row in found.to_dict("records"):
@@ -76,7 +76,7 @@ def test_between_two_dates_is_what_the_rows_say(layer, store, dataset, a, b):
 
 def test_the_demo_has_a_regression_to_show(layer):
     """The demo's MMLU moves between its first and last dates: the section has something to draw."""
-    found = layer.between("mmlu", dt.date(2024, 1, 1), dt.date(2024, 12, 31))
+    found = layer.flips.between("mmlu", dt.date(2024, 1, 1), dt.date(2024, 12, 31))
     assert (found["change"] != "").any() and found["entry"].nunique() == 3
 
 
@@ -127,7 +127,7 @@ def test_the_flips_page_shows_the_regressions_between_two_dates(flips, layer, da
     assert "Regressions between two dates" in [h.value for h in at.subheader]
     a, b = at.date_input(key="between_a").value, at.date_input(key="between_b").value
     entry = at.sidebar.selectbox(key="entry").value
-    found = layer.between("mmlu", a, b)
+    found = layer.flips.between("mmlu", a, b)
     mine = found[found["entry"] == entry]
     lost = mine[mine["change"] == flip_reads.RIGHT_TO_WRONG]
     options = at.radio(key="between").options
@@ -150,7 +150,7 @@ def test_the_flips_page_shows_the_regressions_between_two_dates(flips, layer, da
     at.date_input(key="between_b").set_value(dt.date(2024, 12, 31)).run()
     at.radio(key="between").set_value(flip_reads.WRONG_TO_RIGHT).run()
     assert not at.exception, [e.message for e in at.exception]
-    found = layer.between("mmlu", dt.date(2024, 1, 1), dt.date(2024, 12, 31))
+    found = layer.flips.between("mmlu", dt.date(2024, 1, 1), dt.date(2024, 12, 31))
     counts = found[found["entry"] == entry]["change"].value_counts()
     assert at.radio(key="between").options == [
         f"Right on 2024-01-01, wrong on 2024-12-31 ({counts.get(flip_reads.RIGHT_TO_WRONG, 0)})",

@@ -1,5 +1,5 @@
 """The date-robust number (issue 20 §2): each statistic against a reference, and every reader (CLI, report, explorer
-page) against the results layer's ``Results.robust*``, exactly."""
+page) against the results layer's ``Results.robust.robust*``, exactly."""
 
 import dataclasses
 import json
@@ -218,10 +218,10 @@ def _same(a: object, b: object) -> bool:
 
 
 def test_the_layer_gives_every_graded_dataset_and_its_record(layer):
-    board = layer.robust("mmlu")
+    board = layer.robust.robust("mmlu")
     assert list(board["rank"]) == sorted(board["rank"]) and len(board) == 3 and (board["n_dates"] == 366).all()
     assert (board["low"] <= board["score"]).all() and (board["score"] <= board["high"]).all()
-    record = layer.robust_record("mmlu", half_width=0.25)
+    record = layer.robust.robust_record("mmlu", half_width=0.25)
     entry = record.entries[0]
     assert entry.identity.model_revision and len(entry.identity.prompts_digest) == 32 and record.dateeval_version
     assert (
@@ -231,7 +231,7 @@ def test_the_layer_gives_every_graded_dataset_and_its_record(layer):
     # a typed line: its fields are the leaderboard's columns in order, then what produced it and its words
     assert [field.name for field in dataclasses.fields(entry)][: len(ranks.BOARD_COLUMNS)] == ranks.BOARD_COLUMNS
     assert list(entry.as_json()) == [field.name for field in dataclasses.fields(entry)]
-    pairs = layer.robust_pairs("mmlu")  # the leaderboard's own pairs table, not the record's
+    pairs = layer.robust.robust_pairs("mmlu")  # the leaderboard's own pairs table, not the record's
     assert record.unresolved() == [
         f"{a} and {b}" for a, b in pairs.loc[pairs["unresolved"], ["entry_a", "entry_b"]].to_numpy()
     ]
@@ -241,8 +241,8 @@ def test_the_layer_gives_every_graded_dataset_and_its_record(layer):
             tuple(dateeval_stats.date_spread(correct)), nan_ok=True
         )
         assert row["sd_date"] ** 2 == pytest.approx(row["var_date"])
-    assert layer.robust("wmt16_en_de").empty  # BLEU and chrF are corpus scores: no per-item grade to resample
-    assert len(layer.robust_pairs("mmlu")) == 3
+    assert layer.robust.robust("wmt16_en_de").empty  # BLEU and chrF are corpus scores: no per-item grade to resample
+    assert len(layer.robust.robust_pairs("mmlu")) == 3
 
 
 def test_cli_json_equals_the_layer_to_the_last_digit(store, layer):
@@ -251,7 +251,7 @@ def test_cli_json_equals_the_layer_to_the_last_digit(store, layer):
     records = {record["dataset"]: record for record in json.loads(done.stdout)}
     assert set(records) == {"gsm8k", "humaneval", "mmlu", "mmlu_cot"}
     for dataset, record in records.items():
-        assert _same(layer.robust_record(dataset, half_width=0.25).as_json(), record), dataset
+        assert _same(layer.robust.robust_record(dataset, half_width=0.25).as_json(), record), dataset
 
 
 def test_summary_json_carries_each_entrys_robust_record(store, layer):
@@ -260,7 +260,11 @@ def test_summary_json_carries_each_entrys_robust_record(store, layer):
     rows = json.loads(done.stdout)
     for row in rows:
         expected = next(
-            (entry.as_json() for entry in layer.robust_record(row["dataset"]).entries if entry.entry == row["entry"]),
+            (
+                entry.as_json()
+                for entry in layer.robust.robust_record(row["dataset"]).entries
+                if entry.entry == row["entry"]
+            ),
             None,
         )
         assert _same(expected, row["robust"]), (row["entry"], row["dataset"])
@@ -270,13 +274,13 @@ def test_summary_json_carries_each_entrys_robust_record(store, layer):
 
 
 def test_cli_tables_and_figure(store, layer, tmp_path):
-    shown = robust_format.display(layer.robust("mmlu"), "mmlu", 0.01)
+    shown = robust_format.display(layer.robust.robust("mmlu"), "mmlu", 0.01)
     markdown = run_cli(
         "robust", "--store", str(store), "--dataset", "mmlu", "--markdown", "--figure", str(tmp_path / "robust.svg")
     )
     assert markdown.returncode == 0, markdown.stderr
     assert robust_format.markdown(shown) in markdown.stdout
-    assert all(entry.sentence in markdown.stdout for entry in layer.robust_record("mmlu").entries)
+    assert all(entry.sentence in markdown.stdout for entry in layer.robust.robust_record("mmlu").entries)
     assert (tmp_path / "robust.svg").read_text().lstrip().startswith("<?xml") and "<svg" in (
         tmp_path / "robust.svg"
     ).read_text()
@@ -297,10 +301,10 @@ def test_report_section_equals_the_layer(store, layer, tmp_path):
     page = (tmp_path / "report" / "index.html").read_text()
     assert "<h2>What to report: mmlu</h2>" in page and "<svg" in page
     written = pd.read_csv(tmp_path / "report" / "robust-mmlu.csv")
-    expected = layer.robust("mmlu")
+    expected = layer.robust.robust("mmlu")
     for column in ranks.BOARD_COLUMNS:
         assert written[column].tolist() == expected[column].tolist(), column
-    for entry in layer.robust_record("mmlu").entries:
+    for entry in layer.robust.robust_record("mmlu").entries:
         assert entry.sentence.replace("×", "x") in page.replace("×", "x")
 
 
@@ -313,10 +317,10 @@ def test_page_shows_the_layer_numbers(store, layer, monkeypatch):
     at.switch_page("pages/robust.py").run()
     assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
     shown = next(table.value for table in at.dataframe if "Model" in table.value)
-    expected = robust_format.display(layer.robust("mmlu"), "mmlu", 0.01)
+    expected = robust_format.display(layer.robust.robust("mmlu"), "mmlu", 0.01)
     pd.testing.assert_frame_equal(shown.reset_index(drop=True).astype(str), expected, check_dtype=False)
     sentences = [code.value for code in at.code]
-    assert sentences == [entry.sentence + "." for entry in layer.robust_record("mmlu").entries]
+    assert sentences == [entry.sentence + "." for entry in layer.robust.robust_record("mmlu").entries]
 
 
 @pytest.mark.parametrize(

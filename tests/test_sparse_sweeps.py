@@ -124,10 +124,12 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
         assert 0 <= record["low"] <= record["value"] <= record["high"] <= 1 and record["n_items"] == 6, record
         assert record["estimated"] == (record["n_scored"] < 6), record
     results, _ = Results.open(Store(store))
-    table = results.significance_table()
+    table = results.chance.significance_table()
     assert set(zip(table["entry"], table["dataset"])) == set(results.sparse_entries())
-    assert results.verdict() == min(1.0, len(table) * table["cochran_permutation_p"].min())  # Bonferroni over them
-    exact = results.per_date()
+    assert results.chance.verdict() == min(
+        1.0, len(table) * table["cochran_permutation_p"].min()
+    )  # Bonferroni over them
+    exact = results.bands.per_date()
     assert (
         len(exact[~exact["estimated"]]) >= 3 * 4
     )  # per dataset: the no-date baseline, the 3 pilot dates, any date drawn whole
@@ -142,7 +144,9 @@ def test_a_budgeted_sweep_draws_resumes_and_grows_on_every_task_kind(data_dir, t
         assert "note: swept sparsely (--budget): smollm2-135m (float32, cpu) on" in result.stderr, (
             result.stderr
         )  # said where it is read
-    flips, table7 = results.flips("smollm2-135m (float32, cpu)", "mmlu", dt.date(2024, 1, 1), dt.date(2024, 1, 10))
+    flips, table7 = results.flips.flips(
+        "smollm2-135m (float32, cpu)", "mmlu", dt.date(2024, 1, 1), dt.date(2024, 1, 10)
+    )
     assert (flips["share_observed"] == flips["n_dates"] / 10).all() and flips["share_observed"].lt(1).any()
     assert flips["n_dates"].sum() == len(grown[grown["dataset"].eq("mmlu") & grown["factor"].eq("date")])  # every cell
     assert table7["n_items"].iloc[0] == 6

@@ -25,7 +25,7 @@ def _same(a: object, b: object) -> bool:
 def test_the_headline_is_typed_and_round_trips_through_its_kept_row(layer):
     """The headline survives the row it is kept as (a Parquet table, as ``results.stored`` writes and reads it), with
     and without a reorder share; without one, its sentence has no reorder line."""
-    top = layer.headline()
+    top = layer.chance.headline()
     assert isinstance(top, Headline) and top.reorder_dataset == "mmlu" and top.k_entries == 6
     bare = replace(
         top,

@@ -166,7 +166,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         raise DateEvalError("--per-date prints JSON: add --json")
     found = _open_results(args.store)
     if args.per_date:
-        print(json.dumps(_json_safe(found.per_date(args.dates).to_dict(orient="records")), indent=2, default=str))
+        print(json.dumps(_json_safe(found.bands.per_date(args.dates).to_dict(orient="records")), indent=2, default=str))
         return 0
     table = found.summary(args.dates)
     # Table 5's CVs are over every stored level of each factor: shown for the whole store only, not for a --dates range.
@@ -181,7 +181,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         robust = {
             (entry.entry, dataset): entry.as_json()
             for dataset in dict.fromkeys(table["dataset"])
-            for entry in found.robust_record(dataset, args.dates).entries
+            for entry in found.robust.robust_record(dataset, args.dates).entries
         }
         for record in records:
             mine = factors[(factors["entry"] == record["entry"]) & (factors["dataset"] == record["dataset"])]
@@ -193,7 +193,7 @@ def cmd_summary(args: argparse.Namespace) -> int:
         print(f"no results in {args.store}")
         return 0
     if args.dates is None:  # the store's finding, as the Overview's first line says it
-        top = found.headline()
+        top = found.chance.headline()
         print("\n".join(line for line in (headline_sentence(top), verdict_power(top), reorder_sentence(top)) if line))
     for row in map(SummaryRow.from_record, table.to_dict(orient="records")):
         mine = factors[(factors["entry"] == row.entry) & (factors["dataset"] == row.dataset)]
@@ -254,7 +254,9 @@ def cmd_robust(args: argparse.Namespace) -> int:
     unknown = sorted(set(args.dataset or ()) - set(datasets))
     if unknown:
         raise DateEvalError(f"no dataset {unknown[0]!r} in {args.store} (it holds: {', '.join(datasets) or 'nothing'})")
-    records = [found.robust_record(name, args.dates, half_width=args.half_width) for name in args.dataset or datasets]
+    records = [
+        found.robust.robust_record(name, args.dates, half_width=args.half_width) for name in args.dataset or datasets
+    ]
     records = [record for record in records if record.entries]
     if not records:
         raise DateEvalError(
@@ -327,7 +329,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         raise DateEvalError(
             f"{args.a!r} and {args.b!r} do not both have dataset {dataset!r} on two or more dates (shared: {', '.join(shared) or 'none'})"
         )
-    compared = found.compared(dataset, args.a, args.b, args.dates)
+    compared = found.robust.compared(dataset, args.a, args.b, args.dates)
     if compared is None:
         raise DateEvalError(f"{args.a!r} and {args.b!r} do not share two dates and the same questions on {dataset}")
     print(f"{dataset}:")

@@ -97,8 +97,8 @@ def store_metrics() -> pd.DataFrame:
 
 @cached(spinner="Computing the headline (bootstrap and permutations)...", max_entries=4)
 def headline(view: results.Results) -> Headline | None:
-    """The store's finding (``Results.headline``; kept with the store, usually since the sweep that wrote it)."""
-    return view.headline()
+    """The store's finding (``Results.chance.headline``; kept with the store, usually since the sweep that wrote it)."""
+    return view.chance.headline()
 
 
 @cached(spinner="Computing the summary...", max_entries=4)
@@ -128,14 +128,14 @@ def statistics(view: results.Results) -> dict[str, pd.DataFrame]:
 
 @cached(spinner="Finding the questions that flip...")
 def flips(view: results.Results, selection: Selection) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Per-question flip counts and Table 7 of the selection (``Results.flips_of``; each entry's kept with the store)."""
-    return view.flips_of(selection.entries, selection.dataset, selection.start.date(), selection.end.date())
+    """Per-question flip counts and Table 7 of the selection (``Results.flips.flips_of``; each entry's kept with the store)."""
+    return view.flips.flips_of(selection.entries, selection.dataset, selection.start.date(), selection.end.date())
 
 
 @cached(spinner="Comparing the two dates...")
 def between(view: results.Results, dataset: str, a: dt.date, b: dt.date) -> pd.DataFrame:
-    """Every entry's answers on two dates side by side, per question graded on both (``Results.between``)."""
-    return view.between(dataset, a, b)
+    """Every entry's answers on two dates side by side, per question graded on both (``Results.flips.between``)."""
+    return view.flips.between(dataset, a, b)
 
 
 @cached(spinner="Shuffling answers across the dates...")
@@ -145,7 +145,7 @@ def chance_bands(view: results.Results, selection: Selection) -> pd.DataFrame:
     rows = []
     for entry in sorted(selection.entries):
         if (entry, selection.dataset) in view.dated_entries(selection.period):
-            found = view.significance(entry, selection.dataset, selection.period)
+            found = view.chance.significance(entry, selection.dataset, selection.period)
             rows.append(
                 {
                     "entry": entry,
@@ -158,8 +158,8 @@ def chance_bands(view: results.Results, selection: Selection) -> pd.DataFrame:
 
 @cached(spinner="Shuffling answers across the dates...")
 def reorder_chance(view: results.Results, selection: Selection, observed: float) -> dict[str, float]:
-    """The reorder share chance alone gives for the selection's models and dates (``Results.reorder_chance``)."""
-    return view.reorder_chance(selection.dataset, sorted(selection.entries), observed, selection.period)
+    """The reorder share chance alone gives for the selection's models and dates (``Results.chance.reorder_chance``)."""
+    return view.chance.reorder_chance(selection.dataset, sorted(selection.entries), observed, selection.period)
 
 
 @cached(spinner="Comparing the two models...")
@@ -168,14 +168,14 @@ def compare(view: results.Results, selection: Selection, a: str, b: str) -> list
     fewer than two dates or not their questions."""
     from dateeval.results.robust import robust_record
 
-    found = view.compared(selection.dataset, a, b, selection.period)
+    found = view.robust.compared(selection.dataset, a, b, selection.period)
     return [] if found is None else robust_record.compare_lines(a, b, found)
 
 
 @cached(spinner="Computing intervals over questions...")
 def bands(view: results.Results, selection: Selection, metric: str) -> pd.DataFrame:
     """95% interval per entry and date of the selection."""
-    parts = [view.band(entry, selection.dataset, metric) for entry in sorted(selection.entries)]
+    parts = [view.bands.band(entry, selection.dataset, metric) for entry in sorted(selection.entries)]
     parts = [part for part in parts if len(part)]
     band = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=result_bands.BAND_COLUMNS)
     return band[band["date"].between(selection.start, selection.end)]
@@ -183,9 +183,9 @@ def bands(view: results.Results, selection: Selection, metric: str) -> pd.DataFr
 
 @cached(spinner="Estimating the sparse sweeps' dates...")
 def estimates(view: results.Results, selection: Selection) -> pd.DataFrame:
-    """The selection's sparse entries' estimated dates (``Results.per_date``: entry, date, value, low, high), each row
+    """The selection's sparse entries' estimated dates (``Results.bands.per_date``: entry, date, value, low, high), each row
     with ``share``: the share of its entry's grid that was scored (exact and drawn conditions together)."""
-    table = view.per_date(selection.period) if view.sparse_entries() else pd.DataFrame(columns=PER_DATE_COLUMNS)
+    table = view.bands.per_date(selection.period) if view.sparse_entries() else pd.DataFrame(columns=PER_DATE_COLUMNS)
     table = table[(table["dataset"] == selection.dataset) & table["entry"].isin(selection.entries)]
     share = table.groupby("entry")["n_scored"].sum() / table.groupby("entry")["n_items"].sum()
     found = table[table["estimated"].astype(bool)]
@@ -194,8 +194,8 @@ def estimates(view: results.Results, selection: Selection) -> pd.DataFrame:
 
 @cached(spinner="Bootstrapping over questions and dates...")
 def robust(view: results.Results, selection: Selection, half_width: float) -> RobustRecord:
-    """``Results.robust_record`` of the selection (entries, dataset, dates): what `dateeval robust` prints and the report shows."""
-    return view.robust_record(selection.dataset, selection.period, selection.entries, half_width)
+    """``Results.robust.robust_record`` of the selection (entries, dataset, dates): what `dateeval robust` prints and the report shows."""
+    return view.robust.robust_record(selection.dataset, selection.period, selection.entries, half_width)
 
 
 @st.cache_data(max_entries=16)

@@ -23,10 +23,11 @@ from dateeval.results import descriptive, inference, paper
 from dateeval.results.sparse import estimated
 from dateeval.results.readers.bands import BandReads
 from dateeval.results.readers.chance import ChanceReads
-from dateeval.results.entries import Period
+from dateeval.results.entries import EntryData, Period
 from dateeval.results.readers.flips import FlipReads
 from dateeval.results.readers.robust import RobustReads
 from dateeval.schema import OUTCOME_COLUMNS
+from dateeval.store import Store
 
 
 # What a sparse entry's readers estimate and what they read from its dates scored in full (``Results.sparse_note``).
@@ -38,10 +39,26 @@ SPARSE_READS = (
 )
 
 
-class Results(ChanceReads, RobustReads, FlipReads, BandReads):
-    """One state of a store with every statistic a page, a command or the report reads (``entries.EntryData``), each
-    concern's readers in its own class (chance, the robust number, flips, bands), and here the tables that join
-    them: the summary, the few-shot formats side by side, the paper beside yours and Table 5."""
+class Results(EntryData):
+    """One state of a store (``entries.EntryData``) with every statistic a page, a command or the report reads: each
+    concern's reader built once from it and held as an attribute (``chance``, ``robust``, ``flips``, ``bands``:
+    ``results.flips.between(...)``), and here only the tables that join them or belong to no one reader: the summary,
+    the few-shot formats side by side, the paper beside yours, Table 5 and the other statistics, what a keep computes
+    and what a sparse entry's reader must know."""
+
+    def __init__(
+        self,
+        store: Store,
+        fingerprint: tuple,
+        sums: pd.DataFrame,
+        metrics: pd.DataFrame,
+        drawn: pd.DataFrame | None = None,
+    ) -> None:
+        super().__init__(store, fingerprint, sums, metrics, drawn)
+        self.chance = ChanceReads(self)
+        self.robust = RobustReads(self)
+        self.flips = FlipReads(self)
+        self.bands = BandReads(self)
 
     def sparse_note(self) -> str | None:
         """What a reader of a sparse entry must know (every page and read command says it): where its drawn dates are
@@ -70,7 +87,7 @@ class Results(ChanceReads, RobustReads, FlipReads, BandReads):
         table = descriptive.summarize(metrics)
         if table.empty:
             return table
-        extra = self.significance_table(period).rename(
+        extra = self.chance.significance_table(period).rename(
             columns={"p_value": "delta_p_value", "null_upper": "delta_null_upper", "null_median": "delta_null_median"}
         )
         keep = [
@@ -96,7 +113,9 @@ class Results(ChanceReads, RobustReads, FlipReads, BandReads):
                     table.loc[at, column] = value
         if "ece_delta" in table:
             ends = [
-                self.ece_delta_interval(row.entry, row.dataset, row.ece_worst_date, row.ece_best_date, row.n_items)
+                self.bands.ece_delta_interval(
+                    row.entry, row.dataset, row.ece_worst_date, row.ece_best_date, row.n_items
+                )
                 for row in table.itertuples()
             ]
             table = table.assign(ece_delta_low=[low for low, _ in ends], ece_delta_high=[high for _, high in ends])
@@ -145,11 +164,11 @@ class Results(ChanceReads, RobustReads, FlipReads, BandReads):
 
     def paper_beside(self, dataset: str) -> pd.DataFrame:
         """The paper's figures about a dataset's kind beside the store's, each with chance's band and its context."""
-        significance = self.significance_table()
+        significance = self.chance.significance_table()
         return paper.yours(
             self.metrics,
             dataset,
-            self.table7(dataset),
+            self.flips.table7(dataset),
             significance[significance["dataset"] == dataset],
             self.kind(dataset),
             self.summary(),
@@ -174,7 +193,7 @@ class Results(ChanceReads, RobustReads, FlipReads, BandReads):
             factors += self.factors(
                 entry, dataset, part[["factor", "date", "condition_key"]].drop_duplicates(ignore_index=True)
             )
-        return factors, [self.significance(entry, dataset) for entry, dataset in self.dated_entries()]
+        return factors, [self.chance.significance(entry, dataset) for entry, dataset in self.dated_entries()]
 
     def statistics(self) -> dict[str, pd.DataFrame]:
         """Table 5, the date effect against chance, run-to-run variation and Table 3, for the whole store.
@@ -217,11 +236,11 @@ class Results(ChanceReads, RobustReads, FlipReads, BandReads):
         what an explicit keep (``dateeval.keeping.keep``) collects and writes, so that no explorer render is the first
         to pay for them."""
         self.entry_statistics()
-        self.headline()
+        self.chance.headline()
         dated = descriptive.dated(self.metrics)
         for (entry, dataset), part in dated.groupby(["entry", "dataset"], sort=True):
             for metric in dataset_metrics(part):  # the Curves page's bands of every metric the entry has
-                self.band(entry, dataset, metric)
-            self.flips(entry, dataset, *descriptive.date_range(self.metrics, dataset))
+                self.bands.band(entry, dataset, metric)
+            self.flips.flips(entry, dataset, *descriptive.date_range(self.metrics, dataset))
         for dataset in sorted({dataset for _, dataset in self.dated_entries()}):
-            self.robust(dataset)  # What to report: each entry's two-way bootstrap, seconds at paper scale
+            self.robust.robust(dataset)  # What to report: each entry's two-way bootstrap, seconds at paper scale

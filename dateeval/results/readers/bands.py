@@ -16,8 +16,11 @@ from dateeval.results.entries import EntryData, Period
 PER_DATE_COLUMNS = ["entry", "dataset", "date", "metric", "value", "low", "high", "n_scored", "n_items", "estimated"]
 
 
-class BandReads(EntryData):
-    """The per-date readers of :class:`~dateeval.results.view.Results`."""
+class BandReads:
+    """The per-date readers of :class:`~dateeval.results.view.Results` (its ``bands``), read from the shared entry data."""
+
+    def __init__(self, data: EntryData) -> None:
+        self.data = data
 
     def per_date(self, period: Period | None = None) -> pd.DataFrame:
         """Each entry's share graded right on each date of its sweep and on its no-date baseline (``PER_DATE_COLUMNS``;
@@ -25,7 +28,7 @@ class BandReads(EntryData):
         ``n_scored`` graded questions out of the ``n_items`` it answered: ``summary --json --per-date``. Every question
         of a stored condition is scored, so ``estimated`` is False; the metric is "accuracy" (pass@1 for HumanEval,
         exact match for GSM8K: each is the share right)."""
-        graded = self.sums[self.sums["factor"].isin(["date", "no-date"]) & (self.sums["n_graded"] > 0)]
+        graded = self.data.sums[self.data.sums["factor"].isin(["date", "no-date"]) & (self.data.sums["n_graded"] > 0)]
         if period is not None:
             graded = graded[(graded["factor"] != "date") | period.holds(graded["date"])]
         if graded.empty:
@@ -54,7 +57,7 @@ class BandReads(EntryData):
             .astype(object)
             .where(table["date"].notna(), None)
         )
-        table = pd.concat([table, *self._estimated(period)], ignore_index=True) if len(self.drawn) else table
+        table = pd.concat([table, *self._estimated(period)], ignore_index=True) if len(self.data.drawn) else table
         order = table.assign(_baseline=table["date"].notna()).sort_values(
             ["entry", "dataset", "_baseline", "date"], kind="stable", na_position="first"
         )
@@ -63,8 +66,8 @@ class BandReads(EntryData):
     def _estimated(self, period: Period | None) -> list[pd.DataFrame]:
         """The per-date rows of sparse entries' drawn dates (``PER_DATE_COLUMNS``), estimated."""
         tables = []
-        for entry, dataset in self.sparse_entries():
-            found = estimated.estimates_table(self.sparse_sample(entry, dataset, period))
+        for entry, dataset in self.data.sparse_entries():
+            found = estimated.estimates_table(self.data.sparse_sample(entry, dataset, period))
             tables.append(found[found["estimated"]].assign(entry=entry, dataset=dataset, metric="accuracy"))
         return tables
 
@@ -73,10 +76,12 @@ class BandReads(EntryData):
 
         def compute() -> list[dict]:
             if METRICS[metric].per_item:
-                return bands.date_band(entry, *self.matrices(entry, dataset, None, "date"), metric).to_dict("records")
+                return bands.date_band(entry, *self.data.matrices(entry, dataset, None, "date"), metric).to_dict(
+                    "records"
+                )
             return bands.corpus_band(entry, *self.segment_stats(entry, dataset, metric), metric).to_dict("records")
 
-        band = pd.DataFrame(self._kept("band", entry, dataset, (metric,), (), compute), columns=bands.BAND_COLUMNS)
+        band = pd.DataFrame(self.data._kept("band", entry, dataset, (metric,), (), compute), columns=bands.BAND_COLUMNS)
         return band.assign(
             date=pd.to_datetime(band["date"])
         )  # as ``date_band`` gives them (kept rows read back as datetimes)
@@ -84,7 +89,9 @@ class BandReads(EntryData):
     def segment_stats(self, entry: str, dataset: str, metric: str) -> tuple[list, np.ndarray]:
         """One entry's dates and its segments' sufficient statistics of a corpus metric on each (dates x segments x
         statistics, NaN where absent), read from its verified files: the per-item sidecars keep only their sums."""
-        rows = sql.rows(*self.sources(self._of(entry, dataset)), ["factor", "date", "item_id", f"{metric}_stats"])
+        rows = sql.rows(
+            *self.data.sources(self.data._of(entry, dataset)), ["factor", "date", "item_id", f"{metric}_stats"]
+        )
         rows = rows[(rows["factor"] == "date") & rows[f"{metric}_stats"].notna()]
         if rows.empty:
             return [], np.empty((0, 0, 0))
@@ -105,11 +112,11 @@ class BandReads(EntryData):
             return float("nan"), float("nan")
 
         def compute() -> list[dict]:
-            dates, correct, confidence = self.matrices(entry, dataset, None, "date")
+            dates, correct, confidence = self.data.matrices(entry, dataset, None, "date")
             names = list(map(str, dates))
             pair = [names.index(worst), names.index(best)]
             low, high = bands.ece_difference_interval(confidence[pair], correct[pair])
             return [{"low": low, "high": high}]
 
-        found = self._kept("ece_delta", entry, dataset, (worst, best), (), compute)[0]
+        found = self.data._kept("ece_delta", entry, dataset, (worst, best), (), compute)[0]
         return float(found["low"]), float(found["high"])

@@ -21,8 +21,12 @@ N_PERM = 200
 POWER_EFFECT = 0.05
 
 
-class ChanceReads(EntryData):
-    """The chance readers of :class:`~dateeval.results.view.Results`."""
+class ChanceReads:
+    """The chance readers of :class:`~dateeval.results.view.Results` (its ``chance``): each entry's significance, the
+    store's verdict and headline, and what chance gives for reordering, read from the shared entry data."""
+
+    def __init__(self, data: EntryData) -> None:
+        self.data = data
 
     def headline(self) -> Headline | None:
         """The store's finding (kept): the verdict over its graded entries, the largest worst-to-best accuracy delta
@@ -30,10 +34,12 @@ class ChanceReads(EntryData):
         verdict's test finds a 5 pp date effect on the top entry's questions and dates (``chance.power``)."""
 
         def compute() -> list[dict]:
-            found = find_headline(self.significance_table(), self.metrics, self.verdict())
+            found = find_headline(self.significance_table(), self.data.metrics, self.verdict())
             if found is None:
                 return []
-            correct = self.matrices(found.entry, found.dataset, None, "condition_key")[1]  # its dates scored in full
+            correct = self.data.matrices(found.entry, found.dataset, None, "condition_key")[
+                1
+            ]  # its dates scored in full
             if found.reorder_dataset is not None:
                 shuffled = self.reorder_chance(found.reorder_dataset, None, found.reorder)
                 found = found.with_(
@@ -42,12 +48,12 @@ class ChanceReads(EntryData):
                     reorder_p_value=shuffled["p_value"],
                 )
             # The power is simulated on a dense grid: a sparse entry's (a sample, its dates perhaps none in full) is not one.
-            dense = (found.entry, found.dataset) not in self.sparse_entries() and len(correct) >= 2
+            dense = (found.entry, found.dataset) not in self.data.sparse_entries() and len(correct) >= 2
             power = chance.power(correct, POWER_EFFECT) if dense else float("nan")
             return [found.with_(power_effect=POWER_EFFECT, power=power).record()]
 
         found = stored.rows(
-            self.store, "headline", "store", [Path(path) for path, *_ in self.fingerprint], (N_PERM,), compute
+            self.data.store, "headline", "store", [Path(path) for path, *_ in self.data.fingerprint], (N_PERM,), compute
         )
         return Headline.from_record(found[0]) if found else None
 
@@ -56,18 +62,18 @@ class ChanceReads(EntryData):
         entries on one dataset and the same dates are shuffled jointly, their rows in date order. Entries swept
         sparsely are tested each under its design (``sparse_chance``, every date) and joined by Bonferroni
         (``chance.bonferroni``): their shuffles cannot be joint with a dense grid's."""
-        sparse = set(self.sparse_entries())
+        sparse = set(self.data.sparse_entries())
         table = self.significance_table()
         chosen = [(row.entry, row.dataset) in sparse for row in table.itertuples()]
         parts = table.loc[chosen, "cochran_permutation_p"].tolist()
-        dense = [key for key in self.dated_entries() if key not in sparse]
+        dense = [key for key in self.data.dated_entries() if key not in sparse]
         return chance.bonferroni([self._dense_verdict(dense)] * bool(dense) + parts)
 
     def _dense_verdict(self, entries: list[tuple[str, str]]) -> float:
         """:meth:`verdict` of dense ``entries``: their date sweeps shuffled jointly."""
-        dated, keys, matrices = self._dated(None), [], []
+        dated, keys, matrices = self.data._dated(None), [], []
         for entry, dataset in entries:
-            levels, correct, _ = self.matrices(entry, dataset, None, "condition_key")
+            levels, correct, _ = self.data.matrices(entry, dataset, None, "condition_key")
             mine = dated[(dated["entry"] == entry) & (dated["dataset"] == dataset)]
             day = dict(zip(mine["condition_key"], mine["date"].astype(str)))
             dates = np.array([day[level] for level in levels])
@@ -82,14 +88,16 @@ class ChanceReads(EntryData):
         """What chance alone gives for the share of date pairs that reorder ``entries`` (all graded ones with dates
         when None) on ``dataset`` over the dates they share in ``period`` (``chance.reorder_chance``); NaN where
         they share fewer than two dates or not the same questions."""
-        _, group = self.aligned(dataset, entries, period)
+        _, group = self.data.aligned(dataset, entries, period)
         if group is None:
             return {"chance": float("nan"), "chance_upper": float("nan"), "p_value": float("nan")}
         return chance.reorder_chance(group, observed)
 
     def significance_table(self, period: Period | None = None) -> pd.DataFrame:
         """Every graded entry's :meth:`significance` with two or more dates in ``period`` (kept), with its null draws."""
-        rows = [self.significance(entry, dataset, period).record() for entry, dataset in self.dated_entries(period)]
+        rows = [
+            self.significance(entry, dataset, period).record() for entry, dataset in self.data.dated_entries(period)
+        ]
         return pd.DataFrame(
             rows, columns=[*chance.SIGNIFICANCE_COLUMNS, "mean_accuracy", "chance_half_width", "null_draws"]
         )
@@ -97,16 +105,20 @@ class ChanceReads(EntryData):
     def significance(self, entry: str, dataset: str, period: Period | None = None) -> chance.Significance:
         """``chance.significance`` of one entry's date sweep, or of its dates in ``period`` (kept): the Factors
         page's row, the summary's chance columns and the headline's null draws."""
-        keys = self._date_keys(entry, dataset, period)
+        keys = self.data._date_keys(entry, dataset, period)
 
         def compute() -> list[dict]:
-            if (entry, dataset) in self.sparse_entries():  # every date, drawn ones estimated: the design's null
-                found = sparse_chance.significance(entry, dataset, self.sparse_sample(entry, dataset, period), N_PERM)
+            if (entry, dataset) in self.data.sparse_entries():  # every date, drawn ones estimated: the design's null
+                found = sparse_chance.significance(
+                    entry, dataset, self.data.sparse_sample(entry, dataset, period), N_PERM
+                )
             else:
                 found = chance.significance(
-                    entry, dataset, self.matrices(entry, dataset, keys, "condition_key")[1], N_PERM
+                    entry, dataset, self.data.matrices(entry, dataset, keys, "condition_key")[1], N_PERM
                 )
             return [found.record()]
 
-        kept = self._kept("significance", entry, dataset, () if keys is None else (str(period),), (N_PERM,), compute)
+        kept = self.data._kept(
+            "significance", entry, dataset, () if keys is None else (str(period),), (N_PERM,), compute
+        )
         return chance.Significance.from_record(kept[0])

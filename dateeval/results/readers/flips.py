@@ -21,11 +21,11 @@ BETWEEN_COLUMNS = ["entry", "item_id", "answer", "change", *(f"{c}_{side}" for s
 RIGHT_TO_WRONG, WRONG_TO_RIGHT = "right → wrong", "wrong → right"
 
 
-class FlipReads(EntryData):
-    """The flip readers of :class:`~dateeval.results.view.Results`."""
+class FlipReads:
+    """The flip readers of :class:`~dateeval.results.view.Results` (its ``flips``), read from the shared entry data."""
 
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
+    def __init__(self, data: EntryData) -> None:
+        self.data = data
         # both tables from one computation
         self._computed_flips = functools.lru_cache(maxsize=HELD_ENTRIES)(self._compute_flips)
 
@@ -44,7 +44,7 @@ class FlipReads(EntryData):
         def compute() -> list[dict]:
             return _records(self._computed_flips(entry, dataset, start, end)[("flips", "table7").index(name)])
 
-        rows = self._kept(name, entry, dataset, (str(start), str(end)), (), compute)
+        rows = self.data._kept(name, entry, dataset, (str(start), str(end)), (), compute)
         if name == "table7":
             return pd.DataFrame(rows, columns=item_matrices.TABLE7_COLUMNS).astype(
                 dict.fromkeys(["consistent_confidence", "inconsistent_confidence"], float)
@@ -58,12 +58,15 @@ class FlipReads(EntryData):
     def _compute_flips(
         self, entry: str, dataset: str, start: dt.date, end: dt.date
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
-        found = self.entry_outcomes(entry, dataset)
+        found = self.data.entry_outcomes(entry, dataset)
         if found is None:
             return item_matrices.no_flips()
         flips, table7 = item_matrices.flips(found, start, end)
-        if (entry, dataset) in self.sparse_entries():  # every cell seen, drawn dates included: who moves, how often
-            observed = item_matrices.load(self.store, self._with_drawn(entry, dataset))
+        if (
+            entry,
+            dataset,
+        ) in self.data.sparse_entries():  # every cell seen, drawn dates included: who moves, how often
+            observed = item_matrices.load(self.data.store, self.data._with_drawn(entry, dataset))
             flips = item_matrices.flips(observed, start, end)[0] if observed is not None else flips
         return flips, table7
 
@@ -89,7 +92,7 @@ class FlipReads(EntryData):
         :data:`WRONG_TO_RIGHT`, or ``""`` where the grade stayed. Read from the two dates' rows alone (the questions
         pushed down to two conditions per entry); a sparse entry's drawn dates are not among them (their sample's cells
         are estimates' inputs, not a date scored in full)."""
-        sides = [_on(self, dataset, day).add_suffix(f"_{side}") for side, day in (("a", a), ("b", b))]
+        sides = [_on(self.data, dataset, day).add_suffix(f"_{side}") for side, day in (("a", a), ("b", b))]
         both = sides[0].merge(sides[1], left_on=["entry_a", "item_id_a"], right_on=["entry_b", "item_id_b"])
         both = both.rename(columns={"entry_a": "entry", "item_id_a": "item_id"})
         both["answer"] = both["answer_a"].where(both["answer_a"].notna(), both["answer_b"])
@@ -100,8 +103,8 @@ class FlipReads(EntryData):
     def table7(self, dataset: str | None = None) -> pd.DataFrame:
         """Table 7 (confidence of answers that stay vs change with the date) over each entry's whole stored range."""
         parts = [
-            self._flip_table(entry, name, *descriptive.date_range(self.metrics, name), "table7")
-            for entry, name in self.dated_entries()
+            self._flip_table(entry, name, *descriptive.date_range(self.data.metrics, name), "table7")
+            for entry, name in self.data.dated_entries()
             if dataset in (None, name)
         ]
         parts = [part for part in parts if len(part)]

@@ -16,19 +16,23 @@ from dateeval.results.robust.robust_row import RobustRow
 from dateeval.results.entries import EntryData, Period
 
 
-class RobustReads(EntryData):
-    """The robust-number readers of :class:`~dateeval.results.view.Results`: each entry's row (kept), the leaderboard,
-    its pairs, the machine-readable record with what produced each entry, and model against model."""
+class RobustReads:
+    """The robust-number readers of :class:`~dateeval.results.view.Results` (its ``robust``), read from the shared
+    entry data: each entry's row (kept), the leaderboard, its pairs, the machine-readable record with what produced
+    each entry, and model against model."""
+
+    def __init__(self, data: EntryData) -> None:
+        self.data = data
 
     def robust_entry(self, entry: str, dataset: str, period: Period | None = None) -> RobustRow | None:
         """``robust.entry_statistics`` of one entry's dates in ``period`` (kept: the two-way bootstrap and its
         matrices cost seconds at paper scale), with its ``dates`` and ``per_date`` scores; None under two dates or items."""
-        keys = self._date_keys(entry, dataset, period)
+        keys = self.data._date_keys(entry, dataset, period)
 
         def compute() -> list[dict]:
-            if (entry, dataset) in self.sparse_entries():
+            if (entry, dataset) in self.data.sparse_entries():
                 return self._sparse_robust(entry, dataset, period)
-            dates, correct, _ = self.matrices(entry, dataset, keys, "date")
+            dates, correct, _ = self.data.matrices(entry, dataset, keys, "date")
             if min(correct.shape) < 2:
                 return []
             dates = [str(day) for day in dates]
@@ -36,12 +40,14 @@ class RobustReads(EntryData):
                 RobustRow(entry, dataset, robust.entry_statistics(correct), dates, correct.mean(1).tolist()).record()
             ]
 
-        found = self._kept("robust", entry, dataset, () if keys is None else (str(period),), (robust.N_BOOT,), compute)
+        found = self.data._kept(
+            "robust", entry, dataset, () if keys is None else (str(period),), (robust.N_BOOT,), compute
+        )
         return RobustRow.from_record(found[0]) if found else None
 
     def _sparse_robust(self, entry: str, dataset: str, period: Period | None) -> list[dict]:
         """A sparse entry's :meth:`robust_entry` row: ``estimated.sparse_statistics`` of its dates in ``period``."""
-        sample = self.sparse_sample(entry, dataset, period)
+        sample = self.data.sparse_sample(entry, dataset, period)
         if len(sample.dates) < 2 or len(sample.items) < 2:
             return []
         statistics, per_date = estimated.sparse_statistics(sample)
@@ -50,7 +56,7 @@ class RobustReads(EntryData):
     def _robust_rows(self, dataset: str, period: Period | None, entries: Sequence[str] | None) -> list[RobustRow]:
         rows = [
             self.robust_entry(entry, dataset, period)
-            for entry, name in self.dated_entries(period)
+            for entry, name in self.data.dated_entries(period)
             if name == dataset and (entries is None or entry in entries)
         ]
         return [row for row in rows if row is not None]
@@ -83,21 +89,23 @@ class RobustReads(EntryData):
 
         def compute() -> list[dict]:
             rows = sql.rows(
-                *self.sources(self._of(entry, dataset)), [*identity.COLUMNS, "factor"], (min(dates), max(dates))
+                *self.data.sources(self.data._of(entry, dataset)),
+                [*identity.COLUMNS, "factor"],
+                (min(dates), max(dates)),
             )
             return [
                 identity.of_rows(rows[(rows["factor"] == "date") & rows["date"].astype(str).isin(set(dates))]).record()
             ]
 
         return Identity.from_record(
-            self._kept("identity", entry, dataset, (min(dates), max(dates), len(dates)), (), compute)[0]
+            self.data._kept("identity", entry, dataset, (min(dates), max(dates), len(dates)), (), compute)[0]
         )
 
     def compared(self, dataset: str, a: str, b: str, period: Period | None = None) -> robust.Comparison | None:
         """``robust.compare`` of entries ``a`` and ``b`` on the dates of ``period`` they share (None where fewer than
         two, or not the same questions); where either was swept sparsely, ``estimated.compare`` of their samples."""
-        sparse = self.sparse_entries()
+        sparse = self.data.sparse_entries()
         if (a, dataset) not in sparse and (b, dataset) not in sparse:
-            _, group = self.aligned(dataset, [a, b], period)
+            _, group = self.data.aligned(dataset, [a, b], period)
             return None if group is None else robust.compare(group[0], group[1])
-        return estimated.compare(*(self._sample_for(entry, dataset, period) for entry in (a, b)))
+        return estimated.compare(*(self.data._sample_for(entry, dataset, period) for entry in (a, b)))

@@ -127,7 +127,7 @@ def paper_tables(results: Results) -> tuple[dict[str, pd.DataFrame], dict[str, s
     formats = results.fewshot_formats()
     if len(formats):
         tables["Table 4 (§5.4): the date effect under each few-shot format"] = formats
-    tables["Table 7: confidence of consistent vs inconsistent predictions"] = results.table7()
+    tables["Table 7: confidence of consistent vs inconsistent predictions"] = results.flips.table7()
     determinism = statistics["run_to_run"]
     if len(determinism):
         tables["Run-to-run variation (repeats of one condition)"] = determinism
@@ -137,13 +137,13 @@ def paper_tables(results: Results) -> tuple[dict[str, pd.DataFrame], dict[str, s
 
 
 def _robust_section(results: Results, files: dict[str, str], half_width: float = 0.01) -> list[str]:
-    """What to report, per dataset (``Results.robust_record``, as ``dateeval robust`` prints it): the robust
+    """What to report, per dataset (``Results.robust.robust_record``, as ``dateeval robust`` prints it): the robust
     leaderboard, the sentences to paste, the pairs the date reorders, the figure; the leaderboard's numbers as CSV."""
     from dateeval.results.robust import robust_format
 
     parts = []
     for dataset in sorted(results.metrics["dataset"].unique()) if len(results.metrics) else []:
-        record = results.robust_record(dataset, half_width=half_width)
+        record = results.robust.robust_record(dataset, half_width=half_width)
         if not record.entries:
             continue
         board = record.board()
@@ -176,7 +176,7 @@ def _compare_section(results: Results, dataset: str, files: dict[str, str]) -> l
     from dateeval.results.robust import robust_record
 
     names = sorted({entry for entry, name in results.dated_entries() if name == dataset})
-    found = [(a, b, results.compared(dataset, a, b)) for a, b in combinations(names, 2)]
+    found = [(a, b, results.robust.compared(dataset, a, b)) for a, b in combinations(names, 2)]
     pairs = [(a, b, compared) for a, b, compared in found if compared is not None]
     if not pairs:
         return []
@@ -196,7 +196,7 @@ def build_report(results: Results) -> dict[str, str]:
     files: dict[str, str] = {}
     store = results.store.root
     tables, missing = paper_tables(results)
-    top = results.headline()
+    top = results.chance.headline()
     parts = [
         f"<h1>dateeval report</h1><p>Store <code>{html.escape(str(store))}</code>, written {dt.datetime.now():%Y-%m-%d %H:%M}. "
         "Rates, CVs and shares are percentages; BLEU and chrF are points; the CSV files keep rates as fractions.</p>",
