@@ -576,7 +576,7 @@ def family_study(
     n_perm: int = 200,
     entries: tuple[int, int] = (2, 2),
 ) -> float:
-    """How often the store's verdict (``Results.verdict``: the dense entries' joint test and each sparse entry's design
+    """How often the store's verdict (``Results.chance.verdict``: the dense entries' joint test and each sparse entry's design
     test, joined by ``chance.bonferroni``) rejects at 0.05 on simulated stores of twins (one model's questions, their
     dates drawn anew: precisions, say), ``entries`` = (swept sparsely with one seed, dense)."""
     n_sparse, n_dense = entries

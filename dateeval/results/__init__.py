@@ -15,8 +15,9 @@ page, ``dateeval summary``, ``dateeval report``, ``dateeval export``) asks it. W
 * ``robust/``: the date-robust number, its typed rows, ranks, record and formats;
 * ``bands/``: each date's 95% interval (Clopper-Pearson, bootstrap, jackknife);
 * ``sparse/``: a sparse entry's design-based estimates, and a design replayed on a dense grid;
-* ``readers/``: one reader per statistic (chance, robust, flips, bands), each reading the entry data;
-* ``view``: :class:`Results`, made of the readers, with the tables that join them; ``paper`` and ``report/`` format what it gives.
+* ``readers/``: one reader per statistic (chance, robust, flips, bands), each built from the entry data;
+* ``view``: :class:`Results`, the entry data holding one reader of each (``results.chance``, ``results.robust``,
+  ``results.flips``, ``results.bands``), with the tables that join them; ``paper`` and ``report/`` format what it gives.
 
 The row schema the layer reads is :mod:`dateeval.schema`. Nothing here writes to a store: a read-only store opens
 with the same numbers, and its folder is left as it was.

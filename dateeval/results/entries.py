@@ -1,8 +1,9 @@
 """One state of a store as every statistic reads it: its per-unit sums, each entry's condition x item matrices and
 a sparse entry's sample, and the kept rows (``stored.rows``) keyed on an entry's units.
 
-The readers of each statistic (``chance_reads``, ``robust_reads``, ``flip_reads``) build on this class and only on
-it; ``view.Results`` joins them. Nothing here computes a statistic.
+The readers of each statistic (``readers.chance``, ``readers.robust``, ``readers.flips``, ``readers.bands``) are built
+from an instance of this class and read only it; ``view.Results`` is one, holding a reader of each. Nothing here
+computes a statistic.
 """
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ class Headline:
 
 def headline(significance: pd.DataFrame, metrics: pd.DataFrame, verdict: float) -> Headline | None:
     """The finding of a store in numbers: the verdict, whether the date moves any of the K graded entries (``verdict``,
-    the family-wise p-value of ``chance.date_effect_family`` over those entries (``Results.verdict``: Bonferroni with
+    the family-wise p-value of ``chance.date_effect_family`` over those entries (``Results.chance.verdict``: Bonferroni with
     each sparse entry's design test where some were swept with ``--budget``): Cochran's Q by joint permutation, min-p,
     its size kept for any K in ``docs/coverage.md``); its largest worst-to-best accuracy delta with what the largest of K
     shuffled deltas gives (``chance.largest_of``, and that delta's own p-value); how often two dates rank the entries

@@ -1,7 +1,7 @@
 """The date-robust leaderboard as people read it: one display table (the CLI, the report and the explorer page show
 it), the same table as Markdown and LaTeX for a paper, and a figure (SVG or PDF, by matplotlib).
 
-Formatting only: every number comes from :meth:`dateeval.results.Results.robust` (``dateeval.results.robust.robust``).
+Formatting only: every number comes from :meth:`dateeval.results.Results.robust.robust` (``dateeval.results.robust.robust``).
 """
 
 from __future__ import annotations
@@ -147,7 +147,7 @@ def caption(dataset: str, board: pd.DataFrame) -> str:
 
 
 def figure(record: RobustRecord, suffix: str) -> bytes:
-    """A two-panel figure of a ``Results.robust_record`` for a paper, as the bytes of an SVG, PDF or PNG file (by
+    """A two-panel figure of a ``Results.robust.robust_record`` for a paper, as the bytes of an SVG, PDF or PNG file (by
     ``suffix``; ``dateeval.cli.outputs.write_figure`` writes it): (a) each entry's date-marginal score with its 95% interval
     over items and dates, beside the range of its per-date scores; (b) the predicted half-width against the number of
     dates, with the target's."""

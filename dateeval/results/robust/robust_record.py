@@ -94,7 +94,7 @@ class ReorderedPair:
 
 @dataclass(frozen=True)
 class RobustRecord:
-    """One dataset's date-robust numbers as every reader gets them (``Results.robust_record``): ``dateeval robust``,
+    """One dataset's date-robust numbers as every reader gets them (``Results.robust.robust_record``): ``dateeval robust``,
     What to report, the report and ``summary --json`` read its fields; :meth:`as_json` is ``robust --json``."""
 
     dataset: str
@@ -180,7 +180,7 @@ def compare_lines(name_a: str, name_b: str, found: Comparison) -> list[str]:
 
 
 def compare_table(pairs: list[tuple[str, str, Comparison]]) -> pd.DataFrame:
-    """:func:`compare`'s findings of pairs of entries (A, B, found: ``Results.compared``), one row a pair, in
+    """:func:`compare`'s findings of pairs of entries (A, B, found: ``Results.robust.compared``), one row a pair, in
     :func:`compare_cells`' digits: the report's model-against-model table."""
     rows = []
     for name_a, name_b, found in pairs:

@@ -96,7 +96,7 @@ class EntryStatistics:
 @dataclass(frozen=True)
 class RobustRow:
     """One entry's date-robust figures on one dataset, on its ``dates``, with its score on each (``per_date``): what
-    ``Results.robust_entry`` returns and the leaderboard, its pairs and the record read."""
+    ``Results.robust.robust_entry`` returns and the leaderboard, its pairs and the record read."""
 
     entry: str
     dataset: str
