@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import io
+import json
 import os
 import shutil
 import subprocess
@@ -42,6 +43,13 @@ MODEL_MODULES = {
 }
 
 
+# Each test file's seconds in a full run (a CI run's ``test-artifacts/file-seconds.json``, copied here to refresh it).
+# The workers take whole files (``--dist loadfile``) in collection order, so the heaviest go first: the last files
+# handed out are short ones, and no worker waits at the end on the other's long file (longest-first scheduling).
+FILE_SECONDS: dict[str, float] = json.loads((Path(__file__).with_name("file-seconds.json")).read_text())
+_RAN: dict[str, float] = {}  # this run's seconds per file, summed over its tests' setup, call and teardown
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1] if item.module else ""
@@ -49,6 +57,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.browser)
         elif module in MODEL_MODULES or "backend" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.model)
+    items.sort(key=lambda item: -FILE_SECONDS.get(item.path.name, 0.0))  # stable: a file keeps its tests' order
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    name = report.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+    _RAN[name] = _RAN.get(name, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The run's seconds per file, for the next contributor (and ``FILE_SECONDS``): written by the run that saw
+    every report (xdist's controller, or a run without workers), beside the suite's other artifacts."""
+    if hasattr(session.config, "workerinput") or not _RAN:
+        return
+    folder = ROOT / "test-artifacts"
+    folder.mkdir(exist_ok=True)
+    ranked = dict(sorted(((name, round(seconds, 1)) for name, seconds in _RAN.items()), key=lambda kv: -kv[1]))
+    (folder / "file-seconds.json").write_text(json.dumps(ranked, indent=1) + "\n")
 
 
 def bench_module(name: str) -> ModuleType:
