@@ -114,7 +114,7 @@ case "${1:-}" in
     # The vLLM backend's tests (parity with transformers, determinism, a sweep) in .venv-vllm.
     shift
     setup_vllm
-    HF_HUB_OFFLINE=1 exec .venv-vllm/bin/python -m pytest -q tests/test_vllm.py "$@"
+    HF_HUB_OFFLINE=1 exec .venv-vllm/bin/python -m pytest -q tests/backends/test_vllm.py "$@"
     ;;
   setup-lmeval)
     setup_lmeval
@@ -122,7 +122,7 @@ case "${1:-}" in
   test-lmeval)
     shift
     setup_lmeval
-    HF_HUB_OFFLINE=1 exec .venv/bin/python -m pytest -q tests/test_lmeval.py "$@"
+    HF_HUB_OFFLINE=1 exec .venv/bin/python -m pytest -q tests/tasks/test_lmeval.py "$@"
     ;;
   check)
     check

@@ -2,7 +2,7 @@
 
 ``TransformersBackend.continuation_texts`` scores a continuation's tokens after its context (lm-eval multiple-choice
 tasks, the confidence of a GSM8K answer). It computes the output layer at every position but the last, as lm-eval's
-HF model does, so that a prompt scored alone equals lm-eval's float32 sums to the last digit (tests/test_lmeval.py).
+HF model does, so that a prompt scored alone equals lm-eval's float32 sums to the last digit (tests/tasks/test_lmeval.py).
 The baseline is the earlier way: the output layer only at the positions read (``logits_to_keep``). Both run in one
 process on the same requests (GSM8K questions with their reference solutions, the default model), alternating; the
 figure is the ratio of their times, and the largest difference between their sums.

@@ -211,7 +211,7 @@ class Worker:
         slots idle; here the next unit's prompts take them
         (``answers.answer_together``). Greedy replies equal those each unit
         gets alone and sampled ones draw from per-prompt generators
-        (tests/test_engine.py compares pooled and unpooled sweeps). The
+        (tests/engine/test_engine.py compares pooled and unpooled sweeps). The
         generation's seconds are shared among the units by their items.
         """
         if len(units) == 1:

@@ -22,7 +22,7 @@ metric is lm-eval's. A row's ``correct`` is the task's first metric under its
 first filter (``acc``, ``exact_match``, ...); all of them are kept per row in
 ``lmeval_metrics``, and each choice's log-likelihood in ``choice_logprobs``.
 Where the system instruction is the sweep's system prompt and no date is
-shown, the log-likelihoods equal lm-eval's own run (``tests/test_lmeval.py``).
+shown, the log-likelihoods equal lm-eval's own run (``tests/tasks/test_lmeval.py``).
 
 Exemplars are drawn once per document, in document order from lm-eval's
 fewshot seed, as lm-eval does, so every date shows the same ones.

@@ -1,4 +1,4 @@
-"""Ray scenarios for tests/test_ray.py, run in a private network namespace (Ray there binds to loopback).
+"""Ray scenarios for tests/engine/test_ray.py, run in a private network namespace (Ray there binds to loopback).
 
     python tests/scripts/ray_sweep.py STORE_ROOT DATA_DIR SCENARIO
 

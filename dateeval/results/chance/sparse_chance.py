@@ -5,7 +5,7 @@ sweep (``dateeval.sparse``) drew each question's cells on the non-pilot dates in
 probability per question fixed by the pilot. Given the pilot and which cells were drawn, the grades a question shows on
 its drawn dates are then exchangeable among those dates under the null, so shuffling each question's drawn grades among
 its drawn dates (the dates scored in full kept as they are) draws from the statistic's null distribution exactly: a
-permutation test of exact size, whatever the design's probabilities (tests/test_sparse_chance.py, docs/coverage.md).
+permutation test of exact size, whatever the design's probabilities (tests/results/test_sparse_chance.py, docs/coverage.md).
 
 Each shuffle's per-date values are the difference estimates a sweep with those grades would give
 (``estimated.difference_estimates``), so the worst-to-best delta, its chance band and the Curves page's chance band are

@@ -148,7 +148,7 @@ def unbiased_squares(values: np.ndarray, inclusion: np.ndarray, predictor: np.nd
     Each sum of squares is |P y|^2 for a projection P of the grid; for uncorrelated cell estimates
     E |P y_hat|^2 = |P y|^2 + sum_c P_cc Var(y_hat_c), so subtracting sum_c P_cc v_c (v: :func:`cells`' variance
     estimates) leaves it unbiased. P_cc is (1 - 1/I) / D for items, (1 - 1/D) / I for dates, (1 - 1/D)(1 - 1/I) for
-    the residual (D dates, I items); tests/test_sparse_robust.py checks it over every sample of small grids."""
+    the residual (D dates, I items); tests/results/test_sparse_robust.py checks it over every sample of small grids."""
     return squares_of(*cells(values, inclusion, predictor))
 
 
@@ -236,7 +236,7 @@ def sparse_spread(
 
 def own_variance(drawn: np.ndarray, residual: np.ndarray, pi: np.ndarray) -> np.ndarray:
     """Per date, the Horvitz-Thompson estimate of the variance of the residuals' weighted total under Poisson sampling:
-    sum over drawn cells of (1 - pi) r^2 / pi^2 (unbiased; tests/test_sparse_design.py enumerates every sample)."""
+    sum over drawn cells of (1 - pi) r^2 / pi^2 (unbiased; tests/pure/test_sparse_design.py enumerates every sample)."""
     return np.where(drawn, (1 - pi) * residual**2 / pi**2, 0.0).sum(1)
 
 

@@ -18,11 +18,11 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import ROOT
 from dateeval.engine.sweep import LocalExecutor, Sweep
 from dateeval.schema import ROW_KEY
 from dateeval.store import Store
 
-ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "tests" / "scripts" / "ray_sweep.py"
 pytestmark = [
     pytest.mark.skipif(

