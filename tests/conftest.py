@@ -17,6 +17,7 @@ from types import ModuleType
 import pytest
 
 import dateeval  # noqa: F401  (first: sets the math library's reproducibility before anything loads torch)
+from dateeval import atomic
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("DATEEVAL_SHARED", ROOT.parent / "shared"))
@@ -66,14 +67,21 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """The run's seconds per file, for the next contributor (and ``FILE_SECONDS``): written by the run that saw
-    every report (xdist's controller, or a run without workers), beside the suite's other artifacts."""
+    """Each file's seconds in its latest run, for the next contributor (and ``FILE_SECONDS``): this run's files
+    replace theirs in ``test-artifacts/file-seconds.json`` (so the vLLM extra's run beside the main suite adds its
+    file), written by the process that saw every report (xdist's controller, or a run without workers)."""
     if hasattr(session.config, "workerinput") or not _RAN:
         return
-    folder = ROOT / "test-artifacts"
-    folder.mkdir(exist_ok=True)
-    ranked = dict(sorted(((name, round(seconds, 1)) for name, seconds in _RAN.items()), key=lambda kv: -kv[1]))
-    (folder / "file-seconds.json").write_text(json.dumps(ranked, indent=1) + "\n")
+    path = ROOT / "test-artifacts" / "file-seconds.json"
+    path.parent.mkdir(exist_ok=True)
+    try:
+        seconds = json.loads(path.read_text())
+    except (OSError, ValueError):
+        seconds = {}
+    seconds.update((name, round(spent, 1)) for name, spent in _RAN.items())
+    ranked = dict(sorted(seconds.items(), key=lambda kv: -kv[1]))
+    with atomic.replacing(path) as staging:
+        staging.write_text(json.dumps(ranked, indent=1) + "\n")
 
 
 def bench_module(name: str) -> ModuleType:
