@@ -1,4 +1,9 @@
-"""Bad input: one line on stderr, exit status 2, no traceback, nothing stored lost."""
+"""Bad input: one line on stderr, exit status 2, no traceback, nothing stored lost.
+
+Each kind of refusal runs in a process of its own where the process is the subject (argparse's usage errors, a run's
+refusals, a template that may hang, two compactions and a lease at once, the app's port); the rest call the CLI in
+this process (``run_cli``: the same ``cli.main``, its exit status and captured stderr), without an interpreter's
+start per case."""
 
 import fcntl
 import gzip
@@ -13,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute
 import pytest
-from conftest import ROOT, demo_copy, run_cli_process
+from conftest import ROOT, demo_copy, run_cli, run_cli_process
 
 from dateeval.store import Store
 
@@ -56,7 +61,7 @@ def test_run_rejects_bad_input(args, fragment, tmp_path, monkeypatch):
 
 
 def test_limit_beyond_the_dataset(data_dir, tmp_path):
-    result = run_cli_process(
+    result = run_cli(
         "run", "--dataset", "arc_challenge", "--data-dir", str(data_dir), "--limit", "5000", "--store", str(tmp_path)
     )
     _assert_one_line_error(result, "--limit 5000 is outside 1..1172")
@@ -65,7 +70,7 @@ def test_limit_beyond_the_dataset(data_dir, tmp_path):
 def test_store_that_cannot_be_written(data_dir, tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    result = run_cli_process(
+    result = run_cli(
         "run",
         "--dataset",
         "arc_challenge",
@@ -82,7 +87,7 @@ def test_store_that_cannot_be_written(data_dir, tmp_path):
 
 
 def test_summary_of_missing_store(tmp_path):
-    _assert_one_line_error(run_cli_process("summary", "--store", str(tmp_path / "none")), "does not exist")
+    _assert_one_line_error(run_cli("summary", "--store", str(tmp_path / "none")), "does not exist")
 
 
 @pytest.mark.parametrize(
@@ -101,7 +106,7 @@ def test_an_empty_store_is_one_line_for_every_reader(tmp_path, command):
     empty = tmp_path / "empty"
     empty.mkdir()
     args = [arg.replace("{out}", str(tmp_path / "out")).replace("{tmp}", str(tmp_path)) for arg in command]
-    _assert_one_line_error(run_cli_process(*args[:1], "--store", str(empty), *args[1:]), "holds no readable results")
+    _assert_one_line_error(run_cli(*args[:1], "--store", str(empty), *args[1:]), "holds no readable results")
     assert not any(empty.iterdir())
 
 
@@ -134,16 +139,16 @@ def test_run_rejects_bad_open_ended_input(args, fragment, data_dir, tmp_path):
     if "--data-dir" not in args:
         args = [*args, "--data-dir", str(data_dir)]
     _assert_one_line_error(
-        run_cli_process("run", *args, "--limit", "2", "--dates", "2024-01-01", "--store", str(tmp_path / "store")),
+        run_cli("run", *args, "--limit", "2", "--dates", "2024-01-01", "--store", str(tmp_path / "store")),
         fragment,
     )
 
 
 def test_regrade_rejects_bad_input(data_dir, tmp_path):
-    _assert_one_line_error(run_cli_process("regrade", "--store", str(tmp_path / "none")), "does not exist")
+    _assert_one_line_error(run_cli("regrade", "--store", str(tmp_path / "none")), "does not exist")
     (tmp_path / "empty").mkdir()
     _assert_one_line_error(
-        run_cli_process("regrade", "--store", str(tmp_path / "empty"), "--data-dir", str(data_dir)),
+        run_cli("regrade", "--store", str(tmp_path / "empty"), "--data-dir", str(data_dir)),
         "no stored outputs to regrade",
     )
 
@@ -172,7 +177,7 @@ FAST = 180  # seconds: a refusal that takes longer than this counts as a hang
     ],
 )
 def test_run_options_refused_before_any_work(args, fragment, data_dir, tmp_path):
-    result = run_cli_process(
+    result = run_cli(
         "run",
         "--dataset",
         "arc_challenge",
@@ -181,7 +186,6 @@ def test_run_options_refused_before_any_work(args, fragment, data_dir, tmp_path)
         "--store",
         str(tmp_path / "store"),
         *args,
-        timeout=FAST,
     )
     _assert_one_line_error(result, fragment)
     assert not (tmp_path / "store").exists()
@@ -192,7 +196,7 @@ def test_run_options_refused_before_any_work(args, fragment, data_dir, tmp_path)
     [("mmlu", "1000-shot prompting needs 1000 exemplars; only 5 available"), ("gsm8k", "GSM8K has 8 fixed exemplars")],
 )
 def test_more_shots_than_exemplars(dataset, fragment, data_dir, tmp_path):
-    result = run_cli_process(
+    result = run_cli(
         "run",
         "--dataset",
         dataset,
@@ -204,7 +208,6 @@ def test_more_shots_than_exemplars(dataset, fragment, data_dir, tmp_path):
         "1",
         "--store",
         str(tmp_path),
-        timeout=FAST,
     )
     _assert_one_line_error(result, fragment)
 
@@ -296,7 +299,7 @@ def test_bad_data_files_are_named(dataset, relative, content, fragment, tmp_path
     (data / relative).write_bytes(content)
     if dataset == "wmt16_en_de":
         (data / "wmt16/en-de/newstest2016-ende.de").write_bytes(b"Kaffee\n")
-    result = run_cli_process(
+    result = run_cli(
         "run",
         "--dataset",
         dataset,
@@ -306,7 +309,6 @@ def test_bad_data_files_are_named(dataset, relative, content, fragment, tmp_path
         "2024-01-01",
         "--store",
         str(tmp_path / "store"),
-        timeout=FAST,
     )
     _assert_one_line_error(result, fragment)
 
@@ -350,7 +352,7 @@ def test_damaged_model_files_refused_before_loading(make, fragment, data_dir, tm
     model = tmp_path / "model"
     make(model)
     target = model.with_suffix(".gguf") if model.with_suffix(".gguf").exists() else model
-    result = run_cli_process(
+    result = run_cli(
         "run",
         "--model",
         str(target),
@@ -360,7 +362,6 @@ def test_damaged_model_files_refused_before_loading(make, fragment, data_dir, tm
         str(data_dir),
         "--store",
         str(tmp_path / "store"),
-        timeout=FAST,
     )
     _assert_one_line_error(result, fragment)
     assert str(target) in result.stderr
@@ -469,7 +470,7 @@ def small_store(tmp_path):
 def test_report_out_that_is_a_file(small_store, tmp_path):
     (tmp_path / "report.html").write_text("mine")
     _assert_one_line_error(
-        run_cli_process("report", "--store", str(small_store), "--out", str(tmp_path / "report.html"), timeout=FAST),
+        run_cli("report", "--store", str(small_store), "--out", str(tmp_path / "report.html")),
         "is a file, not a folder",
     )
     assert (tmp_path / "report.html").read_text() == "mine"
@@ -478,12 +479,12 @@ def test_report_out_that_is_a_file(small_store, tmp_path):
 def test_report_out_in_an_unwritable_place(small_store, tmp_path, mount):
     (tmp_path / "file").write_text("")
     _assert_one_line_error(
-        run_cli_process("report", "--store", str(small_store), "--out", str(tmp_path / "file" / "out"), timeout=FAST),
+        run_cli("report", "--store", str(small_store), "--out", str(tmp_path / "file" / "out")),
         "Not a directory",
     )
     readonly = mount("readonly", "size=64k,ro")
     _assert_one_line_error(
-        run_cli_process("report", "--store", str(small_store), "--out", str(readonly / "out"), timeout=FAST),
+        run_cli("report", "--store", str(small_store), "--out", str(readonly / "out")),
         "Read-only file system",
     )
 
@@ -491,7 +492,7 @@ def test_report_out_in_an_unwritable_place(small_store, tmp_path, mount):
 def test_report_on_a_full_disk(small_store, mount):
     full = mount("full", "size=64k")
     _fill(full)
-    result = run_cli_process("report", "--store", str(small_store), "--out", str(full / "out"), timeout=FAST)
+    result = run_cli("report", "--store", str(small_store), "--out", str(full / "out"))
     _assert_one_line_error(result, "No space left on device")
 
 
@@ -549,7 +550,7 @@ def test_run_on_a_full_disk_leaves_no_lease(data_dir, mount):
     ],
 )
 def test_prompts_beyond_the_context_are_refused(args, fragment, data_dir, tmp_path):
-    result = run_cli_process(
+    result = run_cli(
         "run",
         "--dataset",
         "arc_challenge",
@@ -569,7 +570,7 @@ def test_prompts_beyond_the_context_are_refused(args, fragment, data_dir, tmp_pa
 
 def test_more_option_orders_than_permutations_are_refused(data_dir, tmp_path):
     """4 options have 24 orders: --option-orders 30 would run 31 units, 7 of them repeats counted as new orders."""
-    result = run_cli_process(
+    result = run_cli(
         "run",
         "--dataset",
         "arc_challenge",
@@ -591,7 +592,7 @@ def test_more_option_orders_than_permutations_are_refused(data_dir, tmp_path):
 def test_dates_next_to_9999_12_31_run(data_dir, tmp_path):
     """Steps that would pass 9999-12-31 end the range; the dates before it run and are stored."""
     dates = "9999-12-25..9999-12-31/7d,9999-11-30..9999-12-31/1m"
-    result = run_cli_process(
+    result = run_cli(
         "run",
         "--dataset",
         "arc_challenge",
@@ -605,7 +606,7 @@ def test_dates_next_to_9999_12_31_run(data_dir, tmp_path):
         str(tmp_path),
     )
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
-    summary = json.loads(run_cli_process("summary", "--store", str(tmp_path), "--json").stdout)
+    summary = json.loads(run_cli("summary", "--store", str(tmp_path), "--json").stdout)
     stored, _ = Store(tmp_path).read(columns=["date"])
     assert summary[0]["n_dates"] == 3 and sorted(set(stored["date"].astype(str))) == [
         "9999-11-30",
@@ -619,8 +620,8 @@ def test_regrade_csv_is_written_whole_or_refused_in_one_line(data_dir, tmp_path)
     is one line (it was a traceback from pandas)."""
     store = demo_copy(tmp_path)
     args = ("regrade", "--store", str(store), "--data-dir", str(data_dir), "--dataset", "gsm8k")
-    _assert_one_line_error(run_cli_process(*args, "--csv", str(tmp_path / "missing" / "out.csv")), "cannot write")
-    done = run_cli_process(*args, "--csv", str(tmp_path / "out.csv"))
+    _assert_one_line_error(run_cli(*args, "--csv", str(tmp_path / "missing" / "out.csv")), "cannot write")
+    done = run_cli(*args, "--csv", str(tmp_path / "out.csv"))
     assert done.returncode == 0, done.stderr
     lines = (tmp_path / "out.csv").read_text().splitlines()
     assert lines[0].startswith("model_key,") and len(lines) == 1 + int(done.stdout.split("gsm8k: ")[1].split()[0])
@@ -635,7 +636,7 @@ def test_the_robust_figure_replaces_a_link_and_never_writes_through_it(tmp_path)
     victim.write_text("keep me")
     link = tmp_path / "link.svg"
     link.symlink_to(victim)
-    result = run_cli_process("robust", "--store", str(store), "--dataset", "mmlu", "--figure", str(link))
+    result = run_cli("robust", "--store", str(store), "--dataset", "mmlu", "--figure", str(link))
     assert result.returncode == 0, result.stderr
     assert victim.read_text() == "keep me" and not link.is_symlink() and link.read_text().lstrip().startswith("<?xml")
     assert not list(tmp_path.glob(".link.svg.*"))
@@ -657,7 +658,7 @@ def test_no_output_lands_inside_the_store_it_reads(tmp_path, command):
     unit = next(store.glob("*/mmlu/*.parquet"))
     before = {path: path.read_bytes() for path in store.rglob("*") if path.is_file()}
     args = [arg.replace("{store}", str(store)).replace("{unit}", str(unit)) for arg in command]
-    _assert_one_line_error(run_cli_process(args[0], "--store", str(store), *args[1:]), "is inside the store")
+    _assert_one_line_error(run_cli(args[0], "--store", str(store), *args[1:]), "is inside the store")
     assert {path: path.read_bytes() for path in store.rglob("*") if path.is_file()} == before
 
 
@@ -744,10 +745,10 @@ def test_a_unit_holding_what_its_columns_cannot_hold_is_named_and_left_out(tmp_p
     store = demo_copy(tmp_path)
     _rewrite_first_unit(store, change, sealed)
     for args in (["summary", "--json"], ["robust", "--dataset", "mmlu"]):
-        result = run_cli_process(*args, "--store", str(store))
+        result = run_cli(*args, "--store", str(store))
         assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
         assert says in result.stderr and "warning" in result.stderr, result.stderr
-    rows = json.loads(run_cli_process("summary", "--json", "--store", str(store)).stdout)
+    rows = json.loads(run_cli("summary", "--json", "--store", str(store)).stdout)
     assert (
         rows
         and all(0 <= row["accuracy_max"] <= 1 for row in rows if row["accuracy_max"] is not None)
