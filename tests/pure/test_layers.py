@@ -1,8 +1,11 @@
 """The import layers (``.importlinter``): checked here as CI checks them, and shown to catch what they forbid.
 
 The contract names the layers (the CLI above the explorer above the keep above results above the engine above the
-store above tasks and backends) and the engine's own order (Ray executor, driver, worker, answers and plan), forbids statistics and the store from importing a task, a backend or the sandbox, backends from importing
-a task, tasks from importing a backend (they ask through ``dateeval.requests``), and any import circle. Skipped, with the reason, where import-linter is not installed.
+store above tasks and backends) and the engine's own order (Ray executor, driver, worker, answers and plan), forbids
+statistics and the store from importing a task, a backend or the sandbox, the results layer from reading the store's
+sidecars or sums (it asks ``store/tables.py``), backends from importing a task, tasks from importing a backend (they
+ask through ``dateeval.requests``), and any import circle; docs/architecture.md names every module and states the
+layers in the contract's order. Skipped, with the reason, where import-linter is not installed.
 """
 
 import importlib.util
@@ -77,3 +80,43 @@ def test_the_architecture_page_names_every_module():
         if (f"{path.parent.name}/" if path.name == "__init__.py" else path.name) not in page
     ]
     assert not unnamed, f"docs/architecture.md does not name {unnamed}"
+
+
+# How the architecture page's contract paragraph names each top-level layer of ``.importlinter``.
+LAYER_WORDS = {
+    "__main__": None,  # `python -m dateeval`: the CLI's entry, not a layer of its own on the page
+    "cli": "the CLI",
+    "explorer": "the explorer",
+    "widths": "`widths`",
+    "keeping": "the keep",
+    "stats": "`stats`",
+    "results": "`results`",
+    "engine": "the engine",
+    "serve": "`serve`",
+    "regrade": "`regrade`",
+    "store": "the store",
+    "tasks": "tasks",
+    "backends": "backends",
+}
+
+
+def test_the_architecture_page_states_the_layers_in_the_contracts_order():
+    """docs/architecture.md's paragraph on the contract names the layers of ``.importlinter`` top to bottom, each
+    after the one above it: a layer added, removed or moved in the contract without the page fails here."""
+    import configparser
+
+    contract = configparser.ConfigParser()
+    contract.read(ROOT / ".importlinter")
+    rows = [
+        [name.strip().removeprefix("dateeval.") for name in row.split(":")]
+        for row in contract["importlinter:contract:layers"]["layers"].split("\n")
+        if row.strip()
+    ]
+    assert {name for row in rows for name in row} == set(LAYER_WORDS), "a layer without its words on the page"
+    page = (ROOT / "docs" / "architecture.md").read_text()
+    paragraph = page[page.index("The layers are a contract") :].split("\n\n", 1)[0]
+    at = 0
+    for row in [row for row in rows if row != ["__main__"]]:
+        found = [paragraph.find(LAYER_WORDS[name], at) for name in row]
+        assert min(found) >= 0, (row, paragraph[at:])
+        at = max(found)
