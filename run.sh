@@ -106,8 +106,10 @@ case "${1:-}" in
     # One process per core and one more (DATEEVAL_TEST_WORKERS overrides; 0 runs in this process): a fifth of the
     # time the tests wait on servers, browsers and subprocesses, and the extra worker fills it (2 cores, AMD EPYC:
     # 19 m 50 s with 2 workers, 18 m 33 s with 3). A module's tests stay together in one process, in order (they share
-    # module fixtures), the heaviest modules first (tests/file-seconds.json).
-    HF_HUB_OFFLINE=1 exec .venv/bin/python -m pytest -q -n "${DATEEVAL_TEST_WORKERS:-$(($(nproc) + 1))}" --dist loadfile "$@"
+    # module fixtures), the heaviest modules first (tests/file-seconds.json; --no-loadscope-reorder, or xdist hands
+    # out the modules with the most tests first and a long module of few tests, test_ray, runs last).
+    HF_HUB_OFFLINE=1 exec .venv/bin/python -m pytest -q -n "${DATEEVAL_TEST_WORKERS:-$(($(nproc) + 1))}" --dist loadfile \
+      --no-loadscope-reorder "$@"
     ;;
   setup-vllm)
     setup_vllm
